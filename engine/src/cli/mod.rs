@@ -1,0 +1,73 @@
+//! Command-line parsing and dispatch. Each subcommand lives in its own module and
+//! returns an exit code; errors are printed once, here.
+
+mod op;
+mod output;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Operon: a WebAssembly-sandboxed operation engine for Kubernetes.
+#[derive(Debug, Parser)]
+#[command(name = "operon", version, about, propagate_version = true)]
+struct Cli {
+    /// Log filter for the engine's own logs (e.g. `info`, `operon=debug`); logs go to stderr.
+    #[arg(long, global = true, env = "OPERON_LOG", default_value = "warn")]
+    log: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with operations (WASI components of the `operation` world).
+    #[command(subcommand)]
+    Op(op::OpCommand),
+    /// Print the versions of Operon, wasmtime and the WIT contract.
+    Version {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = output::Format::Table)]
+        output: output::Format,
+    },
+}
+
+/// Parses the command line, runs it and maps failures to exit code 1.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Op(cmd) => op::run(cmd),
+        Command::Version { output } => version(output),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn version(format: output::Format) -> anyhow::Result<ExitCode> {
+    let info = serde_json::json!({
+        "operon": env!("CARGO_PKG_VERSION"),
+        "wit": "operon:engine@0.1.0",
+        "wasmtime": "48.0.8",
+        "worlds": ["operation", "hook"],
+    });
+    match format {
+        output::Format::Table => {
+            println!("operon   {}", env!("CARGO_PKG_VERSION"));
+            println!("wit      operon:engine@0.1.0 (worlds: operation, hook)");
+            println!("wasmtime 48.0.8");
+        }
+        other => output::print_structured(other, &info)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

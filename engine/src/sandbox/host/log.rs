@@ -1,0 +1,72 @@
+//! The `log` host interface: records a guest's log lines, bounded by a byte budget.
+
+use super::HostLimitExceeded;
+use crate::sandbox::bindings::log::{Host, Level};
+use serde::Serialize;
+
+/// One log record emitted by a guest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogRecord {
+    /// The severity the guest gave.
+    pub level: Level,
+    /// The message.
+    pub message: String,
+    /// Structured fields, in the order the guest gave them.
+    pub fields: Vec<(String, String)>,
+}
+
+/// Per-call state of the `log` interface.
+#[derive(Debug)]
+pub struct LogState {
+    /// Records kept so far.
+    pub records: Vec<LogRecord>,
+    /// Bytes still allowed; a guest that logs in a loop must hit a wall, not fill the
+    /// host's memory.
+    remaining: usize,
+    /// The budget this call started with, for the error message.
+    limit: usize,
+    /// The run's name, so host-side log lines can be correlated with the run.
+    run: String,
+}
+
+impl LogState {
+    /// A fresh state allowing `limit` bytes of messages and fields.
+    pub fn new(limit: usize, run: String) -> Self {
+        Self {
+            records: Vec::new(),
+            remaining: limit,
+            limit,
+            run,
+        }
+    }
+}
+
+impl Host for LogState {
+    fn log(
+        &mut self,
+        level: Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        let size = message.len() + fields.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        if size > self.remaining {
+            return Err(wasmtime::Error::new(HostLimitExceeded::Logs {
+                limit: self.limit,
+            }));
+        }
+        self.remaining -= size;
+        match level {
+            Level::Error => tracing::error!(run = %self.run, "{message}"),
+            Level::Warn => tracing::warn!(run = %self.run, "{message}"),
+            Level::Info => tracing::info!(run = %self.run, "{message}"),
+            Level::Debug => tracing::debug!(run = %self.run, "{message}"),
+            Level::Trace => tracing::trace!(run = %self.run, "{message}"),
+        }
+        self.records.push(LogRecord {
+            level,
+            message,
+            fields,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! The `metrics` host interface: buffers the metric operations a guest submits.
+
+use super::HostLimitExceeded;
+use crate::sandbox::bindings::metrics::{Host, MetricOperation};
+
+/// Per-call state of the `metrics` interface.
+#[derive(Debug)]
+pub struct MetricsState {
+    /// Operations submitted so far, in order.
+    pub operations: Vec<MetricOperation>,
+    /// How many operations one run may submit.
+    max_operations: usize,
+}
+
+impl MetricsState {
+    /// A fresh state allowing `max_operations` operations.
+    pub fn new(max_operations: usize) -> Self {
+        Self {
+            operations: Vec::new(),
+            max_operations,
+        }
+    }
+}
+
+/// Prometheus metric and label names: `[a-zA-Z_:][a-zA-Z0-9_:]*` (labels without `:`).
+fn valid_name(name: &str, colon: bool) -> bool {
+    let mut chars = name.chars();
+    let head_ok = |c: char| c.is_ascii_alphabetic() || c == '_' || (colon && c == ':');
+    match chars.next() {
+        Some(c) if head_ok(c) => chars.all(|c| head_ok(c) || c.is_ascii_digit()),
+        _ => false,
+    }
+}
+
+fn validate(operation: &MetricOperation) -> Result<(), String> {
+    let (name, value, labels) = match operation {
+        MetricOperation::Add(s) | MetricOperation::Set(s) => (&s.name, s.value, &s.labels),
+        MetricOperation::Observe(o) => {
+            if o.buckets.windows(2).any(|w| w[0] >= w[1]) || o.buckets.iter().any(|b| b.is_nan()) {
+                return Err(format!(
+                    "metric {:?}: buckets must be strictly ascending numbers",
+                    o.name
+                ));
+            }
+            (&o.name, o.value, &o.labels)
+        }
+        MetricOperation::ExpireGroup(group) => {
+            return if group.is_empty() {
+                Err("expire-group needs a group name".to_owned())
+            } else {
+                Ok(())
+            };
+        }
+    };
+    if !valid_name(name, true) {
+        return Err(format!(
+            "metric name {name:?} is invalid: use letters, digits, '_' and ':', not starting with a digit"
+        ));
+    }
+    if value.is_nan() {
+        return Err(format!("metric {name:?}: value is NaN"));
+    }
+    if let Some((label, _)) = labels.iter().find(|(k, _)| !valid_name(k, false)) {
+        return Err(format!("metric {name:?}: label name {label:?} is invalid"));
+    }
+    Ok(())
+}
+
+impl Host for MetricsState {
+    fn submit(&mut self, operation: MetricOperation) -> wasmtime::Result<Result<(), String>> {
+        if self.operations.len() >= self.max_operations {
+            return Err(wasmtime::Error::new(HostLimitExceeded::MetricOperations {
+                limit: self.max_operations,
+            }));
+        }
+        if let Err(reason) = validate(&operation) {
+            return Ok(Err(reason));
+        }
+        self.operations.push(operation);
+        Ok(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::bindings::metrics::Sample;
+
+    fn sample(name: &str) -> MetricOperation {
+        MetricOperation::Set(Sample {
+            name: name.to_owned(),
+            value: 1.0,
+            labels: vec![],
+            group: None,
+        })
+    }
+
+    #[test]
+    fn names_follow_prometheus_rules() {
+        assert!(validate(&sample("hook_runs_total")).is_ok());
+        assert!(validate(&sample("ns:rate")).is_ok());
+        assert!(validate(&sample("9lives")).is_err());
+        assert!(validate(&sample("with-dash")).is_err());
+        assert!(validate(&sample("")).is_err());
+    }
+
+    #[test]
+    fn limit_traps_instead_of_growing() {
+        let mut state = MetricsState::new(1);
+        assert!(matches!(state.submit(sample("a")), Ok(Ok(()))));
+        let err = state.submit(sample("b")).unwrap_err();
+        assert!(err.downcast_ref::<HostLimitExceeded>().is_some());
+    }
+}

@@ -1,0 +1,113 @@
+//! The per-call host state and the one place where every host interface is linked.
+//!
+//! Each WIT host interface (`log`, `kubernetes`, `metrics`) is its own module with its
+//! own state; adding an interface adds a module and a line in [`link`], nothing else.
+//! WASI is linked with a context that grants nothing: no files, no environment, no
+//! sockets, stdin closed, stdout and stderr captured into bounded buffers.
+
+pub mod kubernetes;
+pub mod log;
+pub mod metrics;
+
+use super::limits::{CallLimits, MemoryLimiter};
+use super::output::BoundedOutput;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// A host-side budget a guest exhausted through an import; returned as a trap so the
+/// guest stops at once.
+#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
+pub enum HostLimitExceeded {
+    /// The run logged more bytes than allowed.
+    #[error("log output exceeded {limit} bytes")]
+    Logs {
+        /// The byte budget.
+        limit: usize,
+    },
+    /// The run submitted more patch operations than allowed.
+    #[error("more than {limit} patch operations submitted")]
+    PatchOperations {
+        /// The operation budget.
+        limit: usize,
+    },
+    /// The run's patch operations carried more bytes than allowed.
+    #[error("patch operations exceeded {limit} bytes")]
+    PatchBytes {
+        /// The byte budget.
+        limit: usize,
+    },
+    /// The run submitted more metric operations than allowed.
+    #[error("more than {limit} metric operations submitted")]
+    MetricOperations {
+        /// The operation budget.
+        limit: usize,
+    },
+}
+
+/// Everything one call's `Store` owns.
+pub struct CallState {
+    /// WASI context with no ambient authority.
+    wasi: WasiCtx,
+    /// WASI resources (streams, pollables) of this call.
+    table: ResourceTable,
+    /// Enforces the call's memory limit and remembers whether it was hit.
+    pub limiter: MemoryLimiter,
+    /// Captured stdout.
+    pub stdout: BoundedOutput,
+    /// Captured stderr.
+    pub stderr: BoundedOutput,
+    /// The `log` interface.
+    pub log: log::LogState,
+    /// The `kubernetes` interface.
+    pub kubernetes: kubernetes::KubernetesState,
+    /// The `metrics` interface.
+    pub metrics: metrics::MetricsState,
+}
+
+impl CallState {
+    /// A fresh state for one call named `run` under `limits`.
+    pub fn new(limits: &CallLimits, run: String) -> Self {
+        let stdout = BoundedOutput::new(limits.stdout_bytes);
+        let stderr = BoundedOutput::new(limits.stderr_bytes);
+        // The builder's defaults already deny what matters: no preopens, no env, no
+        // args, stdin closed, every socket address refused, no name lookup.
+        let wasi = WasiCtx::builder()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .build();
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(limits.memory_bytes),
+            stdout,
+            stderr,
+            log: log::LogState::new(limits.log_bytes, run),
+            kubernetes: kubernetes::KubernetesState::new(
+                limits.patch_operations,
+                limits.patch_bytes,
+            ),
+            metrics: metrics::MetricsState::new(limits.metric_operations),
+        }
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Adds WASI and every Operon host interface to `linker`.
+pub fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    use super::bindings::operation::operon::engine as wit;
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wit::log::add_to_linker::<_, HasSelf<log::LogState>>(linker, |s| &mut s.log)?;
+    wit::kubernetes::add_to_linker::<_, HasSelf<kubernetes::KubernetesState>>(linker, |s| {
+        &mut s.kubernetes
+    })?;
+    wit::metrics::add_to_linker::<_, HasSelf<metrics::MetricsState>>(linker, |s| &mut s.metrics)?;
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! The wasm sandbox: runs operation and hook components with hard limits.
+//!
+//! One [`Sandbox`] per process owns one wasmtime `Engine` (component model, cranelift,
+//! epoch interruption driven by a background ticker, the pooling allocator with an
+//! on-demand fallback, a bounded wasm stack, copy-on-write memory images). Modules are
+//! identified by their sha256 [`ModuleDigest`]; each digest is compiled once, kept as an
+//! `InstancePre`, and its compiled artifact cached on disk. Every call gets a fresh
+//! `Store` with a WASI context that grants nothing, bounded stdout/stderr, a memory limit
+//! and a deadline, and returns a [`CallReport`] whose failures are typed ([`CallError`]).
+//!
+//! This module knows nothing about Kubernetes, Diagnoses or hooks' semantics: it runs
+//! a component and reports what it returned and submitted.
+
+pub mod bindings;
+mod cache;
+mod engine;
+mod error;
+pub mod host;
+mod limits;
+mod module;
+mod output;
+
+pub use bindings::types::{
+    HookConfig, HookInput, HookOutput, OperationInput, OperationOutput, RunnerContext,
+};
+pub use cache::{ArtifactCache, CacheError, ModuleDigest};
+pub use engine::{AllocatorChoice, AllocatorKind, SandboxConfig};
+pub use error::{CallError, LoadError, OutputKind};
+pub use host::log::LogRecord;
+pub use limits::CallLimits;
+pub use module::{HookModule, OperationModule, World};
+
+use bindings::kubernetes::PatchOperation;
+use bindings::metrics::MetricOperation;
+use host::{CallState, HostLimitExceeded};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wasmtime::Store;
+
+/// Everything a call produced, whether it succeeded or not.
+///
+/// Patches and metrics are reported even for a failed call so that a user can see
+/// what the guest tried to do; callers must apply them only when `outcome` is `Ok`.
+#[derive(Debug)]
+pub struct CallReport<T> {
+    /// What the guest returned, or why the call failed.
+    pub outcome: Result<T, CallError>,
+    /// Log records, in order.
+    pub logs: Vec<LogRecord>,
+    /// Patch operations submitted, in order.
+    pub patches: Vec<PatchOperation>,
+    /// Metric operations submitted, in order.
+    pub metrics: Vec<MetricOperation>,
+    /// Captured stdout (lossy UTF-8).
+    pub stdout: String,
+    /// Captured stderr (lossy UTF-8).
+    pub stderr: String,
+    /// Wall-clock time of the call, instantiation included.
+    pub elapsed: Duration,
+}
+
+/// The process-wide wasm sandbox. Cheap to clone; clones share the engine and modules.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<engine::EngineState>,
+    modules: Arc<Mutex<HashMap<ModuleDigest, module::Loaded>>>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("allocator", &self.inner.allocator)
+            .field("cache", &self.inner.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandbox {
+    /// Builds the engine. Fails only when wasmtime cannot be configured at all; a pool
+    /// that cannot reserve its address space falls back to on-demand allocation (unless
+    /// [`AllocatorChoice::Pooling`] insists), and a cache that cannot be opened is
+    /// logged and skipped.
+    pub fn new(config: SandboxConfig) -> Result<Self, engine::EngineError> {
+        Ok(Self {
+            inner: Arc::new(engine::EngineState::new(config)?),
+            modules: Arc::default(),
+        })
+    }
+
+    /// Which instance allocator the engine ended up with.
+    pub fn allocator(&self) -> AllocatorKind {
+        self.inner.allocator
+    }
+
+    /// The wasmtime engine, for tools (benchmarks) that compare against raw wasmtime.
+    pub fn wasmtime_engine(&self) -> &wasmtime::Engine {
+        &self.inner.engine
+    }
+
+    /// Loads an operation component from a file.
+    pub fn load_operation_file(&self, path: &Path) -> Result<OperationModule, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_operation(&path.display().to_string(), &bytes)
+    }
+
+    /// Loads an operation component; `name` is used in error messages only.
+    pub fn load_operation(&self, name: &str, bytes: &[u8]) -> Result<OperationModule, LoadError> {
+        match self.load(name, bytes, World::Operation)? {
+            module::Loaded::Operation(m) => Ok(m),
+            module::Loaded::Hook(_) => unreachable!("load checks the world"),
+        }
+    }
+
+    /// Loads a hook component from a file.
+    pub fn load_hook_file(&self, path: &Path) -> Result<HookModule, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_hook(&path.display().to_string(), &bytes)
+    }
+
+    /// Loads a hook component; `name` is used in error messages only.
+    pub fn load_hook(&self, name: &str, bytes: &[u8]) -> Result<HookModule, LoadError> {
+        match self.load(name, bytes, World::Hook)? {
+            module::Loaded::Hook(m) => Ok(m),
+            module::Loaded::Operation(_) => unreachable!("load checks the world"),
+        }
+    }
+
+    fn load(&self, name: &str, bytes: &[u8], world: World) -> Result<module::Loaded, LoadError> {
+        let digest = ModuleDigest::of(bytes);
+        if let Some(loaded) = self.lock_modules().get(&digest)
+            && loaded.world() == world
+        {
+            return Ok(loaded.clone());
+        }
+        // Compile outside the lock: it takes milliseconds and other calls must not wait.
+        let loaded = module::load(&self.inner, name, digest, bytes, world)?;
+        self.lock_modules().insert(digest, loaded.clone());
+        Ok(loaded)
+    }
+
+    fn lock_modules(&self) -> std::sync::MutexGuard<'_, HashMap<ModuleDigest, module::Loaded>> {
+        // The map is only ever inserted into whole values, so a poisoned lock still
+        // guards a consistent map.
+        self.modules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn new_store(&self, limits: &CallLimits, run: &str) -> Store<CallState> {
+        let mut store = Store::new(&self.inner.engine, CallState::new(limits, run.to_owned()));
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(self.inner.epoch_ticks(limits.timeout));
+        store
+    }
+
+    /// Runs an operation's `run` export once in a fresh store.
+    pub async fn run_operation(
+        &self,
+        module: &OperationModule,
+        input: &OperationInput,
+        limits: &CallLimits,
+    ) -> CallReport<OperationOutput> {
+        let started = Instant::now();
+        let mut store = self.new_store(limits, &input.context.name);
+        let call = async {
+            let instance = module
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Phase::Start)?;
+            instance
+                .call_run(&mut store, input)
+                .await
+                .map_err(Phase::Call)
+        };
+        let raw = tokio::time::timeout(limits.timeout, call).await;
+        let mut report = self.finish(store, raw, limits, started);
+        if let Ok(output) = &report.outcome {
+            let size = output.output.len()
+                + output
+                    .results
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>();
+            if size > limits.result_bytes {
+                report.outcome = Err(CallError::OutputTooLarge {
+                    what: OutputKind::Result,
+                    detail: format!(
+                        "{size} bytes returned, at most {} allowed",
+                        limits.result_bytes
+                    ),
+                });
+            }
+        }
+        report
+    }
+
+    /// Calls a hook's `configure` export in a fresh store.
+    pub async fn configure_hook(
+        &self,
+        module: &HookModule,
+        run: &str,
+        limits: &CallLimits,
+    ) -> CallReport<HookConfig> {
+        let started = Instant::now();
+        let mut store = self.new_store(limits, run);
+        let call = async {
+            let instance = module
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Phase::Start)?;
+            instance
+                .call_configure(&mut store)
+                .await
+                .map_err(Phase::Call)
+        };
+        let raw = tokio::time::timeout(limits.timeout, call).await;
+        self.finish(store, raw, limits, started)
+    }
+
+    /// Calls a hook's `handle` export in a fresh store.
+    pub async fn handle_hook(
+        &self,
+        module: &HookModule,
+        input: &HookInput,
+        limits: &CallLimits,
+    ) -> CallReport<HookOutput> {
+        let started = Instant::now();
+        let mut store = self.new_store(limits, &input.context.name);
+        let call = async {
+            let instance = module
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Phase::Start)?;
+            instance
+                .call_handle(&mut store, input)
+                .await
+                .map_err(Phase::Call)
+        };
+        let raw = tokio::time::timeout(limits.timeout, call).await;
+        self.finish(store, raw, limits, started)
+    }
+
+    /// Turns the raw result of a call into a report, classifying failures by the limit
+    /// that caused them.
+    fn finish<T>(
+        &self,
+        store: Store<CallState>,
+        raw: Result<Result<Result<T, String>, Phase>, tokio::time::error::Elapsed>,
+        limits: &CallLimits,
+        started: Instant,
+    ) -> CallReport<T> {
+        let elapsed = started.elapsed();
+        let state = store.into_data();
+        let outcome = match raw {
+            Err(_elapsed) => Err(CallError::Timeout {
+                limit: limits.timeout,
+            }),
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(message))) => Err(CallError::Failed(message)),
+            Ok(Err(phase)) => Err(self.classify(phase, &state, limits)),
+        };
+        CallReport {
+            outcome,
+            stdout: state.stdout.text(),
+            stderr: state.stderr.text(),
+            logs: state.log.records,
+            patches: state.kubernetes.operations,
+            metrics: state.metrics.operations,
+            elapsed,
+        }
+    }
+
+    fn classify(&self, phase: Phase, state: &CallState, limits: &CallLimits) -> CallError {
+        let (err, starting) = match phase {
+            Phase::Start(e) => (e, true),
+            Phase::Call(e) => (e, false),
+        };
+        let trap = err.downcast_ref::<wasmtime::Trap>().copied();
+        if trap == Some(wasmtime::Trap::Interrupt) {
+            return CallError::Timeout {
+                limit: limits.timeout,
+            };
+        }
+        if let Some(requested) = state.limiter.refused() {
+            return CallError::MemoryLimit {
+                limit: limits.memory_bytes,
+                requested,
+            };
+        }
+        for out in [
+            (&state.stdout, OutputKind::Stdout),
+            (&state.stderr, OutputKind::Stderr),
+        ] {
+            if out.0.overflowed() {
+                return CallError::OutputTooLarge {
+                    what: out.1,
+                    detail: format!("at most {} bytes", out.0.capacity()),
+                };
+            }
+        }
+        if let Some(limit) = err.downcast_ref::<HostLimitExceeded>() {
+            return CallError::from_host_limit(*limit);
+        }
+        if trap == Some(wasmtime::Trap::StackOverflow) {
+            return CallError::StackOverflow {
+                limit: self.inner.max_wasm_stack,
+            };
+        }
+        if starting && trap.is_none() {
+            return CallError::Start(format!("{err:#}"));
+        }
+        CallError::Trap {
+            message: format!("{err:?}"),
+            panic: panic_message(&state.stderr.text()),
+        }
+    }
+}
+
+/// Where a call failed: before the guest ran (instantiation) or while it ran.
+enum Phase {
+    Start(wasmtime::Error),
+    Call(wasmtime::Error),
+}
+
+/// Recovers a Rust guest's panic message from its stderr
+/// (`thread '...' panicked at FILE:LINE:COL:\nMESSAGE\nnote: ...`).
+fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.rfind("panicked at ")?;
+    let rest = &stderr[start + "panicked at ".len()..];
+    let (location, body) = rest.split_once('\n').unwrap_or((rest, ""));
+    let message: Vec<&str> = body
+        .lines()
+        .take_while(|line| !line.starts_with("note: ") && !line.starts_with("stack backtrace"))
+        .collect();
+    let location = location.trim_end_matches(':');
+    let message = message.join("\n");
+    Some(if message.is_empty() {
+        location.to_owned()
+    } else {
+        format!("{message} (at {location})")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_message_is_recovered_from_rust_stderr() {
+        let stderr = "thread '<unnamed>' panicked at src/lib.rs:12:9:\nboom: it broke\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            panic_message(stderr).as_deref(),
+            Some("boom: it broke (at src/lib.rs:12:9)")
+        );
+        assert_eq!(panic_message("no panic here"), None);
+    }
+}
