@@ -1,0 +1,55 @@
+//! Operon's integration tests and benchmarks against real guests.
+//!
+//! The build script compiles every guest crate of the workspace for `wasm32-wasip2` (in
+//! release mode, into `target/guests`) whenever the SDK, the WIT contract or the
+//! operations change. This library only says where the resulting components are: each
+//! constant is the absolute path of one component, ready for the engine to load.
+
+use std::path::PathBuf;
+
+mod guests {
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+}
+
+/// `fixture-trivial`: an operation that returns `ok=true` at once, for per-call benchmarks.
+pub const TRIVIAL: &str = guests::TRIVIAL;
+
+/// `fixture-hostile`: an operation that misbehaves as its parameter `mode` says (`spin`,
+/// `allocate`, `recurse`, `panic`, `flood-stdout`, `enormous-result`, `log-loop`,
+/// `patch-loop`, `sleep`), or returns `mode=ok` for `ok`, or fails naming an unknown mode.
+pub const HOSTILE: &str = guests::HOSTILE;
+
+/// `fixture-echo`: an operation that returns each parameter as a result, the args joined
+/// with spaces as `args`, and the context as `context.name`, `context.dry-run`,
+/// `context.timeout-ms`, `context.node`, `context.namespace` and `context.owner`
+/// (`kind/name`; the optional ones only when set), and writes a line to stdout and stderr.
+pub const ECHO: &str = guests::ECHO;
+
+/// `fixture-command`: a plain `wasi:cli/command` program built without the SDK, which the
+/// engine must refuse as an operation or a hook.
+pub const COMMAND: &str = guests::COMMAND;
+
+/// `disk-pressure`: the example operation that reads `df -P` output (parameter `df`) and
+/// reports filesystems at or over `threshold` percent.
+pub const DISK_PRESSURE: &str = guests::DISK_PRESSURE;
+
+/// `log-triage`: the example operation that classifies known failure signatures in the
+/// container log given as parameter `log`.
+pub const LOG_TRIAGE: &str = guests::LOG_TRIAGE;
+
+/// `pod-labeler`: the example hook that labels pods with `operon.dev/seen` (a `hook` world
+/// component, so the engine must refuse it as an operation).
+pub const POD_LABELER: &str = guests::POD_LABELER;
+
+/// A directory for the engine's compiled-module cache that outlives one test run, so each
+/// guest is compiled once rather than once per test; created if missing.
+///
+/// # Panics
+///
+/// If the directory cannot be created.
+pub fn test_cache_dir() -> PathBuf {
+    let dir = PathBuf::from(guests::GUESTS_DIR).join("compiled-cache");
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|err| panic!("cannot create {}: {err}", dir.display()));
+    dir
+}
