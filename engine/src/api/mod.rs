@@ -1,0 +1,68 @@
+//! The custom resources of group `operon.dev/v1alpha1`: Operation, OperationSet,
+//! Trigger and Diagnosis, with KubeDiag's field names, their defaults and their
+//! validation.
+//!
+//! Types only, no I/O: the graph, the pipeline and the controllers consume them. Every
+//! check reports a [`Problem`] naming the object, the field and the reason, and checks
+//! report all problems at once rather than the first.
+
+mod condition;
+mod diagnosis;
+mod operation;
+mod operation_set;
+mod trigger;
+
+pub use condition::{Condition, ConditionStatus};
+pub use diagnosis::{
+    Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisSpec, DiagnosisStatus, FailedPath, NodePhase,
+    NodeRecord, PathNode, PodReference,
+};
+pub use operation::{
+    HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ProcessorKind, ScriptRunner,
+    Storage, WasmProcessor,
+};
+pub use operation_set::{Node, OperationSet, OperationSetSpec, OperationSetStatus};
+pub use trigger::{
+    CronTemplate, EventSourceRegexp, KubernetesEventRegexp, KubernetesEventTemplate,
+    PrometheusAlertRegexp, PrometheusAlertTemplate, SourceTemplate, Trigger, TriggerSpec,
+    TriggerStatus,
+};
+
+/// The API group of every Operon resource.
+pub const GROUP: &str = "operon.dev";
+/// The API version of this module's resources.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` as written in manifests.
+pub const API_VERSION: &str = "operon.dev/v1alpha1";
+
+/// One thing wrong with one object: which object, which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    /// `Kind/name`, e.g. `OperationSet/node-diagnosis`.
+    pub object: String,
+    /// The JSON path of the field, e.g. `spec.adjacencyList[3].to[0]`.
+    pub field: String,
+    /// What is wrong and, where it helps, what to do.
+    pub reason: String,
+}
+
+impl Problem {
+    /// A problem with `field` of `object`.
+    pub fn new(
+        object: impl Into<String>,
+        field: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            object: object.into(),
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.object, self.field, self.reason)
+    }
+}

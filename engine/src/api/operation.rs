@@ -1,0 +1,299 @@
+//! `Operation`: one step of a diagnosis pipeline and the processor that runs it.
+
+use super::Problem;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// An Operation: what runs (a wasm module, a script or an HTTP endpoint) and its limits.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "operon.dev",
+    version = "v1alpha1",
+    kind = "Operation",
+    plural = "operations",
+    shortname = "op",
+    printcolumn = r#"{"name":"Timeout","type":"integer","jsonPath":".spec.processor.timeoutSeconds"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationSpec {
+    /// How the operation runs: exactly one of `wasm`, `scriptRunner`, `httpServer`.
+    pub processor: Processor,
+    /// Where results are also written as files, one per result key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<Storage>,
+}
+
+/// The processor of an Operation (KubeDiag's `spec.processor`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Processor {
+    /// Run a WebAssembly component of the `operation` world.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wasm: Option<WasmProcessor>,
+    /// Run a shell script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_runner: Option<ScriptRunner>,
+    /// POST the input to an HTTP endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_server: Option<HttpServer>,
+    /// How long one run may take, in seconds (default 30, at least 1).
+    #[serde(default = "default_timeout_seconds")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: i64,
+}
+
+fn default_timeout_seconds() -> i64 {
+    30
+}
+
+/// A wasm processor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WasmProcessor {
+    /// The module: a name known to the module store, a path (local runs), or a
+    /// `sha256:<hex>` digest.
+    pub module: String,
+    /// Extra parameters passed to every run of this operation, under the input's
+    /// parameters (a Diagnosis' parameters and earlier results win).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, String>,
+}
+
+/// A script processor (KubeDiag's `scriptRunner`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScriptRunner {
+    /// The script text; its shebang is honoured (`/bin/sh` when there is none).
+    pub script: String,
+    /// Input keys whose values become the script's positional arguments, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arg_keys: Vec<String>,
+    /// When set, stdout is returned as `operation.<key>.output` and a failure as
+    /// `operation.<key>.error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_result_key: Option<String>,
+}
+
+/// An HTTP processor (KubeDiag's `httpServer`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpServer {
+    /// Host name or IP address (default `127.0.0.1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// TCP port (default 80 for http, 443 for https).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i64>,
+    /// Request path (default `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `http` (default) or `https`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+}
+
+/// Where results are stored besides the Diagnosis status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Storage {
+    /// A directory on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<HostPathStorage>,
+}
+
+/// A directory on the node that results are written under.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostPathStorage {
+    /// An absolute directory path.
+    pub path: String,
+}
+
+/// The processor an Operation uses, once validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessorKind {
+    /// `wasm`.
+    Wasm,
+    /// `scriptRunner`.
+    Script,
+    /// `httpServer`.
+    Http,
+}
+
+impl Operation {
+    /// `Operation/<name>`, for messages.
+    pub fn object_ref(&self) -> String {
+        format!(
+            "Operation/{}",
+            self.metadata.name.as_deref().unwrap_or("<unnamed>")
+        )
+    }
+
+    /// The processor kind, when exactly one is set.
+    pub fn processor_kind(&self) -> Option<ProcessorKind> {
+        let p = &self.spec.processor;
+        match (&p.wasm, &p.script_runner, &p.http_server) {
+            (Some(_), None, None) => Some(ProcessorKind::Wasm),
+            (None, Some(_), None) => Some(ProcessorKind::Script),
+            (None, None, Some(_)) => Some(ProcessorKind::Http),
+            _ => None,
+        }
+    }
+
+    /// Every problem with this Operation.
+    pub fn validate(&self) -> Vec<Problem> {
+        let object = self.object_ref();
+        let mut problems = Vec::new();
+        let mut problem = |field: &str, reason: String| {
+            problems.push(Problem::new(object.clone(), field, reason));
+        };
+        if self.metadata.name.as_deref().is_none_or(str::is_empty) {
+            problem("metadata.name", "an Operation needs a name".to_owned());
+        }
+        let p = &self.spec.processor;
+        let set: Vec<&str> = [
+            p.wasm.as_ref().map(|_| "wasm"),
+            p.script_runner.as_ref().map(|_| "scriptRunner"),
+            p.http_server.as_ref().map(|_| "httpServer"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if set.len() != 1 {
+            problem(
+                "spec.processor",
+                if set.is_empty() {
+                    "set exactly one of wasm, scriptRunner, httpServer (none is set)".to_owned()
+                } else {
+                    format!(
+                        "set exactly one of wasm, scriptRunner, httpServer (found {})",
+                        set.join(", ")
+                    )
+                },
+            );
+        }
+        if p.timeout_seconds < 1 {
+            problem(
+                "spec.processor.timeoutSeconds",
+                format!("must be at least 1, got {}", p.timeout_seconds),
+            );
+        }
+        if let Some(wasm) = &p.wasm
+            && wasm.module.trim().is_empty()
+        {
+            problem(
+                "spec.processor.wasm.module",
+                "must name a module".to_owned(),
+            );
+        }
+        if let Some(script) = &p.script_runner {
+            if script.script.trim().is_empty() {
+                problem("spec.processor.scriptRunner.script", "is empty".to_owned());
+            }
+            for (i, key) in script.arg_keys.iter().enumerate() {
+                if key.is_empty() {
+                    problem(
+                        &format!("spec.processor.scriptRunner.argKeys[{i}]"),
+                        "is empty".to_owned(),
+                    );
+                }
+            }
+            if script.operation_result_key.as_deref() == Some("") {
+                problem(
+                    "spec.processor.scriptRunner.operationResultKey",
+                    "is empty".to_owned(),
+                );
+            }
+        }
+        if let Some(http) = &p.http_server {
+            if let Some(port) = http.port
+                && !(1..=65535).contains(&port)
+            {
+                problem(
+                    "spec.processor.httpServer.port",
+                    format!("must be 1-65535, got {port}"),
+                );
+            }
+            if let Some(scheme) = &http.scheme
+                && scheme != "http"
+                && scheme != "https"
+            {
+                problem(
+                    "spec.processor.httpServer.scheme",
+                    format!("must be http or https, got {scheme:?}"),
+                );
+            }
+            if let Some(address) = &http.address
+                && (address.is_empty() || address.contains(['/', ' ', '?', '#']))
+            {
+                problem(
+                    "spec.processor.httpServer.address",
+                    format!("must be a host name or IP address, got {address:?}"),
+                );
+            }
+            if let Some(path) = &http.path
+                && !path.starts_with('/')
+            {
+                problem(
+                    "spec.processor.httpServer.path",
+                    format!("must start with '/', got {path:?}"),
+                );
+            }
+        }
+        if let Some(host_path) = self
+            .spec
+            .storage
+            .as_ref()
+            .and_then(|s| s.host_path.as_ref())
+            && !host_path.path.starts_with('/')
+        {
+            problem(
+                "spec.storage.hostPath.path",
+                format!("must be an absolute path, got {:?}", host_path.path),
+            );
+        }
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operation(yaml: &str) -> Operation {
+        yaml_serde::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn defaults_and_a_valid_script_operation() {
+        let op = operation(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: df}\nspec:\n  processor:\n    scriptRunner:\n      script: df -P\n      operationResultKey: df\n",
+        );
+        assert_eq!(op.spec.processor.timeout_seconds, 30);
+        assert_eq!(op.processor_kind(), Some(ProcessorKind::Script));
+        assert!(op.validate().is_empty(), "{:?}", op.validate());
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_field() {
+        let op = operation(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: bad}\nspec:\n  processor:\n    timeoutSeconds: 0\n    wasm: {module: ''}\n    httpServer: {port: 70000, scheme: ftp, path: x}\n  storage: {hostPath: {path: relative}}\n",
+        );
+        let fields: Vec<String> = op.validate().into_iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.processor",
+                "spec.processor.timeoutSeconds",
+                "spec.processor.wasm.module",
+                "spec.processor.httpServer.port",
+                "spec.processor.httpServer.scheme",
+                "spec.processor.httpServer.path",
+                "spec.storage.hostPath.path",
+            ]
+        );
+        assert_eq!(op.processor_kind(), None);
+    }
+}
