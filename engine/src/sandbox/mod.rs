@@ -21,7 +21,8 @@ mod module;
 mod output;
 
 pub use bindings::types::{
-    HookConfig, HookInput, HookOutput, OperationInput, OperationOutput, RunnerContext,
+    HookConfig, HookInput, HookOutput, OperationInput, OperationOutput, OwnerReference,
+    RunnerContext,
 };
 pub use cache::{ArtifactCache, CacheError, ModuleDigest};
 pub use engine::{AllocatorChoice, AllocatorKind, SandboxConfig};

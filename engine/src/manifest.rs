@@ -1,0 +1,328 @@
+//! Reading Operon objects from YAML files and directories (multi-document YAML), for the
+//! commands that run with no cluster.
+//!
+//! Every problem — a file that cannot be read, a document that is not YAML, an unknown
+//! kind, a field of the wrong type, a duplicate name — is collected with the file, the
+//! document number and the field, and loading goes on with the next document.
+
+use crate::api::{API_VERSION, Diagnosis, Operation, OperationSet, Problem, Trigger};
+use serde::Deserialize as _;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where an object came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The file.
+    pub file: PathBuf,
+    /// The document's position in the file, from 1.
+    pub document: usize,
+}
+
+impl Source {
+    /// The directory relative paths in the object are resolved against.
+    pub fn dir(&self) -> &Path {
+        self.file.parent().unwrap_or(Path::new("."))
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.file.display(), self.document)
+    }
+}
+
+/// An object with its source.
+#[derive(Debug, Clone)]
+pub struct Loaded<T> {
+    /// The object.
+    pub object: T,
+    /// Where it was read.
+    pub source: Source,
+}
+
+/// Everything read, by kind and name (sorted, so output is deterministic).
+#[derive(Debug, Default, Clone)]
+pub struct Manifests {
+    /// Operations by name.
+    pub operations: BTreeMap<String, Loaded<Operation>>,
+    /// OperationSets by name.
+    pub operation_sets: BTreeMap<String, Loaded<OperationSet>>,
+    /// Triggers by name.
+    pub triggers: BTreeMap<String, Loaded<Trigger>>,
+    /// Diagnoses by name (namespaces are not separated: local runs use names).
+    pub diagnoses: BTreeMap<String, Loaded<Diagnosis>>,
+}
+
+/// Reads every `*.yaml` / `*.yml` file under `paths` (directories recursively, in sorted
+/// order). Returns what could be read and every problem found.
+pub fn load(paths: &[PathBuf]) -> (Manifests, Vec<Problem>) {
+    let mut manifests = Manifests::default();
+    let mut problems = Vec::new();
+    let mut files = Vec::new();
+    for path in paths {
+        collect_files(path, &mut files, &mut problems);
+    }
+    for file in files {
+        match std::fs::read_to_string(&file) {
+            Ok(text) => load_text(&file, &text, &mut manifests, &mut problems),
+            Err(e) => problems.push(Problem::new(
+                file.display().to_string(),
+                "",
+                format!("cannot read: {e}"),
+            )),
+        }
+    }
+    (manifests, problems)
+}
+
+fn collect_files(path: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Problem>) {
+    if path.is_dir() {
+        let entries = match std::fs::read_dir(path) {
+            Ok(entries) => entries,
+            Err(e) => {
+                problems.push(Problem::new(
+                    path.display().to_string(),
+                    "",
+                    format!("cannot read: {e}"),
+                ));
+                return;
+            }
+        };
+        let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        children.sort();
+        for child in children {
+            let hidden = child
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            let yaml = child.extension().is_some_and(|e| e == "yaml" || e == "yml");
+            if hidden {
+                continue;
+            }
+            if child.is_dir() || yaml {
+                collect_files(&child, files, problems);
+            }
+        }
+    } else if path.exists() {
+        files.push(path.to_owned());
+    } else {
+        problems.push(Problem::new(
+            path.display().to_string(),
+            "",
+            "no such file or directory",
+        ));
+    }
+}
+
+/// Parses one file's documents into `manifests`.
+pub fn load_text(file: &Path, text: &str, manifests: &mut Manifests, problems: &mut Vec<Problem>) {
+    for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
+        let source = Source {
+            file: file.to_owned(),
+            document: index + 1,
+        };
+        let value = match serde_json::Value::deserialize(document) {
+            Ok(serde_json::Value::Null) => continue,
+            Ok(value) => value,
+            Err(e) => {
+                problems.push(Problem::new(
+                    source.to_string(),
+                    "",
+                    format!("not valid YAML: {e}"),
+                ));
+                // The YAML stream cannot be trusted past a syntax error.
+                break;
+            }
+        };
+        add(value, source, manifests, problems);
+    }
+}
+
+fn add(
+    value: serde_json::Value,
+    source: Source,
+    manifests: &mut Manifests,
+    problems: &mut Vec<Problem>,
+) {
+    let api_version = value
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    let kind = value
+        .get("kind")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_owned();
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_owned();
+    let object = format!("{source} ({kind}/{name})");
+    if api_version != API_VERSION {
+        problems.push(Problem::new(
+            object,
+            "apiVersion",
+            format!("expected {API_VERSION}, got {api_version:?}"),
+        ));
+        return;
+    }
+    if name.is_empty() {
+        problems.push(Problem::new(
+            object,
+            "metadata.name",
+            "every object needs a name",
+        ));
+        return;
+    }
+    fn typed<T: serde::de::DeserializeOwned>(
+        value: serde_json::Value,
+        object: &str,
+        problems: &mut Vec<Problem>,
+    ) -> Option<T> {
+        serde_path_to_error::deserialize(value)
+            .map_err(|e| {
+                let field = e.path().to_string();
+                problems.push(Problem::new(object, field, e.into_inner().to_string()));
+            })
+            .ok()
+    }
+    fn insert<T>(
+        map: &mut BTreeMap<String, Loaded<T>>,
+        name: String,
+        loaded: Loaded<T>,
+        object: String,
+        problems: &mut Vec<Problem>,
+    ) {
+        if let Some(previous) = map.get(&name) {
+            problems.push(Problem::new(
+                object,
+                "metadata.name",
+                format!("duplicate name; first defined in {}", previous.source),
+            ));
+        } else {
+            map.insert(
+                name,
+                Loaded {
+                    object: loaded.object,
+                    source: loaded.source,
+                },
+            );
+        }
+    }
+    match kind.as_str() {
+        "Operation" => {
+            if let Some(o) = typed(value, &object, problems) {
+                insert(
+                    &mut manifests.operations,
+                    name,
+                    Loaded { object: o, source },
+                    object,
+                    problems,
+                );
+            }
+        }
+        "OperationSet" => {
+            if let Some(o) = typed(value, &object, problems) {
+                insert(
+                    &mut manifests.operation_sets,
+                    name,
+                    Loaded { object: o, source },
+                    object,
+                    problems,
+                );
+            }
+        }
+        "Trigger" => {
+            if let Some(o) = typed(value, &object, problems) {
+                insert(
+                    &mut manifests.triggers,
+                    name,
+                    Loaded { object: o, source },
+                    object,
+                    problems,
+                );
+            }
+        }
+        "Diagnosis" => {
+            if let Some(mut o) = typed::<Diagnosis>(value, &object, problems) {
+                o.metadata
+                    .namespace
+                    .get_or_insert_with(|| "default".to_owned());
+                insert(
+                    &mut manifests.diagnoses,
+                    name,
+                    Loaded { object: o, source },
+                    object,
+                    problems,
+                );
+            }
+        }
+        other => problems.push(Problem::new(
+            object,
+            "kind",
+            format!(
+                "unknown kind {other:?}; expected Operation, OperationSet, Trigger or Diagnosis"
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (Manifests, Vec<Problem>) {
+        let mut m = Manifests::default();
+        let mut p = Vec::new();
+        load_text(Path::new("x.yaml"), text, &mut m, &mut p);
+        (m, p)
+    }
+
+    #[test]
+    fn multi_document_files_load_every_kind() {
+        let (m, p) = parse(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: a}\nspec: {processor: {scriptRunner: {script: 'true'}}}\n---\n---\napiVersion: operon.dev/v1alpha1\nkind: OperationSet\nmetadata: {name: s}\nspec: {adjacencyList: [{id: 0, to: [1]}, {id: 1, operation: a}]}\n---\napiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata: {name: d}\nspec: {operationSet: s}\n",
+        );
+        assert!(p.is_empty(), "{p:?}");
+        assert!(m.operations.contains_key("a"));
+        assert!(m.operation_sets.contains_key("s"));
+        assert_eq!(
+            m.diagnoses["d"].object.metadata.namespace.as_deref(),
+            Some("default")
+        );
+        assert_eq!(m.diagnoses["d"].source.document, 4);
+    }
+
+    #[test]
+    fn bad_documents_are_reported_with_file_document_and_field() {
+        let (m, p) = parse(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: a}\nspec: {processor: {timeoutSeconds: soon, scriptRunner: {script: x}}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\napiVersion: operon.dev/v1alpha1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {}\n---\nkey: [unclosed\n",
+        );
+        assert!(m.operations.is_empty());
+        let fields: Vec<(&str, &str)> = p
+            .iter()
+            .map(|p| (p.object.as_str(), p.field.as_str()))
+            .collect();
+        assert_eq!(
+            fields[0],
+            ("x.yaml#1 (Operation/a)", "spec.processor.timeoutSeconds")
+        );
+        assert_eq!(fields[1], ("x.yaml#2 (Pod/p)", "apiVersion"));
+        assert_eq!(fields[2], ("x.yaml#3 (Widget/w)", "kind"));
+        assert_eq!(fields[3], ("x.yaml#4 (Operation/)", "metadata.name"));
+        assert!(p[4].reason.contains("not valid YAML"), "{}", p[4]);
+    }
+
+    #[test]
+    fn duplicate_names_are_reported() {
+        let doc = "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: a}\nspec: {processor: {scriptRunner: {script: x}}}\n";
+        let (_, p) = parse(&format!("{doc}---\n{doc}"));
+        assert_eq!(p.len(), 1);
+        assert!(
+            p[0].reason.contains("first defined in x.yaml#1"),
+            "{}",
+            p[0]
+        );
+    }
+}

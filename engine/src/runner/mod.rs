@@ -1,0 +1,85 @@
+//! The one interface every processor implements: a runner takes a run request (the
+//! input map, a runner context, a timeout) and returns results or a failure.
+//!
+//! `wasm` runs a component in the sandbox, `script` runs a shell script as a process,
+//! `http` POSTs to an endpoint. A new kind of processor is one new module implementing
+//! [`Runner`]; the pipeline does not change. Runners know nothing about graphs or
+//! Diagnoses.
+
+pub mod http;
+pub mod script;
+pub mod wasm;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A boxed future, so runners can be used as trait objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One run of one operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRequest {
+    /// A name for the run, for logs (e.g. `default/diag-1/node-3`).
+    pub name: String,
+    /// The full input: parameters overlaid by earlier results, plus built-ins.
+    pub input: BTreeMap<String, String>,
+    /// Only the results of earlier operations.
+    pub results: BTreeMap<String, String>,
+    /// The node the run is about.
+    pub node: Option<String>,
+    /// The namespace the run belongs to.
+    pub namespace: Option<String>,
+    /// `Kind/name` of the object the run is for.
+    pub owner: Option<(String, String, String)>,
+    /// When true the operation must not change anything.
+    pub dry_run: bool,
+    /// Wall-clock budget.
+    pub timeout: Duration,
+}
+
+/// What a successful run returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOutput {
+    /// Results merged into the Diagnosis.
+    pub results: BTreeMap<String, String>,
+    /// Free-form output text (stdout of a script, `output` of a wasm operation).
+    pub output: String,
+}
+
+impl RunOutput {
+    /// Bytes of results and output, as recorded per node.
+    pub fn size(&self) -> u64 {
+        let results: usize = self.results.iter().map(|(k, v)| k.len() + v.len()).sum();
+        (results + self.output.len()) as u64
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RunError {
+    /// What went wrong, for the node record.
+    pub message: String,
+    /// Results the failed run still reports (a script's `operation.<key>.error` and
+    /// `operation.<key>.output`), kept so users can see what happened.
+    pub results: BTreeMap<String, String>,
+}
+
+impl RunError {
+    /// A failure with a message and no results.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            results: BTreeMap::new(),
+        }
+    }
+}
+
+/// Something that runs an operation.
+pub trait Runner: Send + Sync {
+    /// Runs once. Must return by `request.timeout` (plus a small grace) whatever the
+    /// operation does.
+    fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>>;
+}
