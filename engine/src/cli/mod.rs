@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own module and
 //! returns an exit code; errors are printed once, here.
 
+mod diagnose;
 mod op;
 mod output;
 
@@ -24,6 +25,12 @@ enum Command {
     /// Work with operations (WASI components of the `operation` world).
     #[command(subcommand)]
     Op(op::OpCommand),
+    /// Run a Diagnosis of an OperationSet from YAML files, with no cluster.
+    Run(Box<diagnose::RunArgs>),
+    /// Check Operations, OperationSets, Triggers and Diagnoses; report every problem.
+    Validate(diagnose::ValidateArgs),
+    /// Draw an OperationSet as Graphviz DOT or Mermaid, with a Diagnosis' outcomes.
+    Graph(diagnose::GraphArgs),
     /// Print the versions of Operon, wasmtime and the WIT contract.
     Version {
         /// Output format.
@@ -43,6 +50,9 @@ pub fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Op(cmd) => op::run(cmd),
+        Command::Run(args) => diagnose::run(*args),
+        Command::Validate(args) => diagnose::validate(args),
+        Command::Graph(args) => diagnose::draw(args),
         Command::Version { output } => version(output),
     };
     match result {

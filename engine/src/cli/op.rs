@@ -64,7 +64,8 @@ pub struct RunArgs {
     output: Format,
 }
 
-fn key_value(text: &str) -> Result<(String, String), String> {
+/// Parses `KEY=VALUE` (the value may contain `=`).
+pub fn key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("expected KEY=VALUE, got {text:?}")),

@@ -7,7 +7,7 @@
 //! the size of the list, whatever ids it holds.
 
 use super::{Graph, GraphNode};
-use crate::api::{OperationSet, Problem};
+use crate::api::{Node, OperationSet, Problem};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{HashMap, VecDeque};
 
@@ -278,7 +278,7 @@ fn reachable_from_start(successors: &[Vec<usize>]) -> Vec<bool> {
 /// One problem per strongly connected component with a cycle, naming the shortest cycle
 /// through its lowest node: a component can hold exponentially many cycles, and breaking
 /// them is easier from one concrete example than from a list.
-fn report_cycles(report: &mut Report, list: &[crate::api::Node], successors: &[Vec<usize>]) {
+fn report_cycles(report: &mut Report, list: &[Node], successors: &[Vec<usize>]) {
     let mut graph: DiGraph<(), (), usize> = DiGraph::with_capacity(successors.len(), 0);
     for _ in successors {
         graph.add_node(());
@@ -751,6 +751,81 @@ mod tests {
         assert_reason(
             at(&p, "spec.adjacencyList[1].to[0]"),
             &["node 2", "does not exist"],
+        );
+    }
+
+    #[test]
+    fn random_graphs_never_panic_and_valid_ones_walk_as_counted() {
+        // xorshift: deterministic, so a failure reproduces.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        let mut valid = 0;
+        for _ in 0..2_000 {
+            let n = 1 + next(9);
+            let id = |k: u64| i64::try_from(k).expect("small") - 1;
+            let mut nodes: Vec<Node> = Vec::new();
+            for i in 0..n {
+                let mut to = Vec::new();
+                for _ in 0..next(3) {
+                    // Mostly forward edges, so that a fair share of graphs is valid.
+                    let forward = n - i - 1;
+                    if next(16) == 0 {
+                        to.push(id(next(n + 3)));
+                    } else if forward > 0 {
+                        to.push(id(i + 2 + next(forward)));
+                    }
+                }
+                let mut dependences = Vec::new();
+                if next(8) == 0 {
+                    dependences.push(id(next(n + 2)));
+                }
+                // Chain most nodes to their predecessor so that most are reachable.
+                if let Some(previous) = nodes.last_mut()
+                    && next(10) != 0
+                    && !previous.to.contains(&id(i + 1))
+                {
+                    previous.to.push(id(i + 1));
+                }
+                nodes.push(Node {
+                    id: if next(30) == 0 { 7 } else { id(i + 1) },
+                    to,
+                    operation: (i > 0 || next(30) == 0).then(|| "op".to_owned()),
+                    dependences,
+                });
+            }
+            let mut s = set(&[]);
+            s.spec.adjacency_list = nodes;
+            let result = validate(&s, |_| true);
+            let _ = super::super::to_dot(&s, &Default::default(), &[1, 2]);
+            let _ = super::super::to_mermaid(&s, &Default::default(), &[-1, 99]);
+            let Ok(g) = result else { continue };
+            valid += 1;
+            let paths: Vec<Vec<usize>> = g.paths().collect();
+            assert_eq!(
+                g.path_count(),
+                super::super::PathCount::Exact(u64::try_from(paths.len()).expect("fits"))
+            );
+            for path in &paths {
+                let mut at = g.start();
+                for &node in path {
+                    assert!(g.successors(at).contains(&node), "{path:?} in {s:?}");
+                    at = node;
+                }
+                assert!(g.is_sink(at));
+            }
+            let mut sorted = paths.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), paths.len());
+        }
+        assert!(
+            valid > 100,
+            "only {valid} valid graphs: the generator needs tuning"
         );
     }
 

@@ -562,6 +562,11 @@ mod tests {
             Some(at("2024-05-06T09:00:00Z")),
             "1-5 is Monday to Friday"
         );
+        assert_eq!(
+            next("0 9 ? * 1-5", "2024-05-04T00:00:00Z"),
+            Some(at("2024-05-06T09:00:00Z")),
+            "? is any day of the month"
+        );
         for sunday in [
             "0 0 * * 0",
             "0 0 * * 7",

@@ -3,6 +3,8 @@
 //! Parameters:
 //! - `df`: the text output of `df -P`, usually collected by an earlier step (its result
 //!   `df` is used when no parameter is given);
+//! - `input-key`: read the `df -P` text from this input key instead, e.g.
+//!   `operation.df.output` after a script step;
 //! - `threshold`: the usage percentage at which a filesystem counts as full (default 85).
 //!
 //! Results: `disk.pressure` (`true` when any filesystem is at or over the threshold),
@@ -16,10 +18,15 @@ use operon_sdk::{Error, Input, Metric, Output, ResultExt, bail, info};
 const DEFAULT_THRESHOLD: u32 = 85;
 
 fn run(input: Input) -> Result<Output, Error> {
-    let df = input
-        .param("df")
-        .or_else(|| input.result("df"))
-        .ok_or("missing required parameter `df` (the output of `df -P`)")?;
+    // A pipeline names where the text is (a script step's output key) in the Operation's
+    // `wasm.config`, so the same module serves any collection step.
+    let df = match input.param("input-key") {
+        Some(key) => input.require(key)?,
+        None => input
+            .param("df")
+            .or_else(|| input.result("df"))
+            .ok_or("missing required parameter `df` (the output of `df -P`)")?,
+    };
     let threshold = match input.param("threshold") {
         Some(text) => parse_threshold(text)?,
         None => DEFAULT_THRESHOLD,

@@ -1,6 +1,7 @@
 //! Log triage: names the known failure behind a container log.
 //!
-//! Parameter `log` is the container's log text. Every line is checked against the
+//! Parameter `log` is the container's log text; `input-key` names another input key to
+//! read it from instead, e.g. `operation.kubelet-log.output` after a script step. Every line is checked against the
 //! signatures below; the category reported is the matched one listed first, because
 //! causes (out of memory, a refused connection) are listed before the symptoms they
 //! produce (a panic, a crash loop).
@@ -127,7 +128,10 @@ const SIGNATURES: &[Signature] = &[
 ];
 
 fn run(input: Input) -> Result<Output, Error> {
-    let log = input.require("log")?;
+    // A pipeline names where the text is (a script step's output key) in the Operation's
+    // `wasm.config`, so the same module serves any collection step.
+    let key = input.param("input-key").unwrap_or("log");
+    let log = input.require(key)?;
     let triage = triage(log);
     info!(
         "triaged {} log lines as `{}`",

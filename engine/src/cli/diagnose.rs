@@ -1,0 +1,623 @@
+//! `operon run`, `operon validate` and `operon graph`: diagnosis pipelines from YAML
+//! files, with no cluster.
+
+use super::op::{default_cache_dir, key_value};
+use super::output::{self, Format};
+use anyhow::{Context as _, bail};
+use operon::api::{
+    Diagnosis, DiagnosisPhase, DiagnosisSpec, NodePhase, NodeRecord, Operation, Problem,
+};
+use operon::graph::{self, Graph};
+use operon::manifest::{self, Loaded, Manifests};
+use operon::pipeline::{self, Progress, Step};
+use operon::runner::Runner;
+use operon::runner::http::HttpRunner;
+use operon::runner::script::ScriptRunner;
+use operon::runner::wasm::WasmRunner;
+use operon::sandbox::{CallLimits, ModuleDigest, Sandbox, SandboxConfig};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Arguments of `operon run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// YAML files or directories holding Operations, OperationSets and Diagnoses.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// The Diagnosis to run (needed when the files hold several).
+    #[arg(long, conflicts_with = "operation_set")]
+    diagnosis: Option<String>,
+    /// Run this OperationSet in a Diagnosis made from the command line.
+    #[arg(long)]
+    operation_set: Option<String>,
+    /// A parameter, as KEY=VALUE (repeatable); overrides the Diagnosis' own.
+    #[arg(long = "param", short = 'p', value_parser = key_value)]
+    params: Vec<(String, String)>,
+    /// The node the Diagnosis is about (for `--operation-set`, or to override).
+    #[arg(long)]
+    node: Option<String>,
+    /// Persist the Diagnosis after every node to this file, and resume from it when it
+    /// already holds a started run of the same Diagnosis.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Directory of wasm modules named `<name>.wasm`, for `wasm.module` names and digests.
+    #[arg(long)]
+    modules: Option<PathBuf>,
+    /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
+    #[arg(long, env = "OPERON_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Output format of the final status.
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+/// Arguments of `operon validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// YAML files or directories.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+/// Graph picture formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz.
+    Dot,
+    /// Mermaid flowchart.
+    Mermaid,
+}
+
+/// Arguments of `operon graph`.
+#[derive(Debug, clap::Args)]
+pub struct GraphArgs {
+    /// YAML files or directories holding the OperationSet (and optionally a Diagnosis
+    /// with a status, e.g. the output of `operon run -o yaml`).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// The OperationSet to draw.
+    #[arg(long)]
+    operation_set: String,
+    /// Colour nodes with the outcomes recorded in this Diagnosis' status.
+    #[arg(long)]
+    diagnosis: Option<String>,
+    /// Picture format.
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+    format: GraphFormat,
+}
+
+fn print_problems(problems: &[Problem]) {
+    for p in problems {
+        if p.field.is_empty() {
+            eprintln!("error: {}: {}", p.object, p.reason);
+        } else {
+            eprintln!("error: {}: {}: {}", p.object, p.field, p.reason);
+        }
+    }
+}
+
+/// Every problem of every object, cross-references included.
+fn check_all(manifests: &Manifests) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for op in manifests.operations.values() {
+        problems.extend(op.object.validate());
+    }
+    for set in manifests.operation_sets.values() {
+        if let Err(p) = graph::validate(&set.object, |name| manifests.operations.contains_key(name))
+        {
+            problems.extend(p);
+        }
+    }
+    for trigger in manifests.triggers.values() {
+        problems.extend(operon::triggers::validate(&trigger.object));
+        let set = &trigger.object.spec.operation_set;
+        if !set.is_empty() && !manifests.operation_sets.contains_key(set) {
+            problems.push(Problem::new(
+                trigger.object.object_ref(),
+                "spec.operationSet",
+                format!("OperationSet {set:?} is not defined in the given files"),
+            ));
+        }
+    }
+    for diagnosis in manifests.diagnoses.values() {
+        let set = &diagnosis.object.spec.operation_set;
+        if !manifests.operation_sets.contains_key(set) {
+            problems.push(Problem::new(
+                diagnosis.object.object_ref(),
+                "spec.operationSet",
+                format!("OperationSet {set:?} is not defined in the given files"),
+            ));
+        }
+    }
+    problems
+}
+
+/// Runs `operon validate`.
+pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let (manifests, mut problems) = manifest::load(&args.paths);
+    problems.extend(check_all(&manifests));
+    let count = manifests.operations.len()
+        + manifests.operation_sets.len()
+        + manifests.triggers.len()
+        + manifests.diagnoses.len();
+    if problems.is_empty() {
+        println!("{count} objects are valid");
+        for set in manifests.operation_sets.values() {
+            if let Ok(g) = graph::validate(&set.object, |_| true) {
+                println!(
+                    "  {}: {} nodes, {} paths",
+                    set.object.object_ref(),
+                    g.len(),
+                    g.path_count()
+                );
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    } else {
+        print_problems(&problems);
+        eprintln!("{} problems in {count} objects", problems.len());
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Runs `operon graph`.
+pub fn draw(args: GraphArgs) -> anyhow::Result<ExitCode> {
+    let (manifests, problems) = manifest::load(&args.paths);
+    let Some(set) = manifests.operation_sets.get(&args.operation_set) else {
+        print_problems(&problems);
+        bail!(
+            "no OperationSet {:?} in the given files (found: {})",
+            args.operation_set,
+            names(manifests.operation_sets.keys())
+        );
+    };
+    let (outcomes, path) = match &args.diagnosis {
+        None => (BTreeMap::new(), Vec::new()),
+        Some(name) => {
+            let d = manifests
+                .diagnoses
+                .get(name)
+                .with_context(|| format!("no Diagnosis {name:?} in the given files"))?;
+            let status = d.object.status.clone().unwrap_or_default();
+            let outcomes = status.nodes.iter().map(|r| (r.id, r.phase)).collect();
+            let path = status.succeeded_path.iter().map(|p| p.id).collect();
+            (outcomes, path)
+        }
+    };
+    let picture = match args.format {
+        GraphFormat::Dot => graph::to_dot(&set.object, &outcomes, &path),
+        GraphFormat::Mermaid => graph::to_mermaid(&set.object, &outcomes, &path),
+    };
+    print!("{picture}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
+    let all: Vec<&str> = keys.map(String::as_str).collect();
+    if all.is_empty() {
+        "none".to_owned()
+    } else {
+        all.join(", ")
+    }
+}
+
+/// Finds the module file an Operation's `wasm.module` refers to.
+fn resolve_module(
+    reference: &str,
+    op: &Loaded<Operation>,
+    modules: Option<&Path>,
+) -> Result<PathBuf, String> {
+    if let Some(wanted) = ModuleDigest::parse(reference) {
+        let dir = modules.ok_or_else(|| {
+            format!("module {reference} is a digest; pass --modules DIR to say where modules are")
+        })?;
+        let entries =
+            std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "wasm")
+                && std::fs::read(&path).is_ok_and(|b| ModuleDigest::of(&b) == wanted)
+            {
+                return Ok(path);
+            }
+        }
+        return Err(format!(
+            "no module in {} has digest {reference}",
+            dir.display()
+        ));
+    }
+    let candidates: Vec<PathBuf> = if reference.contains('/') || reference.ends_with(".wasm") {
+        vec![op.source.dir().join(reference)]
+    } else {
+        let file = format!("{reference}.wasm");
+        modules
+            .map(|d| d.join(&file))
+            .into_iter()
+            .chain([op.source.dir().join(&file)])
+            .collect()
+    };
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or_else(|| {
+            let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+            format!(
+                "module {reference:?} not found (looked for {})",
+                tried.join(", ")
+            )
+        })
+}
+
+/// Builds the Step of every Operation the graph uses.
+fn build_steps(
+    graph: &Graph,
+    manifests: &Manifests,
+    sandbox: &mut Option<Sandbox>,
+    args: &RunArgs,
+) -> Result<BTreeMap<String, Step>, Vec<Problem>> {
+    let mut steps = BTreeMap::new();
+    let mut problems = Vec::new();
+    for id in 0..graph.len() {
+        let Some(name) = graph.operation(id) else {
+            continue;
+        };
+        if steps.contains_key(name) {
+            continue;
+        }
+        let Some(op) = manifests.operations.get(name) else {
+            continue;
+        };
+        let processor = &op.object.spec.processor;
+        let runner: Result<Arc<dyn Runner>, String> = if let Some(wasm) = &processor.wasm {
+            resolve_module(&wasm.module, op, args.modules.as_deref()).and_then(|path| {
+                let sandbox = match sandbox {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s = Sandbox::new(SandboxConfig {
+                            cache_dir: args.cache_dir.clone().or_else(default_cache_dir),
+                            max_concurrent_calls: 4,
+                            ..SandboxConfig::default()
+                        })
+                        .map_err(|e| e.to_string())?;
+                        sandbox.insert(s).clone()
+                    }
+                };
+                let module = sandbox
+                    .load_operation_file(&path)
+                    .map_err(|e| e.to_string())?;
+                Ok(Arc::new(WasmRunner::new(
+                    sandbox,
+                    module,
+                    wasm.config.clone(),
+                    CallLimits::default(),
+                )) as Arc<dyn Runner>)
+            })
+        } else if let Some(script) = &processor.script_runner {
+            Ok(Arc::new(ScriptRunner::new(
+                script.script.clone(),
+                script.arg_keys.clone(),
+                script.operation_result_key.clone(),
+            )))
+        } else if let Some(http) = &processor.http_server {
+            HttpRunner::new(http).map(|r| Arc::new(r) as Arc<dyn Runner>)
+        } else {
+            Err("no processor".to_owned())
+        };
+        match runner {
+            Ok(runner) => {
+                let storage = op
+                    .object
+                    .spec
+                    .storage
+                    .as_ref()
+                    .and_then(|s| s.host_path.as_ref())
+                    .map(|h| PathBuf::from(&h.path));
+                steps.insert(
+                    name.to_owned(),
+                    Step {
+                        runner,
+                        timeout: Duration::from_secs(processor.timeout_seconds.max(1) as u64),
+                        storage,
+                    },
+                );
+            }
+            Err(reason) => problems.push(Problem::new(
+                format!("{} ({})", op.object.object_ref(), op.source),
+                "spec.processor",
+                reason,
+            )),
+        }
+    }
+    if problems.is_empty() {
+        Ok(steps)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Prints progress on stderr and persists checkpoints.
+struct Console {
+    checkpoint: Option<PathBuf>,
+    started: Instant,
+}
+
+impl Progress for Console {
+    fn node_started(&mut self, id: usize, operation: &str) {
+        eprintln!("  … node {id} {operation}");
+    }
+
+    fn node_finished(&mut self, record: &NodeRecord) {
+        match record.phase {
+            NodePhase::Succeeded => eprintln!(
+                "  ✓ node {} {} ({} ms)",
+                record.id, record.operation, record.duration_millis
+            ),
+            NodePhase::Failed => eprintln!(
+                "  ✗ node {} {} ({} ms): {}",
+                record.id,
+                record.operation,
+                record.duration_millis,
+                first_line(record.error.as_deref().unwrap_or(""))
+            ),
+        }
+    }
+
+    fn checkpoint(&mut self, diagnosis: &Diagnosis) -> Result<(), String> {
+        let Some(path) = &self.checkpoint else {
+            return Ok(());
+        };
+        let text = yaml_serde::to_string(diagnosis).map_err(|e| e.to_string())?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
+        tmp.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+        tmp.persist(path).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+/// Picks the Diagnosis to run: named, made from `--operation-set`, the only one, or
+/// resumed from the checkpoint file.
+fn pick_diagnosis(manifests: &Manifests, args: &RunArgs) -> anyhow::Result<Diagnosis> {
+    let mut diagnosis = if let Some(set) = &args.operation_set {
+        let mut d = Diagnosis::new(
+            &format!("local-{set}"),
+            DiagnosisSpec {
+                operation_set: set.clone(),
+                node_name: None,
+                pod_reference: None,
+                parameters: BTreeMap::new(),
+            },
+        );
+        d.metadata.namespace = Some("default".to_owned());
+        d
+    } else if let Some(name) = &args.diagnosis {
+        manifests
+            .diagnoses
+            .get(name)
+            .map(|d| d.object.clone())
+            .with_context(|| {
+                format!(
+                    "no Diagnosis {name:?} in the given files (found: {})",
+                    names(manifests.diagnoses.keys())
+                )
+            })?
+    } else {
+        match manifests.diagnoses.len() {
+            1 => manifests
+                .diagnoses
+                .values()
+                .next()
+                .map(|d| d.object.clone())
+                .unwrap_or_else(|| unreachable!()),
+            0 => bail!("the files hold no Diagnosis: pass --operation-set NAME to run one"),
+            _ => bail!(
+                "the files hold several Diagnoses ({}): pick one with --diagnosis NAME",
+                names(manifests.diagnoses.keys())
+            ),
+        }
+    };
+    diagnosis
+        .spec
+        .parameters
+        .extend(args.params.iter().cloned());
+    if args.node.is_some() {
+        diagnosis.spec.node_name = args.node.clone();
+    }
+    if diagnosis.metadata.uid.is_none() {
+        // A local run has no API server to assign one; derive a stable one so that
+        // results keyed by uid are reproducible.
+        let name = diagnosis.metadata.name.clone().unwrap_or_default();
+        diagnosis.metadata.uid = Some(format!(
+            "local-{}",
+            &ModuleDigest::of(name.as_bytes()).to_string()[7..19]
+        ));
+    }
+    if let Some(path) = &args.checkpoint
+        && path.exists()
+    {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let saved: Diagnosis = yaml_serde::from_str(&text)
+            .with_context(|| format!("{} is not a Diagnosis checkpoint", path.display()))?;
+        if saved.metadata.name != diagnosis.metadata.name || saved.spec != diagnosis.spec {
+            bail!(
+                "{} holds a run of another Diagnosis ({}); remove it or choose another --checkpoint",
+                path.display(),
+                saved.object_ref()
+            );
+        }
+        eprintln!("resuming {} from {}", saved.object_ref(), path.display());
+        diagnosis = saved;
+    }
+    Ok(diagnosis)
+}
+
+/// Runs `operon run`.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let (manifests, load_problems) = manifest::load(&args.paths);
+    let mut diagnosis = pick_diagnosis(&manifests, &args)?;
+    let set_name = diagnosis.spec.operation_set.clone();
+    let Some(set) = manifests.operation_sets.get(&set_name) else {
+        print_problems(&load_problems);
+        bail!(
+            "{}: OperationSet {set_name:?} is not in the given files (found: {})",
+            diagnosis.object_ref(),
+            names(manifests.operation_sets.keys())
+        );
+    };
+    // Problems of objects this run does not use are not worth refusing the run for.
+    let graph = match graph::validate(&set.object, |name| manifests.operations.contains_key(name)) {
+        Ok(graph) => graph,
+        Err(problems) => {
+            print_problems(&load_problems);
+            print_problems(&problems);
+            bail!("{} is invalid; nothing ran", set.object.object_ref());
+        }
+    };
+    let mut problems: Vec<Problem> = (0..graph.len())
+        .filter_map(|id| graph.operation(id))
+        .filter_map(|name| manifests.operations.get(name))
+        .flat_map(|op| op.object.validate())
+        .collect();
+    let mut sandbox = None;
+    let steps = if problems.is_empty() {
+        match build_steps(&graph, &manifests, &mut sandbox, &args) {
+            Ok(steps) => steps,
+            Err(p) => {
+                problems = p;
+                BTreeMap::new()
+            }
+        }
+    } else {
+        BTreeMap::new()
+    };
+    if !problems.is_empty() {
+        print_problems(&problems);
+        bail!(
+            "the Operations of {} cannot run; nothing ran",
+            set.object.object_ref()
+        );
+    }
+
+    eprintln!(
+        "running {} ({}, {} nodes, {} paths)",
+        diagnosis.object_ref(),
+        set.object.object_ref(),
+        graph.len(),
+        graph.path_count()
+    );
+    let mut console = Console {
+        checkpoint: args.checkpoint.clone(),
+        started: Instant::now(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let phase = runtime.block_on(pipeline::execute(
+        &mut diagnosis,
+        &graph,
+        &steps,
+        &mut console,
+    ))?;
+    let elapsed = console.started.elapsed();
+    match args.output {
+        Format::Table => print_status(&diagnosis, elapsed),
+        other => output::print_structured(other, &diagnosis)?,
+    }
+    Ok(if phase == DiagnosisPhase::Succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// One line of a value for a table cell; multi-line values say how long they are.
+fn cell(value: &str) -> String {
+    let lines = value.lines().count();
+    let first: String = first_line(value).chars().take(60).collect();
+    let cut = first.len() < first_line(value).len();
+    match (lines > 1, cut) {
+        (true, _) => format!("{first} … ({lines} lines)"),
+        (false, true) => format!("{first} …"),
+        (false, false) => first,
+    }
+}
+
+fn print_status(diagnosis: &Diagnosis, elapsed: Duration) {
+    let status = diagnosis.status.clone().unwrap_or_default();
+    let phase = status
+        .phase
+        .map_or("Unknown".to_owned(), |p| format!("{p:?}"));
+    println!(
+        "\n{}: {phase} in {} ms",
+        diagnosis.object_ref(),
+        elapsed.as_millis()
+    );
+    if !status.succeeded_path.is_empty() {
+        let path: Vec<String> = status
+            .succeeded_path
+            .iter()
+            .map(|p| format!("{} {}", p.id, p.operation))
+            .collect();
+        println!("succeeded path: {}", path.join(" → "));
+    }
+    for c in &status.conditions {
+        if c.type_ == pipeline::COMPLETE && status.phase != Some(DiagnosisPhase::Succeeded) {
+            println!("reason: {} ({})", c.reason, c.message);
+        }
+    }
+    let rows: Vec<Vec<String>> = status
+        .nodes
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.to_string(),
+                r.operation.clone(),
+                format!("{:?}", r.phase),
+                format!("{} ms", r.duration_millis),
+                format!("{} B", r.output_size),
+                cell(r.error.as_deref().unwrap_or("")),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        print!(
+            "\n{}",
+            output::table(
+                &["NODE", "OPERATION", "PHASE", "DURATION", "OUTPUT", "ERROR"],
+                &rows
+            )
+        );
+    }
+    if !status.failed_paths.is_empty() {
+        println!("\nfailed paths:");
+        for f in &status.failed_paths {
+            let ids: Vec<String> = f.nodes.iter().map(i64::to_string).collect();
+            println!("  {}: {}", ids.join(" → "), cell(&f.reason));
+        }
+        if status.failed_paths_omitted > 0 {
+            println!("  … and {} more", status.failed_paths_omitted);
+        }
+    }
+    if !status.operation_results.is_empty() {
+        let rows: Vec<Vec<String>> = status
+            .operation_results
+            .iter()
+            .map(|(k, v)| vec![k.clone(), cell(v)])
+            .collect();
+        print!("\n{}", output::table(&["RESULT", "VALUE"], &rows));
+    }
+}
