@@ -82,9 +82,14 @@ pub struct GraphArgs {
     /// The OperationSet to draw.
     #[arg(long)]
     operation_set: String,
-    /// Colour nodes with the outcomes recorded in this Diagnosis' status.
-    #[arg(long)]
+    /// Colour nodes with the outcomes recorded in this Diagnosis' status (a Diagnosis
+    /// in the given files).
+    #[arg(long, conflicts_with = "status")]
     diagnosis: Option<String>,
+    /// Colour nodes with the outcomes of a finished run: a file holding one Diagnosis
+    /// with its status, e.g. saved from `operon run -o yaml` or `--checkpoint`.
+    #[arg(long)]
+    status: Option<PathBuf>,
     /// Picture format.
     #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
     format: GraphFormat,
@@ -175,14 +180,29 @@ pub fn draw(args: GraphArgs) -> anyhow::Result<ExitCode> {
             names(manifests.operation_sets.keys())
         );
     };
-    let (outcomes, path) = match &args.diagnosis {
-        None => (BTreeMap::new(), Vec::new()),
-        Some(name) => {
-            let d = manifests
+    let diagnosis = match (&args.diagnosis, &args.status) {
+        (Some(name), _) => Some(
+            manifests
                 .diagnoses
                 .get(name)
-                .with_context(|| format!("no Diagnosis {name:?} in the given files"))?;
-            let status = d.object.status.clone().unwrap_or_default();
+                .with_context(|| format!("no Diagnosis {name:?} in the given files"))?
+                .object
+                .clone(),
+        ),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            Some(
+                yaml_serde::from_str::<Diagnosis>(&text)
+                    .with_context(|| format!("{} does not hold a Diagnosis", path.display()))?,
+            )
+        }
+        (None, None) => None,
+    };
+    let (outcomes, path) = match diagnosis {
+        None => (BTreeMap::new(), Vec::new()),
+        Some(d) => {
+            let status = d.status.unwrap_or_default();
             let outcomes = status.nodes.iter().map(|r| (r.id, r.phase)).collect();
             let path = status.succeeded_path.iter().map(|p| p.id).collect();
             (outcomes, path)
