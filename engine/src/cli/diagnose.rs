@@ -251,7 +251,13 @@ fn resolve_module(
         ));
     }
     let candidates: Vec<PathBuf> = if reference.contains('/') || reference.ends_with(".wasm") {
-        vec![op.source.dir().join(reference)]
+        // A path is relative to the manifest; `--modules` may hold the same file name
+        // (e.g. modules built elsewhere).
+        let file = Path::new(reference).file_name().map(PathBuf::from);
+        [op.source.dir().join(reference)]
+            .into_iter()
+            .chain(modules.zip(file).map(|(d, f)| d.join(f)))
+            .collect()
     } else {
         let file = format!("{reference}.wasm");
         modules

@@ -1,0 +1,304 @@
+//! The `operon` binary end to end, with no cluster: `op run`, `run`, `validate`, `graph`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn operon(args: &[&str]) -> Output {
+    let cache = tempfile::tempdir().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(args)
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("HOME", cache.path())
+        .output()
+        .expect("operon runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn guests() -> PathBuf {
+    Path::new(operon_tests::DISK_PRESSURE)
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../operations/examples/node-diagnosis")
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+#[test]
+fn op_run_prints_the_results_of_an_operation() {
+    let out = operon(&[
+        "op",
+        "run",
+        operon_tests::DISK_PRESSURE,
+        "--param",
+        "df=Filesystem 1024-blocks Used Available Capacity Mounted on\n/dev/sda1 100 95 5 95% /\n",
+        "--param",
+        "threshold=90",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("status   Succeeded"), "{stdout}");
+    assert!(stdout.contains("disk.pressure"), "{stdout}");
+    assert!(stdout.contains("true"), "{stdout}");
+}
+
+#[test]
+fn op_run_fails_clearly_when_the_guest_times_out() {
+    let out = operon(&[
+        "op",
+        "run",
+        operon_tests::HOSTILE,
+        "--param",
+        "mode=spin",
+        "--timeout",
+        "200ms",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("timed out after 200ms"),
+        "{}",
+        text(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["status"], "Failed");
+    assert_eq!(json["error"]["kind"], "timeout");
+}
+
+#[test]
+fn op_run_refuses_a_hook_with_a_hint() {
+    let out = operon(&["op", "run", operon_tests::POD_LABELER]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("operon hook test"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_example_pipeline_succeeds_with_a_record_per_node() {
+    let out = operon(&[
+        "run",
+        example().to_str().unwrap(),
+        "--modules",
+        guests().to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["status"]["phase"], "Succeeded");
+    let nodes = d["status"]["nodes"].as_array().unwrap();
+    assert!(nodes.len() >= 3);
+    for node in nodes {
+        assert!(node["durationMillis"].is_u64());
+        assert!(node["startTime"].is_string());
+    }
+    assert!(!d["status"]["succeededPath"].as_array().unwrap().is_empty());
+    // Progress is shown per node while it runs.
+    assert!(
+        text(&out.stderr).contains("✓ node"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+const PIPELINE: &str = r#"
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata: {name: count}
+spec:
+  processor:
+    scriptRunner:
+      argKeys: [counter]
+      script: |
+        n=$(cat "$1" 2>/dev/null || echo 0); echo $((n + 1)) > "$1"; echo "runs=$((n + 1))"
+---
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata: {name: fail}
+spec:
+  processor:
+    scriptRunner: {script: "echo broken >&2; exit 2"}
+---
+apiVersion: operon.dev/v1alpha1
+kind: OperationSet
+metadata: {name: set}
+spec:
+  adjacencyList:
+    - {id: 0, to: [1, 3]}
+    - {id: 1, operation: count, to: [2]}
+    - {id: 2, operation: fail}
+    - {id: 3, operation: count}
+"#;
+
+#[test]
+fn a_rerun_resumes_from_its_checkpoint_without_rerunning_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "pipeline.yaml", PIPELINE);
+    let counter = dir.path().join("counter");
+    let checkpoint = dir.path().join("checkpoint.yaml");
+    let args = [
+        "run",
+        file.to_str().unwrap(),
+        "--operation-set",
+        "set",
+        "--param",
+        &format!("counter={}", counter.display()),
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+    ];
+    let out = operon(&args);
+    // Path [1, 2] fails at node 2; path [3] reuses nothing and succeeds.
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("Succeeded"), "{stdout}");
+    assert!(stdout.contains("succeeded path: 3 count"), "{stdout}");
+    assert!(stdout.contains("broken"), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "2");
+
+    // The checkpoint holds the finished run: nothing runs again.
+    let out = operon(&args);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains("resuming"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "2");
+}
+
+#[test]
+fn a_diagnosis_where_every_path_fails_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "p.yaml",
+        &PIPELINE
+            .replace("{id: 0, to: [1, 3]}", "{id: 0, to: [1]}")
+            .replace("    - {id: 3, operation: count}\n", ""),
+    );
+    let counter = dir.path().join("c");
+    let out = operon(&[
+        "run",
+        file.to_str().unwrap(),
+        "--operation-set",
+        "set",
+        "--param",
+        &format!("counter={}", counter.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("Failed"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn validate_reports_every_problem_with_object_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "bad.yaml",
+        r#"
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata: {name: typo}
+spec: {processor: {timeoutSeconds: soon, scriptRunner: {script: x}}}
+---
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata: {name: two}
+spec: {processor: {scriptRunner: {script: x}, httpServer: {port: 80}}}
+---
+apiVersion: operon.dev/v1alpha1
+kind: OperationSet
+metadata: {name: loop}
+spec:
+  adjacencyList:
+    - {id: 0, to: [1]}
+    - {id: 1, operation: two, to: [2]}
+    - {id: 2, operation: missing, to: [1, 7]}
+---
+apiVersion: operon.dev/v1alpha1
+kind: Trigger
+metadata: {name: t}
+spec:
+  operationSet: loop
+  sourceTemplate:
+    prometheusAlertTemplate: {regexp: {alertName: "(unclosed"}}
+"#,
+    );
+    let out = operon(&["validate", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    for expected in [
+        "(Operation/typo): spec.processor.timeoutSeconds",
+        "Operation/two: spec.processor: set exactly one of",
+        "OperationSet/loop: spec.adjacencyList[2].operation",
+        "OperationSet/loop: spec.adjacencyList[2].to[1]",
+        "cycle",
+        "Trigger/t: spec.sourceTemplate.prometheusAlertTemplate.regexp.alertName",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn validate_accepts_the_example() {
+    let out = operon(&["validate", example().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("2 paths"));
+}
+
+#[test]
+fn graph_draws_outcomes_from_a_saved_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "pipeline.yaml", PIPELINE);
+    let counter = dir.path().join("counter");
+    let checkpoint = dir.path().join("run.yaml");
+    let out = operon(&[
+        "run",
+        file.to_str().unwrap(),
+        "--operation-set",
+        "set",
+        "--param",
+        &format!("counter={}", counter.display()),
+        "--checkpoint",
+        checkpoint.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let out = operon(&[
+        "graph",
+        file.to_str().unwrap(),
+        "--operation-set",
+        "set",
+        "--status",
+        checkpoint.to_str().unwrap(),
+        "--format",
+        "mermaid",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let picture = text(&out.stdout);
+    assert!(picture.starts_with("flowchart TD"), "{picture}");
+    assert!(
+        picture.contains("class n2 failed") || picture.contains("n2:::failed"),
+        "{picture}"
+    );
+}
