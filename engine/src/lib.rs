@@ -10,7 +10,9 @@
 //! - [`manifest`] reads objects from YAML files for the commands that need no cluster.
 
 pub mod api;
+pub mod cluster;
 pub mod graph;
+pub mod hooks;
 pub mod manifest;
 pub mod pipeline;
 pub mod runner;

@@ -20,6 +20,7 @@ mod limits;
 mod module;
 mod output;
 
+pub use bindings::types::{FieldRequirement, LabelSelector, WatchEvent};
 pub use bindings::types::{
     HookConfig, HookInput, HookOutput, OperationInput, OperationOutput, OwnerReference,
     RunnerContext,

@@ -1,0 +1,1 @@
+//! The local, in-memory cluster.

@@ -1,0 +1,147 @@
+//! The `Cluster` abstraction the hook engine (and later the pipeline controllers) talk
+//! to: resolve a kind, list and watch objects with selectors, get one object, apply a
+//! patch operation.
+//!
+//! Two implementations: `local` (in-memory objects loaded from YAML fixtures; used by
+//! `operon hook test` / `operon hook run`, a product feature, not a test double) and,
+//! later, `kube` (kube-rs). The trait is kept narrow so the kube implementation is thin.
+//! Objects travel as `serde_json::Value`: hooks see them as JSON anyway.
+
+pub mod local;
+
+use crate::runner::BoxFuture;
+use crate::sandbox::bindings::kubernetes::PatchOperation;
+use crate::sandbox::bindings::types::{FieldRequirement, LabelSelector, WatchEvent};
+use serde_json::Value;
+
+/// A resolved resource type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Resource {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// The kind, e.g. `Pod`.
+    pub kind: String,
+    /// The plural resource name, e.g. `pods`.
+    pub plural: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+impl Resource {
+    /// `apiVersion` as written in objects: `v1` or `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// Which objects of a resource a list or watch returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selector {
+    /// Only these namespaces; `None` means all (ignored for cluster-scoped resources).
+    pub namespaces: Option<Vec<String>>,
+    /// Only objects with one of these names.
+    pub names: Option<Vec<String>>,
+    /// Only objects whose labels match.
+    pub labels: Option<LabelSelector>,
+    /// Only objects whose fields match.
+    pub fields: Vec<FieldRequirement>,
+}
+
+/// One change seen by a watch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// What happened.
+    pub kind: WatchEvent,
+    /// The object after the change (before it, for `Deleted`).
+    pub object: Value,
+}
+
+/// Why a cluster call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// The kind (or apiVersion) is unknown to the cluster.
+    #[error("unknown kind {kind:?}{}", api_version.as_deref().map(|v| format!(" in {v}")).unwrap_or_default())]
+    UnknownKind {
+        /// The kind as given.
+        kind: String,
+        /// The apiVersion as given.
+        api_version: Option<String>,
+    },
+    /// The object does not exist.
+    #[error("{kind} {} not found", namespaced_name(namespace.as_deref(), name))]
+    NotFound {
+        /// The kind.
+        kind: String,
+        /// The namespace.
+        namespace: Option<String>,
+        /// The name.
+        name: String,
+    },
+    /// `Create` of an object that exists.
+    #[error("{kind} {} already exists", namespaced_name(namespace.as_deref(), name))]
+    AlreadyExists {
+        /// The kind.
+        kind: String,
+        /// The namespace.
+        namespace: Option<String>,
+        /// The name.
+        name: String,
+    },
+    /// The operation or object is malformed (bad JSON patch, a jq filter that does
+    /// not compile or does not yield one object, an object without a name...).
+    #[error("invalid {what}: {reason}")]
+    Invalid {
+        /// What is invalid.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// Anything else the cluster reported.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn namespaced_name(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// A stream of watch events; dropped to stop watching.
+pub type EventStream = tokio::sync::mpsc::UnboundedReceiver<Event>;
+
+/// What the hook engine needs from a Kubernetes cluster.
+pub trait Cluster: Send + Sync {
+    /// Resolves a kind (case-insensitive; a plural or short name is accepted too) and an
+    /// optional `apiVersion` to a resource.
+    fn resolve(&self, api_version: Option<&str>, kind: &str) -> Result<Resource, ClusterError>;
+
+    /// Lists the matching objects, sorted by namespace then name, and starts watching
+    /// them: the stream carries every change after the list, in order.
+    fn list_and_watch<'a>(
+        &'a self,
+        resource: &'a Resource,
+        selector: &'a Selector,
+    ) -> BoxFuture<'a, Result<(Vec<Value>, EventStream), ClusterError>>;
+
+    /// Gets one object (`namespace` is ignored for cluster-scoped resources).
+    fn get<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, ClusterError>>;
+
+    /// Applies one patch operation, shell-operator style.
+    fn apply<'a>(
+        &'a self,
+        operation: &'a PatchOperation,
+    ) -> BoxFuture<'a, Result<(), ClusterError>>;
+}

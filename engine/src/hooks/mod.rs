@@ -1,0 +1,11 @@
+//! The hook engine: shell-operator's hook model (bindings, binding contexts, snapshots,
+//! queues, patches, metrics) over hooks that are wasm components or script
+//! directories.
+//!
+//! Every hook, whatever runs it, is a [`Hook`]: it returns its configuration and
+//! handles runs with typed binding contexts, returning typed patches and metrics. The
+//! engine cannot tell a wasm hook from a shell script.
+
+pub mod runner;
+
+pub use runner::{Hook, HookError, HookRun, WasmHook};
