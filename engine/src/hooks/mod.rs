@@ -6,6 +6,8 @@
 //! handles runs with typed binding contexts, returning typed patches and metrics. The
 //! engine cannot tell a wasm hook from a shell script.
 
+pub mod config;
+pub mod context;
 pub mod runner;
 
 pub use runner::{Hook, HookError, HookRun, WasmHook};

@@ -1,0 +1,1 @@
+//! Hook configuration: validation of the typed config, and shell-operator config files.

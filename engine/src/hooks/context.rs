@@ -1,0 +1,1 @@
+//! Binding contexts in shell-operator v1 JSON shapes, and snapshots.

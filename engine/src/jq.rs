@@ -1,0 +1,1 @@
+//! jq filters (jaq), compiled once and cached.

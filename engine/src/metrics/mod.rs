@@ -1,0 +1,1 @@
+//! Prometheus metrics: hook metrics with groups, and the built-in engine metrics.

@@ -1,0 +1,1 @@
+//! The script sandbox: shell scripts and shell-operator hook directories, contained by Linux.
