@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod context;
+pub mod queue;
 pub mod runner;
 
 pub use runner::{Hook, HookError, HookRun, WasmHook};
