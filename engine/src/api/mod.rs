@@ -7,12 +7,14 @@
 //! report all problems at once rather than the first.
 
 mod condition;
+mod crd;
 mod diagnosis;
 mod operation;
 mod operation_set;
 mod trigger;
 
 pub use condition::{Condition, ConditionStatus};
+pub use crd::{crds, crds_yaml};
 pub use diagnosis::{
     Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisSpec, DiagnosisStatus, FailedPath, NodePhase,
     NodeRecord, PathNode, PodReference,

@@ -31,6 +31,8 @@ enum Command {
     Validate(diagnose::ValidateArgs),
     /// Draw an OperationSet as Graphviz DOT or Mermaid, with a Diagnosis' outcomes.
     Graph(diagnose::GraphArgs),
+    /// Print the CustomResourceDefinitions of operon.dev/v1alpha1 as YAML.
+    Crds,
     /// Print the versions of Operon, wasmtime and the WIT contract.
     Version {
         /// Output format.
@@ -54,6 +56,10 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => diagnose::validate(args),
         Command::Graph(args) => diagnose::draw(args),
         Command::Version { output } => version(output),
+        Command::Crds => {
+            print!("{}", operon::api::crds_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
