@@ -184,14 +184,21 @@ pub fn compile_uncached(text: &str) -> Result<Filter, JqError> {
     let arena = Arena::default();
     let loader = Loader::new(defs);
     let modules = loader
-        .load(&arena, File { code: text, path: () })
+        .load(
+            &arena,
+            File {
+                code: text,
+                path: (),
+            },
+        )
         .map_err(|errors| {
             let mut problems = Vec::new();
             for (_, error) in errors {
                 match error {
                     jaq_core::load::Error::Io(items) => {
                         for (path, message) in items {
-                            problems.push((path, format!("cannot load module {path:?}: {message}")));
+                            problems
+                                .push((path, format!("cannot load module {path:?}: {message}")));
                         }
                     }
                     jaq_core::load::Error::Lex(items) => {
@@ -329,7 +336,9 @@ static CACHE: LazyLock<Mutex<FilterCache>> = LazyLock::new(Mutex::default);
 
 fn lock_cache() -> std::sync::MutexGuard<'static, FilterCache> {
     // The cache holds no invariant a panicking thread could break halfway.
-    CACHE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn to_val(value: &Value) -> Val {
@@ -501,7 +510,10 @@ mod tests {
     fn multiple_outputs_in_order() {
         let f = compile(".spec.containers[] | .name").unwrap();
         assert_eq!(f.run(&pod()).unwrap(), vec![json!("a"), json!("b")]);
-        assert_eq!(compile("empty").unwrap().run(&pod()).unwrap(), Vec::<Value>::new());
+        assert_eq!(
+            compile("empty").unwrap().run(&pod()).unwrap(),
+            Vec::<Value>::new()
+        );
     }
 
     #[test]
@@ -510,20 +522,35 @@ mod tests {
             .unwrap()
             .run_one(&pod())
             .unwrap_err();
-        assert!(matches!(err, JqError::NotOneOutput { count: 2, .. }), "{err:?}");
+        assert!(
+            matches!(err, JqError::NotOneOutput { count: 2, .. }),
+            "{err:?}"
+        );
         let err = compile("empty").unwrap().run_one(&pod()).unwrap_err();
-        assert!(matches!(err, JqError::NotOneOutput { count: 0, .. }), "{err:?}");
+        assert!(
+            matches!(err, JqError::NotOneOutput { count: 0, .. }),
+            "{err:?}"
+        );
         assert!(err.to_string().contains("0 outputs"), "{err}");
     }
 
     #[test]
     fn runtime_errors_are_errors() {
-        let err = compile(".metadata.name + 1").unwrap().run(&pod()).unwrap_err();
+        let err = compile(".metadata.name + 1")
+            .unwrap()
+            .run(&pod())
+            .unwrap_err();
         assert!(matches!(err, JqError::Runtime { .. }), "{err:?}");
-        let err = compile(r#"error("boom")"#).unwrap().run(&pod()).unwrap_err();
+        let err = compile(r#"error("boom")"#)
+            .unwrap()
+            .run(&pod())
+            .unwrap_err();
         assert!(err.to_string().contains("boom"), "{err}");
         // An error after a first output still fails the run.
-        let err = compile(r#"1, error("late")"#).unwrap().run(&pod()).unwrap_err();
+        let err = compile(r#"1, error("late")"#)
+            .unwrap()
+            .run(&pod())
+            .unwrap_err();
         assert!(err.to_string().contains("late"), "{err}");
     }
 
@@ -571,23 +598,39 @@ mod tests {
         );
         assert_eq!(one(r#".metadata | has("labels")"#, &pod), json!(true));
         assert_eq!(
-            one(r#"[.spec.containers[] | select(.image | startswith("nginx")) | .name]"#, &pod),
+            one(
+                r#"[.spec.containers[] | select(.image | startswith("nginx")) | .name]"#,
+                &pod
+            ),
             json!(["a"])
         );
         assert_eq!(
-            one(r#".metadata.name | split("-") | join("_") | ascii_upcase"#, &pod),
+            one(
+                r#".metadata.name | split("-") | join("_") | ascii_upcase"#,
+                &pod
+            ),
             json!("WEB_1")
         );
-        assert_eq!(one(r#".metadata.name | test("^web-[0-9]+$")"#, &pod), json!(true));
+        assert_eq!(
+            one(r#".metadata.name | test("^web-[0-9]+$")"#, &pod),
+            json!(true)
+        );
         assert_eq!(one(".spec.containers | length", &pod), json!(2));
-        assert_eq!(one("[.spec.containers[].name] | sort | first", &pod), json!("a"));
+        assert_eq!(
+            one("[.spec.containers[].name] | sort | first", &pod),
+            json!("a")
+        );
         assert_eq!(one(".metadata.missing // \"none\"", &pod), json!("none"));
-        assert_eq!(one("keys", &pod), json!(["apiVersion", "kind", "metadata", "spec", "status"]));
+        assert_eq!(
+            one("keys", &pod),
+            json!(["apiVersion", "kind", "metadata", "spec", "status"])
+        );
     }
 
     #[test]
     fn numbers_round_trip_like_jq() {
-        let input = json!({"replicas": 3, "big": 18446744073709551615u64, "ratio": 0.25, "neg": -7});
+        let input =
+            json!({"replicas": 3, "big": 18446744073709551615u64, "ratio": 0.25, "neg": -7});
         assert_eq!(one(".", &input), input);
         assert_eq!(one(".replicas * 1.0", &input), json!(3));
         assert_eq!(one(".replicas + 1", &input), json!(4));
@@ -603,15 +646,5 @@ mod tests {
             Ok(Err(JqError::NotJson { .. })) | Ok(Err(JqError::Runtime { .. })) | Err(_) => {}
             other => panic!("expected an error, got {other:?}"),
         }
-    }
-}
-#[cfg(test)]
-mod tmp_probe {
-    #[test]
-    fn probe() {
-        for f in [".metadata |\n  map(.name", ".a | nosuchfilter(1)", "env", "{(1): 2}", ".[", "if . then 1", ".a &", "\"abc", ".a | $x"] {
-            match super::compile(f) { Err(e) => eprintln!("{e}"), Ok(f) => eprintln!("{:?}", f.run(&serde_json::Value::Null)) }
-        }
-        eprintln!("{:?}", super::compile(".metadata.name + 1").unwrap().run(&serde_json::json!({"metadata":{"name":"x"}})));
     }
 }

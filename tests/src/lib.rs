@@ -41,6 +41,17 @@ pub const LOG_TRIAGE: &str = guests::LOG_TRIAGE;
 /// component, so the engine must refuse it as an operation).
 pub const POD_LABELER: &str = guests::POD_LABELER;
 
+/// `node-metrics`: the example hook that exports node readiness and allocatable cpu and
+/// memory as gauges of the metric group `node-metrics`, on its `every-minute` schedule over
+/// the snapshot of its snapshot-only `nodes` binding.
+pub const NODE_METRICS: &str = guests::NODE_METRICS;
+
+/// `snapshot-report`: the example hook whose `deployments` and `pods` bindings form the
+/// group `workloads`; on each `Group` context it annotates Deployments with fewer running
+/// pods than replicas (`operon.dev/unavailable-pods`) and sets
+/// `operon_workload_available_ratio`.
+pub const SNAPSHOT_REPORT: &str = guests::SNAPSHOT_REPORT;
+
 /// A directory for the engine's compiled-module cache that outlives one test run, so each
 /// guest is compiled once rather than once per test; created if missing.
 ///

@@ -2,6 +2,7 @@
 //! returns an exit code; errors are printed once, here.
 
 mod diagnose;
+mod hook;
 mod op;
 mod output;
 
@@ -25,6 +26,9 @@ enum Command {
     /// Work with operations (WASI components of the `operation` world).
     #[command(subcommand)]
     Op(op::OpCommand),
+    /// Test and run hooks (shell-operator's model) against local fixture objects.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
     /// Run a Diagnosis of an OperationSet from YAML files, with no cluster.
     Run(Box<diagnose::RunArgs>),
     /// Check Operations, OperationSets, Triggers and Diagnoses; report every problem.
@@ -52,6 +56,7 @@ pub fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Op(cmd) => op::run(cmd),
+        Command::Hook(cmd) => hook::run(cmd),
         Command::Run(args) => diagnose::run(*args),
         Command::Validate(args) => diagnose::validate(args),
         Command::Graph(args) => diagnose::draw(args),

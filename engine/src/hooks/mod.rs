@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod context;
+pub mod engine;
 pub mod queue;
 pub mod runner;
 

@@ -10,7 +10,7 @@
 //! Results: `disk.pressure` (`true` when any filesystem is at or over the threshold),
 //! `disk.worst_mount`, `disk.worst_percent`, `disk.over_threshold` (mount points, comma
 //! separated) and `disk.threshold`. The output is a table of every filesystem, and each
-//! mount's usage is also exported as the gauge `operon_disk_used_percent`.
+//! mount's usage is also exported as the gauge `disk_used_percent`.
 
 use operon_sdk::{Error, Input, Metric, Output, ResultExt, bail, info};
 
@@ -35,7 +35,7 @@ fn run(input: Input) -> Result<Output, Error> {
     let report = Report::new(&filesystems, threshold);
 
     for filesystem in &filesystems {
-        let mut gauge = Metric::gauge("operon_disk_used_percent")
+        let mut gauge = Metric::gauge("disk_used_percent")
             .label("mount", &filesystem.mount)
             .label("filesystem", &filesystem.name);
         if let Some(node) = &input.context().node {

@@ -4,7 +4,7 @@
 //! changes run it, and also runs every ten minutes over a snapshot of all pods to catch
 //! any it missed. For each pod without the label it submits a merge patch, which the host
 //! applies after the run (or only shows, in a dry run), and counts the pod in the
-//! `operon_pods_labelled_total` counter.
+//! `pods_labelled_total` counter.
 
 use operon_sdk::{
     BindingContext, BindingType, Error, Hook, HookConfig, HookInput, HookOutput, KubernetesBinding,
@@ -90,7 +90,7 @@ fn label_if_unseen(pod: &ObjectAndFilter) -> Result<bool, Error> {
     )
     .ignore_missing_object()
     .submit()?;
-    Metric::counter("operon_pods_labelled_total")
+    Metric::counter("pods_labelled_total")
         .label("namespace", namespace.unwrap_or_default())
         .add(1.0)?;
     Ok(true)

@@ -1,0 +1,456 @@
+//! `operon hook test` and `operon hook run`: hooks against the local cluster, with no
+//! real cluster.
+
+use super::op::default_cache_dir;
+use super::output::{self, Format};
+use anyhow::{Context as _, bail};
+use operon::cluster::Cluster as _;
+use operon::cluster::local::LocalCluster;
+use operon::hooks::config::{self, ValidConfig};
+use operon::hooks::context;
+use operon::hooks::engine::{Engine, LoadedHook, RunRecord};
+use operon::hooks::{Hook, WasmHook};
+use operon::metrics::Metrics;
+use operon::sandbox::bindings::kubernetes::{ObjectRef, PatchOperation};
+use operon::sandbox::bindings::metrics::MetricOperation;
+use operon::sandbox::{CallLimits, Sandbox, SandboxConfig, WatchEvent};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Subcommands of `operon hook`.
+#[derive(Debug, clap::Subcommand)]
+pub enum HookCommand {
+    /// Load a hook, print its validated configuration, then run a scenario against
+    /// fixture objects and print every run.
+    Test(TestArgs),
+    /// Run the full engine loop (queues, schedules, retries) over a hooks directory
+    /// against fixture objects, printing runs as they happen.
+    Run(RunArgs),
+}
+
+/// A scenario event: `added|modified|deleted:FILE`.
+#[derive(Debug, Clone)]
+pub struct ScenarioEvent {
+    kind: WatchEvent,
+    file: PathBuf,
+}
+
+fn scenario_event(text: &str) -> Result<ScenarioEvent, String> {
+    let (kind, file) = text
+        .split_once(':')
+        .ok_or_else(|| format!("expected added|modified|deleted:FILE, got {text:?}"))?;
+    let kind = match kind.to_ascii_lowercase().as_str() {
+        "added" | "add" => WatchEvent::Added,
+        "modified" | "update" | "modify" => WatchEvent::Modified,
+        "deleted" | "delete" => WatchEvent::Deleted,
+        other => {
+            return Err(format!(
+                "unknown event {other:?}: use added, modified or deleted"
+            ));
+        }
+    };
+    Ok(ScenarioEvent {
+        kind,
+        file: PathBuf::from(file),
+    })
+}
+
+/// Arguments of `operon hook test`.
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// The hook: a wasm component of the `hook` world.
+    hook: PathBuf,
+    /// Fixture objects (multi-document YAML; `kind: List` accepted), repeatable.
+    #[arg(long)]
+    objects: Vec<PathBuf>,
+    /// A watch event after synchronization, as `added|modified|deleted:FILE`
+    /// (repeatable, applied in order; a file may hold several objects).
+    #[arg(long = "event", value_parser = scenario_event)]
+    events: Vec<ScenarioEvent>,
+    /// Fire this schedule binding after the events (repeatable).
+    #[arg(long = "schedule")]
+    schedules: Vec<String>,
+    /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
+    #[arg(long, env = "OPERON_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+/// Arguments of `operon hook run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// A directory of hooks (`*.wasm` components).
+    hooks_dir: PathBuf,
+    /// Fixture objects, repeatable.
+    #[arg(long)]
+    objects: Vec<PathBuf>,
+    /// How long to run, e.g. `10s`.
+    #[arg(long = "for", default_value = "10s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
+    #[arg(long, env = "OPERON_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+/// Runs `operon hook ...`.
+pub fn run(cmd: HookCommand) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    match cmd {
+        HookCommand::Test(args) => runtime.block_on(test(args)),
+        HookCommand::Run(args) => runtime.block_on(run_dir(args)),
+    }
+}
+
+fn sandbox(cache_dir: Option<PathBuf>) -> anyhow::Result<Sandbox> {
+    Ok(Sandbox::new(SandboxConfig {
+        cache_dir: cache_dir.or_else(default_cache_dir),
+        max_concurrent_calls: 16,
+        ..SandboxConfig::default()
+    })?)
+}
+
+fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()> {
+    for file in files {
+        if let Err(problems) = cluster.load_file(file) {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            bail!("cannot load fixtures from {}", file.display());
+        }
+    }
+    Ok(())
+}
+
+/// Loads one hook and validates its configuration against the cluster's kinds.
+async fn load_hook(
+    path: &Path,
+    sandbox: &Sandbox,
+    cluster: &Arc<LocalCluster>,
+) -> anyhow::Result<(LoadedHook, operon::sandbox::HookConfig)> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    let module = sandbox
+        .load_hook_file(path)
+        .with_context(|| format!("cannot load {}", path.display()))?;
+    let hook: Arc<dyn Hook> = Arc::new(WasmHook::new(
+        name.clone(),
+        sandbox.clone(),
+        module,
+        CallLimits::default(),
+    ));
+    let raw = hook.configure().await?;
+    let cluster = cluster.clone();
+    let kinds = move |api_version: Option<&str>, kind: &str| {
+        cluster
+            .resolve(api_version, kind)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let config: ValidConfig = match config::validate(&name, &raw, &kinds) {
+        Ok(config) => config,
+        Err(problems) => {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            bail!(
+                "hook {name} has an invalid configuration ({} problems)",
+                problems.len()
+            );
+        }
+    };
+    Ok((LoadedHook { hook, config }, raw))
+}
+
+fn object_ref_json(target: &ObjectRef) -> serde_json::Map<String, Value> {
+    let mut map = serde_json::Map::new();
+    if let Some(v) = &target.api_version {
+        map.insert("apiVersion".into(), json!(v));
+    }
+    map.insert("kind".into(), json!(target.kind));
+    if let Some(ns) = &target.namespace {
+        map.insert("namespace".into(), json!(ns));
+    }
+    map.insert("name".into(), json!(target.name));
+    map
+}
+
+fn parsed(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+}
+
+/// A patch operation in shell-operator's `$KUBERNETES_PATCH_PATH` shape.
+fn patch_json(op: &PatchOperation) -> Value {
+    let (operation, mut map) = match op {
+        PatchOperation::Create(s)
+        | PatchOperation::CreateOrUpdate(s)
+        | PatchOperation::CreateIfNotExists(s) => {
+            let name = match op {
+                PatchOperation::Create(_) => "Create",
+                PatchOperation::CreateOrUpdate(_) => "CreateOrUpdate",
+                _ => "CreateIfNotExists",
+            };
+            let mut map = serde_json::Map::new();
+            map.insert("object".into(), parsed(&s.object));
+            if let Some(sub) = &s.subresource {
+                map.insert("subresource".into(), json!(sub));
+            }
+            (name, map)
+        }
+        PatchOperation::Delete(t) => ("Delete", object_ref_json(t)),
+        PatchOperation::DeleteInBackground(t) => ("DeleteInBackground", object_ref_json(t)),
+        PatchOperation::DeleteNonCascading(t) => ("DeleteNonCascading", object_ref_json(t)),
+        PatchOperation::JqPatch(s) => {
+            let mut map = object_ref_json(&s.target);
+            map.insert("jqFilter".into(), json!(s.jq_filter));
+            if let Some(sub) = &s.subresource {
+                map.insert("subresource".into(), json!(sub));
+            }
+            if s.ignore_missing_object {
+                map.insert("ignoreMissingObject".into(), json!(true));
+            }
+            ("JQPatch", map)
+        }
+        PatchOperation::MergePatch(s) | PatchOperation::JsonPatch(s) => {
+            let merge = matches!(op, PatchOperation::MergePatch(_));
+            let mut map = object_ref_json(&s.target);
+            map.insert(
+                if merge { "mergePatch" } else { "jsonPatch" }.into(),
+                parsed(&s.patch),
+            );
+            if let Some(sub) = &s.subresource {
+                map.insert("subresource".into(), json!(sub));
+            }
+            if s.ignore_missing_object {
+                map.insert("ignoreMissingObject".into(), json!(true));
+            }
+            (if merge { "MergePatch" } else { "JSONPatch" }, map)
+        }
+    };
+    map.insert("operation".into(), json!(operation));
+    Value::Object(map)
+}
+
+/// A metric operation in shell-operator's `$METRICS_PATH` shape.
+fn metric_json(op: &MetricOperation) -> Value {
+    let labels = |l: &[(String, String)]| -> Value {
+        Value::Object(l.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+    };
+    match op {
+        MetricOperation::Add(s) | MetricOperation::Set(s) => json!({
+            "name": s.name,
+            "action": if matches!(op, MetricOperation::Add(_)) { "add" } else { "set" },
+            "value": s.value,
+            "labels": labels(&s.labels),
+            "group": s.group,
+        }),
+        MetricOperation::Observe(o) => json!({
+            "name": o.name, "action": "observe", "value": o.value, "buckets": o.buckets,
+            "labels": labels(&o.labels), "group": o.group,
+        }),
+        MetricOperation::ExpireGroup(g) => json!({"action": "expire", "group": g}),
+    }
+}
+
+fn level_name(level: operon::sandbox::bindings::log::Level) -> &'static str {
+    use operon::sandbox::bindings::log::Level;
+    match level {
+        Level::Trace => "trace",
+        Level::Debug => "debug",
+        Level::Info => "info",
+        Level::Warn => "warn",
+        Level::Error => "error",
+    }
+}
+
+fn record_json(record: &RunRecord) -> Value {
+    json!({
+        "hook": record.hook,
+        "queue": record.queue,
+        "bindingContexts": context::to_json(&record.contexts),
+        "status": if record.failed { if record.allowed_failure { "AllowedFailure" } else { "Failed" } } else { "Succeeded" },
+        "error": record.run.outcome.as_ref().err().map(|e| e.to_string()).or_else(|| record.apply_error.clone()),
+        "elapsedMs": record.run.elapsed.as_secs_f64() * 1e3,
+        "patches": record.run.patches.iter().map(patch_json).collect::<Vec<_>>(),
+        "metrics": record.run.metrics.iter().map(metric_json).collect::<Vec<_>>(),
+        "logs": record.run.logs.iter().map(|l| json!({"level": level_name(l.level), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
+        "validating": record.run.outcome.as_ref().ok().and_then(|o| o.validating.as_ref()).map(|v| json!({"allowed": v.allowed, "message": v.message, "warnings": v.warnings})),
+        "stdout": record.run.stdout,
+        "stderr": record.run.stderr,
+    })
+}
+
+fn print_record(index: usize, record: &RunRecord) {
+    let value = record_json(record);
+    let status = value["status"].as_str().unwrap_or_default();
+    println!(
+        "\n── run {index}: {} on queue {} — {status} in {:.2} ms",
+        record.hook,
+        record.queue,
+        record.run.elapsed.as_secs_f64() * 1e3
+    );
+    if let Some(error) = value["error"].as_str() {
+        println!("error: {error}");
+    }
+    println!(
+        "binding contexts:\n{}",
+        indent(&serde_json::to_string_pretty(&value["bindingContexts"]).unwrap_or_default())
+    );
+    for (title, key) in [
+        ("patches", "patches"),
+        ("metrics", "metrics"),
+        ("logs", "logs"),
+    ] {
+        let items = value[key].as_array().cloned().unwrap_or_default();
+        if !items.is_empty() {
+            println!("{title}:");
+            for item in items {
+                println!("  {item}");
+            }
+        }
+    }
+    if let Some(v) = value.get("validating").filter(|v| !v.is_null()) {
+        println!("validating response: {v}");
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
+    let sandbox = sandbox(args.cache_dir.clone())?;
+    let cluster = Arc::new(LocalCluster::new());
+    load_fixtures(&cluster, &args.objects)?;
+    let (loaded, raw) = load_hook(&args.hook, &sandbox, &cluster).await?;
+    let schedule_index: Vec<usize> = args
+        .schedules
+        .iter()
+        .map(|name| {
+            loaded
+                .config
+                .schedules
+                .iter()
+                .position(|s| &s.name == name)
+                .with_context(|| format!("the hook has no schedule binding {name:?}"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let table = args.output == Format::Table;
+    if table {
+        println!("hook {}: configuration is valid", loaded.hook.name());
+        println!("{}", indent(&serde_json::to_string_pretty(&raw)?));
+    }
+    let metrics = Arc::new(Metrics::new()?);
+    let engine = Engine::new(vec![loaded], cluster.clone(), metrics);
+    engine.start().await?;
+    let mut records: Vec<RunRecord> = Vec::new();
+    let mut collect = |r: &RunRecord| {
+        if table {
+            print_record(records.len() + 1, r);
+        }
+        records.push(r.clone());
+    };
+    engine.drain(&mut collect).await;
+    for event in &args.events {
+        let text = std::fs::read_to_string(&event.file)
+            .with_context(|| format!("cannot read {}", event.file.display()))?;
+        for document in yaml_serde::Deserializer::from_str(&text) {
+            let object = <Value as serde::Deserialize>::deserialize(document)
+                .with_context(|| format!("{} is not valid YAML", event.file.display()))?;
+            if object.is_null() {
+                continue;
+            }
+            cluster
+                .apply_watch_event(event.kind, object)
+                .with_context(|| format!("cannot apply the event from {}", event.file.display()))?;
+        }
+        engine.drain(&mut collect).await;
+    }
+    for index in schedule_index {
+        engine.fire_schedule(0, index);
+        engine.drain(&mut collect).await;
+    }
+    let failed = records.iter().any(|r| r.failed && !r.allowed_failure);
+    let objects = cluster.objects();
+    match args.output {
+        Format::Table => {
+            println!("\nobjects after the scenario:");
+            for object in &objects {
+                println!("  {object}");
+            }
+        }
+        other => output::print_structured(
+            other,
+            &json!({
+                "configuration": raw,
+                "runs": records.iter().map(record_json).collect::<Vec<_>>(),
+                "objects": objects,
+            }),
+        )?,
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+async fn run_dir(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let sandbox = sandbox(args.cache_dir.clone())?;
+    let cluster = Arc::new(LocalCluster::new());
+    load_fixtures(&cluster, &args.objects)?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&args.hooks_dir)
+        .with_context(|| format!("cannot read {}", args.hooks_dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no hooks (*.wasm) in {}", args.hooks_dir.display());
+    }
+    let mut hooks = Vec::new();
+    for file in &files {
+        hooks.push(load_hook(file, &sandbox, &cluster).await?.0);
+    }
+    eprintln!(
+        "running {} hooks for {}",
+        hooks.len(),
+        humantime::format_duration(args.duration)
+    );
+    let metrics = Arc::new(Metrics::new()?);
+    let engine = Arc::new(Engine::new(hooks, cluster, metrics.clone()));
+    engine.start().await?;
+    let started = std::time::Instant::now();
+    engine
+        .run_for(args.duration, move |r: &RunRecord| {
+            let v = record_json(r);
+            println!(
+                "{:>8.3}s {} [{}] {} ({} contexts, {} patches, {} metrics){}",
+                started.elapsed().as_secs_f64(),
+                r.hook,
+                r.queue,
+                v["status"].as_str().unwrap_or_default(),
+                r.contexts.len(),
+                r.run.patches.len(),
+                r.run.metrics.len(),
+                match (&v["error"], r.retry_in) {
+                    (Value::String(e), Some(wait)) =>
+                        format!(": {e}; retry in {}", humantime::format_duration(wait)),
+                    (Value::String(e), None) => format!(": {e}"),
+                    _ => String::new(),
+                }
+            );
+        })
+        .await;
+    println!("\n{}", metrics.render());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,757 @@
+//! The hook engine loop: startup, synchronization, events, schedules, queues, runs,
+//! and applying what runs return.
+//!
+//! At start the `main` queue gets the onStartup runs (by order, then hook name); then
+//! every kubernetes binding lists its objects (filling its snapshot), starts watching,
+//! and queues a Synchronization run on `main` (unless disabled). Events of a binding
+//! are held until its Synchronization run succeeded. An Added or Modified event whose
+//! jq filter result did not change is dropped. Contexts get their snapshots when the
+//! run starts, so a run always sees the current state. A run's patches are applied
+//! only when the run succeeded, all of them in order; the first failing patch fails the
+//! run, which is then retried like any failed run. Metrics are applied likewise.
+//!
+//! [`Engine::drain`] processes everything queued, one task at a time, for
+//! `operon hook test`; [`Engine::run_for`] is the full loop with one worker per queue,
+//! schedules and backoff, for `operon hook run`.
+
+use super::config::{KubernetesBinding, MAIN_QUEUE, ValidConfig};
+use super::context::{self, SnapshotEntry, Snapshots};
+use super::queue::{Queue, RateLimit, Task, TaskKind};
+use super::runner::{Hook, HookRun};
+use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
+use crate::metrics::{BindingMetrics, Metrics, RunOutcome};
+use crate::sandbox::bindings::types::{
+    BindingContext, BindingType, HookInput, RunnerContext, WatchEvent,
+};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A hook with its validated configuration.
+#[derive(Clone)]
+pub struct LoadedHook {
+    /// What runs it.
+    pub hook: Arc<dyn Hook>,
+    /// Its configuration.
+    pub config: ValidConfig,
+}
+
+/// What one run did, for the CLI and for tests.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    /// The hook.
+    pub hook: String,
+    /// The hook's index in the engine.
+    pub hook_index: usize,
+    /// For a Synchronization run: the kubernetes binding it synchronizes.
+    pub synchronizes: Option<usize>,
+    /// The queue it ran on.
+    pub queue: String,
+    /// The binding contexts passed in.
+    pub contexts: Vec<BindingContext>,
+    /// What the hook returned and submitted.
+    pub run: HookRun,
+    /// Why applying the run's patches or metrics failed, if it did.
+    pub apply_error: Option<String>,
+    /// Whether the run counts as failed (hook error or apply error).
+    pub failed: bool,
+    /// A failure that the binding allows: counted, not retried.
+    pub allowed_failure: bool,
+    /// When a failed task will be retried.
+    pub retry_in: Option<Duration>,
+}
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A kubernetes binding's kind is unknown or its list failed.
+    #[error("hook {hook}, binding {binding:?}: {source}")]
+    Binding {
+        /// The hook.
+        hook: String,
+        /// The binding.
+        binding: String,
+        /// What the cluster said.
+        #[source]
+        source: ClusterError,
+    },
+}
+
+/// A kubernetes binding's key: (hook index, binding index).
+type BindingKey = (usize, usize);
+
+/// One object of a snapshot, with the checksum of what the hook sees of it.
+struct Stored {
+    entry: SnapshotEntry,
+    checksum: u64,
+}
+
+#[derive(Default)]
+struct State {
+    queues: BTreeMap<String, Queue>,
+    /// Per kubernetes binding, its objects by (namespace, name): sorted as snapshots are.
+    snapshots: HashMap<BindingKey, BTreeMap<(String, String), Stored>>,
+    /// Bindings whose events may run the hook (their Synchronization run succeeded).
+    synced: HashSet<BindingKey>,
+    /// Events of bindings not synchronized yet, in order.
+    held: HashMap<BindingKey, Vec<Task>>,
+    /// Token buckets of hooks with `executionMinInterval`.
+    limits: HashMap<usize, RateLimit>,
+    /// Watch streams not yet handed to a pump.
+    streams: Vec<(BindingKey, EventStream)>,
+    /// Queues a worker is running a task of (drain mode runs one at a time anyway).
+    busy: HashSet<String>,
+    /// Metric handles per (hook, binding, queue), resolved once.
+    handles: HashMap<(usize, String, String), BindingMetrics>,
+}
+
+/// The hook engine.
+pub struct Engine {
+    hooks: Vec<LoadedHook>,
+    cluster: Arc<dyn Cluster>,
+    metrics: Arc<Metrics>,
+    state: Mutex<State>,
+    wake: tokio::sync::Notify,
+}
+
+fn checksum(value: &Value) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+fn object_key(object: &Value) -> (String, String) {
+    let field = |f: &str| {
+        object
+            .pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (field("namespace"), field("name"))
+}
+
+impl Engine {
+    /// An engine for `hooks` over `cluster`, reporting to `metrics`.
+    pub fn new(hooks: Vec<LoadedHook>, cluster: Arc<dyn Cluster>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            hooks,
+            cluster,
+            metrics,
+            state: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The hooks, in load order.
+    pub fn hooks(&self) -> &[LoadedHook] {
+        &self.hooks
+    }
+
+    fn binding_metrics(&self, h: usize, binding: &str, queue: &str) -> BindingMetrics {
+        let mut state = self.lock();
+        state
+            .handles
+            .entry((h, binding.to_owned(), queue.to_owned()))
+            .or_insert_with(|| {
+                self.metrics
+                    .binding(self.hooks[h].hook.name(), binding, queue)
+            })
+            .clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update leaves the state consistent before it can panic, so a poisoned
+        // lock still guards usable data.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, state: &mut State, queue: &str, task: Task) {
+        let q = state.queues.entry(queue.to_owned()).or_default();
+        q.push(task);
+        self.metrics
+            .tasks_queue_length
+            .with_label_values(&[queue])
+            .set(q.len() as i64);
+    }
+
+    /// Queues the onStartup runs, lists every kubernetes binding, and queues their
+    /// Synchronization runs.
+    pub async fn start(&self) -> Result<(), EngineError> {
+        let mut startup: Vec<(i32, &str, usize)> = self
+            .hooks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.config.on_startup.map(|order| (order, h.hook.name(), i)))
+            .collect();
+        startup.sort();
+        {
+            let mut state = self.lock();
+            for (_, _, hook) in startup {
+                let task = Task {
+                    hook,
+                    kind: TaskKind::OnStartup,
+                    contexts: vec![context::on_startup()],
+                    allow_failure: false,
+                    synchronizes: None,
+                    queued_at: Instant::now(),
+                };
+                self.push(&mut state, MAIN_QUEUE, task);
+            }
+        }
+        for (h, loaded) in self.hooks.iter().enumerate() {
+            for (b, binding) in loaded.config.kubernetes.iter().enumerate() {
+                self.enable(h, b, binding)
+                    .await
+                    .map_err(|source| EngineError::Binding {
+                        hook: loaded.hook.name().to_owned(),
+                        binding: binding.name.clone(),
+                        source,
+                    })?;
+            }
+        }
+        self.wake.notify_waiters();
+        Ok(())
+    }
+
+    async fn selector(&self, binding: &KubernetesBinding) -> Result<Selector, ClusterError> {
+        let mut namespaces = None;
+        if let Some(ns) = &binding.namespace {
+            if let Some(names) = &ns.name_selector {
+                namespaces = Some(names.clone());
+            }
+            if let Some(labels) = &ns.label_selector {
+                let resource = self.cluster.resolve(Some("v1"), "Namespace")?;
+                let selector = Selector {
+                    labels: Some(labels.clone()),
+                    ..Selector::default()
+                };
+                // Namespaces matching the label selector, intersected with the names.
+                let (objects, _stream) = self.cluster.list_and_watch(&resource, &selector).await?;
+                let labelled: Vec<String> = objects.iter().map(|o| object_key(o).1).collect();
+                namespaces = Some(match namespaces {
+                    Some(names) => names.into_iter().filter(|n| labelled.contains(n)).collect(),
+                    None => labelled,
+                });
+            }
+        }
+        Ok(Selector {
+            namespaces,
+            names: binding.name_selector.clone(),
+            labels: binding.label_selector.clone(),
+            fields: binding.field_selector.clone(),
+        })
+    }
+
+    fn filter(
+        &self,
+        h: usize,
+        binding: &KubernetesBinding,
+        object: &Value,
+    ) -> (SnapshotEntry, u64) {
+        let outputs = binding.jq_filter.as_ref().map(|filter| {
+            let started = std::time::Instant::now();
+            // A filter that errors on one object yields nothing for it, as jq would
+            // print nothing; the error is logged so it is not silent.
+            let outputs = filter.run(object).unwrap_or_else(|e| {
+                tracing::warn!(binding = %binding.name, error = %e, "jq filter failed on an object");
+                Vec::new()
+            });
+            self.binding_metrics(h, &binding.name, &binding.queue)
+                .jq_filter(started.elapsed());
+            outputs
+        });
+        let entry = SnapshotEntry::new(
+            object,
+            outputs.as_deref(),
+            binding.keep_full_objects_in_memory,
+        );
+        let sum = match &outputs {
+            Some(outputs) => checksum(&context::filter_result(outputs)),
+            None => checksum(object),
+        };
+        (entry, sum)
+    }
+
+    async fn enable(
+        &self,
+        h: usize,
+        b: usize,
+        binding: &KubernetesBinding,
+    ) -> Result<(), ClusterError> {
+        let resource: Resource = self
+            .cluster
+            .resolve(binding.api_version.as_deref(), &binding.kind)?;
+        let selector = self.selector(binding).await?;
+        let (objects, stream) = self.cluster.list_and_watch(&resource, &selector).await?;
+        let mut snapshot = BTreeMap::new();
+        for object in &objects {
+            let (entry, checksum) = self.filter(h, binding, object);
+            snapshot.insert(object_key(object), Stored { entry, checksum });
+        }
+        let hook_name = self.hooks[h].hook.name().to_owned();
+        self.metrics
+            .kube_snapshot_objects
+            .with_label_values(&[hook_name.as_str(), binding.name.as_str()])
+            .set(snapshot.len() as i64);
+        let mut state = self.lock();
+        let items: Vec<_> = snapshot.values().map(|s| s.entry.item.clone()).collect();
+        state.snapshots.insert((h, b), snapshot);
+        state.streams.push(((h, b), stream));
+        if binding.execute_hook_on_synchronization {
+            let context = match &binding.group {
+                Some(group) => context::group(group, Vec::new()),
+                None => context::synchronization(&binding.name, items, Vec::new()),
+            };
+            let task = Task {
+                hook: h,
+                kind: TaskKind::Synchronization,
+                contexts: vec![context],
+                allow_failure: binding.allow_failure,
+                synchronizes: Some(b),
+                queued_at: Instant::now(),
+            };
+            // shell-operator runs every Synchronization on the main queue.
+            self.push(&mut state, MAIN_QUEUE, task);
+        } else {
+            state.synced.insert((h, b));
+        }
+        Ok(())
+    }
+
+    /// Handles one watch event of binding `(h, b)`: updates the snapshot and queues an
+    /// Event run when the binding wants one.
+    pub fn handle_event(&self, key: BindingKey, event: Event) {
+        let (h, b) = key;
+        let binding = &self.hooks[h].config.kubernetes[b];
+        let object_key = object_key(&event.object);
+        let (entry, sum) = self.filter(h, binding, &event.object);
+        let mut state = self.lock();
+        let snapshot = state.snapshots.entry(key).or_default();
+        let fire = match event.kind {
+            WatchEvent::Deleted => {
+                snapshot.remove(&object_key);
+                true
+            }
+            WatchEvent::Added | WatchEvent::Modified => {
+                let unchanged = snapshot.get(&object_key).is_some_and(|s| s.checksum == sum);
+                snapshot.insert(
+                    object_key,
+                    Stored {
+                        entry: entry.clone(),
+                        checksum: sum,
+                    },
+                );
+                !unchanged
+            }
+        };
+        let objects = snapshot.len();
+        self.metrics
+            .kube_snapshot_objects
+            .with_label_values(&[self.hooks[h].hook.name(), binding.name.as_str()])
+            .set(objects as i64);
+        if !fire || !binding.execute_hook_on_event.contains(event.kind) {
+            return;
+        }
+        let context = match &binding.group {
+            Some(group) => context::group(group, Vec::new()),
+            None => context::event(&binding.name, event.kind, entry.item, Vec::new()),
+        };
+        let task = Task {
+            hook: h,
+            kind: TaskKind::Event,
+            contexts: vec![context],
+            allow_failure: binding.allow_failure,
+            synchronizes: None,
+            queued_at: Instant::now(),
+        };
+        if state.synced.contains(&key) {
+            self.push(&mut state, &binding.queue, task);
+            drop(state);
+            self.wake.notify_waiters();
+        } else {
+            state.held.entry(key).or_default().push(task);
+        }
+    }
+
+    /// Handles every event already waiting in the watch streams; returns how many.
+    pub fn pump(&self) -> usize {
+        let mut streams = std::mem::take(&mut self.lock().streams);
+        let mut handled = 0;
+        for (key, stream) in &mut streams {
+            while let Ok(event) = stream.try_recv() {
+                self.handle_event(*key, event);
+                handled += 1;
+            }
+        }
+        self.lock().streams.extend(streams);
+        handled
+    }
+
+    /// Queues a run of schedule binding `s` of hook `h`.
+    pub fn fire_schedule(&self, h: usize, s: usize) {
+        let binding = &self.hooks[h].config.schedules[s];
+        let context = match &binding.group {
+            Some(group) => context::group(group, Vec::new()),
+            None => context::schedule(&binding.name, Vec::new()),
+        };
+        let task = Task {
+            hook: h,
+            kind: TaskKind::Schedule,
+            contexts: vec![context],
+            allow_failure: binding.allow_failure,
+            synchronizes: None,
+            queued_at: Instant::now(),
+        };
+        let mut state = self.lock();
+        self.push(&mut state, &binding.queue, task);
+        drop(state);
+        self.wake.notify_waiters();
+    }
+
+    /// The snapshots a context of hook `h` carries.
+    fn snapshots_for<'a_config>(
+        &'a_config self,
+        state: &State,
+        h: usize,
+        context: &BindingContext,
+    ) -> Vec<crate::sandbox::bindings::types::Snapshot> {
+        let config = &self.hooks[h].config;
+        fn union<'a>(names: &mut Vec<&'a str>, list: &'a [String]) {
+            for name in list {
+                if !names.contains(&name.as_str()) {
+                    names.push(name.as_str());
+                }
+            }
+        }
+        let mut names: Vec<&str> = Vec::new();
+        let mut add = |list: &'a_config [String]| union(&mut names, list);
+        match context.type_ {
+            BindingType::Group => {
+                let group = Some(context.binding.as_str());
+                for k in config
+                    .kubernetes
+                    .iter()
+                    .filter(|k| k.group.as_deref() == group)
+                {
+                    add(&k.include_snapshots_from);
+                }
+                for s in config
+                    .schedules
+                    .iter()
+                    .filter(|s| s.group.as_deref() == group)
+                {
+                    add(&s.include_snapshots_from);
+                }
+            }
+            BindingType::Schedule => {
+                if let Some(s) = config.schedules.iter().find(|s| s.name == context.binding) {
+                    add(&s.include_snapshots_from);
+                }
+            }
+            BindingType::Event | BindingType::Synchronization => {
+                if let Some(k) = config.kubernetes_binding(&context.binding) {
+                    add(&k.include_snapshots_from);
+                }
+            }
+            _ => {}
+        }
+        let mut snapshots = Snapshots::new();
+        for name in names {
+            let Some(b) = config.kubernetes.iter().position(|k| k.name == name) else {
+                continue;
+            };
+            let entries = state
+                .snapshots
+                .get(&(h, b))
+                .map(|s| {
+                    s.values()
+                        .map(|stored| stored.entry.clone())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            snapshots.insert(name, entries);
+        }
+        snapshots.into_snapshots()
+    }
+
+    /// Takes the head of `queue` (merged with what follows it) if its hook's rate limit
+    /// allows a run now; otherwise says how long to wait.
+    fn take(&self, queue: &str) -> Result<Option<(Task, Vec<BindingContext>)>, Duration> {
+        let mut state = self.lock();
+        let Some(mut task) = state.queues.get_mut(queue).and_then(Queue::head) else {
+            return Ok(None);
+        };
+        if let Some(rate) = self.hooks[task.hook].config.settings.execution_rate {
+            let now = Instant::now();
+            let limit = state
+                .limits
+                .entry(task.hook)
+                .or_insert_with(|| RateLimit::new(rate.min_interval, rate.burst));
+            let wait = limit.wait(now);
+            if !wait.is_zero() {
+                return Err(wait);
+            }
+            limit.take(now);
+        }
+        let contexts: Vec<BindingContext> = task
+            .contexts
+            .iter()
+            .map(|c| BindingContext {
+                snapshots: self.snapshots_for(&state, task.hook, c),
+                ..c.clone()
+            })
+            .collect();
+        task.contexts.clear();
+        state.busy.insert(queue.to_owned());
+        Ok(Some((task, contexts)))
+    }
+
+    /// Runs the head task of `queue` once. `Ok(None)`: the queue is empty. `Err(wait)`:
+    /// the hook's rate limit says to wait that long (the task stays at the head and
+    /// keeps absorbing new tasks).
+    pub async fn run_head(&self, queue: &str) -> Result<Option<RunRecord>, Duration> {
+        let Some((task, contexts)) = self.take(queue)? else {
+            return Ok(None);
+        };
+        let loaded = &self.hooks[task.hook];
+        let name = loaded.hook.name().to_owned();
+        let binding_label = contexts
+            .first()
+            .map(|c| c.binding.clone())
+            .unwrap_or_default();
+        let handles = self.binding_metrics(task.hook, &binding_label, queue);
+        handles.waited(task.queued_at.elapsed());
+        let input = HookInput {
+            context: RunnerContext {
+                name: name.clone(),
+                dry_run: false,
+                timeout_ms: u64::try_from(loaded.config.settings.timeout.as_millis())
+                    .unwrap_or(u64::MAX),
+                node: None,
+                namespace: None,
+                owner: None,
+            },
+            binding_contexts: contexts.clone(),
+        };
+        let run = loaded
+            .hook
+            .handle(&input, loaded.config.settings.timeout)
+            .await;
+        let apply_error = match &run.outcome {
+            Ok(_) => self.apply(&name, &run).await.err(),
+            Err(_) => None,
+        };
+        let failed = run.outcome.is_err() || apply_error.is_some();
+        let mut state = self.lock();
+        state.busy.remove(queue);
+        let mut retry_in = None;
+        let allowed_failure = failed && task.allow_failure;
+        let q = state.queues.entry(queue.to_owned()).or_default();
+        if failed && !task.allow_failure {
+            handles.run(run.elapsed, RunOutcome::Failed);
+            let jitter = Duration::from_millis(u64::from(getrandom::u32().unwrap_or(0) % 1000));
+            retry_in = Some(q.failed(jitter));
+        } else {
+            handles.run(
+                run.elapsed,
+                if allowed_failure {
+                    RunOutcome::AllowedFailure
+                } else {
+                    RunOutcome::Success
+                },
+            );
+            q.done();
+            if let Some(b) = task.synchronizes {
+                self.release(&mut state, (task.hook, b));
+            }
+        }
+        let length = state.queues.get(queue).map_or(0, Queue::len);
+        self.metrics
+            .tasks_queue_length
+            .with_label_values(&[queue])
+            .set(length as i64);
+        drop(state);
+        Ok(Some(RunRecord {
+            hook: name,
+            hook_index: task.hook,
+            synchronizes: task.synchronizes,
+            queue: queue.to_owned(),
+            contexts,
+            run,
+            apply_error,
+            failed,
+            allowed_failure,
+            retry_in,
+        }))
+    }
+
+    /// A binding's Synchronization run succeeded: its held events may run now.
+    fn release(&self, state: &mut State, key: BindingKey) {
+        state.synced.insert(key);
+        let queue = self.hooks[key.0].config.kubernetes[key.1].queue.clone();
+        for task in state.held.remove(&key).unwrap_or_default() {
+            self.push(state, &queue, task);
+        }
+    }
+
+    /// Applies a successful run's patches (in order, stopping at the first failure)
+    /// and metrics.
+    async fn apply(&self, hook: &str, run: &HookRun) -> Result<(), String> {
+        self.metrics
+            .hooks
+            .check(hook, &run.metrics)
+            .map_err(|e| format!("metrics: {e}"))?;
+        for (i, patch) in run.patches.iter().enumerate() {
+            self.cluster
+                .apply(patch)
+                .await
+                .map_err(|e| format!("patch operation {} of {}: {e}", i + 1, run.patches.len()))?;
+        }
+        self.metrics
+            .hooks
+            .apply(hook, &run.metrics)
+            .map_err(|e| format!("metrics: {e}"))
+    }
+
+    /// Whether any queue holds a task.
+    pub fn has_tasks(&self) -> bool {
+        self.lock().queues.values().any(|q| !q.is_empty())
+    }
+
+    fn queue_names(&self) -> Vec<String> {
+        self.lock().queues.keys().cloned().collect()
+    }
+
+    /// Runs everything queued and everything it causes, one task at a time, queues in
+    /// name order with `main` first; a failed task is reported and dropped instead of
+    /// retried (a test scenario must end). Rate limits are ignored: a scenario has no
+    /// time between events.
+    pub async fn drain(&self, mut on_run: impl FnMut(&RunRecord)) {
+        loop {
+            self.pump();
+            let mut names = self.queue_names();
+            names.sort_by_key(|n| (n != MAIN_QUEUE, n.clone()));
+            let Some(queue) = names
+                .into_iter()
+                .find(|n| self.lock().queues.get(n).is_some_and(|q| !q.is_empty()))
+            else {
+                return;
+            };
+            {
+                // A scenario has no time between events: reset the buckets.
+                self.lock().limits.clear();
+            }
+            match self.run_head(&queue).await {
+                Ok(Some(record)) => {
+                    if record.retry_in.is_some() {
+                        let mut state = self.lock();
+                        if let Some(q) = state.queues.get_mut(&queue) {
+                            q.done();
+                        }
+                        state.busy.remove(&queue);
+                        // The scenario goes on: a binding whose Synchronization failed
+                        // still shows what its events would do.
+                        if let Some(b) = record.synchronizes {
+                            self.release(&mut state, (record.hook_index, b));
+                        }
+                    }
+                    on_run(&record);
+                }
+                Ok(None) | Err(_) => {}
+            }
+        }
+    }
+
+    /// The full loop for `duration`: one worker per queue (queues run in parallel, each
+    /// strictly sequential), schedules firing on their crontabs, failed tasks retried
+    /// with backoff, rate limits honoured. `on_run` sees every run.
+    pub async fn run_for(
+        self: &Arc<Self>,
+        duration: Duration,
+        on_run: impl Fn(&RunRecord) + Send + Sync + 'static,
+    ) {
+        let on_run = Arc::new(on_run);
+        let deadline = Instant::now() + duration;
+        let mut tasks = tokio::task::JoinSet::new();
+        // Event pumps: one per watch stream.
+        let streams = std::mem::take(&mut self.lock().streams);
+        for (key, mut stream) in streams {
+            let engine = self.clone();
+            tasks.spawn(async move {
+                while let Some(event) = stream.recv().await {
+                    engine.handle_event(key, event);
+                }
+            });
+        }
+        // Schedules.
+        for (h, loaded) in self.hooks.iter().enumerate() {
+            for (s, binding) in loaded.config.schedules.iter().enumerate() {
+                let engine = self.clone();
+                let crontab = binding.crontab.clone();
+                tasks.spawn(async move {
+                    loop {
+                        let now = jiff::Timestamp::now();
+                        let Some(next) = crontab.next_after(now) else {
+                            return;
+                        };
+                        let wait = Duration::try_from(next.duration_since(now)).unwrap_or_default();
+                        tokio::time::sleep(wait).await;
+                        engine.fire_schedule(h, s);
+                    }
+                });
+            }
+        }
+        // Queue workers, started as queues appear.
+        let mut workers: HashSet<String> = HashSet::new();
+        let live = self.metrics.live_ticks.clone();
+        loop {
+            for queue in self.queue_names() {
+                if workers.insert(queue.clone()) {
+                    let engine = self.clone();
+                    let on_run = on_run.clone();
+                    tasks.spawn(async move { engine.worker(queue, on_run).await });
+                }
+            }
+            live.inc();
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let tick = (deadline - now).min(Duration::from_secs(1));
+            let _ = tokio::time::timeout(tick, self.wake.notified()).await;
+        }
+        tasks.abort_all();
+    }
+
+    async fn worker(
+        self: Arc<Self>,
+        queue: String,
+        on_run: Arc<impl Fn(&RunRecord) + Send + Sync>,
+    ) {
+        loop {
+            let notified = self.wake.notified();
+            match self.run_head(&queue).await {
+                Ok(Some(record)) => {
+                    on_run(&record);
+                    if let Some(wait) = record.retry_in {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+                Ok(None) => notified.await,
+                Err(wait) => tokio::time::sleep(wait).await,
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("hooks", &self.hooks.len())
+            .finish_non_exhaustive()
+    }
+}
