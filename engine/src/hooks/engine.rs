@@ -755,3 +755,7 @@ impl std::fmt::Debug for Engine {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;
