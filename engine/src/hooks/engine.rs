@@ -645,23 +645,20 @@ impl Engine {
                 // A scenario has no time between events: reset the buckets.
                 self.lock().limits.clear();
             }
-            match self.run_head(&queue).await {
-                Ok(Some(record)) => {
-                    if record.retry_in.is_some() {
-                        let mut state = self.lock();
-                        if let Some(q) = state.queues.get_mut(&queue) {
-                            q.done();
-                        }
-                        state.busy.remove(&queue);
-                        // The scenario goes on: a binding whose Synchronization failed
-                        // still shows what its events would do.
-                        if let Some(b) = record.synchronizes {
-                            self.release(&mut state, (record.hook_index, b));
-                        }
+            if let Ok(Some(record)) = self.run_head(&queue).await {
+                if record.retry_in.is_some() {
+                    let mut state = self.lock();
+                    if let Some(q) = state.queues.get_mut(&queue) {
+                        q.done();
                     }
-                    on_run(&record);
+                    state.busy.remove(&queue);
+                    // The scenario goes on: a binding whose Synchronization failed
+                    // still shows what its events would do.
+                    if let Some(b) = record.synchronizes {
+                        self.release(&mut state, (record.hook_index, b));
+                    }
                 }
-                Ok(None) | Err(_) => {}
+                on_run(&record);
             }
         }
     }
