@@ -451,6 +451,6 @@ async fn run_dir(args: RunArgs) -> anyhow::Result<ExitCode> {
             );
         })
         .await;
-    println!("\n{}", metrics.render());
+    println!("\n{}{}", metrics.render(), metrics.render_hooks());
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,189 @@
+//! `operon hook test` and `operon hook run` end to end on the example hooks.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn operon(args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(args)
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("HOME", home.path())
+        .output()
+        .expect("operon runs")
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../operations/examples/hooks")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn pod_labeler_labels_pods_on_synchronization_and_events() {
+    let out = operon(&[
+        "hook",
+        "test",
+        operon_tests::POD_LABELER,
+        "--objects",
+        &fixture("pods.yaml"),
+        "--event",
+        &format!("added:{}", fixture("new-pod.yaml")),
+        "--schedule",
+        "resync",
+        "-o",
+        "json",
+    ]);
+    let d = json(&out);
+    let runs = d["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["bindingContexts"][0]["type"], "Synchronization");
+    assert_eq!(
+        runs[0]["bindingContexts"][0]["objects"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(runs[0]["patches"][0]["operation"], "MergePatch");
+    assert_eq!(runs[0]["patches"][0]["name"], "web-1");
+    assert_eq!(runs[0]["metrics"][0]["name"], "pods_labelled_total");
+    let event = runs
+        .iter()
+        .find(|r| r["bindingContexts"][0]["watchEvent"] == "Added")
+        .expect("an Added event run");
+    assert_eq!(event["patches"][0]["name"], "web-2");
+    assert_eq!(
+        runs.last().unwrap()["bindingContexts"][0]["type"],
+        "Schedule"
+    );
+    assert!(runs.iter().all(|r| r["status"] == "Succeeded"));
+    for object in d["objects"].as_array().unwrap() {
+        assert_eq!(object["metadata"]["labels"]["operon.dev/seen"], "true");
+    }
+}
+
+#[test]
+fn node_metrics_emits_grouped_gauges_on_schedule() {
+    let out = operon(&[
+        "hook",
+        "test",
+        operon_tests::NODE_METRICS,
+        "--objects",
+        &fixture("nodes.yaml"),
+        "--schedule",
+        "every-minute",
+        "-o",
+        "json",
+    ]);
+    let d = json(&out);
+    let runs = d["runs"].as_array().unwrap();
+    assert_eq!(
+        runs.len(),
+        1,
+        "snapshot-only binding: only the schedule runs"
+    );
+    let context = &runs[0]["bindingContexts"][0];
+    assert_eq!(context["type"], "Schedule");
+    assert_eq!(context["snapshots"]["nodes"].as_array().unwrap().len(), 2);
+    assert!(context["snapshots"]["nodes"][0].get("object").is_none());
+    let metrics = runs[0]["metrics"].as_array().unwrap();
+    assert_eq!(metrics[0]["action"], "expire");
+    assert!(
+        metrics
+            .iter()
+            .any(|m| m["name"] == "nodes_ready" && m["value"] == 1.0)
+    );
+}
+
+#[test]
+fn snapshot_report_gets_group_contexts_and_annotates_short_deployments() {
+    let out = operon(&[
+        "hook",
+        "test",
+        operon_tests::SNAPSHOT_REPORT,
+        "--objects",
+        &fixture("workloads.yaml"),
+        "-o",
+        "json",
+    ]);
+    let d = json(&out);
+    let first = &d["runs"][0];
+    assert_eq!(first["bindingContexts"][0]["type"], "Group");
+    assert_eq!(first["bindingContexts"][0]["binding"], "workloads");
+    let snapshots = first["bindingContexts"][0]["snapshots"]
+        .as_object()
+        .unwrap();
+    assert!(snapshots.contains_key("deployments") && snapshots.contains_key("pods"));
+    let deployment = d["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap();
+    assert_eq!(
+        deployment["metadata"]["annotations"]["operon.dev/unavailable-pods"],
+        "1"
+    );
+}
+
+#[test]
+fn an_operation_or_a_bad_fixture_is_refused_clearly() {
+    let out = operon(&["hook", "test", operon_tests::TRIVIAL]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("operon op run"));
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: v1\nkind: Pod\nmetadata: {}\n").unwrap();
+    let out = operon(&[
+        "hook",
+        "test",
+        operon_tests::POD_LABELER,
+        "--objects",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad.yaml"), "{stderr}");
+    assert!(stderr.contains("metadata.name"), "{stderr}");
+}
+
+#[test]
+fn hook_run_drives_the_full_loop_for_a_while() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks: PathBuf = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    std::fs::copy(operon_tests::POD_LABELER, hooks.join("pod-labeler.wasm")).unwrap();
+    let out = operon(&[
+        "hook",
+        "run",
+        hooks.to_str().unwrap(),
+        "--objects",
+        &fixture("pods.yaml"),
+        "--for",
+        "1s",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("pod-labeler.wasm [main] Succeeded"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("operon_hook_run_success_total"), "{stdout}");
+    assert!(stdout.contains("pods_labelled_total"), "{stdout}");
+}
