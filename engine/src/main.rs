@@ -3,5 +3,8 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    // A sandboxed script run re-executes this binary as its launcher; it must take over
+    // before any thread starts.
+    operon::script::launcher::run_if_invoked();
     cli::main()
 }

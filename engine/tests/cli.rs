@@ -122,9 +122,9 @@ metadata: {name: count}
 spec:
   processor:
     scriptRunner:
-      argKeys: [counter]
-      script: |
-        n=$(cat "$1" 2>/dev/null || echo 0); echo $((n + 1)) > "$1"; echo "runs=$((n + 1))"
+      argKeys: [who]
+      operationResultKey: count
+      script: echo "counted for $1"
 ---
 apiVersion: operon.dev/v1alpha1
 kind: Operation
@@ -148,7 +148,6 @@ spec:
 fn a_rerun_resumes_from_its_checkpoint_without_rerunning_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "pipeline.yaml", PIPELINE);
-    let counter = dir.path().join("counter");
     let checkpoint = dir.path().join("checkpoint.yaml");
     let args = [
         "run",
@@ -156,28 +155,29 @@ fn a_rerun_resumes_from_its_checkpoint_without_rerunning_nodes() {
         "--operation-set",
         "set",
         "--param",
-        &format!("counter={}", counter.display()),
+        "who=ops",
         "--checkpoint",
         checkpoint.to_str().unwrap(),
     ];
     let out = operon(&args);
-    // Path [1, 2] fails at node 2; path [3] reuses nothing and succeeds.
+    // Path [1, 2] fails at node 2; path [3] succeeds.
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("Succeeded"), "{stdout}");
     assert!(stdout.contains("succeeded path: 3 count"), "{stdout}");
     assert!(stdout.contains("broken"), "{stdout}");
-    assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "2");
+    assert!(stdout.contains("counted for ops"), "{stdout}");
+    let stderr = text(&out.stderr);
+    for node in ["node 1 count", "node 2 fail", "node 3 count"] {
+        assert!(stderr.contains(node), "{node} missing in {stderr}");
+    }
 
     // The checkpoint holds the finished run: nothing runs again.
     let out = operon(&args);
     assert!(out.status.success());
-    assert!(
-        text(&out.stderr).contains("resuming"),
-        "{}",
-        text(&out.stderr)
-    );
-    assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "2");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("resuming"), "{stderr}");
+    assert!(!stderr.contains("… node"), "a node ran again: {stderr}");
 }
 
 #[test]
@@ -190,14 +190,13 @@ fn a_diagnosis_where_every_path_fails_exits_1() {
             .replace("{id: 0, to: [1, 3]}", "{id: 0, to: [1]}")
             .replace("    - {id: 3, operation: count}\n", ""),
     );
-    let counter = dir.path().join("c");
     let out = operon(&[
         "run",
         file.to_str().unwrap(),
         "--operation-set",
         "set",
         "--param",
-        &format!("counter={}", counter.display()),
+        "who=ops",
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -271,7 +270,6 @@ fn validate_accepts_the_example() {
 fn graph_draws_outcomes_from_a_saved_run() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "pipeline.yaml", PIPELINE);
-    let counter = dir.path().join("counter");
     let checkpoint = dir.path().join("run.yaml");
     let out = operon(&[
         "run",
@@ -279,7 +277,7 @@ fn graph_draws_outcomes_from_a_saved_run() {
         "--operation-set",
         "set",
         "--param",
-        &format!("counter={}", counter.display()),
+        "who=ops",
         "--checkpoint",
         checkpoint.to_str().unwrap(),
     ]);

@@ -44,7 +44,9 @@ async fn scenario(hook: Arc<dyn Hook>, events: usize) -> (Duration, usize, usize
     let mut patches = 0;
     let started = Instant::now();
     for i in 0..events {
-        cluster.apply_watch_event(WatchEvent::Added, pod(i)).unwrap();
+        cluster
+            .apply_watch_event(WatchEvent::Added, pod(i))
+            .unwrap();
         engine
             .drain(|r| {
                 assert!(!r.failed, "{:?} {:?}", r.run.outcome, r.apply_error);
@@ -97,7 +99,11 @@ fn main() {
     );
     println!("target: at least 20,000 events/s for the wasm hook → {wasm_rate:.0}");
     if let Some(bash) = bash_hook() {
-        let bash_rate = report("bash + jq hook (shell-operator way)", 200, runtime.block_on(scenario(bash, 200)));
+        let bash_rate = report(
+            "bash + jq hook (shell-operator way)",
+            200,
+            runtime.block_on(scenario(bash, 200)),
+        );
         println!(
             "wasm / bash = {:.0}x (target: at least 100x)",
             wasm_rate / bash_rate

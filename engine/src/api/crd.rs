@@ -10,14 +10,19 @@ use kube::CustomResourceExt as _;
 
 /// Every CRD of `operon.dev/v1alpha1`, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    [Operation::crd(), OperationSet::crd(), Trigger::crd(), Diagnosis::crd()]
-        .into_iter()
-        .map(|crd| {
-            let mut value = serde_json::to_value(&crd).unwrap_or_default();
-            strip_null_from_enums(&mut value);
-            serde_json::from_value(value).unwrap_or(crd)
-        })
-        .collect()
+    [
+        Operation::crd(),
+        OperationSet::crd(),
+        Trigger::crd(),
+        Diagnosis::crd(),
+    ]
+    .into_iter()
+    .map(|crd| {
+        let mut value = serde_json::to_value(&crd).unwrap_or_default();
+        strip_null_from_enums(&mut value);
+        serde_json::from_value(value).unwrap_or(crd)
+    })
+    .collect()
 }
 
 fn strip_null_from_enums(value: &mut serde_json::Value) {

@@ -20,8 +20,8 @@ pub use diagnosis::{
     NodeRecord, PathNode, PodReference,
 };
 pub use operation::{
-    HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ProcessorKind, ScriptRunner,
-    Storage, WasmProcessor,
+    EnvVar, HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ProcessorKind,
+    ScriptRunner, Storage, WasmProcessor,
 };
 pub use operation_set::{Node, OperationSet, OperationSetSpec, OperationSetStatus};
 pub use trigger::{

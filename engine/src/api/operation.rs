@@ -74,6 +74,28 @@ pub struct ScriptRunner {
     /// `operation.<key>.error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation_result_key: Option<String>,
+    /// Environment variables the script gets besides the sandbox's basics (`PATH`,
+    /// `HOME`, `TMPDIR`, `LANG`); nothing else of the engine's environment is passed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Whether the script may use the network (default false: a private network
+    /// namespace with no interfaces).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
+    /// Refuse to run when any sandbox protection is unavailable on the node (overrides
+    /// the engine's `--strict`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+/// One environment variable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EnvVar {
+    /// The variable's name.
+    pub name: String,
+    /// Its value.
+    #[serde(default)]
+    pub value: String,
 }
 
 /// An HTTP processor (KubeDiag's `httpServer`).
@@ -197,6 +219,23 @@ impl Operation {
                     problem(
                         &format!("spec.processor.scriptRunner.argKeys[{i}]"),
                         "is empty".to_owned(),
+                    );
+                }
+            }
+            for (i, var) in script.env.iter().enumerate() {
+                let valid = var
+                    .name
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && var
+                        .name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !valid {
+                    problem(
+                        &format!("spec.processor.scriptRunner.env[{i}].name"),
+                        format!("{:?} is not a valid variable name", var.name),
                     );
                 }
             }

@@ -12,9 +12,12 @@ use operon::manifest::{self, Loaded, Manifests};
 use operon::pipeline::{self, Progress, Step};
 use operon::runner::Runner;
 use operon::runner::http::HttpRunner;
-use operon::runner::script::ScriptRunner;
 use operon::runner::wasm::WasmRunner;
 use operon::sandbox::{CallLimits, ModuleDigest, Sandbox, SandboxConfig};
+use operon::script::{
+    Launcher, SandboxConfig as ScriptSandboxConfig, SandboxedScriptRunner, ScriptSandbox,
+    ScriptSource,
+};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -50,6 +53,9 @@ pub struct RunArgs {
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
     #[arg(long, env = "OPERON_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Refuse to run a script step when any sandbox protection is unavailable.
+    #[arg(long)]
+    strict: bool,
     /// Output format of the final status.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -284,6 +290,7 @@ fn build_steps(
     graph: &Graph,
     manifests: &Manifests,
     sandbox: &mut Option<Sandbox>,
+    scripts: &mut Option<ScriptSandbox>,
     args: &RunArgs,
 ) -> Result<BTreeMap<String, Step>, Vec<Problem>> {
     let mut steps = BTreeMap::new();
@@ -324,11 +331,27 @@ fn build_steps(
                 )) as Arc<dyn Runner>)
             })
         } else if let Some(script) = &processor.script_runner {
-            Ok(Arc::new(ScriptRunner::new(
-                script.script.clone(),
-                script.arg_keys.clone(),
-                script.operation_result_key.clone(),
-            )))
+            script_sandbox(scripts, args.strict).map(|sandbox| {
+                let runner = SandboxedScriptRunner::new(
+                    sandbox,
+                    ScriptSource::Inline(script.script.clone()),
+                    script.arg_keys.clone(),
+                    script.operation_result_key.clone(),
+                )
+                .with_env(
+                    script
+                        .env
+                        .iter()
+                        .map(|v| (v.name.clone(), v.value.clone()))
+                        .collect(),
+                )
+                .with_network(script.network);
+                let runner = match script.strict {
+                    Some(strict) => runner.with_strict(strict),
+                    None => runner,
+                };
+                Arc::new(runner) as Arc<dyn Runner>
+            })
         } else if let Some(http) = &processor.http_server {
             HttpRunner::new(http).map(|r| Arc::new(r) as Arc<dyn Runner>)
         } else {
@@ -364,6 +387,22 @@ fn build_steps(
     } else {
         Err(problems)
     }
+}
+
+/// The process's script sandbox, created on first use.
+pub fn script_sandbox(
+    slot: &mut Option<ScriptSandbox>,
+    strict: bool,
+) -> Result<ScriptSandbox, String> {
+    if let Some(sandbox) = slot {
+        return Ok(sandbox.clone());
+    }
+    let launcher =
+        Launcher::current_exe().map_err(|e| format!("cannot find the operon binary: {e}"))?;
+    let mut config = ScriptSandboxConfig::new(launcher);
+    config.strict = strict;
+    let sandbox = ScriptSandbox::new(config).map_err(|e| e.to_string())?;
+    Ok(slot.insert(sandbox).clone())
 }
 
 /// Prints progress on stderr and persists checkpoints.
@@ -518,8 +557,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .flat_map(|op| op.object.validate())
         .collect();
     let mut sandbox = None;
+    let mut scripts = None;
     let steps = if problems.is_empty() {
-        match build_steps(&graph, &manifests, &mut sandbox, &args) {
+        match build_steps(&graph, &manifests, &mut sandbox, &mut scripts, &args) {
             Ok(steps) => steps,
             Err(p) => {
                 problems = p;

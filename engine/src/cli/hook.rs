@@ -1,6 +1,7 @@
 //! `operon hook test` and `operon hook run`: hooks against the local cluster, with no
 //! real cluster.
 
+use super::diagnose::script_sandbox;
 use super::op::default_cache_dir;
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
@@ -14,6 +15,7 @@ use operon::metrics::Metrics;
 use operon::sandbox::bindings::kubernetes::{ObjectRef, PatchOperation};
 use operon::sandbox::bindings::metrics::MetricOperation;
 use operon::sandbox::{CallLimits, Sandbox, SandboxConfig, WatchEvent};
+use operon::script::{ScriptHook, ScriptSandbox, discover};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -61,7 +63,8 @@ fn scenario_event(text: &str) -> Result<ScenarioEvent, String> {
 /// Arguments of `operon hook test`.
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
-    /// The hook: a wasm component of the `hook` world.
+    /// The hook: a wasm component of the `hook` world, or an executable
+    /// shell-operator hook (run with `--config`, then with binding context files).
     hook: PathBuf,
     /// Fixture objects (multi-document YAML; `kind: List` accepted), repeatable.
     #[arg(long)]
@@ -76,6 +79,9 @@ pub struct TestArgs {
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
     #[arg(long, env = "OPERON_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Refuse to run a script hook when any sandbox protection is unavailable.
+    #[arg(long)]
+    strict: bool,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -84,8 +90,12 @@ pub struct TestArgs {
 /// Arguments of `operon hook run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// A directory of hooks (`*.wasm` components).
+    /// A directory of hooks: `*.wasm` components and executables (shell-operator's
+    /// discovery rules: hidden files, `lib/` and .yaml/.json/.md/.txt are skipped).
     hooks_dir: PathBuf,
+    /// Refuse to run a script hook when any sandbox protection is unavailable.
+    #[arg(long)]
+    strict: bool,
     /// Fixture objects, repeatable.
     #[arg(long)]
     objects: Vec<PathBuf>,
@@ -129,25 +139,56 @@ fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()
     Ok(())
 }
 
-/// Loads one hook and validates its configuration against the cluster's kinds.
-async fn load_hook(
+/// Whether `path` is a wasm component (else it is a script hook).
+fn is_wasm(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|()| &magic == b"\0asm")
+}
+
+/// Makes the hook at `path`: a wasm component, or an executable run the
+/// shell-operator way in the script sandbox.
+fn make_hook(
     path: &Path,
+    hooks_dir: &Path,
     sandbox: &Sandbox,
+    scripts: &mut Option<ScriptSandbox>,
+    strict: bool,
+) -> anyhow::Result<Arc<dyn Hook>> {
+    let name = path
+        .strip_prefix(hooks_dir)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    if is_wasm(path) {
+        let module = sandbox
+            .load_hook_file(path)
+            .with_context(|| format!("cannot load {}", path.display()))?;
+        return Ok(Arc::new(WasmHook::new(
+            name,
+            sandbox.clone(),
+            module,
+            CallLimits::default(),
+        )));
+    }
+    let scripts = script_sandbox(scripts, strict).map_err(anyhow::Error::msg)?;
+    // The hook runs in its own directory inside the sandbox: give it absolute paths.
+    let absolute =
+        |p: &Path| std::fs::canonicalize(p).with_context(|| format!("cannot find {}", p.display()));
+    Ok(Arc::new(ScriptHook::new(
+        scripts,
+        &absolute(hooks_dir)?,
+        &absolute(path)?,
+    )))
+}
+
+/// Asks a hook for its configuration and validates it against the cluster's kinds.
+async fn load_hook(
+    hook: Arc<dyn Hook>,
     cluster: &Arc<LocalCluster>,
 ) -> anyhow::Result<(LoadedHook, operon::sandbox::HookConfig)> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string());
-    let module = sandbox
-        .load_hook_file(path)
-        .with_context(|| format!("cannot load {}", path.display()))?;
-    let hook: Arc<dyn Hook> = Arc::new(WasmHook::new(
-        name.clone(),
-        sandbox.clone(),
-        module,
-        CallLimits::default(),
-    ));
+    let name = hook.name().to_owned();
     let raw = hook.configure().await?;
     let cluster = cluster.clone();
     let kinds = move |api_version: Option<&str>, kind: &str| {
@@ -331,7 +372,9 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let sandbox = sandbox(args.cache_dir.clone())?;
     let cluster = Arc::new(LocalCluster::new());
     load_fixtures(&cluster, &args.objects)?;
-    let (loaded, raw) = load_hook(&args.hook, &sandbox, &cluster).await?;
+    let hooks_dir = args.hook.parent().unwrap_or(Path::new(".")).to_owned();
+    let hook = make_hook(&args.hook, &hooks_dir, &sandbox, &mut None, args.strict)?;
+    let (loaded, raw) = load_hook(hook, &cluster).await?;
     let schedule_index: Vec<usize> = args
         .schedules
         .iter()
@@ -413,13 +456,24 @@ async fn run_dir(args: RunArgs) -> anyhow::Result<ExitCode> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
         .collect();
+    files.extend(
+        discover(&args.hooks_dir)?
+            .into_iter()
+            .filter(|p| !is_wasm(p)),
+    );
     files.sort();
+    files.dedup();
     if files.is_empty() {
-        bail!("no hooks (*.wasm) in {}", args.hooks_dir.display());
+        bail!(
+            "no hooks (*.wasm components or executables) in {}",
+            args.hooks_dir.display()
+        );
     }
     let mut hooks = Vec::new();
+    let mut scripts = None;
     for file in &files {
-        hooks.push(load_hook(file, &sandbox, &cluster).await?.0);
+        let hook = make_hook(file, &args.hooks_dir, &sandbox, &mut scripts, args.strict)?;
+        hooks.push(load_hook(hook, &cluster).await?.0);
     }
     eprintln!(
         "running {} hooks for {}",

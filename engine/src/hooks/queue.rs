@@ -168,7 +168,8 @@ impl RateLimit {
         if self.interval.is_zero() {
             self.tokens = f64::from(self.burst);
         } else {
-            let gained = now.duration_since(self.updated).as_secs_f64() / self.interval.as_secs_f64();
+            let gained =
+                now.duration_since(self.updated).as_secs_f64() / self.interval.as_secs_f64();
             self.tokens = (self.tokens + gained).min(f64::from(self.burst));
         }
         self.updated = now;
@@ -199,7 +200,11 @@ mod tests {
     fn context(binding: &str, group: Option<&str>) -> BindingContext {
         BindingContext {
             binding: binding.to_owned(),
-            type_: if group.is_some() { BindingType::Group } else { BindingType::Event },
+            type_: if group.is_some() {
+                BindingType::Group
+            } else {
+                BindingType::Event
+            },
             group: group.map(str::to_owned),
             watch_event: None,
             object: None,
@@ -275,7 +280,10 @@ mod tests {
             .collect();
         assert_eq!(delays, [5, 6, 7, 9, 13, 21, 32, 32]);
         assert_eq!(q.len(), 1);
-        assert_eq!(backoff(3, Duration::from_millis(600)), Duration::from_millis(7_600));
+        assert_eq!(
+            backoff(3, Duration::from_millis(600)),
+            Duration::from_millis(7_600)
+        );
         q.done();
         assert_eq!(q.failures(), 0);
     }

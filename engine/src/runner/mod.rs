@@ -1,13 +1,12 @@
 //! The one interface every processor implements: a runner takes a run request (the
 //! input map, a runner context, a timeout) and returns results or a failure.
 //!
-//! `wasm` runs a component in the sandbox, `script` runs a shell script as a process,
-//! `http` POSTs to an endpoint. A new kind of processor is one new module implementing
+//! `wasm` runs a component in the sandbox, `http` POSTs to an endpoint, and
+//! [`crate::script::SandboxedScriptRunner`] runs a shell script in the script sandbox. A new kind of processor is one new module implementing
 //! [`Runner`]; the pipeline does not change. Runners know nothing about graphs or
 //! Diagnoses.
 
 pub mod http;
-pub mod script;
 pub mod wasm;
 
 use std::collections::BTreeMap;

@@ -182,10 +182,7 @@ fn gauges(nodes: &[Node]) -> Vec<(Metric<Gauge>, f64)> {
     let mut gauges = Vec::new();
     for node in nodes {
         let of_node = |name: &str| gauge(name).label("node", &node.name);
-        gauges.push((
-            of_node("node_ready"),
-            f64::from(u8::from(node.ready)),
-        ));
+        gauges.push((of_node("node_ready"), f64::from(u8::from(node.ready))));
         if let Some(cores) = node.cpu_cores {
             gauges.push((of_node("node_allocatable_cpu_cores"), cores));
         }
@@ -318,10 +315,7 @@ mod tests {
             gauges,
             [
                 (gauge("node_ready").label("node", "a"), 1.0),
-                (
-                    gauge("node_allocatable_cpu_cores").label("node", "a"),
-                    4.0
-                ),
+                (gauge("node_allocatable_cpu_cores").label("node", "a"), 4.0),
                 (
                     gauge("node_allocatable_memory_bytes").label("node", "a"),
                     1024.0

@@ -1,0 +1,128 @@
+//! Cost of one sandboxed run of a trivial script versus the same script run by plain
+//! fork/exec, measured in the same process, interleaved, so machine noise hits both.
+//!
+//! `cargo bench -p operon-engine --bench script_sandbox`. This binary is its own
+//! launcher: the sandbox re-executes it with the launcher environment set, which is what
+//! the `operon` binary does in production. Prints the median of each variant, the
+//! sandbox's added time, and the ratio. The target is at most 3 ms added.
+
+use operon::script::{Launcher, Limits, SandboxConfig, SandboxRequest, ScriptSandbox};
+use std::time::{Duration, Instant};
+
+const SCRIPT: &[u8] = b"#!/bin/sh\necho hello\n";
+const WARMUP: usize = 5;
+const ROUNDS: usize = 60;
+
+fn main() {
+    operon::script::launcher::run_if_invoked();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(bench());
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+async fn bench() {
+    let runs = tempfile::tempdir().expect("a temp dir");
+    let mut config = SandboxConfig::new(Launcher::current_exe().expect("the bench binary"));
+    config.runs_dir = runs.path().join("runs");
+    let sandbox = ScriptSandbox::new(config).expect("the script sandbox");
+
+    let plain_dir = tempfile::tempdir().expect("a temp dir");
+    let plain_script = plain_dir.path().join("script");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::write(&plain_script, SCRIPT).expect("the plain script");
+        std::fs::set_permissions(&plain_script, std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+    }
+
+    let plain = || async {
+        let started = Instant::now();
+        let out = tokio::process::Command::new(&plain_script)
+            .env_clear()
+            .output()
+            .await
+            .expect("the plain run");
+        assert_eq!(out.stdout, b"hello\n");
+        started.elapsed()
+    };
+    let sandboxed = |limits: Limits, network: bool| {
+        let sandbox = sandbox.clone();
+        async move {
+            let started = Instant::now();
+            let run = sandbox.prepare().expect("a run dir");
+            let program = run.create_file("script", SCRIPT, true).expect("the script");
+            let mut request = SandboxRequest::new("bench", program);
+            request.timeout = Duration::from_secs(10);
+            request.limits = Some(limits);
+            request.network = network;
+            let outcome = sandbox
+                .run(&run, &request)
+                .await
+                .expect("the sandboxed run");
+            assert_eq!(outcome.stdout, b"hello\n");
+            drop(run);
+            (started.elapsed(), outcome.protections)
+        }
+    };
+    let no_disk = Limits {
+        disk_bytes: None,
+        ..Limits::default()
+    };
+
+    let mut times: [Vec<Duration>; 4] = Default::default();
+    let mut protections = None;
+    for round in 0..WARMUP + ROUNDS {
+        let p = plain().await;
+        let (full, report) = sandboxed(Limits::default(), false).await;
+        let (without_tmpfs, _) = sandboxed(no_disk.clone(), false).await;
+        let (with_network, _) = sandboxed(no_disk.clone(), true).await;
+        if round >= WARMUP {
+            for (series, t) in times.iter_mut().zip([p, full, without_tmpfs, with_network]) {
+                series.push(t);
+            }
+        }
+        protections = Some(report);
+    }
+    let [plain_t, full_t, no_tmpfs_t, network_t] = times.map(|mut t| median(&mut t));
+    println!("script sandbox: {ROUNDS} rounds, medians");
+    println!(
+        "  plain fork/exec                       {:8.3} ms",
+        ms(plain_t)
+    );
+    for (name, t) in [
+        ("sandboxed (all protections)", full_t),
+        ("sandboxed, no scratch tmpfs", no_tmpfs_t),
+        ("sandboxed, no tmpfs, network allowed", network_t),
+    ] {
+        println!(
+            "  {name:<37} {:8.3} ms  (+{:.3} ms, {:.1}x)",
+            ms(t),
+            ms(t.saturating_sub(plain_t)),
+            t.as_secs_f64() / plain_t.as_secs_f64()
+        );
+    }
+    let added = full_t.saturating_sub(plain_t);
+    println!(
+        "  added by the sandbox: {:.3} ms (target <= 3 ms: {})",
+        ms(added),
+        if added <= Duration::from_millis(3) {
+            "met"
+        } else {
+            "missed"
+        }
+    );
+    if let Some(p) = protections {
+        println!("  protections: {}", p.summary());
+    }
+}

@@ -1,0 +1,100 @@
+//! Errors of the script sandbox, the script store and script hooks.
+
+use std::path::PathBuf;
+
+/// Why a sandboxed run could not happen at all. A script that runs and fails is not an
+/// error here: it is a [`super::RunStatus`].
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// Strict mode refused to run because a protection is missing.
+    #[error("strict mode: refusing to run without protection {protection}: {reason}")]
+    Unprotected {
+        /// The protection's name, as in [`super::Protections::iter`].
+        protection: String,
+        /// Why it is missing.
+        reason: String,
+    },
+    /// The run directory or one of its files could not be prepared or read.
+    #[error("run directory {path}: {source}")]
+    RunDir {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The launcher chain could not be started.
+    #[error("cannot start the sandbox ({program}): {source}")]
+    Spawn {
+        /// The program that failed to start (`unshare` or the launcher).
+        program: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The launcher started but did not set the run up.
+    #[error("the sandbox did not start: {0}")]
+    Setup(String),
+    /// The launcher spec could not be encoded.
+    #[error("cannot encode the launch spec: {0}")]
+    Spec(#[from] serde_json::Error),
+}
+
+/// Why the script store could not create, replace, read or remove a script.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The name cannot be a file name in the store.
+    #[error("invalid script name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The store's directory could not be opened or created.
+    #[error("script store {path}: {source}")]
+    Open {
+        /// The data root.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file operation inside the store failed.
+    #[error("script {name:?}: {source}")]
+    Io {
+        /// The script's name.
+        name: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The script does not exist.
+    #[error("no script named {0:?} in the store")]
+    NotFound(String),
+}
+
+/// A file a hook wrote that Operon cannot read, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable} ({file}), line {line}: {reason}")]
+pub struct HookFileError {
+    /// The environment variable naming the file, e.g. `KUBERNETES_PATCH_PATH`.
+    pub variable: &'static str,
+    /// The file's name inside the run directory.
+    pub file: &'static str,
+    /// 1-based line of the problem (1 for problems of the whole file).
+    pub line: usize,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Why a hooks directory could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("hooks directory {path}: {source}")]
+pub struct DiscoveryError {
+    /// The path that could not be read.
+    pub path: PathBuf,
+    /// The underlying error.
+    #[source]
+    pub source: std::io::Error,
+}

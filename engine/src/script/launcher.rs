@@ -1,0 +1,420 @@
+//! The launcher: the process that turns a fresh set of namespaces into a sandboxed run.
+//!
+//! The engine starts it (through util-linux `unshare`, which creates the namespaces and
+//! mounts a private `/proc`) as pid 1 of the run's pid namespace, with a [`LaunchSpec`]
+//! on stdin. It sets the rlimits, mounts the size-bounded scratch tmpfs, applies the
+//! Landlock rules to itself, reports what it applied on stdout, then starts the program
+//! and stays as the namespace's init: it reaps orphans and, when the program exits,
+//! exits with the program's status, which makes the kernel kill every process left in the
+//! namespace. Nothing the script starts can outlive it.
+//!
+//! Any binary linking the engine becomes a launcher by calling [`run_if_invoked`] first
+//! thing in `main`; the engine marks the launcher's environment with [`LAUNCHER_ENV`].
+//! The launcher never needs `unsafe`: every step is an ordinary syscall on itself, and the
+//! program is started with `std::process::Command`.
+
+use super::protections::ProtectionState;
+use super::spec::{LaunchFailure, LaunchReport, LaunchSpec, Limits, READY_MARKER};
+use std::io::{Read as _, Write as _};
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Set (to any value) in the launcher's environment by the engine, and nowhere else.
+pub const LAUNCHER_ENV: &str = "OPERON_SANDBOX_EXEC";
+
+/// The argument the engine passes to the `operon` binary when it is the launcher; it only
+/// makes the process recognisable in `ps`, the environment variable decides.
+pub const LAUNCHER_ARG: &str = "__sandbox-exec";
+
+/// Exit code of a launcher that did not start the program.
+const SETUP_FAILED: i32 = 125;
+
+/// The largest spec accepted on stdin.
+const MAX_SPEC_BYTES: u64 = 16 << 20;
+
+/// Becomes the launcher and never returns when the engine started this process as one;
+/// returns immediately otherwise. Call it first thing in `main`, before any thread starts.
+pub fn run_if_invoked() {
+    if std::env::var_os(LAUNCHER_ENV).is_some() {
+        main()
+    }
+}
+
+/// The launcher's entry point: reads the spec from stdin and runs it.
+pub fn main() -> ! {
+    let code = match read_spec() {
+        Ok(spec) => launch(&spec),
+        Err(message) => {
+            answer(&LaunchReport {
+                error: Some(LaunchFailure {
+                    protection: None,
+                    message,
+                }),
+                ..LaunchReport::default()
+            });
+            SETUP_FAILED
+        }
+    };
+    std::process::exit(code)
+}
+
+fn read_spec() -> Result<LaunchSpec, String> {
+    let mut text = String::new();
+    std::io::stdin()
+        .take(MAX_SPEC_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read the launch spec: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("invalid launch spec: {e}"))
+}
+
+/// Writes the answer line; a launcher that cannot even do that has nobody to tell.
+fn answer(report: &LaunchReport) {
+    let json = serde_json::to_string(report).unwrap_or_else(|_| "{}".to_owned());
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{READY_MARKER}{json}");
+    let _ = out.flush();
+}
+
+fn launch(spec: &LaunchSpec) -> i32 {
+    let mut report = LaunchReport {
+        pid_namespace: rustix::process::getpid().as_raw_pid() == 1,
+        ..LaunchReport::default()
+    };
+    report.private_proc = if !spec.private_proc {
+        ProtectionState::unavailable("no pid and mount namespaces for a private /proc")
+    } else if report.pid_namespace {
+        ProtectionState::Applied
+    } else {
+        ProtectionState::unavailable("the launcher is not pid 1 of a new pid namespace")
+    };
+    apply_limits(spec, &mut report);
+    report.disk_budget = mount_scratch(spec);
+    apply_landlock(spec, &mut report);
+
+    if spec.strict
+        && let Some((name, reason)) = first_missing(&report)
+    {
+        report.error = Some(LaunchFailure {
+            message: format!("strict mode: protection {name} is unavailable: {reason}"),
+            protection: Some(name.to_owned()),
+        });
+        answer(&report);
+        return SETUP_FAILED;
+    }
+    answer(&report);
+
+    let child = Command::new(&spec.program)
+        .args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "operon sandbox: cannot start {}: {e}",
+                spec.program.display()
+            );
+            // The shell's codes: 127 not found, 126 found but not executable.
+            return if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+        }
+    };
+
+    let backstop = Duration::from_millis(spec.backstop_ms);
+    std::thread::spawn(move || {
+        std::thread::sleep(backstop);
+        // As pid 1, exiting is what kills the whole namespace.
+        std::process::exit(124)
+    });
+
+    if report.pid_namespace {
+        reap_until(child.id())
+    } else {
+        match child.wait() {
+            Ok(status) => status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+            Err(_) => SETUP_FAILED,
+        }
+    }
+}
+
+/// As the namespace's init, reaps every child (orphans are re-parented here) until the
+/// program itself exits; returns its status the way a shell would.
+fn reap_until(program: u32) -> i32 {
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(Some((pid, status))) if pid.as_raw_pid() as u32 == program => {
+                return status
+                    .exit_status()
+                    .or_else(|| status.terminating_signal().map(|s| 128 + s))
+                    .unwrap_or(SETUP_FAILED);
+            }
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return SETUP_FAILED,
+        }
+    }
+}
+
+fn first_missing(report: &LaunchReport) -> Option<(&'static str, String)> {
+    [
+        ("private_proc", &report.private_proc),
+        ("landlock_filesystem", &report.landlock_filesystem),
+        ("landlock_network", &report.landlock_network),
+        ("landlock_scopes", &report.landlock_scopes),
+        ("cpu_limit", &report.cpu_limit),
+        ("memory_limit", &report.memory_limit),
+        ("process_limit", &report.process_limit),
+        ("file_size_limit", &report.file_size_limit),
+        ("open_files_limit", &report.open_files_limit),
+        ("disk_budget", &report.disk_budget),
+    ]
+    .into_iter()
+    .find_map(|(name, state)| match state {
+        ProtectionState::Unavailable(reason) => Some((name, reason.clone())),
+        ProtectionState::Unknown => Some((name, "not reached".to_owned())),
+        _ => None,
+    })
+}
+
+fn apply_limits(spec: &LaunchSpec, report: &mut LaunchReport) {
+    use rustix::process::Resource;
+    let Limits {
+        cpu_seconds,
+        address_space_bytes,
+        processes,
+        file_size_bytes,
+        open_files,
+        disk_bytes: _,
+    } = spec.limits;
+    // A crashing script must not leave a core dump in the run directory.
+    let _ = set_limit(Resource::Core, Some(0));
+    report.cpu_limit = set_limit(Resource::Cpu, cpu_seconds);
+    report.memory_limit = set_limit(Resource::As, address_space_bytes);
+    report.file_size_limit = set_limit(Resource::Fsize, file_size_bytes);
+    report.open_files_limit = set_limit(Resource::Nofile, open_files);
+    // Set after the user namespace exists, the limit counts only this namespace's
+    // processes; the kernel ignores it for host uid 0.
+    report.process_limit = match set_limit(Resource::Nproc, processes) {
+        ProtectionState::Applied if spec.host_root => ProtectionState::unavailable(
+            "the run's host uid is 0, which the kernel exempts from RLIMIT_NPROC; \
+             run the engine as non-root or set a sandbox uid",
+        ),
+        other => other,
+    };
+}
+
+fn set_limit(resource: rustix::process::Resource, value: Option<u64>) -> ProtectionState {
+    let Some(value) = value else {
+        return ProtectionState::NotRequested;
+    };
+    let hard = rustix::process::getrlimit(resource).maximum;
+    // Raising a hard limit needs privileges the launcher does not have; a lower one is
+    // what matters.
+    let value = hard.map_or(value, |hard| value.min(hard));
+    let limit = rustix::process::Rlimit {
+        current: Some(value),
+        maximum: Some(value),
+    };
+    match rustix::process::setrlimit(resource, limit) {
+        Ok(()) => ProtectionState::Applied,
+        Err(e) => ProtectionState::unavailable(format!("setrlimit({resource:?}): {e}")),
+    }
+}
+
+/// Mounts the scratch directory as a tmpfs of the budgeted size, so that no script can
+/// fill the host's disk however many files it writes.
+fn mount_scratch(spec: &LaunchSpec) -> ProtectionState {
+    let Some(bytes) = spec.limits.disk_bytes else {
+        return ProtectionState::NotRequested;
+    };
+    if !spec.mount_namespace {
+        return ProtectionState::unavailable("no mount namespace for a private tmpfs");
+    }
+    let options = format!("size={bytes},mode=0700,nosuid,nodev");
+    let output = Command::new(&spec.mount_program)
+        .args(["-t", "tmpfs", "-o", &options, "operon-run"])
+        .arg(&spec.work_dir)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match output {
+        Ok(out) if out.status.success() => ProtectionState::Applied,
+        Ok(out) => ProtectionState::unavailable(format!(
+            "{} failed ({}): {}",
+            spec.mount_program.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => ProtectionState::unavailable(format!(
+            "cannot run {}: {e}",
+            spec.mount_program.display()
+        )),
+    }
+}
+
+fn apply_landlock(spec: &LaunchSpec, report: &mut LaunchReport) {
+    match landlock_rules(spec) {
+        Ok(status) => {
+            use landlock::{ABI, LandlockStatus, RulesetStatus};
+            let abi = match status.landlock {
+                LandlockStatus::Available { effective_abi, .. } => Some(effective_abi),
+                _ => None,
+            };
+            let needs = |min: ABI, what: &str| match abi {
+                _ if status.ruleset == RulesetStatus::NotEnforced => ProtectionState::unavailable(
+                    format!("Landlock is not enforced ({:?})", status.landlock),
+                ),
+                Some(abi) if abi >= min => ProtectionState::Applied,
+                Some(abi) => ProtectionState::unavailable(format!(
+                    "the kernel's Landlock ABI {abi:?} is older than {min:?}, which {what}"
+                )),
+                None => ProtectionState::unavailable(format!(
+                    "Landlock is unavailable ({:?})",
+                    status.landlock
+                )),
+            };
+            report.landlock_filesystem = needs(ABI::V3, "restricts truncation");
+            report.landlock_network = if spec.network {
+                ProtectionState::NotRequested
+            } else {
+                needs(ABI::V4, "restricts TCP")
+            };
+            report.landlock_scopes = needs(ABI::V6, "scopes signals and abstract sockets");
+        }
+        Err(e) => {
+            let state = ProtectionState::unavailable(format!("Landlock: {e}"));
+            report.landlock_filesystem = state.clone();
+            report.landlock_network = if spec.network {
+                ProtectionState::NotRequested
+            } else {
+                state.clone()
+            };
+            report.landlock_scopes = state;
+        }
+    }
+}
+
+fn landlock_rules(
+    spec: &LaunchSpec,
+) -> Result<landlock::RestrictionStatus, landlock::RulesetError> {
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr as _,
+        RulesetCreatedAttr as _, Scope,
+    };
+    let abi = ABI::V6;
+    let everything = AccessFs::from_all(abi);
+    let read = AccessFs::from_read(abi);
+    let mut ruleset = Ruleset::default().handle_access(everything)?;
+    if !spec.network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
+    }
+    let mut created = ruleset.scope(Scope::from_all(abi))?.create()?;
+
+    let allow = |path: &std::path::Path, access: BitFlags<AccessFs>| {
+        // Paths missing on this system (no /lib32, no /usr/local) are simply not granted.
+        PathFd::new(path)
+            .ok()
+            .map(|fd| PathBeneath::new(fd, access))
+    };
+    let mut rules = Vec::new();
+    for path in &spec.read_only {
+        rules.extend(allow(path, read));
+    }
+    for path in etc_entries(&spec.etc_hidden) {
+        rules.extend(allow(&path, read));
+    }
+    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+    for path in &spec.devices {
+        rules.extend(allow(path, device));
+    }
+    if spec.private_proc {
+        rules.extend(allow(
+            "/proc".as_ref(),
+            AccessFs::ReadFile | AccessFs::ReadDir,
+        ));
+    }
+    // The contract files exist already: the run may fill them, not create new files
+    // beside them, which would escape the scratch directory's size budget.
+    rules.extend(allow(
+        &spec.run_dir,
+        AccessFs::ReadFile
+            | AccessFs::ReadDir
+            | AccessFs::WriteFile
+            | AccessFs::Truncate
+            | AccessFs::Execute,
+    ));
+    rules.extend(allow(&spec.work_dir, everything));
+    for rule in rules {
+        created = created.add_rule(rule)?;
+    }
+    created.restrict_self()
+}
+
+/// The entries of `/etc` minus the hidden ones. `hidden` holds names (`shadow`) and
+/// nested paths (`ssl/private`), whose parent is then granted entry by entry.
+fn etc_entries(hidden: &[String]) -> Vec<std::path::PathBuf> {
+    let etc = std::path::Path::new("/etc");
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(etc) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if hidden.iter().any(|h| h == name) {
+            continue;
+        }
+        let prefix = format!("{name}/");
+        let nested: Vec<&str> = hidden
+            .iter()
+            .filter_map(|h| h.strip_prefix(&prefix))
+            .collect();
+        if nested.is_empty() {
+            out.push(entry.path());
+            continue;
+        }
+        if let Ok(children) = std::fs::read_dir(entry.path()) {
+            for child in children.flatten() {
+                let child_name = child.file_name();
+                if !nested.iter().any(|n| child_name.to_str() == Some(n)) {
+                    out.push(child.path());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_etc_entries_are_left_out() {
+        let entries = etc_entries(&["shadow".to_owned(), "ssl/private".to_owned()]);
+        assert!(!entries.iter().any(|p| p.ends_with("shadow")));
+        assert!(!entries.iter().any(|p| p.ends_with("ssl/private")));
+        assert!(
+            !entries
+                .iter()
+                .any(|p| p == std::path::Path::new("/etc/ssl"))
+        );
+        if std::path::Path::new("/etc/passwd").exists() {
+            assert!(entries.iter().any(|p| p.ends_with("passwd")));
+        }
+    }
+}

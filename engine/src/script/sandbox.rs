@@ -1,0 +1,983 @@
+//! The engine side of the script sandbox: one [`ScriptSandbox`] per process runs
+//! programs in private run directories, contained by Linux.
+//!
+//! A run is a chain of three processes, the first in a new process group:
+//! util-linux `unshare` creates the user (root mapped to the run's uid), mount, pid,
+//! IPC, UTS and, unless the run asks for network, network namespaces and mounts a
+//! private `/proc`; it forks the [launcher](super::launcher) as pid 1 of the new pid
+//! namespace and kills it if it dies itself; the launcher sets rlimits, mounts the
+//! scratch tmpfs, applies Landlock and starts the program. The engine bounds the run's
+//! stdout and stderr, and at the deadline (or when output overflows) kills the process
+//! group, which takes the pid namespace and every process in it down with it.
+//!
+//! When the engine runs as root, runs use an unprivileged host uid (65534 by default),
+//! because the kernel does not apply `RLIMIT_NPROC` to uid 0 and root could read every
+//! root-only file the Landlock rules leave visible.
+
+use super::error::SandboxError;
+use super::launcher::{LAUNCHER_ARG, LAUNCHER_ENV};
+use super::protections::{ProtectionState, Protections};
+use super::spec::{LaunchReport, LaunchSpec, Limits, READY_MARKER};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+
+/// The PATH programs get: the usual system directories, nothing from the engine.
+pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The host uid and gid runs use when the engine is root: `nobody`.
+pub const DEFAULT_SANDBOX_ID: u32 = 65534;
+
+/// Name of the scratch directory inside a run directory.
+const WORK_DIR: &str = "work";
+
+/// How long the engine waits for the output pipes to close after the run ended.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// Junk allowed before the launcher's answer line (a test harness banner).
+const MAX_PREAMBLE: usize = 64 << 10;
+
+/// The program that becomes the launcher, and the arguments that make it one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launcher {
+    /// The executable: the `operon` binary, or any binary whose `main` first calls
+    /// [`super::launcher::run_if_invoked`].
+    pub program: PathBuf,
+    /// Arguments; informational, the environment marks a launcher.
+    pub args: Vec<String>,
+}
+
+impl Launcher {
+    /// The running executable with the hidden `__sandbox-exec` argument: right for the
+    /// `operon` binary, benchmarks and any binary that calls `run_if_invoked` first.
+    pub fn current_exe() -> std::io::Result<Self> {
+        Ok(Self {
+            program: std::env::current_exe()?,
+            args: vec![LAUNCHER_ARG.to_owned()],
+        })
+    }
+}
+
+/// Process-wide settings of the script sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// What becomes the launcher.
+    pub launcher: Launcher,
+    /// Where run directories are created (made 0711 so a run's uid can reach its own).
+    pub runs_dir: PathBuf,
+    /// The host uid and gid of runs; `None` keeps the engine's. Defaults to
+    /// [`DEFAULT_SANDBOX_ID`] when the engine is root.
+    pub run_as: Option<(u32, u32)>,
+    /// Refuse to run when any protection is unavailable.
+    pub strict: bool,
+    /// Default limits of a run.
+    pub limits: Limits,
+    /// Paths every run may read and execute: what a shell and its tools need.
+    pub read_only: Vec<PathBuf>,
+    /// `/etc` entries no run may read (`shadow`, `ssl/private`, ...).
+    pub etc_hidden: Vec<String>,
+    /// Device files every run may read and write.
+    pub devices: Vec<PathBuf>,
+    /// util-linux `unshare`; `None` runs without namespaces (reported as unavailable).
+    pub unshare: Option<PathBuf>,
+    /// util-linux `mount`, for the scratch tmpfs.
+    pub mount: PathBuf,
+}
+
+impl SandboxConfig {
+    /// Defaults for `launcher`: runs under the system temp directory, system paths
+    /// read-only, secrets in `/etc` hidden.
+    pub fn new(launcher: Launcher) -> Self {
+        let root = rustix::process::geteuid().is_root();
+        Self {
+            launcher,
+            runs_dir: std::env::temp_dir().join("operon-script-runs"),
+            run_as: root.then_some((DEFAULT_SANDBOX_ID, DEFAULT_SANDBOX_ID)),
+            strict: false,
+            limits: Limits::default(),
+            read_only: [
+                "/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32",
+            ]
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
+            etc_hidden: [
+                "shadow",
+                "shadow-",
+                "gshadow",
+                "gshadow-",
+                "sudoers",
+                "sudoers.d",
+                "ssh",
+                "ssl/private",
+                "security/opasswd",
+                "kubernetes",
+                "docker",
+                "credstore",
+                "credstore.encrypted",
+            ]
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+            devices: [
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/random",
+                "/dev/urandom",
+            ]
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
+            unshare: Some(PathBuf::from("/usr/bin/unshare")),
+            mount: PathBuf::from("/usr/bin/mount"),
+        }
+    }
+}
+
+/// How the run's output is captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputMode {
+    /// stdout and stderr apart, each bounded by the limit.
+    #[default]
+    Separate,
+    /// One pipe for both, interleaved as a terminal shows them (KubeDiag's output);
+    /// everything lands in `stdout`.
+    Combined,
+}
+
+/// One program to run.
+#[derive(Debug, Clone)]
+pub struct SandboxRequest {
+    /// A name for logs.
+    pub name: String,
+    /// The program: a path inside the run directory or under a read-only path.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Variables besides PATH, HOME, TMPDIR and LANG (which they may override): the
+    /// contract's variables and the declared allow-list, nothing else.
+    pub env: Vec<(String, String)>,
+    /// Working directory; `None` is the run's scratch directory.
+    pub cwd: Option<PathBuf>,
+    /// Extra paths the run may read and execute (a hooks directory).
+    pub read_only: Vec<PathBuf>,
+    /// Whether the run may use the network.
+    pub network: bool,
+    /// Wall-clock budget, setup included.
+    pub timeout: Duration,
+    /// How output is captured.
+    pub output: OutputMode,
+    /// Bytes of output kept per stream; more kills the run.
+    pub output_limit: usize,
+    /// Limits; `None` uses the sandbox's defaults.
+    pub limits: Option<Limits>,
+    /// Per-object strict mode; `None` uses the sandbox's setting.
+    pub strict: Option<bool>,
+}
+
+impl SandboxRequest {
+    /// A request for `program` with defaults: no network, 60 s, 1 MiB per stream.
+    pub fn new(name: impl Into<String>, program: impl Into<PathBuf>) -> Self {
+        Self {
+            name: name.into(),
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            read_only: Vec::new(),
+            network: false,
+            timeout: Duration::from_secs(60),
+            output: OutputMode::Separate,
+            output_limit: 1 << 20,
+            limits: None,
+            strict: None,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// The program exited with this code (128 + n when killed by signal n).
+    Exited(i32),
+    /// The deadline passed; everything was killed.
+    TimedOut,
+    /// Output went past the limit; everything was killed.
+    OutputExceeded,
+}
+
+impl RunStatus {
+    /// Exit code 0.
+    pub fn success(self) -> bool {
+        self == Self::Exited(0)
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exited(code) if *code > 128 => {
+                write!(f, "killed by signal {} (exit code {code})", code - 128)
+            }
+            Self::Exited(code) => write!(f, "exit code {code}"),
+            Self::TimedOut => f.write_str("timed out"),
+            Self::OutputExceeded => f.write_str("output too large"),
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct SandboxOutcome {
+    /// How it ended.
+    pub status: RunStatus,
+    /// Captured stdout (everything, in [`OutputMode::Combined`]).
+    pub stdout: Vec<u8>,
+    /// Captured stderr.
+    pub stderr: Vec<u8>,
+    /// Which protections the run had.
+    pub protections: Protections,
+    /// Wall-clock time from spawn to the end.
+    pub elapsed: Duration,
+}
+
+/// A private run directory: 0700, owned by the run's uid, removed when dropped. Files
+/// the engine puts here before the run are the only files the run may write besides its
+/// scratch directory.
+#[derive(Debug)]
+pub struct RunDir {
+    dir: tempfile::TempDir,
+    /// The run's host uid and gid when they differ from the engine's.
+    owner: Option<(u32, u32)>,
+}
+
+impl RunDir {
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The scratch directory: cwd, HOME and TMPDIR of the run.
+    pub fn work_dir(&self) -> PathBuf {
+        self.dir.path().join(WORK_DIR)
+    }
+
+    /// Creates `name` with `contents`, readable and writable by the run (0600), or
+    /// executable (0700) when `executable`.
+    pub fn create_file(
+        &self,
+        name: &str,
+        contents: &[u8],
+        executable: bool,
+    ) -> Result<PathBuf, SandboxError> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let path = self.dir.path().join(name);
+        let err = |source| SandboxError::RunDir {
+            path: path.clone(),
+            source,
+        };
+        let mut file = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .mode(if executable { 0o700 } else { 0o600 })
+            .open(&path)
+            .map_err(err)?;
+        file.write_all(contents).map_err(err)?;
+        drop(file);
+        if let Some((uid, gid)) = self.owner {
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(err)?;
+        }
+        Ok(path)
+    }
+
+    /// Reads `name` back, at most `limit` bytes (more is an error). Goes through cap-std
+    /// so that nothing the run did (a symlink, say) can make the engine read elsewhere.
+    pub fn read_file(&self, name: &str, limit: u64) -> Result<Vec<u8>, SandboxError> {
+        let path = self.dir.path().join(name);
+        let err = |source| SandboxError::RunDir {
+            path: path.clone(),
+            source,
+        };
+        let dir = cap_std::fs::Dir::open_ambient_dir(self.dir.path(), cap_std::ambient_authority())
+            .map_err(err)?;
+        let file = dir.open(name).map_err(err)?;
+        let mut bytes = Vec::new();
+        file.take(limit + 1).read_to_end(&mut bytes).map_err(err)?;
+        if bytes.len() as u64 > limit {
+            return Err(err(std::io::Error::other(format!(
+                "larger than {limit} bytes"
+            ))));
+        }
+        Ok(bytes)
+    }
+}
+
+/// Which namespaces `unshare` can create here, found once per sandbox.
+#[derive(Debug, Clone)]
+struct NamespaceSupport {
+    unshare: Option<PathBuf>,
+    user: ProtectionState,
+    mount: ProtectionState,
+    pid: ProtectionState,
+    network: ProtectionState,
+    ipc: ProtectionState,
+    uts: ProtectionState,
+}
+
+impl NamespaceSupport {
+    fn probe(unshare: Option<&Path>, run_as: Option<(u32, u32)>) -> Self {
+        let none = |reason: String| Self {
+            unshare: None,
+            user: ProtectionState::unavailable(reason.clone()),
+            mount: ProtectionState::unavailable(reason.clone()),
+            pid: ProtectionState::unavailable(reason.clone()),
+            network: ProtectionState::unavailable(reason.clone()),
+            ipc: ProtectionState::unavailable(reason.clone()),
+            uts: ProtectionState::unavailable(reason),
+        };
+        let Some(unshare) = unshare else {
+            return none("no unshare program configured".to_owned());
+        };
+        let attempt = |flags: &[&str]| -> Result<(), String> {
+            let mut cmd = std::process::Command::new(unshare);
+            cmd.args(USER_FLAGS)
+                .args(flags)
+                .arg("--")
+                .arg("/bin/true")
+                .env_clear()
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            if let Some((uid, gid)) = run_as {
+                use std::os::unix::process::CommandExt as _;
+                cmd.uid(uid).gid(gid);
+            }
+            match cmd.output() {
+                Ok(out) if out.status.success() => Ok(()),
+                Ok(out) => Err(format!(
+                    "{} {}: {}",
+                    unshare.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+                Err(e) => Err(format!("cannot run {}: {e}", unshare.display())),
+            }
+        };
+        let state = |r: Result<(), String>| match r {
+            Ok(()) => ProtectionState::Applied,
+            Err(reason) => ProtectionState::Unavailable(reason),
+        };
+        let all: Vec<&str> = [MOUNT_FLAGS, PID_FLAGS, IPC_FLAGS, UTS_FLAGS, NET_FLAGS].concat();
+        if attempt(&all).is_ok() {
+            return Self {
+                unshare: Some(unshare.to_owned()),
+                user: ProtectionState::Applied,
+                mount: ProtectionState::Applied,
+                pid: ProtectionState::Applied,
+                network: ProtectionState::Applied,
+                ipc: ProtectionState::Applied,
+                uts: ProtectionState::Applied,
+            };
+        }
+        if let Err(reason) = attempt(&[]) {
+            return none(format!("no user namespace: {reason}"));
+        }
+        let mount = state(attempt(MOUNT_FLAGS));
+        Self {
+            unshare: Some(unshare.to_owned()),
+            user: ProtectionState::Applied,
+            pid: if mount == ProtectionState::Applied {
+                state(attempt(&[MOUNT_FLAGS, PID_FLAGS].concat()))
+            } else {
+                ProtectionState::unavailable("a private /proc needs a mount namespace")
+            },
+            mount,
+            network: state(attempt(NET_FLAGS)),
+            ipc: state(attempt(IPC_FLAGS)),
+            uts: state(attempt(UTS_FLAGS)),
+        }
+    }
+}
+
+const USER_FLAGS: &[&str] = &["--user", "--map-root-user"];
+const MOUNT_FLAGS: &[&str] = &["--mount", "--propagation", "private"];
+const PID_FLAGS: &[&str] = &["--pid", "--fork", "--kill-child", "--mount-proc"];
+const IPC_FLAGS: &[&str] = &["--ipc"];
+const UTS_FLAGS: &[&str] = &["--uts"];
+const NET_FLAGS: &[&str] = &["--net"];
+
+/// The script sandbox. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ScriptSandbox {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: SandboxConfig,
+    namespaces: NamespaceSupport,
+    /// Whether the runs' host uid is 0.
+    host_root: bool,
+}
+
+impl ScriptSandbox {
+    /// Prepares the runs directory and probes which namespaces this kernel grants
+    /// (a few milliseconds, once).
+    pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+        let err = |source| SandboxError::RunDir {
+            path: config.runs_dir.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o711)
+            .create(&config.runs_dir)
+            .map_err(err)?;
+        // Traversable, not listable: a run's uid must reach its own directory only.
+        std::fs::set_permissions(&config.runs_dir, std::fs::Permissions::from_mode(0o711))
+            .map_err(err)?;
+        let namespaces = NamespaceSupport::probe(config.unshare.as_deref(), config.run_as);
+        let host_root = match config.run_as {
+            Some((uid, _)) => uid == 0,
+            None => rustix::process::geteuid().is_root(),
+        };
+        for (name, state) in [
+            ("user_namespace", &namespaces.user),
+            ("mount_namespace", &namespaces.mount),
+            ("pid_namespace", &namespaces.pid),
+            ("network_namespace", &namespaces.network),
+        ] {
+            if let ProtectionState::Unavailable(reason) = state {
+                tracing::warn!(
+                    protection = name,
+                    reason,
+                    "script sandbox: namespace unavailable"
+                );
+            }
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                namespaces,
+                host_root,
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// A fresh private run directory with an empty scratch directory.
+    pub fn prepare(&self) -> Result<RunDir, SandboxError> {
+        let config = &self.inner.config;
+        let dir = tempfile::Builder::new()
+            .prefix("run-")
+            .tempdir_in(&config.runs_dir)
+            .map_err(|source| SandboxError::RunDir {
+                path: config.runs_dir.clone(),
+                source,
+            })?;
+        let owner = config
+            .run_as
+            .filter(|(uid, _)| *uid != rustix::process::geteuid().as_raw());
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).map_err(
+                |source| SandboxError::RunDir {
+                    path: dir.path().to_owned(),
+                    source,
+                },
+            )?;
+        }
+        let run = RunDir { dir, owner };
+        let work = run.work_dir();
+        let err = |path: &Path| {
+            let path = path.to_owned();
+            move |source| SandboxError::RunDir { path, source }
+        };
+        {
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&work)
+                .map_err(err(&work))?;
+        }
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(run.path(), Some(uid), Some(gid)).map_err(err(run.path()))?;
+            std::os::unix::fs::chown(&work, Some(uid), Some(gid)).map_err(err(&work))?;
+        }
+        Ok(run)
+    }
+
+    /// The protections a run with `network` gets from the engine's side of the chain:
+    /// namespaces, uid and environment; the launcher reports the rest.
+    fn namespace_protections(&self, network: bool) -> Protections {
+        let ns = &self.inner.namespaces;
+        Protections {
+            user_namespace: ns.user.clone(),
+            mount_namespace: ns.mount.clone(),
+            pid_namespace: ns.pid.clone(),
+            network_namespace: if network {
+                ProtectionState::NotRequested
+            } else {
+                ns.network.clone()
+            },
+            ipc_namespace: ns.ipc.clone(),
+            uts_namespace: ns.uts.clone(),
+            unprivileged_uid: if self.inner.host_root {
+                ProtectionState::unavailable(
+                    "runs use host uid 0; set a sandbox uid or run the engine as non-root",
+                )
+            } else {
+                ProtectionState::Applied
+            },
+            cleared_environment: ProtectionState::Applied,
+            ..Protections::default()
+        }
+    }
+
+    /// Runs `request` in `run`. Fails only when the run could not be set up; how the
+    /// program ended is in [`SandboxOutcome::status`].
+    pub async fn run(
+        &self,
+        run: &RunDir,
+        request: &SandboxRequest,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let config = &self.inner.config;
+        let ns = &self.inner.namespaces;
+        let strict = request.strict.unwrap_or(config.strict);
+        let mut protections = self.namespace_protections(request.network);
+        if strict && let Some((protection, reason)) = ns_missing(&protections) {
+            return Err(SandboxError::Unprotected { protection, reason });
+        }
+
+        let spec = self.spec(run, request);
+        let spec_json = serde_json::to_vec(&spec)?;
+
+        let mut cmd = match &ns.unshare {
+            Some(unshare) => {
+                let mut cmd = tokio::process::Command::new(unshare);
+                cmd.args(USER_FLAGS);
+                if ns.mount == ProtectionState::Applied {
+                    cmd.args(MOUNT_FLAGS);
+                }
+                if ns.pid == ProtectionState::Applied {
+                    cmd.args(PID_FLAGS);
+                }
+                if ns.ipc == ProtectionState::Applied {
+                    cmd.args(IPC_FLAGS);
+                }
+                if ns.uts == ProtectionState::Applied {
+                    cmd.args(UTS_FLAGS);
+                }
+                if !request.network && ns.network == ProtectionState::Applied {
+                    cmd.args(NET_FLAGS);
+                }
+                cmd.arg("--").arg(&config.launcher.program);
+                cmd
+            }
+            None => tokio::process::Command::new(&config.launcher.program),
+        };
+        cmd.args(&config.launcher.args)
+            .env_clear()
+            .env(LAUNCHER_ENV, "1")
+            .stdin(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some((uid, gid)) = config.run_as {
+            cmd.uid(uid).gid(gid);
+        }
+        let combined_reader = match request.output {
+            OutputMode::Separate => {
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                None
+            }
+            OutputMode::Combined => {
+                let (reader, writer) = std::io::pipe().map_err(|source| SandboxError::Spawn {
+                    program: config.launcher.program.clone(),
+                    source,
+                })?;
+                let writer2 = writer.try_clone().map_err(|source| SandboxError::Spawn {
+                    program: config.launcher.program.clone(),
+                    source,
+                })?;
+                cmd.stdout(writer).stderr(writer2);
+                Some(reader)
+            }
+        };
+
+        let started = Instant::now();
+        let first = ns
+            .unshare
+            .clone()
+            .unwrap_or_else(|| config.launcher.program.clone());
+        let mut child = cmd.spawn().map_err(|source| SandboxError::Spawn {
+            program: first.clone(),
+            source,
+        })?;
+        // The engine's copies of the combined pipe's write ends must close, or the
+        // reader never sees the end of the output.
+        drop(cmd);
+        let pgid = child
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+
+        // The launcher waits for its spec on stdin, so the pipes change owner before
+        // anything in the run can reopen them.
+        let owner = config
+            .run_as
+            .filter(|(uid, _)| *uid != rustix::process::geteuid().as_raw());
+        let overflow = Arc::new(tokio::sync::Notify::new());
+        let (report_tx, report_rx) = tokio::sync::oneshot::channel();
+        let limit = request.output_limit;
+        let (stdout_task, stderr_task) = match combined_reader {
+            Some(reader) => {
+                let fd: std::os::fd::OwnedFd = reader.into();
+                give_pipe(&fd, owner)?;
+                let reader =
+                    tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(|source| {
+                        SandboxError::Spawn {
+                            program: first.clone(),
+                            source,
+                        }
+                    })?;
+                (
+                    tokio::spawn(read_marked(reader, limit, report_tx, overflow.clone())),
+                    None,
+                )
+            }
+            None => {
+                let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take())
+                else {
+                    return Err(SandboxError::Setup("no output pipes".to_owned()));
+                };
+                give_pipe(&stdout, owner)?;
+                give_pipe(&stderr, owner)?;
+                (
+                    tokio::spawn(read_marked(stdout, limit, report_tx, overflow.clone())),
+                    Some(tokio::spawn(read_bounded(stderr, limit, overflow.clone()))),
+                )
+            }
+        };
+
+        if let Some(mut stdin) = child.stdin.take() {
+            // A launcher that died early closes its end; its report tells why.
+            let _ = stdin.write_all(&spec_json).await;
+            let _ = stdin.shutdown().await;
+        }
+
+        let deadline = tokio::time::sleep(request.timeout);
+        tokio::pin!(deadline);
+        let (ended, exit) = tokio::select! {
+            status = child.wait() => (Ended::Exited, Some(status)),
+            () = &mut deadline => (Ended::TimedOut, None),
+            () = overflow.notified() => (Ended::Overflow, None),
+        };
+        // Whatever happened, nothing of the run may survive it: the group holds unshare
+        // and, without a pid namespace, every process that did not leave it.
+        if let Some(pgid) = pgid {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+        if exit.is_none() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+        let elapsed = started.elapsed();
+
+        let (stdout, stdout_overflow) = drain(stdout_task).await;
+        let (stderr, stderr_overflow) = match stderr_task {
+            Some(task) => drain(task).await,
+            None => (Vec::new(), false),
+        };
+        let report = report_rx.await.ok();
+
+        let status = match (ended, exit) {
+            (Ended::TimedOut, _) => RunStatus::TimedOut,
+            (Ended::Overflow, _) => RunStatus::OutputExceeded,
+            _ if stdout_overflow || stderr_overflow => RunStatus::OutputExceeded,
+            (Ended::Exited, Some(Ok(status))) => {
+                use std::os::unix::process::ExitStatusExt as _;
+                RunStatus::Exited(
+                    status
+                        .code()
+                        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+                )
+            }
+            (Ended::Exited, _) => {
+                return Err(SandboxError::Setup("lost track of the run".to_owned()));
+            }
+        };
+
+        let Some(report) = report else {
+            if matches!(status, RunStatus::Exited(_)) {
+                return Err(SandboxError::Setup(format!(
+                    "the launcher gave no report ({status}): {}",
+                    String::from_utf8_lossy(&stderr).trim()
+                )));
+            }
+            // Killed before it could answer (a deadline shorter than the setup).
+            protections.record(&request.name);
+            return Ok(SandboxOutcome {
+                status,
+                stdout,
+                stderr,
+                protections,
+                elapsed,
+            });
+        };
+        merge(&mut protections, &report);
+        protections.record(&request.name);
+        if let Some(failure) = report.error {
+            return Err(match failure.protection {
+                Some(protection) => SandboxError::Unprotected {
+                    protection,
+                    reason: failure.message,
+                },
+                None => SandboxError::Setup(failure.message),
+            });
+        }
+        Ok(SandboxOutcome {
+            status,
+            stdout,
+            stderr,
+            protections,
+            elapsed,
+        })
+    }
+
+    fn spec(&self, run: &RunDir, request: &SandboxRequest) -> LaunchSpec {
+        let config = &self.inner.config;
+        let ns = &self.inner.namespaces;
+        let work = run.work_dir();
+        let mut limits = request
+            .limits
+            .clone()
+            .unwrap_or_else(|| config.limits.clone());
+        if limits.cpu_seconds.is_none() {
+            limits.cpu_seconds = Some(request.timeout.as_secs() + 1);
+        }
+        let mut env: Vec<(String, String)> = vec![
+            ("PATH".to_owned(), SANDBOX_PATH.to_owned()),
+            ("HOME".to_owned(), work.display().to_string()),
+            ("TMPDIR".to_owned(), work.display().to_string()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ];
+        for (key, value) in &request.env {
+            env.retain(|(k, _)| k != key);
+            env.push((key.clone(), value.clone()));
+        }
+        let mut read_only = config.read_only.clone();
+        read_only.extend(request.read_only.iter().cloned());
+        LaunchSpec {
+            program: request.program.clone(),
+            args: request.args.clone(),
+            env,
+            cwd: request.cwd.clone().unwrap_or_else(|| work.clone()),
+            run_dir: run.path().to_owned(),
+            work_dir: work,
+            read_only,
+            etc_hidden: config.etc_hidden.clone(),
+            devices: config.devices.clone(),
+            limits,
+            network: request.network,
+            mount_namespace: ns.mount == ProtectionState::Applied,
+            private_proc: ns.pid == ProtectionState::Applied,
+            host_root: self.inner.host_root,
+            strict: request.strict.unwrap_or(config.strict),
+            mount_program: config.mount.clone(),
+            backstop_ms: u64::try_from(request.timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .saturating_add(2_000),
+        }
+    }
+}
+
+/// Why the engine stopped waiting for a run.
+#[derive(Debug, Clone, Copy)]
+enum Ended {
+    Exited,
+    TimedOut,
+    Overflow,
+}
+
+/// Gives an output pipe to the run's uid: scripts reopen their output through
+/// `/dev/stdout` (`/proc/self/fd/1`), which checks the pipe's owner like a file's.
+fn give_pipe(pipe: &impl std::os::fd::AsFd, owner: Option<(u32, u32)>) -> Result<(), SandboxError> {
+    let Some((uid, gid)) = owner else {
+        return Ok(());
+    };
+    std::os::unix::fs::fchown(pipe, Some(uid), Some(gid))
+        .map_err(|e| SandboxError::Setup(format!("cannot give the output pipe to uid {uid}: {e}")))
+}
+
+fn ns_missing(p: &Protections) -> Option<(String, String)> {
+    [
+        ("user_namespace", &p.user_namespace),
+        ("mount_namespace", &p.mount_namespace),
+        ("pid_namespace", &p.pid_namespace),
+        ("network_namespace", &p.network_namespace),
+        ("ipc_namespace", &p.ipc_namespace),
+        ("uts_namespace", &p.uts_namespace),
+        ("unprivileged_uid", &p.unprivileged_uid),
+    ]
+    .into_iter()
+    .find_map(|(name, state)| match state {
+        ProtectionState::Unavailable(reason) => Some((name.to_owned(), reason.clone())),
+        _ => None,
+    })
+}
+
+fn merge(p: &mut Protections, report: &LaunchReport) {
+    if p.pid_namespace == ProtectionState::Applied && !report.pid_namespace {
+        p.pid_namespace = ProtectionState::unavailable("the launcher is not pid 1");
+    }
+    p.private_proc = report.private_proc.clone();
+    p.landlock_filesystem = report.landlock_filesystem.clone();
+    p.landlock_network = report.landlock_network.clone();
+    p.landlock_scopes = report.landlock_scopes.clone();
+    p.cpu_limit = report.cpu_limit.clone();
+    p.memory_limit = report.memory_limit.clone();
+    p.process_limit = report.process_limit.clone();
+    p.file_size_limit = report.file_size_limit.clone();
+    p.open_files_limit = report.open_files_limit.clone();
+    p.disk_budget = report.disk_budget.clone();
+}
+
+async fn drain(task: tokio::task::JoinHandle<(Vec<u8>, bool)>) -> (Vec<u8>, bool) {
+    // Without a pid namespace an escaped process could hold the pipe open forever.
+    match tokio::time::timeout(DRAIN_GRACE, task).await {
+        Ok(Ok(result)) => result,
+        _ => (Vec::new(), false),
+    }
+}
+
+/// Reads stdout: skips to the launcher's answer line, hands the report over, then keeps
+/// at most `limit` bytes of the program's output.
+async fn read_marked(
+    mut reader: impl AsyncRead + Unpin,
+    limit: usize,
+    report_tx: tokio::sync::oneshot::Sender<LaunchReport>,
+    overflow: Arc<tokio::sync::Notify>,
+) -> (Vec<u8>, bool) {
+    let mut pending = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    let marker = READY_MARKER.as_bytes();
+    let rest = loop {
+        let n = match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => return (Vec::new(), false),
+            Ok(n) => n,
+        };
+        pending.extend_from_slice(&chunk[..n]);
+        if let Some(start) = find(&pending, marker)
+            && let Some(end) = pending[start..].iter().position(|b| *b == b'\n')
+        {
+            let line = &pending[start + marker.len()..start + end];
+            if let Ok(report) = serde_json::from_slice::<LaunchReport>(line) {
+                let _ = report_tx.send(report);
+            }
+            break pending.split_off(start + end + 1);
+        }
+        if pending.len() > MAX_PREAMBLE + marker.len() + (64 << 10) {
+            overflow.notify_one();
+            return (Vec::new(), true);
+        }
+    };
+    let mut out = Vec::new();
+    if push_bounded(&mut out, &rest, limit) {
+        overflow.notify_one();
+        return (out, true);
+    }
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => return (out, false),
+            Ok(n) => {
+                if push_bounded(&mut out, &chunk[..n], limit) {
+                    overflow.notify_one();
+                    return (out, true);
+                }
+            }
+        }
+    }
+}
+
+async fn read_bounded(
+    mut reader: impl AsyncRead + Unpin,
+    limit: usize,
+    overflow: Arc<tokio::sync::Notify>,
+) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => return (out, false),
+            Ok(n) => {
+                if push_bounded(&mut out, &chunk[..n], limit) {
+                    overflow.notify_one();
+                    return (out, true);
+                }
+            }
+        }
+    }
+}
+
+/// Appends up to `limit` bytes in total; true when `bytes` did not fit.
+fn push_bounded(out: &mut Vec<u8>, bytes: &[u8], limit: usize) -> bool {
+    let room = limit.saturating_sub(out.len());
+    if bytes.len() > room {
+        out.extend_from_slice(&bytes[..room]);
+        return true;
+    }
+    out.extend_from_slice(bytes);
+    false
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_push_reports_overflow() {
+        let mut out = Vec::new();
+        assert!(!push_bounded(&mut out, b"abc", 4));
+        assert!(push_bounded(&mut out, b"de", 4));
+        assert_eq!(out, b"abcd");
+    }
+
+    #[tokio::test]
+    async fn the_preamble_before_the_marker_is_dropped() {
+        let report = serde_json::to_string(&LaunchReport::default()).unwrap();
+        let stream = format!("running 1 test\n{READY_MARKER}{report}\nhello\n");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (out, overflow) = read_marked(
+            stream.as_bytes(),
+            1024,
+            tx,
+            Arc::new(tokio::sync::Notify::new()),
+        )
+        .await;
+        assert_eq!(out, b"hello\n");
+        assert!(!overflow);
+        assert!(rx.await.is_ok());
+    }
+
+    #[test]
+    fn status_display_names_signals() {
+        assert_eq!(
+            RunStatus::Exited(137).to_string(),
+            "killed by signal 9 (exit code 137)"
+        );
+        assert_eq!(RunStatus::Exited(2).to_string(), "exit code 2");
+    }
+}

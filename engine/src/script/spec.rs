@@ -1,0 +1,126 @@
+//! What the engine tells the launcher, and what the launcher answers.
+//!
+//! The engine writes one [`LaunchSpec`] as JSON to the launcher's stdin; the launcher
+//! answers with one line on stdout, [`READY_MARKER`] followed by a [`LaunchReport`] as
+//! JSON, before the script's own output starts. Anything before the marker (a test
+//! harness' banner, say) is discarded by the engine.
+
+use super::protections::ProtectionState;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Starts the launcher's answer line on stdout. The record separator keeps it from
+/// colliding with anything a program would plausibly print first.
+pub(crate) const READY_MARKER: &str = "\u{1e}operon-sandbox-ready ";
+
+/// Resource limits of one run. `None` leaves a limit as inherited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// `RLIMIT_CPU` in seconds, per process; `None` derives it from the timeout.
+    pub cpu_seconds: Option<u64>,
+    /// `RLIMIT_AS` in bytes, per process.
+    pub address_space_bytes: Option<u64>,
+    /// `RLIMIT_NPROC`: processes (threads included) of the run's user namespace.
+    pub processes: Option<u64>,
+    /// `RLIMIT_FSIZE` in bytes: the largest file the run may write.
+    pub file_size_bytes: Option<u64>,
+    /// `RLIMIT_NOFILE`.
+    pub open_files: Option<u64>,
+    /// Size of the tmpfs that is the run's scratch directory (HOME, TMPDIR, cwd).
+    pub disk_bytes: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            cpu_seconds: None,
+            // Go programs such as kubectl reserve a lot of address space up front.
+            address_space_bytes: Some(4 << 30),
+            processes: Some(128),
+            file_size_bytes: Some(64 << 20),
+            open_files: Some(1024),
+            disk_bytes: Some(64 << 20),
+        }
+    }
+}
+
+/// Everything the launcher needs to set up one run and start its program.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LaunchSpec {
+    /// The program to execute (its shebang is honoured by the kernel).
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The complete environment of the program.
+    pub env: Vec<(String, String)>,
+    /// The program's working directory.
+    pub cwd: PathBuf,
+    /// The run directory: its existing files may be read and written, nothing created.
+    pub run_dir: PathBuf,
+    /// The scratch directory inside the run directory: fully writable.
+    pub work_dir: PathBuf,
+    /// Paths that may be read and executed.
+    pub read_only: Vec<PathBuf>,
+    /// `/etc` entries never to expose, relative to `/etc`.
+    pub etc_hidden: Vec<String>,
+    /// Device files that may be read and written (`/dev/null`, ...).
+    pub devices: Vec<PathBuf>,
+    /// The limits to set.
+    pub limits: Limits,
+    /// Whether the run may use the network.
+    pub network: bool,
+    /// Whether the engine put the launcher in a new mount namespace.
+    pub mount_namespace: bool,
+    /// Whether the engine mounted a private `/proc` for a new pid namespace.
+    pub private_proc: bool,
+    /// Whether the run's host uid is 0, which the kernel exempts from `RLIMIT_NPROC`.
+    pub host_root: bool,
+    /// Refuse to start the program when a protection is missing.
+    pub strict: bool,
+    /// The `mount` program used to create the disk budget's tmpfs.
+    pub mount_program: PathBuf,
+    /// A wall-clock backstop in milliseconds, in case the engine dies mid-run.
+    pub backstop_ms: u64,
+}
+
+/// The launcher's answer: what it applied, or why it stopped.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LaunchReport {
+    /// The launcher runs as pid 1 of a new pid namespace.
+    pub pid_namespace: bool,
+    /// State of the private `/proc`.
+    pub private_proc: ProtectionState,
+    /// States of the Landlock parts.
+    pub landlock_filesystem: ProtectionState,
+    /// Landlock TCP rules.
+    pub landlock_network: ProtectionState,
+    /// Landlock scopes.
+    pub landlock_scopes: ProtectionState,
+    /// `RLIMIT_CPU`.
+    pub cpu_limit: ProtectionState,
+    /// `RLIMIT_AS`.
+    pub memory_limit: ProtectionState,
+    /// `RLIMIT_NPROC`.
+    pub process_limit: ProtectionState,
+    /// `RLIMIT_FSIZE`.
+    pub file_size_limit: ProtectionState,
+    /// `RLIMIT_NOFILE`.
+    pub open_files_limit: ProtectionState,
+    /// The scratch tmpfs.
+    pub disk_budget: ProtectionState,
+    /// Set when the launcher refused or failed to start the program.
+    pub error: Option<LaunchFailure>,
+}
+
+/// Why the launcher did not start the program.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LaunchFailure {
+    /// The missing protection, in strict mode.
+    pub protection: Option<String>,
+    /// What went wrong.
+    pub message: String,
+}

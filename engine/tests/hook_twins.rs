@@ -1,0 +1,88 @@
+//! A shell-operator bash hook and its wasm twin, run through `operon hook test` on the
+//! same scenario, must give the same binding contexts, patches, metrics and objects:
+//! the engine cannot tell a script hook from a wasm hook.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+fn hook_test(hook: &str) -> Value {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args([
+            "hook",
+            "test",
+            hook,
+            "--objects",
+            &repo("operations/examples/hooks/pods.yaml"),
+            "--event",
+            &format!("added:{}", repo("operations/examples/hooks/new-pod.yaml")),
+            "--schedule",
+            "resync",
+            "-o",
+            "json",
+        ])
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{hook}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Drops what differs between two runs of the same scenario by nature: server-assigned
+/// uids and creation times, timings, logs and captured output.
+fn comparable(mut value: Value) -> Value {
+    fn scrub(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for key in [
+                    "uid",
+                    "creationTimestamp",
+                    "elapsedMs",
+                    "logs",
+                    "stdout",
+                    "stderr",
+                ] {
+                    map.remove(key);
+                }
+                map.values_mut().for_each(scrub);
+            }
+            Value::Array(items) => items.iter_mut().for_each(scrub),
+            _ => {}
+        }
+    }
+    if let Some(map) = value.as_object_mut() {
+        // The configurations differ in spelling only (YAML defaults vs typed nulls).
+        map.remove("configuration");
+        map.values_mut().for_each(scrub);
+        if let Some(Value::Array(runs)) = map.get_mut("runs") {
+            for run in runs {
+                if let Some(run) = run.as_object_mut() {
+                    run.remove("hook");
+                }
+            }
+        }
+    }
+    value
+}
+
+#[test]
+fn pod_labeler_in_bash_and_in_wasm_behave_identically() {
+    let bash = hook_test(&repo("operations/fixtures/shell-hooks/pod-labeler.sh"));
+    let wasm = hook_test(operon_tests::POD_LABELER);
+    assert_eq!(bash["runs"].as_array().unwrap().len(), 5);
+    assert_eq!(comparable(bash), comparable(wasm));
+}
