@@ -8,17 +8,28 @@
 //! causes (the jq filter `.metadata.labels` changed; nothing to do). Events are fed one
 //! at a time and drained before the next one, so no two events are merged into one run.
 //!
-//! The same scenario runs with a bash + jq hook executed the shell-operator way (temp
-//! files, fork/exec, no sandbox) when `BASH_HOOK` support is built in, in the same run.
+//! The same scenario runs in the same process with the bash + jq twin of the hook
+//! (`operations/fixtures/shell-hooks/pod-labeler.sh`) executed the shell-operator way:
+//! binding contexts written to a temp file, `bash` forked with the file paths in its
+//! environment, the patch and metrics files read back. No sandbox, as in
+//! shell-operator.
 //!
 //! Run with `cargo bench -p operon-tests --bench hook_events`.
 
 use operon::cluster::local::LocalCluster;
+use operon::hooks::HookError;
+use operon::hooks::HookRun;
 use operon::hooks::config;
+use operon::hooks::context;
 use operon::hooks::engine::{Engine, LoadedHook};
 use operon::hooks::{Hook, WasmHook};
 use operon::metrics::Metrics;
+use operon::runner::BoxFuture;
 use operon::sandbox::{CallLimits, Sandbox, SandboxConfig, WatchEvent};
+use operon::sandbox::{HookConfig, HookInput, HookOutput};
+use operon::script::files;
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -111,7 +122,85 @@ fn main() {
     }
 }
 
-/// The bash + jq twin of pod-labeler, run the shell-operator way, when available.
+/// The bash + jq twin of pod-labeler, run the shell-operator way.
 fn bash_hook() -> Option<Arc<dyn Hook>> {
-    None
+    let has = |p: &str| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !has("bash") || !has("jq") {
+        println!("bash + jq hook: skipped (bash or jq missing)");
+        return None;
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../operations/fixtures/shell-hooks/pod-labeler.sh");
+    Some(Arc::new(ShellOperatorHook { script }))
+}
+
+/// A hook run as shell-operator runs one: fork/exec with temp files.
+struct ShellOperatorHook {
+    script: PathBuf,
+}
+
+impl Hook for ShellOperatorHook {
+    fn name(&self) -> &str {
+        "pod-labeler.sh"
+    }
+
+    fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+        Box::pin(async move {
+            let out = Command::new(&self.script)
+                .arg("--config")
+                .output()
+                .map_err(|e| HookError::Run(e.to_string()))?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            config::parse_shell_operator(self.name(), &text)
+                .map_err(|p| HookError::Run(format!("{p:?}")))
+        })
+    }
+
+    fn handle<'a>(&'a self, input: &'a HookInput, _timeout: Duration) -> BoxFuture<'a, HookRun> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let dir = tempfile::tempdir().unwrap();
+            let path = |name: &str| dir.path().join(name);
+            std::fs::write(
+                path("context.json"),
+                context::to_json(&input.binding_contexts).to_string(),
+            )
+            .unwrap();
+            for file in ["patch", "metrics", "validating", "conversion"] {
+                std::fs::write(path(file), "").unwrap();
+            }
+            let status = Command::new(&self.script)
+                .env("BINDING_CONTEXT_PATH", path("context.json"))
+                .env("KUBERNETES_PATCH_PATH", path("patch"))
+                .env("METRICS_PATH", path("metrics"))
+                .env("VALIDATING_RESPONSE_PATH", path("validating"))
+                .env("CONVERSION_RESPONSE_PATH", path("conversion"))
+                .stdout(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            let read = |name: &str| std::fs::read_to_string(path(name)).unwrap_or_default();
+            let outcome = if status.success() {
+                Ok(HookOutput {
+                    validating: None,
+                    conversion: None,
+                })
+            } else {
+                Err(HookError::Run(format!("{status}")))
+            };
+            HookRun {
+                outcome,
+                patches: files::parse_patches(&read("patch")).unwrap(),
+                metrics: files::parse_metrics(&read("metrics")).unwrap(),
+                logs: vec![],
+                stdout: String::new(),
+                stderr: String::new(),
+                elapsed: started.elapsed(),
+            }
+        })
+    }
 }
