@@ -22,6 +22,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("DISK_PRESSURE", "disk-pressure", "disk_pressure.wasm"),
     ("LOG_TRIAGE", "log-triage", "log_triage.wasm"),
     ("POD_LABELER", "pod-labeler", "pod_labeler.wasm"),
+    ("ANNOTATOR", "fixture-annotator", "fixture_annotator.wasm"),
     ("NODE_METRICS", "node-metrics", "node_metrics.wasm"),
     ("SNAPSHOT_REPORT", "snapshot-report", "snapshot_report.wasm"),
 ];

@@ -41,6 +41,10 @@ pub const LOG_TRIAGE: &str = guests::LOG_TRIAGE;
 /// component, so the engine must refuse it as an operation).
 pub const POD_LABELER: &str = guests::POD_LABELER;
 
+/// `fixture-annotator`: the events-per-second benchmark's hook (one merge patch and one
+/// metric per pod event).
+pub const ANNOTATOR: &str = guests::ANNOTATOR;
+
 /// `node-metrics`: the example hook that exports node readiness and allocatable cpu and
 /// memory as gauges of the metric group `node-metrics`, on its `every-minute` schedule over
 /// the snapshot of its snapshot-only `nodes` binding.

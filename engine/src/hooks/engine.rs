@@ -106,6 +106,8 @@ struct State {
     busy: HashSet<String>,
     /// Metric handles per (hook, binding, queue), resolved once.
     handles: HashMap<(usize, String, String), BindingMetrics>,
+    /// The same handles per kubernetes binding, for the event path (no key allocation).
+    jq_handles: HashMap<BindingKey, BindingMetrics>,
 }
 
 /// The hook engine.
@@ -115,6 +117,12 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     state: Mutex<State>,
     wake: tokio::sync::Notify,
+}
+
+fn checksum_text(text: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
 }
 
 fn checksum(value: &Value) -> u64 {
@@ -149,6 +157,16 @@ impl Engine {
     /// The hooks, in load order.
     pub fn hooks(&self) -> &[LoadedHook] {
         &self.hooks
+    }
+
+    fn jq_metrics(&self, h: usize, binding: &KubernetesBinding) -> BindingMetrics {
+        let key = (h, binding.id.index);
+        if let Some(handles) = self.lock().jq_handles.get(&key) {
+            return handles.clone();
+        }
+        let handles = self.binding_metrics(h, &binding.name, &binding.queue);
+        self.lock().jq_handles.insert(key, handles.clone());
+        handles
     }
 
     fn binding_metrics(&self, h: usize, binding: &str, queue: &str) -> BindingMetrics {
@@ -260,8 +278,7 @@ impl Engine {
                 tracing::warn!(binding = %binding.name, error = %e, "jq filter failed on an object");
                 Vec::new()
             });
-            self.binding_metrics(h, &binding.name, &binding.queue)
-                .jq_filter(started.elapsed());
+            self.jq_metrics(h, binding).jq_filter(started.elapsed());
             outputs
         });
         let entry = SnapshotEntry::new(
@@ -269,9 +286,11 @@ impl Engine {
             outputs.as_deref(),
             binding.keep_full_objects_in_memory,
         );
-        let sum = match &outputs {
-            Some(outputs) => checksum(&context::filter_result(outputs)),
-            None => checksum(object),
+        // The entry already holds the serialized filter result (or object): hash that
+        // text rather than serializing again.
+        let sum = match (&entry.item.filter_result, &entry.item.object) {
+            (Some(text), _) | (None, Some(text)) => checksum_text(text),
+            (None, None) => checksum(object),
         };
         (entry, sum)
     }
