@@ -3,7 +3,8 @@
 //!
 //! At start the `main` queue gets the onStartup runs (by order, then hook name); then
 //! every kubernetes binding lists its objects (filling its snapshot), starts watching,
-//! and queues a Synchronization run on `main` (unless disabled). Events of a binding
+//! and queues a Synchronization run on `main` (unless disabled; on its own queue with
+//! `waitForSynchronization: false`). Events of a binding
 //! are held until its Synchronization run succeeded. An Added or Modified event whose
 //! jq filter result did not change is dropped. Contexts get their snapshots when the
 //! run starts, so a run always sees the current state. A run's patches are applied
@@ -333,8 +334,15 @@ impl Engine {
                 synchronizes: Some(b),
                 queued_at: Instant::now(),
             };
-            // shell-operator runs every Synchronization on the main queue.
-            self.push(&mut state, MAIN_QUEUE, task);
+            // Synchronization runs go to the main queue, which they hold up, as in
+            // shell-operator; `waitForSynchronization: false` (allowed only on a named
+            // queue) sends them to the binding's own queue so nothing else waits.
+            let queue = if binding.wait_for_synchronization {
+                MAIN_QUEUE
+            } else {
+                binding.queue.as_str()
+            };
+            self.push(&mut state, queue, task);
         } else {
             state.synced.insert((h, b));
         }

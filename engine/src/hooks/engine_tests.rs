@@ -454,3 +454,15 @@ async fn rate_limits_hold_the_head_while_events_merge_into_it() {
         "the rest waited 10 s at the head and merged: {contexts:?}"
     );
 }
+
+#[tokio::test]
+async fn synchronization_without_waiting_runs_on_the_bindings_own_queue() {
+    let mut binding = pods_binding("pods");
+    binding.queue = Some("pods-queue".to_owned());
+    binding.wait_for_synchronization = Some(false);
+    let hook = Arc::new(Scripted::new(hook_config(vec![binding])));
+    let (engine, _cluster) = engine(hook).await;
+    let records = drain(&engine).await;
+    assert_eq!(records[0].queue, "pods-queue");
+    assert_eq!(types(&records[0])[0].1, BindingType::Synchronization);
+}
