@@ -104,6 +104,22 @@ fn launch(spec: &LaunchSpec) -> i32 {
     }
     answer(&report);
 
+    // The backstop thread starts before the program: threads count against the process
+    // limit, which a fork bomb exhausts within microseconds of starting.
+    let backstop = Duration::from_millis(spec.backstop_ms);
+    let started = std::thread::Builder::new().spawn(move || {
+        std::thread::sleep(backstop);
+        // As pid 1, exiting is what kills the whole namespace.
+        std::process::exit(124)
+    });
+    if let Err(e) = started {
+        let _ = writeln!(
+            std::io::stderr(),
+            "operon sandbox: cannot start the backstop: {e}"
+        );
+        return SETUP_FAILED;
+    }
+
     let child = Command::new(&spec.program)
         .args(&spec.args)
         .env_clear()
@@ -127,13 +143,6 @@ fn launch(spec: &LaunchSpec) -> i32 {
             };
         }
     };
-
-    let backstop = Duration::from_millis(spec.backstop_ms);
-    std::thread::spawn(move || {
-        std::thread::sleep(backstop);
-        // As pid 1, exiting is what kills the whole namespace.
-        std::process::exit(124)
-    });
 
     if report.pid_namespace {
         reap_until(child.id())
