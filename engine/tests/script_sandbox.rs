@@ -72,6 +72,11 @@ fn processes_with(marker: &str) -> Vec<String> {
     found
 }
 
+/// Runs without a user namespace share the host uid's process count with the fork
+/// bomb's processes (RLIMIT_NPROC is charged up the namespace tree), so the tests that
+/// drive the count to its limit never run alongside one that needs to fork freely.
+static PROCESS_LIMIT_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn assert_nothing_left(marker: &str) {
     // The kernel tears a pid namespace down before its init is reaped, so nothing
     // should be left the moment the run returns; a short grace covers /proc lag.
@@ -211,6 +216,7 @@ async fn the_run_sees_only_its_own_processes() {
 
 #[tokio::test]
 async fn a_fork_bomb_is_contained() {
+    let _serial = PROCESS_LIMIT_TESTS.lock().await;
     let sandbox = sandbox();
     let started = Instant::now();
     let run = run_script(
@@ -452,6 +458,7 @@ async fn combined_output_interleaves_both_streams() {
 
 #[tokio::test]
 async fn strict_mode_refuses_to_run_without_namespaces() {
+    let _serial = PROCESS_LIMIT_TESTS.lock().await;
     let mut config = SandboxConfig::new(launcher());
     config.unshare = None;
     config.strict = true;
