@@ -187,3 +187,37 @@ fn hook_run_drives_the_full_loop_for_a_while() {
     assert!(stdout.contains("operon_hook_run_success_total"), "{stdout}");
     assert!(stdout.contains("pods_labelled_total"), "{stdout}");
 }
+
+#[test]
+fn a_validating_hook_answers_an_admission_review() {
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../operations/fixtures/shell-hooks/validating.sh")
+        .display()
+        .to_string();
+    let out = operon(&[
+        "hook",
+        "test",
+        &hook,
+        "--review",
+        &format!(
+            "private-repo-policy.example.com:{}",
+            fixture("admission-review.yaml")
+        ),
+        "-o",
+        "json",
+    ]);
+    let d = json(&out);
+    let run = &d["runs"][0];
+    assert_eq!(run["bindingContexts"][0]["type"], "Validating");
+    assert_eq!(
+        run["bindingContexts"][0]["review"]["request"]["operation"],
+        "CREATE"
+    );
+    assert_eq!(run["validating"]["allowed"], false);
+    assert!(
+        run["validating"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("registry.example.com")
+    );
+}

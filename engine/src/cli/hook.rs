@@ -76,6 +76,10 @@ pub struct TestArgs {
     /// Fire this schedule binding after the events (repeatable).
     #[arg(long = "schedule")]
     schedules: Vec<String>,
+    /// Send an AdmissionReview or ConversionReview (JSON or YAML file) to a validating
+    /// or conversion binding, as `BINDING:FILE`, after the schedules (repeatable).
+    #[arg(long = "review")]
+    reviews: Vec<String>,
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
     #[arg(long, env = "OPERON_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
@@ -324,7 +328,8 @@ fn record_json(record: &RunRecord) -> Value {
         "patches": record.run.patches.iter().map(patch_json).collect::<Vec<_>>(),
         "metrics": record.run.metrics.iter().map(metric_json).collect::<Vec<_>>(),
         "logs": record.run.logs.iter().map(|l| json!({"level": level_name(l.level), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
-        "validating": record.run.outcome.as_ref().ok().and_then(|o| o.validating.as_ref()).map(|v| json!({"allowed": v.allowed, "message": v.message, "warnings": v.warnings})),
+        "validating": record.run.outcome.as_ref().ok().and_then(|o| o.validating.as_ref()).map(|v| json!({"allowed": v.allowed, "message": v.message, "warnings": v.warnings, "patch": v.patch.as_deref().map(parsed)})),
+        "conversion": record.run.outcome.as_ref().ok().and_then(|o| o.conversion.as_ref()).map(|c| json!({"failedMessage": c.failed_message, "convertedObjects": c.converted_objects.iter().map(|o| parsed(o)).collect::<Vec<_>>()})),
         "stdout": record.run.stdout,
         "stderr": record.run.stderr,
     })
@@ -361,6 +366,9 @@ fn print_record(index: usize, record: &RunRecord) {
     }
     if let Some(v) = value.get("validating").filter(|v| !v.is_null()) {
         println!("validating response: {v}");
+    }
+    if let Some(v) = value.get("conversion").filter(|v| !v.is_null()) {
+        println!("conversion response: {v}");
     }
 }
 
@@ -421,6 +429,18 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     for index in schedule_index {
         engine.fire_schedule(0, index);
         engine.drain(&mut collect).await;
+    }
+    for review in &args.reviews {
+        let (binding, file) = review
+            .split_once(':')
+            .with_context(|| format!("--review expects BINDING:FILE, got {review:?}"))?;
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
+        let value: Value = yaml_serde::from_str(&text)
+            .with_context(|| format!("{file} is not a JSON or YAML review"))?;
+        let record = engine.review(0, binding, &value).await.with_context(|| {
+            format!("the hook has no validating or conversion binding {binding:?}")
+        })?;
+        collect(&record);
     }
     let failed = records.iter().any(|r| r.failed && !r.allowed_failure);
     let objects = cluster.objects();

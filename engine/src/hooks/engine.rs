@@ -644,6 +644,77 @@ impl Engine {
             .map_err(|e| format!("metrics: {e}"))
     }
 
+    /// Runs hook `h` for an admission or conversion review on its validating or
+    /// conversion binding `binding`, outside the queues (as shell-operator does: the API
+    /// server waits for the answer). The context carries the binding's snapshots. A run
+    /// whose hook fails answers "denied" to the caller; nothing is applied.
+    pub async fn review(&self, h: usize, binding: &str, review: &Value) -> Option<RunRecord> {
+        let loaded = &self.hooks[h];
+        let config = &loaded.config;
+        let (context, includes) =
+            if let Some(v) = config.validating.iter().find(|v| v.name == binding) {
+                (
+                    context::validating(binding, review, Vec::new()),
+                    &v.include_snapshots_from,
+                )
+            } else if let Some(c) = config.conversions.iter().find(|c| c.name == binding) {
+                (
+                    context::conversion(binding, review, Vec::new()),
+                    &c.include_snapshots_from,
+                )
+            } else {
+                return None;
+            };
+        let snapshots = {
+            let state = self.lock();
+            let mut snapshots = Snapshots::new();
+            for name in includes {
+                if let Some(b) = config.kubernetes.iter().position(|k| &k.name == name) {
+                    let entries = state
+                        .snapshots
+                        .get(&(h, b))
+                        .map(|s| {
+                            s.values()
+                                .map(|stored| stored.entry.clone())
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default();
+                    snapshots.insert(name, entries);
+                }
+            }
+            snapshots.into_snapshots()
+        };
+        let contexts = vec![BindingContext {
+            snapshots,
+            ..context
+        }];
+        let input = HookInput {
+            context: RunnerContext {
+                name: loaded.hook.name().to_owned(),
+                dry_run: false,
+                timeout_ms: u64::try_from(config.settings.timeout.as_millis()).unwrap_or(u64::MAX),
+                node: None,
+                namespace: None,
+                owner: None,
+            },
+            binding_contexts: contexts.clone(),
+        };
+        let run = loaded.hook.handle(&input, config.settings.timeout).await;
+        let failed = run.outcome.is_err();
+        Some(RunRecord {
+            hook: loaded.hook.name().to_owned(),
+            hook_index: h,
+            synchronizes: None,
+            queue: "webhook".to_owned(),
+            contexts,
+            run,
+            apply_error: None,
+            failed,
+            allowed_failure: false,
+            retry_in: None,
+        })
+    }
+
     /// Whether any queue holds a task.
     pub fn has_tasks(&self) -> bool {
         self.lock().queues.values().any(|q| !q.is_empty())
