@@ -120,7 +120,7 @@ fn pooling(config: &SandboxConfig) -> PoolingAllocationConfig {
         .max_memory_size(usize::try_from(config.max_memory_bytes).unwrap_or(usize::MAX))
         // Resetting a slot by rewriting the pages a call touched is cheaper than
         // unmapping and faulting them in again on the next call.
-        .linear_memory_keep_resident(8 << 20)
+        .linear_memory_keep_resident(1 << 20)
         .table_keep_resident(64 << 10)
         .pagemap_scan(Enabled::Auto);
     pool
