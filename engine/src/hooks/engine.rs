@@ -628,9 +628,10 @@ impl Engine {
     /// Applies a successful run's patches (in order, stopping at the first failure)
     /// and metrics.
     async fn apply(&self, hook: &str, run: &HookRun) -> Result<(), String> {
-        self.metrics
+        let metrics = self
+            .metrics
             .hooks
-            .check(hook, &run.metrics)
+            .prepare(hook, &run.metrics)
             .map_err(|e| format!("metrics: {e}"))?;
         for (i, patch) in run.patches.iter().enumerate() {
             self.cluster
@@ -640,7 +641,7 @@ impl Engine {
         }
         self.metrics
             .hooks
-            .apply(hook, &run.metrics)
+            .commit(metrics)
             .map_err(|e| format!("metrics: {e}"))
     }
 

@@ -466,3 +466,71 @@ async fn synchronization_without_waiting_runs_on_the_bindings_own_queue() {
     assert_eq!(records[0].queue, "pods-queue");
     assert_eq!(types(&records[0])[0].1, BindingType::Synchronization);
 }
+
+#[tokio::test]
+async fn an_invalid_metric_fails_the_run_before_any_patch_is_applied() {
+    use crate::sandbox::bindings::metrics::{MetricOperation, Sample};
+    struct BadMetric;
+    impl Hook for BadMetric {
+        fn name(&self) -> &str {
+            "bad-metric"
+        }
+        fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+            Box::pin(async { Ok(hook_config(vec![pods_binding("pods")])) })
+        }
+        fn handle<'a>(&'a self, _: &'a HookInput, _: Duration) -> BoxFuture<'a, HookRun> {
+            Box::pin(async {
+                HookRun {
+                    outcome: Ok(HookOutput {
+                        validating: None,
+                        conversion: None,
+                    }),
+                    patches: vec![label_patch(&pod("a", "{}"))],
+                    metrics: vec![MetricOperation::Set(Sample {
+                        name: "operon_reserved".to_owned(),
+                        value: 1.0,
+                        labels: vec![],
+                        group: None,
+                    })],
+                    logs: vec![],
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    elapsed: Duration::ZERO,
+                }
+            })
+        }
+    }
+    let cluster = Arc::new(LocalCluster::new());
+    cluster.load_yaml(PODS, "fixtures").unwrap();
+    let config = config::validate(
+        "bad-metric",
+        &hook_config(vec![pods_binding("pods")]),
+        &config::any_kind,
+    )
+    .unwrap();
+    let engine = Engine::new(
+        vec![LoadedHook {
+            hook: Arc::new(BadMetric),
+            config,
+        }],
+        cluster.clone(),
+        Arc::new(Metrics::new().unwrap()),
+    );
+    engine.start().await.unwrap();
+    let records = drain(&engine).await;
+    assert!(records[0].failed);
+    assert!(
+        records[0]
+            .apply_error
+            .as_deref()
+            .unwrap()
+            .starts_with("metrics:")
+    );
+    assert!(
+        cluster
+            .objects()
+            .iter()
+            .all(|o| o.pointer("/metadata/labels/seen").is_none()),
+        "the patch was not applied"
+    );
+}

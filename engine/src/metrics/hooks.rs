@@ -124,6 +124,22 @@ pub enum MetricError {
     Registry(String),
 }
 
+/// A run's metric operations, validated by [`HookMetrics::prepare`] and waiting to be
+/// committed.
+pub struct PreparedMetrics<'a> {
+    hook: &'a str,
+    prepared: Vec<Prepared<'a>>,
+}
+
+impl std::fmt::Debug for PreparedMetrics<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedMetrics")
+            .field("hook", &self.hook)
+            .field("operations", &self.prepared.len())
+            .finish()
+    }
+}
+
 /// The hook metrics of the process. Cheap to clone; clones share the series.
 #[derive(Clone)]
 pub struct HookMetrics {
@@ -162,15 +178,36 @@ impl HookMetrics {
         })
     }
 
-    /// Checks that [`HookMetrics::apply`] would accept `operations`, without applying
-    /// them: the engine checks a run's metrics before it applies the run's patches, so a
-    /// bad metric fails the run before it changed the cluster.
-    pub fn check(&self, hook: &str, operations: &[MetricOperation]) -> Result<(), MetricError> {
+    /// Validates a run's metric operations and checks them against the registered
+    /// metrics, without applying them: the engine does this before it applies the run's
+    /// patches, so a bad metric fails the run before it changed the cluster, and then
+    /// [`HookMetrics::commit`]s what was prepared.
+    pub fn prepare<'a>(
+        &self,
+        hook: &'a str,
+        operations: &'a [MetricOperation],
+    ) -> Result<PreparedMetrics<'a>, MetricError> {
         let prepared = operations
             .iter()
             .map(|operation| Prepared::new(hook, operation))
             .collect::<Result<Vec<_>, _>>()?;
-        self.lock().check(&prepared)
+        if !prepared.is_empty() {
+            self.lock().check(&prepared)?;
+        }
+        Ok(PreparedMetrics { hook, prepared })
+    }
+
+    /// Applies what [`HookMetrics::prepare`] accepted, all or none. The check is
+    /// repeated under the lock, since another hook may have registered a conflicting
+    /// metric in between.
+    pub fn commit(&self, metrics: PreparedMetrics<'_>) -> Result<(), MetricError> {
+        if metrics.prepared.is_empty() {
+            return Ok(());
+        }
+        let mut store = self.lock();
+        store.check(&metrics.prepared)?;
+        store.apply(metrics.hook, metrics.prepared);
+        Ok(())
     }
 
     /// Applies the metric operations of one successful run of `hook`, all or none.

@@ -11,7 +11,9 @@
 
 mod hooks;
 
-pub use hooks::{HOOK_LABEL, HookMetrics, MetricError, MetricKind, RESERVED_PREFIX};
+pub use hooks::{
+    HOOK_LABEL, HookMetrics, MetricError, MetricKind, PreparedMetrics, RESERVED_PREFIX,
+};
 
 use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
 use prometheus::{
