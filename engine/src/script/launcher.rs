@@ -249,26 +249,24 @@ fn mount_scratch(spec: &LaunchSpec) -> ProtectionState {
     if !spec.mount_namespace {
         return ProtectionState::unavailable("no mount namespace for a private tmpfs");
     }
-    let options = format!("size={bytes},mode=0700,nosuid,nodev");
-    let output = Command::new(&spec.mount_program)
-        .args(["-t", "tmpfs", "-o", &options, "operon-run"])
-        .arg(&spec.work_dir)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
-    match output {
-        Ok(out) if out.status.success() => ProtectionState::Applied,
-        Ok(out) => ProtectionState::unavailable(format!(
-            "{} failed ({}): {}",
-            spec.mount_program.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
+    // Mounting directly (rather than running util-linux `mount`) saves a program start
+    // on every run.
+    let options = match std::ffi::CString::new(format!("size={bytes},mode=0700")) {
+        Ok(options) => options,
+        Err(e) => return ProtectionState::unavailable(format!("bad tmpfs options: {e}")),
+    };
+    let flags = rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV;
+    match rustix::mount::mount(
+        "operon-run",
+        &spec.work_dir,
+        "tmpfs",
+        flags,
+        options.as_c_str(),
+    ) {
+        Ok(()) => ProtectionState::Applied,
         Err(e) => ProtectionState::unavailable(format!(
-            "cannot run {}: {e}",
-            spec.mount_program.display()
+            "cannot mount a tmpfs on {}: {e}",
+            spec.work_dir.display()
         )),
     }
 }

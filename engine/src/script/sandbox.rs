@@ -83,8 +83,6 @@ pub struct SandboxConfig {
     pub devices: Vec<PathBuf>,
     /// util-linux `unshare`; `None` runs without namespaces (reported as unavailable).
     pub unshare: Option<PathBuf>,
-    /// util-linux `mount`, for the scratch tmpfs.
-    pub mount: PathBuf,
 }
 
 impl SandboxConfig {
@@ -133,7 +131,6 @@ impl SandboxConfig {
             .map(PathBuf::from)
             .collect(),
             unshare: Some(PathBuf::from("/usr/bin/unshare")),
-            mount: PathBuf::from("/usr/bin/mount"),
         }
     }
 }
@@ -792,7 +789,6 @@ impl ScriptSandbox {
             private_proc: ns.pid == ProtectionState::Applied,
             host_root: self.inner.host_root,
             strict: request.strict.unwrap_or(config.strict),
-            mount_program: config.mount.clone(),
             backstop_ms: u64::try_from(request.timeout.as_millis())
                 .unwrap_or(u64::MAX)
                 .saturating_add(2_000),

@@ -79,8 +79,6 @@ pub(crate) struct LaunchSpec {
     pub host_root: bool,
     /// Refuse to start the program when a protection is missing.
     pub strict: bool,
-    /// The `mount` program used to create the disk budget's tmpfs.
-    pub mount_program: PathBuf,
     /// A wall-clock backstop in milliseconds, in case the engine dies mid-run.
     pub backstop_ms: u64,
 }
