@@ -439,6 +439,23 @@ impl Engine {
         self.wake.notify_waiters();
     }
 
+    /// The input of a run of hook `h` with `contexts`.
+    fn input(&self, h: usize, contexts: Vec<BindingContext>) -> HookInput {
+        let loaded = &self.hooks[h];
+        HookInput {
+            context: RunnerContext {
+                name: loaded.hook.name().to_owned(),
+                dry_run: false,
+                timeout_ms: u64::try_from(loaded.config.settings.timeout.as_millis())
+                    .unwrap_or(u64::MAX),
+                node: None,
+                namespace: None,
+                owner: None,
+            },
+            binding_contexts: contexts,
+        }
+    }
+
     /// The snapshots a context of hook `h` carries.
     fn snapshots_for<'a_config>(
         &'a_config self,
@@ -484,7 +501,21 @@ impl Engine {
                     add(&k.include_snapshots_from);
                 }
             }
-            _ => {}
+            BindingType::Validating => {
+                if let Some(v) = config.validating.iter().find(|v| v.name == context.binding) {
+                    add(&v.include_snapshots_from);
+                }
+            }
+            BindingType::Conversion => {
+                if let Some(c) = config
+                    .conversions
+                    .iter()
+                    .find(|c| c.name == context.binding)
+                {
+                    add(&c.include_snapshots_from);
+                }
+            }
+            BindingType::OnStartup => {}
         }
         let mut snapshots = Snapshots::new();
         for name in names {
@@ -552,18 +583,7 @@ impl Engine {
             .unwrap_or_default();
         let handles = self.binding_metrics(task.hook, &binding_label, queue);
         handles.waited(task.queued_at.elapsed());
-        let input = HookInput {
-            context: RunnerContext {
-                name: name.clone(),
-                dry_run: false,
-                timeout_ms: u64::try_from(loaded.config.settings.timeout.as_millis())
-                    .unwrap_or(u64::MAX),
-                node: None,
-                namespace: None,
-                owner: None,
-            },
-            binding_contexts: contexts.clone(),
-        };
+        let input = self.input(task.hook, contexts.clone());
         let run = loaded
             .hook
             .handle(&input, loaded.config.settings.timeout)
@@ -652,54 +672,19 @@ impl Engine {
     pub async fn review(&self, h: usize, binding: &str, review: &Value) -> Option<RunRecord> {
         let loaded = &self.hooks[h];
         let config = &loaded.config;
-        let (context, includes) =
-            if let Some(v) = config.validating.iter().find(|v| v.name == binding) {
-                (
-                    context::validating(binding, review, Vec::new()),
-                    &v.include_snapshots_from,
-                )
-            } else if let Some(c) = config.conversions.iter().find(|c| c.name == binding) {
-                (
-                    context::conversion(binding, review, Vec::new()),
-                    &c.include_snapshots_from,
-                )
-            } else {
-                return None;
-            };
-        let snapshots = {
-            let state = self.lock();
-            let mut snapshots = Snapshots::new();
-            for name in includes {
-                if let Some(b) = config.kubernetes.iter().position(|k| &k.name == name) {
-                    let entries = state
-                        .snapshots
-                        .get(&(h, b))
-                        .map(|s| {
-                            s.values()
-                                .map(|stored| stored.entry.clone())
-                                .collect::<Vec<_>>()
-                        })
-                        .unwrap_or_default();
-                    snapshots.insert(name, entries);
-                }
-            }
-            snapshots.into_snapshots()
+        let context = if config.validating.iter().any(|v| v.name == binding) {
+            context::validating(binding, review, Vec::new())
+        } else if config.conversions.iter().any(|c| c.name == binding) {
+            context::conversion(binding, review, Vec::new())
+        } else {
+            return None;
         };
+        let snapshots = self.snapshots_for(&self.lock(), h, &context);
         let contexts = vec![BindingContext {
             snapshots,
             ..context
         }];
-        let input = HookInput {
-            context: RunnerContext {
-                name: loaded.hook.name().to_owned(),
-                dry_run: false,
-                timeout_ms: u64::try_from(config.settings.timeout.as_millis()).unwrap_or(u64::MAX),
-                node: None,
-                namespace: None,
-                owner: None,
-            },
-            binding_contexts: contexts.clone(),
-        };
+        let input = self.input(h, contexts.clone());
         let run = loaded.hook.handle(&input, config.settings.timeout).await;
         let failed = run.outcome.is_err();
         Some(RunRecord {
