@@ -18,6 +18,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 struct Scripted {
     config: HookConfig,
     fail_first: usize,
+    /// Submitted by every run, besides the labels of unlabelled Event objects.
+    patches: Vec<PatchOperation>,
+    /// Submitted by every run.
+    metrics: Vec<crate::sandbox::bindings::metrics::MetricOperation>,
     runs: AtomicUsize,
     seen: Mutex<Vec<Vec<BindingContext>>>,
 }
@@ -27,6 +31,8 @@ impl Scripted {
         Self {
             config,
             fail_first: 0,
+            patches: Vec::new(),
+            metrics: Vec::new(),
             runs: AtomicUsize::new(0),
             seen: Mutex::default(),
         }
@@ -71,6 +77,7 @@ impl Hook for Scripted {
                 .filter_map(|o| serde_json::from_str::<Value>(o).ok())
                 .filter(|o| o.pointer("/metadata/labels/seen").is_none())
                 .map(|o| label_patch(&o))
+                .chain(self.patches.iter().cloned())
                 .collect();
             HookRun {
                 outcome: if n < self.fail_first {
@@ -82,7 +89,7 @@ impl Hook for Scripted {
                     })
                 },
                 patches,
-                metrics: vec![],
+                metrics: self.metrics.clone(),
                 logs: vec![],
                 stdout: String::new(),
                 stderr: String::new(),
@@ -298,48 +305,9 @@ async fn a_failed_run_applies_nothing() {
 
 #[tokio::test]
 async fn a_failing_patch_fails_the_run() {
-    struct PatchesMissing;
-    impl Hook for PatchesMissing {
-        fn name(&self) -> &str {
-            "patches-missing"
-        }
-        fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
-            Box::pin(async { Ok(hook_config(vec![pods_binding("pods")])) })
-        }
-        fn handle<'a>(&'a self, _: &'a HookInput, _: Duration) -> BoxFuture<'a, HookRun> {
-            Box::pin(async {
-                HookRun {
-                    outcome: Ok(HookOutput {
-                        validating: None,
-                        conversion: None,
-                    }),
-                    patches: vec![label_patch(&pod("missing", "{}"))],
-                    metrics: vec![],
-                    logs: vec![],
-                    stdout: String::new(),
-                    stderr: String::new(),
-                    elapsed: Duration::ZERO,
-                }
-            })
-        }
-    }
-    let cluster = Arc::new(LocalCluster::new());
-    cluster.load_yaml(PODS, "fixtures").unwrap();
-    let config = config::validate(
-        "patches-missing",
-        &hook_config(vec![pods_binding("pods")]),
-        &config::any_kind,
-    )
-    .unwrap();
-    let engine = Engine::new(
-        vec![LoadedHook {
-            hook: Arc::new(PatchesMissing),
-            config,
-        }],
-        cluster,
-        Arc::new(Metrics::new().unwrap()),
-    );
-    engine.start().await.unwrap();
+    let mut hook = Scripted::new(hook_config(vec![pods_binding("pods")]));
+    hook.patches = vec![label_patch(&pod("missing", "{}"))];
+    let (engine, _cluster) = engine(Arc::new(hook)).await;
     let records = drain(&engine).await;
     assert!(records[0].failed);
     assert!(
@@ -470,53 +438,15 @@ async fn synchronization_without_waiting_runs_on_the_bindings_own_queue() {
 #[tokio::test]
 async fn an_invalid_metric_fails_the_run_before_any_patch_is_applied() {
     use crate::sandbox::bindings::metrics::{MetricOperation, Sample};
-    struct BadMetric;
-    impl Hook for BadMetric {
-        fn name(&self) -> &str {
-            "bad-metric"
-        }
-        fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
-            Box::pin(async { Ok(hook_config(vec![pods_binding("pods")])) })
-        }
-        fn handle<'a>(&'a self, _: &'a HookInput, _: Duration) -> BoxFuture<'a, HookRun> {
-            Box::pin(async {
-                HookRun {
-                    outcome: Ok(HookOutput {
-                        validating: None,
-                        conversion: None,
-                    }),
-                    patches: vec![label_patch(&pod("a", "{}"))],
-                    metrics: vec![MetricOperation::Set(Sample {
-                        name: "operon_reserved".to_owned(),
-                        value: 1.0,
-                        labels: vec![],
-                        group: None,
-                    })],
-                    logs: vec![],
-                    stdout: String::new(),
-                    stderr: String::new(),
-                    elapsed: Duration::ZERO,
-                }
-            })
-        }
-    }
-    let cluster = Arc::new(LocalCluster::new());
-    cluster.load_yaml(PODS, "fixtures").unwrap();
-    let config = config::validate(
-        "bad-metric",
-        &hook_config(vec![pods_binding("pods")]),
-        &config::any_kind,
-    )
-    .unwrap();
-    let engine = Engine::new(
-        vec![LoadedHook {
-            hook: Arc::new(BadMetric),
-            config,
-        }],
-        cluster.clone(),
-        Arc::new(Metrics::new().unwrap()),
-    );
-    engine.start().await.unwrap();
+    let mut hook = Scripted::new(hook_config(vec![pods_binding("pods")]));
+    hook.patches = vec![label_patch(&pod("a", "{}"))];
+    hook.metrics = vec![MetricOperation::Set(Sample {
+        name: "operon_reserved".to_owned(),
+        value: 1.0,
+        labels: vec![],
+        group: None,
+    })];
+    let (engine, cluster) = engine(Arc::new(hook)).await;
     let records = drain(&engine).await;
     assert!(records[0].failed);
     assert!(
