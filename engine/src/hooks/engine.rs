@@ -583,7 +583,7 @@ impl Engine {
             .unwrap_or_default();
         let handles = self.binding_metrics(task.hook, &binding_label, queue);
         handles.waited(task.queued_at.elapsed());
-        let input = self.input(task.hook, contexts.clone());
+        let input = self.input(task.hook, contexts);
         let run = loaded
             .hook
             .handle(&input, loaded.config.settings.timeout)
@@ -627,7 +627,7 @@ impl Engine {
             hook_index: task.hook,
             synchronizes: task.synchronizes,
             queue: queue.to_owned(),
-            contexts,
+            contexts: input.binding_contexts,
             run,
             apply_error,
             failed,
@@ -684,7 +684,7 @@ impl Engine {
             snapshots,
             ..context
         }];
-        let input = self.input(h, contexts.clone());
+        let input = self.input(h, contexts);
         let run = loaded.hook.handle(&input, config.settings.timeout).await;
         let failed = run.outcome.is_err();
         Some(RunRecord {
@@ -692,7 +692,7 @@ impl Engine {
             hook_index: h,
             synchronizes: None,
             queue: "webhook".to_owned(),
-            contexts,
+            contexts: input.binding_contexts,
             run,
             apply_error: None,
             failed,
