@@ -6,7 +6,7 @@
 //! the `operon` binary does in production. Prints the median of each variant, the
 //! sandbox's added time, and the ratio. The target is at most 3 ms added.
 
-use operon::script::{Launcher, Limits, SandboxConfig, SandboxRequest, ScriptSandbox};
+use operon::script::{Launcher, Limits, SandboxRequest, ScriptSandbox, ScriptSandboxConfig};
 use std::time::{Duration, Instant};
 
 const SCRIPT: &[u8] = b"#!/bin/sh\necho hello\n";
@@ -33,7 +33,7 @@ fn ms(d: Duration) -> f64 {
 
 async fn bench() {
     let runs = tempfile::tempdir().expect("a temp dir");
-    let mut config = SandboxConfig::new(Launcher::current_exe().expect("the bench binary"));
+    let mut config = ScriptSandboxConfig::new(Launcher::current_exe().expect("the bench binary"));
     config.runs_dir = runs.path().join("runs");
     let sandbox = ScriptSandbox::new(config).expect("the script sandbox");
 

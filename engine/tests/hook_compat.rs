@@ -5,13 +5,14 @@
 //! Every case goes through `&dyn Hook`, so comparing a hook with its wasm twin (as
 //! `operon hook test` will) is one more `Hook` in the same case.
 
+use operon::hooks::ScriptHook;
 use operon::hooks::context::{event, object_and_filter, on_startup, schedule, validating};
 use operon::hooks::{Hook, HookRun};
-use operon::sandbox::bindings::kubernetes::{ObjectRef, PatchOperation};
-use operon::sandbox::bindings::metrics::{MetricOperation, Observation, Sample};
-use operon::sandbox::bindings::types::{BindingContext, Snapshot};
-use operon::sandbox::{HookInput, RunnerContext, WatchEvent};
-use operon::script::{Launcher, SandboxConfig, ScriptHook, ScriptSandbox};
+use operon::model::{BindingContext, Snapshot};
+use operon::model::{HookInput, RunnerContext, WatchEvent};
+use operon::model::{MetricOperation, Observation, Sample};
+use operon::model::{ObjectRef, PatchOperation};
+use operon::script::{Launcher, ScriptSandbox, ScriptSandboxConfig};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,7 +41,7 @@ fn sandbox(runs: &Path) -> ScriptSandbox {
         .map(str::to_owned)
         .to_vec(),
     };
-    let mut config = SandboxConfig::new(launcher);
+    let mut config = ScriptSandboxConfig::new(launcher);
     config.runs_dir = runs.to_owned();
     config.strict = true;
     ScriptSandbox::new(config).unwrap()
@@ -100,7 +101,7 @@ fn pod(namespace: &str, name: &str, labels: Value) -> Value {
 
 #[test]
 fn discovery_finds_the_executable_hooks_in_order() {
-    let names: Vec<String> = operon::script::discover(&hooks_dir())
+    let names: Vec<String> = operon::hooks::discover(&hooks_dir())
         .unwrap()
         .iter()
         .map(|p| p.strip_prefix(hooks_dir()).unwrap().display().to_string())
@@ -176,7 +177,7 @@ async fn on_startup_counts_and_logs() {
     assert!(run.patches.is_empty());
     assert_eq!(
         run.outcome.unwrap(),
-        operon::sandbox::HookOutput {
+        operon::model::HookOutput {
             validating: None,
             conversion: None
         }
@@ -226,7 +227,7 @@ async fn the_pod_labeler_patches_unlabelled_pods_from_events_and_snapshots() {
     ];
     let run = handle(&hook(&sandbox, "pod-labeler.sh"), contexts).await;
     let merge = |namespace: &str, name: &str| {
-        PatchOperation::MergePatch(operon::sandbox::bindings::kubernetes::PatchSpec {
+        PatchOperation::MergePatch(operon::model::PatchSpec {
             target: ObjectRef {
                 api_version: None,
                 kind: "Pod".to_owned(),

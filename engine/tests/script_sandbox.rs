@@ -7,8 +7,8 @@
 //! environment; after the run no process on the host may still carry it.
 
 use operon::script::{
-    Launcher, Limits, OutputMode, ProtectionState, RunDir, RunStatus, SandboxConfig, SandboxError,
-    SandboxOutcome, SandboxRequest, ScriptSandbox,
+    Launcher, Limits, OutputMode, ProtectionState, RunDir, RunStatus, SandboxError, SandboxOutcome,
+    SandboxRequest, ScriptSandbox, ScriptSandboxConfig,
 };
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,7 +36,7 @@ fn launcher() -> Launcher {
 }
 
 fn sandbox() -> ScriptSandbox {
-    let mut config = SandboxConfig::new(launcher());
+    let mut config = ScriptSandboxConfig::new(launcher());
     config.strict = true;
     ScriptSandbox::new(config).unwrap()
 }
@@ -459,7 +459,7 @@ async fn combined_output_interleaves_both_streams() {
 #[tokio::test]
 async fn strict_mode_refuses_to_run_without_namespaces() {
     let _serial = PROCESS_LIMIT_TESTS.lock().await;
-    let mut config = SandboxConfig::new(launcher());
+    let mut config = ScriptSandboxConfig::new(launcher());
     config.unshare = None;
     config.strict = true;
     let sandbox = ScriptSandbox::new(config.clone()).unwrap();
@@ -529,11 +529,12 @@ fn run_request(input: &[(&str, &str)], timeout: Duration) -> operon::runner::Run
 #[tokio::test]
 async fn kubediag_scripts_run_sandboxed_with_their_semantics() {
     use operon::runner::Runner as _;
-    use operon::script::{SandboxedScriptRunner, ScriptSource, ScriptStore};
+    use operon::runner::script::{ScriptRunner, ScriptSource};
+    use operon::script::ScriptStore;
     let sandbox = sandbox();
 
     // argKeys become positional arguments; stdout and stderr interleave into the output.
-    let runner = SandboxedScriptRunner::new(
+    let runner = ScriptRunner::new(
         sandbox.clone(),
         ScriptSource::Inline("echo \"first=$1 second=$2\"; echo oops >&2".to_owned()),
         vec!["a".to_owned(), "b".to_owned()],
@@ -559,7 +560,7 @@ async fn kubediag_scripts_run_sandboxed_with_their_semantics() {
     assert!(err.message.contains("argKeys[0]"), "{}", err.message);
 
     // Non-zero exit fails and keeps KubeDiag's keys.
-    let runner = SandboxedScriptRunner::new(
+    let runner = ScriptRunner::new(
         sandbox.clone(),
         ScriptSource::Inline("echo partial; exit 3".to_owned()),
         vec![],
@@ -574,7 +575,7 @@ async fn kubediag_scripts_run_sandboxed_with_their_semantics() {
     assert_eq!(err.results["operation.k.error"], "exit code 3");
 
     // The shebang is honoured; without one the script runs under /bin/sh.
-    let runner = SandboxedScriptRunner::new(
+    let runner = ScriptRunner::new(
         sandbox.clone(),
         ScriptSource::Inline("#!/bin/bash\necho \"${BASH_VERSION:+bash}\"".to_owned()),
         vec![],
@@ -590,7 +591,7 @@ async fn kubediag_scripts_run_sandboxed_with_their_semantics() {
     let data = tempfile::tempdir().unwrap();
     let store = std::sync::Arc::new(ScriptStore::open(&data.path().join("scripts")).unwrap());
     store.put("slow-probe", "sleep 30").unwrap();
-    let runner = SandboxedScriptRunner::new(
+    let runner = ScriptRunner::new(
         sandbox,
         ScriptSource::Stored {
             store: store.clone(),

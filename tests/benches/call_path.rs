@@ -10,10 +10,13 @@
 //! Prints the median per call of each and the ratios. Run with
 //! `cargo bench -p operon-tests --bench call_path`.
 
+use operon::model::{OperationInput, RunnerContext};
 use operon::sandbox::bindings::operation::OperationPre;
-use operon::sandbox::{
-    CallLimits, OperationInput, OperationOutput, RunnerContext, Sandbox, SandboxConfig,
+use operon::sandbox::bindings::types::{
+    OperationInput as WitOperationInput, OperationOutput as WitOperationOutput,
 };
+use operon::sandbox::{CallLimits, Sandbox, SandboxConfig, convert};
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -52,8 +55,8 @@ fn input() -> OperationInput {
             namespace: None,
             owner: None,
         },
-        parameters: vec![("node".to_owned(), "node-a".to_owned())],
-        results: vec![],
+        parameters: BTreeMap::from([("node".to_owned(), "node-a".to_owned())]),
+        results: BTreeMap::new(),
         args: vec![],
     }
 }
@@ -124,6 +127,8 @@ fn main() {
         black_box(report.outcome.is_ok());
     });
 
+    // The raw paths call the guest with the WIT value directly.
+    let wit_input = convert::operation_input(&input);
     let engine = sandbox.wasmtime_engine();
     let component = Component::from_file(engine, operon_tests::TRIVIAL).unwrap();
 
@@ -138,7 +143,7 @@ fn main() {
             let mut store = Store::new(engine, raw_state());
             store.set_epoch_deadline(u64::MAX / 2);
             let instance = async_pre.instantiate_async(&mut store).await.unwrap();
-            let out = instance.call_run(&mut store, &input).await.unwrap();
+            let out = instance.call_run(&mut store, &wit_input).await.unwrap();
             black_box(out.is_ok());
         })
     });
@@ -154,11 +159,11 @@ fn main() {
         store.set_epoch_deadline(u64::MAX / 2);
         let instance = sync_pre.instantiate(&mut store).unwrap();
         let run = instance
-            .get_typed_func::<(&OperationInput,), (Result<OperationOutput, String>,)>(
+            .get_typed_func::<(&WitOperationInput,), (Result<WitOperationOutput, String>,)>(
                 &mut store, "run",
             )
             .unwrap();
-        let (out,) = run.call(&mut store, (&input,)).unwrap();
+        let (out,) = run.call(&mut store, (&wit_input,)).unwrap();
         black_box(out.is_ok());
     });
 

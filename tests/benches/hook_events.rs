@@ -16,18 +16,17 @@
 //!
 //! Run with `cargo bench -p operon-tests --bench hook_events`.
 
+use futures::future::BoxFuture;
 use operon::cluster::local::LocalCluster;
 use operon::hooks::HookError;
 use operon::hooks::HookRun;
 use operon::hooks::config;
-use operon::hooks::context;
 use operon::hooks::engine::{Engine, LoadedHook};
 use operon::hooks::{Hook, WasmHook};
 use operon::metrics::Metrics;
-use operon::runner::BoxFuture;
-use operon::sandbox::{CallLimits, Sandbox, SandboxConfig, WatchEvent};
-use operon::sandbox::{HookConfig, HookInput, HookOutput};
-use operon::script::files;
+use operon::model::{HookConfig, HookInput, HookOutput, WatchEvent};
+use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
+use operon::shell_operator;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -186,7 +185,7 @@ impl Hook for ShellOperatorHook {
                 .output()
                 .map_err(|e| HookError::Run(e.to_string()))?;
             let text = String::from_utf8_lossy(&out.stdout);
-            config::parse_shell_operator(self.name(), &text)
+            shell_operator::config::parse(self.name(), &text)
                 .map_err(|p| HookError::Run(format!("{p:?}")))
         })
     }
@@ -198,7 +197,7 @@ impl Hook for ShellOperatorHook {
             let path = |name: &str| dir.path().join(name);
             std::fs::write(
                 path("context.json"),
-                context::to_json(&input.binding_contexts).to_string(),
+                shell_operator::context::to_json(&input.binding_contexts).to_string(),
             )
             .unwrap();
             for file in ["patch", "metrics", "validating", "conversion"] {
@@ -224,8 +223,8 @@ impl Hook for ShellOperatorHook {
             };
             HookRun {
                 outcome,
-                patches: files::parse_patches(&read("patch")).unwrap(),
-                metrics: files::parse_metrics(&read("metrics")).unwrap(),
+                patches: shell_operator::patches::parse(&read("patch")).unwrap(),
+                metrics: shell_operator::metrics::parse(&read("metrics")).unwrap(),
                 logs: vec![],
                 stdout: String::new(),
                 stderr: String::new(),

@@ -9,11 +9,12 @@
 //!
 //! Run with `cargo bench -p operon-tests --bench pipeline`.
 
+use futures::future::BoxFuture;
 use operon::api::{Diagnosis, DiagnosisPhase, DiagnosisSpec, Node, OperationSet, OperationSetSpec};
 use operon::graph::{self, Graph};
 use operon::pipeline::{self, Quiet, Step};
 use operon::runner::wasm::WasmRunner;
-use operon::runner::{BoxFuture, RunError, RunOutput, RunRequest, Runner};
+use operon::runner::{RunError, RunOutput, RunRequest, Runner};
 use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -2,9 +2,10 @@
 //! with the right error and the engine keeps serving; well-behaved ones get their
 //! input and return their output intact.
 
+use operon::model::{OperationInput, OperationOutput, RunnerContext};
 use operon::sandbox::{
-    CallError, CallLimits, CallReport, LoadError, OperationInput, OperationModule, OperationOutput,
-    OutputKind, RunnerContext, Sandbox, SandboxConfig,
+    CallError, CallLimits, CallReport, LoadError, OperationModule, OutputKind, Sandbox,
+    SandboxConfig,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -32,7 +33,7 @@ fn input(params: &[(&str, &str)]) -> OperationInput {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),
-        results: vec![],
+        results: BTreeMap::new(),
         args: vec!["first".to_owned(), "second arg".to_owned()],
     }
 }
@@ -70,7 +71,7 @@ fn assert_still_serving(sandbox: &Sandbox) {
     let out = report
         .outcome
         .expect("a well-behaved call after a hostile one");
-    assert!(out.results.contains(&("mode".to_owned(), "ok".to_owned())));
+    assert_eq!(out.results.get("mode").map(String::as_str), Some("ok"));
 }
 
 #[test]

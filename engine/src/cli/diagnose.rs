@@ -12,12 +12,11 @@ use operon::manifest::{self, Loaded, Manifests};
 use operon::pipeline::{self, Progress, Step};
 use operon::runner::Runner;
 use operon::runner::http::HttpRunner;
+use operon::runner::script::ScriptRunner as SandboxedScriptRunner;
+use operon::runner::script::ScriptSource;
 use operon::runner::wasm::WasmRunner;
 use operon::sandbox::{CallLimits, ModuleDigest, Sandbox, SandboxConfig};
-use operon::script::{
-    Launcher, SandboxConfig as ScriptSandboxConfig, SandboxedScriptRunner, ScriptSandbox,
-    ScriptSource,
-};
+use operon::script::{Launcher, ScriptSandbox, ScriptSandboxConfig};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -27,7 +26,7 @@ use std::time::{Duration, Instant};
 
 /// Arguments of `operon run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub struct DiagnoseArgs {
     /// YAML files or directories holding Operations, OperationSets and Diagnoses.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
@@ -291,7 +290,7 @@ fn build_steps(
     manifests: &Manifests,
     sandbox: &mut Option<Sandbox>,
     scripts: &mut Option<ScriptSandbox>,
-    args: &RunArgs,
+    args: &DiagnoseArgs,
 ) -> Result<BTreeMap<String, Step>, Vec<Problem>> {
     let mut steps = BTreeMap::new();
     let mut problems = Vec::new();
@@ -454,7 +453,7 @@ fn first_line(text: &str) -> &str {
 
 /// Picks the Diagnosis to run: named, made from `--operation-set`, the only one, or
 /// resumed from the checkpoint file.
-fn pick_diagnosis(manifests: &Manifests, args: &RunArgs) -> anyhow::Result<Diagnosis> {
+fn pick_diagnosis(manifests: &Manifests, args: &DiagnoseArgs) -> anyhow::Result<Diagnosis> {
     let mut diagnosis = if let Some(set) = &args.operation_set {
         let mut d = Diagnosis::new(
             &format!("local-{set}"),
@@ -530,7 +529,7 @@ fn pick_diagnosis(manifests: &Manifests, args: &RunArgs) -> anyhow::Result<Diagn
 }
 
 /// Runs `operon run`.
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
     let (manifests, load_problems) = manifest::load(&args.paths);
     let mut diagnosis = pick_diagnosis(&manifests, &args)?;
     let set_name = diagnosis.spec.operation_set.clone();

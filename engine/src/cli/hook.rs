@@ -8,14 +8,14 @@ use anyhow::{Context as _, bail};
 use operon::cluster::Cluster as _;
 use operon::cluster::local::LocalCluster;
 use operon::hooks::config::{self, ValidConfig};
-use operon::hooks::context;
 use operon::hooks::engine::{Engine, LoadedHook, RunRecord};
 use operon::hooks::{Hook, WasmHook};
+use operon::hooks::{ScriptHook, discover};
 use operon::metrics::Metrics;
-use operon::sandbox::bindings::kubernetes::{ObjectRef, PatchOperation};
-use operon::sandbox::bindings::metrics::MetricOperation;
-use operon::sandbox::{CallLimits, Sandbox, SandboxConfig, WatchEvent};
-use operon::script::{ScriptHook, ScriptSandbox, discover};
+use operon::model::WatchEvent;
+use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
+use operon::script::ScriptSandbox;
+use operon::shell_operator::{self, responses};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,7 +30,7 @@ pub enum HookCommand {
     Test(TestArgs),
     /// Run the full engine loop (queues, schedules, retries) over a hooks directory
     /// against fixture objects, printing runs as they happen.
-    Run(RunArgs),
+    Run(HookRunArgs),
 }
 
 /// A scenario event: `added|modified|deleted:FILE`.
@@ -93,7 +93,7 @@ pub struct TestArgs {
 
 /// Arguments of `operon hook run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub struct HookRunArgs {
     /// A directory of hooks: `*.wasm` components and executables (shell-operator's
     /// discovery rules: hidden files, `lib/` and .yaml/.json/.md/.txt are skipped).
     hooks_dir: PathBuf,
@@ -191,16 +191,12 @@ fn make_hook(
 async fn load_hook(
     hook: Arc<dyn Hook>,
     cluster: &Arc<LocalCluster>,
-) -> anyhow::Result<(LoadedHook, operon::sandbox::HookConfig)> {
+) -> anyhow::Result<(LoadedHook, operon::model::HookConfig)> {
     let name = hook.name().to_owned();
     let raw = hook.configure().await?;
     let cluster = cluster.clone();
-    let kinds = move |api_version: Option<&str>, kind: &str| {
-        cluster
-            .resolve(api_version, kind)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
+    let kinds =
+        move |api_version: Option<&str>, kind: &str| cluster.resolve(api_version, kind).map(|_| ());
     let config: ValidConfig = match config::validate(&name, &raw, &kinds) {
         Ok(config) => config,
         Err(problems) => {
@@ -216,120 +212,19 @@ async fn load_hook(
     Ok((LoadedHook { hook, config }, raw))
 }
 
-fn object_ref_json(target: &ObjectRef) -> serde_json::Map<String, Value> {
-    let mut map = serde_json::Map::new();
-    if let Some(v) = &target.api_version {
-        map.insert("apiVersion".into(), json!(v));
-    }
-    map.insert("kind".into(), json!(target.kind));
-    if let Some(ns) = &target.namespace {
-        map.insert("namespace".into(), json!(ns));
-    }
-    map.insert("name".into(), json!(target.name));
-    map
-}
-
-fn parsed(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
-}
-
-/// A patch operation in shell-operator's `$KUBERNETES_PATCH_PATH` shape.
-fn patch_json(op: &PatchOperation) -> Value {
-    let (operation, mut map) = match op {
-        PatchOperation::Create(s)
-        | PatchOperation::CreateOrUpdate(s)
-        | PatchOperation::CreateIfNotExists(s) => {
-            let name = match op {
-                PatchOperation::Create(_) => "Create",
-                PatchOperation::CreateOrUpdate(_) => "CreateOrUpdate",
-                _ => "CreateIfNotExists",
-            };
-            let mut map = serde_json::Map::new();
-            map.insert("object".into(), parsed(&s.object));
-            if let Some(sub) = &s.subresource {
-                map.insert("subresource".into(), json!(sub));
-            }
-            (name, map)
-        }
-        PatchOperation::Delete(t) => ("Delete", object_ref_json(t)),
-        PatchOperation::DeleteInBackground(t) => ("DeleteInBackground", object_ref_json(t)),
-        PatchOperation::DeleteNonCascading(t) => ("DeleteNonCascading", object_ref_json(t)),
-        PatchOperation::JqPatch(s) => {
-            let mut map = object_ref_json(&s.target);
-            map.insert("jqFilter".into(), json!(s.jq_filter));
-            if let Some(sub) = &s.subresource {
-                map.insert("subresource".into(), json!(sub));
-            }
-            if s.ignore_missing_object {
-                map.insert("ignoreMissingObject".into(), json!(true));
-            }
-            ("JQPatch", map)
-        }
-        PatchOperation::MergePatch(s) | PatchOperation::JsonPatch(s) => {
-            let merge = matches!(op, PatchOperation::MergePatch(_));
-            let mut map = object_ref_json(&s.target);
-            map.insert(
-                if merge { "mergePatch" } else { "jsonPatch" }.into(),
-                parsed(&s.patch),
-            );
-            if let Some(sub) = &s.subresource {
-                map.insert("subresource".into(), json!(sub));
-            }
-            if s.ignore_missing_object {
-                map.insert("ignoreMissingObject".into(), json!(true));
-            }
-            (if merge { "MergePatch" } else { "JSONPatch" }, map)
-        }
-    };
-    map.insert("operation".into(), json!(operation));
-    Value::Object(map)
-}
-
-/// A metric operation in shell-operator's `$METRICS_PATH` shape.
-fn metric_json(op: &MetricOperation) -> Value {
-    let labels = |l: &[(String, String)]| -> Value {
-        Value::Object(l.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
-    };
-    match op {
-        MetricOperation::Add(s) | MetricOperation::Set(s) => json!({
-            "name": s.name,
-            "action": if matches!(op, MetricOperation::Add(_)) { "add" } else { "set" },
-            "value": s.value,
-            "labels": labels(&s.labels),
-            "group": s.group,
-        }),
-        MetricOperation::Observe(o) => json!({
-            "name": o.name, "action": "observe", "value": o.value, "buckets": o.buckets,
-            "labels": labels(&o.labels), "group": o.group,
-        }),
-        MetricOperation::ExpireGroup(g) => json!({"action": "expire", "group": g}),
-    }
-}
-
-fn level_name(level: operon::sandbox::bindings::log::Level) -> &'static str {
-    use operon::sandbox::bindings::log::Level;
-    match level {
-        Level::Trace => "trace",
-        Level::Debug => "debug",
-        Level::Info => "info",
-        Level::Warn => "warn",
-        Level::Error => "error",
-    }
-}
-
 fn record_json(record: &RunRecord) -> Value {
     json!({
         "hook": record.hook,
         "queue": record.queue,
-        "bindingContexts": context::to_json(&record.contexts),
+        "bindingContexts": shell_operator::context::to_json(&record.contexts),
         "status": if record.failed { if record.allowed_failure { "AllowedFailure" } else { "Failed" } } else { "Succeeded" },
         "error": record.run.outcome.as_ref().err().map(|e| e.to_string()).or_else(|| record.apply_error.clone()),
         "elapsedMs": record.run.elapsed.as_secs_f64() * 1e3,
-        "patches": record.run.patches.iter().map(patch_json).collect::<Vec<_>>(),
-        "metrics": record.run.metrics.iter().map(metric_json).collect::<Vec<_>>(),
-        "logs": record.run.logs.iter().map(|l| json!({"level": level_name(l.level), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
-        "validating": record.run.outcome.as_ref().ok().and_then(|o| o.validating.as_ref()).map(|v| json!({"allowed": v.allowed, "message": v.message, "warnings": v.warnings, "patch": v.patch.as_deref().map(parsed)})),
-        "conversion": record.run.outcome.as_ref().ok().and_then(|o| o.conversion.as_ref()).map(|c| json!({"failedMessage": c.failed_message, "convertedObjects": c.converted_objects.iter().map(|o| parsed(o)).collect::<Vec<_>>()})),
+        "patches": record.run.patches.iter().map(shell_operator::patches::to_json).collect::<Vec<_>>(),
+        "metrics": record.run.metrics.iter().map(shell_operator::metrics::to_json).collect::<Vec<_>>(),
+        "logs": record.run.logs.iter().map(|l| json!({"level": l.level.as_str(), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
+        "validating": record.run.outcome.as_ref().ok().and_then(|o| o.validating.as_ref()).map(responses::validating_to_json),
+        "conversion": record.run.outcome.as_ref().ok().and_then(|o| o.conversion.as_ref()).map(responses::conversion_to_json),
         "stdout": record.run.stdout,
         "stderr": record.run.stderr,
     })
@@ -467,7 +362,7 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-async fn run_dir(args: RunArgs) -> anyhow::Result<ExitCode> {
+async fn run_dir(args: HookRunArgs) -> anyhow::Result<ExitCode> {
     let sandbox = sandbox(args.cache_dir.clone())?;
     let cluster = Arc::new(LocalCluster::new());
     load_fixtures(&cluster, &args.objects)?;

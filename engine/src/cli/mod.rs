@@ -30,7 +30,7 @@ enum Command {
     #[command(subcommand)]
     Hook(hook::HookCommand),
     /// Run a Diagnosis of an OperationSet from YAML files, with no cluster.
-    Run(Box<diagnose::RunArgs>),
+    Run(Box<diagnose::DiagnoseArgs>),
     /// Check Operations, OperationSets, Triggers and Diagnoses; report every problem.
     Validate(diagnose::ValidateArgs),
     /// Draw an OperationSet as Graphviz DOT or Mermaid, with a Diagnosis' outcomes.

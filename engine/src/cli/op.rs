@@ -2,11 +2,10 @@
 
 use super::output::{self, Format};
 use anyhow::Context as _;
-use operon::sandbox::bindings::kubernetes::PatchOperation;
-use operon::sandbox::bindings::metrics::MetricOperation;
-use operon::sandbox::{
-    CallLimits, LogRecord, OperationInput, RunnerContext, Sandbox, SandboxConfig,
-};
+use operon::model::MetricOperation;
+use operon::model::PatchOperation;
+use operon::model::{LogRecord, OperationInput, RunnerContext};
+use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,12 +16,12 @@ use std::time::Duration;
 #[derive(Debug, clap::Subcommand)]
 pub enum OpCommand {
     /// Run an operation's `run` export once in the sandbox and print its results.
-    Run(Box<RunArgs>),
+    Run(Box<OpRunArgs>),
 }
 
 /// Arguments of `operon op run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub struct OpRunArgs {
     /// The operation component (a `.wasm` built for wasm32-wasip2).
     module: PathBuf,
     /// A parameter passed to the operation, as KEY=VALUE (repeatable).
@@ -112,7 +111,7 @@ struct ErrorSummary {
     message: String,
 }
 
-fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
+fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
     let memory = args.memory.as_u64();
     let defaults = SandboxConfig::default();
     let config = SandboxConfig {
@@ -145,8 +144,8 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
             namespace: args.namespace.clone(),
             owner: None,
         },
-        parameters: parameters.into_iter().collect(),
-        results: args.results.clone(),
+        parameters,
+        results: args.results.iter().cloned().collect(),
         args: args.args.clone(),
     };
     let limits = CallLimits {

@@ -25,9 +25,9 @@ pub use fixtures::{FixtureError, FixtureLocation};
 pub use selector::{field_matches, field_value, labels_match};
 
 use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
-use crate::runner::BoxFuture;
-use crate::sandbox::bindings::kubernetes::{CreateSpec, ObjectRef, PatchOperation};
-use crate::sandbox::bindings::types::WatchEvent;
+use crate::model::WatchEvent;
+use crate::model::{CreateSpec, ObjectRef, PatchOperation};
+use futures::future::BoxFuture;
 use resources::ResourceInfo;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, btree_map};

@@ -9,9 +9,9 @@
 
 pub mod local;
 
-use crate::runner::BoxFuture;
-use crate::sandbox::bindings::kubernetes::PatchOperation;
-use crate::sandbox::bindings::types::{FieldRequirement, LabelSelector, WatchEvent};
+use crate::model::PatchOperation;
+use crate::model::{FieldRequirement, LabelSelector, WatchEvent};
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 /// A resolved resource type.

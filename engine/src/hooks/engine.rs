@@ -21,9 +21,7 @@ use super::queue::{Queue, RateLimit, Task, TaskKind};
 use super::runner::{Hook, HookRun};
 use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
 use crate::metrics::{BindingMetrics, Metrics, RunOutcome};
-use crate::sandbox::bindings::types::{
-    BindingContext, BindingType, HookInput, RunnerContext, WatchEvent,
-};
+use crate::model::{BindingContext, BindingType, HookInput, RunnerContext, WatchEvent};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash as _, Hasher as _};
@@ -67,7 +65,7 @@ pub struct RunRecord {
 
 /// Why the engine could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum EngineError {
+pub enum HookEngineError {
     /// A kubernetes binding's kind is unknown or its list failed.
     #[error("hook {hook}, binding {binding:?}: {source}")]
     Binding {
@@ -199,7 +197,7 @@ impl Engine {
 
     /// Queues the onStartup runs, lists every kubernetes binding, and queues their
     /// Synchronization runs.
-    pub async fn start(&self) -> Result<(), EngineError> {
+    pub async fn start(&self) -> Result<(), HookEngineError> {
         let mut startup: Vec<(i32, &str, usize)> = self
             .hooks
             .iter()
@@ -225,7 +223,7 @@ impl Engine {
             for (b, binding) in loaded.config.kubernetes.iter().enumerate() {
                 self.enable(h, b, binding)
                     .await
-                    .map_err(|source| EngineError::Binding {
+                    .map_err(|source| HookEngineError::Binding {
                         hook: loaded.hook.name().to_owned(),
                         binding: binding.name.clone(),
                         source,
@@ -462,7 +460,7 @@ impl Engine {
         state: &State,
         h: usize,
         context: &BindingContext,
-    ) -> Vec<crate::sandbox::bindings::types::Snapshot> {
+    ) -> Vec<crate::model::Snapshot> {
         let config = &self.hooks[h].config;
         fn union<'a>(names: &mut Vec<&'a str>, list: &'a [String]) {
             for name in list {

@@ -6,11 +6,9 @@ use super::*;
 use crate::cluster::local::LocalCluster;
 use crate::hooks::config;
 use crate::hooks::runner::HookError;
-use crate::runner::BoxFuture;
-use crate::sandbox::bindings::kubernetes::{ObjectRef, PatchOperation, PatchSpec};
-use crate::sandbox::bindings::types::{
-    HookConfig, HookOutput, HookSettings, KubernetesBinding as WitKubernetes,
-};
+use crate::model::{HookConfig, HookOutput, HookSettings, KubernetesBindingConfig};
+use crate::model::{ObjectRef, PatchOperation, PatchSpec};
+use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A hook whose configuration is given and whose runs label every Event object,
@@ -21,7 +19,7 @@ struct Scripted {
     /// Submitted by every run, besides the labels of unlabelled Event objects.
     patches: Vec<PatchOperation>,
     /// Submitted by every run.
-    metrics: Vec<crate::sandbox::bindings::metrics::MetricOperation>,
+    metrics: Vec<crate::model::MetricOperation>,
     runs: AtomicUsize,
     seen: Mutex<Vec<Vec<BindingContext>>>,
 }
@@ -99,8 +97,8 @@ impl Hook for Scripted {
     }
 }
 
-fn pods_binding(name: &str) -> WitKubernetes {
-    WitKubernetes {
+fn pods_binding(name: &str) -> KubernetesBindingConfig {
+    KubernetesBindingConfig {
         name: name.to_owned(),
         api_version: None,
         kind: "Pod".to_owned(),
@@ -120,7 +118,7 @@ fn pods_binding(name: &str) -> WitKubernetes {
     }
 }
 
-fn hook_config(kubernetes: Vec<WitKubernetes>) -> HookConfig {
+fn hook_config(kubernetes: Vec<KubernetesBindingConfig>) -> HookConfig {
     HookConfig {
         on_startup: None,
         schedule: vec![],
@@ -437,7 +435,7 @@ async fn synchronization_without_waiting_runs_on_the_bindings_own_queue() {
 
 #[tokio::test]
 async fn an_invalid_metric_fails_the_run_before_any_patch_is_applied() {
-    use crate::sandbox::bindings::metrics::{MetricOperation, Sample};
+    use crate::model::{MetricOperation, Sample};
     let mut hook = Scripted::new(hook_config(vec![pods_binding("pods")]));
     hook.patches = vec![label_patch(&pod("a", "{}"))];
     hook.metrics = vec![MetricOperation::Set(Sample {

@@ -12,4 +12,4 @@ pub mod engine;
 pub mod queue;
 pub mod runner;
 
-pub use runner::{Hook, HookError, HookRun, WasmHook};
+pub use runner::{Hook, HookError, HookRun, ScriptHook, ScriptHookSettings, WasmHook, discover};

@@ -11,7 +11,7 @@
 //!   while the bucket is empty the task waits at the head and later tasks keep being
 //!   merged into it.
 
-use crate::sandbox::bindings::types::BindingContext;
+use crate::model::BindingContext;
 use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -195,7 +195,7 @@ impl RateLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::bindings::types::BindingType;
+    use crate::model::BindingType;
 
     fn context(binding: &str, group: Option<&str>) -> BindingContext {
         BindingContext {

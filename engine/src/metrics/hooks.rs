@@ -21,7 +21,7 @@
 //!
 //! Names under `operon_` are reserved for the engine's own metrics.
 
-use crate::sandbox::bindings::metrics::{MetricOperation, Observation, Sample};
+use crate::model::{MetricOperation, Observation, Sample};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto;
 use prometheus::{Encoder as _, Registry, TextEncoder};

@@ -299,7 +299,7 @@ fn labeled<T: MetricVecBuilder + 'static, const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::bindings::metrics::{MetricOperation, Sample};
+    use crate::model::{MetricOperation, Sample};
 
     #[test]
     fn built_ins_are_registered_with_shell_operator_names() {

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::api::{DiagnosisSpec, Node, OperationSet, OperationSetSpec};
-use crate::runner::{BoxFuture, RunError, RunOutput};
+use crate::runner::{RunError, RunOutput};
+use futures::future::BoxFuture;
 use std::sync::Mutex;
 
 /// A runner whose outcome per operation is fixed, recording every call and its input.

@@ -3,9 +3,10 @@
 //!
 //! Unlike KubeDiag, https verifies the server's certificate against the system's roots.
 
-use super::{BoxFuture, RunError, RunOutput, RunRequest, Runner};
+use super::{RunError, RunOutput, RunRequest, Runner};
 use crate::api::HttpServer;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;

@@ -1,21 +1,20 @@
-//! The one interface every processor implements: a runner takes a run request (the
-//! input map, a runner context, a timeout) and returns results or a failure.
+//! The one interface every operation's processor implements: a [`Runner`] takes a
+//! [`RunRequest`] (the input map, the runner context, a timeout) and returns results
+//! or a failure.
 //!
-//! `wasm` runs a component in the sandbox, `http` POSTs to an endpoint, and
-//! [`crate::script::SandboxedScriptRunner`] runs a shell script in the script sandbox. A new kind of processor is one new module implementing
-//! [`Runner`]; the pipeline does not change. Runners know nothing about graphs or
-//! Diagnoses.
+//! The implementations live beside the contract: [`wasm`] runs a component in the wasm
+//! sandbox, [`script`] runs a KubeDiag script in the script sandbox, [`http`] POSTs to
+//! an endpoint. A new kind of processor is one new module implementing [`Runner`] and
+//! one arm in [`processors`], which builds the runner an Operation asks for; the
+//! pipeline does not change. Runners know nothing about graphs or Diagnoses.
 
 pub mod http;
+pub mod script;
 pub mod wasm;
 
+use futures::future::BoxFuture;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
-
-/// A boxed future, so runners can be used as trait objects.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One run of one operation.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! The wasm runner: an operation component called through the sandbox.
 
-use super::{BoxFuture, RunError, RunOutput, RunRequest, Runner};
-use crate::sandbox::{
-    CallLimits, OperationInput, OperationModule, OwnerReference, RunnerContext, Sandbox,
-};
+use super::{RunError, RunOutput, RunRequest, Runner};
+use crate::model::{OperationInput, OwnerReference, RunnerContext};
+use crate::sandbox::{CallLimits, OperationModule, Sandbox};
+use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 
 /// Runs an operation component's `run` export.
@@ -56,8 +56,8 @@ impl Runner for WasmRunner {
                             uid,
                         }),
                 },
-                parameters: parameters.into_iter().collect(),
-                results: request.results.clone().into_iter().collect(),
+                parameters,
+                results: request.results.clone(),
                 args: Vec::new(),
             };
             let limits = CallLimits {
@@ -73,8 +73,7 @@ impl Runner for WasmRunner {
             }
             match report.outcome {
                 Ok(out) => Ok(RunOutput {
-                    // Later keys win, as the contract says.
-                    results: out.results.into_iter().collect(),
+                    results: out.results,
                     output: out.output,
                 }),
                 Err(e) => Err(RunError::new(e.to_string())),

@@ -13,6 +13,7 @@
 
 pub mod bindings;
 mod cache;
+pub mod convert;
 mod engine;
 mod error;
 pub mod host;
@@ -20,20 +21,16 @@ mod limits;
 mod module;
 mod output;
 
-pub use bindings::types::{FieldRequirement, LabelSelector, WatchEvent};
-pub use bindings::types::{
-    HookConfig, HookInput, HookOutput, OperationInput, OperationOutput, OwnerReference,
-    RunnerContext,
-};
 pub use cache::{ArtifactCache, CacheError, ModuleDigest};
-pub use engine::{AllocatorChoice, AllocatorKind, SandboxConfig};
+pub use engine::{AllocatorChoice, AllocatorKind, EngineError, SandboxConfig};
 pub use error::{CallError, LoadError, OutputKind};
-pub use host::log::LogRecord;
 pub use limits::CallLimits;
 pub use module::{HookModule, OperationModule, World};
 
-use bindings::kubernetes::PatchOperation;
-use bindings::metrics::MetricOperation;
+use crate::model::{
+    HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, OperationInput, OperationOutput,
+    PatchOperation,
+};
 use host::{CallState, HostLimitExceeded};
 use std::collections::HashMap;
 use std::path::Path;
@@ -63,6 +60,21 @@ pub struct CallReport<T> {
     pub elapsed: Duration,
 }
 
+impl<T> CallReport<T> {
+    /// The same report with the returned value turned by `f`.
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> CallReport<U> {
+        CallReport {
+            outcome: self.outcome.map(f),
+            logs: self.logs,
+            patches: self.patches,
+            metrics: self.metrics,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            elapsed: self.elapsed,
+        }
+    }
+}
+
 /// The process-wide wasm sandbox. Cheap to clone; clones share the engine and modules.
 #[derive(Clone)]
 pub struct Sandbox {
@@ -84,7 +96,7 @@ impl Sandbox {
     /// that cannot reserve its address space falls back to on-demand allocation (unless
     /// [`AllocatorChoice::Pooling`] insists), and a cache that cannot be opened is
     /// logged and skipped.
-    pub fn new(config: SandboxConfig) -> Result<Self, engine::EngineError> {
+    pub fn new(config: SandboxConfig) -> Result<Self, EngineError> {
         Ok(Self {
             inner: Arc::new(engine::EngineState::new(config)?),
             modules: Arc::default(),
@@ -170,6 +182,7 @@ impl Sandbox {
     ) -> CallReport<OperationOutput> {
         let started = Instant::now();
         let mut store = self.new_store(limits, &input.context.name);
+        let input = convert::operation_input(input);
         let call = async {
             let instance = module
                 .pre
@@ -177,7 +190,7 @@ impl Sandbox {
                 .await
                 .map_err(Phase::Start)?;
             instance
-                .call_run(&mut store, input)
+                .call_run(&mut store, &input)
                 .await
                 .map_err(Phase::Call)
         };
@@ -200,7 +213,7 @@ impl Sandbox {
                 });
             }
         }
-        report
+        report.map(convert::operation_output)
     }
 
     /// Calls a hook's `configure` export in a fresh store.
@@ -225,6 +238,7 @@ impl Sandbox {
         };
         let raw = tokio::time::timeout(limits.timeout, call).await;
         self.finish(store, raw, limits, started)
+            .map(convert::hook_config)
     }
 
     /// Calls a hook's `handle` export in a fresh store.
@@ -236,6 +250,7 @@ impl Sandbox {
     ) -> CallReport<HookOutput> {
         let started = Instant::now();
         let mut store = self.new_store(limits, &input.context.name);
+        let input = convert::hook_input(input);
         let call = async {
             let instance = module
                 .pre
@@ -243,12 +258,13 @@ impl Sandbox {
                 .await
                 .map_err(Phase::Start)?;
             instance
-                .call_handle(&mut store, input)
+                .call_handle(&mut store, &input)
                 .await
                 .map_err(Phase::Call)
         };
         let raw = tokio::time::timeout(limits.timeout, call).await;
         self.finish(store, raw, limits, started)
+            .map(convert::hook_output)
     }
 
     /// Turns the raw result of a call into a report, classifying failures by the limit

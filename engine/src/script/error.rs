@@ -1,4 +1,4 @@
-//! Errors of the script sandbox, the script store and script hooks.
+//! Errors of the script sandbox and the script store.
 
 use std::path::PathBuf;
 
@@ -72,29 +72,4 @@ pub enum StoreError {
     /// The script does not exist.
     #[error("no script named {0:?} in the store")]
     NotFound(String),
-}
-
-/// A file a hook wrote that Operon cannot read, with where and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{variable} ({file}), line {line}: {reason}")]
-pub struct HookFileError {
-    /// The environment variable naming the file, e.g. `KUBERNETES_PATCH_PATH`.
-    pub variable: &'static str,
-    /// The file's name inside the run directory.
-    pub file: &'static str,
-    /// 1-based line of the problem (1 for problems of the whole file).
-    pub line: usize,
-    /// What is wrong.
-    pub reason: String,
-}
-
-/// Why a hooks directory could not be read.
-#[derive(Debug, thiserror::Error)]
-#[error("hooks directory {path}: {source}")]
-pub struct DiscoveryError {
-    /// The path that could not be read.
-    pub path: PathBuf,
-    /// The underlying error.
-    #[source]
-    pub source: std::io::Error,
 }

@@ -8,31 +8,25 @@
 //!   all of it.
 //! - [`launcher`] is the in-sandbox half: the process that applies the protections and
 //!   starts the program. Binaries call [`launcher::run_if_invoked`] first thing in `main`.
-//! - [`store`] keeps KubeDiag `scriptRunner` scripts under the agent's data root, and
-//!   [`runner`] runs them through the pipeline's [`crate::runner::Runner`] contract.
-//! - [`hook`] is shell-operator compatibility: hooks-directory discovery and
-//!   [`ScriptHook`], a [`crate::hooks::Hook`] whose files ([`files`]) become the same
-//!   typed values a wasm hook returns.
+//! - [`store`] keeps KubeDiag `scriptRunner` scripts under the agent's data root.
 //!
-//! Nothing here knows about graphs, queues or the cluster.
+//! The two users of the sandbox live beside their contracts:
+//! [`crate::runner::script`] runs KubeDiag scripts as operations and
+//! [`crate::hooks::runner::script`] runs shell-operator hooks. Nothing here knows about
+//! graphs, queues, hooks' formats or the cluster.
 
 pub mod error;
-pub mod files;
-pub mod hook;
 pub mod launcher;
 pub mod protections;
-pub mod runner;
 pub mod sandbox;
 mod spec;
 pub mod store;
 
-pub use error::{DiscoveryError, HookFileError, SandboxError, StoreError};
-pub use hook::{ScriptHook, ScriptHookSettings, discover};
+pub use error::{SandboxError, StoreError};
 pub use protections::{ProtectionState, Protections, register_metrics};
-pub use runner::{SandboxedScriptRunner, ScriptSource};
 pub use sandbox::{
-    Launcher, OutputMode, RunDir, RunStatus, SandboxConfig, SandboxOutcome, SandboxRequest,
-    ScriptSandbox,
+    Launcher, OutputMode, RunDir, RunStatus, SandboxOutcome, SandboxRequest, ScriptSandbox,
+    ScriptSandboxConfig,
 };
 pub use spec::Limits;
 pub use store::{ScriptStore, SyncReport};

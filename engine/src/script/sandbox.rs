@@ -63,7 +63,7 @@ impl Launcher {
 
 /// Process-wide settings of the script sandbox.
 #[derive(Debug, Clone)]
-pub struct SandboxConfig {
+pub struct ScriptSandboxConfig {
     /// What becomes the launcher.
     pub launcher: Launcher,
     /// Where run directories are created (made 0711 so a run's uid can reach its own).
@@ -85,7 +85,7 @@ pub struct SandboxConfig {
     pub unshare: Option<PathBuf>,
 }
 
-impl SandboxConfig {
+impl ScriptSandboxConfig {
     /// Defaults for `launcher`: runs under the system temp directory, system paths
     /// read-only, secrets in `/etc` hidden.
     pub fn new(launcher: Launcher) -> Self {
@@ -416,7 +416,7 @@ pub struct ScriptSandbox {
 
 #[derive(Debug)]
 struct Inner {
-    config: SandboxConfig,
+    config: ScriptSandboxConfig,
     namespaces: NamespaceSupport,
     /// Whether the runs' host uid is 0.
     host_root: bool,
@@ -425,7 +425,7 @@ struct Inner {
 impl ScriptSandbox {
     /// Prepares the runs directory and probes which namespaces this kernel grants
     /// (a few milliseconds, once).
-    pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+    pub fn new(config: ScriptSandboxConfig) -> Result<Self, SandboxError> {
         use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
         let err = |source| SandboxError::RunDir {
             path: config.runs_dir.clone(),
@@ -468,7 +468,7 @@ impl ScriptSandbox {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &SandboxConfig {
+    pub fn config(&self) -> &ScriptSandboxConfig {
         &self.inner.config
     }
 

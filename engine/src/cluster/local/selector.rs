@@ -3,9 +3,7 @@
 //! selectors compared as strings.
 
 use crate::cluster::{Resource, Selector};
-use crate::sandbox::bindings::types::{
-    FieldOperator, FieldRequirement, LabelOperator, LabelSelector,
-};
+use crate::model::{FieldOperator, FieldRequirement, LabelOperator, LabelSelector};
 use serde_json::{Map, Value};
 
 impl Selector {

@@ -2,10 +2,10 @@
 //! patch operation, through the `Cluster` trait where the hook engine uses it.
 
 use super::*;
-use crate::sandbox::bindings::kubernetes::{JqPatchSpec, PatchSpec};
-use crate::sandbox::bindings::types::{
+use crate::model::{
     FieldOperator, FieldRequirement, LabelOperator, LabelRequirement, LabelSelector,
 };
+use crate::model::{JqPatchSpec, PatchSpec};
 use futures::executor::block_on;
 use serde_json::json;
 

@@ -4,7 +4,9 @@
 //! failed or timed-out run changes nothing in the cluster.
 
 use super::HostLimitExceeded;
-use crate::sandbox::bindings::kubernetes::{Host, PatchOperation};
+use crate::model::PatchOperation;
+use crate::sandbox::bindings::kubernetes::{Host, PatchOperation as WitPatchOperation};
+use crate::sandbox::convert;
 
 /// Per-call state of the `kubernetes` interface.
 #[derive(Debug)]
@@ -77,7 +79,8 @@ fn validate(operation: &PatchOperation) -> Result<usize, String> {
 }
 
 impl Host for KubernetesState {
-    fn submit(&mut self, operation: PatchOperation) -> wasmtime::Result<Result<(), String>> {
+    fn submit(&mut self, operation: WitPatchOperation) -> wasmtime::Result<Result<(), String>> {
+        let operation = convert::patch_operation(operation);
         if self.operations.len() >= self.max_operations {
             return Err(wasmtime::Error::new(HostLimitExceeded::PatchOperations {
                 limit: self.max_operations,

@@ -1,19 +1,9 @@
 //! The `log` host interface: records a guest's log lines, bounded by a byte budget.
 
 use super::HostLimitExceeded;
+use crate::model::{LogLevel, LogRecord};
 use crate::sandbox::bindings::log::{Host, Level};
-use serde::Serialize;
-
-/// One log record emitted by a guest.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LogRecord {
-    /// The severity the guest gave.
-    pub level: Level,
-    /// The message.
-    pub message: String,
-    /// Structured fields, in the order the guest gave them.
-    pub fields: Vec<(String, String)>,
-}
+use crate::sandbox::convert;
 
 /// Per-call state of the `log` interface.
 #[derive(Debug)]
@@ -55,12 +45,13 @@ impl Host for LogState {
             }));
         }
         self.remaining -= size;
+        let level = convert::log_level(level);
         match level {
-            Level::Error => tracing::error!(run = %self.run, "{message}"),
-            Level::Warn => tracing::warn!(run = %self.run, "{message}"),
-            Level::Info => tracing::info!(run = %self.run, "{message}"),
-            Level::Debug => tracing::debug!(run = %self.run, "{message}"),
-            Level::Trace => tracing::trace!(run = %self.run, "{message}"),
+            LogLevel::Error => tracing::error!(run = %self.run, "{message}"),
+            LogLevel::Warn => tracing::warn!(run = %self.run, "{message}"),
+            LogLevel::Info => tracing::info!(run = %self.run, "{message}"),
+            LogLevel::Debug => tracing::debug!(run = %self.run, "{message}"),
+            LogLevel::Trace => tracing::trace!(run = %self.run, "{message}"),
         }
         self.records.push(LogRecord {
             level,

@@ -10,20 +10,28 @@
 //! it. Unlike shell-operator, a hook gets no environment but the contract's variables
 //! and a declared allow-list, and every run has a deadline.
 
-use super::error::{DiscoveryError, HookFileError};
-use super::files::{
-    self, ADMISSION_RESPONSE, BINDING_CONTEXT, CONVERSION_RESPONSE, HookFile, KUBERNETES_PATCH,
-    METRICS, OUTPUT_FILES, VALIDATING_RESPONSE,
+use super::{Hook, HookError, HookRun};
+use crate::model::{HookConfig, HookInput, HookOutput, MetricOperation, PatchOperation};
+use crate::script::{Limits, OutputMode, RunDir, RunStatus, SandboxRequest, ScriptSandbox};
+use crate::shell_operator::files::{
+    ADMISSION_RESPONSE, BINDING_CONTEXT, CONVERSION_RESPONSE, HookFile, HookFileError,
+    KUBERNETES_PATCH, METRICS, OUTPUT_FILES, VALIDATING_RESPONSE,
 };
-use super::sandbox::{OutputMode, RunDir, RunStatus, SandboxRequest, ScriptSandbox};
-use super::spec::Limits;
-use crate::hooks::{Hook, HookError, HookRun};
-use crate::runner::BoxFuture;
-use crate::sandbox::bindings::kubernetes::PatchOperation;
-use crate::sandbox::bindings::metrics::MetricOperation;
-use crate::sandbox::{HookConfig, HookInput, HookOutput};
+use crate::shell_operator::{self, patches, responses};
+use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// Why a hooks directory could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("hooks directory {path}: {source}")]
+pub struct DiscoveryError {
+    /// The path that could not be read.
+    pub path: PathBuf,
+    /// The underlying error.
+    #[source]
+    pub source: std::io::Error,
+}
 
 /// File extensions shell-operator never treats as hooks.
 const SKIPPED_EXTENSIONS: [&str; 4] = ["yaml", "json", "md", "txt"];
@@ -192,7 +200,7 @@ impl ScriptHook {
             )));
         }
         let text = String::from_utf8_lossy(&outcome.stdout);
-        crate::hooks::config::parse_shell_operator(&self.name, &text).map_err(|problems| {
+        shell_operator::config::parse(&self.name, &text).map_err(|problems| {
             failed(
                 problems
                     .iter()
@@ -227,7 +235,7 @@ impl ScriptHook {
         out: &mut HookRun,
     ) -> Result<HookOutput, String> {
         let dir = self.sandbox.prepare().map_err(|e| e.to_string())?;
-        let contexts = crate::hooks::context::to_json(&input.binding_contexts);
+        let contexts = shell_operator::context::to_json(&input.binding_contexts);
         let mut request = self.request(timeout);
         let context_path = dir
             .create_file(BINDING_CONTEXT.file, contexts.to_string().as_bytes(), false)
@@ -297,15 +305,17 @@ impl ScriptHook {
                 reason: format!("not UTF-8: {e}"),
             })
         };
-        let patches = files::parse_patches(&read(KUBERNETES_PATCH)?)?;
-        let metrics = files::parse_metrics(&read(METRICS)?)?;
+        let patches = patches::parse(&read(KUBERNETES_PATCH)?)?;
+        let metrics = shell_operator::metrics::parse(&read(METRICS)?)?;
         // The newer variable wins when a hook writes both.
         let validating =
-            match files::parse_validating(ADMISSION_RESPONSE, &read(ADMISSION_RESPONSE)?)? {
+            match responses::parse_validating(ADMISSION_RESPONSE, &read(ADMISSION_RESPONSE)?)? {
                 Some(response) => Some(response),
-                None => files::parse_validating(VALIDATING_RESPONSE, &read(VALIDATING_RESPONSE)?)?,
+                None => {
+                    responses::parse_validating(VALIDATING_RESPONSE, &read(VALIDATING_RESPONSE)?)?
+                }
             };
-        let conversion = files::parse_conversion(&read(CONVERSION_RESPONSE)?)?;
+        let conversion = responses::parse_conversion(&read(CONVERSION_RESPONSE)?)?;
         Ok((
             patches,
             metrics,

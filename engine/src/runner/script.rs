@@ -7,10 +7,9 @@
 //! run with `operation.<key>.error`, and the shebang is honoured (a script without one
 //! runs under `/bin/sh`, as KubeDiag forces).
 
-use super::sandbox::{OutputMode, RunStatus, SandboxRequest, ScriptSandbox};
-use super::spec::Limits;
-use super::store::ScriptStore;
-use crate::runner::{BoxFuture, RunError, RunOutput, RunRequest, Runner};
+use super::{RunError, RunOutput, RunRequest, Runner};
+use crate::script::{Limits, OutputMode, RunStatus, SandboxRequest, ScriptSandbox, ScriptStore};
+use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -30,7 +29,7 @@ pub enum ScriptSource {
 
 /// Runs one KubeDiag script operation in the sandbox.
 #[derive(Debug, Clone)]
-pub struct SandboxedScriptRunner {
+pub struct ScriptRunner {
     sandbox: ScriptSandbox,
     source: ScriptSource,
     /// Input keys whose values are the positional arguments.
@@ -49,7 +48,7 @@ pub struct SandboxedScriptRunner {
     strict: Option<bool>,
 }
 
-impl SandboxedScriptRunner {
+impl ScriptRunner {
     /// A runner for `source`, KubeDiag style.
     pub fn new(
         sandbox: ScriptSandbox,
@@ -202,7 +201,7 @@ impl SandboxedScriptRunner {
     }
 }
 
-impl Runner for SandboxedScriptRunner {
+impl Runner for ScriptRunner {
     fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
         Box::pin(self.run_once(request))
     }

@@ -1,0 +1,1096 @@
+//! The rules about a hook configuration's meaning: names, selectors, label syntax,
+//! crontabs, jq filters, queues, groups, webhook rules and settings, applied to what a
+//! wasm or script hook declared, with defaults filled in.
+
+use super::crontab::Crontab;
+use super::{
+    ConversionBinding, DEFAULT_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT_SECONDS, EventSet, ExecutionRate,
+    FailurePolicy, KindExists, KubernetesBinding, MAIN_QUEUE, ScheduleBinding, Settings,
+    ValidConfig, ValidatingBinding,
+};
+use crate::jq;
+use crate::model::config::{BindingId, BindingKind, ConfigProblem, Problems, location};
+use crate::model::{
+    ConversionBindingConfig, HookConfig, HookSettings, KubernetesBindingConfig, LabelOperator,
+    LabelSelector, NamespaceSelector, ScheduleBindingConfig, ValidatingBindingConfig, WatchEvent,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+/// Checks `config` of `hook` and returns the normalized configuration, or every
+/// problem found.
+///
+/// `kind_exists` resolves a kubernetes binding's `apiVersion` and `kind` (e.g. through
+/// [`crate::cluster::Cluster::resolve`]); [`any_kind`] skips that check.
+pub fn validate(
+    hook: &str,
+    config: &HookConfig,
+    kind_exists: &KindExists,
+) -> Result<ValidConfig, Vec<ConfigProblem>> {
+    let mut check = Checker::new(hook, config);
+    check.names(config);
+
+    let schedules: Vec<_> = (config.schedule.iter().enumerate())
+        .filter_map(|(index, binding)| check.schedule(index, binding))
+        .collect();
+    let kubernetes: Vec<_> = (config.kubernetes.iter().enumerate())
+        .filter_map(|(index, binding)| check.kubernetes(index, binding, kind_exists))
+        .collect();
+    let validating: Vec<_> = (config.kubernetes_validating.iter().enumerate())
+        .filter_map(|(index, binding)| check.validating(index, binding))
+        .collect();
+    let conversions: Vec<_> = (config.kubernetes_conversion.iter().enumerate())
+        .filter_map(|(index, binding)| check.conversion(index, binding))
+        .collect();
+    let settings = check.settings(config.settings.as_ref());
+
+    let has_bindings = config.on_startup.is_some()
+        || !config.schedule.is_empty()
+        || !config.kubernetes.is_empty()
+        || !config.kubernetes_validating.is_empty()
+        || !config.kubernetes_conversion.is_empty();
+    if !has_bindings {
+        check.problems.push(
+            None,
+            "",
+            "the hook has no bindings (onStartup, schedule, kubernetes, kubernetesValidating \
+             or kubernetesCustomResourceConversion), so it would never run",
+        );
+    }
+
+    check.problems.finish(ValidConfig {
+        hook: hook.to_owned(),
+        on_startup: config.on_startup,
+        schedules,
+        kubernetes,
+        validating,
+        conversions,
+        settings,
+    })
+}
+
+/// The state shared by the per-binding checks.
+struct Checker<'a> {
+    problems: Problems<'a>,
+    /// Names of the kubernetes bindings, which `includeSnapshotsFrom` may name.
+    kubernetes_names: HashSet<&'a str>,
+    /// Per group, its kubernetes bindings in configuration order.
+    group_members: HashMap<&'a str, Vec<&'a str>>,
+}
+
+impl<'a> Checker<'a> {
+    fn new(hook: &'a str, config: &'a HookConfig) -> Self {
+        let mut group_members: HashMap<&str, Vec<&str>> = HashMap::new();
+        for binding in &config.kubernetes {
+            if let Some(group) = &binding.group {
+                group_members
+                    .entry(group.as_str())
+                    .or_default()
+                    .push(binding.name.as_str());
+            }
+        }
+        Self {
+            problems: Problems::new(hook),
+            kubernetes_names: config.kubernetes.iter().map(|b| b.name.as_str()).collect(),
+            group_members,
+        }
+    }
+
+    /// Names are non-empty and unique across every section: binding contexts and
+    /// `includeSnapshotsFrom` refer to bindings by name alone.
+    fn names(&mut self, config: &HookConfig) {
+        let sections = [
+            (
+                BindingKind::Schedule,
+                config.schedule.iter().map(|b| &b.name).collect::<Vec<_>>(),
+            ),
+            (
+                BindingKind::Kubernetes,
+                config.kubernetes.iter().map(|b| &b.name).collect(),
+            ),
+            (
+                BindingKind::Validating,
+                config
+                    .kubernetes_validating
+                    .iter()
+                    .map(|b| &b.name)
+                    .collect(),
+            ),
+            (
+                BindingKind::Conversion,
+                config
+                    .kubernetes_conversion
+                    .iter()
+                    .map(|b| &b.name)
+                    .collect(),
+            ),
+        ];
+        let all = sections.iter().flat_map(|(kind, names)| {
+            names
+                .iter()
+                .enumerate()
+                .map(move |(index, name)| (*kind, index, *name))
+        });
+        let mut seen: HashMap<&str, BindingId> = HashMap::new();
+        for (kind, index, name) in all {
+            let at = location(kind, index, name);
+            if name.trim().is_empty() {
+                self.problems
+                    .push(Some(&at), "name", "a binding needs a non-empty name");
+            } else if let Some(first) = seen.get(name.as_str()) {
+                self.problems.push(
+                    Some(&at),
+                    "name",
+                    format!(
+                        "{name:?} is already the name of {first}: binding names must be \
+                         unique across all bindings of a hook"
+                    ),
+                );
+            } else {
+                seen.insert(name, BindingId { kind, index });
+            }
+        }
+    }
+
+    fn queue(&mut self, at: &str, queue: Option<&String>) -> String {
+        let Some(queue) = queue else {
+            return MAIN_QUEUE.to_owned();
+        };
+        let valid = !queue.is_empty()
+            && queue
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c));
+        if !valid {
+            self.problems.push(
+                Some(at),
+                "queue",
+                format!(
+                    "{queue:?} is not a valid queue name: use lowercase letters, digits, \
+                     '-', '_' and '.'"
+                ),
+            );
+        }
+        queue.clone()
+    }
+
+    fn group(&mut self, at: &str, group: Option<&String>) -> Option<String> {
+        let group = group?;
+        if group.trim().is_empty() {
+            self.problems
+                .push(Some(at), "group", "an empty group name: omit group instead");
+        }
+        Some(group.clone())
+    }
+
+    /// Checks `includeSnapshotsFrom` and returns it merged with the group's kubernetes
+    /// bindings, the way shell-operator merges them: named first, then the group's,
+    /// each once.
+    fn snapshots(&mut self, at: &str, include: &[String], group: Option<&str>) -> Vec<String> {
+        for name in include {
+            if !self.kubernetes_names.contains(name.as_str()) {
+                self.problems.push(
+                    Some(at),
+                    "includeSnapshotsFrom",
+                    format!("{name:?} is not the name of a kubernetes binding of this hook"),
+                );
+            }
+        }
+        let members = group.and_then(|g| self.group_members.get(g));
+        let mut merged: Vec<String> = Vec::with_capacity(include.len());
+        for name in include
+            .iter()
+            .map(String::as_str)
+            .chain(members.into_iter().flatten().copied())
+        {
+            if !merged.iter().any(|m| m == name) {
+                merged.push(name.to_owned());
+            }
+        }
+        merged
+    }
+
+    fn schedule(
+        &mut self,
+        index: usize,
+        binding: &ScheduleBindingConfig,
+    ) -> Option<ScheduleBinding> {
+        let at = location(BindingKind::Schedule, index, &binding.name);
+        let crontab = Crontab::parse(&binding.crontab)
+            .map_err(|reason| self.problems.push(Some(&at), "crontab", reason.to_string()))
+            .ok();
+        let queue = self.queue(&at, binding.queue.as_ref());
+        let group = self.group(&at, binding.group.as_ref());
+        let include_snapshots_from =
+            self.snapshots(&at, &binding.include_snapshots_from, group.as_deref());
+        Some(ScheduleBinding {
+            id: BindingId {
+                kind: BindingKind::Schedule,
+                index,
+            },
+            name: binding.name.clone(),
+            crontab: crontab?,
+            allow_failure: binding.allow_failure,
+            queue,
+            group,
+            include_snapshots_from,
+        })
+    }
+
+    fn kubernetes(
+        &mut self,
+        index: usize,
+        binding: &KubernetesBindingConfig,
+        kind_exists: &KindExists,
+    ) -> Option<KubernetesBinding> {
+        let at = location(BindingKind::Kubernetes, index, &binding.name);
+        let p = &mut self.problems;
+
+        let api_version_ok = match binding.api_version.as_deref() {
+            Some(api_version) => check_api_version(api_version)
+                .map_err(|reason| p.push(Some(&at), "apiVersion", reason))
+                .is_ok(),
+            None => true,
+        };
+        if binding.kind.trim().is_empty() {
+            p.push(
+                Some(&at),
+                "kind",
+                "kind is required, e.g. Pod or deployments",
+            );
+        } else if api_version_ok
+            && let Err(reason) = kind_exists(binding.api_version.as_deref(), &binding.kind)
+        {
+            p.push(Some(&at), "kind", reason.to_string());
+        }
+
+        let execute_hook_on_event = match &binding.execute_hook_on_event {
+            None => EventSet::ALL,
+            Some(events) => {
+                let mut set = EventSet::NONE;
+                for event in events {
+                    if set.contains(*event) {
+                        p.push(
+                            Some(&at),
+                            "executeHookOnEvent",
+                            format!("{} is listed twice", watch_event_name(*event)),
+                        );
+                    }
+                    set.insert(*event);
+                }
+                set
+            }
+        };
+
+        if let Some(names) = &binding.name_selector {
+            if names.is_empty() {
+                p.push(
+                    Some(&at),
+                    "nameSelector.matchNames",
+                    "an empty list matches no object: omit nameSelector to watch every name",
+                );
+            }
+            if names.iter().any(|n| n.trim().is_empty()) {
+                p.push(
+                    Some(&at),
+                    "nameSelector.matchNames",
+                    "names must not be empty",
+                );
+            }
+        }
+
+        let label_selector = binding
+            .label_selector
+            .as_ref()
+            .map(|s| check_label_selector(p, &at, "labelSelector", s));
+
+        let field_selector = binding.field_selector.clone().unwrap_or_default();
+        for (i, requirement) in field_selector.iter().enumerate() {
+            let field = &requirement.field;
+            let path = format!("fieldSelector.matchExpressions[{i}].field");
+            if field.trim().is_empty() {
+                p.push(Some(&at), path, "a field is required, e.g. status.phase");
+            } else if field.contains(|c: char| c.is_whitespace() || ",=!".contains(c)) {
+                p.push(Some(&at), path, format!("{field:?} is not a field path"));
+            } else if field == "metadata.name"
+                && binding
+                    .name_selector
+                    .as_ref()
+                    .is_some_and(|n| !n.is_empty())
+            {
+                p.push(
+                    Some(&at),
+                    path,
+                    "metadata.name and nameSelector.matchNames are mutually exclusive",
+                );
+            }
+        }
+
+        let namespace = binding
+            .namespace
+            .as_ref()
+            .map(|ns| check_namespace_selector(p, &at, ns, true));
+
+        let jq_filter = match binding.jq_filter.as_deref() {
+            None => None,
+            Some(text) if text.trim().is_empty() => {
+                p.push(
+                    Some(&at),
+                    "jqFilter",
+                    "an empty filter: omit jqFilter instead",
+                );
+                None
+            }
+            Some(text) => jq::compile(text)
+                .map_err(|e| p.push(Some(&at), "jqFilter", e.to_string()))
+                .ok(),
+        };
+
+        let queue = self.queue(&at, binding.queue.as_ref());
+        let wait_for_synchronization = binding.wait_for_synchronization.unwrap_or(true);
+        if !wait_for_synchronization && queue == MAIN_QUEUE {
+            self.problems.push(
+                Some(&at),
+                "waitForSynchronization",
+                "false needs a named queue: Synchronization runs on the main queue, so a \
+                 binding on the main queue always waits for it",
+            );
+        }
+        let group = self.group(&at, binding.group.as_ref());
+        let include_snapshots_from =
+            self.snapshots(&at, &binding.include_snapshots_from, group.as_deref());
+
+        Some(KubernetesBinding {
+            id: BindingId {
+                kind: BindingKind::Kubernetes,
+                index,
+            },
+            name: binding.name.clone(),
+            api_version: binding.api_version.clone(),
+            kind: binding.kind.clone(),
+            execute_hook_on_event,
+            execute_hook_on_synchronization: binding
+                .execute_hook_on_synchronization
+                .unwrap_or(true),
+            wait_for_synchronization,
+            keep_full_objects_in_memory: binding.keep_full_objects_in_memory.unwrap_or(true),
+            name_selector: binding.name_selector.clone(),
+            label_selector,
+            field_selector,
+            namespace,
+            jq_filter,
+            allow_failure: binding.allow_failure,
+            queue,
+            group,
+            include_snapshots_from,
+        })
+    }
+
+    fn validating(
+        &mut self,
+        index: usize,
+        binding: &ValidatingBindingConfig,
+    ) -> Option<ValidatingBinding> {
+        let at = location(BindingKind::Validating, index, &binding.name);
+        let p = &mut self.problems;
+
+        if !binding.name.trim().is_empty() && !is_webhook_name(&binding.name) {
+            p.push(
+                Some(&at),
+                "name",
+                "a validating binding's name is its webhook's name: a lowercase domain \
+                 with at least three segments, e.g. policy.example.com",
+            );
+        }
+
+        if binding.rules.is_empty() {
+            p.push(Some(&at), "rules", "at least one rule is required");
+        }
+        for (i, rule) in binding.rules.iter().enumerate() {
+            let field = |name: &str| format!("rules[{i}].{name}");
+            const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
+            if rule.operations.is_empty() {
+                p.push(
+                    Some(&at),
+                    field("operations"),
+                    "at least one operation is required",
+                );
+            }
+            for operation in &rule.operations {
+                if !OPERATIONS.contains(&operation.as_str()) {
+                    p.push(
+                        Some(&at),
+                        field("operations"),
+                        format!("{operation:?} is not CREATE, UPDATE, DELETE, CONNECT or *"),
+                    );
+                }
+            }
+            for (name, list) in [
+                ("apiGroups", &rule.api_groups),
+                ("apiVersions", &rule.api_versions),
+                ("resources", &rule.resources),
+            ] {
+                if list.is_empty() {
+                    p.push(
+                        Some(&at),
+                        field(name),
+                        "at least one entry is required (\"*\" for all)",
+                    );
+                }
+            }
+            if let Some(scope) = &rule.scope
+                && !["Cluster", "Namespaced", "*"].contains(&scope.as_str())
+            {
+                p.push(
+                    Some(&at),
+                    field("scope"),
+                    format!("{scope:?} is not Cluster, Namespaced or *"),
+                );
+            }
+        }
+
+        let failure_policy = match binding.failure_policy.as_deref() {
+            None | Some("Fail") => FailurePolicy::Fail,
+            Some("Ignore") => FailurePolicy::Ignore,
+            Some(other) => {
+                p.push(
+                    Some(&at),
+                    "failurePolicy",
+                    format!("{other:?} is not Fail or Ignore"),
+                );
+                FailurePolicy::Fail
+            }
+        };
+
+        let timeout_seconds = binding
+            .timeout_seconds
+            .unwrap_or(DEFAULT_WEBHOOK_TIMEOUT_SECONDS);
+        if !(1..=30).contains(&timeout_seconds) {
+            p.push(
+                Some(&at),
+                "timeoutSeconds",
+                format!("{timeout_seconds} is not between 1 and 30 seconds"),
+            );
+        }
+
+        let label_selector = binding
+            .label_selector
+            .as_ref()
+            .map(|s| check_label_selector(p, &at, "labelSelector", s));
+        let namespace_label_selector = binding
+            .namespace
+            .as_ref()
+            .and_then(|ns| check_namespace_selector(p, &at, ns, false).label_selector);
+
+        let group = self.group(&at, binding.group.as_ref());
+        let include_snapshots_from =
+            self.snapshots(&at, &binding.include_snapshots_from, group.as_deref());
+
+        Some(ValidatingBinding {
+            id: BindingId {
+                kind: BindingKind::Validating,
+                index,
+            },
+            name: binding.name.clone(),
+            rules: binding.rules.clone(),
+            failure_policy,
+            label_selector,
+            namespace_label_selector,
+            timeout_seconds,
+            group,
+            include_snapshots_from,
+        })
+    }
+
+    fn conversion(
+        &mut self,
+        index: usize,
+        binding: &ConversionBindingConfig,
+    ) -> Option<ConversionBinding> {
+        let at = location(BindingKind::Conversion, index, &binding.name);
+        let p = &mut self.problems;
+
+        if binding.crd_name.trim().is_empty() {
+            p.push(
+                Some(&at),
+                "crdName",
+                "the CustomResourceDefinition's name is required, e.g. crontabs.example.com",
+            );
+        } else if !is_dns_subdomain(&binding.crd_name) || !binding.crd_name.contains('.') {
+            p.push(
+                Some(&at),
+                "crdName",
+                format!(
+                    "{:?} is not a CustomResourceDefinition name (<plural>.<group>)",
+                    binding.crd_name
+                ),
+            );
+        }
+        if binding.conversions.is_empty() {
+            p.push(
+                Some(&at),
+                "conversions",
+                "at least one conversion is required",
+            );
+        }
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
+        for (i, rule) in binding.conversions.iter().enumerate() {
+            let from = rule.from_version.as_str();
+            let to = rule.to_version.as_str();
+            if from.trim().is_empty() {
+                p.push(
+                    Some(&at),
+                    format!("conversions[{i}].fromVersion"),
+                    "required",
+                );
+            }
+            if to.trim().is_empty() {
+                p.push(Some(&at), format!("conversions[{i}].toVersion"), "required");
+            }
+            if !from.is_empty() && from == to {
+                p.push(
+                    Some(&at),
+                    format!("conversions[{i}]"),
+                    format!("fromVersion and toVersion are both {from:?}"),
+                );
+            } else if !seen.insert((from, to)) {
+                p.push(
+                    Some(&at),
+                    format!("conversions[{i}]"),
+                    format!("the conversion {from} -> {to} is listed twice"),
+                );
+            }
+        }
+
+        let group = self.group(&at, binding.group.as_ref());
+        let include_snapshots_from =
+            self.snapshots(&at, &binding.include_snapshots_from, group.as_deref());
+
+        Some(ConversionBinding {
+            id: BindingId {
+                kind: BindingKind::Conversion,
+                index,
+            },
+            name: binding.name.clone(),
+            crd_name: binding.crd_name.clone(),
+            conversions: binding.conversions.clone(),
+            group,
+            include_snapshots_from,
+        })
+    }
+
+    fn settings(&mut self, settings: Option<&HookSettings>) -> Settings {
+        let Some(settings) = settings else {
+            return Settings {
+                execution_rate: None,
+                timeout: DEFAULT_TIMEOUT,
+            };
+        };
+        let p = &mut self.problems;
+        let field = "settings.executionMinInterval";
+        let min_interval = settings
+            .execution_min_interval_ms
+            .map(Duration::from_millis);
+        if min_interval == Some(Duration::ZERO) {
+            p.push(
+                None,
+                field,
+                "must be longer than 0: omit it to not throttle the hook",
+            );
+        }
+        if settings.execution_burst == Some(0) {
+            p.push(None, "settings.executionBurst", "must be at least 1");
+        }
+        if settings.execution_burst.is_some() && min_interval.is_none() {
+            p.push(
+                None,
+                "settings.executionBurst",
+                "has no effect without settings.executionMinInterval",
+            );
+        }
+        if settings.timeout_ms == Some(0) {
+            p.push(None, "settings.timeout", "must be longer than 0");
+        }
+        Settings {
+            execution_rate: min_interval.map(|min_interval| ExecutionRate {
+                min_interval,
+                burst: settings.execution_burst.unwrap_or(1).max(1),
+            }),
+            timeout: settings
+                .timeout_ms
+                .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+        }
+    }
+}
+
+fn watch_event_name(event: WatchEvent) -> &'static str {
+    match event {
+        WatchEvent::Added => "Added",
+        WatchEvent::Modified => "Modified",
+        WatchEvent::Deleted => "Deleted",
+    }
+}
+
+/// `v1` or `group/version`.
+fn check_api_version(api_version: &str) -> Result<(), String> {
+    let valid = match api_version.split_once('/') {
+        None => is_dns_label(api_version),
+        Some((group, version)) => is_dns_subdomain(group) && is_dns_label(version),
+    };
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{api_version:?} is not an apiVersion (e.g. v1 or apps/v1); omit it for the \
+             preferred version"
+        ))
+    }
+}
+
+/// Checks a label selector and returns it with `matchLabels` keys made unique (the
+/// last value wins, as for every string map of the contract) and sorted.
+fn check_label_selector(
+    p: &mut Problems<'_>,
+    at: &str,
+    field: &str,
+    selector: &LabelSelector,
+) -> LabelSelector {
+    for (key, value) in &selector.match_labels {
+        if let Err(reason) = check_label_key(key) {
+            p.push(Some(at), format!("{field}.matchLabels"), reason);
+        }
+        if let Err(reason) = check_label_value(value) {
+            p.push(Some(at), format!("{field}.matchLabels.{key}"), reason);
+        }
+    }
+    for (i, requirement) in selector.match_expressions.iter().enumerate() {
+        let path = format!("{field}.matchExpressions[{i}]");
+        if let Err(reason) = check_label_key(&requirement.key) {
+            p.push(Some(at), format!("{path}.key"), reason);
+        }
+        match requirement.operator {
+            LabelOperator::In | LabelOperator::NotIn => {
+                if requirement.values.is_empty() {
+                    p.push(
+                        Some(at),
+                        format!("{path}.values"),
+                        "In and NotIn need at least one value",
+                    );
+                }
+                for value in &requirement.values {
+                    if let Err(reason) = check_label_value(value) {
+                        p.push(Some(at), format!("{path}.values"), reason);
+                    }
+                }
+            }
+            LabelOperator::Exists | LabelOperator::DoesNotExist => {
+                if !requirement.values.is_empty() {
+                    p.push(
+                        Some(at),
+                        format!("{path}.values"),
+                        "Exists and DoesNotExist take no values",
+                    );
+                }
+            }
+        }
+    }
+    let match_labels: BTreeMap<&String, &String> =
+        selector.match_labels.iter().map(|(k, v)| (k, v)).collect();
+    LabelSelector {
+        match_labels: match_labels
+            .into_iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        match_expressions: selector.match_expressions.clone(),
+    }
+}
+
+/// Checks a namespace selector; `names_allowed` is false for admission webhooks,
+/// whose `namespaceSelector` can only match labels.
+fn check_namespace_selector(
+    p: &mut Problems<'_>,
+    at: &str,
+    selector: &NamespaceSelector,
+    names_allowed: bool,
+) -> NamespaceSelector {
+    if selector.name_selector.is_none() && selector.label_selector.is_none() {
+        p.push(
+            Some(at),
+            "namespace",
+            "give nameSelector or labelSelector, or omit namespace to watch every namespace",
+        );
+    }
+    if let Some(names) = &selector.name_selector {
+        if !names_allowed {
+            p.push(
+                Some(at),
+                "namespace.nameSelector",
+                "a webhook selects namespaces by labels only: use namespace.labelSelector \
+                 with the kubernetes.io/metadata.name label",
+            );
+        } else if names.is_empty() {
+            p.push(
+                Some(at),
+                "namespace.nameSelector.matchNames",
+                "an empty list matches no namespace: omit it to watch every namespace",
+            );
+        }
+        for name in names {
+            if !is_dns_label(name) {
+                p.push(
+                    Some(at),
+                    "namespace.nameSelector.matchNames",
+                    format!("{name:?} is not a namespace name"),
+                );
+            }
+        }
+    }
+    NamespaceSelector {
+        name_selector: selector.name_selector.clone(),
+        label_selector: selector
+            .label_selector
+            .as_ref()
+            .map(|s| check_label_selector(p, at, "namespace.labelSelector", s)),
+    }
+}
+
+/// A label key: an optional DNS subdomain prefix and `/`, then a name of at most 63
+/// characters.
+fn check_label_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix
+        && !is_dns_subdomain(prefix)
+    {
+        return Err(format!(
+            "label key {key:?}: the prefix must be a lowercase DNS subdomain"
+        ));
+    }
+    if name.is_empty() || !is_label_name(name) {
+        return Err(format!(
+            "label key {key:?}: the name must be at most 63 letters, digits, '-', '_' or \
+             '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// A label value: empty, or like a label key's name.
+fn check_label_value(value: &str) -> Result<(), String> {
+    if value.is_empty() || is_label_name(value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "label value {value:?}: at most 63 letters, digits, '-', '_' or '.', starting \
+             and ending with a letter or digit"
+        ))
+    }
+}
+
+fn is_label_name(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
+}
+
+/// RFC 1123 label: lowercase letters, digits and '-', at most 63, alphanumeric ends.
+fn is_dns_label(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
+fn is_dns_subdomain(text: &str) -> bool {
+    text.len() <= 253 && text.split('.').all(is_dns_label)
+}
+
+/// Webhook names must be fully qualified: a subdomain with at least three segments.
+fn is_webhook_name(text: &str) -> bool {
+    is_dns_subdomain(text) && text.split('.').count() >= 3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::any_kind;
+    use super::*;
+    use crate::shell_operator;
+
+    fn parse(text: &str) -> HookConfig {
+        shell_operator::config::parse("hook.sh", text).unwrap_or_else(|problems| {
+            panic!("unexpected problems: {problems:#?}");
+        })
+    }
+
+    fn valid(config: &HookConfig) -> ValidConfig {
+        validate("hook.sh", config, &any_kind).unwrap_or_else(|problems| {
+            panic!("unexpected problems: {problems:#?}");
+        })
+    }
+
+    fn problems(config: &HookConfig) -> Vec<String> {
+        match validate("hook.sh", config, &any_kind) {
+            Ok(_) => panic!("expected problems"),
+            Err(problems) => problems.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn defaults_are_applied() {
+        let config = parse(
+            "configVersion: v1\nkubernetes:\n- name: pods\n  kind: Pod\n\
+             kubernetesValidating:\n- name: a.example.com\n  rules:\n  - {operations: [CREATE], \
+             apiGroups: [''], apiVersions: [v1], resources: [pods]}\n",
+        );
+        let valid = valid(&config);
+        let k = &valid.kubernetes[0];
+        assert_eq!(k.execute_hook_on_event, EventSet::ALL);
+        assert!(k.execute_hook_on_synchronization);
+        assert!(k.wait_for_synchronization);
+        assert!(k.keep_full_objects_in_memory);
+        assert!(!k.allow_failure);
+        assert_eq!(k.queue, MAIN_QUEUE);
+        assert!(k.jq_filter.is_none());
+        assert!(k.include_snapshots_from.is_empty());
+        assert_eq!(valid.on_startup, None);
+        assert_eq!(valid.settings.execution_rate, None);
+        assert_eq!(valid.settings.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(valid.validating[0].failure_policy, FailurePolicy::Fail);
+        assert_eq!(
+            valid.validating[0].timeout_seconds,
+            DEFAULT_WEBHOOK_TIMEOUT_SECONDS
+        );
+
+        let burst_defaults = HookConfig {
+            settings: Some(HookSettings {
+                execution_min_interval_ms: Some(500),
+                execution_burst: None,
+                timeout_ms: None,
+            }),
+            ..config
+        };
+        assert_eq!(
+            valid_config_rate(&burst_defaults),
+            Some(ExecutionRate {
+                min_interval: Duration::from_millis(500),
+                burst: 1
+            })
+        );
+    }
+
+    fn valid_config_rate(config: &HookConfig) -> Option<ExecutionRate> {
+        valid(config).settings.execution_rate
+    }
+
+    #[test]
+    fn group_members_are_added_to_include_snapshots_from() {
+        let config = parse(
+            r#"
+configVersion: v1
+schedule:
+- name: periodic-checking
+  crontab: "0 */3 * * *"
+  group: pods
+  includeSnapshotsFrom: [extra]
+kubernetes:
+- name: monitor-pods
+  kind: Pod
+  jqFilter: .metadata.labels
+  group: pods
+- name: configmap-content
+  kind: ConfigMap
+  group: pods
+- name: extra
+  kind: Secret
+kubernetesValidating:
+- name: check.example.com
+  group: pods
+  rules: [{operations: ["*"], apiGroups: ["*"], apiVersions: ["*"], resources: ["*"]}]
+"#,
+        );
+        let valid = valid(&config);
+        assert_eq!(
+            valid.schedules[0].include_snapshots_from,
+            vec!["extra", "monitor-pods", "configmap-content"]
+        );
+        assert_eq!(
+            valid.kubernetes[0].include_snapshots_from,
+            vec!["monitor-pods", "configmap-content"]
+        );
+        assert!(valid.kubernetes[2].include_snapshots_from.is_empty());
+        assert_eq!(
+            valid.validating[0].include_snapshots_from,
+            vec!["monitor-pods", "configmap-content"]
+        );
+        assert!(valid.kubernetes_binding("extra").is_some());
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_binding_and_field() {
+        let config = parse(
+            r#"
+configVersion: v1
+schedule:
+- name: pods
+  crontab: "* * *"
+  queue: Main
+kubernetes:
+- name: pods
+  kind: Pod
+  executeHookOnEvent: [Added, Added]
+  labelSelector:
+    matchLabels: {"bad key!": x}
+    matchExpressions:
+    - {key: tier, operator: In}
+    - {key: tier, operator: Exists, values: [x]}
+  nameSelector: {matchNames: [web]}
+  fieldSelector:
+    matchExpressions: [{field: metadata.name, operator: "=", value: web}]
+  namespace: {nameSelector: {matchNames: []}}
+  jqFilter: ".metadata | bogus_function"
+  includeSnapshotsFrom: [nothing]
+  waitForSynchronization: false
+- name: ""
+  kind: ""
+kubernetesValidating:
+- name: short.name
+  rules: [{operations: [PATCH], apiGroups: [], apiVersions: [v1], resources: [pods], scope: All}]
+  failurePolicy: Maybe
+  timeoutSeconds: 31
+  namespace: {labelSelector: {matchExpressions: [{key: a, operator: DoesNotExist}]}}
+kubernetesCustomResourceConversion:
+- name: conv
+  crdName: crontabs
+  conversions:
+  - {fromVersion: v1, toVersion: v1}
+settings:
+  executionBurst: 0
+  timeout: 0s
+"#,
+        );
+        let problems = problems(&config);
+        let expected = [
+            r#"schedule[0] "pods": crontab: expected 5 fields"#,
+            r#"schedule[0] "pods": queue: "Main" is not a valid queue name"#,
+            r#"kubernetes[0] "pods": name: "pods" is already the name of schedule[0]"#,
+            r#"kubernetes[0] "pods": executeHookOnEvent: Added is listed twice"#,
+            r#"kubernetes[0] "pods": labelSelector.matchLabels: label key "bad key!""#,
+            r#"kubernetes[0] "pods": labelSelector.matchExpressions[0].values: In and NotIn need"#,
+            r#"kubernetes[0] "pods": labelSelector.matchExpressions[1].values: Exists and DoesNotExist take no values"#,
+            r#"kubernetes[0] "pods": fieldSelector.matchExpressions[0].field: metadata.name and nameSelector"#,
+            r#"kubernetes[0] "pods": namespace.nameSelector.matchNames: an empty list"#,
+            r#"kubernetes[0] "pods": jqFilter: jq filter"#,
+            r#"kubernetes[0] "pods": includeSnapshotsFrom: "nothing" is not the name"#,
+            r#"kubernetes[0] "pods": waitForSynchronization: false needs a named queue"#,
+            r#"kubernetes[1]: name: a binding needs a non-empty name"#,
+            r#"kubernetes[1]: kind: kind is required"#,
+            r#"kubernetesValidating[0] "short.name": name: a validating binding's name"#,
+            r#"kubernetesValidating[0] "short.name": rules[0].operations: "PATCH""#,
+            r#"kubernetesValidating[0] "short.name": rules[0].apiGroups: at least one"#,
+            r#"kubernetesValidating[0] "short.name": rules[0].scope: "All""#,
+            r#"kubernetesValidating[0] "short.name": failurePolicy: "Maybe""#,
+            r#"kubernetesValidating[0] "short.name": timeoutSeconds: 31"#,
+            r#"kubernetesCustomResourceConversion[0] "conv": crdName: "crontabs""#,
+            r#"kubernetesCustomResourceConversion[0] "conv": conversions[0]: fromVersion and toVersion"#,
+            "settings.executionBurst: must be at least 1",
+            "settings.executionBurst: has no effect without",
+            "settings.timeout: must be longer than 0",
+        ];
+        for fragment in expected {
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.starts_with(&format!("hook \"hook.sh\": {fragment}"))),
+                "missing {fragment:?} in {problems:#?}"
+            );
+        }
+        assert_eq!(problems.len(), expected.len(), "{problems:#?}");
+    }
+
+    #[test]
+    fn kinds_are_checked_by_the_given_checker() {
+        let config = parse(
+            "configVersion: v1\nkubernetes:\n- kind: Pdo\n- kind: Pod\n  apiVersion: a/b/c\n",
+        );
+        let only_pods = |_: Option<&str>, kind: &str| {
+            if kind == "Pod" {
+                Ok(())
+            } else {
+                Err(crate::cluster::ClusterError::UnknownKind {
+                    kind: kind.to_owned(),
+                    api_version: None,
+                })
+            }
+        };
+        let problems: Vec<String> = validate("hook.sh", &config, &only_pods)
+            .expect_err("problems")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("kubernetes[0] \"kubernetes\": kind: unknown kind \"Pdo\""))
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("apiVersion: \"a/b/c\" is not an apiVersion"))
+        );
+        // Two unnamed kubernetes bindings share shell-operator's default name.
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("name: \"kubernetes\" is already"))
+        );
+    }
+
+    #[test]
+    fn a_hook_without_bindings_is_refused() {
+        let config = parse("configVersion: v1\nsettings:\n  executionMinInterval: 1s\n");
+        assert_eq!(
+            problems(&config),
+            vec![
+                "hook \"hook.sh\": the hook has no bindings (onStartup, schedule, kubernetes, \
+                 kubernetesValidating or kubernetesCustomResourceConversion), so it would never run"
+            ]
+        );
+    }
+
+    #[test]
+    fn label_syntax() {
+        assert!(check_label_key("app").is_ok());
+        assert!(check_label_key("app.kubernetes.io/name").is_ok());
+        assert!(check_label_key("Example.com/name").is_err());
+        assert!(check_label_key("-app").is_err());
+        assert!(check_label_key(&"a".repeat(64)).is_err());
+        assert!(check_label_value("").is_ok());
+        assert!(check_label_value("v1.2_x-y").is_ok());
+        assert!(check_label_value("has space").is_err());
+    }
+
+    #[test]
+    fn problems_display_hook_binding_field_and_reason() {
+        let problem = ConfigProblem {
+            hook: "pods.sh".to_owned(),
+            binding: Some("kubernetes[2] \"pods\"".to_owned()),
+            field: "kind".to_owned(),
+            reason: "kind is required".to_owned(),
+        };
+        assert_eq!(
+            problem.to_string(),
+            "hook \"pods.sh\": kubernetes[2] \"pods\": kind: kind is required"
+        );
+    }
+}

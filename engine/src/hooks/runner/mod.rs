@@ -1,0 +1,66 @@
+//! The one interface every hook implements, whatever runs it: [`Hook`] gives its
+//! configuration and handles runs with typed binding contexts, returning typed patches,
+//! metrics and responses ([`HookRun`]). The engine cannot tell one kind of hook from
+//! another.
+//!
+//! The implementations live beside the contract: [`wasm`] (a component of the `hook`
+//! world, in the wasm sandbox) and [`script`] (a shell-operator hook, run unchanged in
+//! the script sandbox, whose files become the same typed values).
+
+pub mod script;
+pub mod wasm;
+
+pub use script::{ScriptHook, ScriptHookSettings, discover};
+pub use wasm::WasmHook;
+
+use crate::model::{HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, PatchOperation};
+use futures::future::BoxFuture;
+use std::time::Duration;
+
+/// Why a hook could not be configured or run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HookError {
+    /// The hook's program failed to give its configuration.
+    #[error("hook {hook}: cannot get its configuration: {reason}")]
+    Configure {
+        /// The hook's name.
+        hook: String,
+        /// Why.
+        reason: String,
+    },
+    /// A run failed (the hook errored, timed out, hit a limit...).
+    #[error("{0}")]
+    Run(String),
+}
+
+/// Everything one hook run produced. Patches and metrics are applied by the engine
+/// only when `outcome` is `Ok`.
+#[derive(Debug, Clone)]
+pub struct HookRun {
+    /// The hook's answer, or why the run failed.
+    pub outcome: Result<HookOutput, HookError>,
+    /// Patch operations submitted, in order.
+    pub patches: Vec<PatchOperation>,
+    /// Metric operations submitted, in order.
+    pub metrics: Vec<MetricOperation>,
+    /// Log records.
+    pub logs: Vec<LogRecord>,
+    /// Captured stdout.
+    pub stdout: String,
+    /// Captured stderr.
+    pub stderr: String,
+    /// Wall-clock time of the run.
+    pub elapsed: Duration,
+}
+
+/// A hook, whatever runs it.
+pub trait Hook: Send + Sync {
+    /// The hook's name (its file name, relative to the hooks directory).
+    fn name(&self) -> &str;
+
+    /// Asks the hook for its configuration (shell-operator's `--config`).
+    fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>>;
+
+    /// Runs the hook once with `input`, stopping it at `timeout`.
+    fn handle<'a>(&'a self, input: &'a HookInput, timeout: Duration) -> BoxFuture<'a, HookRun>;
+}

@@ -1,0 +1,68 @@
+//! A hook that is a wasm component of the `hook` world, called through the wasm
+//! sandbox.
+
+use super::{Hook, HookError, HookRun};
+use crate::model::{HookConfig, HookInput};
+use crate::sandbox::{CallLimits, HookModule, Sandbox};
+use futures::future::BoxFuture;
+use std::time::Duration;
+
+/// A hook that is a wasm component of the `hook` world.
+#[derive(Debug, Clone)]
+pub struct WasmHook {
+    name: String,
+    sandbox: Sandbox,
+    module: HookModule,
+    /// Limits besides the timeout, which comes with each run.
+    limits: CallLimits,
+}
+
+impl WasmHook {
+    /// A hook named `name` running `module`.
+    pub fn new(name: String, sandbox: Sandbox, module: HookModule, limits: CallLimits) -> Self {
+        Self {
+            name,
+            sandbox,
+            module,
+            limits,
+        }
+    }
+}
+
+impl Hook for WasmHook {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+        Box::pin(async move {
+            let report = self
+                .sandbox
+                .configure_hook(&self.module, &self.name, &self.limits)
+                .await;
+            report.outcome.map_err(|e| HookError::Configure {
+                hook: self.name.clone(),
+                reason: e.to_string(),
+            })
+        })
+    }
+
+    fn handle<'a>(&'a self, input: &'a HookInput, timeout: Duration) -> BoxFuture<'a, HookRun> {
+        Box::pin(async move {
+            let limits = CallLimits {
+                timeout,
+                ..self.limits.clone()
+            };
+            let report = self.sandbox.handle_hook(&self.module, input, &limits).await;
+            HookRun {
+                outcome: report.outcome.map_err(|e| HookError::Run(e.to_string())),
+                patches: report.patches,
+                metrics: report.metrics,
+                logs: report.logs,
+                stdout: report.stdout,
+                stderr: report.stderr,
+                elapsed: report.elapsed,
+            }
+        })
+    }
+}

@@ -1,0 +1,270 @@
+//! A hook's configuration as the hook declared it, mirroring shell-operator's
+//! `configVersion: v1` schema. `hooks::config::validate` turns it into the normalized
+//! configuration the engine runs.
+
+use super::selector::{FieldRequirement, LabelSelector, NamespaceSelector, WatchEvent};
+use serde::Serialize;
+use std::fmt;
+
+/// A `schedule` binding: run the hook on a crontab.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduleBindingConfig {
+    /// The binding name passed back in binding contexts.
+    pub name: String,
+    /// A crontab with 5 fields (minute precision) or 6 fields (seconds first).
+    pub crontab: String,
+    /// When true a failed run is logged and counted but not retried.
+    pub allow_failure: bool,
+    /// The named queue the run goes to; `None` means the `main` queue.
+    pub queue: Option<String>,
+    /// The group this binding belongs to; grouped bindings receive a `Group` context.
+    pub group: Option<String>,
+    /// kubernetes bindings whose snapshots are added to this binding's contexts.
+    pub include_snapshots_from: Vec<String>,
+}
+
+/// A `kubernetes` binding: watch objects and run the hook on their events.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KubernetesBindingConfig {
+    /// The binding name passed back in binding contexts.
+    pub name: String,
+    /// `apiVersion` of the objects, e.g. `apps/v1`; `None` picks the preferred version.
+    pub api_version: Option<String>,
+    /// The kind, case-insensitive; a plural or short name (`po`) is accepted too.
+    pub kind: String,
+    /// Which events run the hook. `None` means all three; an empty list means none:
+    /// the binding only keeps a snapshot for other bindings to read.
+    pub execute_hook_on_event: Option<Vec<WatchEvent>>,
+    /// Whether the hook runs once with all existing objects at start (default true).
+    pub execute_hook_on_synchronization: Option<bool>,
+    /// Whether later bindings wait for this one's synchronization (default true).
+    pub wait_for_synchronization: Option<bool>,
+    /// When false only the jq filter results are kept, never the full objects
+    /// (default true).
+    pub keep_full_objects_in_memory: Option<bool>,
+    /// Watch only objects with one of these names.
+    pub name_selector: Option<Vec<String>>,
+    /// Watch only objects whose labels match.
+    pub label_selector: Option<LabelSelector>,
+    /// Watch only objects whose fields match.
+    pub field_selector: Option<Vec<FieldRequirement>>,
+    /// Which namespaces to watch; `None` means every namespace.
+    pub namespace: Option<NamespaceSelector>,
+    /// A jq filter applied to each object; an event whose filter result did not change
+    /// does not run the hook.
+    pub jq_filter: Option<String>,
+    /// When true a failed run is logged and counted but not retried.
+    pub allow_failure: bool,
+    /// The named queue the runs go to; `None` means the `main` queue.
+    pub queue: Option<String>,
+    /// The group this binding belongs to.
+    pub group: Option<String>,
+    /// kubernetes bindings whose snapshots are added to this binding's contexts.
+    pub include_snapshots_from: Vec<String>,
+}
+
+/// One rule of an admission webhook (the `rules` of a ValidatingWebhookConfiguration).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct WebhookRule {
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT` or `*`.
+    pub operations: Vec<String>,
+    /// API groups, `""` for the core group, `*` for all.
+    pub api_groups: Vec<String>,
+    /// API versions, `*` for all.
+    pub api_versions: Vec<String>,
+    /// Resources (plural), optionally with a subresource (`pods/status`).
+    pub resources: Vec<String>,
+    /// `Cluster`, `Namespaced` or `*`; `None` means `*`.
+    pub scope: Option<String>,
+}
+
+/// A `kubernetesValidating` binding: answer admission reviews.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ValidatingBindingConfig {
+    /// The binding name passed back in binding contexts.
+    pub name: String,
+    /// The requests this webhook receives.
+    pub rules: Vec<WebhookRule>,
+    /// `Fail` (default) or `Ignore`: what the API server does when the hook errs.
+    pub failure_policy: Option<String>,
+    /// Only objects whose labels match.
+    pub label_selector: Option<LabelSelector>,
+    /// Only objects in matching namespaces.
+    pub namespace: Option<NamespaceSelector>,
+    /// How long the API server waits for an answer, 1 to 30 seconds (default 10).
+    pub timeout_seconds: Option<u32>,
+    /// The group this binding belongs to.
+    pub group: Option<String>,
+    /// kubernetes bindings whose snapshots are added to this binding's contexts.
+    pub include_snapshots_from: Vec<String>,
+}
+
+/// One conversion a `kubernetesCustomResourceConversion` binding performs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ConversionRule {
+    /// The source `apiVersion`, e.g. `example.com/v1alpha1`.
+    pub from_version: String,
+    /// The target `apiVersion`.
+    pub to_version: String,
+}
+
+/// A `kubernetesCustomResourceConversion` binding: convert custom resources.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConversionBindingConfig {
+    /// The binding name passed back in binding contexts.
+    pub name: String,
+    /// The CustomResourceDefinition whose objects are converted.
+    pub crd_name: String,
+    /// The conversions this hook can do; chains are found by the engine.
+    pub conversions: Vec<ConversionRule>,
+    /// The group this binding belongs to.
+    pub group: Option<String>,
+    /// kubernetes bindings whose snapshots are added to this binding's contexts.
+    pub include_snapshots_from: Vec<String>,
+}
+
+/// Settings that apply to the whole hook.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HookSettings {
+    /// The minimum time between two runs, in milliseconds (token bucket refill).
+    pub execution_min_interval_ms: Option<u64>,
+    /// How many runs may happen back to back before `execution_min_interval_ms` applies.
+    pub execution_burst: Option<u32>,
+    /// The wall-clock budget of one run in milliseconds (default 60 000).
+    pub timeout_ms: Option<u64>,
+}
+
+/// A hook's configuration as declared: what a wasm hook's `configure` returns and what
+/// a script hook's `--config` output is read into.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HookConfig {
+    /// Run once at start; hooks run in ascending order, then by name.
+    pub on_startup: Option<i32>,
+    /// Crontab bindings.
+    pub schedule: Vec<ScheduleBindingConfig>,
+    /// Kubernetes watch bindings.
+    pub kubernetes: Vec<KubernetesBindingConfig>,
+    /// Validating admission webhook bindings.
+    pub kubernetes_validating: Vec<ValidatingBindingConfig>,
+    /// CustomResource conversion webhook bindings.
+    pub kubernetes_conversion: Vec<ConversionBindingConfig>,
+    /// Hook-wide settings.
+    pub settings: Option<HookSettings>,
+}
+
+/// The sections of a configuration that hold indexed bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BindingKind {
+    /// `schedule`.
+    Schedule,
+    /// `kubernetes`.
+    Kubernetes,
+    /// `kubernetesValidating`.
+    Validating,
+    /// `kubernetesCustomResourceConversion`.
+    Conversion,
+}
+
+impl BindingKind {
+    /// The section's name in shell-operator's configuration.
+    pub fn section(self) -> &'static str {
+        match self {
+            Self::Schedule => "schedule",
+            Self::Kubernetes => "kubernetes",
+            Self::Validating => "kubernetesValidating",
+            Self::Conversion => "kubernetesCustomResourceConversion",
+        }
+    }
+}
+
+/// A binding's stable identity: its section and its position there. Unlike the name,
+/// which a hook may change, it is cheap to copy and hash, so the engine keys its
+/// per-binding state (watches, snapshots, metrics handles) by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BindingId {
+    /// The section.
+    pub kind: BindingKind,
+    /// The position in the section, from 0, as in the configuration.
+    pub index: usize,
+}
+
+impl fmt::Display for BindingId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}]", self.kind.section(), self.index)
+    }
+}
+
+/// `kubernetes[2] "pods"`, or `kubernetes[2]` for a binding without a name.
+pub(crate) fn location(kind: BindingKind, index: usize, name: &str) -> String {
+    let id = BindingId { kind, index };
+    if name.is_empty() {
+        id.to_string()
+    } else {
+        format!("{id} {name:?}")
+    }
+}
+
+/// One thing wrong with a hook's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigProblem {
+    /// The hook whose configuration is wrong.
+    pub hook: String,
+    /// The binding, e.g. `kubernetes[2] "pods"`; `None` for hook-wide fields
+    /// (`settings`, `onStartup`) and for the document as a whole.
+    pub binding: Option<String>,
+    /// The field in shell-operator's spelling, e.g. `labelSelector.matchLabels`; empty
+    /// when the problem is about the whole binding or document.
+    pub field: String,
+    /// What is wrong and, where it helps, what to write instead.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "hook {:?}: ", self.hook)?;
+        if let Some(binding) = &self.binding {
+            write!(f, "{binding}: ")?;
+        }
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.reason)
+    }
+}
+
+/// Problems found so far, all reported together at the end.
+pub(crate) struct Problems<'h> {
+    hook: &'h str,
+    pub(crate) list: Vec<ConfigProblem>,
+}
+
+impl<'h> Problems<'h> {
+    pub(crate) fn new(hook: &'h str) -> Self {
+        Self {
+            hook,
+            list: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(
+        &mut self,
+        binding: Option<&str>,
+        field: impl Into<String>,
+        reason: impl Into<String>,
+    ) {
+        self.list.push(ConfigProblem {
+            hook: self.hook.to_owned(),
+            binding: binding.map(str::to_owned),
+            field: field.into(),
+            reason: reason.into(),
+        });
+    }
+
+    pub(crate) fn finish<T>(self, value: T) -> Result<T, Vec<ConfigProblem>> {
+        if self.list.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.list)
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Binding contexts: what caused a hook run and the objects it concerns.
+
+use super::selector::WatchEvent;
+use serde::Serialize;
+
+/// What caused a hook run (shell-operator's binding context `type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum BindingType {
+    /// The `onStartup` binding.
+    OnStartup,
+    /// A `schedule` binding fired.
+    Schedule,
+    /// The initial list of a kubernetes binding.
+    Synchronization,
+    /// A watch event of a kubernetes binding.
+    Event,
+    /// A grouped binding fired: only `snapshots` is meaningful.
+    Group,
+    /// An admission review for a validating binding.
+    Validating,
+    /// A conversion review for a conversion binding.
+    Conversion,
+}
+
+/// An object with the result of the binding's jq filter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjectAndFilter {
+    /// The full object as JSON text; `None` when the binding drops full objects.
+    pub object: Option<String>,
+    /// The filter result as JSON text; `None` when the binding has no filter. A filter
+    /// that yields nothing gives `null`.
+    pub filter_result: Option<String>,
+}
+
+/// The snapshot of one kubernetes binding, sorted by namespace then name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Snapshot {
+    /// The kubernetes binding the snapshot belongs to.
+    pub binding: String,
+    /// The objects it currently matches.
+    pub objects: Vec<ObjectAndFilter>,
+}
+
+/// One binding context, in shell-operator's v1 shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BindingContext {
+    /// The binding (or the group, for `Group` contexts) that fired.
+    pub binding: String,
+    /// What happened.
+    pub type_: BindingType,
+    /// The group of the binding, when it has one.
+    pub group: Option<String>,
+    /// For `Event`: which watch event.
+    pub watch_event: Option<WatchEvent>,
+    /// For `Event`: the object and its filter result.
+    pub object: Option<ObjectAndFilter>,
+    /// For `Synchronization`: every matching object.
+    pub objects: Vec<ObjectAndFilter>,
+    /// Snapshots of the bindings named in `includeSnapshotsFrom` (or of the group).
+    pub snapshots: Vec<Snapshot>,
+    /// For `Validating` and `Conversion`: the AdmissionReview or ConversionReview as
+    /// JSON text.
+    pub review: Option<String>,
+}

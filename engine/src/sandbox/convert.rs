@@ -1,0 +1,389 @@
+//! The one place that knows both Operon's data model ([`crate::model`]) and the types
+//! generated from the WIT package ([`super::bindings`]), and translates between them.
+//!
+//! Inputs go to the guest as WIT values; whatever the guest returns or submits comes
+//! back as model values. When the WIT package gains a version, its new types are
+//! translated here and nothing else in the engine changes.
+
+use super::bindings::{kubernetes as wk, log as wl, metrics as wm, types as wt};
+use crate::model;
+
+// ---------------------------------------------------------------------------------------
+// Model → WIT (what the guest receives)
+// ---------------------------------------------------------------------------------------
+
+/// The WIT `operation-input` for `input`.
+pub fn operation_input(input: &model::OperationInput) -> wt::OperationInput {
+    wt::OperationInput {
+        context: runner_context(&input.context),
+        parameters: string_map(&input.parameters),
+        results: string_map(&input.results),
+        args: input.args.clone(),
+    }
+}
+
+/// The WIT `hook-input` for `input`.
+pub fn hook_input(input: &model::HookInput) -> wt::HookInput {
+    wt::HookInput {
+        context: runner_context(&input.context),
+        binding_contexts: input.binding_contexts.iter().map(binding_context).collect(),
+    }
+}
+
+fn string_map(map: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+fn runner_context(context: &model::RunnerContext) -> wt::RunnerContext {
+    wt::RunnerContext {
+        name: context.name.clone(),
+        dry_run: context.dry_run,
+        timeout_ms: context.timeout_ms,
+        node: context.node.clone(),
+        namespace: context.namespace.clone(),
+        owner: context.owner.as_ref().map(|o| wt::OwnerReference {
+            api_version: o.api_version.clone(),
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+            uid: o.uid.clone(),
+        }),
+    }
+}
+
+fn binding_context(context: &model::BindingContext) -> wt::BindingContext {
+    wt::BindingContext {
+        binding: context.binding.clone(),
+        type_: match context.type_ {
+            model::BindingType::OnStartup => wt::BindingType::OnStartup,
+            model::BindingType::Schedule => wt::BindingType::Schedule,
+            model::BindingType::Synchronization => wt::BindingType::Synchronization,
+            model::BindingType::Event => wt::BindingType::Event,
+            model::BindingType::Group => wt::BindingType::Group,
+            model::BindingType::Validating => wt::BindingType::Validating,
+            model::BindingType::Conversion => wt::BindingType::Conversion,
+        },
+        group: context.group.clone(),
+        watch_event: context.watch_event.map(watch_event_to_wit),
+        object: context.object.as_ref().map(object_and_filter),
+        objects: context.objects.iter().map(object_and_filter).collect(),
+        snapshots: context
+            .snapshots
+            .iter()
+            .map(|s| wt::Snapshot {
+                binding: s.binding.clone(),
+                objects: s.objects.iter().map(object_and_filter).collect(),
+            })
+            .collect(),
+        review: context.review.clone(),
+    }
+}
+
+fn object_and_filter(item: &model::ObjectAndFilter) -> wt::ObjectAndFilter {
+    wt::ObjectAndFilter {
+        object: item.object.clone(),
+        filter_result: item.filter_result.clone(),
+    }
+}
+
+fn watch_event_to_wit(event: model::WatchEvent) -> wt::WatchEvent {
+    match event {
+        model::WatchEvent::Added => wt::WatchEvent::Added,
+        model::WatchEvent::Modified => wt::WatchEvent::Modified,
+        model::WatchEvent::Deleted => wt::WatchEvent::Deleted,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// WIT → model (what the guest returns or submits)
+// ---------------------------------------------------------------------------------------
+
+/// The model value of an operation's `run` result. Later keys win, as the contract says.
+pub fn operation_output(output: wt::OperationOutput) -> model::OperationOutput {
+    model::OperationOutput {
+        results: output.results.into_iter().collect(),
+        output: output.output,
+    }
+}
+
+/// The model value of a hook's `handle` result.
+pub fn hook_output(output: wt::HookOutput) -> model::HookOutput {
+    model::HookOutput {
+        validating: output.validating.map(|v| model::ValidatingResponse {
+            allowed: v.allowed,
+            message: v.message,
+            warnings: v.warnings,
+            patch: v.patch,
+        }),
+        conversion: output.conversion.map(|c| model::ConversionResponse {
+            failed_message: c.failed_message,
+            converted_objects: c.converted_objects,
+        }),
+    }
+}
+
+/// The model value of a log level.
+pub fn log_level(level: wl::Level) -> model::LogLevel {
+    match level {
+        wl::Level::Trace => model::LogLevel::Trace,
+        wl::Level::Debug => model::LogLevel::Debug,
+        wl::Level::Info => model::LogLevel::Info,
+        wl::Level::Warn => model::LogLevel::Warn,
+        wl::Level::Error => model::LogLevel::Error,
+    }
+}
+
+/// The model value of a submitted patch operation.
+pub fn patch_operation(operation: wk::PatchOperation) -> model::PatchOperation {
+    use model::PatchOperation as M;
+    match operation {
+        wk::PatchOperation::Create(s) => M::Create(create_spec(s)),
+        wk::PatchOperation::CreateOrUpdate(s) => M::CreateOrUpdate(create_spec(s)),
+        wk::PatchOperation::CreateIfNotExists(s) => M::CreateIfNotExists(create_spec(s)),
+        wk::PatchOperation::Delete(t) => M::Delete(object_ref(t)),
+        wk::PatchOperation::DeleteInBackground(t) => M::DeleteInBackground(object_ref(t)),
+        wk::PatchOperation::DeleteNonCascading(t) => M::DeleteNonCascading(object_ref(t)),
+        wk::PatchOperation::JqPatch(s) => M::JqPatch(model::JqPatchSpec {
+            target: object_ref(s.target),
+            jq_filter: s.jq_filter,
+            subresource: s.subresource,
+            ignore_missing_object: s.ignore_missing_object,
+        }),
+        wk::PatchOperation::MergePatch(s) => M::MergePatch(patch_spec(s)),
+        wk::PatchOperation::JsonPatch(s) => M::JsonPatch(patch_spec(s)),
+    }
+}
+
+fn create_spec(spec: wk::CreateSpec) -> model::CreateSpec {
+    model::CreateSpec {
+        object: spec.object,
+        subresource: spec.subresource,
+    }
+}
+
+fn patch_spec(spec: wk::PatchSpec) -> model::PatchSpec {
+    model::PatchSpec {
+        target: object_ref(spec.target),
+        patch: spec.patch,
+        subresource: spec.subresource,
+        ignore_missing_object: spec.ignore_missing_object,
+    }
+}
+
+fn object_ref(target: wk::ObjectRef) -> model::ObjectRef {
+    model::ObjectRef {
+        api_version: target.api_version,
+        kind: target.kind,
+        namespace: target.namespace,
+        name: target.name,
+    }
+}
+
+/// The model value of a submitted metric operation.
+pub fn metric_operation(operation: wm::MetricOperation) -> model::MetricOperation {
+    let sample = |s: wm::Sample| model::Sample {
+        name: s.name,
+        value: s.value,
+        labels: s.labels,
+        group: s.group,
+    };
+    match operation {
+        wm::MetricOperation::Add(s) => model::MetricOperation::Add(sample(s)),
+        wm::MetricOperation::Set(s) => model::MetricOperation::Set(sample(s)),
+        wm::MetricOperation::Observe(o) => model::MetricOperation::Observe(model::Observation {
+            name: o.name,
+            value: o.value,
+            buckets: o.buckets,
+            labels: o.labels,
+            group: o.group,
+        }),
+        wm::MetricOperation::ExpireGroup(group) => model::MetricOperation::ExpireGroup(group),
+    }
+}
+
+/// The model value of a hook's `configure` result.
+pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
+    model::HookConfig {
+        on_startup: config.on_startup,
+        schedule: config
+            .schedule
+            .into_iter()
+            .map(|b| model::ScheduleBindingConfig {
+                name: b.name,
+                crontab: b.crontab,
+                allow_failure: b.allow_failure,
+                queue: b.queue,
+                group: b.group,
+                include_snapshots_from: b.include_snapshots_from,
+            })
+            .collect(),
+        kubernetes: config
+            .kubernetes
+            .into_iter()
+            .map(kubernetes_binding)
+            .collect(),
+        kubernetes_validating: config
+            .kubernetes_validating
+            .into_iter()
+            .map(|b| model::ValidatingBindingConfig {
+                name: b.name,
+                rules: b
+                    .rules
+                    .into_iter()
+                    .map(|r| model::WebhookRule {
+                        operations: r.operations,
+                        api_groups: r.api_groups,
+                        api_versions: r.api_versions,
+                        resources: r.resources,
+                        scope: r.scope,
+                    })
+                    .collect(),
+                failure_policy: b.failure_policy,
+                label_selector: b.label_selector.map(label_selector),
+                namespace: b.namespace.map(namespace_selector),
+                timeout_seconds: b.timeout_seconds,
+                group: b.group,
+                include_snapshots_from: b.include_snapshots_from,
+            })
+            .collect(),
+        kubernetes_conversion: config
+            .kubernetes_conversion
+            .into_iter()
+            .map(|b| model::ConversionBindingConfig {
+                name: b.name,
+                crd_name: b.crd_name,
+                conversions: b
+                    .conversions
+                    .into_iter()
+                    .map(|c| model::ConversionRule {
+                        from_version: c.from_version,
+                        to_version: c.to_version,
+                    })
+                    .collect(),
+                group: b.group,
+                include_snapshots_from: b.include_snapshots_from,
+            })
+            .collect(),
+        settings: config.settings.map(|s| model::HookSettings {
+            execution_min_interval_ms: s.execution_min_interval_ms,
+            execution_burst: s.execution_burst,
+            timeout_ms: s.timeout_ms,
+        }),
+    }
+}
+
+fn kubernetes_binding(b: wt::KubernetesBinding) -> model::KubernetesBindingConfig {
+    model::KubernetesBindingConfig {
+        name: b.name,
+        api_version: b.api_version,
+        kind: b.kind,
+        execute_hook_on_event: b
+            .execute_hook_on_event
+            .map(|events| events.into_iter().map(watch_event).collect()),
+        execute_hook_on_synchronization: b.execute_hook_on_synchronization,
+        wait_for_synchronization: b.wait_for_synchronization,
+        keep_full_objects_in_memory: b.keep_full_objects_in_memory,
+        name_selector: b.name_selector,
+        label_selector: b.label_selector.map(label_selector),
+        field_selector: b.field_selector.map(|fields| {
+            fields
+                .into_iter()
+                .map(|f| model::FieldRequirement {
+                    field: f.field,
+                    operator: match f.operator {
+                        wt::FieldOperator::Equals => model::FieldOperator::Equals,
+                        wt::FieldOperator::NotEquals => model::FieldOperator::NotEquals,
+                    },
+                    value: f.value,
+                })
+                .collect()
+        }),
+        namespace: b.namespace.map(namespace_selector),
+        jq_filter: b.jq_filter,
+        allow_failure: b.allow_failure,
+        queue: b.queue,
+        group: b.group,
+        include_snapshots_from: b.include_snapshots_from,
+    }
+}
+
+fn watch_event(event: wt::WatchEvent) -> model::WatchEvent {
+    match event {
+        wt::WatchEvent::Added => model::WatchEvent::Added,
+        wt::WatchEvent::Modified => model::WatchEvent::Modified,
+        wt::WatchEvent::Deleted => model::WatchEvent::Deleted,
+    }
+}
+
+fn label_selector(selector: wt::LabelSelector) -> model::LabelSelector {
+    model::LabelSelector {
+        match_labels: selector.match_labels,
+        match_expressions: selector
+            .match_expressions
+            .into_iter()
+            .map(|r| model::LabelRequirement {
+                key: r.key,
+                operator: match r.operator {
+                    wt::LabelOperator::In => model::LabelOperator::In,
+                    wt::LabelOperator::NotIn => model::LabelOperator::NotIn,
+                    wt::LabelOperator::Exists => model::LabelOperator::Exists,
+                    wt::LabelOperator::DoesNotExist => model::LabelOperator::DoesNotExist,
+                },
+                values: r.values,
+            })
+            .collect(),
+    }
+}
+
+fn namespace_selector(selector: wt::NamespaceSelector) -> model::NamespaceSelector {
+    model::NamespaceSelector {
+        name_selector: selector.name_selector,
+        label_selector: selector.label_selector.map(label_selector),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_output_keeps_the_last_value_of_a_repeated_key() {
+        let out = operation_output(wt::OperationOutput {
+            results: vec![
+                ("a".to_owned(), "1".to_owned()),
+                ("a".to_owned(), "2".to_owned()),
+            ],
+            output: "text".to_owned(),
+        });
+        assert_eq!(out.results["a"], "2");
+        assert_eq!(out.output, "text");
+    }
+
+    #[test]
+    fn binding_contexts_reach_the_guest_unchanged() {
+        let context = model::BindingContext {
+            binding: "pods".to_owned(),
+            type_: model::BindingType::Event,
+            group: None,
+            watch_event: Some(model::WatchEvent::Deleted),
+            object: Some(model::ObjectAndFilter {
+                object: Some("{}".to_owned()),
+                filter_result: Some("null".to_owned()),
+            }),
+            objects: vec![],
+            snapshots: vec![model::Snapshot {
+                binding: "nodes".to_owned(),
+                objects: vec![],
+            }],
+            review: None,
+        };
+        let wit = binding_context(&context);
+        assert_eq!(wit.binding, "pods");
+        assert_eq!(wit.type_, wt::BindingType::Event);
+        assert_eq!(wit.watch_event, Some(wt::WatchEvent::Deleted));
+        assert_eq!(
+            wit.object.and_then(|o| o.filter_result).as_deref(),
+            Some("null")
+        );
+        assert_eq!(wit.snapshots[0].binding, "nodes");
+    }
+}

@@ -1,0 +1,326 @@
+//! Binding contexts in shell-operator's v1 JSON shapes, written for script hooks and
+//! read back for fixtures and `operon hook test`.
+//!
+//! Hooks receive typed [`BindingContext`]s; script hooks read the same contexts as the
+//! JSON array shell-operator writes to `$BINDING_CONTEXT_PATH`, produced by
+//! [`to_json`] (and read back by [`from_json`], for fixtures and `operon hook test`).
+//! The shapes follow shell-operator's code, not its docs, where they differ:
+//!
+//! | type            | fields besides `binding`                                           |
+//! |-----------------|--------------------------------------------------------------------|
+//! | onStartup       | none (no `type`)                                                   |
+//! | Schedule        | `type`, `snapshots`?                                               |
+//! | Synchronization | `type`, `objects` (`[]` when empty), `snapshots`?                  |
+//! | Event           | `type`, `watchEvent`, `object`, `filterResult`?, `snapshots`?      |
+//! | Group           | `type`, `groupName`, `snapshots`? (`binding` is the group's name)  |
+//! | Validating      | `type`, `review`, `snapshots`?                                     |
+//! | Conversion      | `type`, `fromVersion`, `toVersion`, `review`, `snapshots`?         |
+//!
+//! `snapshots` appears when the context carries at least one snapshot. In each
+//! `{object, filterResult}` item `object` is absent when the binding does not keep full
+//! objects, and `filterResult` is absent when the binding has no jq filter, `null` when
+//! the filter produced nothing, and an array when it produced several values.
+
+use crate::model::{BindingContext, BindingType, ObjectAndFilter, Snapshot};
+use serde_json::{Map, Value};
+
+/// Why a JSON document is not a list of v1 binding contexts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContextError {
+    /// The document is not a JSON array.
+    #[error("binding contexts must be a JSON array")]
+    NotAList,
+    /// An element of the array is not a JSON object.
+    #[error("binding context [{index}] is not a JSON object")]
+    NotAnObject {
+        /// The element's position.
+        index: usize,
+    },
+    /// A field the context's type requires is missing.
+    #[error("binding context [{index}]: field {field:?} is missing")]
+    Missing {
+        /// The element's position.
+        index: usize,
+        /// The field.
+        field: &'static str,
+    },
+    /// A field has a value of the wrong shape.
+    #[error("binding context [{index}]: field {field:?}: {reason}")]
+    Invalid {
+        /// The element's position.
+        index: usize,
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+// ---------------------------------------------------------------------------------------
+// Typed contexts → JSON
+// ---------------------------------------------------------------------------------------
+
+/// The JSON array shell-operator writes to `$BINDING_CONTEXT_PATH` for `contexts`.
+///
+/// JSON-valued fields of the contract are JSON text; a field whose text does not parse
+/// (which contexts built with this module's helpers never have) is written as a JSON
+/// string holding the text, so the hook still sees it.
+pub fn to_json(contexts: &[BindingContext]) -> Value {
+    Value::Array(contexts.iter().map(context_to_json).collect())
+}
+
+/// One binding context as a JSON object.
+pub fn context_to_json(context: &BindingContext) -> Value {
+    let mut out = Map::new();
+    out.insert("binding".into(), Value::String(context.binding.clone()));
+    let type_name = match context.type_ {
+        BindingType::OnStartup => return Value::Object(out),
+        BindingType::Schedule => "Schedule",
+        BindingType::Synchronization => "Synchronization",
+        BindingType::Event => "Event",
+        BindingType::Group => "Group",
+        BindingType::Validating => "Validating",
+        BindingType::Conversion => "Conversion",
+    };
+    out.insert("type".into(), Value::String(type_name.to_owned()));
+    match context.type_ {
+        BindingType::Synchronization => {
+            let objects = context.objects.iter().map(item_to_json).collect();
+            out.insert("objects".into(), Value::Array(objects));
+        }
+        BindingType::Event => {
+            if let Some(event) = context.watch_event {
+                out.insert("watchEvent".into(), Value::String(event.as_str().into()));
+            }
+            match &context.object {
+                Some(item) => insert_item(&mut out, item),
+                // What shell-operator writes for an event without an object.
+                None => {
+                    out.insert("object".into(), Value::Null);
+                }
+            }
+        }
+        BindingType::Group => {
+            let group = context.group.as_ref().unwrap_or(&context.binding);
+            out.insert("groupName".into(), Value::String(group.clone()));
+        }
+        BindingType::Validating => {
+            out.insert("review".into(), review_json(context));
+        }
+        BindingType::Conversion => {
+            let review = review_json(context);
+            let (from, to) = conversion_versions(&review);
+            out.insert("fromVersion".into(), Value::String(from));
+            out.insert("toVersion".into(), Value::String(to));
+            out.insert("review".into(), review);
+        }
+        BindingType::OnStartup | BindingType::Schedule => {}
+    }
+    if !context.snapshots.is_empty() {
+        let snapshots = context
+            .snapshots
+            .iter()
+            .map(|s| {
+                let items = s.objects.iter().map(item_to_json).collect();
+                (s.binding.clone(), Value::Array(items))
+            })
+            .collect();
+        out.insert("snapshots".into(), Value::Object(snapshots));
+    }
+    Value::Object(out)
+}
+
+fn json_text(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+fn insert_item(out: &mut Map<String, Value>, item: &ObjectAndFilter) {
+    if let Some(object) = &item.object {
+        out.insert("object".into(), json_text(object));
+    }
+    if let Some(result) = &item.filter_result {
+        out.insert("filterResult".into(), json_text(result));
+    }
+}
+
+fn item_to_json(item: &ObjectAndFilter) -> Value {
+    let mut out = Map::new();
+    insert_item(&mut out, item);
+    Value::Object(out)
+}
+
+fn review_json(context: &BindingContext) -> Value {
+    context.review.as_deref().map_or(Value::Null, json_text)
+}
+
+/// `fromVersion` and `toVersion` of a conversion step, read from its ConversionReview:
+/// the objects' `apiVersion` and the `desiredAPIVersion`. The engine builds one review
+/// per step of a conversion chain, so these are the step's versions; empty when the
+/// review does not say.
+fn conversion_versions(review: &Value) -> (String, String) {
+    let request = review.get("request");
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
+    let from = text(
+        request
+            .and_then(|r| r.get("objects"))
+            .and_then(|objects| objects.get(0))
+            .and_then(|object| object.get("apiVersion")),
+    );
+    let to = text(request.and_then(|r| r.get("desiredAPIVersion")));
+    (from, to)
+}
+
+// ---------------------------------------------------------------------------------------
+// JSON → typed contexts
+// ---------------------------------------------------------------------------------------
+
+/// Reads a `$BINDING_CONTEXT_PATH` document back into typed contexts.
+///
+/// What the JSON does not carry is left empty: `group` is only known for `Group`
+/// contexts, and a Conversion's `fromVersion`/`toVersion` are not kept (they are
+/// derived from the review when written).
+pub fn from_json(value: &Value) -> Result<Vec<BindingContext>, ContextError> {
+    let items = value.as_array().ok_or(ContextError::NotAList)?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| context_from_json(index, item))
+        .collect()
+}
+
+fn context_from_json(index: usize, value: &Value) -> Result<BindingContext, ContextError> {
+    let map = value
+        .as_object()
+        .ok_or(ContextError::NotAnObject { index })?;
+    let invalid = |field: &'static str, reason: &str| ContextError::Invalid {
+        index,
+        field,
+        reason: reason.to_owned(),
+    };
+    let binding = match map.get("binding") {
+        Some(Value::String(binding)) => binding.clone(),
+        Some(_) => return Err(invalid("binding", "expected a string")),
+        None => {
+            return Err(ContextError::Missing {
+                index,
+                field: "binding",
+            });
+        }
+    };
+    let type_ = match map.get("type") {
+        None if binding == "onStartup" => BindingType::OnStartup,
+        None => {
+            return Err(ContextError::Missing {
+                index,
+                field: "type",
+            });
+        }
+        Some(Value::String(name)) => match name.as_str() {
+            "Schedule" => BindingType::Schedule,
+            "Synchronization" => BindingType::Synchronization,
+            "Event" => BindingType::Event,
+            "Group" => BindingType::Group,
+            "Validating" => BindingType::Validating,
+            "Conversion" => BindingType::Conversion,
+            _ => return Err(invalid("type", "not a binding context type")),
+        },
+        Some(_) => return Err(invalid("type", "expected a string")),
+    };
+    let mut context = BindingContext {
+        binding,
+        type_,
+        group: None,
+        watch_event: None,
+        object: None,
+        objects: Vec::new(),
+        snapshots: Vec::new(),
+        review: None,
+    };
+    match type_ {
+        BindingType::Group => {
+            context.group = Some(match map.get("groupName") {
+                Some(Value::String(group)) => group.clone(),
+                Some(_) => return Err(invalid("groupName", "expected a string")),
+                None => context.binding.clone(),
+            });
+        }
+        BindingType::Event => {
+            context.watch_event = match map.get("watchEvent") {
+                None => None,
+                Some(Value::String(event)) => Some(match event.as_str() {
+                    "Added" => crate::model::WatchEvent::Added,
+                    "Modified" => crate::model::WatchEvent::Modified,
+                    "Deleted" => crate::model::WatchEvent::Deleted,
+                    _ => return Err(invalid("watchEvent", "not Added, Modified or Deleted")),
+                }),
+                Some(_) => return Err(invalid("watchEvent", "expected a string")),
+            };
+            let object_is_null = map.get("object").is_some_and(Value::is_null);
+            context.object = if object_is_null && !map.contains_key("filterResult") {
+                None
+            } else {
+                Some(item_from_map(map))
+            };
+        }
+        BindingType::Synchronization => {
+            let objects = match map.get("objects") {
+                Some(Value::Array(items)) => items,
+                Some(_) => return Err(invalid("objects", "expected a list")),
+                None => {
+                    return Err(ContextError::Missing {
+                        index,
+                        field: "objects",
+                    });
+                }
+            };
+            context.objects = objects
+                .iter()
+                .map(|item| {
+                    item.as_object()
+                        .map(item_from_map)
+                        .ok_or_else(|| invalid("objects", "items must be objects"))
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        BindingType::Validating | BindingType::Conversion => {
+            context.review = map
+                .get("review")
+                .filter(|review| !review.is_null())
+                .map(Value::to_string);
+        }
+        BindingType::OnStartup | BindingType::Schedule => {}
+    }
+    if let Some(snapshots) = map.get("snapshots") {
+        let snapshots = snapshots
+            .as_object()
+            .ok_or_else(|| invalid("snapshots", "expected an object"))?;
+        for (binding, items) in snapshots {
+            let items = items
+                .as_array()
+                .ok_or_else(|| invalid("snapshots", "each snapshot must be a list"))?;
+            let objects = items
+                .iter()
+                .map(|item| {
+                    item.as_object()
+                        .map(item_from_map)
+                        .ok_or_else(|| invalid("snapshots", "items must be objects"))
+                })
+                .collect::<Result<_, _>>()?;
+            context.snapshots.push(Snapshot {
+                binding: binding.clone(),
+                objects,
+            });
+        }
+    }
+    Ok(context)
+}
+
+fn item_from_map(map: &Map<String, Value>) -> ObjectAndFilter {
+    ObjectAndFilter {
+        object: map
+            .get("object")
+            .filter(|object| !object.is_null())
+            .map(Value::to_string),
+        filter_result: map.get("filterResult").map(Value::to_string),
+    }
+}
