@@ -22,4 +22,5 @@ pub mod runner;
 pub mod sandbox;
 pub mod script;
 pub mod shell_operator;
+pub mod store;
 pub mod triggers;

@@ -1,11 +1,13 @@
 //! Reading Operon objects from YAML files and directories (multi-document YAML), for the
-//! commands that run with no cluster.
+//! commands that run with no cluster, and checking them together (references between
+//! them included).
 //!
 //! Every problem — a file that cannot be read, a document that is not YAML, an unknown
 //! kind, a field of the wrong type, a duplicate name — is collected with the file, the
 //! document number and the field, and loading goes on with the next document.
 
 use crate::api::{API_VERSION, Diagnosis, Operation, OperationSet, Problem, Trigger};
+use crate::{graph, pipeline, triggers};
 use serde::Deserialize as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,79 @@ pub struct Manifests {
     pub triggers: BTreeMap<String, Loaded<Trigger>>,
     /// Diagnoses by name (namespaces are not separated: local runs use names).
     pub diagnoses: BTreeMap<String, Loaded<Diagnosis>>,
+}
+
+impl Manifests {
+    /// How many objects were read.
+    pub fn len(&self) -> usize {
+        self.operations.len()
+            + self.operation_sets.len()
+            + self.triggers.len()
+            + self.diagnoses.len()
+    }
+
+    /// Whether nothing was read.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every problem of every object, references between them included: each
+    /// Operation's processor, each OperationSet's graph (its Operations must be among
+    /// these objects), each Trigger's sources and OperationSet, each Diagnosis'
+    /// OperationSet.
+    pub fn validate(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        for op in self.operations.values() {
+            problems.extend(op.object.validate());
+        }
+        for set in self.operation_sets.values() {
+            if let Err(p) = graph::validate(&set.object, |name| self.operations.contains_key(name))
+            {
+                problems.extend(p);
+            }
+        }
+        for trigger in self.triggers.values() {
+            problems.extend(triggers::validate(&trigger.object));
+            let set = &trigger.object.spec.operation_set;
+            if !set.is_empty() && !self.operation_sets.contains_key(set) {
+                problems.push(Problem::new(
+                    trigger.object.object_ref(),
+                    "spec.operationSet",
+                    format!("OperationSet {set:?} is not defined in the given files"),
+                ));
+            }
+        }
+        for diagnosis in self.diagnoses.values() {
+            let set = &diagnosis.object.spec.operation_set;
+            if !self.operation_sets.contains_key(set) {
+                problems.push(Problem::new(
+                    diagnosis.object.object_ref(),
+                    "spec.operationSet",
+                    format!("OperationSet {set:?} is not defined in the given files"),
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// Operations resolve their relative module paths against their manifest's directory.
+impl pipeline::Operations for Manifests {
+    fn get(&self, name: &str) -> Option<&Operation> {
+        self.operations.get(name).map(|loaded| &loaded.object)
+    }
+
+    fn base_dir(&self, name: &str) -> &Path {
+        self.operations
+            .get(name)
+            .map_or(Path::new("."), |loaded| loaded.source.dir())
+    }
+
+    fn origin(&self, name: &str) -> Option<String> {
+        self.operations
+            .get(name)
+            .map(|loaded| loaded.source.to_string())
+    }
 }
 
 /// Reads every `*.yaml` / `*.yml` file under `paths` (directories recursively, in sorted

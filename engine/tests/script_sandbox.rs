@@ -529,12 +529,12 @@ fn run_request(input: &[(&str, &str)], timeout: Duration) -> operon::runner::Run
 #[tokio::test]
 async fn kubediag_scripts_run_sandboxed_with_their_semantics() {
     use operon::runner::Runner as _;
-    use operon::runner::script::{ScriptRunner, ScriptSource};
+    use operon::runner::script::{SandboxedScriptRunner, ScriptSource};
     use operon::script::ScriptStore;
     let sandbox = sandbox();
 
     // argKeys become positional arguments; stdout and stderr interleave into the output.
-    let runner = ScriptRunner::new(
+    let runner = SandboxedScriptRunner::new(
         sandbox.clone(),
         ScriptSource::Inline("echo \"first=$1 second=$2\"; echo oops >&2".to_owned()),
         vec!["a".to_owned(), "b".to_owned()],
@@ -560,7 +560,7 @@ async fn kubediag_scripts_run_sandboxed_with_their_semantics() {
     assert!(err.message.contains("argKeys[0]"), "{}", err.message);
 
     // Non-zero exit fails and keeps KubeDiag's keys.
-    let runner = ScriptRunner::new(
+    let runner = SandboxedScriptRunner::new(
         sandbox.clone(),
         ScriptSource::Inline("echo partial; exit 3".to_owned()),
         vec![],
@@ -575,7 +575,7 @@ async fn kubediag_scripts_run_sandboxed_with_their_semantics() {
     assert_eq!(err.results["operation.k.error"], "exit code 3");
 
     // The shebang is honoured; without one the script runs under /bin/sh.
-    let runner = ScriptRunner::new(
+    let runner = SandboxedScriptRunner::new(
         sandbox.clone(),
         ScriptSource::Inline("#!/bin/bash\necho \"${BASH_VERSION:+bash}\"".to_owned()),
         vec![],
@@ -591,7 +591,7 @@ async fn kubediag_scripts_run_sandboxed_with_their_semantics() {
     let data = tempfile::tempdir().unwrap();
     let store = std::sync::Arc::new(ScriptStore::open(&data.path().join("scripts")).unwrap());
     store.put("slow-probe", "sleep 30").unwrap();
-    let runner = ScriptRunner::new(
+    let runner = SandboxedScriptRunner::new(
         sandbox,
         ScriptSource::Stored {
             store: store.clone(),

@@ -1,27 +1,19 @@
 //! `operon run`, `operon validate` and `operon graph`: diagnosis pipelines from YAML
 //! files, with no cluster.
 
-use super::op::{default_cache_dir, key_value};
+use super::op::key_value;
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
-use operon::api::{
-    Diagnosis, DiagnosisPhase, DiagnosisSpec, NodePhase, NodeRecord, Operation, Problem,
-};
-use operon::graph::{self, Graph};
-use operon::manifest::{self, Loaded, Manifests};
-use operon::pipeline::{self, Progress, Step};
-use operon::runner::Runner;
-use operon::runner::http::HttpRunner;
-use operon::runner::script::ScriptRunner as SandboxedScriptRunner;
-use operon::runner::script::ScriptSource;
-use operon::runner::wasm::WasmRunner;
-use operon::sandbox::{CallLimits, ModuleDigest, Sandbox, SandboxConfig};
-use operon::script::{Launcher, ScriptSandbox, ScriptSandboxConfig};
+use operon::api::{Diagnosis, DiagnosisPhase, DiagnosisSpec, NodePhase, NodeRecord, Problem};
+use operon::graph;
+use operon::manifest::{self, Manifests};
+use operon::pipeline::{self, CheckpointError, CheckpointFile, PlanError, Progress};
+use operon::runner::processors::{ProcessorSettings, Processors};
+use operon::sandbox::{self, ModuleDigest};
+use operon::store::ModuleLocator;
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Arguments of `operon run`.
@@ -110,50 +102,11 @@ fn print_problems(problems: &[Problem]) {
     }
 }
 
-/// Every problem of every object, cross-references included.
-fn check_all(manifests: &Manifests) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    for op in manifests.operations.values() {
-        problems.extend(op.object.validate());
-    }
-    for set in manifests.operation_sets.values() {
-        if let Err(p) = graph::validate(&set.object, |name| manifests.operations.contains_key(name))
-        {
-            problems.extend(p);
-        }
-    }
-    for trigger in manifests.triggers.values() {
-        problems.extend(operon::triggers::validate(&trigger.object));
-        let set = &trigger.object.spec.operation_set;
-        if !set.is_empty() && !manifests.operation_sets.contains_key(set) {
-            problems.push(Problem::new(
-                trigger.object.object_ref(),
-                "spec.operationSet",
-                format!("OperationSet {set:?} is not defined in the given files"),
-            ));
-        }
-    }
-    for diagnosis in manifests.diagnoses.values() {
-        let set = &diagnosis.object.spec.operation_set;
-        if !manifests.operation_sets.contains_key(set) {
-            problems.push(Problem::new(
-                diagnosis.object.object_ref(),
-                "spec.operationSet",
-                format!("OperationSet {set:?} is not defined in the given files"),
-            ));
-        }
-    }
-    problems
-}
-
 /// Runs `operon validate`.
 pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let (manifests, mut problems) = manifest::load(&args.paths);
-    problems.extend(check_all(&manifests));
-    let count = manifests.operations.len()
-        + manifests.operation_sets.len()
-        + manifests.triggers.len()
-        + manifests.diagnoses.len();
+    problems.extend(manifests.validate());
+    let count = manifests.len();
     if problems.is_empty() {
         println!("{count} objects are valid");
         for set in manifests.operation_sets.values() {
@@ -230,183 +183,9 @@ fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
     }
 }
 
-/// Finds the module file an Operation's `wasm.module` refers to.
-fn resolve_module(
-    reference: &str,
-    op: &Loaded<Operation>,
-    modules: Option<&Path>,
-) -> Result<PathBuf, String> {
-    if let Some(wanted) = ModuleDigest::parse(reference) {
-        let dir = modules.ok_or_else(|| {
-            format!("module {reference} is a digest; pass --modules DIR to say where modules are")
-        })?;
-        let entries =
-            std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.extension().is_some_and(|e| e == "wasm")
-                && std::fs::read(&path).is_ok_and(|b| ModuleDigest::of(&b) == wanted)
-            {
-                return Ok(path);
-            }
-        }
-        return Err(format!(
-            "no module in {} has digest {reference}",
-            dir.display()
-        ));
-    }
-    let candidates: Vec<PathBuf> = if reference.contains('/') || reference.ends_with(".wasm") {
-        // A path is relative to the manifest; `--modules` may hold the same file name
-        // (e.g. modules built elsewhere).
-        let file = Path::new(reference).file_name().map(PathBuf::from);
-        [op.source.dir().join(reference)]
-            .into_iter()
-            .chain(modules.zip(file).map(|(d, f)| d.join(f)))
-            .collect()
-    } else {
-        let file = format!("{reference}.wasm");
-        modules
-            .map(|d| d.join(&file))
-            .into_iter()
-            .chain([op.source.dir().join(&file)])
-            .collect()
-    };
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .ok_or_else(|| {
-            let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
-            format!(
-                "module {reference:?} not found (looked for {})",
-                tried.join(", ")
-            )
-        })
-}
-
-/// Builds the Step of every Operation the graph uses.
-fn build_steps(
-    graph: &Graph,
-    manifests: &Manifests,
-    sandbox: &mut Option<Sandbox>,
-    scripts: &mut Option<ScriptSandbox>,
-    args: &DiagnoseArgs,
-) -> Result<BTreeMap<String, Step>, Vec<Problem>> {
-    let mut steps = BTreeMap::new();
-    let mut problems = Vec::new();
-    for id in 0..graph.len() {
-        let Some(name) = graph.operation(id) else {
-            continue;
-        };
-        if steps.contains_key(name) {
-            continue;
-        }
-        let Some(op) = manifests.operations.get(name) else {
-            continue;
-        };
-        let processor = &op.object.spec.processor;
-        let runner: Result<Arc<dyn Runner>, String> = if let Some(wasm) = &processor.wasm {
-            resolve_module(&wasm.module, op, args.modules.as_deref()).and_then(|path| {
-                let sandbox = match sandbox {
-                    Some(s) => s.clone(),
-                    None => {
-                        let s = Sandbox::new(SandboxConfig {
-                            cache_dir: args.cache_dir.clone().or_else(default_cache_dir),
-                            max_concurrent_calls: 4,
-                            ..SandboxConfig::default()
-                        })
-                        .map_err(|e| e.to_string())?;
-                        sandbox.insert(s).clone()
-                    }
-                };
-                let module = sandbox
-                    .load_operation_file(&path)
-                    .map_err(|e| e.to_string())?;
-                Ok(Arc::new(WasmRunner::new(
-                    sandbox,
-                    module,
-                    wasm.config.clone(),
-                    CallLimits::default(),
-                )) as Arc<dyn Runner>)
-            })
-        } else if let Some(script) = &processor.script_runner {
-            script_sandbox(scripts, args.strict).map(|sandbox| {
-                let runner = SandboxedScriptRunner::new(
-                    sandbox,
-                    ScriptSource::Inline(script.script.clone()),
-                    script.arg_keys.clone(),
-                    script.operation_result_key.clone(),
-                )
-                .with_env(
-                    script
-                        .env
-                        .iter()
-                        .map(|v| (v.name.clone(), v.value.clone()))
-                        .collect(),
-                )
-                .with_network(script.network);
-                let runner = match script.strict {
-                    Some(strict) => runner.with_strict(strict),
-                    None => runner,
-                };
-                Arc::new(runner) as Arc<dyn Runner>
-            })
-        } else if let Some(http) = &processor.http_server {
-            HttpRunner::new(http).map(|r| Arc::new(r) as Arc<dyn Runner>)
-        } else {
-            Err("no processor".to_owned())
-        };
-        match runner {
-            Ok(runner) => {
-                let storage = op
-                    .object
-                    .spec
-                    .storage
-                    .as_ref()
-                    .and_then(|s| s.host_path.as_ref())
-                    .map(|h| PathBuf::from(&h.path));
-                steps.insert(
-                    name.to_owned(),
-                    Step {
-                        runner,
-                        timeout: Duration::from_secs(processor.timeout_seconds.max(1) as u64),
-                        storage,
-                    },
-                );
-            }
-            Err(reason) => problems.push(Problem::new(
-                format!("{} ({})", op.object.object_ref(), op.source),
-                "spec.processor",
-                reason,
-            )),
-        }
-    }
-    if problems.is_empty() {
-        Ok(steps)
-    } else {
-        Err(problems)
-    }
-}
-
-/// The process's script sandbox, created on first use.
-pub fn script_sandbox(
-    slot: &mut Option<ScriptSandbox>,
-    strict: bool,
-) -> Result<ScriptSandbox, String> {
-    if let Some(sandbox) = slot {
-        return Ok(sandbox.clone());
-    }
-    let launcher =
-        Launcher::current_exe().map_err(|e| format!("cannot find the operon binary: {e}"))?;
-    let mut config = ScriptSandboxConfig::new(launcher);
-    config.strict = strict;
-    let sandbox = ScriptSandbox::new(config).map_err(|e| e.to_string())?;
-    Ok(slot.insert(sandbox).clone())
-}
-
 /// Prints progress on stderr and persists checkpoints.
 struct Console {
-    checkpoint: Option<PathBuf>,
+    checkpoint: Option<CheckpointFile>,
     started: Instant,
 }
 
@@ -431,19 +210,11 @@ impl Progress for Console {
         }
     }
 
-    fn checkpoint(&mut self, diagnosis: &Diagnosis) -> Result<(), String> {
-        let Some(path) = &self.checkpoint else {
-            return Ok(());
-        };
-        let text = yaml_serde::to_string(diagnosis).map_err(|e| e.to_string())?;
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
-        tmp.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-        tmp.persist(path).map_err(|e| e.to_string())?;
-        Ok(())
+    fn checkpoint(&mut self, diagnosis: &Diagnosis) -> Result<(), CheckpointError> {
+        match &self.checkpoint {
+            Some(file) => file.save(diagnosis),
+            None => Ok(()),
+        }
     }
 }
 
@@ -509,19 +280,8 @@ fn pick_diagnosis(manifests: &Manifests, args: &DiagnoseArgs) -> anyhow::Result<
         ));
     }
     if let Some(path) = &args.checkpoint
-        && path.exists()
+        && let Some(saved) = CheckpointFile::new(path).resume(&diagnosis)?
     {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let saved: Diagnosis = yaml_serde::from_str(&text)
-            .with_context(|| format!("{} is not a Diagnosis checkpoint", path.display()))?;
-        if saved.metadata.name != diagnosis.metadata.name || saved.spec != diagnosis.spec {
-            bail!(
-                "{} holds a run of another Diagnosis ({}); remove it or choose another --checkpoint",
-                path.display(),
-                saved.object_ref()
-            );
-        }
         eprintln!("resuming {} from {}", saved.object_ref(), path.display());
         diagnosis = saved;
     }
@@ -542,39 +302,23 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         );
     };
     // Problems of objects this run does not use are not worth refusing the run for.
-    let graph = match graph::validate(&set.object, |name| manifests.operations.contains_key(name)) {
-        Ok(graph) => graph,
-        Err(problems) => {
-            print_problems(&load_problems);
-            print_problems(&problems);
-            bail!("{} is invalid; nothing ran", set.object.object_ref());
-        }
-    };
-    let mut problems: Vec<Problem> = (0..graph.len())
-        .filter_map(|id| graph.operation(id))
-        .filter_map(|name| manifests.operations.get(name))
-        .flat_map(|op| op.object.validate())
-        .collect();
-    let mut sandbox = None;
-    let mut scripts = None;
-    let steps = if problems.is_empty() {
-        match build_steps(&graph, &manifests, &mut sandbox, &mut scripts, &args) {
-            Ok(steps) => steps,
-            Err(p) => {
-                problems = p;
-                BTreeMap::new()
+    let processors = Processors::new(ProcessorSettings {
+        cache_dir: args.cache_dir.clone().or_else(sandbox::default_cache_dir),
+        strict: args.strict,
+        modules: ModuleLocator::new(args.modules.clone()),
+        ..ProcessorSettings::default()
+    });
+    let plan = match pipeline::plan(&set.object, &manifests, &processors) {
+        Ok(plan) => plan,
+        Err(e) => {
+            if matches!(e, PlanError::InvalidGraph { .. }) {
+                print_problems(&load_problems);
             }
+            print_problems(e.problems());
+            return Err(e.into());
         }
-    } else {
-        BTreeMap::new()
     };
-    if !problems.is_empty() {
-        print_problems(&problems);
-        bail!(
-            "the Operations of {} cannot run; nothing ran",
-            set.object.object_ref()
-        );
-    }
+    let graph = &plan.graph;
 
     eprintln!(
         "running {} ({}, {} nodes, {} paths)",
@@ -584,7 +328,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         graph.path_count()
     );
     let mut console = Console {
-        checkpoint: args.checkpoint.clone(),
+        checkpoint: args.checkpoint.as_ref().map(CheckpointFile::new),
         started: Instant::now(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -593,8 +337,8 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     let phase = runtime.block_on(pipeline::execute(
         &mut diagnosis,
-        &graph,
-        &steps,
+        graph,
+        &plan.steps,
         &mut console,
     ))?;
     let elapsed = console.started.elapsed();

@@ -1,20 +1,15 @@
 //! `operon hook test` and `operon hook run`: hooks against the local cluster, with no
 //! real cluster.
 
-use super::diagnose::script_sandbox;
-use super::op::default_cache_dir;
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
 use operon::cluster::Cluster as _;
 use operon::cluster::local::LocalCluster;
-use operon::hooks::config::{self, ValidConfig};
 use operon::hooks::engine::{Engine, LoadedHook, RunRecord};
-use operon::hooks::{Hook, WasmHook};
-use operon::hooks::{ScriptHook, discover};
+use operon::hooks::load::{self, HookLoadError, HookLoader};
 use operon::metrics::Metrics;
-use operon::model::WatchEvent;
-use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
-use operon::script::ScriptSandbox;
+use operon::model::{HookConfig, WatchEvent};
+use operon::sandbox::{self, CallLimits, Sandbox, SandboxConfig};
 use operon::shell_operator::{self, responses};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -123,12 +118,13 @@ pub fn run(cmd: HookCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn sandbox(cache_dir: Option<PathBuf>) -> anyhow::Result<Sandbox> {
-    Ok(Sandbox::new(SandboxConfig {
-        cache_dir: cache_dir.or_else(default_cache_dir),
+fn loader(cache_dir: Option<PathBuf>, strict: bool) -> anyhow::Result<HookLoader> {
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: cache_dir.or_else(sandbox::default_cache_dir),
         max_concurrent_calls: 16,
         ..SandboxConfig::default()
-    })?)
+    })?;
+    Ok(HookLoader::new(sandbox, CallLimits::default(), strict))
 }
 
 fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()> {
@@ -143,73 +139,27 @@ fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()
     Ok(())
 }
 
-/// Whether `path` is a wasm component (else it is a script hook).
-fn is_wasm(path: &Path) -> bool {
-    let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .is_ok_and(|()| &magic == b"\0asm")
-}
-
-/// Makes the hook at `path`: a wasm component, or an executable run the
-/// shell-operator way in the script sandbox.
-fn make_hook(
-    path: &Path,
-    hooks_dir: &Path,
-    sandbox: &Sandbox,
-    scripts: &mut Option<ScriptSandbox>,
-    strict: bool,
-) -> anyhow::Result<Arc<dyn Hook>> {
-    let name = path
-        .strip_prefix(hooks_dir)
-        .unwrap_or(path)
-        .display()
-        .to_string();
-    if is_wasm(path) {
-        let module = sandbox
-            .load_hook_file(path)
-            .with_context(|| format!("cannot load {}", path.display()))?;
-        return Ok(Arc::new(WasmHook::new(
-            name,
-            sandbox.clone(),
-            module,
-            CallLimits::default(),
-        )));
-    }
-    let scripts = script_sandbox(scripts, strict).map_err(anyhow::Error::msg)?;
-    // The hook runs in its own directory inside the sandbox: give it absolute paths.
-    let absolute =
-        |p: &Path| std::fs::canonicalize(p).with_context(|| format!("cannot find {}", p.display()));
-    Ok(Arc::new(ScriptHook::new(
-        scripts,
-        &absolute(hooks_dir)?,
-        &absolute(path)?,
-    )))
-}
-
-/// Asks a hook for its configuration and validates it against the cluster's kinds.
-async fn load_hook(
-    hook: Arc<dyn Hook>,
+/// Asks a hook for its configuration and validates it against the cluster's kinds,
+/// printing every problem of an invalid configuration.
+async fn configure(
+    hook: Arc<dyn operon::hooks::Hook>,
     cluster: &Arc<LocalCluster>,
-) -> anyhow::Result<(LoadedHook, operon::model::HookConfig)> {
-    let name = hook.name().to_owned();
-    let raw = hook.configure().await?;
+) -> anyhow::Result<(LoadedHook, HookConfig)> {
     let cluster = cluster.clone();
     let kinds =
         move |api_version: Option<&str>, kind: &str| cluster.resolve(api_version, kind).map(|_| ());
-    let config: ValidConfig = match config::validate(&name, &raw, &kinds) {
-        Ok(config) => config,
-        Err(problems) => {
+    match load::configure(hook, &kinds).await {
+        Err(HookLoadError::Invalid { hook, problems }) => {
             for p in &problems {
                 eprintln!("error: {p}");
             }
             bail!(
-                "hook {name} has an invalid configuration ({} problems)",
+                "hook {hook} has an invalid configuration ({} problems)",
                 problems.len()
             );
         }
-    };
-    Ok((LoadedHook { hook, config }, raw))
+        other => Ok(other?),
+    }
 }
 
 fn record_json(record: &RunRecord) -> Value {
@@ -272,12 +222,12 @@ fn indent(text: &str) -> String {
 }
 
 async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
-    let sandbox = sandbox(args.cache_dir.clone())?;
+    let loader = loader(args.cache_dir.clone(), args.strict)?;
     let cluster = Arc::new(LocalCluster::new());
     load_fixtures(&cluster, &args.objects)?;
     let hooks_dir = args.hook.parent().unwrap_or(Path::new(".")).to_owned();
-    let hook = make_hook(&args.hook, &hooks_dir, &sandbox, &mut None, args.strict)?;
-    let (loaded, raw) = load_hook(hook, &cluster).await?;
+    let hook = loader.hook(&args.hook, &hooks_dir)?;
+    let (loaded, raw) = configure(hook, &cluster).await?;
     let schedule_index: Vec<usize> = args
         .schedules
         .iter()
@@ -363,32 +313,12 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_dir(args: HookRunArgs) -> anyhow::Result<ExitCode> {
-    let sandbox = sandbox(args.cache_dir.clone())?;
+    let loader = loader(args.cache_dir.clone(), args.strict)?;
     let cluster = Arc::new(LocalCluster::new());
     load_fixtures(&cluster, &args.objects)?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&args.hooks_dir)
-        .with_context(|| format!("cannot read {}", args.hooks_dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-        .collect();
-    files.extend(
-        discover(&args.hooks_dir)?
-            .into_iter()
-            .filter(|p| !is_wasm(p)),
-    );
-    files.sort();
-    files.dedup();
-    if files.is_empty() {
-        bail!(
-            "no hooks (*.wasm components or executables) in {}",
-            args.hooks_dir.display()
-        );
-    }
     let mut hooks = Vec::new();
-    let mut scripts = None;
-    for file in &files {
-        let hook = make_hook(file, &args.hooks_dir, &sandbox, &mut scripts, args.strict)?;
-        hooks.push(load_hook(hook, &cluster).await?.0);
+    for hook in loader.hooks_in(&args.hooks_dir)? {
+        hooks.push(configure(hook, &cluster).await?.0);
     }
     eprintln!(
         "running {} hooks for {}",

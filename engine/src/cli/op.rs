@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use operon::model::MetricOperation;
 use operon::model::PatchOperation;
 use operon::model::{LogRecord, OperationInput, RunnerContext};
-use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
+use operon::sandbox::{self, CallLimits, Sandbox, SandboxConfig};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -71,15 +71,6 @@ pub fn key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The default cache directory, following the XDG base directory convention.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("operon").join("modules"))
-}
-
 /// Runs `operon op ...`.
 pub fn run(cmd: OpCommand) -> anyhow::Result<ExitCode> {
     match cmd {
@@ -121,7 +112,7 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
         cache_dir: if args.no_cache {
             None
         } else {
-            args.cache_dir.clone().or_else(default_cache_dir)
+            args.cache_dir.clone().or_else(sandbox::default_cache_dir)
         },
         ..defaults
     };

@@ -9,6 +9,7 @@
 pub mod config;
 pub mod context;
 pub mod engine;
+pub mod load;
 pub mod queue;
 pub mod runner;
 

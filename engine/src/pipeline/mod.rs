@@ -23,8 +23,12 @@
 //! This module knows no processor: each Operation is a [`Step`] holding a
 //! [`Runner`](crate::runner::Runner).
 
+mod checkpoint;
+mod plan;
 mod storage;
 
+pub use checkpoint::{CheckpointError, CheckpointFile};
+pub use plan::{Operations, Plan, PlanError, plan};
 pub use storage::{StorageError, store_results};
 
 use crate::api::{
@@ -73,7 +77,7 @@ pub trait Progress: Send {
     fn node_finished(&mut self, _record: &NodeRecord) {}
     /// The status changed and must be persisted before the next node runs. An error
     /// stops the Diagnosis (it could not be resumed faithfully).
-    fn checkpoint(&mut self, _diagnosis: &Diagnosis) -> Result<(), String> {
+    fn checkpoint(&mut self, _diagnosis: &Diagnosis) -> Result<(), CheckpointError> {
         Ok(())
     }
 }
@@ -85,15 +89,16 @@ pub struct Quiet;
 impl Progress for Quiet {}
 
 /// Why a Diagnosis could not be run to an end.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     /// The checkpoint could not be persisted.
-    #[error("cannot persist the checkpoint of {diagnosis}: {reason}")]
+    #[error("cannot persist the checkpoint of {diagnosis}: {source}")]
     Checkpoint {
         /// The Diagnosis.
         diagnosis: String,
         /// What the persister reported.
-        reason: String,
+        #[source]
+        source: CheckpointError,
     },
 }
 
@@ -214,9 +219,9 @@ pub async fn execute(
     let phase = status.phase.unwrap_or(DiagnosisPhase::Failed);
     progress
         .checkpoint(diagnosis)
-        .map_err(|reason| PipelineError::Checkpoint {
+        .map_err(|source| PipelineError::Checkpoint {
             diagnosis: diagnosis.object_ref(),
-            reason,
+            source,
         })?;
     Ok(phase)
 }
@@ -382,9 +387,9 @@ impl<'g> Search<'g> {
         });
         progress
             .checkpoint(diagnosis)
-            .map_err(|reason| PipelineError::Checkpoint {
+            .map_err(|source| PipelineError::Checkpoint {
                 diagnosis: diagnosis.object_ref(),
-                reason,
+                source,
             })
     }
 

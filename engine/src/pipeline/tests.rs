@@ -246,9 +246,9 @@ fn met_dependences_let_the_node_run() {
 struct CrashAfter(usize, Vec<Diagnosis>);
 
 impl Progress for CrashAfter {
-    fn checkpoint(&mut self, d: &Diagnosis) -> Result<(), String> {
+    fn checkpoint(&mut self, d: &Diagnosis) -> Result<(), CheckpointError> {
         if self.1.len() == self.0 {
-            return Err("disk full".to_owned());
+            return Err(CheckpointError::Other("disk full".to_owned()));
         }
         self.1.push(d.clone());
         Ok(())

@@ -36,6 +36,17 @@ fn client() -> Result<&'static HttpsClient, RunError> {
         .map_err(|e| RunError::new(e.clone()))
 }
 
+/// Why an `httpServer` processor's fields do not make a URL.
+#[derive(Debug, thiserror::Error)]
+#[error("httpServer gives the URL {url:?}, which is invalid: {source}")]
+pub struct HttpServerError {
+    /// The URL the fields make.
+    pub url: String,
+    /// Why it is not a valid URL.
+    #[source]
+    pub source: hyper::http::uri::InvalidUri,
+}
+
 /// POSTs each run's input to one URL.
 #[derive(Debug, Clone)]
 pub struct HttpRunner {
@@ -45,7 +56,7 @@ pub struct HttpRunner {
 impl HttpRunner {
     /// A runner for the processor's endpoint, with KubeDiag's defaults (`http`,
     /// `127.0.0.1`, port 80/443, path `/`).
-    pub fn new(server: &HttpServer) -> Result<Self, String> {
+    pub fn new(server: &HttpServer) -> Result<Self, HttpServerError> {
         let scheme = server.scheme.as_deref().unwrap_or("http");
         let address = server.address.as_deref().unwrap_or("127.0.0.1");
         let port = server
@@ -60,7 +71,7 @@ impl HttpRunner {
         let text = format!("{scheme}://{host}:{port}{path}");
         let uri = text
             .parse()
-            .map_err(|e| format!("httpServer gives the URL {text:?}, which is invalid: {e}"))?;
+            .map_err(|source| HttpServerError { url: text, source })?;
         Ok(Self { uri })
     }
 

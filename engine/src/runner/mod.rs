@@ -9,6 +9,7 @@
 //! pipeline does not change. Runners know nothing about graphs or Diagnoses.
 
 pub mod http;
+pub mod processors;
 pub mod script;
 pub mod wasm;
 

@@ -29,7 +29,7 @@ pub enum ScriptSource {
 
 /// Runs one KubeDiag script operation in the sandbox.
 #[derive(Debug, Clone)]
-pub struct ScriptRunner {
+pub struct SandboxedScriptRunner {
     sandbox: ScriptSandbox,
     source: ScriptSource,
     /// Input keys whose values are the positional arguments.
@@ -48,7 +48,7 @@ pub struct ScriptRunner {
     strict: Option<bool>,
 }
 
-impl ScriptRunner {
+impl SandboxedScriptRunner {
     /// A runner for `source`, KubeDiag style.
     pub fn new(
         sandbox: ScriptSandbox,
@@ -201,7 +201,7 @@ impl ScriptRunner {
     }
 }
 
-impl Runner for ScriptRunner {
+impl Runner for SandboxedScriptRunner {
     fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
         Box::pin(self.run_once(request))
     }

@@ -38,6 +38,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::Store;
 
+/// The default on-disk cache of compiled modules, following the XDG base directory
+/// convention: `$XDG_CACHE_HOME/operon/modules`, else `~/.cache/operon/modules`.
+pub fn default_cache_dir() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))?;
+    Some(base.join("operon").join("modules"))
+}
+
 /// Everything a call produced, whether it succeeded or not.
 ///
 /// Patches and metrics are reported even for a failed call so that a user can see

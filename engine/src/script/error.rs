@@ -23,6 +23,9 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// The binary that becomes the launcher cannot be found.
+    #[error("cannot find the operon binary: {0}")]
+    NoLauncher(#[source] std::io::Error),
     /// The launcher chain could not be started.
     #[error("cannot start the sandbox ({program}): {source}")]
     Spawn {

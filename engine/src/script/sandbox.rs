@@ -423,6 +423,15 @@ struct Inner {
 }
 
 impl ScriptSandbox {
+    /// A sandbox with the default settings whose launcher is this very binary, which
+    /// must call [`super::launcher::run_if_invoked`] first thing in `main`.
+    pub fn with_this_binary(strict: bool) -> Result<Self, SandboxError> {
+        let launcher = Launcher::current_exe().map_err(SandboxError::NoLauncher)?;
+        let mut config = ScriptSandboxConfig::new(launcher);
+        config.strict = strict;
+        Self::new(config)
+    }
+
     /// Prepares the runs directory and probes which namespaces this kernel grants
     /// (a few milliseconds, once).
     pub fn new(config: ScriptSandboxConfig) -> Result<Self, SandboxError> {

@@ -10,7 +10,7 @@
 pub mod script;
 pub mod wasm;
 
-pub use script::{ScriptHook, ScriptHookSettings, discover};
+pub use script::{DiscoveryError, ScriptHook, ScriptHookSettings, discover};
 pub use wasm::WasmHook;
 
 use crate::model::{HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, PatchOperation};

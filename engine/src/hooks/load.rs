@@ -1,0 +1,183 @@
+//! Loading hooks from files: a wasm component of the `hook` world, or an executable
+//! run the shell-operator way in the script sandbox; asking each for its configuration
+//! and checking it against the cluster's kinds. `operon hook test`, `operon hook run`
+//! and the in-cluster engine load hooks the same way.
+
+use super::config::{self, ConfigProblem, KindExists, ValidConfig};
+use super::engine::LoadedHook;
+use super::runner::{DiscoveryError, Hook, HookError, ScriptHook, WasmHook, discover};
+use crate::model::HookConfig;
+use crate::sandbox::{CallLimits, LoadError, Sandbox};
+use crate::script::{SandboxError, ScriptSandbox};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Why a hook could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum HookLoadError {
+    /// A path could not be read or resolved.
+    #[error("cannot read {}: {source}", path.display())]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A wasm hook does not load.
+    #[error("cannot load {}: {source}", path.display())]
+    Wasm {
+        /// The component.
+        path: PathBuf,
+        /// Why it does not load.
+        #[source]
+        source: LoadError,
+    },
+    /// The script sandbox a shell hook needs cannot be started.
+    #[error(transparent)]
+    ScriptSandbox(#[from] SandboxError),
+    /// The hooks directory cannot be read.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The hooks directory holds no hook.
+    #[error("no hooks (*.wasm components or executables) in {}", dir.display())]
+    NoHooks {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// The hook did not give its configuration.
+    #[error(transparent)]
+    Configure(#[from] HookError),
+    /// The hook's configuration is invalid; every problem is listed.
+    #[error("hook {hook} has an invalid configuration ({} problems)", problems.len())]
+    Invalid {
+        /// The hook's name.
+        hook: String,
+        /// Every problem found.
+        problems: Vec<ConfigProblem>,
+    },
+}
+
+/// Whether `path` is a wasm component or module (else it is taken for a script hook).
+pub fn is_wasm(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|()| &magic == b"\0asm")
+}
+
+/// The hooks of a directory, sorted: its `*.wasm` components, and every executable
+/// shell-operator would run (see [`discover`]).
+pub fn hook_files(dir: &Path) -> Result<Vec<PathBuf>, HookLoadError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| HookLoadError::Path {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    files.extend(discover(dir)?.into_iter().filter(|p| !is_wasm(p)));
+    files.sort();
+    files.dedup();
+    if files.is_empty() {
+        return Err(HookLoadError::NoHooks {
+            dir: dir.to_owned(),
+        });
+    }
+    Ok(files)
+}
+
+/// Makes hooks from files, sharing one wasm sandbox and one script sandbox (started
+/// when the first script hook needs it).
+#[derive(Debug)]
+pub struct HookLoader {
+    wasm: Sandbox,
+    /// Limits of each wasm run besides its timeout, which comes from the hook's settings.
+    limits: CallLimits,
+    /// Refuse to run a script hook when a sandbox protection is missing.
+    strict: bool,
+    scripts: Mutex<Option<ScriptSandbox>>,
+}
+
+impl HookLoader {
+    /// A loader running wasm hooks in `wasm` with `limits`.
+    pub fn new(wasm: Sandbox, limits: CallLimits, strict: bool) -> Self {
+        Self {
+            wasm,
+            limits,
+            strict,
+            scripts: Mutex::new(None),
+        }
+    }
+
+    /// The hook at `path`, named by its path relative to `hooks_dir`.
+    pub fn hook(&self, path: &Path, hooks_dir: &Path) -> Result<Arc<dyn Hook>, HookLoadError> {
+        let name = path
+            .strip_prefix(hooks_dir)
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        if is_wasm(path) {
+            let module = self
+                .wasm
+                .load_hook_file(path)
+                .map_err(|source| HookLoadError::Wasm {
+                    path: path.to_owned(),
+                    source,
+                })?;
+            return Ok(Arc::new(WasmHook::new(
+                name,
+                self.wasm.clone(),
+                module,
+                self.limits.clone(),
+            )));
+        }
+        // The hook runs in its own directory inside the sandbox: give it absolute paths.
+        let absolute = |p: &Path| {
+            std::fs::canonicalize(p).map_err(|source| HookLoadError::Path {
+                path: p.to_owned(),
+                source,
+            })
+        };
+        Ok(Arc::new(ScriptHook::new(
+            self.script_sandbox()?,
+            &absolute(hooks_dir)?,
+            &absolute(path)?,
+        )))
+    }
+
+    /// Every hook of `dir` (see [`hook_files`]).
+    pub fn hooks_in(&self, dir: &Path) -> Result<Vec<Arc<dyn Hook>>, HookLoadError> {
+        hook_files(dir)?
+            .iter()
+            .map(|file| self.hook(file, dir))
+            .collect()
+    }
+
+    fn script_sandbox(&self) -> Result<ScriptSandbox, SandboxError> {
+        let mut slot = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sandbox) = slot.as_ref() {
+            return Ok(sandbox.clone());
+        }
+        let sandbox = ScriptSandbox::with_this_binary(self.strict)?;
+        Ok(slot.insert(sandbox).clone())
+    }
+}
+
+/// Asks `hook` for its configuration and checks it, with `kinds` resolving the kinds
+/// its kubernetes bindings name. Returns the hook ready for the engine and the
+/// configuration as declared.
+pub async fn configure(
+    hook: Arc<dyn Hook>,
+    kinds: &KindExists,
+) -> Result<(LoadedHook, HookConfig), HookLoadError> {
+    let name = hook.name().to_owned();
+    let declared = hook.configure().await?;
+    let config: ValidConfig =
+        config::validate(&name, &declared, kinds).map_err(|problems| HookLoadError::Invalid {
+            hook: name,
+            problems,
+        })?;
+    Ok((LoadedHook { hook, config }, declared))
+}

@@ -1,0 +1,162 @@
+//! Builds the runner an Operation's processor asks for: the one place that maps
+//! `spec.processor` (wasm, scriptRunner, httpServer) to a [`Runner`].
+//!
+//! `operon run` and the in-cluster controllers build their runners here, so an
+//! Operation runs the same way wherever it runs. The wasm and script sandboxes are
+//! created on first use and shared by every runner built here.
+
+use super::Runner;
+use super::http::{HttpRunner, HttpServerError};
+use super::script::{SandboxedScriptRunner, ScriptSource};
+use super::wasm::WasmRunner;
+use crate::api::Operation;
+use crate::sandbox::{self, CallLimits, EngineError, LoadError, Sandbox, SandboxConfig};
+use crate::script::{SandboxError, ScriptSandbox};
+use crate::store::{ModuleError, ModuleLocator};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Why an Operation's processor cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessorError {
+    /// The Operation names no processor.
+    #[error("no processor")]
+    NoProcessor,
+    /// The wasm module cannot be found.
+    #[error(transparent)]
+    Module(#[from] ModuleError),
+    /// The wasm engine cannot be started.
+    #[error("cannot start the wasm sandbox: {0}")]
+    WasmEngine(#[from] EngineError),
+    /// The wasm module does not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The script sandbox cannot be started.
+    #[error(transparent)]
+    ScriptSandbox(#[from] SandboxError),
+    /// The `httpServer` fields do not make a URL.
+    #[error(transparent)]
+    Http(#[from] HttpServerError),
+}
+
+/// Process-wide settings of the runners built here.
+#[derive(Debug, Clone)]
+pub struct ProcessorSettings {
+    /// Where compiled wasm modules are cached; `None` caches nothing on disk.
+    pub cache_dir: Option<PathBuf>,
+    /// How many wasm calls may run at once (sizes the instance pool).
+    pub max_concurrent_wasm_calls: u32,
+    /// Limits of each wasm call besides its timeout, which comes from the Operation.
+    pub wasm_limits: CallLimits,
+    /// Refuse to run a script when a sandbox protection is missing (an Operation's
+    /// `scriptRunner.strict` overrides it).
+    pub strict: bool,
+    /// Where named and digest-addressed modules are found.
+    pub modules: ModuleLocator,
+}
+
+impl Default for ProcessorSettings {
+    fn default() -> Self {
+        Self {
+            cache_dir: sandbox::default_cache_dir(),
+            max_concurrent_wasm_calls: 4,
+            wasm_limits: CallLimits::default(),
+            strict: false,
+            modules: ModuleLocator::default(),
+        }
+    }
+}
+
+/// Builds runners for Operations, sharing one wasm and one script sandbox.
+#[derive(Debug)]
+pub struct Processors {
+    settings: ProcessorSettings,
+    wasm: Mutex<Option<Sandbox>>,
+    scripts: Mutex<Option<ScriptSandbox>>,
+}
+
+impl Processors {
+    /// A factory with `settings`; no sandbox is started until a runner needs it.
+    pub fn new(settings: ProcessorSettings) -> Self {
+        Self {
+            settings,
+            wasm: Mutex::new(None),
+            scripts: Mutex::new(None),
+        }
+    }
+
+    /// The runner of `operation`, whose relative module paths are resolved against
+    /// `base_dir` (the directory of the manifest it was read from).
+    pub fn runner(
+        &self,
+        operation: &Operation,
+        base_dir: &Path,
+    ) -> Result<Arc<dyn Runner>, ProcessorError> {
+        let processor = &operation.spec.processor;
+        if let Some(wasm) = &processor.wasm {
+            let path = self.settings.modules.locate(&wasm.module, base_dir)?;
+            let sandbox = self.wasm_sandbox()?;
+            let module = sandbox.load_operation_file(&path)?;
+            Ok(Arc::new(WasmRunner::new(
+                sandbox,
+                module,
+                wasm.config.clone(),
+                self.settings.wasm_limits.clone(),
+            )))
+        } else if let Some(script) = &processor.script_runner {
+            let runner = SandboxedScriptRunner::new(
+                self.script_sandbox()?,
+                ScriptSource::Inline(script.script.clone()),
+                script.arg_keys.clone(),
+                script.operation_result_key.clone(),
+            )
+            .with_env(
+                script
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect(),
+            )
+            .with_network(script.network);
+            Ok(Arc::new(match script.strict {
+                Some(strict) => runner.with_strict(strict),
+                None => runner,
+            }))
+        } else if let Some(http) = &processor.http_server {
+            Ok(Arc::new(HttpRunner::new(http)?))
+        } else {
+            Err(ProcessorError::NoProcessor)
+        }
+    }
+
+    /// The wasm sandbox every wasm runner built here shares, started on first use.
+    pub fn wasm_sandbox(&self) -> Result<Sandbox, ProcessorError> {
+        let mut slot = self.wasm.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sandbox) = slot.as_ref() {
+            return Ok(sandbox.clone());
+        }
+        let sandbox = Sandbox::new(SandboxConfig {
+            cache_dir: self.settings.cache_dir.clone(),
+            max_concurrent_calls: self.settings.max_concurrent_wasm_calls,
+            ..SandboxConfig::default()
+        })?;
+        Ok(slot.insert(sandbox).clone())
+    }
+
+    /// The script sandbox every script runner built here shares, started on first use
+    /// with this binary as its launcher.
+    pub fn script_sandbox(&self) -> Result<ScriptSandbox, ProcessorError> {
+        let mut slot = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sandbox) = slot.as_ref() {
+            return Ok(sandbox.clone());
+        }
+        let sandbox = ScriptSandbox::with_this_binary(self.settings.strict)?;
+        Ok(slot.insert(sandbox).clone())
+    }
+}
+
+/// The timeout of one run of `operation` (`timeoutSeconds`, at least one second).
+pub fn timeout(operation: &Operation) -> Duration {
+    Duration::from_secs(operation.spec.processor.timeout_seconds.max(1) as u64)
+}
