@@ -168,7 +168,7 @@ fn record_json(record: &RunRecord) -> Value {
         "queue": record.queue,
         "bindingContexts": shell_operator::context::to_json(&record.contexts),
         "status": if record.failed { if record.allowed_failure { "AllowedFailure" } else { "Failed" } } else { "Succeeded" },
-        "error": record.run.outcome.as_ref().err().map(|e| e.to_string()).or_else(|| record.apply_error.clone()),
+        "error": record.run.outcome.as_ref().err().map(|e| e.to_string()).or_else(|| record.apply_error.as_ref().map(ToString::to_string)),
         "elapsedMs": record.run.elapsed.as_secs_f64() * 1e3,
         "patches": record.run.patches.iter().map(shell_operator::patches::to_json).collect::<Vec<_>>(),
         "metrics": record.run.metrics.iter().map(shell_operator::metrics::to_json).collect::<Vec<_>>(),

@@ -20,7 +20,7 @@ use super::context::{self, SnapshotEntry, Snapshots};
 use super::queue::{Queue, RateLimit, Task, TaskKind};
 use super::runner::{Hook, HookRun};
 use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
-use crate::metrics::{BindingMetrics, Metrics, RunOutcome};
+use crate::metrics::{BindingMetrics, MetricError, Metrics, RunOutcome};
 use crate::model::{BindingContext, BindingType, HookInput, RunnerContext, WatchEvent};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -36,6 +36,26 @@ pub struct LoadedHook {
     pub hook: Arc<dyn Hook>,
     /// Its configuration.
     pub config: ValidConfig,
+}
+
+/// Why a successful run's patches or metrics could not be applied; the run then
+/// counts as failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApplyError {
+    /// A metric operation is invalid (checked before any patch is applied).
+    #[error("metrics: {0}")]
+    Metrics(#[from] MetricError),
+    /// A patch operation failed; the ones after it were not applied.
+    #[error("patch operation {index} of {count}: {source}")]
+    Patch {
+        /// Its position, from 1.
+        index: usize,
+        /// How many the run submitted.
+        count: usize,
+        /// What the cluster said.
+        #[source]
+        source: ClusterError,
+    },
 }
 
 /// What one run did, for the CLI and for tests.
@@ -54,7 +74,7 @@ pub struct RunRecord {
     /// What the hook returned and submitted.
     pub run: HookRun,
     /// Why applying the run's patches or metrics failed, if it did.
-    pub apply_error: Option<String>,
+    pub apply_error: Option<ApplyError>,
     /// Whether the run counts as failed (hook error or apply error).
     pub failed: bool,
     /// A failure that the binding allows: counted, not retried.
@@ -645,22 +665,19 @@ impl Engine {
 
     /// Applies a successful run's patches (in order, stopping at the first failure)
     /// and metrics.
-    async fn apply(&self, hook: &str, run: &HookRun) -> Result<(), String> {
-        let metrics = self
-            .metrics
-            .hooks
-            .prepare(hook, &run.metrics)
-            .map_err(|e| format!("metrics: {e}"))?;
+    async fn apply(&self, hook: &str, run: &HookRun) -> Result<(), ApplyError> {
+        let metrics = self.metrics.hooks.prepare(hook, &run.metrics)?;
         for (i, patch) in run.patches.iter().enumerate() {
             self.cluster
                 .apply(patch)
                 .await
-                .map_err(|e| format!("patch operation {} of {}: {e}", i + 1, run.patches.len()))?;
+                .map_err(|source| ApplyError::Patch {
+                    index: i + 1,
+                    count: run.patches.len(),
+                    source,
+                })?;
         }
-        self.metrics
-            .hooks
-            .commit(metrics)
-            .map_err(|e| format!("metrics: {e}"))
+        Ok(self.metrics.hooks.commit(metrics)?)
     }
 
     /// Runs hook `h` for an admission or conversion review on its validating or

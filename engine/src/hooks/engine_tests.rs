@@ -311,8 +311,9 @@ async fn a_failing_patch_fails_the_run() {
     assert!(
         records[0]
             .apply_error
-            .as_deref()
+            .as_ref()
             .unwrap()
+            .to_string()
             .contains("patch operation 1 of 1")
     );
 }
@@ -450,8 +451,9 @@ async fn an_invalid_metric_fails_the_run_before_any_patch_is_applied() {
     assert!(
         records[0]
             .apply_error
-            .as_deref()
+            .as_ref()
             .unwrap()
+            .to_string()
             .starts_with("metrics:")
     );
     assert!(

@@ -12,7 +12,9 @@
 
 use super::{Hook, HookError, HookRun};
 use crate::model::{HookConfig, HookInput, HookOutput, MetricOperation, PatchOperation};
-use crate::script::{Limits, OutputMode, RunDir, RunStatus, SandboxRequest, ScriptSandbox};
+use crate::script::{
+    Limits, OutputMode, RunDir, RunStatus, SandboxError, SandboxRequest, ScriptSandbox,
+};
 use crate::shell_operator::files::{
     ADMISSION_RESPONSE, BINDING_CONTEXT, CONVERSION_RESPONSE, HookFile, HookFileError,
     KUBERNETES_PATCH, METRICS, OUTPUT_FILES, VALIDATING_RESPONSE,
@@ -31,6 +33,43 @@ pub struct DiscoveryError {
     /// The underlying error.
     #[source]
     pub source: std::io::Error,
+}
+
+/// Why a script hook's run failed. Reported through the hook contract as text
+/// ([`HookError::Run`]), the form binding status and logs carry.
+#[derive(Debug, thiserror::Error)]
+enum ScriptHookError {
+    /// The run directory or its files could not be prepared.
+    #[error(transparent)]
+    Prepare(#[from] SandboxError),
+    /// The sandbox could not start the hook.
+    #[error("hook {hook}: {source}")]
+    Start {
+        /// The hook's name.
+        hook: String,
+        /// Why.
+        #[source]
+        source: SandboxError,
+    },
+    /// The hook exited non-zero, was killed or timed out.
+    #[error("hook {hook} failed ({status}){tail}")]
+    Failed {
+        /// The hook's name.
+        hook: String,
+        /// How it ended.
+        status: RunStatus,
+        /// `": <last line of stderr>"`, or empty.
+        tail: String,
+    },
+    /// A file the hook wrote cannot be read.
+    #[error("hook {hook}: {source}")]
+    File {
+        /// The hook's name.
+        hook: String,
+        /// Which file, which line, why.
+        #[source]
+        source: HookFileError,
+    },
 }
 
 /// File extensions shell-operator never treats as hooks.
@@ -223,7 +262,7 @@ impl ScriptHook {
             elapsed: Duration::ZERO,
         };
         let result = self.handle_in_sandbox(input, timeout, &mut run).await;
-        run.outcome = result.map_err(HookError::Run);
+        run.outcome = result.map_err(|e| HookError::Run(e.to_string()));
         run.elapsed = started.elapsed();
         run
     }
@@ -233,30 +272,30 @@ impl ScriptHook {
         input: &HookInput,
         timeout: Duration,
         out: &mut HookRun,
-    ) -> Result<HookOutput, String> {
-        let dir = self.sandbox.prepare().map_err(|e| e.to_string())?;
+    ) -> Result<HookOutput, ScriptHookError> {
+        let dir = self.sandbox.prepare()?;
         let contexts = shell_operator::context::to_json(&input.binding_contexts);
         let mut request = self.request(timeout);
-        let context_path = dir
-            .create_file(BINDING_CONTEXT.file, contexts.to_string().as_bytes(), false)
-            .map_err(|e| e.to_string())?;
+        let context_path =
+            dir.create_file(BINDING_CONTEXT.file, contexts.to_string().as_bytes(), false)?;
         request.env.push((
             BINDING_CONTEXT.variable.to_owned(),
             context_path.display().to_string(),
         ));
         for file in OUTPUT_FILES {
-            let path = dir
-                .create_file(file.file, b"", false)
-                .map_err(|e| e.to_string())?;
+            let path = dir.create_file(file.file, b"", false)?;
             request
                 .env
                 .push((file.variable.to_owned(), path.display().to_string()));
         }
-        let outcome = self
-            .sandbox
-            .run(&dir, &request)
-            .await
-            .map_err(|e| format!("hook {}: {e}", self.name))?;
+        let outcome =
+            self.sandbox
+                .run(&dir, &request)
+                .await
+                .map_err(|source| ScriptHookError::Start {
+                    hook: self.name.clone(),
+                    source,
+                })?;
         out.stdout = String::from_utf8_lossy(&outcome.stdout).into_owned();
         out.stderr = String::from_utf8_lossy(&outcome.stderr).into_owned();
 
@@ -268,14 +307,16 @@ impl ScriptHook {
                 out.patches = patches;
                 out.metrics = metrics;
             }
-            return Err(format!(
-                "hook {} failed ({}){}",
-                self.name,
-                outcome.status,
-                tail(&outcome.stderr)
-            ));
+            return Err(ScriptHookError::Failed {
+                hook: self.name.clone(),
+                status: outcome.status,
+                tail: tail(&outcome.stderr),
+            });
         }
-        let (patches, metrics, output) = files.map_err(|e| format!("hook {}: {e}", self.name))?;
+        let (patches, metrics, output) = files.map_err(|source| ScriptHookError::File {
+            hook: self.name.clone(),
+            source,
+        })?;
         out.patches = patches;
         out.metrics = metrics;
         Ok(output)

@@ -1,0 +1,293 @@
+//! Tests of reading shell-operator configurations.
+
+use super::*;
+use crate::hooks::config::{
+    BindingId, EventSet, ExecutionRate, FailurePolicy, ValidConfig, any_kind, validate,
+};
+use crate::jq;
+use std::time::Duration;
+
+fn parse(text: &str) -> HookConfig {
+    super::parse("hook.sh", text).unwrap_or_else(|problems| {
+        panic!("unexpected problems: {problems:#?}");
+    })
+}
+
+fn valid(config: &HookConfig) -> ValidConfig {
+    validate("hook.sh", config, &any_kind).unwrap_or_else(|problems| {
+        panic!("unexpected problems: {problems:#?}");
+    })
+}
+
+fn parse_problems(text: &str) -> Vec<String> {
+    match super::parse("hook.sh", text) {
+        Ok(config) => panic!("expected problems, got {config:?}"),
+        Err(problems) => problems.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn parses_every_v1_kubernetes_field() {
+    let config = parse(
+        r#"
+configVersion: v1
+onStartup: 10
+kubernetes:
+- name: "Monitor pods in cache tier"
+  apiVersion: v1
+  kind: Pod
+  executeHookOnEvent: [ "Added", "Modified" ]
+  executeHookOnSynchronization: false
+  waitForSynchronization: false
+  keepFullObjectsInMemory: false
+  nameSelector:
+    matchNames: [pod-0, pod-1]
+  labelSelector:
+    matchLabels:
+      myLabel: myLabelValue
+    matchExpressions:
+    - key: tier
+      operator: In
+      values: ["cache"]
+  fieldSelector:
+    matchExpressions:
+    - field: status.phase
+      operator: "!="
+      value: Pending
+  namespace:
+    nameSelector:
+      matchNames: ["proj-production"]
+    labelSelector:
+      matchLabels: {env: production}
+  jqFilter: ".metadata.labels"
+  includeSnapshotsFrom: ["Monitor pods in cache tier"]
+  allowFailure: true
+  queue: cache-pods
+  group: pods
+settings:
+  executionMinInterval: 3s
+  executionBurst: 2
+  timeout: 1m30s
+"#,
+    );
+    assert_eq!(config.on_startup, Some(10));
+    let k = &config.kubernetes[0];
+    assert_eq!(k.name, "Monitor pods in cache tier");
+    assert_eq!(k.api_version.as_deref(), Some("v1"));
+    assert_eq!(k.kind, "Pod");
+    assert_eq!(
+        k.execute_hook_on_event,
+        Some(vec![WatchEvent::Added, WatchEvent::Modified])
+    );
+    assert_eq!(k.execute_hook_on_synchronization, Some(false));
+    assert_eq!(k.wait_for_synchronization, Some(false));
+    assert_eq!(k.keep_full_objects_in_memory, Some(false));
+    assert_eq!(
+        k.name_selector,
+        Some(vec!["pod-0".to_owned(), "pod-1".to_owned()])
+    );
+    let labels = k.label_selector.as_ref().expect("labelSelector");
+    assert_eq!(
+        labels.match_labels,
+        vec![("myLabel".to_owned(), "myLabelValue".to_owned())]
+    );
+    assert_eq!(labels.match_expressions[0].key, "tier");
+    assert_eq!(labels.match_expressions[0].operator, LabelOperator::In);
+    assert_eq!(labels.match_expressions[0].values, vec!["cache".to_owned()]);
+    let fields = k.field_selector.as_ref().expect("fieldSelector");
+    assert_eq!(fields[0].field, "status.phase");
+    assert_eq!(fields[0].operator, FieldOperator::NotEquals);
+    assert_eq!(fields[0].value, "Pending");
+    let ns = k.namespace.as_ref().expect("namespace");
+    assert_eq!(ns.name_selector, Some(vec!["proj-production".to_owned()]));
+    assert!(ns.label_selector.is_some());
+    assert_eq!(k.jq_filter.as_deref(), Some(".metadata.labels"));
+    assert!(k.allow_failure);
+    assert_eq!(k.queue.as_deref(), Some("cache-pods"));
+    assert_eq!(k.group.as_deref(), Some("pods"));
+    assert_eq!(k.include_snapshots_from, vec![k.name.clone()]);
+    let settings = config.settings.as_ref().expect("settings");
+    assert_eq!(settings.execution_min_interval_ms, Some(3_000));
+    assert_eq!(settings.execution_burst, Some(2));
+    assert_eq!(settings.timeout_ms, Some(90_000));
+
+    let valid = valid(&config);
+    let k = &valid.kubernetes[0];
+    assert_eq!(k.id.to_string(), "kubernetes[0]");
+    assert_eq!(
+        k.execute_hook_on_event,
+        EventSet {
+            added: true,
+            modified: true,
+            deleted: false
+        }
+    );
+    assert_eq!(
+        k.jq_filter.as_ref().map(jq::Filter::text),
+        Some(".metadata.labels")
+    );
+    assert_eq!(
+        valid.settings.execution_rate,
+        Some(ExecutionRate {
+            min_interval: Duration::from_secs(3),
+            burst: 2
+        })
+    );
+    assert_eq!(valid.settings.timeout, Duration::from_secs(90));
+}
+
+#[test]
+fn parses_schedules_webhooks_and_json() {
+    let config = parse(
+        r#"{
+  "configVersion": "v1",
+  "schedule": [
+    {"crontab": "*/5 * * * *"},
+    {"name": "every 10 seconds", "crontab": "*/10 * * * * *", "allowFailure": true,
+     "queue": "every-ten", "includeSnapshotsFrom": ["kubernetes"], "group": "g"}
+  ],
+  "kubernetes": [{"kind": "ConfigMap", "executeHookOnEvent": []}],
+  "kubernetesValidating": [{
+    "name": "private-repo-policy.example.com",
+    "rules": [{"apiGroups": ["stable.example.com"], "apiVersions": ["v1"],
+               "operations": ["CREATE"], "resources": ["crontabs"], "scope": "Namespaced"}],
+    "failurePolicy": "Ignore", "sideEffects": "None", "timeoutSeconds": 5,
+    "namespace": {"labelSelector": {"matchLabels": {"env": "prod"}}}
+  }],
+  "kubernetesCustomResourceConversion": [{
+    "name": "conversions", "crdName": "crontabs.stable.example.com",
+    "conversions": [{"fromVersion": "unstable.crontab.io/v1beta1",
+                     "toVersion": "stable.example.com/v1beta1"}]
+  }]
+}"#,
+    );
+    assert_eq!(config.schedule[0].name, "schedule");
+    assert_eq!(config.schedule[1].crontab, "*/10 * * * * *");
+    assert!(config.schedule[1].allow_failure);
+    assert_eq!(config.kubernetes[0].name, "kubernetes");
+    assert_eq!(config.kubernetes[0].execute_hook_on_event, Some(vec![]));
+    let v = &config.kubernetes_validating[0];
+    assert_eq!(v.rules[0].operations, vec!["CREATE".to_owned()]);
+    assert_eq!(v.rules[0].scope.as_deref(), Some("Namespaced"));
+    assert_eq!(v.failure_policy.as_deref(), Some("Ignore"));
+    assert_eq!(v.timeout_seconds, Some(5));
+    assert_eq!(config.kubernetes_conversion[0].conversions.len(), 1);
+
+    let valid = valid(&config);
+    assert!(valid.kubernetes[0].execute_hook_on_event.is_empty());
+    assert_eq!(valid.schedules[1].queue, "every-ten");
+    assert_eq!(valid.validating[0].failure_policy, FailurePolicy::Ignore);
+    assert!(valid.validating[0].namespace_label_selector.is_some());
+    assert_eq!(
+        valid.binding_name(BindingId {
+            kind: BindingKind::Conversion,
+            index: 0
+        }),
+        Some("conversions")
+    );
+}
+
+#[test]
+fn legacy_v0_is_mapped_to_v1() {
+    let config = parse(
+        r#"
+onStartup: 1
+schedule:
+- crontab: "0 * * * *"
+  allowFailure: true
+onKubernetesEvent:
+- name: pods
+  kind: pod
+  event: [add, update]
+  selector:
+    matchLabels: {app: web}
+  objectName: web-0
+  namespaceSelector:
+    matchNames: [default]
+  jqFilter: .metadata.labels
+- kind: namespace
+  event: [delete]
+  namespaceSelector: {any: true}
+- kind: node
+"#,
+    );
+    assert_eq!(config.on_startup, Some(1));
+    assert_eq!(config.schedule[0].name, "schedule");
+    assert!(config.schedule[0].allow_failure);
+    let pods = &config.kubernetes[0];
+    assert_eq!(
+        pods.execute_hook_on_event,
+        Some(vec![WatchEvent::Added, WatchEvent::Modified])
+    );
+    assert_eq!(pods.name_selector, Some(vec!["web-0".to_owned()]));
+    assert_eq!(
+        pods.namespace
+            .as_ref()
+            .and_then(|n| n.name_selector.clone()),
+        Some(vec!["default".to_owned()])
+    );
+    assert!(pods.label_selector.is_some());
+    let namespaces = &config.kubernetes[1];
+    assert_eq!(namespaces.name, "onKubernetesEvent");
+    assert_eq!(
+        namespaces.execute_hook_on_event,
+        Some(vec![WatchEvent::Deleted])
+    );
+    assert_eq!(namespaces.namespace, None);
+    assert_eq!(config.kubernetes[2].execute_hook_on_event, None);
+}
+
+#[test]
+fn unknown_and_mistyped_fields_are_all_reported() {
+    let problems = parse_problems(
+        r#"
+configVersion: v1
+kubernetes:
+- name: pods
+  kind: Pod
+  executeHookOnEvents: [Added]
+  resynchronizationPeriod: 10s
+  allowFailure: maybe
+  labelSelector:
+    matchLabels: {enabled: true}
+  fieldSelector:
+    matchExpressions:
+    - {field: status.phase, operator: "<", value: x}
+kubernetesMutating: []
+settings:
+  executionMinInterval: 3 seconds
+"#,
+    );
+    let expected = [
+        r#"hook "hook.sh": kubernetes[0] "pods": executeHookOnEvents: unknown field; did you mean executeHookOnEvent?"#,
+        r#"hook "hook.sh": kubernetes[0] "pods": resynchronizationPeriod: not supported"#,
+        r#"hook "hook.sh": kubernetes[0] "pods": allowFailure: expected true or false"#,
+        r#"hook "hook.sh": kubernetes[0] "pods": labelSelector.matchLabels.enabled: label values are strings"#,
+        r#"hook "hook.sh": kubernetes[0] "pods": fieldSelector.matchExpressions[0].operator: "<" is not"#,
+        r#"hook "hook.sh": kubernetesMutating: mutating webhooks are not supported"#,
+        r#"hook "hook.sh": settings.executionMinInterval: invalid duration"#,
+    ];
+    for prefix in expected {
+        assert!(
+            problems.iter().any(|p| p.starts_with(prefix)),
+            "missing {prefix:?} in {problems:#?}"
+        );
+    }
+    assert_eq!(problems.len(), expected.len(), "{problems:#?}");
+}
+
+#[test]
+fn v1_fields_without_config_version_point_at_it() {
+    let problems = parse_problems("kubernetes:\n- kind: Pod\n");
+    assert_eq!(
+        problems,
+        vec![
+            r#"hook "hook.sh": kubernetes: needs configVersion: v1 (without it the v0 form is read)"#
+        ]
+    );
+    let problems = parse_problems("configVersion: v2\nonStartup: 1\n");
+    assert!(problems[0].contains("configVersion: \"v2\" is not a supported version"));
+    assert!(parse_problems("").len() == 1);
+    assert!(parse_problems("- a\n- b\n")[0].contains("must be a mapping"));
+    assert!(parse_problems("{bad json")[0].contains("not valid JSON"));
+}
