@@ -1,13 +1,21 @@
 //! Operon's engine library: everything the `operon` binary does, as reusable parts.
+//! Data flows one way, from what users write to what is applied (see ARCHITECTURE.md):
 //!
-//! - [`api`] holds the custom resources (Operation, OperationSet, Trigger, Diagnosis).
-//! - [`graph`] checks an OperationSet's DAG and walks its paths lazily.
-//! - [`pipeline`] runs a Diagnosis over the graph, each node through a [`runner`].
-//! - [`runner`] is the one interface of every processor: wasm, script, http.
-//! - [`sandbox`] runs WebAssembly components (operations and hooks) with hard limits on
-//!   time, memory and output, through the typed contract in `wit/`.
-//! - [`triggers`] turns alerts, events and schedules into Diagnoses.
-//! - [`manifest`] reads objects from YAML files for the commands that need no cluster.
+//! - [`api`]: the custom resources (Operation, OperationSet, Trigger, Diagnosis) and their own checks.
+//! - [`manifest`]: objects read from YAML files, and checked together, for commands with no cluster.
+//! - [`model`]: Operon's data model for what crosses module boundaries (contexts, patches, metrics, configs).
+//! - [`graph`]: an OperationSet's DAG checked, its paths walked lazily and drawn.
+//! - [`pipeline`]: a Diagnosis planned and run over the graph, node by node, with checkpoints.
+//! - [`runner`]: the one contract of every operation's processor, and its wasm, script and http runners.
+//! - [`hooks`]: shell-operator's hook model: configuration, contexts, queues, the engine, hook runners.
+//! - [`triggers`]: alerts, events and schedules turned into Diagnoses.
+//! - [`cluster`]: the `Cluster` contract hooks talk to, and the in-memory `local` cluster.
+//! - [`shell_operator`]: shell-operator's text formats (config, contexts, patches, metrics, responses), both ways.
+//! - [`sandbox`]: the wasm sandbox; the only module that knows the WIT-generated types.
+//! - [`script`]: the Linux sandbox for shell scripts (namespaces, Landlock, rlimits) and its script store.
+//! - [`metrics`]: Prometheus metrics of the engine and of hooks.
+//! - [`store`]: what Operon keeps and finds: wasm modules by path, name or digest.
+//! - [`jq`]: jq filters (jaq), compiled once and cached.
 
 pub mod api;
 pub mod cluster;

@@ -2,9 +2,11 @@
 //! queues, patches, metrics) over hooks that are wasm components or script
 //! directories.
 //!
-//! Every hook, whatever runs it, is a [`Hook`]: it returns its configuration and
-//! handles runs with typed binding contexts, returning typed patches and metrics. The
-//! engine cannot tell a wasm hook from a shell script.
+//! Every hook, whatever runs it, is a [`Hook`] ([`runner`]): it returns its
+//! configuration and handles runs with typed binding contexts, returning typed patches
+//! and metrics. The engine cannot tell a wasm hook from a shell script. [`load`] makes
+//! hooks from files, [`config`] checks what they declare, [`context`] builds their
+//! binding contexts, [`queue`] and [`engine`] run them.
 
 pub mod config;
 pub mod context;

@@ -21,7 +21,7 @@
 //!   `operation.<key>.error`) are merged too, so users see why it failed.
 //!
 //! This module knows no processor: each Operation is a [`Step`] holding a
-//! [`Runner`](crate::runner::Runner).
+//! [`Runner`].
 
 mod checkpoint;
 mod plan;

@@ -9,7 +9,9 @@
 //! and a deadline, and returns a [`CallReport`] whose failures are typed ([`CallError`]).
 //!
 //! This module knows nothing about Kubernetes, Diagnoses or hooks' semantics: it runs
-//! a component and reports what it returned and submitted.
+//! a component and reports what it returned and submitted. Its API speaks
+//! [`crate::model`]; the WIT-generated types ([`bindings`]) stay inside it, translated
+//! in one place ([`convert`]).
 
 pub mod bindings;
 mod cache;

@@ -1,7 +1,7 @@
 //! The launcher: the process that turns a fresh set of namespaces into a sandboxed run.
 //!
 //! The engine starts it (through util-linux `unshare`, which creates the namespaces and
-//! mounts a private `/proc`) as pid 1 of the run's pid namespace, with a [`LaunchSpec`]
+//! mounts a private `/proc`) as pid 1 of the run's pid namespace, with a `LaunchSpec`
 //! on stdin. It sets the rlimits, mounts the size-bounded scratch tmpfs, applies the
 //! Landlock rules to itself, reports what it applied on stdout, then starts the program
 //! and stays as the namespace's init: it reaps orphans and, when the program exits,

@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 ///
 /// Only the shape is checked here: every unknown field (a typo must not silently turn
 /// an option off) and every value of the wrong type is a problem. What the values
-/// mean is checked by [`validate`]. As in shell-operator, a `schedule` or `kubernetes`
+/// mean is checked by [`crate::hooks::config::validate`]. As in shell-operator, a `schedule` or `kubernetes`
 /// binding without `name` is called `schedule` or `kubernetes` (`onKubernetesEvent`
 /// in v0).
 ///

@@ -1,9 +1,9 @@
-//! Hook configuration: the checks that turn a hook's [`HookConfig`] into the
+//! Hook configuration: the checks that turn a hook's [`HookConfig`](crate::model::HookConfig) into the
 //! [`ValidConfig`] the engine runs.
 //!
 //! The two steps are separate on purpose. A wasm hook hands over a typed
-//! [`HookConfig`]; a script hook prints shell-operator YAML or JSON, which
-//! [`parse_shell_operator`] reads checking only its *shape* (field names and types).
+//! [`HookConfig`](crate::model::HookConfig); a script hook prints shell-operator YAML or JSON, which
+//! [`crate::shell_operator::config::parse`] reads checking only its *shape* (field names and types).
 //! Every rule about *meaning* lives in [`validate`], so both kinds of hooks are held
 //! to the same rules. Both report every problem they find at once, each naming the
 //! hook, the binding and the field in shell-operator's spelling

@@ -21,7 +21,7 @@ use std::time::Duration;
 /// problem found.
 ///
 /// `kind_exists` resolves a kubernetes binding's `apiVersion` and `kind` (e.g. through
-/// [`crate::cluster::Cluster::resolve`]); [`any_kind`] skips that check.
+/// [`crate::cluster::Cluster::resolve`]); [`super::any_kind`] skips that check.
 pub fn validate(
     hook: &str,
     config: &HookConfig,

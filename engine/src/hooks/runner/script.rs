@@ -3,7 +3,7 @@
 //! [`discover`] follows shell-operator's rules: every executable file under the
 //! directory is a hook; hidden entries, `lib/` directories and `.yaml`, `.json`, `.md`
 //! and `.txt` files are skipped; paths are sorted. A [`ScriptHook`] is a
-//! [`Hook`](crate::hooks::Hook): `configure` runs the hook with `--config` and parses its
+//! [`Hook`]: `configure` runs the hook with `--config` and parses its
 //! YAML or JSON; `handle` writes the binding contexts to `$BINDING_CONTEXT_PATH`, runs the
 //! hook, and reads its patch, metrics and response files back into the same typed values
 //! a wasm hook returns. The files live in the run's private directory and are gone with
