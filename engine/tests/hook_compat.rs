@@ -67,7 +67,7 @@ fn input(contexts: Vec<BindingContext>) -> HookInput {
 }
 
 async fn handle(hook: &dyn Hook, contexts: Vec<BindingContext>) -> HookRun {
-    let run = hook.handle(&input(contexts), Duration::from_secs(20)).await;
+    let (run, _) = hook.handle(input(contexts), Duration::from_secs(20)).await;
     assert!(
         run.outcome.is_ok(),
         "{}: {:?}\nstdout: {}\nstderr: {}",
@@ -417,8 +417,8 @@ async fn malformed_files_fail_the_run_naming_file_line_and_reason() {
          echo '{\"operation\":\"Teleport\",\"kind\":\"Pod\",\"name\":\"b\"}' >> $KUBERNETES_PATCH_PATH",
     );
     let hook = ScriptHook::new(sandbox.clone(), dir.path(), &path);
-    let run = hook
-        .handle(&input(vec![on_startup()]), Duration::from_secs(20))
+    let (run, _) = hook
+        .handle(input(vec![on_startup()]), Duration::from_secs(20))
         .await;
     let err = run.outcome.unwrap_err().to_string();
     assert!(
@@ -431,8 +431,9 @@ async fn malformed_files_fail_the_run_naming_file_line_and_reason() {
     let (dir, path) = one_hook("echo 'not json' > $METRICS_PATH");
     let hook = ScriptHook::new(sandbox.clone(), dir.path(), &path);
     let err = hook
-        .handle(&input(vec![on_startup()]), Duration::from_secs(20))
+        .handle(input(vec![on_startup()]), Duration::from_secs(20))
         .await
+        .0
         .outcome
         .unwrap_err()
         .to_string();
@@ -448,8 +449,8 @@ async fn failing_and_hanging_hooks_fail_their_runs() {
         "echo '{\"name\":\"m\",\"add\":1}' >> $METRICS_PATH; echo 'cannot reach the API' >&2; exit 3",
     );
     let hook = ScriptHook::new(sandbox.clone(), dir.path(), &path);
-    let run = hook
-        .handle(&input(vec![on_startup()]), Duration::from_secs(20))
+    let (run, _) = hook
+        .handle(input(vec![on_startup()]), Duration::from_secs(20))
         .await;
     let err = run.outcome.unwrap_err().to_string();
     assert!(
@@ -461,8 +462,8 @@ async fn failing_and_hanging_hooks_fail_their_runs() {
 
     let (dir, path) = one_hook("sleep 60");
     let hook = ScriptHook::new(sandbox.clone(), dir.path(), &path);
-    let run = hook
-        .handle(&input(vec![on_startup()]), Duration::from_millis(500))
+    let (run, _) = hook
+        .handle(input(vec![on_startup()]), Duration::from_millis(500))
         .await;
     let err = run.outcome.unwrap_err().to_string();
     assert!(err.contains("timed out"), "{err}");

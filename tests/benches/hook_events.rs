@@ -190,7 +190,7 @@ impl Hook for ShellOperatorHook {
         })
     }
 
-    fn handle<'a>(&'a self, input: &'a HookInput, _timeout: Duration) -> BoxFuture<'a, HookRun> {
+    fn handle(&self, input: HookInput, _timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
         Box::pin(async move {
             let started = Instant::now();
             let dir = tempfile::tempdir().unwrap();
@@ -221,7 +221,7 @@ impl Hook for ShellOperatorHook {
             } else {
                 Err(HookError::Run(format!("{status}")))
             };
-            HookRun {
+            let run = HookRun {
                 outcome,
                 patches: shell_operator::patches::parse(&read("patch")).unwrap(),
                 metrics: shell_operator::metrics::parse(&read("metrics")).unwrap(),
@@ -229,7 +229,8 @@ impl Hook for ShellOperatorHook {
                 stdout: String::new(),
                 stderr: String::new(),
                 elapsed: started.elapsed(),
-            }
+            };
+            (run, input)
         })
     }
 }

@@ -62,7 +62,7 @@ fn hostile(sandbox: &Sandbox) -> OperationModule {
 
 fn run_mode(sandbox: &Sandbox, mode: &str, limits: &CallLimits) -> CallReport<OperationOutput> {
     let module = hostile(sandbox);
-    block_on(sandbox.run_operation(&module, &input(&[("mode", mode)]), limits))
+    block_on(sandbox.run_operation(&module, input(&[("mode", mode)]), limits))
 }
 
 /// After any failure the same sandbox must still run a well-behaved call.
@@ -306,7 +306,7 @@ fn concurrent_calls_are_isolated() {
             let mode = if i % 2 == 0 { "ok" } else { "spin" };
             handles.push(tokio::spawn(async move {
                 let report = sandbox
-                    .run_operation(&module, &input(&[("mode", mode)]), &limits)
+                    .run_operation(&module, input(&[("mode", mode)]), &limits)
                     .await;
                 (mode, report.outcome)
             }));
@@ -333,7 +333,7 @@ fn input_and_output_cross_the_boundary_intact() {
         .unwrap();
     let report = block_on(sandbox.run_operation(
         &module,
-        &input(&[("disk", "sda"), ("ünïcode", "✓ value=with=equals")]),
+        input(&[("disk", "sda"), ("ünïcode", "✓ value=with=equals")]),
         &limits(),
     ));
     let out = report.outcome.unwrap();
@@ -436,7 +436,7 @@ fn the_same_digest_is_compiled_once_and_cached_on_disk() {
         .load_operation_file(operon_tests::TRIVIAL.as_ref())
         .unwrap();
     assert!(
-        block_on(second.run_operation(&module, &input(&[]), &limits()))
+        block_on(second.run_operation(&module, input(&[]), &limits()))
             .outcome
             .is_ok()
     );
@@ -450,7 +450,7 @@ fn the_same_digest_is_compiled_once_and_cached_on_disk() {
         .load_operation_file(operon_tests::TRIVIAL.as_ref())
         .unwrap();
     assert!(
-        block_on(third.run_operation(&module, &input(&[]), &limits()))
+        block_on(third.run_operation(&module, input(&[]), &limits()))
             .outcome
             .is_ok()
     );

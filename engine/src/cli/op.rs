@@ -147,7 +147,7 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()?;
-    let report = runtime.block_on(sandbox.run_operation(&module, &input, &limits));
+    let report = runtime.block_on(sandbox.run_operation(&module, input, &limits));
 
     let (results, output_text) = match &report.outcome {
         // Later keys win, as the contract says.

@@ -602,9 +602,9 @@ impl Engine {
         let handles = self.binding_metrics(task.hook, &binding_label, queue);
         handles.waited(task.queued_at.elapsed());
         let input = self.input(task.hook, contexts);
-        let run = loaded
+        let (run, input) = loaded
             .hook
-            .handle(&input, loaded.config.settings.timeout)
+            .handle(input, loaded.config.settings.timeout)
             .await;
         let apply_error = match &run.outcome {
             Ok(_) => self.apply(&name, &run).await.err(),
@@ -700,7 +700,7 @@ impl Engine {
             ..context
         }];
         let input = self.input(h, contexts);
-        let run = loaded.hook.handle(&input, config.settings.timeout).await;
+        let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
         let failed = run.outcome.is_err();
         Some(RunRecord {
             hook: loaded.hook.name().to_owned(),

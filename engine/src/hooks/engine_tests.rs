@@ -61,7 +61,7 @@ impl Hook for Scripted {
         Box::pin(async move { Ok(self.config.clone()) })
     }
 
-    fn handle<'a>(&'a self, input: &'a HookInput, _timeout: Duration) -> BoxFuture<'a, HookRun> {
+    fn handle(&self, input: HookInput, _timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
         Box::pin(async move {
             let n = self.runs.fetch_add(1, Ordering::SeqCst);
             self.seen
@@ -77,7 +77,7 @@ impl Hook for Scripted {
                 .map(|o| label_patch(&o))
                 .chain(self.patches.iter().cloned())
                 .collect();
-            HookRun {
+            let run = HookRun {
                 outcome: if n < self.fail_first {
                     Err(HookError::Run("failing on purpose".to_owned()))
                 } else {
@@ -92,7 +92,8 @@ impl Hook for Scripted {
                 stdout: String::new(),
                 stderr: String::new(),
                 elapsed: Duration::from_millis(1),
-            }
+            };
+            (run, input)
         })
     }
 }

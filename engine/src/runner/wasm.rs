@@ -66,7 +66,7 @@ impl Runner for WasmRunner {
             };
             let report = self
                 .sandbox
-                .run_operation(&self.module, &input, &limits)
+                .run_operation(&self.module, input, &limits)
                 .await;
             for record in &report.logs {
                 tracing::debug!(run = %request.name, level = ?record.level, "{}", record.message);

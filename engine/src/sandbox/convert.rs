@@ -4,6 +4,10 @@
 //! Inputs go to the guest as WIT values; whatever the guest returns or submits comes
 //! back as model values. When the WIT package gains a version, its new types are
 //! translated here and nothing else in the engine changes.
+//!
+//! Translations move rather than copy: a hook's contexts can carry thousands of objects,
+//! and a value whose layout is the same on both sides (an object with its filter
+//! result) is collected in place, without a new allocation.
 
 use super::bindings::{kubernetes as wk, log as wl, metrics as wm, types as wt};
 use crate::model;
@@ -13,46 +17,95 @@ use crate::model;
 // ---------------------------------------------------------------------------------------
 
 /// The WIT `operation-input` for `input`.
-pub fn operation_input(input: &model::OperationInput) -> wt::OperationInput {
+pub fn operation_input(input: model::OperationInput) -> wt::OperationInput {
     wt::OperationInput {
-        context: runner_context(&input.context),
-        parameters: string_map(&input.parameters),
-        results: string_map(&input.results),
-        args: input.args.clone(),
+        context: runner_context(input.context),
+        parameters: input.parameters.into_iter().collect(),
+        results: input.results.into_iter().collect(),
+        args: input.args,
     }
 }
 
-/// The WIT `hook-input` for `input`.
-pub fn hook_input(input: &model::HookInput) -> wt::HookInput {
+/// The WIT `hook-input` for `input`; [`hook_input_back`] undoes it.
+pub fn hook_input(input: model::HookInput) -> wt::HookInput {
     wt::HookInput {
-        context: runner_context(&input.context),
-        binding_contexts: input.binding_contexts.iter().map(binding_context).collect(),
+        context: runner_context(input.context),
+        binding_contexts: input
+            .binding_contexts
+            .into_iter()
+            .map(binding_context)
+            .collect(),
     }
 }
 
-fn string_map(map: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
-    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+/// The model value of a `hook-input` made by [`hook_input`], given back to the caller
+/// after the call so it keeps its contexts without copying them.
+pub fn hook_input_back(input: wt::HookInput) -> model::HookInput {
+    model::HookInput {
+        context: model::RunnerContext {
+            name: input.context.name,
+            dry_run: input.context.dry_run,
+            timeout_ms: input.context.timeout_ms,
+            node: input.context.node,
+            namespace: input.context.namespace,
+            owner: input.context.owner.map(|o| model::OwnerReference {
+                api_version: o.api_version,
+                kind: o.kind,
+                name: o.name,
+                uid: o.uid,
+            }),
+        },
+        binding_contexts: input
+            .binding_contexts
+            .into_iter()
+            .map(|c| model::BindingContext {
+                binding: c.binding,
+                type_: match c.type_ {
+                    wt::BindingType::OnStartup => model::BindingType::OnStartup,
+                    wt::BindingType::Schedule => model::BindingType::Schedule,
+                    wt::BindingType::Synchronization => model::BindingType::Synchronization,
+                    wt::BindingType::Event => model::BindingType::Event,
+                    wt::BindingType::Group => model::BindingType::Group,
+                    wt::BindingType::Validating => model::BindingType::Validating,
+                    wt::BindingType::Conversion => model::BindingType::Conversion,
+                },
+                group: c.group,
+                watch_event: c.watch_event.map(watch_event),
+                object: c.object.map(object_and_filter_back),
+                objects: c.objects.into_iter().map(object_and_filter_back).collect(),
+                snapshots: c
+                    .snapshots
+                    .into_iter()
+                    .map(|s| model::Snapshot {
+                        binding: s.binding,
+                        objects: s.objects.into_iter().map(object_and_filter_back).collect(),
+                    })
+                    .collect(),
+                review: c.review,
+            })
+            .collect(),
+    }
 }
 
-fn runner_context(context: &model::RunnerContext) -> wt::RunnerContext {
+fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
     wt::RunnerContext {
-        name: context.name.clone(),
+        name: context.name,
         dry_run: context.dry_run,
         timeout_ms: context.timeout_ms,
-        node: context.node.clone(),
-        namespace: context.namespace.clone(),
-        owner: context.owner.as_ref().map(|o| wt::OwnerReference {
-            api_version: o.api_version.clone(),
-            kind: o.kind.clone(),
-            name: o.name.clone(),
-            uid: o.uid.clone(),
+        node: context.node,
+        namespace: context.namespace,
+        owner: context.owner.map(|o| wt::OwnerReference {
+            api_version: o.api_version,
+            kind: o.kind,
+            name: o.name,
+            uid: o.uid,
         }),
     }
 }
 
-fn binding_context(context: &model::BindingContext) -> wt::BindingContext {
+fn binding_context(context: model::BindingContext) -> wt::BindingContext {
     wt::BindingContext {
-        binding: context.binding.clone(),
+        binding: context.binding,
         type_: match context.type_ {
             model::BindingType::OnStartup => wt::BindingType::OnStartup,
             model::BindingType::Schedule => wt::BindingType::Schedule,
@@ -62,26 +115,33 @@ fn binding_context(context: &model::BindingContext) -> wt::BindingContext {
             model::BindingType::Validating => wt::BindingType::Validating,
             model::BindingType::Conversion => wt::BindingType::Conversion,
         },
-        group: context.group.clone(),
+        group: context.group,
         watch_event: context.watch_event.map(watch_event_to_wit),
-        object: context.object.as_ref().map(object_and_filter),
-        objects: context.objects.iter().map(object_and_filter).collect(),
+        object: context.object.map(object_and_filter),
+        objects: context.objects.into_iter().map(object_and_filter).collect(),
         snapshots: context
             .snapshots
-            .iter()
+            .into_iter()
             .map(|s| wt::Snapshot {
-                binding: s.binding.clone(),
-                objects: s.objects.iter().map(object_and_filter).collect(),
+                binding: s.binding,
+                objects: s.objects.into_iter().map(object_and_filter).collect(),
             })
             .collect(),
-        review: context.review.clone(),
+        review: context.review,
     }
 }
 
-fn object_and_filter(item: &model::ObjectAndFilter) -> wt::ObjectAndFilter {
+fn object_and_filter(item: model::ObjectAndFilter) -> wt::ObjectAndFilter {
     wt::ObjectAndFilter {
-        object: item.object.clone(),
-        filter_result: item.filter_result.clone(),
+        object: item.object,
+        filter_result: item.filter_result,
+    }
+}
+
+fn object_and_filter_back(item: wt::ObjectAndFilter) -> model::ObjectAndFilter {
+    model::ObjectAndFilter {
+        object: item.object,
+        filter_result: item.filter_result,
     }
 }
 
@@ -376,14 +436,30 @@ mod tests {
             }],
             review: None,
         };
-        let wit = binding_context(&context);
-        assert_eq!(wit.binding, "pods");
-        assert_eq!(wit.type_, wt::BindingType::Event);
-        assert_eq!(wit.watch_event, Some(wt::WatchEvent::Deleted));
+        let input = model::HookInput {
+            context: model::RunnerContext {
+                name: "run".to_owned(),
+                dry_run: false,
+                timeout_ms: 1,
+                node: None,
+                namespace: Some("ns".to_owned()),
+                owner: None,
+            },
+            binding_contexts: vec![context],
+        };
+        let wit = hook_input(input.clone());
+        let first = &wit.binding_contexts[0];
+        assert_eq!(first.binding, "pods");
+        assert_eq!(first.type_, wt::BindingType::Event);
+        assert_eq!(first.watch_event, Some(wt::WatchEvent::Deleted));
         assert_eq!(
-            wit.object.and_then(|o| o.filter_result).as_deref(),
+            first
+                .object
+                .as_ref()
+                .and_then(|o| o.filter_result.as_deref()),
             Some("null")
         );
-        assert_eq!(wit.snapshots[0].binding, "nodes");
+        assert_eq!(first.snapshots[0].binding, "nodes");
+        assert_eq!(hook_input_back(wit), input);
     }
 }

@@ -189,7 +189,7 @@ impl Sandbox {
     pub async fn run_operation(
         &self,
         module: &OperationModule,
-        input: &OperationInput,
+        input: OperationInput,
         limits: &CallLimits,
     ) -> CallReport<OperationOutput> {
         let started = Instant::now();
@@ -253,13 +253,14 @@ impl Sandbox {
             .map(convert::hook_config)
     }
 
-    /// Calls a hook's `handle` export in a fresh store.
+    /// Calls a hook's `handle` export in a fresh store. `input` is handed back
+    /// unchanged, so the caller keeps its contexts without copying them.
     pub async fn handle_hook(
         &self,
         module: &HookModule,
-        input: &HookInput,
+        input: HookInput,
         limits: &CallLimits,
-    ) -> CallReport<HookOutput> {
+    ) -> (CallReport<HookOutput>, HookInput) {
         let started = Instant::now();
         let mut store = self.new_store(limits, &input.context.name);
         let input = convert::hook_input(input);
@@ -275,8 +276,10 @@ impl Sandbox {
                 .map_err(Phase::Call)
         };
         let raw = tokio::time::timeout(limits.timeout, call).await;
-        self.finish(store, raw, limits, started)
-            .map(convert::hook_output)
+        let report = self
+            .finish(store, raw, limits, started)
+            .map(convert::hook_output);
+        (report, convert::hook_input_back(input))
     }
 
     /// Turns the raw result of a call into a report, classifying failures by the limit

@@ -61,6 +61,8 @@ pub trait Hook: Send + Sync {
     /// Asks the hook for its configuration (shell-operator's `--config`).
     fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>>;
 
-    /// Runs the hook once with `input`, stopping it at `timeout`.
-    fn handle<'a>(&'a self, input: &'a HookInput, timeout: Duration) -> BoxFuture<'a, HookRun>;
+    /// Runs the hook once with `input`, stopping it at `timeout`. The input is handed
+    /// back unchanged with the run, so the caller keeps its contexts (which can hold
+    /// thousands of objects) without copying them.
+    fn handle(&self, input: HookInput, timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)>;
 }

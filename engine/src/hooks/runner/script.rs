@@ -387,8 +387,11 @@ impl Hook for ScriptHook {
         Box::pin(self.configure_once())
     }
 
-    fn handle<'a>(&'a self, input: &'a HookInput, timeout: Duration) -> BoxFuture<'a, HookRun> {
-        Box::pin(self.handle_once(input, timeout))
+    fn handle(&self, input: HookInput, timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
+        Box::pin(async move {
+            let run = self.handle_once(&input, timeout).await;
+            (run, input)
+        })
     }
 }
 

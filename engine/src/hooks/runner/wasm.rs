@@ -47,14 +47,14 @@ impl Hook for WasmHook {
         })
     }
 
-    fn handle<'a>(&'a self, input: &'a HookInput, timeout: Duration) -> BoxFuture<'a, HookRun> {
+    fn handle(&self, input: HookInput, timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
         Box::pin(async move {
             let limits = CallLimits {
                 timeout,
                 ..self.limits.clone()
             };
-            let report = self.sandbox.handle_hook(&self.module, input, &limits).await;
-            HookRun {
+            let (report, input) = self.sandbox.handle_hook(&self.module, input, &limits).await;
+            let run = HookRun {
                 outcome: report.outcome.map_err(|e| HookError::Run(e.to_string())),
                 patches: report.patches,
                 metrics: report.metrics,
@@ -62,7 +62,8 @@ impl Hook for WasmHook {
                 stdout: report.stdout,
                 stderr: report.stderr,
                 elapsed: report.elapsed,
-            }
+            };
+            (run, input)
         })
     }
 }

@@ -5,6 +5,7 @@ use crate::hooks::config::{
     BindingId, EventSet, ExecutionRate, FailurePolicy, ValidConfig, any_kind, validate,
 };
 use crate::jq;
+use crate::model::{FieldOperator, LabelOperator, WatchEvent};
 use std::time::Duration;
 
 fn parse(text: &str) -> HookConfig {
