@@ -91,7 +91,7 @@ impl<T> CallReport<T> {
 #[derive(Clone)]
 pub struct Sandbox {
     inner: Arc<engine::EngineState>,
-    modules: Arc<Mutex<HashMap<ModuleDigest, module::Loaded>>>,
+    modules: Arc<Mutex<HashMap<ModuleDigest, module::LoadedModule>>>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -137,8 +137,8 @@ impl Sandbox {
     /// Loads an operation component; `name` is used in error messages only.
     pub fn load_operation(&self, name: &str, bytes: &[u8]) -> Result<OperationModule, LoadError> {
         match self.load(name, bytes, World::Operation)? {
-            module::Loaded::Operation(m) => Ok(m),
-            module::Loaded::Hook(_) => unreachable!("load checks the world"),
+            module::LoadedModule::Operation(m) => Ok(m),
+            module::LoadedModule::Hook(_) => unreachable!("load checks the world"),
         }
     }
 
@@ -154,12 +154,17 @@ impl Sandbox {
     /// Loads a hook component; `name` is used in error messages only.
     pub fn load_hook(&self, name: &str, bytes: &[u8]) -> Result<HookModule, LoadError> {
         match self.load(name, bytes, World::Hook)? {
-            module::Loaded::Hook(m) => Ok(m),
-            module::Loaded::Operation(_) => unreachable!("load checks the world"),
+            module::LoadedModule::Hook(m) => Ok(m),
+            module::LoadedModule::Operation(_) => unreachable!("load checks the world"),
         }
     }
 
-    fn load(&self, name: &str, bytes: &[u8], world: World) -> Result<module::Loaded, LoadError> {
+    fn load(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        world: World,
+    ) -> Result<module::LoadedModule, LoadError> {
         let digest = ModuleDigest::of(bytes);
         if let Some(loaded) = self.lock_modules().get(&digest)
             && loaded.world() == world
@@ -172,7 +177,9 @@ impl Sandbox {
         Ok(loaded)
     }
 
-    fn lock_modules(&self) -> std::sync::MutexGuard<'_, HashMap<ModuleDigest, module::Loaded>> {
+    fn lock_modules(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<ModuleDigest, module::LoadedModule>> {
         // The map is only ever inserted into whole values, so a poisoned lock still
         // guards a consistent map.
         self.modules.lock().unwrap_or_else(|e| e.into_inner())

@@ -74,16 +74,16 @@ impl std::fmt::Debug for HookModule {
 
 /// A loaded module of either world, as kept in the registry.
 #[derive(Clone)]
-pub(super) enum Loaded {
+pub(super) enum LoadedModule {
     Operation(OperationModule),
     Hook(HookModule),
 }
 
-impl Loaded {
+impl LoadedModule {
     pub(super) fn world(&self) -> World {
         match self {
-            Loaded::Operation(_) => World::Operation,
-            Loaded::Hook(_) => World::Hook,
+            LoadedModule::Operation(_) => World::Operation,
+            LoadedModule::Hook(_) => World::Hook,
         }
     }
 }
@@ -166,7 +166,7 @@ pub(super) fn load(
     digest: ModuleDigest,
     bytes: &[u8],
     world: World,
-) -> Result<Loaded, LoadError> {
+) -> Result<LoadedModule, LoadError> {
     check_header(name, bytes)?;
     let component = compile(state, name, &digest, bytes)?;
     if let Some(found) = detect_world(state, &component)
@@ -201,11 +201,11 @@ pub(super) fn load(
         macro_name,
     };
     Ok(match world {
-        World::Operation => Loaded::Operation(OperationModule {
+        World::Operation => LoadedModule::Operation(OperationModule {
             digest,
             pre: OperationPre::new(pre).map_err(|e| missing(e, "operation"))?,
         }),
-        World::Hook => Loaded::Hook(HookModule {
+        World::Hook => LoadedModule::Hook(HookModule {
             digest,
             pre: HookPre::new(pre).map_err(|e| missing(e, "hook"))?,
         }),
