@@ -25,9 +25,9 @@ mod v1;
 ///
 /// Only the shape is checked here: every unknown field (a typo must not silently turn
 /// an option off) and every value of the wrong type is a problem. What the values
-/// mean is checked by [`crate::hooks::config::validate`]. As in shell-operator, a `schedule` or `kubernetes`
-/// binding without `name` is called `schedule` or `kubernetes` (`onKubernetesEvent`
-/// in v0).
+/// mean is checked by [`crate::hooks::config::validate`]. As in shell-operator, a
+/// `schedule` or `kubernetes` binding without `name` is called `schedule` or
+/// `kubernetes` (`onKubernetesEvent` in v0).
 ///
 /// Operon's one extension is `settings.timeout` (a duration such as `30s`): the
 /// run budget, which shell-operator does not have. Options shell-operator accepts but
