@@ -3,7 +3,6 @@
 
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
-use operon::cluster::Cluster as _;
 use operon::cluster::local::LocalCluster;
 use operon::hooks::engine::{Engine, LoadedHook, RunRecord};
 use operon::hooks::load::{self, HookLoadError, HookLoader};
@@ -145,10 +144,7 @@ async fn configure(
     hook: Arc<dyn operon::hooks::Hook>,
     cluster: &Arc<LocalCluster>,
 ) -> anyhow::Result<(LoadedHook, HookConfig)> {
-    let cluster = cluster.clone();
-    let kinds =
-        move |api_version: Option<&str>, kind: &str| cluster.resolve(api_version, kind).map(|_| ());
-    match load::configure(hook, &kinds).await {
+    match load::configure(hook, cluster.as_ref()).await {
         Err(HookLoadError::Invalid { hook, problems }) => {
             for p in &problems {
                 eprintln!("error: {p}");

@@ -520,11 +520,27 @@ impl LocalCluster {
     }
 }
 
-impl Cluster for LocalCluster {
-    fn resolve(&self, api_version: Option<&str>, kind: &str) -> Result<Resource, ClusterError> {
+impl LocalCluster {
+    /// [`Cluster::resolve`], answered at once: every kind this cluster knows was
+    /// registered when its fixtures or CRDs were loaded.
+    pub fn resolve(&self, api_version: Option<&str>, kind: &str) -> Result<Resource, ClusterError> {
         let state = self.lock();
         let index = state.resolve(api_version, kind)?;
         Ok(state.kinds[index].info.resource.clone())
+    }
+}
+
+impl Cluster for LocalCluster {
+    fn resolve<'a>(
+        &'a self,
+        api_version: Option<&'a str>,
+        kind: &'a str,
+    ) -> BoxFuture<'a, Result<Resource, ClusterError>> {
+        Box::pin(std::future::ready(LocalCluster::resolve(
+            self,
+            api_version,
+            kind,
+        )))
     }
 
     fn list_and_watch<'a>(

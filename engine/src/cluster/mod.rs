@@ -120,8 +120,13 @@ pub type EventStream = tokio::sync::mpsc::UnboundedReceiver<Event>;
 /// What the hook engine needs from a Kubernetes cluster.
 pub trait Cluster: Send + Sync {
     /// Resolves a kind (case-insensitive; a plural or short name is accepted too) and an
-    /// optional `apiVersion` to a resource.
-    fn resolve(&self, api_version: Option<&str>, kind: &str) -> Result<Resource, ClusterError>;
+    /// optional `apiVersion` to a resource. Asynchronous because a real API server is
+    /// asked through discovery, again when a kind is unknown (a CRD created after start).
+    fn resolve<'a>(
+        &'a self,
+        api_version: Option<&'a str>,
+        kind: &'a str,
+    ) -> BoxFuture<'a, Result<Resource, ClusterError>>;
 
     /// Lists the matching objects, sorted by namespace then name, and starts watching
     /// them: the stream carries every change after the list, in order.

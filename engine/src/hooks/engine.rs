@@ -261,7 +261,7 @@ impl Engine {
                 namespaces = Some(names.clone());
             }
             if let Some(labels) = &ns.label_selector {
-                let resource = self.cluster.resolve(Some("v1"), "Namespace")?;
+                let resource = self.cluster.resolve(Some("v1"), "Namespace").await?;
                 let selector = Selector {
                     labels: Some(labels.clone()),
                     ..Selector::default()
@@ -322,7 +322,8 @@ impl Engine {
     ) -> Result<(), ClusterError> {
         let resource: Resource = self
             .cluster
-            .resolve(binding.api_version.as_deref(), &binding.kind)?;
+            .resolve(binding.api_version.as_deref(), &binding.kind)
+            .await?;
         let selector = self.selector(binding).await?;
         let (objects, stream) = self.cluster.list_and_watch(&resource, &selector).await?;
         let mut snapshot = BTreeMap::new();

@@ -3,12 +3,15 @@
 //! and checking it against the cluster's kinds. `operon hook test`, `operon hook run`
 //! and the in-cluster engine load hooks the same way.
 
-use super::config::{self, ConfigProblem, KindExists, ValidConfig};
+use super::config::{self, ConfigProblem, ValidConfig};
 use super::engine::LoadedHook;
 use super::runner::{DiscoveryError, Hook, HookError, ScriptHook, WasmHook, discover};
+use crate::cluster::{Cluster, ClusterError};
 use crate::model::HookConfig;
 use crate::sandbox::{CallLimits, LoadError, Sandbox};
 use crate::script::{SandboxError, ScriptSandbox};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -165,19 +168,111 @@ impl HookLoader {
     }
 }
 
-/// Asks `hook` for its configuration and checks it, with `kinds` resolving the kinds
-/// its kubernetes bindings name. Returns the hook ready for the engine and the
+/// Asks `hook` for its configuration and checks it, the kinds its kubernetes bindings
+/// name resolved by `cluster`. Returns the hook ready for the engine and the
 /// configuration as declared.
 pub async fn configure(
     hook: Arc<dyn Hook>,
-    kinds: &KindExists,
+    cluster: &dyn Cluster,
 ) -> Result<(LoadedHook, HookConfig), HookLoadError> {
     let name = hook.name().to_owned();
     let declared = hook.configure().await?;
+    // Resolved up front, each distinct kind once: the checks themselves are synchronous.
+    let mut resolved: HashMap<(Option<&str>, &str), Result<(), ClusterError>> = HashMap::new();
+    for binding in &declared.kubernetes {
+        let key = (binding.api_version.as_deref(), binding.kind.as_str());
+        if let Entry::Vacant(slot) = resolved.entry(key) {
+            slot.insert(cluster.resolve(key.0, key.1).await.map(|_| ()));
+        }
+    }
+    let kinds = |api_version: Option<&str>, kind: &str| -> Result<(), ClusterError> {
+        match resolved.get(&(api_version, kind)) {
+            Some(result) => result.clone(),
+            None => Err(ClusterError::UnknownKind {
+                kind: kind.to_owned(),
+                api_version: api_version.map(str::to_owned),
+            }),
+        }
+    };
     let config: ValidConfig =
-        config::validate(&name, &declared, kinds).map_err(|problems| HookLoadError::Invalid {
+        config::validate(&name, &declared, &kinds).map_err(|problems| HookLoadError::Invalid {
             hook: name,
             problems,
         })?;
     Ok((LoadedHook { hook, config }, declared))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::local::LocalCluster;
+    use crate::hooks::HookRun;
+    use crate::model::{HookInput, KubernetesBindingConfig};
+    use futures::future::BoxFuture;
+    use std::time::Duration;
+
+    /// A hook that declares one kubernetes binding per kind and never runs.
+    struct Declares(Vec<&'static str>);
+
+    impl Hook for Declares {
+        fn name(&self) -> &str {
+            "declares"
+        }
+
+        fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+            let kubernetes = self
+                .0
+                .iter()
+                .map(|kind| KubernetesBindingConfig {
+                    name: format!("{kind}-binding"),
+                    api_version: None,
+                    kind: (*kind).to_owned(),
+                    execute_hook_on_event: None,
+                    execute_hook_on_synchronization: None,
+                    wait_for_synchronization: None,
+                    keep_full_objects_in_memory: None,
+                    name_selector: None,
+                    label_selector: None,
+                    field_selector: None,
+                    namespace: None,
+                    jq_filter: None,
+                    allow_failure: false,
+                    queue: None,
+                    group: None,
+                    include_snapshots_from: vec![],
+                })
+                .collect();
+            Box::pin(async move {
+                Ok(HookConfig {
+                    kubernetes,
+                    ..HookConfig::default()
+                })
+            })
+        }
+
+        fn handle(&self, _: HookInput, _: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
+            unreachable!("configuration tests never run the hook")
+        }
+    }
+
+    #[tokio::test]
+    async fn kinds_are_resolved_by_the_cluster() {
+        let cluster = LocalCluster::new();
+        let (loaded, declared) = configure(Arc::new(Declares(vec!["po", "Pod"])), &cluster)
+            .await
+            .expect("pods are known");
+        assert_eq!(loaded.config.kubernetes.len(), 2);
+        assert_eq!(declared.kubernetes[0].kind, "po");
+
+        let result = configure(Arc::new(Declares(vec!["Pod", "Gadget"])), &cluster).await;
+        let Err(HookLoadError::Invalid { problems, .. }) = result else {
+            panic!("an unknown kind must make the configuration invalid");
+        };
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].to_string().contains("Gadget"),
+            "{}",
+            problems[0]
+        );
+    }
 }

@@ -40,7 +40,7 @@ pub const DEFAULT_WEBHOOK_TIMEOUT_SECONDS: u32 = 10;
 
 /// What [`validate`] calls to check a kubernetes binding's `apiVersion` (when given)
 /// and `kind`: `Ok` when the cluster knows them, otherwise why not.
-pub type KindExists = dyn Fn(Option<&str>, &str) -> Result<(), ClusterError>;
+pub type KindExists<'a> = dyn Fn(Option<&str>, &str) -> Result<(), ClusterError> + 'a;
 
 /// A kind-checker that accepts every kind, for checking a configuration without a
 /// cluster (`kind` is then only checked to be non-empty).

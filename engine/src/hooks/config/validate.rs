@@ -25,7 +25,7 @@ use std::time::Duration;
 pub fn validate(
     hook: &str,
     config: &HookConfig,
-    kind_exists: &KindExists,
+    kind_exists: &KindExists<'_>,
 ) -> Result<ValidConfig, Vec<ConfigProblem>> {
     let mut check = Checker::new(hook, config);
     check.names(config);
@@ -240,7 +240,7 @@ impl<'a> Checker<'a> {
         &mut self,
         index: usize,
         binding: &KubernetesBindingConfig,
-        kind_exists: &KindExists,
+        kind_exists: &KindExists<'_>,
     ) -> Option<KubernetesBinding> {
         let at = location(BindingKind::Kubernetes, index, &binding.name);
         let p = &mut self.problems;
