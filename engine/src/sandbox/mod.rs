@@ -192,6 +192,22 @@ impl Sandbox {
         store
     }
 
+    /// Runs `body` (instantiate, then call one export) in a fresh store under `limits`
+    /// and reports what the guest returned and submitted. The store belongs to this
+    /// function, not to `body`'s future, so a call stopped at its deadline still reports
+    /// the logs, patches and output it produced.
+    async fn call<T>(
+        &self,
+        run: &str,
+        limits: &CallLimits,
+        body: impl AsyncFnOnce(&mut Store<CallState>) -> Result<Result<T, String>, Phase>,
+    ) -> CallReport<T> {
+        let started = Instant::now();
+        let mut store = self.new_store(limits, run);
+        let raw = tokio::time::timeout(limits.timeout, body(&mut store)).await;
+        self.finish(store, raw, limits, started)
+    }
+
     /// Runs an operation's `run` export once in a fresh store.
     pub async fn run_operation(
         &self,
@@ -199,22 +215,20 @@ impl Sandbox {
         input: OperationInput,
         limits: &CallLimits,
     ) -> CallReport<OperationOutput> {
-        let started = Instant::now();
-        let mut store = self.new_store(limits, &input.context.name);
         let input = convert::operation_input(input);
-        let call = async {
-            let instance = module
-                .pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(Phase::Start)?;
-            instance
-                .call_run(&mut store, &input)
-                .await
-                .map_err(Phase::Call)
-        };
-        let raw = tokio::time::timeout(limits.timeout, call).await;
-        let mut report = self.finish(store, raw, limits, started);
+        let mut report = self
+            .call(&input.context.name, limits, async |store| {
+                let instance = module
+                    .pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(Phase::Start)?;
+                instance
+                    .call_run(&mut *store, &input)
+                    .await
+                    .map_err(Phase::Call)
+            })
+            .await;
         if let Ok(output) = &report.outcome {
             let size = output.output.len()
                 + output
@@ -242,22 +256,19 @@ impl Sandbox {
         run: &str,
         limits: &CallLimits,
     ) -> CallReport<HookConfig> {
-        let started = Instant::now();
-        let mut store = self.new_store(limits, run);
-        let call = async {
+        self.call(run, limits, async |store| {
             let instance = module
                 .pre
-                .instantiate_async(&mut store)
+                .instantiate_async(&mut *store)
                 .await
                 .map_err(Phase::Start)?;
             instance
-                .call_configure(&mut store)
+                .call_configure(&mut *store)
                 .await
                 .map_err(Phase::Call)
-        };
-        let raw = tokio::time::timeout(limits.timeout, call).await;
-        self.finish(store, raw, limits, started)
-            .map(convert::hook_config)
+        })
+        .await
+        .map(convert::hook_config)
     }
 
     /// Calls a hook's `handle` export in a fresh store. `input` is handed back
@@ -268,23 +279,20 @@ impl Sandbox {
         input: HookInput,
         limits: &CallLimits,
     ) -> (CallReport<HookOutput>, HookInput) {
-        let started = Instant::now();
-        let mut store = self.new_store(limits, &input.context.name);
         let input = convert::hook_input(input);
-        let call = async {
-            let instance = module
-                .pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(Phase::Start)?;
-            instance
-                .call_handle(&mut store, &input)
-                .await
-                .map_err(Phase::Call)
-        };
-        let raw = tokio::time::timeout(limits.timeout, call).await;
         let report = self
-            .finish(store, raw, limits, started)
+            .call(&input.context.name, limits, async |store| {
+                let instance = module
+                    .pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(Phase::Start)?;
+                instance
+                    .call_handle(&mut *store, &input)
+                    .await
+                    .map_err(Phase::Call)
+            })
+            .await
             .map(convert::hook_output);
         (report, convert::hook_input_back(input))
     }
