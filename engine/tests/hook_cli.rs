@@ -47,6 +47,12 @@ fn pod_labeler_labels_pods_on_synchronization_and_events() {
         "json",
     ]);
     let d = json(&out);
+    // The configuration in shell-operator's own v1 spelling, nothing unset shown.
+    let config = &d["configuration"];
+    assert_eq!(config["configVersion"], "v1");
+    assert_eq!(config["kubernetes"][0]["jqFilter"], ".metadata.labels");
+    assert_eq!(config["schedule"][0]["includeSnapshotsFrom"][0], "pods");
+    assert!(!config.to_string().contains("null"), "{config}");
     let runs = d["runs"].as_array().unwrap();
     assert_eq!(runs[0]["bindingContexts"][0]["type"], "Synchronization");
     assert_eq!(

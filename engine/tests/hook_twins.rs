@@ -65,8 +65,6 @@ fn comparable(mut value: Value) -> Value {
         }
     }
     if let Some(map) = value.as_object_mut() {
-        // The configurations differ in spelling only (YAML defaults vs typed nulls).
-        map.remove("configuration");
         map.values_mut().for_each(scrub);
         if let Some(Value::Array(runs)) = map.get_mut("runs") {
             for run in runs {

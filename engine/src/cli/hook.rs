@@ -223,7 +223,9 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     load_fixtures(&cluster, &args.objects)?;
     let hooks_dir = args.hook.parent().unwrap_or(Path::new(".")).to_owned();
     let hook = loader.hook(&args.hook, &hooks_dir)?;
-    let (loaded, raw) = configure(hook, &cluster).await?;
+    let (loaded, declared) = configure(hook, &cluster).await?;
+    // Printed as shell-operator's v1 document, the form hook authors write.
+    let raw = shell_operator::config::to_json(&declared);
     let schedule_index: Vec<usize> = args
         .schedules
         .iter()

@@ -13,6 +13,9 @@ use serde_json::{Map, Value};
 
 mod v0;
 mod v1;
+mod write;
+
+pub use write::to_json;
 
 /// Reads a shell-operator hook configuration (what a hook prints for `--config`), YAML
 /// or JSON, into the contract's [`HookConfig`].

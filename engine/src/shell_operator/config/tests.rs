@@ -292,3 +292,87 @@ fn v1_fields_without_config_version_point_at_it() {
     assert!(parse_problems("- a\n- b\n")[0].contains("must be a mapping"));
     assert!(parse_problems("{bad json")[0].contains("not valid JSON"));
 }
+
+#[test]
+fn written_configurations_read_back_unchanged() {
+    let text = r#"
+configVersion: v1
+onStartup: 10
+schedule:
+- name: every-minute
+  crontab: "* * * * *"
+  allowFailure: true
+  queue: slow
+  includeSnapshotsFrom: [pods]
+kubernetes:
+- name: pods
+  apiVersion: v1
+  kind: Pod
+  executeHookOnEvent: [Added, Modified]
+  executeHookOnSynchronization: false
+  waitForSynchronization: false
+  keepFullObjectsInMemory: false
+  nameSelector:
+    matchNames: [pod-0]
+  labelSelector:
+    matchLabels: {app: web}
+    matchExpressions:
+    - {key: tier, operator: In, values: [cache]}
+    - {key: legacy, operator: DoesNotExist}
+  fieldSelector:
+    matchExpressions:
+    - {field: status.phase, operator: "!=", value: Pending}
+  namespace:
+    nameSelector:
+      matchNames: [prod]
+    labelSelector:
+      matchLabels: {env: prod}
+  jqFilter: .metadata.labels
+  queue: pods
+  group: g
+kubernetesValidating:
+- name: policy.example.com
+  rules:
+  - operations: [CREATE]
+    apiGroups: [""]
+    apiVersions: [v1]
+    resources: [pods]
+    scope: Namespaced
+  failurePolicy: Ignore
+  namespace:
+    labelSelector:
+      matchLabels: {env: prod}
+  timeoutSeconds: 5
+kubernetesCustomResourceConversion:
+- name: convert
+  crdName: widgets.example.com
+  conversions:
+  - {fromVersion: example.com/v1, toVersion: example.com/v2}
+settings:
+  executionMinInterval: 1500ms
+  executionBurst: 2
+  timeout: 1h30m
+"#;
+    let config = parse(text);
+    let written = to_json(&config);
+    assert_eq!(
+        written["kubernetes"][0]["fieldSelector"]["matchExpressions"][0]["operator"],
+        "NotEquals"
+    );
+    assert_eq!(written["settings"]["timeout"], "1h30m");
+    assert!(
+        written["kubernetes"][0].get("allowFailure").is_none(),
+        "false is left out"
+    );
+    assert!(
+        !written.to_string().contains("null"),
+        "no nulls in {written:#}"
+    );
+    assert_eq!(parse(&written.to_string()), config);
+
+    let minimal = parse("configVersion: v1\nonStartup: 1\n");
+    assert_eq!(
+        to_json(&minimal),
+        serde_json::json!({"configVersion": "v1", "onStartup": 1})
+    );
+}
