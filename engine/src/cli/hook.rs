@@ -154,7 +154,13 @@ async fn configure(
                 problems.len()
             );
         }
-        other => Ok(other?),
+        other => {
+            let (loaded, declared) = other?;
+            for warning in &loaded.config.warnings {
+                eprintln!("warning: {warning}");
+            }
+            Ok((loaded, declared))
+        }
     }
 }
 

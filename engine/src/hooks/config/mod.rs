@@ -54,6 +54,9 @@ pub fn any_kind(_api_version: Option<&str>, _kind: &str) -> Result<(), ClusterEr
 pub struct ValidConfig {
     /// The hook's name, kept so the config can be reported on its own.
     pub hook: String,
+    /// What is accepted but will have no effect (e.g. a hook with settings and no
+    /// bindings), for the operator to see.
+    pub warnings: Vec<ConfigProblem>,
     /// The `onStartup` order: hooks run at start in ascending order, then by name.
     /// `None` when the hook has no `onStartup` binding.
     pub on_startup: Option<i32>,

@@ -49,17 +49,26 @@ pub fn validate(
         || !config.kubernetes.is_empty()
         || !config.kubernetes_validating.is_empty()
         || !config.kubernetes_conversion.is_empty();
-    if !has_bindings {
-        check.problems.push(
-            None,
-            "",
-            "the hook has no bindings (onStartup, schedule, kubernetes, kubernetesValidating \
-             or kubernetesCustomResourceConversion), so it would never run",
-        );
+    let mut warnings = Vec::new();
+    const NO_BINDINGS: &str = "the hook has no bindings (onStartup, schedule, kubernetes, \
+                               kubernetesValidating or kubernetesCustomResourceConversion), \
+                               so it would never run";
+    match (has_bindings, config.settings.is_some()) {
+        (true, _) => {}
+        // shell-operator accepts a configuration with settings only (its schema wants
+        // configVersion and one more key): such a hook loads and never runs.
+        (false, true) => warnings.push(ConfigProblem {
+            hook: hook.to_owned(),
+            binding: None,
+            field: String::new(),
+            reason: NO_BINDINGS.to_owned(),
+        }),
+        (false, false) => check.problems.push(None, "", NO_BINDINGS),
     }
 
     check.problems.finish(ValidConfig {
         hook: hook.to_owned(),
+        warnings,
         on_startup: config.on_startup,
         schedules,
         kubernetes,

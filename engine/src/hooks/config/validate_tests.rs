@@ -234,14 +234,24 @@ fn kinds_are_checked_by_the_given_checker() {
 
 #[test]
 fn a_hook_without_bindings_is_refused() {
-    let config = parse("configVersion: v1\nsettings:\n  executionMinInterval: 1s\n");
+    let nothing = HookConfig::default();
     assert_eq!(
-        problems(&config),
+        problems(&nothing),
         vec![
             "hook \"hook.sh\": the hook has no bindings (onStartup, schedule, kubernetes, \
                  kubernetesValidating or kubernetesCustomResourceConversion), so it would never run"
         ]
     );
+}
+
+#[test]
+fn a_hook_with_settings_only_loads_with_a_warning_as_in_shell_operator() {
+    let config = parse("configVersion: v1\nsettings:\n  executionMinInterval: 1s\n");
+    let valid = valid(&config);
+    let warnings: Vec<String> = valid.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("would never run"), "{warnings:?}");
+    assert!(valid.kubernetes.is_empty() && valid.schedules.is_empty());
 }
 
 #[test]

@@ -239,15 +239,20 @@ impl ScriptHook {
             )));
         }
         let text = String::from_utf8_lossy(&outcome.stdout);
-        shell_operator::config::parse(&self.name, &text).map_err(|problems| {
-            failed(
-                problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })
+        let parsed =
+            shell_operator::config::parse_with_warnings(&self.name, &text).map_err(|problems| {
+                failed(
+                    problems
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            })?;
+        for warning in &parsed.warnings {
+            tracing::warn!(hook = %self.name, "{warning}");
+        }
+        Ok(parsed.config)
     }
 
     async fn handle_once(&self, input: &HookInput, timeout: Duration) -> HookRun {

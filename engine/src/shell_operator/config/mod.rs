@@ -34,12 +34,29 @@ pub use write::to_json;
 ///
 /// Operon's one extension is `settings.timeout` (a duration such as `30s`): the
 /// run budget, which shell-operator does not have. Options shell-operator accepts but
-/// ignores (`resynchronizationPeriod`) or that Operon does not offer
-/// (`kubernetesMutating`, `matchConditions`, `sideEffects: NoneOnDryRun`) are problems
-/// with a reason, so nothing is silently dropped.
+/// ignores (`resynchronizationPeriod`) are accepted with a warning, as existing hooks
+/// must load; options that Operon does not offer yet (`kubernetesMutating`,
+/// `matchConditions`, `sideEffects: NoneOnDryRun`) are problems with a reason, so
+/// nothing is silently dropped. [`parse_with_warnings`] also returns the warnings.
 pub fn parse(hook: &str, text: &str) -> Result<HookConfig, Vec<ConfigProblem>> {
+    parse_with_warnings(hook, text).map(|parsed| parsed.config)
+}
+
+/// A configuration that reads, with what it holds that is accepted but ignored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The configuration as declared.
+    pub config: HookConfig,
+    /// Options accepted and ignored, as shell-operator ignores them, each naming the
+    /// binding and the field.
+    pub warnings: Vec<ConfigProblem>,
+}
+
+/// [`parse`], also returning the warnings.
+pub fn parse_with_warnings(hook: &str, text: &str) -> Result<Parsed, Vec<ConfigProblem>> {
     let mut r = Reader {
         problems: Problems::new(hook),
+        warnings: Problems::new(hook),
     };
     let document = match parse_document(text) {
         Ok(document) => document,
@@ -72,7 +89,10 @@ pub fn parse(hook: &str, text: &str) -> Result<HookConfig, Vec<ConfigProblem>> {
         }
     };
     match config {
-        Some(config) => r.problems.finish(config),
+        Some(config) => r.problems.finish(Parsed {
+            config,
+            warnings: r.warnings.list,
+        }),
         None => Err(r.problems.list),
     }
 }
@@ -144,20 +164,34 @@ impl At {
 /// Fields that exist elsewhere but are not accepted, with the reason to give.
 type Refused<'a> = &'a [(&'a str, &'a str)];
 
-const RESYNC_REFUSED: (&str, &str) = (
-    "resynchronizationPeriod",
-    "not supported: shell-operator accepts it but does nothing with it; remove it",
-);
-
 /// A reader of one configuration document that records every shape problem.
 struct Reader<'h> {
     problems: Problems<'h>,
+    /// Options accepted but ignored.
+    warnings: Problems<'h>,
 }
 
 impl Reader<'_> {
     fn problem(&mut self, at: &At, reason: impl Into<String>) {
         self.problems
             .push(at.binding.as_deref(), at.path.clone(), reason);
+    }
+
+    fn warning(&mut self, at: &At, reason: impl Into<String>) {
+        self.warnings
+            .push(at.binding.as_deref(), at.path.clone(), reason);
+    }
+
+    /// A field shell-operator accepts as a string and then ignores: a warning when it
+    /// is a string, a problem otherwise (shell-operator refuses that too).
+    fn ignored_string(&mut self, at: &At, map: &Map<String, Value>, key: &str) {
+        if self.string(at, map, key).is_some() {
+            self.warning(
+                &at.key(key),
+                "ignored: shell-operator accepts it but does nothing with it, and neither \
+                 does Operon; it can be removed",
+            );
+        }
     }
 
     /// `value` as a mapping whose keys are all in `allowed`.

@@ -261,7 +261,6 @@ settings:
     );
     let expected = [
         r#"hook "hook.sh": kubernetes[0] "pods": executeHookOnEvents: unknown field; did you mean executeHookOnEvent?"#,
-        r#"hook "hook.sh": kubernetes[0] "pods": resynchronizationPeriod: not supported"#,
         r#"hook "hook.sh": kubernetes[0] "pods": allowFailure: expected true or false"#,
         r#"hook "hook.sh": kubernetes[0] "pods": labelSelector.matchLabels.enabled: label values are strings"#,
         r#"hook "hook.sh": kubernetes[0] "pods": fieldSelector.matchExpressions[0].operator: "<" is not"#,
@@ -374,5 +373,28 @@ settings:
     assert_eq!(
         to_json(&minimal),
         serde_json::json!({"configVersion": "v1", "onStartup": 1})
+    );
+}
+
+#[test]
+fn options_shell_operator_ignores_load_with_a_warning() {
+    let text = "configVersion: v1\nkubernetes:\n- name: pods\n  kind: Pod\n  resynchronizationPeriod: 10s\n";
+    let parsed = parse_with_warnings("hook.sh", text).expect("loads");
+    assert_eq!(parsed.config.kubernetes[0].kind, "Pod");
+    let warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            r#"hook "hook.sh": kubernetes[0] "pods": resynchronizationPeriod: ignored"#
+        ),
+        "{warnings:?}"
+    );
+    // shell-operator's schema wants a string there: anything else is still refused.
+    let problems = parse_problems(
+        "configVersion: v1\nkubernetes:\n- name: pods\n  kind: Pod\n  resynchronizationPeriod: 10\n",
+    );
+    assert!(
+        problems[0].contains("resynchronizationPeriod: expected a string"),
+        "{problems:?}"
     );
 }

@@ -1,6 +1,6 @@
 //! The `configVersion: v1` form: shell-operator's v1 field names, every section.
 
-use super::{At, RESYNC_REFUSED, Reader, Refused, type_name};
+use super::{At, Reader, Refused, type_name};
 use crate::model::config::BindingKind;
 use crate::model::{
     ConversionBindingConfig, ConversionRule, FieldOperator, FieldRequirement, HookConfig,
@@ -98,10 +98,12 @@ impl Reader<'_> {
             "queue",
             "group",
             "includeSnapshotsFrom",
+            "resynchronizationPeriod",
         ];
         let name = Self::binding_name(value, "kubernetes");
         let at = At::binding(BindingKind::Kubernetes, index, &name);
-        let map = self.object(&at, value, FIELDS, &[RESYNC_REFUSED])?;
+        let map = self.object(&at, value, FIELDS, &[])?;
+        self.ignored_string(&at, map, "resynchronizationPeriod");
 
         // `watchEvent` is the older spelling; shell-operator prefers
         // `executeHookOnEvent` when both are given, which would drop the other silently.
