@@ -21,6 +21,7 @@
 //! objects, and `filterResult` is absent when the binding has no jq filter, `null` when
 //! the filter produced nothing, and an array when it produced several values.
 
+use super::json_text;
 use crate::model::{BindingContext, BindingType, ObjectAndFilter, Snapshot};
 use serde_json::{Map, Value};
 
@@ -128,10 +129,6 @@ pub fn context_to_json(context: &BindingContext) -> Value {
         out.insert("snapshots".into(), Value::Object(snapshots));
     }
     Value::Object(out)
-}
-
-fn json_text(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 fn insert_item(out: &mut Map<String, Value>, item: &ObjectAndFilter) {

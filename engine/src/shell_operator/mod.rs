@@ -22,3 +22,10 @@ pub mod responses;
 mod stream;
 
 pub use files::{HookFile, HookFileError};
+
+/// A JSON-text field of the model as a JSON value, for writing. Text that does not parse
+/// (which values built or checked by the engine never hold) is written as a string, so
+/// the reader still sees it.
+fn json_text(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_owned()))
+}

@@ -6,6 +6,7 @@
 //! patch nothing.
 
 use super::files::{HookFileError, KUBERNETES_PATCH};
+use super::json_text;
 use super::stream::documents;
 use crate::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
 use serde::Deserialize;
@@ -216,10 +217,6 @@ fn insert_ignore_missing(map: &mut Map<String, Value>, ignore: bool) {
     if ignore {
         map.insert("ignoreMissingObject".into(), json!(true));
     }
-}
-
-fn json_text(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! the responses a wasm hook returns and written back in the same shapes.
 
 use super::files::{CONVERSION_RESPONSE, HookFile, HookFileError};
+use super::json_text;
 use crate::model::{ConversionResponse, ValidatingResponse};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -112,10 +113,6 @@ pub fn conversion_to_json(response: &ConversionResponse) -> Value {
             .map(|object| json_text(object))
             .collect::<Vec<_>>(),
     })
-}
-
-fn json_text(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
 }
 
 #[cfg(test)]
