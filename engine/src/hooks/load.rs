@@ -9,11 +9,11 @@ use super::runner::{DiscoveryError, Hook, HookError, ScriptHook, WasmHook, disco
 use crate::cluster::{Cluster, ClusterError};
 use crate::model::HookConfig;
 use crate::sandbox::{CallLimits, LoadError, Sandbox};
-use crate::script::{SandboxError, ScriptSandbox};
+use crate::script::{LazyScriptSandbox, SandboxError};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Why a hook could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -98,9 +98,9 @@ pub struct HookLoader {
     wasm: Sandbox,
     /// Limits of each wasm run besides its timeout, which comes from the hook's settings.
     limits: CallLimits,
-    /// Refuse to run a script hook when a sandbox protection is missing.
-    strict: bool,
-    scripts: Mutex<Option<ScriptSandbox>>,
+    /// Started when the first script hook is loaded; strict mode refuses to run a
+    /// script hook when a sandbox protection is missing.
+    scripts: LazyScriptSandbox,
 }
 
 impl HookLoader {
@@ -109,8 +109,7 @@ impl HookLoader {
         Self {
             wasm,
             limits,
-            strict,
-            scripts: Mutex::new(None),
+            scripts: LazyScriptSandbox::new(strict),
         }
     }
 
@@ -144,7 +143,7 @@ impl HookLoader {
             })
         };
         Ok(Arc::new(ScriptHook::new(
-            self.script_sandbox()?,
+            self.scripts.get()?,
             &absolute(hooks_dir)?,
             &absolute(path)?,
         )))
@@ -156,15 +155,6 @@ impl HookLoader {
             .iter()
             .map(|file| self.hook(file, dir))
             .collect()
-    }
-
-    fn script_sandbox(&self) -> Result<ScriptSandbox, SandboxError> {
-        let mut slot = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sandbox) = slot.as_ref() {
-            return Ok(sandbox.clone());
-        }
-        let sandbox = ScriptSandbox::with_this_binary(self.strict)?;
-        Ok(slot.insert(sandbox).clone())
     }
 }
 

@@ -11,7 +11,7 @@ use super::script::{SandboxedScriptRunner, ScriptSource};
 use super::wasm::WasmRunner;
 use crate::api::Operation;
 use crate::sandbox::{self, CallLimits, EngineError, LoadError, Sandbox, SandboxConfig};
-use crate::script::{SandboxError, ScriptSandbox};
+use crate::script::{LazyScriptSandbox, SandboxError, ScriptSandbox};
 use crate::store::{ModuleError, ModuleLocator};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -73,16 +73,16 @@ impl Default for ProcessorSettings {
 pub struct Processors {
     settings: ProcessorSettings,
     wasm: Mutex<Option<Sandbox>>,
-    scripts: Mutex<Option<ScriptSandbox>>,
+    scripts: LazyScriptSandbox,
 }
 
 impl Processors {
     /// A factory with `settings`; no sandbox is started until a runner needs it.
     pub fn new(settings: ProcessorSettings) -> Self {
         Self {
+            scripts: LazyScriptSandbox::new(settings.strict),
             settings,
             wasm: Mutex::new(None),
-            scripts: Mutex::new(None),
         }
     }
 
@@ -147,12 +147,7 @@ impl Processors {
     /// The script sandbox every script runner built here shares, started on first use
     /// with this binary as its launcher.
     pub fn script_sandbox(&self) -> Result<ScriptSandbox, ProcessorError> {
-        let mut slot = self.scripts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sandbox) = slot.as_ref() {
-            return Ok(sandbox.clone());
-        }
-        let sandbox = ScriptSandbox::with_this_binary(self.settings.strict)?;
-        Ok(slot.insert(sandbox).clone())
+        Ok(self.scripts.get()?)
     }
 }
 

@@ -25,8 +25,8 @@ pub mod store;
 pub use error::{SandboxError, StoreError};
 pub use protections::{ProtectionState, Protections, register_metrics};
 pub use sandbox::{
-    Launcher, OutputMode, RunDir, RunStatus, SandboxOutcome, SandboxRequest, ScriptSandbox,
-    ScriptSandboxConfig,
+    Launcher, LazyScriptSandbox, OutputMode, RunDir, RunStatus, SandboxOutcome, SandboxRequest,
+    ScriptSandbox, ScriptSandboxConfig,
 };
 pub use spec::Limits;
 pub use store::{ScriptStore, SyncReport};

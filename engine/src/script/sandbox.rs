@@ -422,6 +422,37 @@ struct Inner {
     host_root: bool,
 }
 
+/// The script sandbox of a process that may never run a script: started (a few
+/// milliseconds of namespace probing) when the first script needs it, then shared.
+/// Its launcher is this very binary (see [`ScriptSandbox::with_this_binary`]).
+#[derive(Debug, Default)]
+pub struct LazyScriptSandbox {
+    /// Refuse to run when a protection is missing.
+    strict: bool,
+    started: std::sync::Mutex<Option<ScriptSandbox>>,
+}
+
+impl LazyScriptSandbox {
+    /// A sandbox to start on first use, in strict mode or not.
+    pub fn new(strict: bool) -> Self {
+        Self {
+            strict,
+            started: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The sandbox, started now if this is the first call.
+    pub fn get(&self) -> Result<ScriptSandbox, SandboxError> {
+        // Only ever set whole, so a poisoned lock still guards a consistent value.
+        let mut slot = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sandbox) = slot.as_ref() {
+            return Ok(sandbox.clone());
+        }
+        let sandbox = ScriptSandbox::with_this_binary(self.strict)?;
+        Ok(slot.insert(sandbox).clone())
+    }
+}
+
 impl ScriptSandbox {
     /// A sandbox with the default settings whose launcher is this very binary, which
     /// must call [`super::launcher::run_if_invoked`] first thing in `main`.
