@@ -6,7 +6,7 @@ use super::Step;
 use crate::api::{Operation, OperationSet, Problem};
 use crate::graph::{self, Graph};
 use crate::runner::processors::{self, Processors};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Where a plan finds the Operations a set names.
@@ -86,15 +86,13 @@ pub fn plan(
                 problems,
             }
         })?;
-    // In node order, each Operation once.
-    let mut used: Vec<(&str, &Operation)> = Vec::new();
-    for name in (0..graph.len()).filter_map(|id| graph.operation(id)) {
-        if !used.iter().any(|(seen, _)| *seen == name)
-            && let Some(op) = operations.get(name)
-        {
-            used.push((name, op));
-        }
-    }
+    // In node order, each Operation once (a set may have 100,000 nodes).
+    let mut seen = HashSet::new();
+    let used: Vec<(&str, &Operation)> = (0..graph.len())
+        .filter_map(|id| graph.operation(id))
+        .filter(|name| seen.insert(*name))
+        .filter_map(|name| operations.get(name).map(|op| (name, op)))
+        .collect();
     let invalid = |problems| PlanError::InvalidOperations {
         set: set.object_ref(),
         problems,
