@@ -1,7 +1,9 @@
 //! Finding the module file an Operation's `wasm.module` names.
 
 use crate::sandbox::ModuleDigest;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Why a module reference does not lead to a file.
 #[derive(Debug, thiserror::Error)]
@@ -48,12 +50,18 @@ pub enum ModuleError {
 pub struct ModuleLocator {
     /// Where named and digest-addressed modules live.
     dir: Option<PathBuf>,
+    /// The modules of `dir` by digest, read and hashed at the first digest lookup and
+    /// kept: a set naming many modules by digest must not read the directory each time.
+    digests: OnceLock<HashMap<ModuleDigest, PathBuf>>,
 }
 
 impl ModuleLocator {
     /// A locator looking in `dir` (and beside manifests).
     pub fn new(dir: Option<PathBuf>) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            digests: OnceLock::new(),
+        }
     }
 
     /// The file `reference` names, for an object read from a file in `base_dir`.
@@ -94,22 +102,38 @@ impl ModuleLocator {
             .ok_or_else(|| ModuleError::DigestWithoutDirectory {
                 reference: reference.to_owned(),
             })?;
+        let digests = match self.digests.get() {
+            Some(digests) => digests,
+            None => {
+                let index = Self::index(dir)?;
+                self.digests.get_or_init(|| index)
+            }
+        };
+        digests
+            .get(&wanted)
+            .cloned()
+            .ok_or_else(|| ModuleError::NoSuchDigest {
+                reference: reference.to_owned(),
+                dir: dir.to_owned(),
+            })
+    }
+
+    /// Every `*.wasm` file of `dir` by the digest of its content; the first file read
+    /// wins when two have the same content.
+    fn index(dir: &Path) -> Result<HashMap<ModuleDigest, PathBuf>, ModuleError> {
         let entries = std::fs::read_dir(dir).map_err(|source| ModuleError::ReadDirectory {
             dir: dir.to_owned(),
             source,
         })?;
-        for entry in entries.flatten() {
-            let path = entry.path();
+        let mut index = HashMap::new();
+        for path in entries.flatten().map(|entry| entry.path()) {
             if path.extension().is_some_and(|e| e == "wasm")
-                && std::fs::read(&path).is_ok_and(|b| ModuleDigest::of(&b) == wanted)
+                && let Ok(bytes) = std::fs::read(&path)
             {
-                return Ok(path);
+                index.entry(ModuleDigest::of(&bytes)).or_insert(path);
             }
         }
-        Err(ModuleError::NoSuchDigest {
-            reference: reference.to_owned(),
-            dir: dir.to_owned(),
-        })
+        Ok(index)
     }
 }
 
