@@ -101,21 +101,8 @@ impl Hook for Scripted {
 fn pods_binding(name: &str) -> KubernetesBindingConfig {
     KubernetesBindingConfig {
         name: name.to_owned(),
-        api_version: None,
         kind: "Pod".to_owned(),
-        execute_hook_on_event: None,
-        execute_hook_on_synchronization: None,
-        wait_for_synchronization: None,
-        keep_full_objects_in_memory: None,
-        name_selector: None,
-        label_selector: None,
-        field_selector: None,
-        namespace: None,
-        jq_filter: None,
-        allow_failure: false,
-        queue: None,
-        group: None,
-        include_snapshots_from: vec![],
+        ..KubernetesBindingConfig::default()
     }
 }
 

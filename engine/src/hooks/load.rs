@@ -215,21 +215,8 @@ mod tests {
                 .iter()
                 .map(|kind| KubernetesBindingConfig {
                     name: format!("{kind}-binding"),
-                    api_version: None,
                     kind: (*kind).to_owned(),
-                    execute_hook_on_event: None,
-                    execute_hook_on_synchronization: None,
-                    wait_for_synchronization: None,
-                    keep_full_objects_in_memory: None,
-                    name_selector: None,
-                    label_selector: None,
-                    field_selector: None,
-                    namespace: None,
-                    jq_filter: None,
-                    allow_failure: false,
-                    queue: None,
-                    group: None,
-                    include_snapshots_from: vec![],
+                    ..KubernetesBindingConfig::default()
                 })
                 .collect();
             Box::pin(async move {

@@ -23,8 +23,9 @@ pub struct ScheduleBindingConfig {
     pub include_snapshots_from: Vec<String>,
 }
 
-/// A `kubernetes` binding: watch objects and run the hook on their events.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A `kubernetes` binding: watch objects and run the hook on their events. The default
+/// is what a binding declaring nothing but its name and kind means.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KubernetesBindingConfig {
     /// The binding name passed back in binding contexts.
     pub name: String,
