@@ -8,7 +8,7 @@ use super::engine::LoadedHook;
 use super::runner::{DiscoveryError, Hook, HookError, ScriptHook, WasmHook, discover};
 use crate::cluster::{Cluster, ClusterError};
 use crate::model::HookConfig;
-use crate::sandbox::{CallLimits, LoadError, Sandbox};
+use crate::sandbox::{CallLimits, LoadError, Sandbox, WASM_MAGIC};
 use crate::script::{LazyScriptSandbox, SandboxError};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -66,7 +66,7 @@ pub fn is_wasm(path: &Path) -> bool {
     let mut magic = [0u8; 4];
     std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .is_ok_and(|()| &magic == b"\0asm")
+        .is_ok_and(|()| magic == WASM_MAGIC)
 }
 
 /// The hooks of a directory, sorted: its `*.wasm` components, and every executable

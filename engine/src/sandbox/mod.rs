@@ -27,7 +27,7 @@ pub use cache::{ArtifactCache, CacheError, ModuleDigest};
 pub use engine::{AllocatorChoice, AllocatorKind, EngineError, SandboxConfig};
 pub use error::{CallError, LoadError, OutputKind};
 pub use limits::CallLimits;
-pub use module::{HookModule, OperationModule, World};
+pub use module::{HookModule, OperationModule, WASM_MAGIC, World};
 
 use crate::model::{
     HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, OperationInput, OperationOutput,

@@ -88,11 +88,14 @@ impl LoadedModule {
     }
 }
 
+/// The first four bytes of every WebAssembly binary, module or component.
+pub const WASM_MAGIC: [u8; 4] = *b"\0asm";
+
 /// Layer/version field of a component binary (core modules have `01 00 00 00`).
 const COMPONENT_VERSION: [u8; 4] = [0x0d, 0x00, 0x01, 0x00];
 
 fn check_header(name: &str, bytes: &[u8]) -> Result<(), LoadError> {
-    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+    if bytes.len() < 8 || bytes[..4] != WASM_MAGIC {
         return Err(LoadError::NotWasm {
             name: name.to_owned(),
         });

@@ -49,7 +49,7 @@ pub fn validate(
         || !config.kubernetes.is_empty()
         || !config.kubernetes_validating.is_empty()
         || !config.kubernetes_conversion.is_empty();
-    let mut warnings = Vec::new();
+    let mut warnings = Problems::new(hook);
     const NO_BINDINGS: &str = "the hook has no bindings (onStartup, schedule, kubernetes, \
                                kubernetesValidating or kubernetesCustomResourceConversion), \
                                so it would never run";
@@ -57,18 +57,13 @@ pub fn validate(
         (true, _) => {}
         // shell-operator accepts a configuration with settings only (its schema wants
         // configVersion and one more key): such a hook loads and never runs.
-        (false, true) => warnings.push(ConfigProblem {
-            hook: hook.to_owned(),
-            binding: None,
-            field: String::new(),
-            reason: NO_BINDINGS.to_owned(),
-        }),
+        (false, true) => warnings.push(None, "", NO_BINDINGS),
         (false, false) => check.problems.push(None, "", NO_BINDINGS),
     }
 
     check.problems.finish(ValidConfig {
         hook: hook.to_owned(),
-        warnings,
+        warnings: warnings.list,
         on_startup: config.on_startup,
         schedules,
         kubernetes,
