@@ -24,7 +24,7 @@ mod write;
 pub use fixtures::{FixtureError, FixtureLocation};
 pub use selector::{field_matches, field_value, labels_match};
 
-use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
+use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector, describe_ref};
 use crate::model::WatchEvent;
 use crate::model::{CreateSpec, ObjectRef, PatchOperation};
 use futures::future::BoxFuture;
@@ -372,11 +372,7 @@ impl LocalCluster {
                 )
             }
             PatchOperation::MergePatch(spec) => {
-                let patch: Value =
-                    serde_json::from_str(&spec.patch).map_err(|e| ClusterError::Invalid {
-                        what: format!("MergePatch of {}", describe_ref(&spec.target)),
-                        reason: format!("the patch is not JSON: {e}"),
-                    })?;
+                let patch = super::merge_patch_document(spec)?;
                 self.patch(
                     "MergePatch",
                     &spec.target,
@@ -390,11 +386,7 @@ impl LocalCluster {
                 )
             }
             PatchOperation::JsonPatch(spec) => {
-                let patch: json_patch::Patch =
-                    serde_json::from_str(&spec.patch).map_err(|e| ClusterError::Invalid {
-                        what: format!("JSONPatch of {}", describe_ref(&spec.target)),
-                        reason: format!("the patch is not an array of RFC 6902 operations: {e}"),
-                    })?;
+                let patch = super::json_patch_document(spec)?;
                 self.patch(
                     "JSONPatch",
                     &spec.target,
@@ -773,10 +765,12 @@ fn notify(
             (false, true, _, Some(new)) => Event {
                 kind: WatchEvent::Added,
                 object: new.clone(),
+                final_state_unknown: false,
             },
             (true, true, _, Some(new)) => Event {
                 kind: WatchEvent::Modified,
                 object: new.clone(),
+                final_state_unknown: false,
             },
             // Deleted, or no longer selected: the last state it was seen in, at the
             // resourceVersion of the change (as the API server's watch cache does).
@@ -786,6 +780,7 @@ fn notify(
                 Event {
                     kind: WatchEvent::Deleted,
                     object,
+                    final_state_unknown: false,
                 }
             }
             _ => return !watcher.sender.is_closed(),
@@ -863,13 +858,6 @@ fn describe(resource: &Resource, key: &ObjectKey) -> String {
         format!("{} {}/{}", resource.kind, key.0, key.1)
     } else {
         format!("{} {}", resource.kind, key.1)
-    }
-}
-
-fn describe_ref(target: &ObjectRef) -> String {
-    match target.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{} {ns}/{}", target.kind, target.name),
-        _ => format!("{} {}", target.kind, target.name),
     }
 }
 

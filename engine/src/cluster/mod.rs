@@ -4,13 +4,14 @@
 //!
 //! Two implementations: `local` (in-memory objects loaded from YAML fixtures; used by
 //! `operon hook test` / `operon hook run`, a product feature, not a test double) and,
-//! later, `kube` (kube-rs). The trait is kept narrow so the kube implementation is thin.
+//! `kube` (kube-rs, a real API server). The trait is kept narrow so the kube implementation is thin.
 //! Objects travel as `serde_json::Value`: hooks see them as JSON anyway.
 
+pub mod kube;
 pub mod local;
 
-use crate::model::PatchOperation;
 use crate::model::{FieldRequirement, LabelSelector, WatchEvent};
+use crate::model::{ObjectRef, PatchOperation, PatchSpec};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -60,6 +61,10 @@ pub struct Event {
     pub kind: WatchEvent,
     /// The object after the change (before it, for `Deleted`).
     pub object: Value,
+    /// A `Deleted` noticed by a re-list rather than seen: `object` is only the
+    /// identity (apiVersion, kind, namespace, name), as client-go's
+    /// `DeletedFinalStateUnknown`; the binding's last known state is the better one.
+    pub final_state_unknown: bool,
 }
 
 /// Why a cluster call failed.
@@ -105,6 +110,34 @@ pub enum ClusterError {
     /// Anything else the cluster reported.
     #[error("{0}")]
     Other(String),
+}
+
+/// `Kind namespace/name` (or `Kind name`) for messages.
+pub(crate) fn describe_ref(target: &ObjectRef) -> String {
+    format!(
+        "{} {}",
+        target.kind,
+        namespaced_name(
+            target.namespace.as_deref().filter(|n| !n.is_empty()),
+            &target.name
+        )
+    )
+}
+
+/// The document of a `MergePatch`, or why it is not one.
+pub(crate) fn merge_patch_document(spec: &PatchSpec) -> Result<Value, ClusterError> {
+    serde_json::from_str(&spec.patch).map_err(|e| ClusterError::Invalid {
+        what: format!("MergePatch of {}", describe_ref(&spec.target)),
+        reason: format!("the patch is not JSON: {e}"),
+    })
+}
+
+/// The operations of a `JSONPatch`, or why they are not RFC 6902 operations.
+pub(crate) fn json_patch_document(spec: &PatchSpec) -> Result<json_patch::Patch, ClusterError> {
+    serde_json::from_str(&spec.patch).map_err(|e| ClusterError::Invalid {
+        what: format!("JSONPatch of {}", describe_ref(&spec.target)),
+        reason: format!("the patch is not an array of RFC 6902 operations: {e}"),
+    })
 }
 
 fn namespaced_name(namespace: Option<&str>, name: &str) -> String {

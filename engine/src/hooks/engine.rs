@@ -374,6 +374,16 @@ impl Engine {
         let (h, b) = key;
         let binding = &self.hooks[h].config.kubernetes[b];
         let object_key = object_key(&event.object);
+        if event.final_state_unknown {
+            // Deleted while the watch was down: the last state the binding saw is the
+            // one to report, not the bare identity the cluster layer still knows.
+            let mut state = self.lock();
+            let snapshot = state.snapshots.entry(key).or_default();
+            let Some(last) = snapshot.remove(&object_key) else {
+                return;
+            };
+            return self.fire(state, key, WatchEvent::Deleted, last.entry);
+        }
         let (entry, sum) = self.filter(h, binding, &event.object);
         let mut state = self.lock();
         let snapshot = state.snapshots.entry(key).or_default();
@@ -394,17 +404,40 @@ impl Engine {
                 !unchanged
             }
         };
-        let objects = snapshot.len();
+        if fire {
+            self.fire(state, key, event.kind, entry);
+        } else {
+            self.count_snapshot(&state, key);
+        }
+    }
+
+    fn count_snapshot(&self, state: &State, (h, b): BindingKey) {
+        let binding = &self.hooks[h].config.kubernetes[b];
+        let objects = state.snapshots.get(&(h, b)).map_or(0, BTreeMap::len);
         self.metrics
             .kube_snapshot_objects
             .with_label_values(&[self.hooks[h].hook.name(), binding.name.as_str()])
             .set(objects as i64);
-        if !fire || !binding.execute_hook_on_event.contains(event.kind) {
+    }
+
+    /// Queues an Event run of binding `key` for a change of `entry` (or holds it until
+    /// the binding is synchronized), when the binding wants that kind of event.
+    fn fire(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        key: BindingKey,
+        kind: WatchEvent,
+        entry: SnapshotEntry,
+    ) {
+        self.count_snapshot(&state, key);
+        let (h, b) = key;
+        let binding = &self.hooks[h].config.kubernetes[b];
+        if !binding.execute_hook_on_event.contains(kind) {
             return;
         }
         let context = match &binding.group {
             Some(group) => context::group(group, Vec::new()),
-            None => context::event(&binding.name, event.kind, entry.item, Vec::new()),
+            None => context::event(&binding.name, kind, entry.item, Vec::new()),
         };
         let task = Task {
             hook: h,

@@ -452,3 +452,35 @@ async fn an_invalid_metric_fails_the_run_before_any_patch_is_applied() {
         "the patch was not applied"
     );
 }
+
+#[tokio::test]
+async fn a_deletion_noticed_by_a_relist_reports_the_last_state_the_binding_saw() {
+    let mut binding = pods_binding("pods");
+    binding.jq_filter = Some(".metadata.name".to_owned());
+    let hook = Arc::new(Scripted::new(hook_config(vec![binding])));
+    let (engine, _cluster) = engine(hook.clone()).await;
+    drain(&engine).await;
+    // The cluster layer only knows the identity of an object deleted during the gap.
+    let tombstone = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                                       "metadata": {"name": "a", "namespace": "ns"}});
+    let gone = |object: Value| Event {
+        kind: WatchEvent::Deleted,
+        object,
+        final_state_unknown: true,
+    };
+    engine.handle_event((0, 0), gone(tombstone.clone()));
+    assert_eq!(
+        engine.lock().snapshots[&(0, 0)].len(),
+        1,
+        "a left the snapshot"
+    );
+    // A second notice of the same deletion reports nothing.
+    engine.handle_event((0, 0), gone(tombstone));
+    let held = engine.lock().queues.values().map(Queue::len).sum::<usize>();
+    assert_eq!(held, 1, "one Event run queued");
+    let records = drain(&engine).await;
+    let context = &records[0].contexts[0];
+    assert_eq!(context.watch_event, Some(WatchEvent::Deleted));
+    let object = context.object.as_ref().unwrap();
+    assert_eq!(object.filter_result.as_deref(), Some("\"a\""));
+}

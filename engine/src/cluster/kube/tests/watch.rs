@@ -1,0 +1,314 @@
+//! Discovery, shared list+watch, re-lists after `410 Gone`.
+
+use super::{discovery_answer, mock, pod};
+use crate::cluster::{Cluster as _, ClusterError, Event, Resource, Selector};
+use crate::model::{FieldOperator, FieldRequirement, LabelSelector, WatchEvent};
+use serde_json::{Value, json};
+
+fn pods() -> Resource {
+    Resource {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        plural: "pods".into(),
+        namespaced: true,
+    }
+}
+
+fn default_app_x() -> Selector {
+    Selector {
+        namespaces: Some(vec!["default".into()]),
+        labels: Some(LabelSelector {
+            match_labels: vec![("app".into(), "x".into())],
+            match_expressions: vec![],
+        }),
+        ..Selector::default()
+    }
+}
+
+fn list(resource_version: &str, items: Vec<Value>) -> Value {
+    // List items come without apiVersion and kind, as from a real server.
+    let items: Vec<Value> = items
+        .into_iter()
+        .map(|mut item| {
+            let map = item.as_object_mut().unwrap();
+            map.remove("apiVersion");
+            map.remove("kind");
+            item
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "PodList",
+           "metadata": {"resourceVersion": resource_version}, "items": items})
+}
+
+fn watch_lines(events: &[Value]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for event in events {
+        body.extend(serde_json::to_vec(event).unwrap());
+        body.push(b'\n');
+    }
+    body
+}
+
+const LIST: &str = "/api/v1/namespaces/default/pods?&labelSelector=app%3Dx&limit=500";
+
+fn watch_uri(resource_version: &str) -> String {
+    format!(
+        "/api/v1/namespaces/default/pods?&watch=true&timeoutSeconds=290&labelSelector=app%3Dx&allowWatchBookmarks=true&resourceVersion={resource_version}"
+    )
+}
+
+fn name(event: &Event) -> &str {
+    event.object["metadata"]["name"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn kinds_resolve_by_kind_plural_or_short_name_and_are_cached() {
+    let (cluster, mut server) = mock();
+    let resolving = tokio::spawn(async move {
+        let deployment = cluster.resolve(None, "deployment").await.unwrap();
+        let short = cluster.resolve(None, "DEPLOY").await.unwrap();
+        let pods = cluster.resolve(Some("v1"), "pods").await.unwrap();
+        (deployment, short, pods)
+    });
+    for uri in ["/api", "/apis", "/api/v1", "/apis/apps/v1"] {
+        let call = server.raw().await;
+        assert_eq!((call.method.as_str(), call.uri.as_str()), ("GET", uri));
+        call.answer(200, discovery_answer("GET", uri).unwrap());
+    }
+    let (deployment, short, pods) = resolving.await.unwrap();
+    assert_eq!(
+        deployment,
+        Resource {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            plural: "deployments".into(),
+            namespaced: true,
+        }
+    );
+    assert_eq!(short, deployment);
+    assert_eq!(pods.kind, "Pod");
+    server.quiet().await;
+}
+
+#[tokio::test]
+async fn an_unknown_kind_refreshes_discovery_so_a_new_crd_resolves() {
+    let (cluster, mut server) = mock();
+    let cluster = std::sync::Arc::new(cluster);
+    let c = cluster.clone();
+    let first = tokio::spawn(async move { c.resolve(Some("example.com/v1"), "Widget").await });
+    let call = server.raw().await;
+    assert_eq!(call.uri, "/apis/example.com/v1");
+    call.fail(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    );
+    // The refresh right after the miss finds nothing either.
+    let call = server.raw().await;
+    assert_eq!(call.uri, "/apis/example.com/v1");
+    call.fail(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    );
+    assert_eq!(
+        first.await.unwrap(),
+        Err(ClusterError::UnknownKind {
+            kind: "Widget".into(),
+            api_version: Some("example.com/v1".into())
+        })
+    );
+    // The CRD is created; a second later the kind resolves without a restart.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let c = cluster.clone();
+    let second = tokio::spawn(async move { c.resolve(Some("example.com/v1"), "wg").await });
+    let call = server.raw().await;
+    assert_eq!(call.uri, "/apis/example.com/v1");
+    call.answer(
+        200,
+        discovery_answer("GET", "/apis/example.com/v1").unwrap(),
+    );
+    let widget = second.await.unwrap().unwrap();
+    assert_eq!(
+        (widget.plural.as_str(), widget.namespaced),
+        ("widgets", false)
+    );
+}
+
+#[tokio::test]
+async fn a_relist_after_410_reports_changes_and_deletions_in_the_gap_once() {
+    let (cluster, mut server) = mock();
+    let cluster = std::sync::Arc::new(cluster);
+    let c = cluster.clone();
+    let listing = tokio::spawn(async move { c.list_and_watch(&pods(), &default_app_x()).await });
+    server
+        .expect("GET", LIST)
+        .await
+        .answer(200, list("10", vec![pod("b", "2"), pod("a", "1")]));
+    let watch = server.expect("GET", &watch_uri("10")).await;
+    let (objects, mut events) = listing.await.unwrap().unwrap();
+    let names: Vec<&str> = objects
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"], "sorted by namespace and name");
+    assert_eq!(objects[0]["kind"], "Pod", "list items get their kind back");
+
+    // a changes; then the server has compacted past the watch's version.
+    watch.answer_raw(
+        200,
+        watch_lines(&[
+            json!({"type": "MODIFIED", "object": pod("a", "11")}),
+            json!({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1",
+                   "metadata": {"resourceVersion": "12"}}}),
+            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+                   "status": "Failure", "code": 410, "reason": "Expired",
+                   "message": "too old resource version: 12 (30)"}}),
+        ]),
+    );
+    // The re-list: a unchanged since the event, b deleted in the gap, c created.
+    server
+        .expect("GET", LIST)
+        .await
+        .answer(200, list("30", vec![pod("a", "11"), pod("c", "25")]));
+    let _next_watch = server.expect("GET", &watch_uri("30")).await;
+
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let event = events.recv().await.unwrap();
+        seen.push((
+            event.kind,
+            name(&event).to_owned(),
+            event.final_state_unknown,
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            (WatchEvent::Modified, "a".to_owned(), false),
+            (WatchEvent::Added, "c".to_owned(), false),
+            (WatchEvent::Deleted, "b".to_owned(), true),
+        ]
+    );
+    server.quiet().await;
+    assert!(events.try_recv().is_err(), "a was reported once");
+    assert_eq!(cluster.open_watches(), 1);
+}
+
+#[tokio::test]
+async fn bindings_asking_for_the_same_objects_share_one_watch() {
+    let (cluster, mut server) = mock();
+    let cluster = std::sync::Arc::new(cluster);
+    let c = cluster.clone();
+    let first = tokio::spawn(async move { c.list_and_watch(&pods(), &default_app_x()).await });
+    server
+        .expect("GET", LIST)
+        .await
+        .answer(200, list("10", vec![pod("a", "1")]));
+    let _watch = server.expect("GET", &watch_uri("10")).await;
+    let (_, mut first_events) = first.await.unwrap().unwrap();
+
+    // A second binding joins: one re-list gives it its objects; the first binding
+    // sees nothing, as nothing changed.
+    let c = cluster.clone();
+    let second = tokio::spawn(async move { c.list_and_watch(&pods(), &default_app_x()).await });
+    server
+        .expect("GET", LIST)
+        .await
+        .answer(200, list("10", vec![pod("a", "1")]));
+    let watch = server.expect("GET", &watch_uri("10")).await;
+    let (objects, mut second_events) = second.await.unwrap().unwrap();
+    assert_eq!(objects.len(), 1);
+    assert!(first_events.try_recv().is_err());
+    assert_eq!(cluster.open_watches(), 1);
+
+    // Both see the next change.
+    watch.answer_raw(
+        200,
+        watch_lines(&[json!({"type": "ADDED", "object": pod("b", "11")})]),
+    );
+    let _next = server.expect("GET", &watch_uri("11")).await;
+    assert_eq!(name(&first_events.recv().await.unwrap()), "b");
+    assert_eq!(name(&second_events.recv().await.unwrap()), "b");
+
+    // When every binding is gone the watch closes.
+    drop((first_events, second_events));
+    let c = cluster.clone();
+    let other = Selector {
+        namespaces: Some(vec!["other".into()]),
+        ..Selector::default()
+    };
+    let third = tokio::spawn(async move { c.list_and_watch(&pods(), &other).await });
+    let call = server.next().await;
+    assert_eq!(call.uri, "/api/v1/namespaces/other/pods?&limit=500");
+    call.answer(200, list("40", vec![]));
+    let _watch = server.next().await;
+    let _third = third.await.unwrap().unwrap();
+    assert_eq!(
+        cluster.open_watches(),
+        1,
+        "the closed watch was unregistered"
+    );
+}
+
+#[tokio::test]
+async fn names_and_fields_become_field_selectors_one_watch_per_namespace_and_name() {
+    let (cluster, mut server) = mock();
+    let selector = Selector {
+        namespaces: Some(vec!["a".into(), "b".into()]),
+        names: Some(vec!["x".into()]),
+        labels: None,
+        fields: vec![FieldRequirement {
+            field: "status.phase".into(),
+            operator: FieldOperator::NotEquals,
+            value: "Running".into(),
+        }],
+    };
+    let cluster = std::sync::Arc::new(cluster);
+    let c = cluster.clone();
+    let listing = tokio::spawn(async move { c.list_and_watch(&pods(), &selector).await });
+    let mut uris = Vec::new();
+    let mut open_watches = Vec::new();
+    for _ in 0..4 {
+        let call = server.next().await;
+        uris.push(call.uri.clone());
+        if call.uri.contains("watch=true") {
+            open_watches.push(call);
+        } else {
+            call.answer(200, list("5", vec![]));
+        }
+    }
+    uris.sort();
+    assert_eq!(
+        uris,
+        [
+            "/api/v1/namespaces/a/pods?&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&limit=500",
+            "/api/v1/namespaces/a/pods?&watch=true&timeoutSeconds=290&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&allowWatchBookmarks=true&resourceVersion=5",
+            "/api/v1/namespaces/b/pods?&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&limit=500",
+            "/api/v1/namespaces/b/pods?&watch=true&timeoutSeconds=290&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&allowWatchBookmarks=true&resourceVersion=5",
+        ]
+    );
+    listing.await.unwrap().unwrap();
+    assert_eq!(cluster.open_watches(), 2);
+}
+
+#[tokio::test]
+async fn a_forbidden_list_fails_the_binding_with_the_servers_reason() {
+    let (cluster, mut server) = mock();
+    let listing =
+        tokio::spawn(async move { cluster.list_and_watch(&pods(), &default_app_x()).await });
+    server.expect("GET", LIST).await.fail(
+        403,
+        "Forbidden",
+        "pods is forbidden: User \"system:serviceaccount:operon:operon\" cannot list resource \"pods\"",
+    );
+    let error = listing.await.unwrap().unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("403 Forbidden: pods is forbidden"),
+        "{error}"
+    );
+}

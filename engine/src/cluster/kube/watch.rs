@@ -1,0 +1,438 @@
+//! Lists and watches, shared: one kube-runtime watcher per distinct (resource,
+//! namespace, label selector, field selector), whatever number of bindings ask for it.
+//!
+//! A watcher keeps no object, only each object's identity and a hash of its
+//! `resourceVersion`, which is what it needs to turn a re-list (after a `410 Gone`, or
+//! when another binding joins) into exact events: objects that changed during the gap
+//! become `Modified`, new ones `Added`, and ones that vanished `Deleted` (flagged
+//! `final_state_unknown`: the watcher never saw their last state), while unchanged ones
+//! produce nothing, so no event is lost or reported twice. A joining binding gets the
+//! full list of that re-list as its initial objects. Reconnects back off exponentially
+//! with jitter (kube-runtime's default backoff); lists are paged, never streaming lists,
+//! which API servers before 1.27 reject.
+
+use super::api_error;
+use crate::cluster::{ClusterError, Event, EventStream, Resource, Selector};
+use crate::model::{FieldOperator, LabelOperator, LabelSelector, WatchEvent};
+use ::kube::Client;
+use ::kube::api::{Api, ApiResource, DynamicObject};
+use ::kube::runtime::WatchStreamExt as _;
+use ::kube::runtime::watcher::{self, watcher};
+use futures::StreamExt as _;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::{Hash as _, Hasher as _};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::{mpsc, oneshot};
+
+/// What makes two list+watch requests the same request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct WatchKey {
+    resource: Resource,
+    namespace: Option<String>,
+    labels: String,
+    fields: String,
+}
+
+/// A binding joining a watch: where its events go, and where its initial list goes.
+struct Join {
+    events: mpsc::UnboundedSender<Event>,
+    initial: oneshot::Sender<Result<Vec<Value>, ClusterError>>,
+}
+
+/// The open watches of one client.
+#[derive(Default)]
+pub(super) struct Watches {
+    open: Mutex<HashMap<WatchKey, mpsc::UnboundedSender<Join>>>,
+}
+
+impl Watches {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WatchKey, mpsc::UnboundedSender<Join>>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many watches are open.
+    pub(super) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// Lists the objects a selector picks and streams every later change, through shared
+/// watches: one per namespace and per name of the selector (as shell-operator opens
+/// one informer per namespace and name), names becoming `metadata.name` field
+/// selectors.
+pub(super) async fn list_and_watch(
+    watches: &Arc<Watches>,
+    client: &Client,
+    resource: &Resource,
+    selector: &Selector,
+) -> Result<(Vec<Value>, EventStream), ClusterError> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let namespaces: Vec<Option<String>> = match (&selector.namespaces, resource.namespaced) {
+        (Some(list), true) => list.iter().cloned().map(Some).collect(),
+        _ => vec![None],
+    };
+    let names: Vec<Option<&str>> = match &selector.names {
+        Some(list) => list.iter().map(|n| Some(n.as_str())).collect(),
+        None => vec![None],
+    };
+    let labels = selector
+        .labels
+        .as_ref()
+        .map(format_labels)
+        .unwrap_or_default();
+    let mut initial = Vec::new();
+    for namespace in &namespaces {
+        for name in &names {
+            let mut fields = format_fields(selector);
+            if let Some(name) = name {
+                if !fields.is_empty() {
+                    fields.push(',');
+                }
+                fields.push_str(&format!("metadata.name={name}"));
+            }
+            let key = WatchKey {
+                resource: resource.clone(),
+                namespace: namespace.clone(),
+                labels: labels.clone(),
+                fields,
+            };
+            initial.push(join(watches, client, key, sender.clone()));
+        }
+    }
+    drop(sender);
+    let mut objects = Vec::new();
+    for list in initial {
+        let list = list
+            .await
+            .map_err(|_| ClusterError::Other("the watch ended before its list".to_owned()))??;
+        objects.extend(list);
+    }
+    objects.sort_by(|a, b| identity(a).cmp(&identity(b)));
+    Ok((objects, receiver))
+}
+
+/// Joins the watch of `key`, opening it if nobody watches it yet.
+fn join(
+    watches: &Arc<Watches>,
+    client: &Client,
+    key: WatchKey,
+    events: mpsc::UnboundedSender<Event>,
+) -> oneshot::Receiver<Result<Vec<Value>, ClusterError>> {
+    let (initial, receiver) = oneshot::channel();
+    let mut request = Join { events, initial };
+    let mut open = watches.lock();
+    if let Some(joins) = open.get(&key) {
+        // A watch whose task has ended refuses the join; a new one takes its place.
+        match joins.send(request) {
+            Ok(()) => return receiver,
+            Err(mpsc::error::SendError(back)) => request = back,
+        }
+    }
+    let (joins, join_receiver) = mpsc::unbounded_channel();
+    let _ = joins.send(request);
+    open.insert(key.clone(), joins);
+    let task = WatchTask {
+        key,
+        client: client.clone(),
+        joins: join_receiver,
+        watches: Arc::downgrade(watches),
+        known: HashMap::new(),
+        generation: 0,
+        subscribers: Vec::new(),
+        pending: Vec::new(),
+    };
+    tokio::spawn(task.run());
+    receiver
+}
+
+/// One shared watch.
+struct WatchTask {
+    key: WatchKey,
+    client: Client,
+    joins: mpsc::UnboundedReceiver<Join>,
+    watches: Weak<Watches>,
+    /// Per object (`namespace/name`): its `resourceVersion` hash and the list
+    /// generation that last saw it.
+    known: HashMap<Box<str>, (u64, u32)>,
+    /// Incremented by every (re-)list.
+    generation: u32,
+    /// Bindings that have their initial list.
+    subscribers: Vec<mpsc::UnboundedSender<Event>>,
+    /// Bindings waiting for the current list to finish, with what it listed so far.
+    pending: Vec<(Join, Vec<Value>)>,
+}
+
+impl WatchTask {
+    async fn run(mut self) {
+        let ar = ApiResource {
+            group: self.key.resource.group.clone(),
+            version: self.key.resource.version.clone(),
+            api_version: self.key.resource.api_version(),
+            kind: self.key.resource.kind.clone(),
+            plural: self.key.resource.plural.clone(),
+        };
+        let api: Api<DynamicObject> = match &self.key.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        };
+        let mut config = watcher::Config::default();
+        if !self.key.labels.is_empty() {
+            config = config.labels(&self.key.labels);
+        }
+        if !self.key.fields.is_empty() {
+            config = config.fields(&self.key.fields);
+        }
+        // Each pass of this loop lists afresh: at start and whenever a binding joins.
+        loop {
+            for join in std::iter::from_fn(|| self.joins.try_recv().ok()) {
+                self.pending.push((join, Vec::new()));
+            }
+            let mut stream = watcher(api.clone(), config.clone())
+                .default_backoff()
+                .boxed();
+            // Resolves once every subscriber dropped its stream, so a watch nobody
+            // reads closes without waiting for its next event; rebuilt when the
+            // subscribers change.
+            let mut all_closed: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+            loop {
+                if all_closed.is_none() && !self.subscribers.is_empty() {
+                    let senders = self.subscribers.clone();
+                    all_closed = Some(Box::pin(async move {
+                        for sender in &senders {
+                            sender.closed().await;
+                        }
+                    }));
+                }
+                let subscribers = self.subscribers.len();
+                let closing = async {
+                    match all_closed.as_mut() {
+                        Some(closed) => closed.await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    join = self.joins.recv() => {
+                        let Some(join) = join else { return };
+                        self.pending.push((join, Vec::new()));
+                        break;
+                    }
+                    item = stream.next() => match item {
+                        Some(Ok(event)) => self.handle(event),
+                        Some(Err(error)) => self.failed(error),
+                        None => break,
+                    },
+                    () = closing => {}
+                }
+                self.subscribers.retain(|s| !s.is_closed());
+                if self.subscribers.len() != subscribers {
+                    all_closed = None;
+                }
+                self.pending.retain(|(join, _)| !join.initial.is_closed());
+                if self.subscribers.is_empty() && self.pending.is_empty() && self.close() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Unregisters the watch when nobody joined meanwhile; false if someone did.
+    fn close(&mut self) -> bool {
+        let Some(watches) = self.watches.upgrade() else {
+            return true;
+        };
+        let mut open = watches.lock();
+        if let Ok(join) = self.joins.try_recv() {
+            self.pending.push((join, Vec::new()));
+            return false;
+        }
+        open.remove(&self.key);
+        true
+    }
+
+    fn failed(&mut self, error: watcher::Error) {
+        let what = format!(
+            "watch of {} {}",
+            self.key.resource.plural,
+            self.key.namespace.as_deref().unwrap_or("(all namespaces)")
+        );
+        // A refusal (forbidden, not found, a bad selector) will not heal by retrying:
+        // a binding waiting for its first list gets it as its error.
+        if let watcher::Error::InitialListFailed(::kube::Error::Api(status)) = &error
+            && (400..500).contains(&status.code)
+            && status.code != 410
+            && status.code != 429
+        {
+            let error = api_error(::kube::Error::Api(status.clone()), &what);
+            for (join, _) in self.pending.drain(..) {
+                let _ = join.initial.send(Err(error.clone()));
+            }
+        }
+        tracing::warn!(watch = %what, error = %error, "watch failed; retrying with backoff");
+    }
+
+    fn handle(&mut self, event: watcher::Event<DynamicObject>) {
+        match event {
+            watcher::Event::Init => {
+                self.generation = self.generation.wrapping_add(1);
+                for (_, listed) in &mut self.pending {
+                    listed.clear();
+                }
+            }
+            watcher::Event::InitApply(object) => {
+                let object = self.value(object);
+                for (_, listed) in &mut self.pending {
+                    listed.push(object.clone());
+                }
+                self.applied(object);
+            }
+            watcher::Event::InitDone => {
+                let generation = self.generation;
+                let mut gone = Vec::new();
+                self.known.retain(|key, (_, seen)| {
+                    let keep = *seen == generation;
+                    if !keep {
+                        gone.push(key.clone());
+                    }
+                    keep
+                });
+                for key in gone {
+                    let object = self.tombstone(&key);
+                    self.send(WatchEvent::Deleted, object, true);
+                }
+                for (join, listed) in self.pending.drain(..) {
+                    if join.initial.send(Ok(listed)).is_ok() {
+                        self.subscribers.push(join.events);
+                    }
+                }
+            }
+            watcher::Event::Apply(object) => {
+                let object = self.value(object);
+                self.applied(object);
+            }
+            watcher::Event::Delete(object) => {
+                let object = self.value(object);
+                let (namespace, name) = identity(&object);
+                self.known.remove(key_of(namespace, name).as_str());
+                self.send(WatchEvent::Deleted, object, false);
+            }
+        }
+    }
+
+    /// An object listed or seen by the watch: an event for the subscribers unless its
+    /// `resourceVersion` is the one they already saw.
+    fn applied(&mut self, object: Value) {
+        let (namespace, name) = identity(&object);
+        let key = key_of(namespace, name);
+        let version = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let version = hash(version);
+        let previous = self
+            .known
+            .insert(key.into_boxed_str(), (version, self.generation));
+        let kind = match previous {
+            None => WatchEvent::Added,
+            Some((before, _)) if before != version => WatchEvent::Modified,
+            Some(_) => return,
+        };
+        self.send(kind, object, false);
+    }
+
+    fn send(&self, kind: WatchEvent, object: Value, final_state_unknown: bool) {
+        let Some((last, rest)) = self.subscribers.split_last() else {
+            return;
+        };
+        for subscriber in rest {
+            let _ = subscriber.send(Event {
+                kind,
+                object: object.clone(),
+                final_state_unknown,
+            });
+        }
+        let _ = last.send(Event {
+            kind,
+            object,
+            final_state_unknown,
+        });
+    }
+
+    /// The JSON of an object, with `apiVersion` and `kind` (list items lack them).
+    fn value(&self, object: DynamicObject) -> Value {
+        let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
+        if let Some(map) = value.as_object_mut() {
+            map.entry("apiVersion")
+                .or_insert_with(|| Value::String(self.key.resource.api_version()));
+            map.entry("kind")
+                .or_insert_with(|| Value::String(self.key.resource.kind.clone()));
+        }
+        value
+    }
+
+    /// What is left of an object deleted while nobody watched: its identity.
+    fn tombstone(&self, key: &str) -> Value {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("name".to_owned(), Value::String(name.to_owned()));
+        if !namespace.is_empty() {
+            metadata.insert("namespace".to_owned(), Value::String(namespace.to_owned()));
+        }
+        serde_json::json!({
+            "apiVersion": self.key.resource.api_version(),
+            "kind": self.key.resource.kind,
+            "metadata": metadata,
+        })
+    }
+}
+
+fn hash(text: &str) -> u64 {
+    // SipHash with fixed keys: the same version always hashes the same.
+    let mut hasher = std::hash::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn key_of(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn identity(object: &Value) -> (&str, &str) {
+    let text = |field: &str| object.pointer(field).and_then(Value::as_str).unwrap_or("");
+    (text("/metadata/namespace"), text("/metadata/name"))
+}
+
+/// A label selector in the API's query syntax.
+fn format_labels(selector: &LabelSelector) -> String {
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for requirement in &selector.match_expressions {
+        let key = &requirement.key;
+        let values = requirement.values.join(",");
+        parts.push(match requirement.operator {
+            LabelOperator::In => format!("{key} in ({values})"),
+            LabelOperator::NotIn => format!("{key} notin ({values})"),
+            LabelOperator::Exists => key.clone(),
+            LabelOperator::DoesNotExist => format!("!{key}"),
+        });
+    }
+    parts.join(",")
+}
+
+/// A field selector in the API's query syntax.
+fn format_fields(selector: &Selector) -> String {
+    selector
+        .fields
+        .iter()
+        .map(|f| match f.operator {
+            FieldOperator::Equals => format!("{}={}", f.field, f.value),
+            FieldOperator::NotEquals => format!("{}!={}", f.field, f.value),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
