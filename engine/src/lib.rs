@@ -29,6 +29,7 @@ pub mod pipeline;
 pub mod runner;
 pub mod sandbox;
 pub mod script;
+pub mod serve;
 pub mod shell_operator;
 pub mod store;
 pub mod triggers;

@@ -117,7 +117,7 @@ pub fn run(cmd: HookCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn loader(cache_dir: Option<PathBuf>, strict: bool) -> anyhow::Result<HookLoader> {
+pub(super) fn loader(cache_dir: Option<PathBuf>, strict: bool) -> anyhow::Result<HookLoader> {
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: cache_dir.or_else(sandbox::default_cache_dir),
         max_concurrent_calls: 16,

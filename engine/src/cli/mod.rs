@@ -1,10 +1,12 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own module and
 //! returns an exit code; errors are printed once, here.
 
+mod debug;
 mod diagnose;
 mod hook;
 mod op;
 mod output;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -13,12 +15,24 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "operon", version, about, propagate_version = true)]
 struct Cli {
-    /// Log filter for the engine's own logs (e.g. `info`, `operon=debug`); logs go to stderr.
-    #[arg(long, global = true, env = "OPERON_LOG", default_value = "warn")]
-    log: String,
+    /// Log filter for the engine's own logs (e.g. `info`, `operon=debug`); logs go to
+    /// stderr [default: info for `serve`, warn otherwise].
+    #[arg(long, alias = "log-level", global = true, env = "OPERON_LOG")]
+    log: Option<String>,
+
+    /// Log format: `text`, `color` or `json` (one object per line).
+    #[arg(long, global = true, env = "LOG_TYPE", value_enum, default_value_t = LogType::Text)]
+    log_type: LogType,
 
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogType {
+    Text,
+    Color,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -35,6 +49,12 @@ enum Command {
     Validate(diagnose::ValidateArgs),
     /// Draw an OperationSet as Graphviz DOT or Mermaid, with a Diagnosis' outcomes.
     Graph(diagnose::GraphArgs),
+    /// Run hooks against a Kubernetes API server: the controller, with metrics, health
+    /// and readiness endpoints and a debug socket.
+    Serve(Box<serve::ServeArgs>),
+    /// Ask a running `operon serve` about its queues, hooks and snapshots.
+    #[command(subcommand)]
+    Debug(debug::DebugCommand),
     /// Print the CustomResourceDefinitions of operon.dev/v1alpha1 as YAML.
     Crds,
     /// Print the versions of Operon, wasmtime and the WIT contract.
@@ -48,12 +68,21 @@ enum Command {
 /// Parses the command line, runs it and maps failures to exit code 1.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+    let default_level = match cli.command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(cli.log.as_deref().unwrap_or(default_level))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_type {
+        LogType::Json => logs.json().flatten_event(true).init(),
+        LogType::Color => logs.with_ansi(true).init(),
+        LogType::Text => logs.with_ansi(false).init(),
+    }
     let result = match cli.command {
         Command::Op(cmd) => op::run(cmd),
         Command::Hook(cmd) => hook::run(cmd),
@@ -61,6 +90,8 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => diagnose::validate(args),
         Command::Graph(args) => diagnose::draw(args),
         Command::Version { output } => version(output),
+        Command::Serve(args) => serve::run(*args),
+        Command::Debug(cmd) => debug::run(cmd),
         Command::Crds => {
             print!("{}", operon::api::crds_yaml());
             Ok(ExitCode::SUCCESS)

@@ -25,6 +25,7 @@ use crate::model::{BindingContext, BindingType, HookInput, RunnerContext, WatchE
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash as _, Hasher as _};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -136,6 +137,8 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     state: Mutex<State>,
     wake: tokio::sync::Notify,
+    /// Set by a shutdown: workers take no new task.
+    stopping: AtomicBool,
 }
 
 fn checksum_text(text: &str) -> u64 {
@@ -170,6 +173,7 @@ impl Engine {
             metrics,
             state: Mutex::default(),
             wake: tokio::sync::Notify::new(),
+            stopping: AtomicBool::new(false),
         }
     }
 
@@ -804,14 +808,26 @@ impl Engine {
         duration: Duration,
         on_run: impl Fn(&RunRecord) + Send + Sync + 'static,
     ) {
+        self.run_until(tokio::time::sleep(duration), Duration::ZERO, on_run)
+            .await;
+    }
+
+    /// The full loop (as [`Engine::run_for`]) until `shutdown` resolves; then no event
+    /// or schedule is taken any more, and runs in progress get up to `grace` to finish
+    /// before they are cancelled.
+    pub async fn run_until(
+        self: &Arc<Self>,
+        shutdown: impl Future<Output = ()>,
+        grace: Duration,
+        on_run: impl Fn(&RunRecord) + Send + Sync + 'static,
+    ) {
         let on_run = Arc::new(on_run);
-        let deadline = Instant::now() + duration;
-        let mut tasks = tokio::task::JoinSet::new();
+        let mut inputs = tokio::task::JoinSet::new();
         // Event pumps: one per watch stream.
         let streams = std::mem::take(&mut self.lock().streams);
         for (key, mut stream) in streams {
             let engine = self.clone();
-            tasks.spawn(async move {
+            inputs.spawn(async move {
                 while let Some(event) = stream.recv().await {
                     engine.handle_event(key, event);
                 }
@@ -822,7 +838,7 @@ impl Engine {
             for (s, binding) in loaded.config.schedules.iter().enumerate() {
                 let engine = self.clone();
                 let crontab = binding.crontab.clone();
-                tasks.spawn(async move {
+                inputs.spawn(async move {
                     loop {
                         let now = jiff::Timestamp::now();
                         let Some(next) = crontab.next_after(now) else {
@@ -836,25 +852,37 @@ impl Engine {
             }
         }
         // Queue workers, started as queues appear.
-        let mut workers: HashSet<String> = HashSet::new();
+        let mut workers = tokio::task::JoinSet::new();
+        let mut started: HashSet<String> = HashSet::new();
         let live = self.metrics.live_ticks.clone();
+        let mut shutdown = std::pin::pin!(shutdown);
         loop {
             for queue in self.queue_names() {
-                if workers.insert(queue.clone()) {
+                if started.insert(queue.clone()) {
                     let engine = self.clone();
                     let on_run = on_run.clone();
-                    tasks.spawn(async move { engine.worker(queue, on_run).await });
+                    workers.spawn(async move { engine.worker(queue, on_run).await });
                 }
             }
             live.inc();
-            let now = Instant::now();
-            if now >= deadline {
-                break;
+            let tick = tokio::time::sleep(Duration::from_secs(1));
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = self.wake.notified() => {}
+                () = tick => {}
             }
-            let tick = (deadline - now).min(Duration::from_secs(1));
-            let _ = tokio::time::timeout(tick, self.wake.notified()).await;
         }
-        tasks.abort_all();
+        inputs.abort_all();
+        self.stopping.store(true, Ordering::SeqCst);
+        self.wake.notify_waiters();
+        // Workers return once their current run is over; whatever still runs after the
+        // grace period is cancelled (a script's process group is killed on drop).
+        let finished = async { while workers.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, finished).await.is_err() {
+            let running: Vec<String> = self.lock().busy.iter().cloned().collect();
+            tracing::warn!(queues = ?running, "grace period over; cancelling the runs in progress");
+        }
+        workers.abort_all();
     }
 
     async fn worker(
@@ -864,6 +892,9 @@ impl Engine {
     ) {
         loop {
             let notified = self.wake.notified();
+            if self.stopping.load(Ordering::SeqCst) {
+                return;
+            }
             match self.run_head(&queue).await {
                 Ok(Some(record)) => {
                     on_run(&record);
@@ -885,6 +916,10 @@ impl std::fmt::Debug for Engine {
             .finish_non_exhaustive()
     }
 }
+
+#[path = "inspect.rs"]
+mod inspect;
+pub use inspect::{BindingInfo, BindingSnapshot, HookInfo, QueueInfo, TaskInfo};
 
 #[cfg(test)]
 #[path = "engine_tests.rs"]

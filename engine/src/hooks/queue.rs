@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// What kind of work a task is; only tasks of the same kind are merged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum TaskKind {
     /// `onStartup`.
     OnStartup,
@@ -63,6 +63,11 @@ impl Queue {
     /// How many tasks wait.
     pub fn len(&self) -> usize {
         self.tasks.len()
+    }
+
+    /// The waiting tasks, head first.
+    pub fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.iter()
     }
 
     /// Whether no task waits.

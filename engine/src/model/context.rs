@@ -22,6 +22,21 @@ pub enum BindingType {
     Conversion,
 }
 
+impl BindingType {
+    /// shell-operator's spelling (`Synchronization`, `Event`, `Schedule`...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnStartup => "onStartup",
+            Self::Schedule => "Schedule",
+            Self::Synchronization => "Synchronization",
+            Self::Event => "Event",
+            Self::Group => "Group",
+            Self::Validating => "Validating",
+            Self::Conversion => "Conversion",
+        }
+    }
+}
+
 /// An object with the result of the binding's jq filter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ObjectAndFilter {

@@ -1,0 +1,140 @@
+//! `operon debug`: asks a running `operon serve` through its debug socket.
+
+use super::output::{self, Format};
+use operon::serve::debug;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `operon debug ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum DebugCommand {
+    /// The engine's queues.
+    #[command(subcommand)]
+    Queue(QueueCommand),
+    /// The engine's hooks.
+    #[command(subcommand)]
+    Hook(HookCommand),
+}
+
+/// `operon debug queue ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum QueueCommand {
+    /// Every queue with its waiting tasks.
+    List(Target),
+}
+
+/// `operon debug hook ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum HookCommand {
+    /// Every hook with its bindings.
+    List(Target),
+    /// The objects a hook's kubernetes bindings hold.
+    Snapshot {
+        /// The hook's name.
+        name: String,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+/// Where the engine is and how to print.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    /// The debug socket of `operon serve`.
+    #[arg(long, env = "DEBUG_UNIX_SOCKET", default_value = debug::DEFAULT_SOCKET)]
+    debug_unix_socket: PathBuf,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+/// Runs `operon debug ...`.
+pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (target, path) = match &cmd {
+        DebugCommand::Queue(QueueCommand::List(t)) => (t, "/queue/list".to_owned()),
+        DebugCommand::Hook(HookCommand::List(t)) => (t, "/hook/list".to_owned()),
+        DebugCommand::Hook(HookCommand::Snapshot { name, target }) => {
+            (target, format!("/hook/{name}/snapshot"))
+        }
+    };
+    let answer = runtime.block_on(debug::request(&target.debug_unix_socket, &path))?;
+    if target.output != Format::Table {
+        output::print_structured(target.output, &answer)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Bool(true) => "yes".to_owned(),
+        Value::Bool(false) => "no".to_owned(),
+        other => other.to_string(),
+    };
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    match cmd {
+        DebugCommand::Queue(_) => {
+            println!(
+                "{:<24} {:>6} {:>8} {:>8}  HEAD",
+                "QUEUE", "TASKS", "RUNNING", "FAILURES"
+            );
+            for q in list(&answer) {
+                let tasks = list(&q["tasks"]);
+                let head = tasks
+                    .first()
+                    .map(|t| {
+                        let bindings: Vec<String> = list(&t["bindings"]).iter().map(text).collect();
+                        format!(
+                            "{} {} {}",
+                            text(&t["hook"]),
+                            text(&t["kind"]),
+                            bindings.join(",")
+                        )
+                    })
+                    .unwrap_or_default();
+                println!(
+                    "{:<24} {:>6} {:>8} {:>8}  {head}",
+                    text(&q["name"]),
+                    tasks.len(),
+                    text(&q["running"]),
+                    text(&q["failures"])
+                );
+            }
+        }
+        DebugCommand::Hook(HookCommand::List(_)) => {
+            println!(
+                "{:<28} {:<24} {:<36} {:<16} {:>8}  SYNCED",
+                "HOOK", "BINDING", "TYPE", "QUEUE", "OBJECTS"
+            );
+            for hook in list(&answer) {
+                for b in list(&hook["bindings"]) {
+                    println!(
+                        "{:<28} {:<24} {:<36} {:<16} {:>8}  {}",
+                        text(&hook["name"]),
+                        text(&b["name"]),
+                        text(&b["binding_type"]),
+                        text(&b["queue"]),
+                        text(&b["objects"]),
+                        text(&b["synchronized"])
+                    );
+                }
+            }
+        }
+        DebugCommand::Hook(HookCommand::Snapshot { .. }) => {
+            for b in list(&answer) {
+                let objects = list(&b["objects"]);
+                println!("{} ({} objects)", text(&b["binding"]), objects.len());
+                for o in objects {
+                    let shown = match &o["filter_result"] {
+                        Value::Null => text(&o["object"]),
+                        result => text(result),
+                    };
+                    println!("  {shown}");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,151 @@
+//! The debug endpoint (shell-operator's idea): HTTP on a unix socket, so only who may
+//! open the socket file (mode 0600, the engine's user) can ask, with `operon debug
+//! queue list`, `operon debug hook list` and `operon debug hook snapshot NAME`. This
+//! module has both sides: the server routes and the client request.
+
+use super::Status;
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http_body_util::BodyExt as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Where `operon serve` and `operon debug` meet by default (shell-operator uses
+/// `/var/run/shell-operator/debug.socket`).
+pub const DEFAULT_SOCKET: &str = "/var/run/operon/debug.socket";
+
+/// Why a debug request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DebugError {
+    /// The socket could not be reached.
+    #[error(
+        "cannot connect to the debug socket {path}: {source} (is `operon serve` running with --debug-unix-socket {path}?)"
+    )]
+    Connect {
+        /// The socket path.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP exchange failed.
+    #[error("debug request {path}: {reason}")]
+    Http {
+        /// The request path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The engine answered with an error.
+    #[error("{0}")]
+    Answer(String),
+}
+
+/// Binds the socket, replacing a stale one, readable and writable by the owner only.
+pub(super) fn bind(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let listener = tokio::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+pub(super) async fn serve(
+    listener: tokio::net::UnixListener,
+    status: Arc<Status>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let router = Router::new()
+        .route("/queue/list", get(queues))
+        .route("/hook/list", get(hooks))
+        .route("/hook/{name}/snapshot", get(snapshot))
+        .with_state(status);
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!(error = %e, "the debug endpoint failed");
+    }
+}
+
+fn loading() -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, "hooks are loading").into_response()
+}
+
+async fn queues(State(status): State<Arc<Status>>) -> Response {
+    match status.engine() {
+        Some(engine) => Json(engine.queues()).into_response(),
+        None => loading(),
+    }
+}
+
+async fn hooks(State(status): State<Arc<Status>>) -> Response {
+    match status.engine() {
+        Some(engine) => Json(engine.hook_infos()).into_response(),
+        None => loading(),
+    }
+}
+
+async fn snapshot(State(status): State<Arc<Status>>, UrlPath(name): UrlPath<String>) -> Response {
+    let Some(engine) = status.engine() else {
+        return loading();
+    };
+    match engine.hook_snapshot(&name) {
+        Some(snapshot) => Json(snapshot).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response(),
+    }
+}
+
+/// GETs `path` from the debug socket and returns the JSON answer.
+pub async fn request(socket: &Path, path: &str) -> Result<serde_json::Value, DebugError> {
+    let http_error = |reason: String| DebugError::Http {
+        path: path.to_owned(),
+        reason,
+    };
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|source| DebugError::Connect {
+            path: socket.display().to_string(),
+            source,
+        })?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| http_error(e.to_string()))?;
+    tokio::spawn(connection);
+    let request = hyper::Request::get(path)
+        .header(hyper::header::HOST, "operon")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| http_error(e.to_string()))?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| http_error(e.to_string()))?;
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| http_error(e.to_string()))?
+        .to_bytes();
+    if !status.is_success() {
+        return Err(DebugError::Answer(
+            String::from_utf8_lossy(&body).trim().to_owned(),
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|e| http_error(format!("the answer is not JSON: {e}")))
+}

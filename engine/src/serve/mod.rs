@@ -1,0 +1,193 @@
+//! `operon serve`, the controller process: hooks from a directory run by the hook
+//! engine against a cluster (the kube layer in production, any [`Cluster`] in tests),
+//! the HTTP endpoints (metrics, health, readiness), the debug endpoint on a unix
+//! socket, and a graceful shutdown.
+
+pub mod debug;
+mod http;
+
+use crate::cluster::Cluster;
+use crate::hooks::engine::{Engine, HookEngineError, RunRecord};
+use crate::hooks::load::{self, HookLoadError, HookLoader};
+use crate::metrics::{MetricError, Metrics};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What `operon serve` runs and where it listens.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The hooks directory (shell-operator's discovery rules).
+    pub hooks_dir: PathBuf,
+    /// Metrics, health and readiness.
+    pub listen: SocketAddr,
+    /// The debug endpoint; `None` turns it off.
+    pub debug_socket: Option<PathBuf>,
+    /// How long runs in progress may take to finish after a shutdown signal.
+    pub grace: Duration,
+}
+
+/// Why `operon serve` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A hook could not be loaded or its configuration is invalid.
+    #[error(transparent)]
+    Hook(#[from] HookLoadError),
+    /// The engine could not start (a binding's kind or list failed).
+    #[error(transparent)]
+    Engine(#[from] HookEngineError),
+    /// The metrics registry could not be built.
+    #[error(transparent)]
+    Metrics(#[from] MetricError),
+    /// An endpoint could not listen.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address or socket path.
+        address: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the endpoints see of the process.
+pub(crate) struct Status {
+    metrics: Arc<Metrics>,
+    /// The engine once the hooks are loaded.
+    engine: watch::Sender<Option<Arc<Engine>>>,
+}
+
+impl Status {
+    fn engine(&self) -> Option<Arc<Engine>> {
+        self.engine.borrow().clone()
+    }
+
+    /// Ready once the engine runs and every binding synchronized.
+    fn ready(&self) -> Result<(), String> {
+        match self.engine() {
+            None => Err("hooks are loading".to_owned()),
+            Some(engine) if !engine.synchronized() => {
+                Err("waiting for the Synchronization of every kubernetes binding".to_owned())
+            }
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// Runs until `shutdown` resolves: loads the hooks, serves the endpoints, starts the
+/// engine and runs it; then stops taking events and lets runs finish within the grace
+/// period.
+pub async fn run(
+    options: ServeOptions,
+    loader: &HookLoader,
+    cluster: Arc<dyn Cluster>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let metrics = Arc::new(Metrics::new()?);
+    let status = Arc::new(Status {
+        metrics: metrics.clone(),
+        engine: watch::Sender::new(None),
+    });
+    let (stop, stopped) = watch::channel(false);
+    let mut servers = tokio::task::JoinSet::new();
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            address: options.listen.to_string(),
+            source,
+        })?;
+    tracing::info!(address = %options.listen, "serving /metrics, /metrics/hooks, /healthz, /readyz");
+    servers.spawn(http::serve(listener, status.clone(), stopped.clone()));
+    if let Some(path) = &options.debug_socket {
+        let listener = debug::bind(path).map_err(|source| ServeError::Listen {
+            address: path.display().to_string(),
+            source,
+        })?;
+        tracing::info!(socket = %path.display(), "serving the debug endpoint");
+        servers.spawn(debug::serve(listener, status.clone(), stopped.clone()));
+    }
+
+    let outcome = run_engine(&options, loader, cluster, metrics, &status, shutdown).await;
+    let _ = stop.send(true);
+    while servers.join_next().await.is_some() {}
+    if let Some(path) = &options.debug_socket {
+        let _ = std::fs::remove_file(path);
+    }
+    outcome
+}
+
+async fn run_engine(
+    options: &ServeOptions,
+    loader: &HookLoader,
+    cluster: Arc<dyn Cluster>,
+    metrics: Arc<Metrics>,
+    status: &Status,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let mut hooks = Vec::new();
+    for hook in loader.hooks_in(&options.hooks_dir)? {
+        let (loaded, _) = load::configure(hook, cluster.as_ref()).await?;
+        for warning in &loaded.config.warnings {
+            tracing::warn!(hook = %loaded.hook.name(), "{warning}");
+        }
+        hooks.push(loaded);
+    }
+    tracing::info!(hooks = hooks.len(), dir = %options.hooks_dir.display(), "hooks loaded");
+    let engine = Arc::new(Engine::new(hooks, cluster, metrics));
+    status.engine.send_replace(Some(engine.clone()));
+    let mut shutdown = std::pin::pin!(shutdown);
+    tokio::select! {
+        started = engine.start() => started?,
+        () = &mut shutdown => return Ok(()),
+    }
+    tracing::info!("engine started; bindings listed");
+    engine.run_until(shutdown, options.grace, log_run).await;
+    tracing::info!("engine stopped");
+    Ok(())
+}
+
+/// One log line per hook run, with the fields an operator filters on.
+fn log_run(record: &RunRecord) {
+    let binding = record
+        .contexts
+        .first()
+        .map(|c| c.binding.as_str())
+        .unwrap_or_default();
+    let event_type = record
+        .contexts
+        .first()
+        .map(|c| c.type_.as_str())
+        .unwrap_or_default();
+    let watch_event = record
+        .contexts
+        .first()
+        .and_then(|c| c.watch_event)
+        .map(|e| e.as_str())
+        .unwrap_or_default();
+    let duration_ms = record.run.elapsed.as_secs_f64() * 1000.0;
+    let error = match (&record.run.outcome, &record.apply_error) {
+        (Err(e), _) => Some(e.to_string()),
+        (Ok(_), Some(e)) => Some(e.to_string()),
+        _ => None,
+    };
+    match error {
+        None => tracing::info!(
+            hook = %record.hook, binding, queue = %record.queue, event_type, watch_event,
+            contexts = record.contexts.len(), patches = record.run.patches.len(),
+            duration_ms, "hook run"
+        ),
+        Some(error) => tracing::warn!(
+            hook = %record.hook, binding, queue = %record.queue, event_type, watch_event,
+            contexts = record.contexts.len(), duration_ms,
+            allowed_failure = record.allowed_failure,
+            retry_in_s = record.retry_in.map(|d| d.as_secs_f64()),
+            error = %error, "hook run failed"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

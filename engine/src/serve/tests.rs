@@ -1,0 +1,160 @@
+//! `operon serve` end to end over the local cluster: hooks load and run, the endpoints
+//! answer, the debug socket describes the engine, and a shutdown is clean.
+
+use super::*;
+use crate::cluster::local::LocalCluster;
+use crate::hooks::load::HookLoader;
+use crate::sandbox::{CallLimits, Sandbox, SandboxConfig};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// A plain HTTP/1.0 GET: status code and body.
+async fn get(address: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(address).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_hooks_and_answers_metrics_health_readiness_and_debug() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    std::fs::copy(operon_tests::POD_LABELER, hooks.join("pod-labeler.wasm")).unwrap();
+    let cluster = Arc::new(LocalCluster::new());
+    let pods = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../operations/examples/hooks/pods.yaml"
+    );
+    cluster.load_file(pods).unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let socket = dir.path().join("run/debug.socket");
+    let options = ServeOptions {
+        hooks_dir: hooks,
+        listen: address,
+        debug_socket: Some(socket.clone()),
+        grace: Duration::from_secs(5),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served_cluster = cluster.clone();
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        run(options, &loader, served_cluster, shutdown).await
+    });
+
+    // Ready once the pods binding synchronized (its run labels web-1).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok((200, _)) = get(address, "/readyz").await {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(get(address, "/healthz").await.unwrap().0, 200);
+    let (status, metrics) = get(address, "/metrics").await.unwrap();
+    assert_eq!(status, 200);
+    assert!(metrics.contains("operon_hook_run_seconds"), "{metrics}");
+    assert!(metrics.contains("pods_labelled_total"), "{metrics}");
+    let (_, hook_metrics) = get(address, "/metrics/hooks").await.unwrap();
+    assert!(hook_metrics.contains("pods_labelled_total"));
+    assert!(!hook_metrics.contains("operon_hook_run_seconds"));
+    let labelled = cluster
+        .objects()
+        .into_iter()
+        .filter(|o| o.pointer("/metadata/labels/operon.dev~1seen").is_some())
+        .count();
+    assert_eq!(labelled, 2, "both pods carry the label");
+
+    let hooks = debug::request(&socket, "/hook/list").await.unwrap();
+    assert_eq!(hooks[0]["name"], "pod-labeler.wasm");
+    let pods_binding = hooks[0]["bindings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "pods")
+        .unwrap()
+        .clone();
+    assert_eq!(pods_binding["objects"], 2);
+    assert_eq!(pods_binding["synchronized"], true);
+    let snapshot = debug::request(&socket, "/hook/pod-labeler.wasm/snapshot")
+        .await
+        .unwrap();
+    assert_eq!(snapshot[0]["objects"].as_array().unwrap().len(), 2);
+    let queues = debug::request(&socket, "/queue/list").await.unwrap();
+    assert_eq!(queues[0]["name"], "main");
+    let missing = debug::request(&socket, "/hook/nope/snapshot").await;
+    assert!(
+        matches!(&missing, Err(debug::DebugError::Answer(m)) if m.contains("no hook named")),
+        "{missing:?}"
+    );
+
+    stop.send(()).unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("serve stops after the shutdown signal")
+        .unwrap();
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert!(!socket.exists(), "the debug socket is removed");
+    assert!(
+        get(address, "/healthz").await.is_err(),
+        "the port is closed"
+    );
+}
+
+#[tokio::test]
+async fn a_port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let options = ServeOptions {
+        hooks_dir: dir.path().to_owned(),
+        listen: address,
+        debug_socket: None,
+        grace: Duration::ZERO,
+    };
+    let error = run(
+        options,
+        &loader,
+        Arc::new(LocalCluster::new()),
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with(&format!("cannot listen on {address}")),
+        "{error}"
+    );
+}
