@@ -3,7 +3,11 @@
 use super::hook::loader;
 use anyhow::Context as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
+use operon::serve::lease::{LeaderElector, LeaseOptions};
 use operon::serve::{self, ServeOptions};
+
+/// Where a pod finds its namespace.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +45,26 @@ pub struct ServeArgs {
     /// How long hook runs in progress may take to finish after SIGTERM.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     graceful_shutdown_period: Duration,
+    /// Run hooks only while holding a coordination.k8s.io Lease, so that of several
+    /// replicas exactly one runs them.
+    #[arg(long, env = "OPERON_LEADER_ELECT")]
+    leader_elect: bool,
+    /// The Lease's namespace [default: $POD_NAMESPACE, the service account's namespace,
+    /// then the kubeconfig's].
+    #[arg(long, env = "POD_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// The Lease's name.
+    #[arg(long, default_value = "operon")]
+    leader_election_lease_name: String,
+    /// How long a Lease not renewed stays its holder's.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    leader_election_lease_duration: Duration,
+    /// How long the leader tries to renew before it stops leading (below the duration).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    leader_election_renew_deadline: Duration,
+    /// How often to try to take or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    leader_election_retry_period: Duration,
     /// Refuse to run a script hook when any sandbox protection is unavailable.
     #[arg(long)]
     strict: bool,
@@ -75,7 +99,36 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         debug_socket: Some(args.debug_unix_socket).filter(|p| !p.as_os_str().is_empty()),
         grace: args.graceful_shutdown_period,
     };
-    serve::run(options, &loader, Arc::new(cluster), shutdown_signal()).await?;
+    let elector = if args.leader_elect {
+        let namespace = args
+            .leader_election_namespace
+            .clone()
+            .or_else(|| {
+                std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                    .ok()
+                    .map(|n| n.trim().to_owned())
+            })
+            .unwrap_or_else(|| cluster.client().default_namespace().to_owned());
+        let mut lease = LeaseOptions::new(&args.leader_election_lease_name, &namespace);
+        lease.lease_duration = args.leader_election_lease_duration;
+        lease.renew_deadline = args.leader_election_renew_deadline;
+        lease.retry_period = args.leader_election_retry_period;
+        anyhow::ensure!(
+            lease.renew_deadline < lease.lease_duration,
+            "--leader-election-renew-deadline must be shorter than --leader-election-lease-duration, or a leader could still run hooks after another took over"
+        );
+        Some(LeaderElector::new(cluster.client().clone(), lease))
+    } else {
+        None
+    };
+    serve::run(
+        options,
+        &loader,
+        Arc::new(cluster),
+        elector,
+        shutdown_signal(),
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

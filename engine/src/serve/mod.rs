@@ -5,11 +5,13 @@
 
 pub mod debug;
 mod http;
+pub mod lease;
 
 use crate::cluster::Cluster;
 use crate::hooks::engine::{Engine, HookEngineError, RunRecord};
 use crate::hooks::load::{self, HookLoadError, HookLoader};
 use crate::metrics::{MetricError, Metrics};
+use lease::{LeaderElector, LeadershipLost};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +44,10 @@ pub enum ServeError {
     /// The metrics registry could not be built.
     #[error(transparent)]
     Metrics(#[from] MetricError),
+    /// This replica stopped leading; it stopped running hooks and exits, so that it
+    /// comes back as a follower.
+    #[error(transparent)]
+    LostLeadership(#[from] LeadershipLost),
     /// An endpoint could not listen.
     #[error("cannot listen on {address}: {source}")]
     Listen {
@@ -58,6 +64,8 @@ pub(crate) struct Status {
     metrics: Arc<Metrics>,
     /// The engine once the hooks are loaded.
     engine: watch::Sender<Option<Arc<Engine>>>,
+    /// With leader election: whether this replica leads.
+    leading: watch::Sender<Option<bool>>,
 }
 
 impl Status {
@@ -65,9 +73,12 @@ impl Status {
         self.engine.borrow().clone()
     }
 
-    /// Ready once the engine runs and every binding synchronized.
+    /// Ready once the engine runs and every binding synchronized; a follower is ready
+    /// as a standby once its hooks loaded.
     fn ready(&self) -> Result<(), String> {
+        let leading = *self.leading.borrow();
         match self.engine() {
+            Some(_) if leading == Some(false) => Ok(()),
             None => Err("hooks are loading".to_owned()),
             Some(engine) if !engine.synchronized() => {
                 Err("waiting for the Synchronization of every kubernetes binding".to_owned())
@@ -80,16 +91,22 @@ impl Status {
 /// Runs until `shutdown` resolves: loads the hooks, serves the endpoints, starts the
 /// engine and runs it; then stops taking events and lets runs finish within the grace
 /// period.
+///
+/// With an elector, only the leader runs hooks: a replica loads its hooks, waits to
+/// lead, and returns [`ServeError::LostLeadership`] when it stops leading (runs in
+/// progress are cancelled at once: another replica may already run them).
 pub async fn run(
     options: ServeOptions,
     loader: &HookLoader,
     cluster: Arc<dyn Cluster>,
+    elector: Option<LeaderElector>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let metrics = Arc::new(Metrics::new()?);
     let status = Arc::new(Status {
         metrics: metrics.clone(),
         engine: watch::Sender::new(None),
+        leading: watch::Sender::new(elector.as_ref().map(|_| false)),
     });
     let (stop, stopped) = watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
@@ -110,7 +127,10 @@ pub async fn run(
         servers.spawn(debug::serve(listener, status.clone(), stopped.clone()));
     }
 
-    let outcome = run_engine(&options, loader, cluster, metrics, &status, shutdown).await;
+    let outcome = run_engine(
+        &options, loader, cluster, metrics, &status, elector, shutdown,
+    )
+    .await;
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
     if let Some(path) = &options.debug_socket {
@@ -125,6 +145,7 @@ async fn run_engine(
     cluster: Arc<dyn Cluster>,
     metrics: Arc<Metrics>,
     status: &Status,
+    elector: Option<LeaderElector>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let mut hooks = Vec::new();
@@ -139,14 +160,62 @@ async fn run_engine(
     let engine = Arc::new(Engine::new(hooks, cluster, metrics));
     status.engine.send_replace(Some(engine.clone()));
     let mut shutdown = std::pin::pin!(shutdown);
-    tokio::select! {
-        started = engine.start() => started?,
-        () = &mut shutdown => return Ok(()),
+
+    // Leadership: wait for it, then keep renewing in the background.
+    let (stop_leading, mut lease_stopped) = watch::channel(false);
+    let mut leadership = None;
+    if let Some(mut elector) = elector {
+        tracing::info!(lease = %elector.options().name, namespace = %elector.options().namespace,
+                       identity = %elector.options().identity, "waiting to lead");
+        tokio::select! {
+            leading = elector.acquire(&mut lease_stopped) => if !leading { return Ok(()) },
+            () = &mut shutdown => return Ok(()),
+        }
+        status.leading.send_replace(Some(true));
+        let (lost, lost_receiver) = tokio::sync::oneshot::channel();
+        let renewing = tokio::spawn(async move {
+            let outcome = elector.renew(&mut lease_stopped).await;
+            if outcome.is_ok()
+                && let Err(e) = elector.release().await
+            {
+                tracing::warn!(error = %e, "could not release the leader Lease");
+            }
+            let _ = lost.send(outcome);
+        });
+        leadership = Some((lost_receiver, renewing));
     }
-    tracing::info!("engine started; bindings listed");
-    engine.run_until(shutdown, options.grace, log_run).await;
+    let lost = async {
+        match &mut leadership {
+            Some((lost, _)) => match lost.await {
+                Ok(Err(e)) => e,
+                _ => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    };
+    let running = async {
+        engine.start().await?;
+        tracing::info!("engine started; bindings listed");
+        engine
+            .run_until(&mut shutdown, options.grace, log_run)
+            .await;
+        Ok::<(), ServeError>(())
+    };
+    let outcome = tokio::select! {
+        outcome = running => outcome,
+        // Dropping the engine's loop cancels every run in progress.
+        lost = lost => {
+            tracing::error!(error = %lost, "stopped leading; no hook runs any more");
+            status.leading.send_replace(Some(false));
+            return Err(lost.into());
+        }
+    };
+    let _ = stop_leading.send(true);
+    if let Some((_, renewing)) = leadership {
+        let _ = renewing.await;
+    }
     tracing::info!("engine stopped");
-    Ok(())
+    outcome
 }
 
 /// One log line per hook run, with the fields an operator filters on.

@@ -67,7 +67,7 @@ async fn serve_runs_hooks_and_answers_metrics_health_readiness_and_debug() {
         let shutdown = async {
             let _ = stopped.await;
         };
-        run(options, &loader, served_cluster, shutdown).await
+        run(options, &loader, served_cluster, None, shutdown).await
     });
 
     // Ready once the pods binding synchronized (its run labels web-1).
@@ -147,6 +147,7 @@ async fn a_port_in_use_is_a_clear_error() {
         options,
         &loader,
         Arc::new(LocalCluster::new()),
+        None,
         std::future::pending(),
     )
     .await

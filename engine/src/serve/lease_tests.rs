@@ -1,0 +1,214 @@
+//! Leader election against a fake Lease API behind a tower-test mock service: the
+//! server keeps one Lease, checks `resourceVersion` preconditions as the API server
+//! does, and records every request.
+
+use super::*;
+use ::kube::client::Body;
+use http::{Request, Response};
+use http_body_util::BodyExt as _;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+
+const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
+
+#[derive(Default)]
+struct FakeLeases {
+    lease: Option<Value>,
+    version: u64,
+    /// (method, uri) of every request.
+    log: Vec<(String, String)>,
+    /// Fail every request with 500 (an API server that is down).
+    down: bool,
+    /// Right after answering the next GET, the holder renews (a concurrent writer).
+    renew_after_get: bool,
+}
+
+fn status(code: u16, reason: &str) -> (u16, Value) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+               "reason": reason, "message": reason}),
+    )
+}
+
+impl FakeLeases {
+    fn answer(&mut self, method: &str, uri: &str, body: &[u8]) -> (u16, Value) {
+        self.log.push((method.to_owned(), uri.to_owned()));
+        if self.down {
+            return status(500, "InternalError");
+        }
+        let write = |this: &mut Self, mut lease: Value| {
+            this.version += 1;
+            lease["metadata"]["resourceVersion"] = json!(this.version.to_string());
+            this.lease = Some(lease.clone());
+            (200, lease)
+        };
+        match method {
+            "GET" => match self.lease.clone() {
+                Some(lease) => {
+                    if std::mem::take(&mut self.renew_after_get) {
+                        write(self, lease.clone());
+                    }
+                    (200, lease)
+                }
+                None => status(404, "NotFound"),
+            },
+            "POST" if self.lease.is_some() => status(409, "AlreadyExists"),
+            "POST" => write(self, serde_json::from_slice(body).unwrap()),
+            "PUT" => {
+                let lease: Value = serde_json::from_slice(body).unwrap();
+                let current = self
+                    .lease
+                    .as_ref()
+                    .map(|l| l["metadata"]["resourceVersion"].clone());
+                if current != Some(lease["metadata"]["resourceVersion"].clone()) {
+                    return status(409, "Conflict");
+                }
+                write(self, lease)
+            }
+            _ => status(405, "MethodNotAllowed"),
+        }
+    }
+}
+
+/// A client whose requests the fake answers.
+fn client(fake: Arc<Mutex<FakeLeases>>) -> ::kube::Client {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await.unwrap().to_bytes();
+            let uri = parts.uri.to_string();
+            assert!(uri.starts_with(PATH), "{uri}");
+            if parts.method != "GET" {
+                assert!(uri.ends_with("?&fieldManager=operon"), "{uri}");
+            }
+            let (code, value) = fake
+                .lock()
+                .unwrap()
+                .answer(parts.method.as_str(), &uri, &body);
+            let response = Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&value).unwrap()))
+                .unwrap();
+            respond.send_response(response);
+        }
+    });
+    ::kube::Client::new(service, "default")
+}
+
+fn elector(fake: &Arc<Mutex<FakeLeases>>, identity: &str) -> LeaderElector {
+    let mut options = LeaseOptions::new("operon", "ops");
+    options.identity = identity.to_owned();
+    LeaderElector::new(client(fake.clone()), options)
+}
+
+fn holder(fake: &Arc<Mutex<FakeLeases>>) -> Value {
+    fake.lock().unwrap().lease.as_ref().unwrap()["spec"]["holderIdentity"].clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_of_two_replicas_leads_and_the_other_takes_over_when_renewals_stop() {
+    let fake = Arc::new(Mutex::new(FakeLeases::default()));
+    let mut a = elector(&fake, "a");
+    let mut b = elector(&fake, "b");
+    assert_eq!(a.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    assert_eq!(
+        b.try_acquire_or_renew().await.unwrap(),
+        Attempt::Following { holder: "a".into() }
+    );
+    // a renews; b keeps following although more than a lease duration passed in total,
+    // because the record keeps changing.
+    for _ in 0..10 {
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(a.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+        assert!(matches!(
+            b.try_acquire_or_renew().await.unwrap(),
+            Attempt::Following { .. }
+        ));
+    }
+    // a dies. b sees the same record for 15 s and takes the Lease.
+    tokio::time::advance(Duration::from_secs(14)).await;
+    assert!(matches!(
+        b.try_acquire_or_renew().await.unwrap(),
+        Attempt::Following { .. }
+    ));
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(b.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    let lease = fake.lock().unwrap().lease.clone().unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "b");
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 15);
+    // a comes back: it follows.
+    assert_eq!(
+        a.try_acquire_or_renew().await.unwrap(),
+        Attempt::Following { holder: "b".into() }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_write_loses_on_the_resource_version_and_makes_no_second_leader() {
+    let fake = Arc::new(Mutex::new(FakeLeases::default()));
+    let mut a = elector(&fake, "a");
+    let mut b = elector(&fake, "b");
+    assert_eq!(a.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    assert!(matches!(
+        b.try_acquire_or_renew().await.unwrap(),
+        Attempt::Following { .. }
+    ));
+    // b has seen the same record for longer than the lease duration, but a renews
+    // between b's read and b's write: b's write carries the old resourceVersion.
+    tokio::time::advance(Duration::from_secs(16)).await;
+    fake.lock().unwrap().renew_after_get = true;
+    let attempt = b.try_acquire_or_renew().await.unwrap();
+    assert_eq!(attempt, Attempt::Following { holder: "a".into() });
+    assert_eq!(holder(&fake), "a");
+    let log = fake.lock().unwrap().log.clone();
+    assert_eq!(
+        log.last().unwrap().0,
+        "PUT",
+        "b tried, and the server refused"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_cannot_renew_stops_before_the_lease_expires() {
+    let fake = Arc::new(Mutex::new(FakeLeases::default()));
+    let mut a = elector(&fake, "a");
+    let (_stop, mut stopped) = watch::channel(false);
+    assert!(a.acquire(&mut stopped).await);
+    let started = Instant::now();
+    fake.lock().unwrap().down = true;
+    let lost = a.renew(&mut stopped).await.unwrap_err();
+    assert!(matches!(lost, LeadershipLost::RenewFailed(..)), "{lost}");
+    let gave_up_after = started.elapsed();
+    // The renew deadline (10 s) plus at most one retry period with jitter: before the
+    // lease duration (15 s) ran out for the followers.
+    assert!(gave_up_after < Duration::from_secs(15), "{gave_up_after:?}");
+    assert!(
+        gave_up_after >= Duration::from_secs(10),
+        "{gave_up_after:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_lease_is_taken_at_once() {
+    let fake = Arc::new(Mutex::new(FakeLeases::default()));
+    let mut a = elector(&fake, "a");
+    let mut b = elector(&fake, "b");
+    assert_eq!(a.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    assert!(matches!(
+        b.try_acquire_or_renew().await.unwrap(),
+        Attempt::Following { .. }
+    ));
+    a.release().await.unwrap();
+    assert_eq!(holder(&fake), Value::Null);
+    assert_eq!(b.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    let log = fake.lock().unwrap().log.clone();
+    assert_eq!(log[0], ("GET".into(), format!("{PATH}/operon")));
+    assert_eq!(
+        log[1],
+        ("POST".into(), format!("{PATH}?&fieldManager=operon"))
+    );
+}
