@@ -1,0 +1,1206 @@
+//! The Kubernetes manifests in `deploy/`, with no cluster: the kustomization rendered by
+//! `kubectl kustomize`, the Helm chart rendered by Helm's own engine (`deploy/helm/render.py`
+//! over the `helm-python-sdk` package, which `.ci/setup` installs), and the container image
+//! when buildah or podman is installed.
+//!
+//! Both renderings go through the same checks (RBAC, the Deployment's hardening, its
+//! flags against `operon serve --help`), and the chart's default rendering must equal the
+//! kustomization's, labels and annotations aside, so the two cannot drift apart.
+
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::LazyLock;
+
+const NAMESPACE: &str = "operon";
+const HOOKS_CONFIGMAP: &str = "operon-hooks";
+/// The uid of the image's user and of the Deployment's securityContext.
+const UID: i64 = 65532;
+/// Kinds without a namespace among what `deploy/` creates.
+const CLUSTER_SCOPED: [&str; 4] = [
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn deploy() -> PathBuf {
+    repo().join("deploy")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Every non-empty document of a YAML stream.
+fn documents(yaml: &str) -> Vec<Value> {
+    yaml_serde::Deserializer::from_str(yaml)
+        .map(|document| Value::deserialize(document).expect("the rendering is valid YAML"))
+        .filter(|value| !value.is_null())
+        .collect()
+}
+
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl is installed (it renders the kustomization)");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        text(&out.stderr)
+    );
+    documents(&text(&out.stdout))
+}
+
+/// `deploy/helm/render.py` with these arguments, run by python3.
+fn render_chart(args: &[&str]) -> Output {
+    let script = deploy().join("helm/render.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("python3 must be installed to render the Helm chart ({e}); run .ci/setup")
+        });
+    if out.status.code() == Some(2) {
+        panic!(
+            "the Helm chart cannot be rendered: {}run .ci/setup (it installs helm-python-sdk)",
+            text(&out.stderr)
+        );
+    }
+    out
+}
+
+fn helm(args: &[&str]) -> Vec<Value> {
+    let out = render_chart(args);
+    assert!(
+        out.status.success(),
+        "render.py {args:?} failed: {}",
+        text(&out.stderr)
+    );
+    documents(&text(&out.stdout))
+}
+
+static KUSTOMIZATION: LazyLock<Vec<Value>> = LazyLock::new(|| kustomize(&deploy()));
+static SERVICE_MONITOR: LazyLock<Vec<Value>> =
+    LazyLock::new(|| kustomize(&deploy().join("servicemonitor")));
+static CHART: LazyLock<Vec<Value>> = LazyLock::new(|| helm(&["--include-crds"]));
+
+/// `operon serve --help` of the binary this test builds.
+static SERVE_HELP: LazyLock<String> = LazyLock::new(|| {
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("operon runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+});
+
+/// The flags `operon serve` accepts, each with whether it takes a value.
+fn serve_flags() -> BTreeMap<String, bool> {
+    let mut flags = BTreeMap::new();
+    for line in SERVE_HELP.lines() {
+        let line = line.trim_start();
+        if !line.starts_with('-') {
+            continue;
+        }
+        let takes_value = line.contains('<');
+        for token in line.split([' ', ',']) {
+            if let Some(name) = token.strip_prefix("--") {
+                flags.insert(name.to_owned(), takes_value);
+            }
+        }
+    }
+    assert!(
+        flags.contains_key("hooks-dir") && flags.contains_key("leader-elect"),
+        "unexpected `operon serve --help`: {}",
+        *SERVE_HELP
+    );
+    flags
+}
+
+fn kind(object: &Value) -> &str {
+    object["kind"].as_str().unwrap_or_default()
+}
+
+fn name(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn find<'a>(objects: &'a [Value], kind_: &str, name_: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| kind(o) == kind_ && name(o) == name_)
+        .unwrap_or_else(|| panic!("no {kind_}/{name_} among {:?}", kinds_and_names(objects)))
+}
+
+fn of_kind<'a>(objects: &'a [Value], kind_: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| kind(o) == kind_).collect()
+}
+
+fn kinds_and_names(objects: &[Value]) -> BTreeSet<String> {
+    objects
+        .iter()
+        .map(|o| format!("{}/{}", kind(o), name(o)))
+        .collect()
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|v| v.as_str().expect("a string").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The kustomize name of the generated hooks ConfigMap, `operon-hooks-<hash>`, without
+/// its hash; any other name as it is.
+fn without_hash(name: &str) -> &str {
+    match name.strip_prefix(HOOKS_CONFIGMAP) {
+        Some(rest)
+            if rest.len() == 11
+                && rest.starts_with('-')
+                && rest[1..].bytes().all(|b| b.is_ascii_alphanumeric()) =>
+        {
+            HOOKS_CONFIGMAP
+        }
+        _ => name,
+    }
+}
+
+/// One RBAC permission: (API group, resource, verb, resource name or "").
+type Grant = (String, String, String, String);
+
+fn grants(role: &Value) -> BTreeSet<Grant> {
+    let mut out = BTreeSet::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        let names = strings(&rule["resourceNames"]);
+        let names = if names.is_empty() {
+            vec![String::new()]
+        } else {
+            names
+        };
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    for name in &names {
+                        out.insert((group.clone(), resource.clone(), verb.clone(), name.clone()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn grant(group: &str, resource: &str, verb: &str, name: &str) -> Grant {
+    (group.into(), resource.into(), verb.into(), name.into())
+}
+
+fn container(objects: &[Value]) -> &Value {
+    let deployment = find(objects, "Deployment", "operon");
+    let containers = deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers");
+    assert_eq!(containers.len(), 1, "one container: {containers:?}");
+    &containers[0]
+}
+
+fn args(objects: &[Value]) -> Vec<String> {
+    strings(&container(objects)["args"])
+}
+
+fn flag_value(args: &[String], flag: &str) -> Option<String> {
+    args.iter()
+        .find_map(|a| a.strip_prefix(&format!("--{flag}=")).map(str::to_owned))
+}
+
+/// Whether every key of `subset` is in `labels` with the same value.
+fn selects(subset: &Value, labels: &Value) -> bool {
+    let subset = subset.as_object().expect("a label map");
+    !subset.is_empty() && subset.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Where two JSON values first differ, as a JSON pointer with both sides, or `None`.
+fn difference(a: &Value, b: &Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for key in x.keys().chain(y.keys()).collect::<BTreeSet<_>>() {
+                let here = format!("{at}/{key}");
+                match (x.get(key), y.get(key)) {
+                    (Some(x), Some(y)) => {
+                        if let Some(d) = difference(x, y, &here) {
+                            return Some(d);
+                        }
+                    }
+                    (x, y) => return Some(format!("{here}: {x:?} vs {y:?}")),
+                }
+            }
+            None
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (x, y))| difference(x, y, &format!("{at}/{i}"))),
+        (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => None,
+        _ if a == b => None,
+        _ => Some(format!("{at}: {a} vs {b}")),
+    }
+}
+
+/// Asserts two objects are equal, naming the first difference.
+fn assert_same(what: &str, a: &Value, b: &Value) {
+    if let Some(d) = difference(a, b, "") {
+        panic!("{what} differs at {d}");
+    }
+}
+
+// ---- checks both renderings must pass -------------------------------------------------
+
+fn check_namespaces(objects: &[Value]) {
+    for object in objects {
+        let namespace = object["metadata"]["namespace"].as_str();
+        if CLUSTER_SCOPED.contains(&kind(object)) {
+            assert_eq!(namespace, None, "{} is cluster-scoped", name(object));
+        } else {
+            assert_eq!(
+                namespace,
+                Some(NAMESPACE),
+                "{}/{} is not in namespace {NAMESPACE}",
+                kind(object),
+                name(object)
+            );
+        }
+        for subject in object["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(subject["kind"], "ServiceAccount", "{object}");
+            assert_eq!(subject["name"], "operon", "{object}");
+            assert_eq!(subject["namespace"], NAMESPACE, "{object}");
+        }
+    }
+}
+
+/// The controller's permissions are exactly its own resources, its Lease and Events.
+fn check_rbac(objects: &[Value], lease: &str) {
+    for role in of_kind(objects, "ClusterRole")
+        .into_iter()
+        .chain(of_kind(objects, "Role"))
+    {
+        for (group, resource, verb, _) in grants(role) {
+            assert!(
+                !group.contains('*') && !resource.contains('*') && !verb.contains('*'),
+                "{}: wildcard in {group}/{resource} {verb}",
+                name(role)
+            );
+        }
+    }
+    let crds = of_kind(objects, "CustomResourceDefinition");
+    assert_eq!(crds.len(), 4, "the four operon.dev CRDs");
+
+    let mut expected = BTreeSet::new();
+    for crd in &crds {
+        assert_eq!(crd["spec"]["group"], "operon.dev");
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap();
+        for verb in ["get", "list", "watch"] {
+            expected.insert(grant("operon.dev", plural, verb, ""));
+        }
+        let has_status = crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["subresources"].get("status").is_some());
+        if has_status {
+            for verb in ["get", "update", "patch"] {
+                expected.insert(grant("operon.dev", &format!("{plural}/status"), verb, ""));
+            }
+        }
+    }
+    for verb in ["create", "update", "patch", "delete"] {
+        expected.insert(grant("operon.dev", "diagnoses", verb, ""));
+    }
+    for group in ["", "events.k8s.io"] {
+        for verb in ["create", "patch"] {
+            expected.insert(grant(group, "events", verb, ""));
+        }
+    }
+    let cluster_role = find(objects, "ClusterRole", "operon");
+    assert_eq!(
+        grants(cluster_role),
+        expected,
+        "the controller's ClusterRole"
+    );
+    assert_eq!(of_kind(objects, "ClusterRole").len(), 1);
+    assert!(
+        !grants(cluster_role).iter().any(|g| g.1 == "leases"),
+        "Leases belong in a Role"
+    );
+
+    let role = find(objects, "Role", "operon-leader-election");
+    assert_eq!(
+        grants(role),
+        BTreeSet::from([
+            grant("coordination.k8s.io", "leases", "create", ""),
+            grant("coordination.k8s.io", "leases", "get", lease),
+            grant("coordination.k8s.io", "leases", "update", lease),
+        ]),
+        "the leader-election Role"
+    );
+
+    for (binding_kind, binding, role_kind, role_name) in [
+        ("ClusterRoleBinding", "operon", "ClusterRole", "operon"),
+        (
+            "RoleBinding",
+            "operon-leader-election",
+            "Role",
+            "operon-leader-election",
+        ),
+    ] {
+        let binding = find(objects, binding_kind, binding);
+        assert_eq!(
+            binding["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name})
+        );
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "operon", "namespace": NAMESPACE}])
+        );
+    }
+    find(objects, "ServiceAccount", "operon");
+}
+
+/// Every `--flag` of the container is one `operon serve` accepts, with a value exactly
+/// when it takes one, and every environment variable is one it reads.
+fn check_args(args: &[String], env: &[Value]) {
+    let flags = serve_flags();
+    assert_eq!(args.first().map(String::as_str), Some("serve"), "{args:?}");
+    let mut rest = args[1..].iter();
+    while let Some(arg) = rest.next() {
+        let Some(flag) = arg.strip_prefix("--") else {
+            panic!("{arg:?} is not a flag of operon serve (args: {args:?})");
+        };
+        let (flag, inline_value) = match flag.split_once('=') {
+            Some((flag, value)) => (flag, Some(value)),
+            None => (flag, None),
+        };
+        let Some(&takes_value) = flags.get(flag) else {
+            panic!(
+                "--{flag} is not a flag of operon serve; it accepts {:?}",
+                flags.keys().collect::<Vec<_>>()
+            );
+        };
+        match (takes_value, inline_value) {
+            (true, Some(value)) => assert!(!value.is_empty(), "--{flag} has an empty value"),
+            (true, None) => {
+                let value = rest.next();
+                assert!(
+                    value.is_some_and(|v| !v.starts_with('-')),
+                    "--{flag} needs a value: {args:?}"
+                );
+            }
+            (false, Some(_)) => panic!("--{flag} takes no value: {args:?}"),
+            (false, None) => {}
+        }
+    }
+    for var in env {
+        let var = var["name"].as_str().unwrap();
+        // POD_NAME is the leader-election identity, read without a flag.
+        assert!(
+            var == "POD_NAME" || SERVE_HELP.contains(&format!("[env: {var}=")),
+            "operon serve does not read {var}"
+        );
+    }
+}
+
+/// The controller Deployment: replicas, leader election, downward API, probes,
+/// resources, hardening and volumes.
+fn check_deployment(objects: &[Value], replicas: i64, leader_elect: bool) {
+    let deployment = find(objects, "Deployment", "operon");
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], replicas);
+    assert!(
+        selects(
+            &spec["selector"]["matchLabels"],
+            &spec["template"]["metadata"]["labels"]
+        ),
+        "the selector selects the pod template"
+    );
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "operon");
+    assert!(
+        pod["terminationGracePeriodSeconds"].as_i64().unwrap() > 30,
+        "above the 30 s --graceful-shutdown-period"
+    );
+    assert_eq!(
+        pod["securityContext"],
+        json!({
+            "runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+            "seccompProfile": {"type": "RuntimeDefault"}
+        })
+    );
+
+    let container = container(objects);
+    assert_eq!(
+        container["securityContext"],
+        json!({
+            "runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID,
+            "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}
+        })
+    );
+    assert_eq!(
+        container["image"].as_str().unwrap(),
+        format!("ghcr.io/operon-dev/operon:{}", env!("CARGO_PKG_VERSION"))
+    );
+
+    let args = args(objects);
+    let env = container["env"].as_array().expect("env");
+    check_args(&args, env);
+    assert_eq!(args.contains(&"--leader-elect".to_owned()), leader_elect);
+    let env_var = |var: &str| {
+        env.iter()
+            .find(|e| e["name"] == var)
+            .unwrap_or_else(|| panic!("no {var} in {env:?}"))
+    };
+    assert_eq!(
+        env_var("POD_NAME")["valueFrom"],
+        json!({"fieldRef": {"fieldPath": "metadata.name"}})
+    );
+    assert_eq!(
+        env_var("POD_NAMESPACE")["valueFrom"],
+        json!({"fieldRef": {"fieldPath": "metadata.namespace"}})
+    );
+
+    assert_eq!(
+        container["ports"],
+        json!([{"name": "http-metrics", "containerPort": 9115, "protocol": "TCP"}])
+    );
+    assert_eq!(flag_value(&args, "listen-port").as_deref(), Some("9115"));
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(
+            container[probe]["httpGet"],
+            json!({"path": path, "port": "http-metrics"}),
+            "{probe}"
+        );
+    }
+    for part in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(
+                container["resources"][part][resource].is_string(),
+                "resources.{part}.{resource}"
+            );
+        }
+    }
+
+    // Volumes: the hooks from a ConfigMap, executable; emptyDirs for every path the
+    // controller writes, since the root filesystem is read-only.
+    let volumes: BTreeMap<&str, &Value> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap(), v))
+        .collect();
+    let mounts: BTreeMap<&str, &Value> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["mountPath"].as_str().unwrap(), m))
+        .collect();
+    let volume_at = |path: &str| {
+        let mount = mounts
+            .get(path)
+            .unwrap_or_else(|| panic!("nothing mounted at {path}"));
+        volumes[mount["name"].as_str().unwrap()]
+    };
+    assert_eq!(flag_value(&args, "hooks-dir").as_deref(), Some("/hooks"));
+    assert_eq!(mounts["/hooks"]["readOnly"], true);
+    let hooks = &volume_at("/hooks")["configMap"];
+    assert_eq!(hooks["defaultMode"], 0o755, "hooks must be executable");
+    let configmap = hooks["name"].as_str().unwrap();
+    assert_eq!(without_hash(configmap), HOOKS_CONFIGMAP);
+    find(objects, "ConfigMap", configmap);
+
+    let socket = flag_value(&args, "debug-unix-socket").expect("--debug-unix-socket");
+    let socket_dir = Path::new(&socket).parent().unwrap().to_str().unwrap();
+    let cache = env_var("OPERON_CACHE_DIR")["value"].as_str().unwrap();
+    for path in ["/tmp", socket_dir, cache] {
+        assert!(
+            volume_at(path).get("emptyDir").is_some(),
+            "{path} is an emptyDir"
+        );
+    }
+    assert_eq!(volumes.len(), 4, "{volumes:?}");
+}
+
+fn check_service(objects: &[Value]) {
+    let service = find(objects, "Service", "operon-metrics");
+    let pod_labels =
+        &find(objects, "Deployment", "operon")["spec"]["template"]["metadata"]["labels"];
+    assert!(selects(&service["spec"]["selector"], pod_labels));
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "http-metrics", "port": 9115, "targetPort": "http-metrics", "protocol": "TCP"}])
+    );
+}
+
+fn check_service_monitor(monitor: &Value, objects: &[Value]) {
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    let service = find(objects, "Service", "operon-metrics");
+    assert!(selects(
+        &monitor["spec"]["selector"]["matchLabels"],
+        &service["metadata"]["labels"]
+    ));
+    // No namespaceSelector: the Service of the ServiceMonitor's own namespace.
+    assert_eq!(
+        monitor["metadata"]["namespace"],
+        service["metadata"]["namespace"]
+    );
+    assert!(monitor["spec"].get("namespaceSelector").is_none());
+    let endpoints = monitor["spec"]["endpoints"].as_array().unwrap();
+    assert_eq!(endpoints.len(), 1);
+    assert_eq!(endpoints[0]["port"], service["spec"]["ports"][0]["name"]);
+    assert_eq!(endpoints[0]["path"], "/metrics");
+}
+
+// ---- the kustomization ----------------------------------------------------------------
+
+#[test]
+fn kustomization_holds_the_controller_and_nothing_optional() {
+    let objects = &*KUSTOMIZATION;
+    let names = kinds_and_names(objects);
+    let configmaps = of_kind(objects, "ConfigMap");
+    assert_eq!(configmaps.len(), 1);
+    let configmap = name(configmaps[0]);
+    assert_eq!(
+        without_hash(configmap),
+        HOOKS_CONFIGMAP,
+        "the generated hooks ConfigMap"
+    );
+    let expected: BTreeSet<String> = [
+        "Namespace/operon",
+        "CustomResourceDefinition/operations.operon.dev",
+        "CustomResourceDefinition/operationsets.operon.dev",
+        "CustomResourceDefinition/triggers.operon.dev",
+        "CustomResourceDefinition/diagnoses.operon.dev",
+        "ServiceAccount/operon",
+        "ClusterRole/operon",
+        "ClusterRoleBinding/operon",
+        "Role/operon-leader-election",
+        "RoleBinding/operon-leader-election",
+        &format!("ConfigMap/{configmap}"),
+        "Deployment/operon",
+        "Service/operon-metrics",
+        "PodDisruptionBudget/operon",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(names, expected);
+    // Applies on a cluster without the Prometheus operator.
+    assert!(
+        objects
+            .iter()
+            .all(|o| !o["apiVersion"].as_str().unwrap().contains("coreos.com"))
+    );
+}
+
+#[test]
+fn kustomization_objects_live_in_the_operon_namespace() {
+    check_namespaces(&KUSTOMIZATION);
+}
+
+#[test]
+fn kustomization_rbac_is_least_privilege() {
+    let lease = flag_value(&args(&KUSTOMIZATION), "leader-election-lease-name")
+        .expect("the Lease is named");
+    check_rbac(&KUSTOMIZATION, &lease);
+}
+
+#[test]
+fn kustomization_deployment_is_hardened_and_checked_by_probes() {
+    check_deployment(&KUSTOMIZATION, 2, true);
+    check_service(&KUSTOMIZATION);
+}
+
+#[test]
+fn kustomization_crds_are_the_generated_ones() {
+    let generated =
+        documents(&std::fs::read_to_string(deploy().join("crds/operon.dev.yaml")).unwrap());
+    let rendered: Vec<Value> = of_kind(&KUSTOMIZATION, "CustomResourceDefinition")
+        .into_iter()
+        .cloned()
+        .collect();
+    let by_name = |crds: &[Value]| -> BTreeMap<String, Value> {
+        crds.iter()
+            .map(|c| (name(c).to_owned(), c.clone()))
+            .collect()
+    };
+    let (rendered, generated) = (by_name(&rendered), by_name(&generated));
+    assert_eq!(
+        rendered.keys().collect::<Vec<_>>(),
+        generated.keys().collect::<Vec<_>>()
+    );
+    for (name, crd) in &rendered {
+        assert_same(
+            &format!("CRD {name} (kustomize vs deploy/crds)"),
+            crd,
+            &generated[name],
+        );
+    }
+}
+
+#[test]
+fn servicemonitor_is_separate_and_scrapes_the_metrics_service() {
+    let monitors = &*SERVICE_MONITOR;
+    assert_eq!(monitors.len(), 1);
+    assert_eq!(kind(&monitors[0]), "ServiceMonitor");
+    assert_eq!(monitors[0]["metadata"]["namespace"], NAMESPACE);
+    check_service_monitor(&monitors[0], &KUSTOMIZATION);
+}
+
+/// The image's entrypoint is the binary, so the Deployment's args start with `serve`.
+#[test]
+fn containerfile_runs_operon_as_the_deployment_user() {
+    let containerfile = std::fs::read_to_string(deploy().join("Containerfile")).unwrap();
+    let line = |prefix: &str| {
+        containerfile
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in the Containerfile"))
+            .to_owned()
+    };
+    assert_eq!(line("FROM "), "FROM scratch");
+    assert_eq!(
+        line("ENTRYPOINT "),
+        r#"ENTRYPOINT ["/usr/local/bin/operon"]"#
+    );
+    assert_eq!(line("USER "), format!("USER {UID}:{UID}"));
+    assert_eq!(args(&KUSTOMIZATION)[0], "serve");
+}
+
+// ---- hooks ----------------------------------------------------------------------------
+
+fn files_in(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&path).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A ConfigMap's files: `data` as text, `binaryData` decoded.
+fn configmap_files(configmap: &Value) -> BTreeMap<String, Vec<u8>> {
+    use base64::Engine as _;
+    let mut files = BTreeMap::new();
+    for (key, value) in configmap["data"].as_object().into_iter().flatten() {
+        files.insert(key.clone(), value.as_str().unwrap().as_bytes().to_vec());
+    }
+    for (key, value) in configmap["binaryData"].as_object().into_iter().flatten() {
+        let encoded: String = value
+            .as_str()
+            .unwrap()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .expect("binaryData is base64");
+        files.insert(key.clone(), bytes);
+    }
+    files
+}
+
+#[test]
+fn hooks_configmap_holds_exactly_the_files_of_deploy_hooks() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let files = files_in(&deploy().join("hooks"));
+    assert!(!files.is_empty());
+    for file in files.keys().filter(|f| !f.ends_with(".wasm")) {
+        let mode = std::fs::metadata(deploy().join("hooks").join(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert!(mode & 0o111 != 0, "deploy/hooks/{file} is not executable");
+    }
+    let data = configmap_files(of_kind(&KUSTOMIZATION, "ConfigMap")[0]);
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        files.keys().collect::<Vec<_>>(),
+        "deploy/kustomization.yaml's configMapGenerator lists every file of deploy/hooks"
+    );
+    assert!(
+        data == files,
+        "the ConfigMap holds deploy/hooks as they are"
+    );
+}
+
+/// The example hook works as shipped: its configuration is valid and a run over two
+/// Diagnoses sets its gauge per phase.
+#[test]
+fn example_hook_counts_diagnoses_by_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("diagnoses.yaml");
+    std::fs::write(
+        &objects,
+        "apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\n\
+         metadata: {name: a, namespace: default}\nspec: {operationSet: s}\n\
+         status: {phase: Succeeded}\n---\n\
+         apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\n\
+         metadata: {name: b, namespace: team}\nspec: {operationSet: s}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["hook", "test"])
+        .arg(deploy().join("hooks/diagnosis-phases.sh"))
+        .arg("--objects")
+        .arg(&objects)
+        .args(["-o", "json"])
+        .env("HOME", dir.path())
+        .env("OPERON_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{report:#}");
+    let gauges: BTreeMap<String, f64> = runs[0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            assert_eq!(m["name"], "diagnoses_by_phase");
+            (
+                m["labels"]["phase"].as_str().unwrap().to_owned(),
+                m["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        gauges,
+        BTreeMap::from([
+            ("Failed".into(), 0.0),
+            ("Pending".into(), 1.0),
+            ("Running".into(), 0.0),
+            ("Succeeded".into(), 1.0),
+        ])
+    );
+}
+
+#[test]
+fn hook_rbac_example_is_optional_and_grants_the_pod_labeler() {
+    let path = deploy().join("examples/pod-labeler-rbac.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("# "), "the example explains itself");
+    let kustomization: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(deploy().join("kustomization.yaml")).unwrap(),
+    )
+    .unwrap();
+    for entry in strings(&kustomization["resources"]) {
+        assert!(
+            !entry.starts_with("examples"),
+            "hook permissions are not applied by default: {entry}"
+        );
+    }
+    let objects = documents(&text);
+    assert_eq!(
+        kinds_and_names(&objects),
+        BTreeSet::from([
+            "ClusterRole/operon-hook-pod-labeler".to_owned(),
+            "ClusterRoleBinding/operon-hook-pod-labeler".to_owned(),
+        ])
+    );
+    let role = find(&objects, "ClusterRole", "operon-hook-pod-labeler");
+    let expected: BTreeSet<Grant> = ["get", "list", "watch", "patch"]
+        .into_iter()
+        .map(|verb| grant("", "pods", verb, ""))
+        .collect();
+    assert_eq!(grants(role), expected);
+    let binding = find(&objects, "ClusterRoleBinding", "operon-hook-pod-labeler");
+    assert_eq!(binding["roleRef"]["name"], "operon-hook-pod-labeler");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "operon", "namespace": NAMESPACE}])
+    );
+}
+
+// ---- the Helm chart -------------------------------------------------------------------
+
+#[test]
+fn chart_copies_equal_their_sources_byte_for_byte() {
+    let chart = deploy().join("helm/operon");
+    assert!(
+        std::fs::read(chart.join("crds/operon.dev.yaml")).unwrap()
+            == std::fs::read(deploy().join("crds/operon.dev.yaml")).unwrap(),
+        "deploy/helm/operon/crds/operon.dev.yaml differs from deploy/crds/operon.dev.yaml: \
+         cp deploy/crds/operon.dev.yaml deploy/helm/operon/crds/"
+    );
+    assert_eq!(
+        files_in(&chart.join("crds")).len(),
+        1,
+        "only the generated CRDs"
+    );
+    assert!(
+        files_in(&chart.join("files/hooks")) == files_in(&deploy().join("hooks")),
+        "deploy/helm/operon/files/hooks differs from deploy/hooks: \
+         cp deploy/hooks/* deploy/helm/operon/files/hooks/"
+    );
+}
+
+#[test]
+fn chart_versions_follow_the_workspace() {
+    let chart: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(deploy().join("helm/operon/Chart.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(chart["apiVersion"], "v2");
+    assert_eq!(chart["name"], "operon");
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+    let kustomization: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(deploy().join("kustomization.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        kustomization["images"],
+        json!([{"name": "ghcr.io/operon-dev/operon", "newTag": env!("CARGO_PKG_VERSION")}])
+    );
+}
+
+#[test]
+fn chart_passes_helm_lint_strict() {
+    for args in [
+        &["--lint"][..],
+        &["--lint", "--set", "serviceMonitor.enabled=true"],
+    ] {
+        let out = render_chart(args);
+        assert!(
+            out.status.success(),
+            "helm lint --strict {args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn chart_defaults_pass_the_same_checks() {
+    let objects = &*CHART;
+    check_namespaces(objects);
+    check_rbac(objects, "operon");
+    check_deployment(objects, 2, true);
+    check_service(objects);
+    assert!(of_kind(objects, "ServiceMonitor").is_empty());
+}
+
+/// Labels, annotations and the generated ConfigMap's hash aside, every object as the
+/// kustomization has it; the Namespace is `helm install --create-namespace`'s.
+fn normalized(objects: &[Value]) -> BTreeMap<String, Value> {
+    fn strip(value: &mut Value) {
+        for pointer in ["/metadata", "/spec/template/metadata"] {
+            if let Some(Value::Object(metadata)) = value.pointer_mut(pointer) {
+                metadata.remove("labels");
+                metadata.remove("annotations");
+            }
+        }
+    }
+    fn unhash(value: &mut Value) {
+        match value {
+            Value::String(s) => {
+                let plain = without_hash(s).to_owned();
+                *s = plain;
+            }
+            Value::Array(items) => items.iter_mut().for_each(unhash),
+            Value::Object(map) => map.values_mut().for_each(unhash),
+            _ => {}
+        }
+    }
+    objects
+        .iter()
+        .filter(|o| kind(o) != "Namespace")
+        .map(|o| {
+            let mut o = o.clone();
+            strip(&mut o);
+            unhash(&mut o);
+            // kustomize folds long base64 lines, Helm does not.
+            if let Some(Value::Object(binary)) = o.get_mut("binaryData") {
+                for value in binary.values_mut() {
+                    let unfolded: String = value
+                        .as_str()
+                        .unwrap()
+                        .chars()
+                        .filter(|c| !c.is_whitespace())
+                        .collect();
+                    *value = Value::String(unfolded);
+                }
+            }
+            (format!("{}/{}", kind(&o), name(&o)), o)
+        })
+        .collect()
+}
+
+#[test]
+fn chart_defaults_render_what_the_kustomization_applies() {
+    let chart = normalized(&CHART);
+    let kustomization = normalized(&KUSTOMIZATION);
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        kustomization.keys().collect::<Vec<_>>(),
+        "the same objects"
+    );
+    for (key, object) in &kustomization {
+        assert_same(&format!("{key} (helm vs kustomize)"), &chart[key], object);
+    }
+}
+
+#[test]
+fn chart_overrides_replicas_lease_args_and_service_monitor() {
+    let objects = helm(&[
+        "--include-crds",
+        "--set",
+        "replicas=3",
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--set",
+        "leaderElection.leaseName=operon-controller",
+        "--set",
+        "extraArgs={--strict,--kube-client-qps=20}",
+    ]);
+    check_deployment(&objects, 3, true);
+    check_namespaces(&objects);
+    check_rbac(&objects, "operon-controller");
+    let args = args(&objects);
+    assert_eq!(
+        flag_value(&args, "leader-election-lease-name").as_deref(),
+        Some("operon-controller")
+    );
+    assert!(args.ends_with(&["--strict".to_owned(), "--kube-client-qps=20".to_owned()]));
+    let monitors = of_kind(&objects, "ServiceMonitor");
+    assert_eq!(monitors.len(), 1);
+    assert_eq!(monitors[0]["metadata"]["namespace"], NAMESPACE);
+    check_service_monitor(monitors[0], &objects);
+    let kustomized = normalized(&SERVICE_MONITOR);
+    assert_same(
+        "the ServiceMonitor (helm vs kustomize)",
+        &normalized(&[monitors[0].clone()])["ServiceMonitor/operon"],
+        &kustomized["ServiceMonitor/operon"],
+    );
+}
+
+#[test]
+fn chart_without_leader_election_runs_one_replica_and_no_lease_role() {
+    let objects = helm(&[
+        "--set",
+        "leaderElection.enabled=false",
+        "--set",
+        "replicas=1",
+    ]);
+    check_deployment(&objects, 1, false);
+    let args = args(&objects);
+    assert!(
+        args.iter().all(|a| !a.starts_with("--leader-elect")),
+        "{args:?}"
+    );
+    assert!(of_kind(&objects, "Role").is_empty());
+    assert!(of_kind(&objects, "RoleBinding").is_empty());
+    find(&objects, "ClusterRole", "operon");
+
+    // Several replicas without a Lease would each run every hook: refused.
+    let out = render_chart(&["--set", "leaderElection.enabled=false"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("leaderElection.enabled"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The hooks volume and mount of the chart's Deployment, and its ConfigMaps.
+fn hooks_in_chart(args: &[&str]) -> (Option<Value>, Option<Value>, Vec<Value>) {
+    let objects = helm(args);
+    let pod = &find(&objects, "Deployment", "operon")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "hooks")
+        .cloned();
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "hooks")
+        .cloned();
+    let configmaps = of_kind(&objects, "ConfigMap")
+        .into_iter()
+        .cloned()
+        .collect();
+    (volume, mount, configmaps)
+}
+
+#[test]
+fn chart_takes_hooks_from_your_configmap_a_volume_or_the_image() {
+    let mount = json!({"name": "hooks", "mountPath": "/hooks", "readOnly": true});
+
+    let (volume, at, configmaps) = hooks_in_chart(&[
+        "--set",
+        "hooks.configMap.create=false",
+        "--set",
+        "hooks.configMap.name=my-hooks",
+    ]);
+    assert!(configmaps.is_empty());
+    assert_eq!(
+        volume,
+        Some(json!({"name": "hooks", "configMap": {"name": "my-hooks", "defaultMode": 0o755}}))
+    );
+    assert_eq!(at.as_ref(), Some(&mount));
+
+    let (volume, at, configmaps) = hooks_in_chart(&[
+        "--set-json",
+        r#"hooks.volume={"image":{"reference":"registry.example/hooks:1","pullPolicy":"IfNotPresent"}}"#,
+    ]);
+    assert!(configmaps.is_empty());
+    assert_eq!(
+        volume,
+        Some(
+            json!({"name": "hooks", "image": {"reference": "registry.example/hooks:1", "pullPolicy": "IfNotPresent"}})
+        )
+    );
+    assert_eq!(at.as_ref(), Some(&mount));
+
+    let (volume, at, configmaps) = hooks_in_chart(&["--set", "hooks.fromImage=true"]);
+    assert!(configmaps.is_empty());
+    assert_eq!((volume, at), (None, None), "the image's own /hooks");
+
+    // More hook files beside the example.
+    let (_, _, configmaps) = hooks_in_chart(&[
+        "--set-json",
+        r##"hooks.files={"extra.sh":"#!/bin/sh\necho hi\n"}"##,
+    ]);
+    let data = configmaps[0]["data"].as_object().unwrap();
+    assert_eq!(data["extra.sh"], "#!/bin/sh\necho hi\n");
+    assert!(data.contains_key("diagnosis-phases.sh"));
+}
+
+// ---- the image ------------------------------------------------------------------------
+
+fn installed(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn run(command: &mut Command) -> String {
+    let out = command.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{command:?} failed: {}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// What the image test runs in the image, as its user: who it is, the binary, and the
+/// example hook (passed in `$HOOK`) over one Diagnosis.
+const IN_IMAGE: &str = r#"set -e
+id -u
+operon version
+printf '%s' "$HOOK" > /tmp/hook.sh
+chmod +x /tmp/hook.sh
+printf 'apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata: {name: a, namespace: x}\nspec: {operationSet: s}\n' > /tmp/d.yaml
+operon hook test /tmp/hook.sh --objects /tmp/d.yaml --log error
+"#;
+
+/// Builds the image from this build's binary (skipped, saying so, when neither buildah
+/// nor podman is installed; CI does not need them), then runs `operon version` and the
+/// example hook inside it as its non-root user.
+#[test]
+fn image_builds_and_runs_the_example_hook() {
+    let tool = ["buildah", "podman"].into_iter().find(|t| installed(t));
+    let Some(tool) = tool else {
+        println!("skipped: neither buildah nor podman is installed");
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let context = work.path().join("context");
+    run(Command::new(deploy().join("image/build-rootfs.sh"))
+        .arg(env!("CARGO_BIN_EXE_operon"))
+        .arg(&context));
+    // A private image store, removed with the temporary directory.
+    let store = |command: &mut Command| {
+        command
+            .arg("--root")
+            .arg(work.path().join("storage"))
+            .arg("--runroot")
+            .arg(work.path().join("run"))
+            .args(["--storage-driver", "vfs"]);
+    };
+    let tag = "localhost/operon-deploy-test:latest";
+    let mut build = Command::new(tool);
+    store(&mut build);
+    build.arg(if tool == "buildah" { "bud" } else { "build" });
+    if tool == "buildah" {
+        build.args(["--isolation", "chroot"]);
+    }
+    run(build
+        .arg("-f")
+        .arg(context.join("Containerfile"))
+        .args(["-t", tag])
+        .arg(&context));
+
+    let hook = std::fs::read_to_string(deploy().join("hooks/diagnosis-phases.sh")).unwrap();
+    let script = IN_IMAGE;
+    let output = if tool == "buildah" {
+        let mut from = Command::new(tool);
+        store(&mut from);
+        let container = run(from.args(["from", tag])).trim().to_owned();
+        let mut exec = Command::new(tool);
+        store(&mut exec);
+        let output = run(exec
+            .args(["run", "--isolation", "chroot", "--env"])
+            .arg(format!("HOOK={hook}"))
+            .arg(&container)
+            .args(["--", "/bin/sh", "-c", script]));
+        let mut remove = Command::new(tool);
+        store(&mut remove);
+        run(remove.args(["rm", &container]));
+        output
+    } else {
+        let mut exec = Command::new(tool);
+        store(&mut exec);
+        run(exec
+            .args(["run", "--rm", "--entrypoint", "/bin/sh", "--env"])
+            .arg(format!("HOOK={hook}"))
+            .args([tag, "-c", script]))
+    };
+    assert!(output.starts_with(&format!("{UID}\n")), "{output}");
+    assert!(
+        output.contains(concat!("operon   ", env!("CARGO_PKG_VERSION"))),
+        "{output}"
+    );
+    assert!(output.contains("— Succeeded in"), "{output}");
+    assert!(
+        output.contains(r#""labels":{"phase":"Pending"},"name":"diagnoses_by_phase","value":1.0"#),
+        "{output}"
+    );
+}
