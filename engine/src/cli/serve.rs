@@ -41,7 +41,7 @@ pub struct ServeArgs {
     listen_port: u16,
     /// The debug endpoint's unix socket; an empty value turns it off.
     #[arg(long, env = "DEBUG_UNIX_SOCKET", default_value = serve::debug::DEFAULT_SOCKET)]
-    debug_unix_socket: PathBuf,
+    debug_unix_socket: String,
     /// How long hook runs in progress may take to finish after SIGTERM.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     graceful_shutdown_period: Duration,
@@ -96,7 +96,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let options = ServeOptions {
         hooks_dir: args.hooks_dir,
         listen: SocketAddr::new(args.listen_address, args.listen_port),
-        debug_socket: Some(args.debug_unix_socket).filter(|p| !p.as_os_str().is_empty()),
+        debug_socket: Some(PathBuf::from(args.debug_unix_socket))
+            .filter(|p| !p.as_os_str().is_empty()),
         grace: args.graceful_shutdown_period,
     };
     let elector = if args.leader_elect {

@@ -135,9 +135,11 @@ impl HookLoader {
                 self.limits.clone(),
             )));
         }
-        // The hook runs in its own directory inside the sandbox: give it absolute paths.
+        // The hook runs in its own directory inside the sandbox: give it absolute paths,
+        // without resolving symlinks, so that a hook mounted from a ConfigMap
+        // (`x.sh -> ..data/x.sh`) keeps the name it has in the directory.
         let absolute = |p: &Path| {
-            std::fs::canonicalize(p).map_err(|source| HookLoadError::Path {
+            std::path::absolute(p).map_err(|source| HookLoadError::Path {
                 path: p.to_owned(),
                 source,
             })
@@ -251,5 +253,26 @@ mod tests {
             "{}",
             problems[0]
         );
+    }
+
+    #[test]
+    fn a_hook_mounted_from_a_config_map_keeps_its_name() {
+        use std::os::unix::fs::PermissionsExt as _;
+        // A ConfigMap volume: the files live in a timestamped hidden directory, reached
+        // through `..data` and one symlink per key.
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("..2026_11_23_10_00_00.123");
+        std::fs::create_dir(&data).unwrap();
+        let script = data.join("labeler.sh");
+        std::fs::write(&script, "#!/bin/sh\necho '{}'\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("..2026_11_23_10_00_00.123", dir.path().join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/labeler.sh", dir.path().join("labeler.sh")).unwrap();
+        let sandbox =
+            crate::sandbox::Sandbox::new(crate::sandbox::SandboxConfig::default()).unwrap();
+        let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+        let hooks = loader.hooks_in(dir.path()).unwrap();
+        let names: Vec<&str> = hooks.iter().map(|h| h.name()).collect();
+        assert_eq!(names, ["labeler.sh"]);
     }
 }

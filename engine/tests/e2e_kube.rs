@@ -1,0 +1,390 @@
+//! End to end against a real Kubernetes API server: runs only when
+//! `OPERON_E2E_KUBECONFIG` names a kubeconfig (cluster-admin), and is skipped with a
+//! message otherwise, so CI (which has no API server) stays green.
+//!
+//! What it checks: the nine patch operations through the kube layer as the server
+//! answers them; `operon serve` labelling a pod created after it started, with the
+//! hook's metric on /metrics; two `operon serve --leader-elect` processes handing over
+//! the Lease when the leader is killed. Each test works in a namespace of its own and
+//! deletes it afterwards.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, PostParams};
+use operon::cluster::Cluster as _;
+use operon::cluster::kube::{KubeCluster, KubeOptions};
+use operon::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn kubeconfig() -> Option<PathBuf> {
+    match std::env::var_os("OPERON_E2E_KUBECONFIG") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ => {
+            eprintln!("skipped: OPERON_E2E_KUBECONFIG is not set (no API server to test against)");
+            None
+        }
+    }
+}
+
+async fn connect(path: &Path) -> KubeCluster {
+    let options = KubeOptions {
+        kubeconfig: Some(path.to_owned()),
+        qps: 0.0,
+        ..KubeOptions::default()
+    };
+    KubeCluster::connect(&options)
+        .await
+        .expect("the kubeconfig works")
+}
+
+/// A fresh namespace, deleted when dropped (with kubectl: a drop cannot wait for the
+/// test's runtime, which the client's requests need).
+struct Scratch {
+    kubeconfig: PathBuf,
+    name: String,
+}
+
+impl Scratch {
+    async fn new(cluster: &KubeCluster, kubeconfig: &Path, prefix: &str) -> Self {
+        let name = format!("{prefix}-{:08x}", getrandom_u32());
+        let namespaces: Api<Namespace> = Api::all(cluster.client().clone());
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        Self {
+            kubeconfig: kubeconfig.to_owned(),
+            name,
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["delete", "namespace", &self.name, "--wait=false"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn getrandom_u32() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    nanos ^ std::process::id().rotate_left(16)
+}
+
+fn target(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: Some("v1".into()),
+        kind: "ConfigMap".into(),
+        namespace: Some(namespace.into()),
+        name: name.into(),
+    }
+}
+
+#[tokio::test]
+async fn patch_operations_as_the_api_server_answers_them() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-patch").await;
+    let ns = scratch.name.as_str();
+    let config_map = |mode: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "settings", "namespace": ns}, "data": {"mode": mode}})
+        .to_string()
+    };
+    let create = |mode: &str| CreateSpec {
+        object: config_map(mode),
+        subresource: None,
+    };
+    cluster
+        .apply(&PatchOperation::Create(create("a")))
+        .await
+        .unwrap();
+    let again = cluster.apply(&PatchOperation::Create(create("a"))).await;
+    assert!(
+        matches!(
+            again,
+            Err(operon::cluster::ClusterError::AlreadyExists { .. })
+        ),
+        "{again:?}"
+    );
+    cluster
+        .apply(&PatchOperation::CreateIfNotExists(create("ignored")))
+        .await
+        .unwrap();
+    cluster
+        .apply(&PatchOperation::CreateOrUpdate(create("b")))
+        .await
+        .unwrap();
+    cluster
+        .apply(&PatchOperation::JqPatch(JqPatchSpec {
+            target: target(ns, "settings"),
+            jq_filter: r#".data.jq = "yes""#.into(),
+            subresource: None,
+            ignore_missing_object: false,
+        }))
+        .await
+        .unwrap();
+    cluster
+        .apply(&PatchOperation::MergePatch(PatchSpec {
+            target: target(ns, "settings"),
+            patch: r#"{"data":{"merge":"yes"}}"#.into(),
+            subresource: None,
+            ignore_missing_object: false,
+        }))
+        .await
+        .unwrap();
+    cluster
+        .apply(&PatchOperation::JsonPatch(PatchSpec {
+            target: target(ns, "settings"),
+            patch: r#"[{"op":"add","path":"/data/json","value":"yes"}]"#.into(),
+            subresource: None,
+            ignore_missing_object: false,
+        }))
+        .await
+        .unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(cluster.client().clone(), ns);
+    let stored = maps.get("settings").await.unwrap();
+    let data = stored.data.unwrap();
+    assert_eq!(
+        (
+            data["mode"].as_str(),
+            data["jq"].as_str(),
+            data["merge"].as_str(),
+            data["json"].as_str()
+        ),
+        ("b", "yes", "yes", "yes")
+    );
+    let managers: Vec<String> = stored
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(managers.iter().all(|m| m == "operon"), "{managers:?}");
+    // A missing object: an error unless ignored.
+    let missing = PatchSpec {
+        target: target(ns, "missing"),
+        patch: "{}".into(),
+        subresource: None,
+        ignore_missing_object: false,
+    };
+    assert!(
+        cluster
+            .apply(&PatchOperation::MergePatch(missing.clone()))
+            .await
+            .is_err()
+    );
+    let ignored = PatchSpec {
+        ignore_missing_object: true,
+        ..missing
+    };
+    cluster
+        .apply(&PatchOperation::MergePatch(ignored))
+        .await
+        .unwrap();
+    // Foreground deletion returns once the object is gone.
+    cluster
+        .apply(&PatchOperation::Delete(target(ns, "settings")))
+        .await
+        .unwrap();
+    assert!(maps.get_opt("settings").await.unwrap().is_none());
+    cluster
+        .apply(&PatchOperation::DeleteInBackground(target(ns, "settings")))
+        .await
+        .unwrap();
+}
+
+/// `operon serve` as a child process, killed when dropped.
+struct Serve {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn serve(kubeconfig: &Path, hooks: &Path, extra: &[&str], name: &str) -> Serve {
+    let port = free_port();
+    let dir = hooks.parent().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .arg("serve")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--hooks-dir")
+        .arg(hooks)
+        .args([
+            "--listen-address",
+            "127.0.0.1",
+            "--listen-port",
+            &port.to_string(),
+        ])
+        .arg("--debug-unix-socket")
+        .arg(dir.join(format!("{name}.socket")))
+        .args(extra)
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("POD_NAME", name)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
+        .spawn()
+        .expect("operon serve starts");
+    Serve { child, port }
+}
+
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
+}
+
+async fn eventually<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn hooks_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("hooks")).unwrap();
+    std::fs::copy(
+        operon_tests::POD_LABELER,
+        dir.path().join("hooks/pod-labeler.wasm"),
+    )
+    .unwrap();
+    dir
+}
+
+fn new_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]}
+    }))
+    .unwrap()
+}
+
+async fn labelled(pods: &Api<Pod>, name: &str) -> Option<()> {
+    let pod = pods.get_opt(name).await.ok()??;
+    let labels = pod.metadata.labels.unwrap_or_default();
+    (labels.get("operon.dev/seen").map(String::as_str) == Some("true")).then_some(())
+}
+
+#[tokio::test]
+async fn serve_labels_a_new_pod_and_reports_the_hooks_metric() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-serve").await;
+    let dir = hooks_dir();
+    let server = serve(&path, &dir.path().join("hooks"), &[], "serve");
+    eventually("readiness", Duration::from_secs(60), async || {
+        matches!(http_get(server.port, "/readyz"), Some((200, _))).then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client().clone(), &scratch.name);
+    pods.create(&PostParams::default(), &new_pod("created-after-start"))
+        .await
+        .unwrap();
+    eventually("the label", Duration::from_secs(30), async || {
+        labelled(&pods, "created-after-start").await
+    })
+    .await;
+    let metrics = http_get(server.port, "/metrics").unwrap().1;
+    let line = format!(
+        "pods_labelled_total{{hook=\"pod-labeler.wasm\",namespace=\"{}\"}} 1",
+        scratch.name
+    );
+    assert!(metrics.contains(&line), "{line} not in\n{metrics}");
+}
+
+#[tokio::test]
+async fn leadership_moves_to_the_other_replica_when_the_leader_dies() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-lease").await;
+    let dir = hooks_dir();
+    let hooks = dir.path().join("hooks");
+    let flags = [
+        "--leader-elect",
+        "--leader-election-namespace",
+        scratch.name.as_str(),
+        "--leader-election-lease-duration",
+        "4s",
+        "--leader-election-renew-deadline",
+        "3s",
+        "--leader-election-retry-period",
+        "500ms",
+    ];
+    let leases: Api<Lease> = Api::namespaced(cluster.client().clone(), &scratch.name);
+    let holder = async || {
+        let lease = leases.get_opt("operon").await.ok()??;
+        lease.spec?.holder_identity
+    };
+    let first = serve(&path, &hooks, &flags, "replica-a");
+    let leader = eventually("a leader", Duration::from_secs(60), holder).await;
+    assert!(leader.starts_with("replica-a_"), "{leader}");
+    let second = serve(&path, &hooks, &flags, "replica-b");
+    eventually(
+        "the follower's readiness",
+        Duration::from_secs(60),
+        async || matches!(http_get(second.port, "/readyz"), Some((200, _))).then_some(()),
+    )
+    .await;
+    assert!(holder().await.unwrap().starts_with("replica-a_"));
+    // kill -9: no release; b waits out the lease duration.
+    let killed = Instant::now();
+    drop(first);
+    let next = eventually("the take-over", Duration::from_secs(30), async || {
+        holder().await.filter(|h| h.starts_with("replica-b_"))
+    })
+    .await;
+    eprintln!(
+        "{next} took over {:?} after the leader was killed",
+        killed.elapsed()
+    );
+    let pods: Api<Pod> = Api::namespaced(cluster.client().clone(), &scratch.name);
+    pods.create(&PostParams::default(), &new_pod("after-take-over"))
+        .await
+        .unwrap();
+    eventually(
+        "the new leader's label",
+        Duration::from_secs(30),
+        async || labelled(&pods, "after-take-over").await,
+    )
+    .await;
+}
