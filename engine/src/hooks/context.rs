@@ -29,9 +29,15 @@ pub fn object_and_filter(
     filter_outputs: Option<&[Value]>,
     keep_full_object: bool,
 ) -> ObjectAndFilter {
+    // Kept for as long as the object is watched: no spare capacity.
+    let text = |value: &Value| {
+        let mut text = value.to_string();
+        text.shrink_to_fit();
+        text
+    };
     ObjectAndFilter {
-        object: keep_full_object.then(|| object.to_string()),
-        filter_result: filter_outputs.map(|outputs| filter_result(outputs).to_string()),
+        object: keep_full_object.then(|| text(object)),
+        filter_result: filter_outputs.map(|outputs| text(&filter_result(outputs))),
     }
 }
 

@@ -17,11 +17,14 @@
 
 use super::config::{KubernetesBinding, MAIN_QUEUE, ValidConfig};
 use super::context::{self, SnapshotEntry, Snapshots};
+use super::objects::{BindingObjects, ObjectKey, Stored};
 use super::queue::{Queue, RateLimit, Task, TaskKind};
 use super::runner::{Hook, HookRun};
 use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
 use crate::metrics::{BindingMetrics, MetricError, Metrics, RunOutcome};
-use crate::model::{BindingContext, BindingType, HookInput, RunnerContext, WatchEvent};
+use crate::model::{
+    BindingContext, BindingType, HookInput, ObjectAndFilter, RunnerContext, WatchEvent,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash as _, Hasher as _};
@@ -103,17 +106,11 @@ pub enum HookEngineError {
 /// A kubernetes binding's key: (hook index, binding index).
 type BindingKey = (usize, usize);
 
-/// One object of a snapshot, with the checksum of what the hook sees of it.
-struct Stored {
-    entry: SnapshotEntry,
-    checksum: u64,
-}
-
 #[derive(Default)]
 struct State {
     queues: BTreeMap<String, Queue>,
-    /// Per kubernetes binding, its objects by (namespace, name): sorted as snapshots are.
-    snapshots: HashMap<BindingKey, BTreeMap<(String, String), Stored>>,
+    /// Per kubernetes binding, its objects, sorted as snapshots are.
+    snapshots: HashMap<BindingKey, BindingObjects>,
     /// Bindings whose events may run the hook (their Synchronization run succeeded).
     synced: HashSet<BindingKey>,
     /// Events of bindings not synchronized yet, in order.
@@ -292,7 +289,7 @@ impl Engine {
         h: usize,
         binding: &KubernetesBinding,
         object: &Value,
-    ) -> (SnapshotEntry, u64) {
+    ) -> (ObjectAndFilter, u64) {
         let outputs = binding.jq_filter.as_ref().map(|filter| {
             let started = std::time::Instant::now();
             // A filter that errors on one object yields nothing for it, as jq would
@@ -304,18 +301,18 @@ impl Engine {
             self.jq_metrics(h, binding).jq_filter(started.elapsed());
             outputs
         });
-        let entry = SnapshotEntry::new(
+        let item = context::object_and_filter(
             object,
             outputs.as_deref(),
             binding.keep_full_objects_in_memory,
         );
-        // The entry already holds the serialized filter result (or object): hash that
+        // The item already holds the serialized filter result (or object): hash that
         // text rather than serializing again.
-        let sum = match (&entry.item.filter_result, &entry.item.object) {
+        let sum = match (&item.filter_result, &item.object) {
             (Some(text), _) | (None, Some(text)) => checksum_text(text),
             (None, None) => checksum(object),
         };
-        (entry, sum)
+        (item, sum)
     }
 
     async fn enable(
@@ -330,19 +327,15 @@ impl Engine {
             .await?;
         let selector = self.selector(binding).await?;
         let (objects, stream) = self.cluster.list_and_watch(&resource, &selector).await?;
-        let mut snapshot = BTreeMap::new();
-        for object in &objects {
-            let (entry, checksum) = self.filter(h, binding, object);
-            snapshot.insert(object_key(object), Stored { entry, checksum });
-        }
-        let hook_name = self.hooks[h].hook.name().to_owned();
-        self.metrics
-            .kube_snapshot_objects
-            .with_label_values(&[hook_name.as_str(), binding.name.as_str()])
-            .set(snapshot.len() as i64);
+        // Each object is dropped as soon as its filter ran: only what the hook sees stays.
+        let snapshot = BindingObjects::from_list(objects.into_iter().map(|object| {
+            let (item, checksum) = self.filter(h, binding, &object);
+            (ObjectKey::of(&object), Stored { item, checksum })
+        }));
         let mut state = self.lock();
-        let items: Vec<_> = snapshot.values().map(|s| s.entry.item.clone()).collect();
+        let items: Vec<_> = snapshot.items().cloned().collect();
         state.snapshots.insert((h, b), snapshot);
+        self.count_snapshot(&state, (h, b));
         state.streams.push(((h, b), stream));
         if binding.execute_hook_on_synchronization {
             let context = match &binding.group {
@@ -377,7 +370,7 @@ impl Engine {
     pub fn handle_event(&self, key: BindingKey, event: Event) {
         let (h, b) = key;
         let binding = &self.hooks[h].config.kubernetes[b];
-        let object_key = object_key(&event.object);
+        let object_key = ObjectKey::of(&event.object);
         if event.final_state_unknown {
             // Deleted while the watch was down: the last state the binding saw is the
             // one to report, not the bare identity the cluster layer still knows.
@@ -386,9 +379,9 @@ impl Engine {
             let Some(last) = snapshot.remove(&object_key) else {
                 return;
             };
-            return self.fire(state, key, WatchEvent::Deleted, last.entry);
+            return self.fire(state, key, WatchEvent::Deleted, last.item);
         }
-        let (entry, sum) = self.filter(h, binding, &event.object);
+        let (item, sum) = self.filter(h, binding, &event.object);
         let mut state = self.lock();
         let snapshot = state.snapshots.entry(key).or_default();
         let fire = match event.kind {
@@ -397,19 +390,16 @@ impl Engine {
                 true
             }
             WatchEvent::Added | WatchEvent::Modified => {
-                let unchanged = snapshot.get(&object_key).is_some_and(|s| s.checksum == sum);
-                snapshot.insert(
-                    object_key,
-                    Stored {
-                        entry: entry.clone(),
-                        checksum: sum,
-                    },
-                );
-                !unchanged
+                let stored = Stored {
+                    item: item.clone(),
+                    checksum: sum,
+                };
+                let before = snapshot.insert(object_key, stored);
+                before.is_none_or(|b| b.checksum != sum)
             }
         };
         if fire {
-            self.fire(state, key, event.kind, entry);
+            self.fire(state, key, event.kind, item);
         } else {
             self.count_snapshot(&state, key);
         }
@@ -417,11 +407,19 @@ impl Engine {
 
     fn count_snapshot(&self, state: &State, (h, b): BindingKey) {
         let binding = &self.hooks[h].config.kubernetes[b];
-        let objects = state.snapshots.get(&(h, b)).map_or(0, BTreeMap::len);
+        let (objects, bytes) = state
+            .snapshots
+            .get(&(h, b))
+            .map_or((0, 0), |s| (s.len(), s.bytes()));
+        let labels = [self.hooks[h].hook.name(), binding.name.as_str()];
         self.metrics
             .kube_snapshot_objects
-            .with_label_values(&[self.hooks[h].hook.name(), binding.name.as_str()])
+            .with_label_values(&labels)
             .set(objects as i64);
+        self.metrics
+            .kube_snapshot_bytes
+            .with_label_values(&labels)
+            .set(bytes as i64);
     }
 
     /// Queues an Event run of binding `key` for a change of `entry` (or holds it until
@@ -431,7 +429,7 @@ impl Engine {
         mut state: MutexGuard<'_, State>,
         key: BindingKey,
         kind: WatchEvent,
-        entry: SnapshotEntry,
+        item: ObjectAndFilter,
     ) {
         self.count_snapshot(&state, key);
         let (h, b) = key;
@@ -441,7 +439,7 @@ impl Engine {
         }
         let context = match &binding.group {
             Some(group) => context::group(group, Vec::new()),
-            None => context::event(&binding.name, kind, entry.item, Vec::new()),
+            None => context::event(&binding.name, kind, item, Vec::new()),
         };
         let task = Task {
             hook: h,
@@ -582,8 +580,12 @@ impl Engine {
                 .snapshots
                 .get(&(h, b))
                 .map(|s| {
-                    s.values()
-                        .map(|stored| stored.entry.clone())
+                    s.entries()
+                        .map(|(key, stored)| SnapshotEntry {
+                            namespace: key.namespace().to_owned(),
+                            name: key.name().to_owned(),
+                            item: stored.item.clone(),
+                        })
                         .collect::<Vec<_>>()
                 })
                 .unwrap_or_default();

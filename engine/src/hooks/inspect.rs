@@ -5,7 +5,6 @@
 use super::{Engine, MAIN_QUEUE, TaskKind};
 use crate::model::ObjectAndFilter;
 use serde::Serialize;
-use std::collections::BTreeMap;
 
 /// One queue.
 #[derive(Debug, Clone, Serialize)]
@@ -133,7 +132,7 @@ impl Engine {
                         name: binding.name.clone(),
                         binding_type: "kubernetes",
                         queue: binding.queue.clone(),
-                        objects: Some(state.snapshots.get(&(h, b)).map_or(0, BTreeMap::len)),
+                        objects: Some(state.snapshots.get(&(h, b)).map_or(0, |s| s.len())),
                         synchronized: Some(state.synced.contains(&(h, b))),
                     });
                 }
@@ -178,7 +177,7 @@ impl Engine {
                     objects: state
                         .snapshots
                         .get(&(h, b))
-                        .map(|objects| objects.values().map(|s| s.entry.item.clone()).collect())
+                        .map(|objects| objects.items().cloned().collect())
                         .unwrap_or_default(),
                 })
                 .collect(),

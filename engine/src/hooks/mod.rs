@@ -12,6 +12,7 @@ pub mod config;
 pub mod context;
 pub mod engine;
 pub mod load;
+pub mod objects;
 pub mod queue;
 pub mod runner;
 

@@ -69,6 +69,8 @@ pub struct Metrics {
     pub kube_jq_filter_duration_seconds: Labeled<HistogramVec, 3>,
     /// `operon_kube_snapshot_objects{hook, binding}`: objects per snapshot.
     pub kube_snapshot_objects: Labeled<IntGaugeVec, 2>,
+    /// `operon_kube_snapshot_bytes{hook, binding}`: bytes a snapshot holds.
+    pub kube_snapshot_bytes: Labeled<IntGaugeVec, 2>,
     /// What hooks write, served apart on `/metrics/hooks`.
     pub hooks: HookMetrics,
 }
@@ -207,6 +209,16 @@ impl Metrics {
                 &["hook", "binding"],
             ),
         )?;
+        let kube_snapshot_bytes = labeled(
+            r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "operon_kube_snapshot_bytes",
+                    "Bytes held by the snapshot of each kubernetes binding: object keys, filter results, full objects where kept, and per-object bookkeeping.",
+                ),
+                &["hook", "binding"],
+            ),
+        )?;
         Ok(Self {
             hook_run_seconds,
             hook_run_errors_total,
@@ -217,6 +229,7 @@ impl Metrics {
             live_ticks,
             kube_jq_filter_duration_seconds,
             kube_snapshot_objects,
+            kube_snapshot_bytes,
             hooks: HookMetrics::new()?,
             registry,
         })
