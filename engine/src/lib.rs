@@ -9,13 +9,14 @@
 //! - [`runner`]: the one contract of every operation's processor, and its wasm, script and http runners.
 //! - [`hooks`]: shell-operator's hook model: configuration, contexts, queues, the engine, hook runners.
 //! - [`triggers`]: alerts, events and schedules turned into Diagnoses.
-//! - [`cluster`]: the `Cluster` contract hooks talk to, and the in-memory `local` cluster.
+//! - [`cluster`]: the `Cluster` contract hooks talk to: the in-memory `local` cluster and `kube`, an API server.
 //! - [`shell_operator`]: shell-operator's text formats (config, contexts, patches, metrics, responses), both ways.
 //! - [`sandbox`]: the wasm sandbox; the only module that knows the WIT-generated types.
 //! - [`script`]: the Linux sandbox for shell scripts (namespaces, Landlock, rlimits) and its script store.
 //! - [`metrics`]: Prometheus metrics of the engine and of hooks.
 //! - [`store`]: what Operon keeps and finds: wasm modules by path, name or digest.
 //! - [`jq`]: jq filters (jaq), compiled once and cached.
+//! - [`serve`]: `operon serve`, the controller: the hook engine over a cluster, endpoints, leader election.
 
 pub mod api;
 pub mod cluster;
