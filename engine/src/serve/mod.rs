@@ -4,6 +4,8 @@
 //! socket, and a graceful shutdown.
 
 pub mod debug;
+#[cfg(test)]
+mod fake_lease;
 mod http;
 pub mod lease;
 

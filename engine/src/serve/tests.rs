@@ -5,6 +5,7 @@ use super::*;
 use crate::cluster::local::LocalCluster;
 use crate::hooks::load::HookLoader;
 use crate::sandbox::{CallLimits, Sandbox, SandboxConfig};
+use lease::LeaderElector;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// A plain HTTP/1.0 GET: status code and body.
@@ -158,4 +159,121 @@ async fn a_port_in_use_is_a_clear_error() {
             .starts_with(&format!("cannot listen on {address}")),
         "{error}"
     );
+}
+
+/// One `serve::run` with leader election over the shared fake Lease API.
+struct Replica {
+    server: tokio::task::JoinHandle<Result<(), ServeError>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    socket: std::path::PathBuf,
+}
+
+fn replica(
+    name: &str,
+    dir: &std::path::Path,
+    cluster: &Arc<LocalCluster>,
+    leases: &Arc<std::sync::Mutex<crate::serve::fake_lease::FakeLeases>>,
+) -> Replica {
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let socket = dir.join(format!("{name}.socket"));
+    let options = ServeOptions {
+        hooks_dir: dir.join("hooks"),
+        listen: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        debug_socket: Some(socket.clone()),
+        grace: Duration::from_secs(5),
+    };
+    let mut lease = lease::LeaseOptions::new("operon", "ops");
+    lease.identity = name.to_owned();
+    lease.lease_duration = Duration::from_secs(2);
+    lease.renew_deadline = Duration::from_secs(1);
+    lease.retry_period = Duration::from_millis(100);
+    let elector = LeaderElector::new(crate::serve::fake_lease::client(leases.clone()), lease);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let cluster: Arc<dyn crate::cluster::Cluster> = cluster.clone();
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        run(options, &loader, cluster, Some(elector), shutdown).await
+    });
+    Replica {
+        server,
+        stop,
+        socket,
+    }
+}
+
+/// Whether the replica's pods binding has synchronized (only a leader's engine runs).
+async fn runs_hooks(replica: &Replica) -> Option<bool> {
+    let hooks = debug::request(&replica.socket, "/hook/list").await.ok()?;
+    let binding = hooks[0]["bindings"]
+        .as_array()?
+        .iter()
+        .find(|b| b["name"] == "pods")?
+        .clone();
+    binding["synchronized"].as_bool()
+}
+
+async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_engines_sharing_a_lease_only_the_leader_runs_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("hooks")).unwrap();
+    std::fs::copy(
+        operon_tests::POD_LABELER,
+        dir.path().join("hooks/pod-labeler.wasm"),
+    )
+    .unwrap();
+    let cluster = Arc::new(LocalCluster::new());
+    let pods = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../operations/examples/hooks/pods.yaml"
+    );
+    cluster.load_file(pods).unwrap();
+    let leases = Arc::new(std::sync::Mutex::new(
+        crate::serve::fake_lease::FakeLeases::default(),
+    ));
+    let holder = || {
+        leases
+            .lock()
+            .unwrap()
+            .lease
+            .as_ref()
+            .map(|l| l["spec"]["holderIdentity"].clone())
+    };
+
+    let a = replica("a", dir.path(), &cluster, &leases);
+    wait_for("a leads and runs hooks", async || {
+        runs_hooks(&a).await == Some(true)
+    })
+    .await;
+    let b = replica("b", dir.path(), &cluster, &leases);
+    wait_for("b loaded its hooks", async || {
+        runs_hooks(&b).await.is_some()
+    })
+    .await;
+    // b stays a standby for several retry periods.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(runs_hooks(&b).await, Some(false));
+    assert_eq!(holder(), Some(serde_json::json!("a")));
+
+    // a shuts down: it hands the Lease back and b takes over.
+    a.stop.send(()).unwrap();
+    a.server.await.unwrap().unwrap();
+    wait_for("b runs hooks", async || runs_hooks(&b).await == Some(true)).await;
+    assert_eq!(holder(), Some(serde_json::json!("b")));
+    b.stop.send(()).unwrap();
+    b.server.await.unwrap().unwrap();
 }
