@@ -360,16 +360,33 @@ impl WatchTask {
         });
     }
 
-    /// The JSON of an object, with `apiVersion` and `kind` (list items lack them).
+    /// The JSON of an object, with `apiVersion` and `kind` (list items lack them). The
+    /// body (spec, status...) is moved as it was decoded; only the metadata is turned
+    /// back into JSON.
     fn value(&self, object: DynamicObject) -> Value {
-        let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
-        if let Some(map) = value.as_object_mut() {
-            map.entry("apiVersion")
-                .or_insert_with(|| Value::String(self.key.resource.api_version()));
-            map.entry("kind")
-                .or_insert_with(|| Value::String(self.key.resource.kind.clone()));
-        }
-        value
+        let DynamicObject {
+            types,
+            metadata,
+            data,
+        } = object;
+        let mut map = match data {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let (api_version, kind) = match types {
+            Some(t) if !t.api_version.is_empty() && !t.kind.is_empty() => (t.api_version, t.kind),
+            _ => (
+                self.key.resource.api_version(),
+                self.key.resource.kind.clone(),
+            ),
+        };
+        map.insert("apiVersion".to_owned(), Value::String(api_version));
+        map.insert("kind".to_owned(), Value::String(kind));
+        map.insert(
+            "metadata".to_owned(),
+            serde_json::to_value(metadata).unwrap_or(Value::Null),
+        );
+        Value::Object(map)
     }
 
     /// What is left of an object deleted while nobody watched: its identity.
