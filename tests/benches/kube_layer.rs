@@ -237,6 +237,14 @@ async fn main() {
     }
     let parse = started.elapsed();
     assert_eq!(parsed, EVENTS);
+    // The decoding kube-runtime itself does: each line into a typed watch event.
+    let started = Instant::now();
+    for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let event: kube::core::WatchEvent<kube::core::DynamicObject> =
+            serde_json::from_slice(line).unwrap();
+        std::hint::black_box(event);
+    }
+    let decode = started.elapsed();
 
     let (go, ready) = tokio::sync::oneshot::channel();
     let cluster = mock(list_body(), Some((lines, ready)));
@@ -265,5 +273,9 @@ async fn main() {
         per(layer),
         per(parse),
         layer.as_secs_f64() / parse.as_secs_f64()
+    );
+    println!(
+        "  of which kube-runtime's decoding into WatchEvent<DynamicObject> alone: {:.2} µs",
+        per(decode)
     );
 }
