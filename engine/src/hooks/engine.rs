@@ -91,15 +91,16 @@ pub struct RunRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum HookEngineError {
     /// A kubernetes binding's kind is unknown or its list failed.
-    #[error("hook {hook}, binding {binding:?}: {source}")]
+    // The cluster's error is part of the message, not a `source`: printed as a chain
+    // it would appear twice.
+    #[error("hook {hook}, binding {binding:?}: {cause}")]
     Binding {
         /// The hook.
         hook: String,
         /// The binding.
         binding: String,
         /// What the cluster said.
-        #[source]
-        source: ClusterError,
+        cause: ClusterError,
     },
 }
 
@@ -244,10 +245,10 @@ impl Engine {
             for (b, binding) in loaded.config.kubernetes.iter().enumerate() {
                 self.enable(h, b, binding)
                     .await
-                    .map_err(|source| HookEngineError::Binding {
+                    .map_err(|cause| HookEngineError::Binding {
                         hook: loaded.hook.name().to_owned(),
                         binding: binding.name.clone(),
-                        source,
+                        cause,
                     })?;
             }
         }
