@@ -4,6 +4,8 @@ use super::hook::loader;
 use anyhow::Context as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::serve::lease::{LeaderElector, LeaseOptions};
+use operon::serve::webhook::WebhookEndpoint;
+use operon::serve::webhook::tls::TlsFiles;
 use operon::serve::{self, ServeOptions};
 
 /// Where a pod finds its namespace.
@@ -45,6 +47,63 @@ pub struct ServeArgs {
     /// How long hook runs in progress may take to finish after SIGTERM.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     graceful_shutdown_period: Duration,
+    /// The validating webhook server's certificate (PEM), reloaded when it changes.
+    #[arg(
+        long,
+        env = "VALIDATING_WEBHOOK_SERVER_CERT",
+        requires = "validating_webhook_server_key"
+    )]
+    validating_webhook_server_cert: Option<PathBuf>,
+    /// The validating webhook server's private key (PEM).
+    #[arg(
+        long,
+        env = "VALIDATING_WEBHOOK_SERVER_KEY",
+        requires = "validating_webhook_server_cert"
+    )]
+    validating_webhook_server_key: Option<PathBuf>,
+    /// Accept only clients (API servers) with a certificate signed by this CA (PEM).
+    #[arg(long, env = "VALIDATING_WEBHOOK_CLIENT_CA")]
+    validating_webhook_client_ca: Option<PathBuf>,
+    /// Address of the validating webhook server.
+    #[arg(
+        long,
+        env = "VALIDATING_WEBHOOK_LISTEN_ADDRESS",
+        default_value = "0.0.0.0"
+    )]
+    validating_webhook_listen_address: IpAddr,
+    /// Port of the validating webhook server.
+    #[arg(long, env = "VALIDATING_WEBHOOK_LISTEN_PORT", default_value_t = 9680)]
+    validating_webhook_listen_port: u16,
+    /// The conversion webhook server's certificate (PEM), reloaded when it changes.
+    #[arg(
+        long,
+        env = "CONVERSION_WEBHOOK_SERVER_CERT",
+        requires = "conversion_webhook_server_key"
+    )]
+    conversion_webhook_server_cert: Option<PathBuf>,
+    /// The conversion webhook server's private key (PEM).
+    #[arg(
+        long,
+        env = "CONVERSION_WEBHOOK_SERVER_KEY",
+        requires = "conversion_webhook_server_cert"
+    )]
+    conversion_webhook_server_key: Option<PathBuf>,
+    /// Accept only clients (API servers) with a certificate signed by this CA (PEM).
+    #[arg(long, env = "CONVERSION_WEBHOOK_CLIENT_CA")]
+    conversion_webhook_client_ca: Option<PathBuf>,
+    /// Address of the conversion webhook server.
+    #[arg(
+        long,
+        env = "CONVERSION_WEBHOOK_LISTEN_ADDRESS",
+        default_value = "0.0.0.0"
+    )]
+    conversion_webhook_listen_address: IpAddr,
+    /// Port of the conversion webhook server.
+    #[arg(long, env = "CONVERSION_WEBHOOK_LISTEN_PORT", default_value_t = 9681)]
+    conversion_webhook_listen_port: u16,
+    /// How long a webhook request waits for its hook (below the webhooks' timeoutSeconds).
+    #[arg(long, default_value = "9s", value_parser = humantime::parse_duration)]
+    webhook_timeout: Duration,
     /// Run hooks only while holding a coordination.k8s.io Lease, so that of several
     /// replicas exactly one runs them.
     #[arg(long, env = "OPERON_LEADER_ELECT")]
@@ -99,6 +158,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         debug_socket: Some(PathBuf::from(args.debug_unix_socket))
             .filter(|p| !p.as_os_str().is_empty()),
         grace: args.graceful_shutdown_period,
+        admission_webhook: endpoint(
+            args.validating_webhook_server_cert.clone(),
+            args.validating_webhook_server_key.clone(),
+            args.validating_webhook_client_ca.clone(),
+            SocketAddr::new(
+                args.validating_webhook_listen_address,
+                args.validating_webhook_listen_port,
+            ),
+        ),
+        conversion_webhook: endpoint(
+            args.conversion_webhook_server_cert.clone(),
+            args.conversion_webhook_server_key.clone(),
+            args.conversion_webhook_client_ca.clone(),
+            SocketAddr::new(
+                args.conversion_webhook_listen_address,
+                args.conversion_webhook_listen_port,
+            ),
+        ),
+        webhook_timeout: args.webhook_timeout,
     };
     let elector = if args.leader_elect {
         let namespace = args
@@ -131,6 +209,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     )
     .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn endpoint(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+    listen: SocketAddr,
+) -> Option<WebhookEndpoint> {
+    Some(WebhookEndpoint {
+        listen,
+        tls: TlsFiles {
+            cert: cert?,
+            key: key?,
+            client_ca,
+        },
+    })
 }
 
 /// SIGTERM (what Kubernetes sends) or Ctrl-C.

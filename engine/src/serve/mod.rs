@@ -8,6 +8,7 @@ pub mod debug;
 mod fake_lease;
 mod http;
 pub mod lease;
+pub mod webhook;
 
 use crate::cluster::Cluster;
 use crate::hooks::engine::{Engine, HookEngineError, RunRecord};
@@ -20,6 +21,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use webhook::tls::{ReloadingCert, TlsError};
+use webhook::{WebhookEndpoint, WebhookKind};
 
 /// What `operon serve` runs and where it listens.
 #[derive(Debug, Clone)]
@@ -32,6 +35,27 @@ pub struct ServeOptions {
     pub debug_socket: Option<PathBuf>,
     /// How long runs in progress may take to finish after a shutdown signal.
     pub grace: Duration,
+    /// The server of validating bindings; required when a hook has one.
+    pub admission_webhook: Option<WebhookEndpoint>,
+    /// The server of conversion bindings; required when a hook has one.
+    pub conversion_webhook: Option<WebhookEndpoint>,
+    /// How long a webhook request may wait for its hook.
+    pub webhook_timeout: Duration,
+}
+
+impl ServeOptions {
+    /// Options with no webhook server.
+    pub fn new(hooks_dir: PathBuf, listen: SocketAddr) -> Self {
+        Self {
+            hooks_dir,
+            listen,
+            debug_socket: None,
+            grace: Duration::from_secs(30),
+            admission_webhook: None,
+            conversion_webhook: None,
+            webhook_timeout: Duration::from_secs(9),
+        }
+    }
 }
 
 /// Why `operon serve` stopped with an error.
@@ -50,6 +74,23 @@ pub enum ServeError {
     /// comes back as a follower.
     #[error(transparent)]
     LostLeadership(#[from] LeadershipLost),
+    /// A webhook certificate is unusable.
+    #[error("webhook certificate: {0}")]
+    Tls(#[from] TlsError),
+    /// A hook has a webhook binding but that webhook server is not configured.
+    #[error(
+        "hook {hook} has the {kind} binding {binding:?}, but no {kind} webhook server is configured (give {flags})"
+    )]
+    WebhookNotServed {
+        /// The hook.
+        hook: String,
+        /// The binding.
+        binding: String,
+        /// `validating` or `conversion`.
+        kind: &'static str,
+        /// The flags that configure it.
+        flags: &'static str,
+    },
     /// An endpoint could not listen.
     #[error("cannot listen on {address}: {source}")]
     Listen {
@@ -60,6 +101,9 @@ pub enum ServeError {
         source: std::io::Error,
     },
 }
+
+/// How often webhook certificate files are looked at.
+const CERT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 
 /// What the endpoints see of the process.
 pub(crate) struct Status {
@@ -120,6 +164,28 @@ pub async fn run(
         })?;
     tracing::info!(address = %options.listen, "serving /metrics, /metrics/hooks, /healthz, /readyz");
     servers.spawn(http::serve(listener, status.clone(), stopped.clone()));
+    for (endpoint, kind) in [
+        (&options.admission_webhook, WebhookKind::Admission),
+        (&options.conversion_webhook, WebhookKind::Conversion),
+    ] {
+        let Some(endpoint) = endpoint else { continue };
+        let cert = ReloadingCert::load(endpoint.tls.clone())?;
+        let config = cert.server_config()?;
+        let listener = tokio::net::TcpListener::bind(endpoint.listen)
+            .await
+            .map_err(|source| ServeError::Listen {
+                address: endpoint.listen.to_string(),
+                source,
+            })?;
+        tracing::info!(address = %endpoint.listen, kind = ?kind, "serving webhooks over HTTPS");
+        let watching = cert.watch(CERT_RELOAD_INTERVAL);
+        let router = webhook::router(status.clone(), kind, options.webhook_timeout);
+        let stopped = stopped.clone();
+        servers.spawn(async move {
+            webhook::serve_tls(listener, config, router, stopped).await;
+            watching.abort();
+        });
+    }
     if let Some(path) = &options.debug_socket {
         let listener = debug::bind(path).map_err(|source| ServeError::Listen {
             address: path.display().to_string(),
@@ -159,6 +225,30 @@ async fn run_engine(
         hooks.push(loaded);
     }
     tracing::info!(hooks = hooks.len(), dir = %options.hooks_dir.display(), "hooks loaded");
+    for loaded in &hooks {
+        let hook = loaded.hook.name();
+        if let (Some(binding), None) =
+            (loaded.config.validating.first(), &options.admission_webhook)
+        {
+            return Err(ServeError::WebhookNotServed {
+                hook: hook.to_owned(),
+                binding: binding.name.clone(),
+                kind: "validating",
+                flags: "--validating-webhook-server-cert and --validating-webhook-server-key",
+            });
+        }
+        if let (Some(binding), None) = (
+            loaded.config.conversions.first(),
+            &options.conversion_webhook,
+        ) {
+            return Err(ServeError::WebhookNotServed {
+                hook: hook.to_owned(),
+                binding: binding.name.clone(),
+                kind: "conversion",
+                flags: "--conversion-webhook-server-cert and --conversion-webhook-server-key",
+            });
+        }
+    }
     let engine = Arc::new(Engine::new(hooks, cluster, metrics));
     status.engine.send_replace(Some(engine.clone()));
     let mut shutdown = std::pin::pin!(shutdown);

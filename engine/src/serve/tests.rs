@@ -6,6 +6,7 @@ use crate::cluster::local::LocalCluster;
 use crate::hooks::load::HookLoader;
 use crate::sandbox::{CallLimits, Sandbox, SandboxConfig};
 use lease::LeaderElector;
+use std::path::PathBuf;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// A plain HTTP/1.0 GET: status code and body.
@@ -61,6 +62,7 @@ async fn serve_runs_hooks_and_answers_metrics_health_readiness_and_debug() {
         listen: address,
         debug_socket: Some(socket.clone()),
         grace: Duration::from_secs(5),
+        ..ServeOptions::new(PathBuf::new(), address)
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let served_cluster = cluster.clone();
@@ -143,6 +145,7 @@ async fn a_port_in_use_is_a_clear_error() {
         listen: address,
         debug_socket: None,
         grace: Duration::ZERO,
+        ..ServeOptions::new(PathBuf::new(), address)
     };
     let error = run(
         options,
@@ -181,11 +184,11 @@ fn replica(
     .unwrap();
     let loader = HookLoader::new(sandbox, CallLimits::default(), false);
     let socket = dir.join(format!("{name}.socket"));
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let options = ServeOptions {
-        hooks_dir: dir.join("hooks"),
-        listen: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
         debug_socket: Some(socket.clone()),
         grace: Duration::from_secs(5),
+        ..ServeOptions::new(dir.join("hooks"), address)
     };
     let mut lease = lease::LeaseOptions::new("operon", "ops");
     lease.identity = name.to_owned();

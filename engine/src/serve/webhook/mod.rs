@@ -1,0 +1,263 @@
+//! The webhook servers of `operon serve`: HTTPS (rustls with ring) with certificates
+//! that reload ([`tls`]), one path per hook binding, AdmissionReview and
+//! ConversionReview v1 in and out ([`review`]). Admission calls the hook directly (no
+//! queue: the API server is waiting), bounded by a per-request timeout below the API
+//! server's; request bodies are bounded. Every replica serves, leader or not.
+//!
+//! Paths: `POST /validate/HOOK/BINDING` and `POST /convert/HOOK/BINDING`, the hook's
+//! name percent-encoded when it holds a `/`.
+
+pub mod review;
+pub mod tls;
+
+use super::Status;
+use crate::hooks::engine::Engine;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use review::AdmissionOutcome;
+use rustls::ServerConfig;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The API server sends at most 3 MiB objects; a review wraps up to two of them.
+pub const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// How long a TLS handshake may take before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+struct WebhookState {
+    status: Arc<Status>,
+    timeout: Duration,
+}
+
+/// Which reviews a webhook server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookKind {
+    /// AdmissionReviews of validating (and mutating) bindings: `/validate/...`.
+    Admission,
+    /// ConversionReviews of conversion bindings: `/convert/...`.
+    Conversion,
+}
+
+/// One webhook server: where it listens and its certificate.
+#[derive(Debug, Clone)]
+pub struct WebhookEndpoint {
+    /// The address and port.
+    pub listen: std::net::SocketAddr,
+    /// The certificate, key and optional client CA.
+    pub tls: tls::TlsFiles,
+}
+
+/// The routes of one server; `timeout` bounds each hook run (keep it below the
+/// webhooks' `timeoutSeconds`, 10 s by default, so the API server gets an answer).
+pub(super) fn router(status: Arc<Status>, kind: WebhookKind, timeout: Duration) -> Router {
+    let routes = match kind {
+        WebhookKind::Admission => Router::new().route("/validate/{hook}/{binding}", post(validate)),
+        WebhookKind::Conversion => Router::new().route("/convert/{hook}/{binding}", post(convert)),
+    };
+    routes
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(WebhookState { status, timeout })
+}
+
+fn refuse(code: StatusCode, message: impl Into<String>) -> Response {
+    (code, message.into()).into_response()
+}
+
+fn json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// The engine and the index of `hook`, which must have the `kind` binding `binding`;
+/// or the refusal to answer with.
+fn locate(
+    state: &WebhookState,
+    hook: &str,
+    binding: &str,
+    kind: WebhookKind,
+) -> Result<(Arc<Engine>, usize), (StatusCode, String)> {
+    let Some(engine) = state.status.engine() else {
+        return Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            "hooks are loading".to_owned(),
+        ));
+    };
+    let Some(h) = engine.hooks().iter().position(|l| l.hook.name() == hook) else {
+        return Err((StatusCode::NOT_FOUND, format!("no hook named {hook:?}")));
+    };
+    let config = &engine.hooks()[h].config;
+    let (found, what) = match kind {
+        WebhookKind::Admission => (
+            config.validating.iter().any(|v| v.name == binding),
+            "validating",
+        ),
+        WebhookKind::Conversion => (
+            config.conversions.iter().any(|c| c.name == binding),
+            "conversion",
+        ),
+    };
+    if !found {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("hook {hook:?} has no {what} binding {binding:?}"),
+        ));
+    }
+    Ok((engine, h))
+}
+
+async fn validate(
+    State(state): State<WebhookState>,
+    Path((hook, binding)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !json_body(&headers) {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected application/json",
+        );
+    }
+    let review = match review::admission_review(&body) {
+        Ok(review) => review,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let (engine, h) = match locate(&state, &hook, &binding, WebhookKind::Admission) {
+        Ok(found) => found,
+        Err((code, message)) => return refuse(code, message),
+    };
+    let started = Instant::now();
+    let outcome =
+        match tokio::time::timeout(state.timeout, engine.review(h, &binding, &review)).await {
+            Err(_) => AdmissionOutcome::Failed(format!(
+                "hook {hook} did not answer within {}s",
+                state.timeout.as_secs_f64()
+            )),
+            Ok(None) => AdmissionOutcome::Failed(format!("hook {hook} has no binding {binding}")),
+            Ok(Some(record)) => match record.run.outcome {
+                Ok(output) => match output.validating {
+                    Some(answer) => AdmissionOutcome::Answered(answer),
+                    None => AdmissionOutcome::Failed(format!(
+                        "hook {hook} gave no answer for binding {binding}"
+                    )),
+                },
+                Err(e) => AdmissionOutcome::Failed(format!("hook {hook} failed: {e}")),
+            },
+        };
+    let answer = review::admission_response(&review, outcome);
+    tracing::info!(
+        hook = %hook, binding = %binding,
+        uid = %review.pointer("/request/uid").and_then(|v| v.as_str()).unwrap_or(""),
+        operation = %review.pointer("/request/operation").and_then(|v| v.as_str()).unwrap_or(""),
+        allowed = answer.pointer("/response/allowed").and_then(|v| v.as_bool()).unwrap_or(false),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "admission review"
+    );
+    axum::Json(answer).into_response()
+}
+
+async fn convert(
+    State(state): State<WebhookState>,
+    Path((hook, binding)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !json_body(&headers) {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected application/json",
+        );
+    }
+    let review = match review::conversion_review(&body) {
+        Ok(review) => review,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let (engine, h) = match locate(&state, &hook, &binding, WebhookKind::Conversion) {
+        Ok(found) => found,
+        Err((code, message)) => return refuse(code, message),
+    };
+    let started = Instant::now();
+    let outcome =
+        match tokio::time::timeout(state.timeout, engine.review(h, &binding, &review)).await {
+            Err(_) => Err(format!(
+                "hook {hook} did not answer within {}s",
+                state.timeout.as_secs_f64()
+            )),
+            Ok(None) => Err(format!("hook {hook} has no binding {binding}")),
+            Ok(Some(record)) => match record.run.outcome {
+                Ok(output) => output
+                    .conversion
+                    .ok_or_else(|| format!("hook {hook} gave no answer for binding {binding}")),
+                Err(e) => Err(format!("hook {hook} failed: {e}")),
+            },
+        };
+    let answer = review::conversion_response(&review, outcome);
+    tracing::info!(
+        hook = %hook, binding = %binding,
+        uid = %review.pointer("/request/uid").and_then(|v| v.as_str()).unwrap_or(""),
+        status = %answer.pointer("/response/result/status").and_then(|v| v.as_str()).unwrap_or(""),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "conversion review"
+    );
+    axum::Json(answer).into_response()
+}
+
+/// Serves `router` over TLS on `listener` until `stopped` turns true; connections in
+/// progress are left to finish.
+pub(super) async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: Arc<ServerConfig>,
+    router: Router,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let stop = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook server: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => return,
+        };
+        let acceptor = acceptor.clone();
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(peer = %peer, error = %e, "webhook TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(peer = %peer, "webhook TLS handshake timed out");
+                    return;
+                }
+            };
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), service);
+            if let Err(e) = connection.await {
+                tracing::debug!(peer = %peer, error = %e, "webhook connection ended with an error");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

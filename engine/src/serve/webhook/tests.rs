@@ -1,0 +1,446 @@
+//! The webhook server over real HTTPS on loopback: reviews in and out for every kind of
+//! answer, bad requests, and a certificate rotation in the middle of a request stream.
+
+use super::*;
+use crate::cluster::local::LocalCluster;
+use crate::hooks::config;
+use crate::hooks::engine::LoadedHook;
+use crate::hooks::{Hook, HookError, HookRun};
+use crate::metrics::Metrics;
+use crate::model::{
+    BindingType, ConversionBindingConfig, ConversionResponse, ConversionRule, HookConfig,
+    HookInput, HookOutput, ValidatingBindingConfig, ValidatingResponse, WebhookRule,
+};
+use futures::future::BoxFuture;
+use http_body_util::BodyExt as _;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// Answers by the name of the object under review.
+struct Reviewer;
+
+fn config() -> HookConfig {
+    HookConfig {
+        kubernetes_validating: vec![ValidatingBindingConfig {
+            name: "policy.example.com".into(),
+            rules: vec![WebhookRule {
+                operations: vec!["CREATE".into()],
+                api_groups: vec![String::new()],
+                api_versions: vec!["v1".into()],
+                resources: vec!["pods".into()],
+                scope: None,
+            }],
+            failure_policy: None,
+            label_selector: None,
+            namespace: None,
+            timeout_seconds: None,
+            group: None,
+            include_snapshots_from: vec![],
+        }],
+        kubernetes_conversion: vec![ConversionBindingConfig {
+            name: "widgets".into(),
+            crd_name: "widgets.example.com".into(),
+            conversions: vec![ConversionRule {
+                from_version: "example.com/v1".into(),
+                to_version: "example.com/v2".into(),
+            }],
+            group: None,
+            include_snapshots_from: vec![],
+        }],
+        ..HookConfig::default()
+    }
+}
+
+fn answer(context: &crate::model::BindingContext) -> Result<HookOutput, HookError> {
+    let review: Value = serde_json::from_str(context.review.as_deref().unwrap()).unwrap();
+    if context.type_ == BindingType::Conversion {
+        let desired = review["request"]["desiredAPIVersion"].clone();
+        let converted = review["request"]["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let mut o = o.clone();
+                o["apiVersion"] = desired.clone();
+                o.to_string()
+            })
+            .collect();
+        return Ok(HookOutput {
+            conversion: Some(ConversionResponse {
+                failed_message: None,
+                converted_objects: converted,
+            }),
+            ..HookOutput::default()
+        });
+    }
+    let name = review["request"]["object"]["metadata"]["name"]
+        .as_str()
+        .unwrap_or("");
+    let validating =
+        |allowed: bool, message: Option<&str>, warnings: &[&str], patch: Option<&str>| {
+            Ok(HookOutput {
+                validating: Some(ValidatingResponse {
+                    allowed,
+                    message: message.map(str::to_owned),
+                    warnings: warnings.iter().map(|w| (*w).to_owned()).collect(),
+                    patch: patch.map(str::to_owned),
+                }),
+                ..HookOutput::default()
+            })
+        };
+    match name {
+        "denied" => validating(false, Some("no pods named denied"), &[], None),
+        "warned" => validating(true, None, &["careful"], None),
+        "mutated" => validating(
+            true,
+            None,
+            &[],
+            Some(r#"[{"op":"add","path":"/metadata/labels","value":{"m":"y"}}]"#),
+        ),
+        "failing" => Err(HookError::Run("exit code 3".into())),
+        "silent" => Ok(HookOutput::default()),
+        _ => validating(true, None, &[], None),
+    }
+}
+
+impl Hook for Reviewer {
+    fn name(&self) -> &str {
+        "hooks/reviewer.sh"
+    }
+    fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+        Box::pin(async { Ok(config()) })
+    }
+    fn handle(&self, input: HookInput, _timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
+        Box::pin(async move {
+            let context = &input.binding_contexts[0];
+            let slow = context
+                .review
+                .as_deref()
+                .is_some_and(|r| r.contains("\"slow\""));
+            if slow {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            let run = HookRun {
+                outcome: answer(context),
+                patches: vec![],
+                metrics: vec![],
+                logs: vec![],
+                stdout: String::new(),
+                stderr: String::new(),
+                elapsed: Duration::from_millis(1),
+            };
+            (run, input)
+        })
+    }
+}
+
+/// A CA, and server certificates for 127.0.0.1 it signs.
+struct Pki {
+    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Self {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "operon test CA");
+        let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
+            .unwrap();
+        Self {
+            ca,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Writes a fresh server certificate (serial `serial`) and key; returns the files.
+    fn issue(&self, serial: u64) -> TlsFilesAt {
+        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        params.serial_number = Some(rcgen::SerialNumber::from(serial));
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        let (cert_path, key_path) = (
+            self.dir.path().join("tls.crt"),
+            self.dir.path().join("tls.key"),
+        );
+        // Written next to the files and renamed over them, as a Secret volume swaps.
+        std::fs::write(self.dir.path().join("tls.crt.new"), cert.pem()).unwrap();
+        std::fs::write(self.dir.path().join("tls.key.new"), key.serialize_pem()).unwrap();
+        std::fs::rename(self.dir.path().join("tls.key.new"), &key_path).unwrap();
+        std::fs::rename(self.dir.path().join("tls.crt.new"), &cert_path).unwrap();
+        TlsFilesAt {
+            cert: cert_path,
+            key: key_path,
+        }
+    }
+
+    fn client(&self) -> tokio_rustls::TlsConnector {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.der().clone()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+    }
+}
+
+struct TlsFilesAt {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+/// A running server: its address and certificate.
+async fn start(pki: &Pki, timeout: Duration) -> (std::net::SocketAddr, Arc<tls::ReloadingCert>) {
+    let files = pki.issue(1);
+    let cert = tls::ReloadingCert::load(tls::TlsFiles {
+        cert: files.cert,
+        key: files.key,
+        client_ca: None,
+    })
+    .unwrap();
+    let hook: Arc<dyn Hook> = Arc::new(Reviewer);
+    let raw = hook.configure().await.unwrap();
+    let validated = config::validate(hook.name(), &raw, &config::any_kind).unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let engine = Arc::new(Engine::new(
+        vec![LoadedHook {
+            hook,
+            config: validated,
+        }],
+        Arc::new(LocalCluster::new()),
+        metrics.clone(),
+    ));
+    let status = Arc::new(Status {
+        metrics,
+        engine: watch::Sender::new(Some(engine)),
+        leading: watch::Sender::new(None),
+    });
+    let router = router(status.clone(), WebhookKind::Admission, timeout).merge(
+        Router::new()
+            .route("/convert/{hook}/{binding}", post(convert))
+            .with_state(WebhookState { status, timeout }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    let config = cert.server_config().unwrap();
+    tokio::spawn(async move {
+        let _keep = _stop;
+        serve_tls(listener, config, router, stopped).await;
+    });
+    (address, cert)
+}
+
+/// POSTs `body` over a new TLS connection; returns (status, JSON or text, the server
+/// certificate's serial).
+async fn post_review(
+    pki: &Pki,
+    address: std::net::SocketAddr,
+    path: &str,
+    body: &Value,
+) -> Result<(u16, Value, Vec<u8>), String> {
+    let tcp = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::IpAddress(address.ip().into());
+    let tls = pki
+        .client()
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let peer: CertificateDer<'static> = tls.get_ref().1.peer_certificates().unwrap()[0]
+        .clone()
+        .into_owned();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let request = hyper::Request::post(path)
+        .header("host", "operon")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    Ok((status, value, peer.to_vec()))
+}
+
+fn admission(name: &str) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+           "request": {"uid": format!("uid-{name}"), "operation": "CREATE",
+                       "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                       "object": {"metadata": {"name": name}}}})
+}
+
+const VALIDATE: &str = "/validate/hooks%2Freviewer.sh/policy.example.com";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_reviews_are_answered_over_https() {
+    let pki = Pki::new();
+    let (address, _cert) = start(&pki, Duration::from_millis(500)).await;
+    let response = |name: &str| {
+        let review = admission(name);
+        let pki = &pki;
+        async move { post_review(pki, address, VALIDATE, &review).await.unwrap() }
+    };
+    let (status, allowed, _) = response("fine").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        allowed,
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+               "response": {"uid": "uid-fine", "allowed": true}})
+    );
+    let (_, denied, _) = response("denied").await;
+    assert_eq!(
+        denied["response"]["status"],
+        json!({"code": 403, "message": "no pods named denied"})
+    );
+    let (_, warned, _) = response("warned").await;
+    assert_eq!(warned["response"]["warnings"], json!(["careful"]));
+    let (_, mutated, _) = response("mutated").await;
+    assert_eq!(mutated["response"]["patchType"], "JSONPatch");
+    let (_, failing, _) = response("failing").await;
+    assert_eq!(failing["response"]["allowed"], false);
+    assert_eq!(failing["response"]["status"]["code"], 500);
+    assert!(
+        failing["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hook hooks/reviewer.sh failed"),
+        "{failing}"
+    );
+    let (_, silent, _) = response("silent").await;
+    assert_eq!(
+        silent["response"]["status"]["message"],
+        "hook hooks/reviewer.sh gave no answer for binding policy.example.com"
+    );
+    let (_, slow, _) = response("slow").await;
+    assert_eq!(
+        slow["response"]["status"]["message"],
+        "hook hooks/reviewer.sh did not answer within 0.5s"
+    );
+
+    // Requests this endpoint does not answer.
+    let (status, _, _) = post_review(&pki, address, "/validate/nope/policy", &admission("x"))
+        .await
+        .unwrap();
+    assert_eq!(status, 404);
+    let (status, _, _) = post_review(
+        &pki,
+        address,
+        "/validate/hooks%2Freviewer.sh/other",
+        &admission("x"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 404);
+    let (status, text, _) = post_review(&pki, address, VALIDATE, &json!({"kind": "Pod"}))
+        .await
+        .unwrap();
+    assert_eq!(status, 400, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversion_reviews_convert_every_object_in_order() {
+    let pki = Pki::new();
+    let (address, _cert) = start(&pki, Duration::from_secs(5)).await;
+    let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "c1", "desiredAPIVersion": "example.com/v2",
+                    "objects": [{"apiVersion": "example.com/v1", "metadata": {"name": "a"}},
+                                {"apiVersion": "example.com/v1", "metadata": {"name": "b"}}]}});
+    let (status, answer, _) = post_review(
+        &pki,
+        address,
+        "/convert/hooks%2Freviewer.sh/widgets",
+        &review,
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(answer["response"]["uid"], "c1");
+    assert_eq!(answer["response"]["result"]["status"], "Success");
+    let names: Vec<(&str, &str)> = answer["response"]["convertedObjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["apiVersion"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("example.com/v2", "a"), ("example.com/v2", "b")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_rotation_fails_no_request() {
+    let pki = Pki::new();
+    let (address, cert) = start(&pki, Duration::from_secs(5)).await;
+    let first = post_review(&pki, address, VALIDATE, &admission("fine"))
+        .await
+        .unwrap()
+        .2;
+    // A stream of requests, each on a new connection (a new handshake), while the
+    // certificate is renewed twice.
+    let stream = {
+        let review = admission("fine");
+        let pki = &pki;
+        async move {
+            let mut certs = std::collections::HashSet::new();
+            for _ in 0..150 {
+                let (status, _, serial) = post_review(pki, address, VALIDATE, &review)
+                    .await
+                    .expect("no request fails during the rotation");
+                assert_eq!(status, 200);
+                certs.insert(serial);
+            }
+            certs
+        }
+    };
+    let rotate = async {
+        for serial in [2, 3] {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            pki.issue(serial);
+            assert!(cert.reload().unwrap(), "the new files are picked up");
+        }
+    };
+    let (seen, ()) = tokio::join!(stream, rotate);
+    let last = post_review(&pki, address, VALIDATE, &admission("fine"))
+        .await
+        .unwrap()
+        .2;
+    assert_ne!(first, last, "new connections get the renewed certificate");
+    assert!(
+        seen.len() >= 2,
+        "the stream saw {} certificates",
+        seen.len()
+    );
+    // A broken renewal keeps the current certificate.
+    std::fs::write(pki.dir.path().join("tls.key"), "not a key").unwrap();
+    assert!(cert.reload().is_err());
+    let still = post_review(&pki, address, VALIDATE, &admission("fine"))
+        .await
+        .unwrap()
+        .2;
+    assert_eq!(still, last);
+}
