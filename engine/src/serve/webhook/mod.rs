@@ -115,51 +115,98 @@ fn locate(
     Ok((engine, h))
 }
 
+/// A review run: the parsed request, and the hook's output or why there is none.
+struct Reviewed {
+    review: serde_json::Value,
+    output: Result<crate::model::HookOutput, String>,
+    started: Instant,
+}
+
+/// What both endpoints do before answering: check the body, find the binding, run the
+/// hook within the timeout.
+async fn run_review(
+    state: &WebhookState,
+    hook: &str,
+    binding: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    kind: WebhookKind,
+) -> Result<Reviewed, Response> {
+    if !json_body(headers) {
+        return Err(refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected application/json",
+        ));
+    }
+    let parsed = match kind {
+        WebhookKind::Admission => review::admission_review(body),
+        WebhookKind::Conversion => review::conversion_review(body),
+    };
+    let review = parsed.map_err(|e| refuse(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let (engine, h) =
+        locate(state, hook, binding, kind).map_err(|(code, message)| refuse(code, message))?;
+    let started = Instant::now();
+    let output = match tokio::time::timeout(state.timeout, engine.review(h, binding, &review)).await
+    {
+        Err(_) => Err(format!(
+            "hook {hook} did not answer within {}s",
+            state.timeout.as_secs_f64()
+        )),
+        Ok(None) => Err(format!("hook {hook} has no binding {binding}")),
+        Ok(Some(record)) => record
+            .run
+            .outcome
+            .map_err(|e| format!("hook {hook} failed: {e}")),
+    };
+    Ok(Reviewed {
+        review,
+        output,
+        started,
+    })
+}
+
+fn request_field<'a>(review: &'a serde_json::Value, field: &str) -> &'a str {
+    review
+        .pointer(&format!("/request/{field}"))
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+}
+
 async fn validate(
     State(state): State<WebhookState>,
     Path((hook, binding)): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !json_body(&headers) {
-        return refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected application/json",
-        );
-    }
-    let review = match review::admission_review(&body) {
-        Ok(review) => review,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+    let reviewed = match run_review(
+        &state,
+        &hook,
+        &binding,
+        &headers,
+        &body,
+        WebhookKind::Admission,
+    )
+    .await
+    {
+        Ok(reviewed) => reviewed,
+        Err(refused) => return refused,
     };
-    let (engine, h) = match locate(&state, &hook, &binding, WebhookKind::Admission) {
-        Ok(found) => found,
-        Err((code, message)) => return refuse(code, message),
-    };
-    let started = Instant::now();
-    let outcome =
-        match tokio::time::timeout(state.timeout, engine.review(h, &binding, &review)).await {
-            Err(_) => AdmissionOutcome::Failed(format!(
-                "hook {hook} did not answer within {}s",
-                state.timeout.as_secs_f64()
+    let outcome = match reviewed.output {
+        Ok(output) => match output.validating {
+            Some(answer) => AdmissionOutcome::Answered(answer),
+            None => AdmissionOutcome::Failed(format!(
+                "hook {hook} gave no answer for binding {binding}"
             )),
-            Ok(None) => AdmissionOutcome::Failed(format!("hook {hook} has no binding {binding}")),
-            Ok(Some(record)) => match record.run.outcome {
-                Ok(output) => match output.validating {
-                    Some(answer) => AdmissionOutcome::Answered(answer),
-                    None => AdmissionOutcome::Failed(format!(
-                        "hook {hook} gave no answer for binding {binding}"
-                    )),
-                },
-                Err(e) => AdmissionOutcome::Failed(format!("hook {hook} failed: {e}")),
-            },
-        };
-    let answer = review::admission_response(&review, outcome);
+        },
+        Err(message) => AdmissionOutcome::Failed(message),
+    };
+    let answer = review::admission_response(&reviewed.review, outcome);
     tracing::info!(
         hook = %hook, binding = %binding,
-        uid = %review.pointer("/request/uid").and_then(|v| v.as_str()).unwrap_or(""),
-        operation = %review.pointer("/request/operation").and_then(|v| v.as_str()).unwrap_or(""),
+        uid = %request_field(&reviewed.review, "uid"),
+        operation = %request_field(&reviewed.review, "operation"),
         allowed = answer.pointer("/response/allowed").and_then(|v| v.as_bool()).unwrap_or(false),
-        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        duration_ms = reviewed.started.elapsed().as_secs_f64() * 1000.0,
         "admission review"
     );
     axum::Json(answer).into_response()
@@ -171,41 +218,30 @@ async fn convert(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !json_body(&headers) {
-        return refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected application/json",
-        );
-    }
-    let review = match review::conversion_review(&body) {
-        Ok(review) => review,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+    let reviewed = match run_review(
+        &state,
+        &hook,
+        &binding,
+        &headers,
+        &body,
+        WebhookKind::Conversion,
+    )
+    .await
+    {
+        Ok(reviewed) => reviewed,
+        Err(refused) => return refused,
     };
-    let (engine, h) = match locate(&state, &hook, &binding, WebhookKind::Conversion) {
-        Ok(found) => found,
-        Err((code, message)) => return refuse(code, message),
-    };
-    let started = Instant::now();
-    let outcome =
-        match tokio::time::timeout(state.timeout, engine.review(h, &binding, &review)).await {
-            Err(_) => Err(format!(
-                "hook {hook} did not answer within {}s",
-                state.timeout.as_secs_f64()
-            )),
-            Ok(None) => Err(format!("hook {hook} has no binding {binding}")),
-            Ok(Some(record)) => match record.run.outcome {
-                Ok(output) => output
-                    .conversion
-                    .ok_or_else(|| format!("hook {hook} gave no answer for binding {binding}")),
-                Err(e) => Err(format!("hook {hook} failed: {e}")),
-            },
-        };
-    let answer = review::conversion_response(&review, outcome);
+    let outcome = reviewed.output.and_then(|output| {
+        output
+            .conversion
+            .ok_or_else(|| format!("hook {hook} gave no answer for binding {binding}"))
+    });
+    let answer = review::conversion_response(&reviewed.review, outcome);
     tracing::info!(
         hook = %hook, binding = %binding,
-        uid = %review.pointer("/request/uid").and_then(|v| v.as_str()).unwrap_or(""),
+        uid = %request_field(&reviewed.review, "uid"),
         status = %answer.pointer("/response/result/status").and_then(|v| v.as_str()).unwrap_or(""),
-        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        duration_ms = reviewed.started.elapsed().as_secs_f64() * 1000.0,
         "conversion review"
     );
     axum::Json(answer).into_response()
