@@ -5,8 +5,9 @@ use anyhow::Context as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::serve::lease::{LeaderElector, LeaseOptions};
 use operon::serve::webhook::WebhookEndpoint;
+use operon::serve::webhook::register::{ClientTarget, Registrar, Registration};
 use operon::serve::webhook::tls::TlsFiles;
-use operon::serve::{self, ServeOptions};
+use operon::serve::{self, Coordination, ServeOptions};
 
 /// Where a pod finds its namespace.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -101,6 +102,48 @@ pub struct ServeArgs {
     /// Port of the conversion webhook server.
     #[arg(long, env = "CONVERSION_WEBHOOK_LISTEN_PORT", default_value_t = 9681)]
     conversion_webhook_listen_port: u16,
+    /// The CA (PEM) that signed the validating server's certificate: given, the leader
+    /// registers the ValidatingWebhookConfiguration with it as caBundle.
+    #[arg(long, env = "VALIDATING_WEBHOOK_CA")]
+    validating_webhook_ca: Option<PathBuf>,
+    /// The ValidatingWebhookConfiguration the leader writes.
+    #[arg(
+        long,
+        env = "VALIDATING_WEBHOOK_CONFIGURATION_NAME",
+        default_value = "operon-hooks"
+    )]
+    validating_webhook_configuration_name: String,
+    /// The Service in front of the validating server (in the engine's namespace).
+    #[arg(
+        long,
+        env = "VALIDATING_WEBHOOK_SERVICE_NAME",
+        default_value = "operon-webhooks"
+    )]
+    validating_webhook_service_name: String,
+    /// That Service's port.
+    #[arg(long, default_value_t = 443)]
+    validating_webhook_service_port: u16,
+    /// Register a URL (`https://HOST:PORT`) instead of the Service, for an engine
+    /// running outside the cluster.
+    #[arg(long)]
+    validating_webhook_url_base: Option<String>,
+    /// The CA (PEM) that signed the conversion server's certificate: given, the leader
+    /// writes the conversion webhook into the CRDs of conversion bindings.
+    #[arg(long, env = "CONVERSION_WEBHOOK_CA")]
+    conversion_webhook_ca: Option<PathBuf>,
+    /// The Service in front of the conversion server (in the engine's namespace).
+    #[arg(
+        long,
+        env = "CONVERSION_WEBHOOK_SERVICE_NAME",
+        default_value = "operon-webhooks"
+    )]
+    conversion_webhook_service_name: String,
+    /// That Service's port.
+    #[arg(long, default_value_t = 9681)]
+    conversion_webhook_service_port: u16,
+    /// Register a URL (`https://HOST:PORT`) instead of the Service.
+    #[arg(long)]
+    conversion_webhook_url_base: Option<String>,
     /// How long a webhook request waits for its hook (below the webhooks' timeoutSeconds).
     #[arg(long, default_value = "9s", value_parser = humantime::parse_duration)]
     webhook_timeout: Duration,
@@ -153,9 +196,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .context("connecting to the Kubernetes API server")?;
     let options = ServeOptions {
-        hooks_dir: args.hooks_dir,
+        hooks_dir: args.hooks_dir.clone(),
         listen: SocketAddr::new(args.listen_address, args.listen_port),
-        debug_socket: Some(PathBuf::from(args.debug_unix_socket))
+        debug_socket: Some(PathBuf::from(&args.debug_unix_socket))
             .filter(|p| !p.as_os_str().is_empty()),
         grace: args.graceful_shutdown_period,
         admission_webhook: endpoint(
@@ -178,16 +221,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ),
         webhook_timeout: args.webhook_timeout,
     };
+    let namespace = args
+        .leader_election_namespace
+        .clone()
+        .or_else(|| {
+            std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .ok()
+                .map(|n| n.trim().to_owned())
+        })
+        .unwrap_or_else(|| cluster.client().default_namespace().to_owned());
+    let registrar = registration(&args, &namespace)?
+        .map(|registration| Registrar::new(cluster.client().clone(), registration));
     let elector = if args.leader_elect {
-        let namespace = args
-            .leader_election_namespace
-            .clone()
-            .or_else(|| {
-                std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-                    .ok()
-                    .map(|n| n.trim().to_owned())
-            })
-            .unwrap_or_else(|| cluster.client().default_namespace().to_owned());
         let mut lease = LeaseOptions::new(&args.leader_election_lease_name, &namespace);
         lease.lease_duration = args.leader_election_lease_duration;
         lease.renew_deadline = args.leader_election_renew_deadline;
@@ -204,11 +249,49 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         options,
         &loader,
         Arc::new(cluster),
-        elector,
+        Coordination { elector, registrar },
         shutdown_signal(),
     )
     .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the leader registers, when a CA is given for a webhook server.
+fn registration(args: &ServeArgs, namespace: &str) -> anyhow::Result<Option<Registration>> {
+    if args.validating_webhook_ca.is_none() && args.conversion_webhook_ca.is_none() {
+        return Ok(None);
+    }
+    let read = |path: &Option<PathBuf>| -> anyhow::Result<Vec<u8>> {
+        match path {
+            Some(path) => {
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+            }
+            None => Ok(Vec::new()),
+        }
+    };
+    let target = |url: &Option<String>, name: &str, port: u16| match url {
+        Some(base) => ClientTarget::Url(base.clone()),
+        None => ClientTarget::Service {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            port,
+        },
+    };
+    Ok(Some(Registration {
+        validating_configuration: args.validating_webhook_configuration_name.clone(),
+        admission: target(
+            &args.validating_webhook_url_base,
+            &args.validating_webhook_service_name,
+            args.validating_webhook_service_port,
+        ),
+        conversion: target(
+            &args.conversion_webhook_url_base,
+            &args.conversion_webhook_service_name,
+            args.conversion_webhook_service_port,
+        ),
+        admission_ca: read(&args.validating_webhook_ca)?,
+        conversion_ca: read(&args.conversion_webhook_ca)?,
+    }))
 }
 
 fn endpoint(

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use webhook::register::{RegisterError, Registrar, register};
 use webhook::tls::{ReloadingCert, TlsError};
 use webhook::{WebhookEndpoint, WebhookKind};
 
@@ -74,6 +75,9 @@ pub enum ServeError {
     /// comes back as a follower.
     #[error(transparent)]
     LostLeadership(#[from] LeadershipLost),
+    /// The webhook configurations could not be written.
+    #[error(transparent)]
+    Register(#[from] RegisterError),
     /// A webhook certificate is unusable.
     #[error("webhook certificate: {0}")]
     Tls(#[from] TlsError),
@@ -100,6 +104,15 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What a replica coordinates with the others and writes to the API server.
+#[derive(Default)]
+pub struct Coordination {
+    /// Leader election: only the leader runs hooks.
+    pub elector: Option<LeaderElector>,
+    /// Webhook registration, done by the leader.
+    pub registrar: Option<Registrar>,
 }
 
 /// How often webhook certificate files are looked at.
@@ -138,21 +151,22 @@ impl Status {
 /// engine and runs it; then stops taking events and lets runs finish within the grace
 /// period.
 ///
-/// With an elector, only the leader runs hooks: a replica loads its hooks, waits to
+/// With a registrar, the leader writes the webhook configurations before it runs
+/// hooks. With an elector, only the leader runs hooks: a replica loads its hooks, waits to
 /// lead, and returns [`ServeError::LostLeadership`] when it stops leading (runs in
 /// progress are cancelled at once: another replica may already run them).
 pub async fn run(
     options: ServeOptions,
     loader: &HookLoader,
     cluster: Arc<dyn Cluster>,
-    elector: Option<LeaderElector>,
+    coordination: Coordination,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let metrics = Arc::new(Metrics::new()?);
     let status = Arc::new(Status {
         metrics: metrics.clone(),
         engine: watch::Sender::new(None),
-        leading: watch::Sender::new(elector.as_ref().map(|_| false)),
+        leading: watch::Sender::new(coordination.elector.as_ref().map(|_| false)),
     });
     let (stop, stopped) = watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
@@ -196,7 +210,13 @@ pub async fn run(
     }
 
     let outcome = run_engine(
-        &options, loader, cluster, metrics, &status, elector, shutdown,
+        &options,
+        loader,
+        cluster,
+        metrics,
+        &status,
+        coordination,
+        shutdown,
     )
     .await;
     let _ = stop.send(true);
@@ -213,9 +233,10 @@ async fn run_engine(
     cluster: Arc<dyn Cluster>,
     metrics: Arc<Metrics>,
     status: &Status,
-    elector: Option<LeaderElector>,
+    coordination: Coordination,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    let Coordination { elector, registrar } = coordination;
     let mut hooks = Vec::new();
     for hook in loader.hooks_in(&options.hooks_dir)? {
         let (loaded, _) = load::configure(hook, cluster.as_ref()).await?;
@@ -286,6 +307,10 @@ async fn run_engine(
         }
     };
     let running = async {
+        // Only the leader writes the webhook configurations; every replica serves them.
+        if let Some(registrar) = &registrar {
+            register(registrar.client(), engine.hooks(), registrar.registration()).await?;
+        }
         engine.start().await?;
         tracing::info!("engine started; bindings listed");
         engine

@@ -70,7 +70,14 @@ async fn serve_runs_hooks_and_answers_metrics_health_readiness_and_debug() {
         let shutdown = async {
             let _ = stopped.await;
         };
-        run(options, &loader, served_cluster, None, shutdown).await
+        run(
+            options,
+            &loader,
+            served_cluster,
+            Coordination::default(),
+            shutdown,
+        )
+        .await
     });
 
     // Ready once the pods binding synchronized (its run labels web-1).
@@ -151,7 +158,7 @@ async fn a_port_in_use_is_a_clear_error() {
         options,
         &loader,
         Arc::new(LocalCluster::new()),
-        None,
+        Coordination::default(),
         std::future::pending(),
     )
     .await
@@ -202,7 +209,17 @@ fn replica(
         let shutdown = async {
             let _ = stopped.await;
         };
-        run(options, &loader, cluster, Some(elector), shutdown).await
+        run(
+            options,
+            &loader,
+            cluster,
+            Coordination {
+                elector: Some(elector),
+                registrar: None,
+            },
+            shutdown,
+        )
+        .await
     });
     Replica {
         server,

@@ -7,6 +7,7 @@
 //! Paths: `POST /validate/HOOK/BINDING` and `POST /convert/HOOK/BINDING`, the hook's
 //! name percent-encoded when it holds a `/`.
 
+pub mod register;
 pub mod review;
 pub mod tls;
 

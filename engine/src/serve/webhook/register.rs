@@ -1,0 +1,465 @@
+//! Registration: the ValidatingWebhookConfiguration that sends the API server's
+//! admission requests to this engine (one webhook per validating binding), and the
+//! `spec.conversion` of every CRD a conversion binding names. Written by the leader
+//! with server-side apply (field manager `operon`): one idempotent request per object,
+//! and webhooks of hooks that are gone disappear because this manager no longer
+//! declares them.
+//!
+//! The API server reaches the engine through a Service (in a cluster) or a URL base
+//! (`--webhook-url-base`, for an engine running outside it); either way with the CA
+//! that signed the serving certificate as `caBundle`.
+
+use crate::cluster::kube::FIELD_MANAGER;
+use crate::hooks::config::{ConversionBinding, ValidatingBinding};
+use crate::hooks::engine::LoadedHook;
+use crate::model::LabelSelector;
+use ::kube::Client;
+use ::kube::api::{Api, Patch, PatchParams};
+use base64::Engine as _;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::{Value, json};
+
+/// How the API server reaches a webhook server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientTarget {
+    /// A Service in front of the engine's pods.
+    Service {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its port.
+        port: u16,
+    },
+    /// A URL base such as `https://127.0.0.1:9680`.
+    Url(String),
+}
+
+/// Where the webhooks are and what the API server must trust.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// The ValidatingWebhookConfiguration's name.
+    pub validating_configuration: String,
+    /// The admission server.
+    pub admission: ClientTarget,
+    /// The conversion server.
+    pub conversion: ClientTarget,
+    /// The CA bundle (PEM) of the admission server's certificate.
+    pub admission_ca: Vec<u8>,
+    /// The CA bundle (PEM) of the conversion server's certificate.
+    pub conversion_ca: Vec<u8>,
+}
+
+/// The path of one binding's webhook (the hook's name percent-encoded).
+pub fn path(prefix: &str, hook: &str, binding: &str) -> String {
+    format!("/{prefix}/{}/{}", encode(hook), encode(binding))
+}
+
+fn encode(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn client_config(target: &ClientTarget, path: &str, ca: &[u8]) -> Value {
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+    match target {
+        ClientTarget::Service {
+            namespace,
+            name,
+            port,
+        } => json!({"service": {"namespace": namespace, "name": name, "port": port, "path": path},
+                    "caBundle": ca_bundle}),
+        ClientTarget::Url(base) => json!({"url": format!("{}{path}", base.trim_end_matches('/')),
+                                          "caBundle": ca_bundle}),
+    }
+}
+
+fn selector(selector: &LabelSelector) -> Value {
+    let labels: serde_json::Map<String, Value> = selector
+        .match_labels
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let expressions: Vec<Value> = selector
+        .match_expressions
+        .iter()
+        .map(|e| {
+            let mut expression = json!({"key": e.key, "operator": format!("{:?}", e.operator)});
+            if !e.values.is_empty() {
+                expression["values"] = json!(e.values);
+            }
+            expression
+        })
+        .collect();
+    let mut out = json!({});
+    if !labels.is_empty() {
+        out["matchLabels"] = Value::Object(labels);
+    }
+    if !expressions.is_empty() {
+        out["matchExpressions"] = Value::Array(expressions);
+    }
+    out
+}
+
+fn webhook(hook: &str, binding: &ValidatingBinding, registration: &Registration) -> Value {
+    let rules: Vec<Value> = binding
+        .rules
+        .iter()
+        .map(|r| {
+            let mut rule = json!({"operations": r.operations, "apiGroups": r.api_groups,
+                                  "apiVersions": r.api_versions, "resources": r.resources});
+            if let Some(scope) = &r.scope {
+                rule["scope"] = json!(scope);
+            }
+            rule
+        })
+        .collect();
+    let mut webhook = json!({
+        "name": binding.name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": binding.failure_policy.as_str(),
+        "timeoutSeconds": binding.timeout_seconds,
+        "rules": rules,
+        "clientConfig": client_config(
+            &registration.admission,
+            &path("validate", hook, &binding.name),
+            &registration.admission_ca,
+        ),
+    });
+    if let Some(labels) = &binding.label_selector {
+        webhook["objectSelector"] = selector(labels);
+    }
+    if let Some(labels) = &binding.namespace_label_selector {
+        webhook["namespaceSelector"] = selector(labels);
+    }
+    webhook
+}
+
+/// The ValidatingWebhookConfiguration for `hooks`, or `None` when no hook validates.
+pub fn validating_configuration(
+    hooks: &[LoadedHook],
+    registration: &Registration,
+) -> Option<Value> {
+    let webhooks: Vec<Value> = hooks
+        .iter()
+        .flat_map(|h| {
+            h.config
+                .validating
+                .iter()
+                .map(|b| webhook(h.hook.name(), b, registration))
+        })
+        .collect();
+    (!webhooks.is_empty()).then(|| {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": registration.validating_configuration,
+                         "labels": {"app.kubernetes.io/managed-by": "operon"}},
+            "webhooks": webhooks,
+        })
+    })
+}
+
+/// The `spec.conversion` each conversion binding's CRD gets: (CRD name, patch).
+pub fn conversion_patches(
+    hooks: &[LoadedHook],
+    registration: &Registration,
+) -> Vec<(String, Value)> {
+    hooks
+        .iter()
+        .flat_map(|h| {
+            h.config.conversions.iter().map(|b: &ConversionBinding| {
+                let config = client_config(
+                    &registration.conversion,
+                    &path("convert", h.hook.name(), &b.name),
+                    &registration.conversion_ca,
+                );
+                let patch = json!({
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata": {"name": b.crd_name},
+                    "spec": {"conversion": {"strategy": "Webhook", "webhook": {
+                        "clientConfig": config, "conversionReviewVersions": ["v1"]}}},
+                });
+                (b.crd_name.clone(), patch)
+            })
+        })
+        .collect()
+}
+
+/// A client and what to register with it.
+#[derive(Clone)]
+pub struct Registrar {
+    client: Client,
+    registration: Registration,
+}
+
+impl Registrar {
+    /// Registers through `client`.
+    pub fn new(client: Client, registration: Registration) -> Self {
+        Self {
+            client,
+            registration,
+        }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// What is registered.
+    pub fn registration(&self) -> &Registration {
+        &self.registration
+    }
+}
+
+/// Why registering failed.
+#[derive(Debug, thiserror::Error)]
+#[error("registering {what}: {source}")]
+pub struct RegisterError {
+    what: String,
+    #[source]
+    source: ::kube::Error,
+}
+
+/// Writes the configurations for `hooks`: the ValidatingWebhookConfiguration (deleted
+/// when no hook validates any more) and each conversion CRD's `spec.conversion`.
+pub async fn register(
+    client: &Client,
+    hooks: &[LoadedHook],
+    registration: &Registration,
+) -> Result<(), RegisterError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let name = &registration.validating_configuration;
+    let error = |what: String| move |source| RegisterError { what, source };
+    match validating_configuration(hooks, registration) {
+        Some(desired) => {
+            configurations
+                .patch(name, &params, &Patch::Apply(&desired))
+                .await
+                .map_err(error(format!("ValidatingWebhookConfiguration {name}")))?;
+            tracing::info!(configuration = %name, "validating webhooks registered");
+        }
+        None => match configurations.delete(name, &Default::default()).await {
+            Ok(_) => {
+                tracing::info!(configuration = %name, "no validating hook: configuration deleted")
+            }
+            Err(::kube::Error::Api(s)) if s.is_not_found() => {}
+            Err(e) => return Err(error(format!("ValidatingWebhookConfiguration {name}"))(e)),
+        },
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (crd, patch) in conversion_patches(hooks, registration) {
+        crds.patch(&crd, &params, &Patch::Apply(&patch))
+            .await
+            .map_err(error(format!("the conversion webhook of CRD {crd}")))?;
+        tracing::info!(crd = %crd, "conversion webhook registered");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::config::{self, ValidConfig};
+    use crate::hooks::{Hook, HookError, HookRun};
+    use crate::model::{
+        ConversionBindingConfig, ConversionRule, HookConfig, HookInput, ValidatingBindingConfig,
+        WebhookRule,
+    };
+    use futures::future::BoxFuture;
+    use http_body_util::BodyExt as _;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    struct Declares(HookConfig);
+
+    impl Hook for Declares {
+        fn name(&self) -> &str {
+            "policies/images.sh"
+        }
+        fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+            Box::pin(async move { Ok(self.0.clone()) })
+        }
+        fn handle(&self, _: HookInput, _: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
+            unreachable!("registration never runs a hook")
+        }
+    }
+
+    fn hooks(validating: bool) -> Vec<LoadedHook> {
+        let mut raw = HookConfig::default();
+        if validating {
+            raw.kubernetes_validating = vec![ValidatingBindingConfig {
+                name: "images.operon.dev".into(),
+                rules: vec![WebhookRule {
+                    operations: vec!["CREATE".into(), "UPDATE".into()],
+                    api_groups: vec![String::new()],
+                    api_versions: vec!["v1".into()],
+                    resources: vec!["pods".into()],
+                    scope: Some("Namespaced".into()),
+                }],
+                failure_policy: Some("Ignore".into()),
+                label_selector: Some(LabelSelector {
+                    match_labels: vec![("team".into(), "a".into())],
+                    match_expressions: vec![],
+                }),
+                namespace: None,
+                timeout_seconds: Some(5),
+                group: None,
+                include_snapshots_from: vec![],
+            }];
+        }
+        raw.kubernetes_conversion = vec![ConversionBindingConfig {
+            name: "widgets".into(),
+            crd_name: "widgets.example.com".into(),
+            conversions: vec![ConversionRule {
+                from_version: "example.com/v1".into(),
+                to_version: "example.com/v2".into(),
+            }],
+            group: None,
+            include_snapshots_from: vec![],
+        }];
+        let config: ValidConfig =
+            config::validate("policies/images.sh", &raw, &config::any_kind).unwrap();
+        vec![LoadedHook {
+            hook: Arc::new(Declares(raw)),
+            config,
+        }]
+    }
+
+    fn registration() -> Registration {
+        Registration {
+            validating_configuration: "operon-hooks".into(),
+            admission: ClientTarget::Service {
+                namespace: "operon".into(),
+                name: "operon-webhooks".into(),
+                port: 443,
+            },
+            conversion: ClientTarget::Url("https://127.0.0.1:9681/".into()),
+            admission_ca: b"CA1".to_vec(),
+            conversion_ca: b"CA2".to_vec(),
+        }
+    }
+
+    #[test]
+    fn one_webhook_per_validating_binding_with_its_fields() {
+        let desired = validating_configuration(&hooks(true), &registration()).unwrap();
+        assert_eq!(
+            desired["webhooks"],
+            json!([{
+                "name": "images.operon.dev",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 5,
+                "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""],
+                           "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}],
+                "objectSelector": {"matchLabels": {"team": "a"}},
+                "clientConfig": {"service": {"namespace": "operon", "name": "operon-webhooks", "port": 443,
+                                             "path": "/validate/policies%2Fimages.sh/images.operon.dev"},
+                                 "caBundle": "Q0Ex"},
+            }])
+        );
+        assert!(validating_configuration(&hooks(false), &registration()).is_none());
+        let patches = conversion_patches(&hooks(false), &registration());
+        assert_eq!(patches[0].0, "widgets.example.com");
+        assert_eq!(
+            patches[0].1["spec"]["conversion"]["webhook"]["clientConfig"],
+            json!({"url": "https://127.0.0.1:9681/convert/policies%2Fimages.sh/widgets", "caBundle": "Q0Ey"})
+        );
+    }
+
+    #[tokio::test]
+    async fn the_configurations_are_applied_server_side_and_a_stale_one_deleted() {
+        let (service, mut handle) = tower_test::mock::pair::<
+            http::Request<::kube::client::Body>,
+            http::Response<::kube::client::Body>,
+        >();
+        let client = Client::new(service, "default");
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for _ in 0..4 {
+                let (request, respond) = handle.next_request().await.unwrap();
+                let (parts, body) = request.into_parts();
+                let body = body.collect().await.unwrap().to_bytes();
+                let content_type = parts
+                    .headers
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                seen.push((
+                    parts.method.to_string(),
+                    parts.uri.to_string(),
+                    content_type,
+                    body,
+                ));
+                let (status, answer) = if parts.method == "DELETE" {
+                    (
+                        404,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "code": 404, "reason": "NotFound", "message": "not found"}),
+                    )
+                } else {
+                    (200, json!({"metadata": {"name": "x"}}))
+                };
+                respond.send_response(
+                    http::Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(::kube::client::Body::from(
+                            serde_json::to_vec(&answer).unwrap(),
+                        ))
+                        .unwrap(),
+                );
+            }
+            seen
+        });
+        register(&client, &hooks(true), &registration())
+            .await
+            .unwrap();
+        register(&client, &hooks(false), &registration())
+            .await
+            .unwrap();
+        let seen = server.await.unwrap();
+        let apply = "application/apply-patch+yaml";
+        assert_eq!(
+            (seen[0].0.as_str(), seen[0].1.as_str(), seen[0].2.as_deref()),
+            (
+                "PATCH",
+                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/operon-hooks?&force=true&fieldManager=operon",
+                Some(apply)
+            )
+        );
+        let body: Value = serde_json::from_slice(&seen[0].3).unwrap();
+        assert_eq!(
+            body,
+            validating_configuration(&hooks(true), &registration()).unwrap()
+        );
+        assert_eq!(
+            (seen[1].0.as_str(), seen[1].1.as_str()),
+            (
+                "PATCH",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com?&force=true&fieldManager=operon"
+            )
+        );
+        // The hook set without validating bindings: the configuration goes.
+        assert_eq!(
+            (seen[2].0.as_str(), seen[2].1.as_str()),
+            (
+                "DELETE",
+                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/operon-hooks?"
+            )
+        );
+        assert_eq!(seen[3].0, "PATCH");
+    }
+}
