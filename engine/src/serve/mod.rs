@@ -237,8 +237,17 @@ async fn run_engine(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let Coordination { elector, registrar } = coordination;
+    // shell-operator starts with an empty hooks directory (hooks may come later with a
+    // new ConfigMap and a rollout); so does `operon serve`, with a warning.
+    let found = match loader.hooks_in(&options.hooks_dir) {
+        Err(HookLoadError::NoHooks { dir }) => {
+            tracing::warn!(dir = %dir.display(), "no hooks in the hooks directory; serving with none");
+            Vec::new()
+        }
+        other => other?,
+    };
     let mut hooks = Vec::new();
-    for hook in loader.hooks_in(&options.hooks_dir)? {
+    for hook in found {
         let (loaded, _) = load::configure(hook, cluster.as_ref()).await?;
         for warning in &loaded.config.warnings {
             tracing::warn!(hook = %loaded.hook.name(), "{warning}");

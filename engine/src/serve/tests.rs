@@ -297,3 +297,32 @@ async fn of_two_engines_sharing_a_lease_only_the_leader_runs_hooks() {
     b.stop.send(()).unwrap();
     b.server.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_hooks_directory_serves_with_no_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let options = ServeOptions::new(dir.path().to_owned(), address);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        run(
+            options,
+            &loader,
+            Arc::new(LocalCluster::new()),
+            Coordination::default(),
+            shutdown,
+        )
+        .await
+    });
+    wait_for("readiness", async || {
+        matches!(get(address, "/readyz").await, Ok((200, _)))
+    })
+    .await;
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
