@@ -28,7 +28,7 @@ use crate::model::{
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash as _, Hasher as _};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -137,6 +137,9 @@ pub struct Engine {
     wake: tokio::sync::Notify,
     /// Set by a shutdown: workers take no new task.
     stopping: AtomicBool,
+    /// Set by [`Engine::take_over`]: events run hooks (before it, they only update
+    /// snapshots).
+    running: AtomicBool,
 }
 
 fn checksum_text(text: &str) -> u64 {
@@ -172,6 +175,7 @@ impl Engine {
             state: Mutex::default(),
             wake: tokio::sync::Notify::new(),
             stopping: AtomicBool::new(false),
+            running: AtomicBool::new(false),
         }
     }
 
@@ -218,8 +222,35 @@ impl Engine {
     }
 
     /// Queues the onStartup runs, lists every kubernetes binding, and queues their
-    /// Synchronization runs.
+    /// Synchronization runs: [`Engine::observe`], then [`Engine::take_over`].
     pub async fn start(&self) -> Result<(), HookEngineError> {
+        self.observe().await?;
+        self.take_over();
+        Ok(())
+    }
+
+    /// Lists and starts watching every kubernetes binding, keeping their snapshots, but
+    /// runs nothing: what a standby replica does, so that its webhooks see the same
+    /// snapshots as the leader's and a take-over starts from a warm state.
+    pub async fn observe(&self) -> Result<(), HookEngineError> {
+        for (h, loaded) in self.hooks.iter().enumerate() {
+            for (b, binding) in loaded.config.kubernetes.iter().enumerate() {
+                self.watch_binding(h, b, binding).await.map_err(|cause| {
+                    HookEngineError::Binding {
+                        hook: loaded.hook.name().to_owned(),
+                        binding: binding.name.clone(),
+                        cause,
+                    }
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts running: queues the onStartup runs (by order, then hook name) and one
+    /// Synchronization run per kubernetes binding with its current objects; events
+    /// from now on run hooks.
+    pub fn take_over(&self) {
         let mut startup: Vec<(i32, &str, usize)> = self
             .hooks
             .iter()
@@ -227,33 +258,28 @@ impl Engine {
             .filter_map(|(i, h)| h.config.on_startup.map(|order| (order, h.hook.name(), i)))
             .collect();
         startup.sort();
-        {
-            let mut state = self.lock();
-            for (_, _, hook) in startup {
-                let task = Task {
-                    hook,
-                    kind: TaskKind::OnStartup,
-                    contexts: vec![context::on_startup()],
-                    allow_failure: false,
-                    synchronizes: None,
-                    queued_at: Instant::now(),
-                };
-                self.push(&mut state, MAIN_QUEUE, task);
-            }
+        let mut state = self.lock();
+        // Under the lock: an event is either before the take-over (in the snapshot the
+        // Synchronization run carries) or after it (an Event run held until then).
+        self.running.store(true, Ordering::SeqCst);
+        for (_, _, hook) in startup {
+            let task = Task {
+                hook,
+                kind: TaskKind::OnStartup,
+                contexts: vec![context::on_startup()],
+                allow_failure: false,
+                synchronizes: None,
+                queued_at: Instant::now(),
+            };
+            self.push(&mut state, MAIN_QUEUE, task);
         }
         for (h, loaded) in self.hooks.iter().enumerate() {
             for (b, binding) in loaded.config.kubernetes.iter().enumerate() {
-                self.enable(h, b, binding)
-                    .await
-                    .map_err(|cause| HookEngineError::Binding {
-                        hook: loaded.hook.name().to_owned(),
-                        binding: binding.name.clone(),
-                        cause,
-                    })?;
+                self.queue_synchronization(&mut state, h, b, binding);
             }
         }
+        drop(state);
         self.wake.notify_waiters();
-        Ok(())
     }
 
     async fn selector(&self, binding: &KubernetesBinding) -> Result<Selector, ClusterError> {
@@ -316,7 +342,7 @@ impl Engine {
         (item, sum)
     }
 
-    async fn enable(
+    async fn watch_binding(
         &self,
         h: usize,
         b: usize,
@@ -334,36 +360,51 @@ impl Engine {
             (ObjectKey::of(&object), Stored { item, checksum })
         }));
         let mut state = self.lock();
-        let items: Vec<_> = snapshot.items().cloned().collect();
         state.snapshots.insert((h, b), snapshot);
         self.count_snapshot(&state, (h, b));
         state.streams.push(((h, b), stream));
-        if binding.execute_hook_on_synchronization {
-            let context = match &binding.group {
-                Some(group) => context::group(group, Vec::new()),
-                None => context::synchronization(&binding.name, items, Vec::new()),
-            };
-            let task = Task {
-                hook: h,
-                kind: TaskKind::Synchronization,
-                contexts: vec![context],
-                allow_failure: binding.allow_failure,
-                synchronizes: Some(b),
-                queued_at: Instant::now(),
-            };
-            // Synchronization runs go to the main queue, which they hold up, as in
-            // shell-operator; `waitForSynchronization: false` (allowed only on a named
-            // queue) sends them to the binding's own queue so nothing else waits.
-            let queue = if binding.wait_for_synchronization {
-                MAIN_QUEUE
-            } else {
-                binding.queue.as_str()
-            };
-            self.push(&mut state, queue, task);
-        } else {
-            state.synced.insert((h, b));
-        }
         Ok(())
+    }
+
+    fn queue_synchronization(
+        &self,
+        state: &mut State,
+        h: usize,
+        b: usize,
+        binding: &KubernetesBinding,
+    ) {
+        if !binding.execute_hook_on_synchronization {
+            state.synced.insert((h, b));
+            return;
+        }
+        let context = match &binding.group {
+            Some(group) => context::group(group, Vec::new()),
+            None => {
+                let items = state
+                    .snapshots
+                    .get(&(h, b))
+                    .map(|s| s.items().cloned().collect())
+                    .unwrap_or_default();
+                context::synchronization(&binding.name, items, Vec::new())
+            }
+        };
+        let task = Task {
+            hook: h,
+            kind: TaskKind::Synchronization,
+            contexts: vec![context],
+            allow_failure: binding.allow_failure,
+            synchronizes: Some(b),
+            queued_at: Instant::now(),
+        };
+        // Synchronization runs go to the main queue, which they hold up, as in
+        // shell-operator; `waitForSynchronization: false` (allowed only on a named
+        // queue) sends them to the binding's own queue so nothing else waits.
+        let queue = if binding.wait_for_synchronization {
+            MAIN_QUEUE
+        } else {
+            binding.queue.as_str()
+        };
+        self.push(state, queue, task);
     }
 
     /// Handles one watch event of binding `(h, b)`: updates the snapshot and queues an
@@ -435,7 +476,8 @@ impl Engine {
         self.count_snapshot(&state, key);
         let (h, b) = key;
         let binding = &self.hooks[h].config.kubernetes[b];
-        if !binding.execute_hook_on_event.contains(kind) {
+        // A standby keeps its snapshots current and runs nothing.
+        if !self.running.load(Ordering::SeqCst) || !binding.execute_hook_on_event.contains(kind) {
             return;
         }
         let context = match &binding.group {

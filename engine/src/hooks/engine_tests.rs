@@ -484,3 +484,51 @@ async fn a_deletion_noticed_by_a_relist_reports_the_last_state_the_binding_saw()
     let object = context.object.as_ref().unwrap();
     assert_eq!(object.filter_result.as_deref(), Some("\"a\""));
 }
+
+#[tokio::test]
+async fn a_standby_keeps_snapshots_current_and_runs_nothing_until_it_takes_over() {
+    let mut config = hook_config(vec![pods_binding("pods")]);
+    config.on_startup = Some(1);
+    let hook = Arc::new(Scripted::new(config));
+    let cluster = Arc::new(LocalCluster::new());
+    cluster.load_yaml(PODS, "fixtures").unwrap();
+    let validated = config::validate("scripted", &hook.config, &config::any_kind).unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let engine = Arc::new(Engine::new(
+        vec![LoadedHook {
+            hook: hook.clone(),
+            config: validated,
+        }],
+        cluster.clone(),
+        metrics,
+    ));
+    engine.observe().await.unwrap();
+    cluster
+        .apply_watch_event(WatchEvent::Added, pod("c", "{}"))
+        .unwrap();
+    engine.pump();
+    assert!(!engine.has_tasks(), "a standby queues nothing");
+    assert_eq!(
+        engine.lock().snapshots[&(0, 0)].len(),
+        3,
+        "but sees the new pod"
+    );
+    assert!(!engine.synchronized());
+
+    engine.take_over();
+    let records = drain(&engine).await;
+    assert_eq!(
+        types(&records[0]),
+        [("onStartup".to_owned(), BindingType::OnStartup)]
+    );
+    assert_eq!(
+        types(&records[1]),
+        [("pods".to_owned(), BindingType::Synchronization)]
+    );
+    assert_eq!(
+        records[1].contexts[0].objects.len(),
+        3,
+        "the Synchronization run carries the current objects"
+    );
+    assert!(engine.synchronized());
+}

@@ -10,6 +10,22 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 impl Engine {
+    /// Starts one task per watch stream not yet pumped, handing its events to the
+    /// engine; abort the set to stop taking events.
+    pub fn spawn_pumps(self: &Arc<Self>) -> tokio::task::JoinSet<()> {
+        let mut pumps = tokio::task::JoinSet::new();
+        let streams = std::mem::take(&mut self.lock().streams);
+        for (key, mut stream) in streams {
+            let engine = self.clone();
+            pumps.spawn(async move {
+                while let Some(event) = stream.recv().await {
+                    engine.handle_event(key, event);
+                }
+            });
+        }
+        pumps
+    }
+
     /// Runs everything queued and everything it causes, one task at a time, queues in
     /// name order with `main` first; a failed task is reported and dropped instead of
     /// retried (a test scenario must end). Rate limits are ignored: a scenario has no
@@ -69,17 +85,7 @@ impl Engine {
         on_run: impl Fn(&RunRecord) + Send + Sync + 'static,
     ) {
         let on_run = Arc::new(on_run);
-        let mut inputs = tokio::task::JoinSet::new();
-        // Event pumps: one per watch stream.
-        let streams = std::mem::take(&mut self.lock().streams);
-        for (key, mut stream) in streams {
-            let engine = self.clone();
-            inputs.spawn(async move {
-                while let Some(event) = stream.recv().await {
-                    engine.handle_event(key, event);
-                }
-            });
-        }
+        let mut inputs = self.spawn_pumps();
         // Schedules.
         for (h, loaded) in self.hooks.iter().enumerate() {
             for (s, binding) in loaded.config.schedules.iter().enumerate() {

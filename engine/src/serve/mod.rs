@@ -280,8 +280,16 @@ async fn run_engine(
         }
     }
     let engine = Arc::new(Engine::new(hooks, cluster, metrics));
-    status.engine.send_replace(Some(engine.clone()));
     let mut shutdown = std::pin::pin!(shutdown);
+    // Every replica lists and watches, so that a standby's webhooks see the same
+    // snapshots as the leader's and a take-over starts warm; only the leader runs hooks.
+    tokio::select! {
+        observed = engine.observe() => observed?,
+        () = &mut shutdown => return Ok(()),
+    }
+    let _pumps = engine.spawn_pumps();
+    tracing::info!("bindings listed and watched");
+    status.engine.send_replace(Some(engine.clone()));
 
     // Leadership: wait for it, then keep renewing in the background.
     let (stop_leading, mut lease_stopped) = watch::channel(false);
@@ -320,8 +328,8 @@ async fn run_engine(
         if let Some(registrar) = &registrar {
             register(registrar.client(), engine.hooks(), registrar.registration()).await?;
         }
-        engine.start().await?;
-        tracing::info!("engine started; bindings listed");
+        engine.take_over();
+        tracing::info!("running hooks");
         engine
             .run_until(&mut shutdown, options.grace, log_run)
             .await;
