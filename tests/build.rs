@@ -23,6 +23,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("LOG_TRIAGE", "log-triage", "log_triage.wasm"),
     ("POD_LABELER", "pod-labeler", "pod_labeler.wasm"),
     ("ANNOTATOR", "fixture-annotator", "fixture_annotator.wasm"),
+    ("ADMISSION", "fixture-admission", "fixture_admission.wasm"),
     ("NODE_METRICS", "node-metrics", "node_metrics.wasm"),
     ("SNAPSHOT_REPORT", "snapshot-report", "snapshot_report.wasm"),
 ];

@@ -110,6 +110,7 @@ fn discovery_finds_the_executable_hooks_in_order() {
         names,
         [
             "001-startup.sh",
+            "admission.sh",
             "metrics-groups.sh",
             "patch-stream.sh",
             "pod-labeler.sh",

@@ -84,3 +84,64 @@ fn pod_labeler_in_bash_and_in_wasm_behave_identically() {
     assert_eq!(bash["runs"].as_array().unwrap().len(), 5);
     assert_eq!(comparable(bash), comparable(wasm));
 }
+
+/// The validating answers `operon hook test --review` prints for `hook` on `review`.
+fn validating_answer(hook: &str, review: &Value) -> Value {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("review.json");
+    std::fs::write(&file, review.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["hook", "test", hook, "--review"])
+        .arg(format!("images.operon.dev:{}", file.display()))
+        .args(["-o", "json"])
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{hook}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["runs"][0]["validating"].clone()
+}
+
+#[test]
+fn the_admission_hook_in_bash_and_in_wasm_answer_alike() {
+    let review = |images: &[&str]| {
+        let containers: Vec<Value> = images
+            .iter()
+            .enumerate()
+            .map(|(i, image)| serde_json::json!({"name": format!("c{i}"), "image": image}))
+            .collect();
+        serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "operation": "CREATE",
+                        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "object": {"metadata": {"name": "p"}, "spec": {"containers": containers}}}})
+    };
+    let cases = [
+        review(&["registry.example.com/web:1.4"]),
+        review(&[
+            "registry.example.com/web:latest",
+            "registry.example.com/side:1",
+        ]),
+        review(&[
+            "docker.io/nginx:1.27",
+            "registry.example.com/web:1",
+            "quay.io/x:2",
+        ]),
+    ];
+    let bash = repo("operations/fixtures/shell-hooks/admission.sh");
+    for case in &cases {
+        let from_bash = validating_answer(&bash, case);
+        let from_wasm = validating_answer(operon_tests::ADMISSION, case);
+        assert_eq!(from_bash, from_wasm, "{case}");
+    }
+    let denied = validating_answer(operon_tests::ADMISSION, &cases[2]);
+    assert_eq!(denied["allowed"], false);
+    assert_eq!(
+        denied["message"],
+        "only images from registry.example.com are allowed: docker.io/nginx:1.27, quay.io/x:2"
+    );
+}

@@ -45,6 +45,10 @@ pub const POD_LABELER: &str = guests::POD_LABELER;
 /// metric per pod event).
 pub const ANNOTATOR: &str = guests::ANNOTATOR;
 
+/// `fixture-admission`: the webhook latency benchmark's validating hook (pods only from
+/// `registry.example.com/`); `operations/fixtures/shell-hooks/admission.sh` is its twin.
+pub const ADMISSION: &str = guests::ADMISSION;
+
 /// `node-metrics`: the example hook that exports node readiness and allocatable cpu and
 /// memory as gauges of the metric group `node-metrics`, on its `every-minute` schedule over
 /// the snapshot of its snapshot-only `nodes` binding.

@@ -248,6 +248,26 @@ async fn convert(
     axum::Json(answer).into_response()
 }
 
+/// Serves the `kind` webhooks of `engine` over TLS on `listener` until `stopped` turns
+/// true: what `operon serve` runs, for callers that build their own engine (a local
+/// loop, a benchmark).
+pub async fn serve_engine(
+    engine: Arc<Engine>,
+    metrics: Arc<crate::metrics::Metrics>,
+    kind: WebhookKind,
+    listener: tokio::net::TcpListener,
+    tls: Arc<ServerConfig>,
+    timeout: Duration,
+    stopped: watch::Receiver<bool>,
+) {
+    let status = Arc::new(Status {
+        metrics,
+        engine: watch::Sender::new(Some(engine)),
+        leading: watch::Sender::new(None),
+    });
+    serve_tls(listener, tls, router(status, kind, timeout), stopped).await;
+}
+
 /// Serves `router` over TLS on `listener` until `stopped` turns true; connections in
 /// progress are left to finish.
 pub(super) async fn serve_tls(
@@ -273,6 +293,8 @@ pub(super) async fn serve_tls(
             },
             () = &mut stop => return,
         };
+        // Answers are small and awaited: send them without Nagle's delay.
+        let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
