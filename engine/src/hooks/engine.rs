@@ -763,42 +763,6 @@ impl Engine {
         Ok(self.metrics.hooks.commit(metrics)?)
     }
 
-    /// Runs hook `h` for an admission or conversion review on its validating or
-    /// conversion binding `binding`, outside the queues (as shell-operator does: the API
-    /// server waits for the answer). The context carries the binding's snapshots. A run
-    /// whose hook fails answers "denied" to the caller; nothing is applied.
-    pub async fn review(&self, h: usize, binding: &str, review: &Value) -> Option<RunRecord> {
-        let loaded = &self.hooks[h];
-        let config = &loaded.config;
-        let context = if config.validating.iter().any(|v| v.name == binding) {
-            context::validating(binding, review, Vec::new())
-        } else if config.conversions.iter().any(|c| c.name == binding) {
-            context::conversion(binding, review, Vec::new())
-        } else {
-            return None;
-        };
-        let snapshots = self.snapshots_for(&self.lock(), h, &context);
-        let contexts = vec![BindingContext {
-            snapshots,
-            ..context
-        }];
-        let input = self.input(h, contexts);
-        let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
-        let failed = run.outcome.is_err();
-        Some(RunRecord {
-            hook: loaded.hook.name().to_owned(),
-            hook_index: h,
-            synchronizes: None,
-            queue: "webhook".to_owned(),
-            contexts: input.binding_contexts,
-            run,
-            apply_error: None,
-            failed,
-            allowed_failure: false,
-            retry_in: None,
-        })
-    }
-
     /// Whether any queue holds a task.
     pub fn has_tasks(&self) -> bool {
         self.lock().queues.values().any(|q| !q.is_empty())
@@ -819,6 +783,8 @@ impl std::fmt::Debug for Engine {
 
 #[path = "inspect.rs"]
 mod inspect;
+#[path = "review.rs"]
+mod review;
 #[path = "run.rs"]
 mod run;
 pub use inspect::{BindingInfo, BindingSnapshot, HookInfo, QueueInfo, TaskInfo};

@@ -1,0 +1,42 @@
+//! Hook runs for webhooks: an admission or conversion review answered by one binding,
+//! outside the queues, because the API server is waiting for the answer.
+
+use super::{BindingContext, Engine, RunRecord, Value, context};
+
+impl Engine {
+    /// Runs hook `h` for an admission or conversion review on its validating or
+    /// conversion binding `binding`, outside the queues (as shell-operator does: the API
+    /// server waits for the answer). The context carries the binding's snapshots. A run
+    /// whose hook fails answers "denied" to the caller; nothing is applied.
+    pub async fn review(&self, h: usize, binding: &str, review: &Value) -> Option<RunRecord> {
+        let loaded = &self.hooks[h];
+        let config = &loaded.config;
+        let context = if config.validating.iter().any(|v| v.name == binding) {
+            context::validating(binding, review, Vec::new())
+        } else if config.conversions.iter().any(|c| c.name == binding) {
+            context::conversion(binding, review, Vec::new())
+        } else {
+            return None;
+        };
+        let snapshots = self.snapshots_for(&self.lock(), h, &context);
+        let contexts = vec![BindingContext {
+            snapshots,
+            ..context
+        }];
+        let input = self.input(h, contexts);
+        let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
+        let failed = run.outcome.is_err();
+        Some(RunRecord {
+            hook: loaded.hook.name().to_owned(),
+            hook_index: h,
+            synchronizes: None,
+            queue: "webhook".to_owned(),
+            contexts: input.binding_contexts,
+            run,
+            apply_error: None,
+            failed,
+            allowed_failure: false,
+            retry_in: None,
+        })
+    }
+}
