@@ -31,6 +31,14 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// Whether `name` (the kind, the plural or one of `aliases`, any case) names this
+    /// type: how `kubectl` and both clusters resolve what a user writes.
+    pub fn answers_to(&self, name: &str, aliases: &[String]) -> bool {
+        self.kind.eq_ignore_ascii_case(name)
+            || self.plural.eq_ignore_ascii_case(name)
+            || aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    }
+
     /// `apiVersion` as written in objects: `v1` or `apps/v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -140,7 +148,23 @@ pub(crate) fn json_patch_document(spec: &PatchSpec) -> Result<json_patch::Patch,
     })
 }
 
-fn namespaced_name(namespace: Option<&str>, name: &str) -> String {
+/// The group and version of an `apiVersion` (`v1` → ("", "v1"), `apps/v1` → ("apps",
+/// "v1")), or why it is malformed.
+pub(crate) fn split_api_version(api_version: &str) -> Result<(String, String), String> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    if version.is_empty()
+        || version.contains('/')
+        || (api_version.contains('/') && group.is_empty())
+    {
+        return Err(format!(
+            "apiVersion {api_version:?} is not of the form `version` or `group/version`"
+        ));
+    }
+    Ok((group.to_owned(), version.to_owned()))
+}
+
+/// `namespace/name`, or `name` for cluster-scoped objects.
+pub(crate) fn namespaced_name(namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) => format!("{ns}/{name}"),
         None => name.to_owned(),

@@ -7,9 +7,10 @@
 //! `resourceVersion`, retried on conflict and skipped when the filter changes nothing;
 //! `MergePatch` and `JSONPatch` are PATCH requests. Every write names the field manager.
 
-use super::{FIELD_MANAGER, KubeCluster, api_error, describe, request_for};
+use super::{FIELD_MANAGER, KubeCluster, api_error, request_for};
 use crate::cluster::{
     Cluster as _, ClusterError, Resource, describe_ref, json_patch_document, merge_patch_document,
+    namespaced_name,
 };
 use crate::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
 use ::kube::api::{DeleteParams, GetParams, Patch, PatchParams, PostParams, PropagationPolicy};
@@ -122,7 +123,7 @@ async fn create(
             IfExists::Update => "CreateOrUpdate",
         },
         resource.kind,
-        describe(namespace.as_deref(), &name)
+        namespaced_name(namespace.as_deref(), &name)
     );
     let request = request_for(&resource, namespace.as_deref());
     let body = serde_json::to_vec(&object).map_err(|e| invalid(e.to_string()))?;

@@ -3,7 +3,7 @@
 //! engine started resolves without a restart).
 
 use super::api_error;
-use crate::cluster::{ClusterError, Resource};
+use crate::cluster::{ClusterError, Resource, split_api_version};
 use ::kube::Client;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use std::collections::HashMap;
@@ -14,24 +14,12 @@ use tokio::sync::Mutex;
 /// unknown kind does not hammer the API server.
 const REFRESH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// One resource of a group version, with the names it answers to.
+/// One resource of a group version, with the other names it answers to (its singular
+/// and short names).
 #[derive(Debug, Clone)]
 struct Entry {
     resource: Resource,
-    singular: String,
-    short_names: Vec<String>,
-}
-
-impl Entry {
-    fn answers_to(&self, name: &str) -> bool {
-        self.resource.kind.eq_ignore_ascii_case(name)
-            || self.resource.plural.eq_ignore_ascii_case(name)
-            || self.singular.eq_ignore_ascii_case(name)
-            || self
-                .short_names
-                .iter()
-                .any(|s| s.eq_ignore_ascii_case(name))
-    }
+    aliases: Vec<String>,
 }
 
 #[derive(Default)]
@@ -176,15 +164,16 @@ fn find(entries: Option<&[Entry]>, name: &str) -> Option<Resource> {
     entries
         .iter()
         .find(|e| e.resource.kind.eq_ignore_ascii_case(name))
-        .or_else(|| entries.iter().find(|e| e.answers_to(name)))
+        .or_else(|| {
+            entries
+                .iter()
+                .find(|e| e.resource.answers_to(name, &e.aliases))
+        })
         .map(|e| e.resource.clone())
 }
 
 fn entries(list: &APIResourceList) -> Vec<Entry> {
-    let (group, version) = match list.group_version.split_once('/') {
-        Some((g, v)) => (g.to_owned(), v.to_owned()),
-        None => (String::new(), list.group_version.clone()),
-    };
+    let (group, version) = split_api_version(&list.group_version).unwrap_or_default();
     list.resources
         .iter()
         // `pods/status`, `pods/log`: subresources are not kinds of their own.
@@ -197,13 +186,15 @@ fn entries(list: &APIResourceList) -> Vec<Entry> {
                 plural: r.name.clone(),
                 namespaced: r.namespaced,
             },
-            // Before 1.27 built-in resources leave singularName empty.
-            singular: if r.singular_name.is_empty() {
-                r.kind.to_ascii_lowercase()
-            } else {
-                r.singular_name.clone()
+            aliases: {
+                let mut aliases = r.short_names.clone().unwrap_or_default();
+                // Before 1.27 built-in resources leave singularName empty (the kind in
+                // lowercase, which the kind already matches).
+                if !r.singular_name.is_empty() {
+                    aliases.push(r.singular_name.clone());
+                }
+                aliases
             },
-            short_names: r.short_names.clone().unwrap_or_default(),
         })
         .collect()
 }

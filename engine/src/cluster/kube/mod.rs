@@ -17,7 +17,7 @@ mod tests;
 
 pub use throttle::Throttle;
 
-use crate::cluster::{Cluster, ClusterError, EventStream, Resource, Selector};
+use crate::cluster::{Cluster, ClusterError, EventStream, Resource, Selector, namespaced_name};
 use crate::model::PatchOperation;
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::{Client, Config};
@@ -186,7 +186,7 @@ impl Cluster for KubeCluster {
                 Err(::kube::Error::Api(status)) if status.is_not_found() => Ok(None),
                 Err(e) => Err(api_error(
                     e,
-                    &format!("get {} {}", resource.kind, describe(namespace, name)),
+                    &format!("get {} {}", resource.kind, namespaced_name(namespace, name)),
                 )),
             }
         }
@@ -217,13 +217,6 @@ fn collection_path(resource: &Resource, namespace: Option<&str>) -> String {
     match namespace.filter(|_| resource.namespaced) {
         Some(ns) => format!("{base}/namespaces/{ns}/{}", resource.plural),
         None => format!("{base}/{}", resource.plural),
-    }
-}
-
-fn describe(namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(ns) => format!("{ns}/{name}"),
-        None => name.to_owned(),
     }
 }
 

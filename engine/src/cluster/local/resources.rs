@@ -2,6 +2,7 @@
 //! registered from CustomResourceDefinitions in fixtures, and kinds guessed from
 //! fixture objects.
 
+pub(super) use crate::cluster::split_api_version;
 use crate::cluster::{ClusterError, Resource};
 use serde_json::Value;
 
@@ -59,12 +60,7 @@ impl ResourceInfo {
 
     /// Whether `name` (a kind, plural or short name, any case) names this type.
     pub fn is_named(&self, name: &str) -> bool {
-        self.resource.kind.eq_ignore_ascii_case(name)
-            || self.resource.plural.eq_ignore_ascii_case(name)
-            || self
-                .short_names
-                .iter()
-                .any(|s| s.eq_ignore_ascii_case(name))
+        self.resource.answers_to(name, &self.short_names)
     }
 
     /// Whether this is the type of `resource` (the plural and scope are not compared:
@@ -90,19 +86,6 @@ pub(super) fn api_version_is(resource: &Resource, api_version: &str) -> bool {
 }
 
 /// Splits `apps/v1` into (`apps`, `v1`) and `v1` into (``, `v1`).
-pub(super) fn split_api_version(api_version: &str) -> Result<(String, String), String> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    if version.is_empty()
-        || version.contains('/')
-        || (api_version.contains('/') && group.is_empty())
-    {
-        return Err(format!(
-            "apiVersion {api_version:?} is not of the form `version` or `group/version`"
-        ));
-    }
-    Ok((group.to_owned(), version.to_owned()))
-}
-
 /// The lowercase plural of a kind, with English rules good enough for Kubernetes kinds
 /// (`Ingress` → `ingresses`, `NetworkPolicy` → `networkpolicies`).
 pub(super) fn guess_plural(kind: &str) -> String {
