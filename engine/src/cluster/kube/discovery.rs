@@ -32,6 +32,10 @@ struct State {
     preferred: Option<Vec<String>>,
     /// When everything was last thrown away.
     refreshed: Option<Instant>,
+    /// What each (apiVersion, lowercase name) asked for resolved to: a patch names its
+    /// target's kind every time, and a kind without apiVersion would otherwise be looked
+    /// for through every group again.
+    resolved: HashMap<(Option<String>, String), Resource>,
 }
 
 /// The discovery cache of one client.
@@ -56,8 +60,13 @@ impl Discovery {
         api_version: Option<&str>,
         kind: &str,
     ) -> Result<Resource, ClusterError> {
+        let key = (api_version.map(str::to_owned), kind.to_ascii_lowercase());
         let mut state = self.state.lock().await;
+        if let Some(found) = state.resolved.get(&key) {
+            return Ok(found.clone());
+        }
         if let Some(found) = self.lookup(&mut state, api_version, kind).await? {
+            state.resolved.insert(key, found.clone());
             return Ok(found);
         }
         let stale = state
@@ -69,6 +78,7 @@ impl Discovery {
                 ..State::default()
             };
             if let Some(found) = self.lookup(&mut state, api_version, kind).await? {
+                state.resolved.insert(key, found.clone());
                 return Ok(found);
             }
         }
@@ -91,6 +101,7 @@ impl Discovery {
         if state.preferred.is_none() {
             state.preferred = Some(self.preferred_versions().await?);
         }
+        // Cloned once per cache miss: the loop fills `state.versions` as it goes.
         let preferred = state.preferred.clone().unwrap_or_default();
         for group_version in &preferred {
             match self.group_version(state, group_version).await {
