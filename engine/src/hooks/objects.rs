@@ -53,12 +53,19 @@ pub struct BindingObjects {
     bytes: usize,
 }
 
-fn bytes_of(key: &ObjectKey, stored: &Stored) -> usize {
+/// The map entry and the key's text.
+fn bytes_of_key(key: &ObjectKey) -> usize {
+    std::mem::size_of::<(ObjectKey, Stored)>() + key.0.len()
+}
+
+/// The texts an object keeps.
+fn bytes_of_stored(stored: &Stored) -> usize {
     let text = |t: &Option<String>| t.as_ref().map_or(0, String::capacity);
-    std::mem::size_of::<(ObjectKey, Stored)>()
-        + key.0.len()
-        + text(&stored.item.object)
-        + text(&stored.item.filter_result)
+    text(&stored.item.object) + text(&stored.item.filter_result)
+}
+
+fn bytes_of(key: &ObjectKey, stored: &Stored) -> usize {
+    bytes_of_key(key) + bytes_of_stored(stored)
 }
 
 impl BindingObjects {
@@ -88,12 +95,14 @@ impl BindingObjects {
 
     /// Stores `stored` under `key`; returns what was there.
     pub fn insert(&mut self, key: ObjectKey, stored: Stored) -> Option<Stored> {
-        self.bytes += bytes_of(&key, &stored);
-        let before = self.objects.remove(&key);
-        if let Some(before) = &before {
-            self.bytes -= bytes_of(&key, before);
+        // The key's share is the same before and after: counted once, for a new object.
+        let key_bytes = bytes_of_key(&key);
+        self.bytes += bytes_of_stored(&stored);
+        let before = self.objects.insert(key, stored);
+        match &before {
+            Some(before) => self.bytes -= bytes_of_stored(before),
+            None => self.bytes += key_bytes,
         }
-        self.objects.insert(key, stored);
         before
     }
 
