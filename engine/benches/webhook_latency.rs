@@ -201,11 +201,14 @@ async fn bench() {
         .iter()
         .position(|l| l.hook.name() == "admission.wasm")
         .unwrap();
-    let one: Value = serde_json::from_slice(&review(1)).unwrap();
+    let one = String::from_utf8(review(1).to_vec()).unwrap();
     let mut direct = Vec::new();
     for _ in 0..500 {
         let started = Instant::now();
-        let record = engine.review(h, "images.operon.dev", &one).await.unwrap();
+        let record = engine
+            .review(h, "images.operon.dev", one.clone())
+            .await
+            .unwrap();
         assert!(record.run.outcome.is_ok());
         direct.push(started.elapsed());
     }

@@ -367,7 +367,7 @@ async fn the_validating_hook_answers_admission_reviews() {
         async move {
             let context = validating(
                 "private-repo-policy.example.com",
-                &review(image),
+                review(image).to_string(),
                 Vec::new(),
             );
             handle(&hook, vec![context])

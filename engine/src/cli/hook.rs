@@ -286,9 +286,12 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
         let value: Value = yaml_serde::from_str(&text)
             .with_context(|| format!("{file} is not a JSON or YAML review"))?;
-        let record = engine.review(0, binding, &value).await.with_context(|| {
-            format!("the hook has no validating or conversion binding {binding:?}")
-        })?;
+        let record = engine
+            .review(0, binding, value.to_string())
+            .await
+            .with_context(|| {
+                format!("the hook has no validating or conversion binding {binding:?}")
+            })?;
         collect(&record);
     }
     let failed = records.iter().any(|r| r.failed && !r.allowed_failure);

@@ -181,19 +181,20 @@ pub fn group(group: &str, snapshots: Vec<Snapshot>) -> BindingContext {
     }
 }
 
-/// The context of a validating binding for an AdmissionReview.
-pub fn validating(binding: &str, review: &Value, snapshots: Vec<Snapshot>) -> BindingContext {
+/// The context of a validating binding for an AdmissionReview (its JSON text, as it
+/// arrived).
+pub fn validating(binding: &str, review: String, snapshots: Vec<Snapshot>) -> BindingContext {
     BindingContext {
-        review: Some(review.to_string()),
+        review: Some(review),
         ..context(binding, BindingType::Validating, snapshots)
     }
 }
 
 /// The context of a conversion binding for one step's ConversionReview (its objects in
 /// the step's `fromVersion`, `desiredAPIVersion` the step's `toVersion`).
-pub fn conversion(binding: &str, review: &Value, snapshots: Vec<Snapshot>) -> BindingContext {
+pub fn conversion(binding: &str, review: String, snapshots: Vec<Snapshot>) -> BindingContext {
     BindingContext {
-        review: Some(review.to_string()),
+        review: Some(review),
         ..context(binding, BindingType::Conversion, snapshots)
     }
 }
@@ -379,7 +380,11 @@ mod tests {
         let mut snapshots = Snapshots::new();
         snapshots.insert("settings", [SnapshotEntry::new(&config_map(), None, true)]);
         golden(
-            validating("policy.example.com", &review, snapshots.into_snapshots()),
+            validating(
+                "policy.example.com",
+                review.to_string(),
+                snapshots.into_snapshots(),
+            ),
             json!({
                 "binding": "policy.example.com",
                 "type": "Validating",
@@ -401,7 +406,7 @@ mod tests {
             },
         });
         golden(
-            conversion("alpha1_to_alpha2", &review, vec![]),
+            conversion("alpha1_to_alpha2", review.to_string(), vec![]),
             json!({
                 "binding": "alpha1_to_alpha2",
                 "type": "Conversion",
@@ -438,7 +443,7 @@ mod tests {
 
     #[test]
     fn invalid_json_text_is_passed_as_a_string() {
-        let mut context = validating("v.example.com", &Value::Null, vec![]);
+        let mut context = validating("v.example.com", Value::Null.to_string(), vec![]);
         context.review = Some("not json".to_owned());
         assert_eq!(
             context_to_json(&context),

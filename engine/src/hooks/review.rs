@@ -1,14 +1,15 @@
 //! Hook runs for webhooks: an admission or conversion review answered by one binding,
 //! outside the queues, because the API server is waiting for the answer.
 
-use super::{BindingContext, Engine, RunRecord, Value, context};
+use super::{BindingContext, Engine, RunRecord, context};
 
 impl Engine {
     /// Runs hook `h` for an admission or conversion review on its validating or
     /// conversion binding `binding`, outside the queues (as shell-operator does: the API
     /// server waits for the answer). The context carries the binding's snapshots. A run
-    /// whose hook fails answers "denied" to the caller; nothing is applied.
-    pub async fn review(&self, h: usize, binding: &str, review: &Value) -> Option<RunRecord> {
+    /// whose hook fails answers "denied" to the caller; nothing is applied. `review` is
+    /// the review's JSON text, handed to the hook as it is.
+    pub async fn review(&self, h: usize, binding: &str, review: String) -> Option<RunRecord> {
         let loaded = &self.hooks[h];
         let config = &loaded.config;
         let context = if config.validating.iter().any(|v| v.name == binding) {

@@ -147,8 +147,10 @@ async fn run_review(
     let (engine, h) =
         locate(state, hook, binding, kind).map_err(|(code, message)| refuse(code, message))?;
     let started = Instant::now();
-    let output = match tokio::time::timeout(state.timeout, engine.review(h, binding, &review)).await
-    {
+    // The hook gets the text that arrived; the parsed review is only for the checks and
+    // the answer. It parsed as JSON, so it is UTF-8.
+    let text = String::from_utf8_lossy(body).into_owned();
+    let output = match tokio::time::timeout(state.timeout, engine.review(h, binding, text)).await {
         Err(_) => Err(format!(
             "hook {hook} did not answer within {}s",
             state.timeout.as_secs_f64()
