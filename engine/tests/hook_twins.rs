@@ -14,22 +14,13 @@ fn repo(path: &str) -> String {
         .to_string()
 }
 
-fn hook_test(hook: &str) -> Value {
+/// `operon hook test HOOK ARGS... -o json`, which must succeed; its report.
+fn run_hook_test(hook: &str, args: &[&str]) -> Value {
     let home = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args([
-            "hook",
-            "test",
-            hook,
-            "--objects",
-            &repo("operations/examples/hooks/pods.yaml"),
-            "--event",
-            &format!("added:{}", repo("operations/examples/hooks/new-pod.yaml")),
-            "--schedule",
-            "resync",
-            "-o",
-            "json",
-        ])
+        .args(["hook", "test", hook])
+        .args(args)
+        .args(["-o", "json"])
         .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
         .env("HOME", home.path())
         .output()
@@ -40,6 +31,20 @@ fn hook_test(hook: &str) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn hook_test(hook: &str) -> Value {
+    run_hook_test(
+        hook,
+        &[
+            "--objects",
+            &repo("operations/examples/hooks/pods.yaml"),
+            "--event",
+            &format!("added:{}", repo("operations/examples/hooks/new-pod.yaml")),
+            "--schedule",
+            "resync",
+        ],
+    )
 }
 
 /// Drops what differs between two runs of the same scenario by nature: server-assigned
@@ -87,23 +92,11 @@ fn pod_labeler_in_bash_and_in_wasm_behave_identically() {
 
 /// The validating answers `operon hook test --review` prints for `hook` on `review`.
 fn validating_answer(hook: &str, review: &Value) -> Value {
-    let home = tempfile::tempdir().unwrap();
-    let file = home.path().join("review.json");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("review.json");
     std::fs::write(&file, review.to_string()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args(["hook", "test", hook, "--review"])
-        .arg(format!("images.operon.dev:{}", file.display()))
-        .args(["-o", "json"])
-        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
-        .env("HOME", home.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{hook}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let binding = format!("images.operon.dev:{}", file.display());
+    let report = run_hook_test(hook, &["--review", &binding]);
     report["runs"][0]["validating"].clone()
 }
 
