@@ -18,6 +18,7 @@ use operon::metrics::Metrics;
 use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
 use operon::serve::webhook::tls::{ReloadingCert, TlsFiles};
 use operon::serve::webhook::{WebhookKind, serve_engine};
+use operon_tests::pki::TestPki;
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -38,52 +39,13 @@ fn main() {
     runtime.block_on(bench());
 }
 
-struct Pki {
-    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
-    files: TlsFiles,
-    _dir: tempfile::TempDir,
-}
-
-fn pki() -> Pki {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca =
-        rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let files = TlsFiles {
-        cert: dir.path().join("tls.crt"),
-        key: dir.path().join("tls.key"),
-        client_ca: None,
-    };
-    std::fs::write(&files.cert, cert.pem()).unwrap();
-    std::fs::write(&files.key, key.serialize_pem()).unwrap();
-    Pki {
-        ca,
-        files,
-        _dir: dir,
-    }
-}
-
 type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
 
-async fn connect(pki: &Pki, address: SocketAddr) -> Sender {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(pki.ca.der().clone()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+async fn connect(pki: &TestPki, address: SocketAddr) -> Sender {
     let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
     tcp.set_nodelay(true).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let tls = pki
+        .connector()
         .connect(ServerName::IpAddress(address.ip().into()), tcp)
         .await
         .unwrap();
@@ -113,7 +75,7 @@ fn review(i: usize) -> bytes::Bytes {
 
 /// Sends `rate` requests per second for `seconds` to `path`; returns sorted latencies.
 async fn load(
-    pki: &Pki,
+    pki: &TestPki,
     address: SocketAddr,
     path: &str,
     rate: u32,
@@ -173,7 +135,13 @@ fn ms(d: Duration) -> f64 {
 }
 
 async fn bench() {
-    let pki = pki();
+    let pki = TestPki::new();
+    let issued = pki.issue(1);
+    let files = TlsFiles {
+        cert: issued.cert,
+        key: issued.key,
+        client_ca: None,
+    };
     let hooks = tempfile::tempdir().unwrap();
     std::fs::copy(operon_tests::ADMISSION, hooks.path().join("admission.wasm")).unwrap();
     let twin = concat!(
@@ -213,7 +181,7 @@ async fn bench() {
         direct.push(started.elapsed());
     }
     direct.sort();
-    let cert = ReloadingCert::load(pki.files.clone()).unwrap();
+    let cert = ReloadingCert::load(files).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (_stop, stopped) = watch::channel(false);

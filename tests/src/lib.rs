@@ -5,6 +5,8 @@
 //! operations change. This library only says where the resulting components are: each
 //! constant is the absolute path of one component, ready for the engine to load.
 
+pub mod pki;
+
 use std::path::PathBuf;
 
 mod guests {

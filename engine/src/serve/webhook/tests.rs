@@ -13,9 +13,9 @@ use crate::model::{
 };
 use futures::future::BoxFuture;
 use http_body_util::BodyExt as _;
+use operon_tests::pki::TestPki;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 
 /// Answers by the name of the object under review.
 struct Reviewer;
@@ -135,69 +135,11 @@ impl Hook for Reviewer {
     }
 }
 
-/// A CA, and server certificates for 127.0.0.1 it signs.
-struct Pki {
-    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn new() -> Self {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "operon test CA");
-        let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
-            .unwrap();
-        Self {
-            ca,
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    /// Writes a fresh server certificate (serial `serial`) and key; returns the files.
-    fn issue(&self, serial: u64) -> TlsFilesAt {
-        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-        params.serial_number = Some(rcgen::SerialNumber::from(serial));
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.ca).unwrap();
-        let (cert_path, key_path) = (
-            self.dir.path().join("tls.crt"),
-            self.dir.path().join("tls.key"),
-        );
-        // Written next to the files and renamed over them, as a Secret volume swaps.
-        std::fs::write(self.dir.path().join("tls.crt.new"), cert.pem()).unwrap();
-        std::fs::write(self.dir.path().join("tls.key.new"), key.serialize_pem()).unwrap();
-        std::fs::rename(self.dir.path().join("tls.key.new"), &key_path).unwrap();
-        std::fs::rename(self.dir.path().join("tls.crt.new"), &cert_path).unwrap();
-        TlsFilesAt {
-            cert: cert_path,
-            key: key_path,
-        }
-    }
-
-    fn client(&self) -> tokio_rustls::TlsConnector {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.ca.der().clone()).unwrap();
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        tokio_rustls::TlsConnector::from(Arc::new(config))
-    }
-}
-
-struct TlsFilesAt {
-    cert: PathBuf,
-    key: PathBuf,
-}
-
 /// A running server: its address and certificate.
-async fn start(pki: &Pki, timeout: Duration) -> (std::net::SocketAddr, Arc<tls::ReloadingCert>) {
+async fn start(
+    pki: &TestPki,
+    timeout: Duration,
+) -> (std::net::SocketAddr, Arc<tls::ReloadingCert>) {
     let files = pki.issue(1);
     let cert = tls::ReloadingCert::load(tls::TlsFiles {
         cert: files.cert,
@@ -241,7 +183,7 @@ async fn start(pki: &Pki, timeout: Duration) -> (std::net::SocketAddr, Arc<tls::
 /// POSTs `body` over a new TLS connection; returns (status, JSON or text, the server
 /// certificate's serial).
 async fn post_review(
-    pki: &Pki,
+    pki: &TestPki,
     address: std::net::SocketAddr,
     path: &str,
     body: &Value,
@@ -251,7 +193,7 @@ async fn post_review(
         .map_err(|e| e.to_string())?;
     let name = ServerName::IpAddress(address.ip().into());
     let tls = pki
-        .client()
+        .connector()
         .connect(name, tcp)
         .await
         .map_err(|e| e.to_string())?;
@@ -295,7 +237,7 @@ const VALIDATE: &str = "/validate/hooks%2Freviewer.sh/policy.example.com";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_reviews_are_answered_over_https() {
-    let pki = Pki::new();
+    let pki = TestPki::new();
     let (address, _cert) = start(&pki, Duration::from_millis(500)).await;
     let response = |name: &str| {
         let review = admission(name);
@@ -361,7 +303,7 @@ async fn admission_reviews_are_answered_over_https() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversion_reviews_convert_every_object_in_order() {
-    let pki = Pki::new();
+    let pki = TestPki::new();
     let (address, _cert) = start(&pki, Duration::from_secs(5)).await;
     let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
         "request": {"uid": "c1", "desiredAPIVersion": "example.com/v2",
@@ -394,7 +336,7 @@ async fn conversion_reviews_convert_every_object_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_rotation_fails_no_request() {
-    let pki = Pki::new();
+    let pki = TestPki::new();
     let (address, cert) = start(&pki, Duration::from_secs(5)).await;
     let first = post_review(&pki, address, VALIDATE, &admission("fine"))
         .await
@@ -436,7 +378,7 @@ async fn a_certificate_rotation_fails_no_request() {
         seen.len()
     );
     // A broken renewal keeps the current certificate.
-    std::fs::write(pki.dir.path().join("tls.key"), "not a key").unwrap();
+    std::fs::write(&pki.issue(4).key, "not a key").unwrap();
     assert!(cert.reload().is_err());
     let still = post_review(&pki, address, VALIDATE, &admission("fine"))
         .await
