@@ -188,6 +188,7 @@ fn idle_hook(keep_full: bool) -> Arc<dyn Hook> {
             ..KubernetesBindingConfig::default()
         }],
         kubernetes_validating: vec![],
+        kubernetes_mutating: vec![],
         kubernetes_conversion: vec![],
         settings: None,
     }))

@@ -112,6 +112,7 @@ fn hook_config(kubernetes: Vec<KubernetesBindingConfig>) -> HookConfig {
         schedule: vec![],
         kubernetes,
         kubernetes_validating: vec![],
+        kubernetes_mutating: vec![],
         kubernetes_conversion: vec![],
         settings: None,
     }

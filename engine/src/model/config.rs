@@ -79,21 +79,39 @@ pub struct WebhookRule {
     pub scope: Option<String>,
 }
 
-/// A `kubernetesValidating` binding: answer admission reviews.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ValidatingBindingConfig {
+/// A CEL expression the API server evaluates before it calls an admission webhook
+/// (`matchConditions` of the webhook configuration, Kubernetes 1.28+).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct MatchCondition {
+    /// A name unique within the binding.
+    pub name: String,
+    /// The CEL expression; the request is sent only when it evaluates to true.
+    pub expression: String,
+}
+
+/// A `kubernetesValidating` or `kubernetesMutating` binding: answer admission reviews.
+/// shell-operator reads both sections into one type as well.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AdmissionBindingConfig {
     /// The binding name passed back in binding contexts.
     pub name: String,
     /// The requests this webhook receives.
     pub rules: Vec<WebhookRule>,
     /// `Fail` (default) or `Ignore`: what the API server does when the hook errs.
     pub failure_policy: Option<String>,
+    /// `None` (default) or `NoneOnDryRun`.
+    pub side_effects: Option<String>,
     /// Only objects whose labels match.
     pub label_selector: Option<LabelSelector>,
     /// Only objects in matching namespaces.
     pub namespace: Option<NamespaceSelector>,
     /// How long the API server waits for an answer, 1 to 30 seconds (default 10).
     pub timeout_seconds: Option<u32>,
+    /// CEL conditions the API server checks before sending a request.
+    pub match_conditions: Vec<MatchCondition>,
+    /// Mutating bindings only: `Never` (default) or `IfNeeded`, whether the API server
+    /// calls the webhook again after later mutations.
+    pub reinvocation_policy: Option<String>,
     /// The group this binding belongs to.
     pub group: Option<String>,
     /// kubernetes bindings whose snapshots are added to this binding's contexts.
@@ -146,7 +164,9 @@ pub struct HookConfig {
     /// Kubernetes watch bindings.
     pub kubernetes: Vec<KubernetesBindingConfig>,
     /// Validating admission webhook bindings.
-    pub kubernetes_validating: Vec<ValidatingBindingConfig>,
+    pub kubernetes_validating: Vec<AdmissionBindingConfig>,
+    /// Mutating admission webhook bindings.
+    pub kubernetes_mutating: Vec<AdmissionBindingConfig>,
     /// CustomResource conversion webhook bindings.
     pub kubernetes_conversion: Vec<ConversionBindingConfig>,
     /// Hook-wide settings.
@@ -162,6 +182,8 @@ pub enum BindingKind {
     Kubernetes,
     /// `kubernetesValidating`.
     Validating,
+    /// `kubernetesMutating`.
+    Mutating,
     /// `kubernetesCustomResourceConversion`.
     Conversion,
 }
@@ -173,6 +195,7 @@ impl BindingKind {
             Self::Schedule => "schedule",
             Self::Kubernetes => "kubernetes",
             Self::Validating => "kubernetesValidating",
+            Self::Mutating => "kubernetesMutating",
             Self::Conversion => "kubernetesCustomResourceConversion",
         }
     }

@@ -18,6 +18,8 @@ pub enum BindingType {
     Group,
     /// An admission review for a validating binding.
     Validating,
+    /// An admission review for a mutating binding.
+    Mutating,
     /// A conversion review for a conversion binding.
     Conversion,
 }
@@ -32,6 +34,7 @@ impl BindingType {
             Self::Event => "Event",
             Self::Group => "Group",
             Self::Validating => "Validating",
+            Self::Mutating => "Mutating",
             Self::Conversion => "Conversion",
         }
     }
@@ -73,7 +76,7 @@ pub struct BindingContext {
     pub objects: Vec<ObjectAndFilter>,
     /// Snapshots of the bindings named in `includeSnapshotsFrom` (or of the group).
     pub snapshots: Vec<Snapshot>,
-    /// For `Validating` and `Conversion`: the AdmissionReview or ConversionReview as
+    /// For `Validating`, `Mutating` and `Conversion`: the AdmissionReview or ConversionReview as
     /// JSON text.
     pub review: Option<String>,
 }

@@ -66,7 +66,7 @@ pub struct HookInput {
     pub binding_contexts: Vec<BindingContext>,
 }
 
-/// The answer to an admission review.
+/// The answer to an admission review, validating or mutating.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ValidatingResponse {
     /// Whether the request is admitted.
@@ -75,7 +75,8 @@ pub struct ValidatingResponse {
     pub message: Option<String>,
     /// Warnings shown to the user even when the request is allowed.
     pub warnings: Vec<String>,
-    /// For mutating webhooks: a JSON Patch (RFC 6902) as JSON text.
+    /// For mutating bindings: a JSON Patch (RFC 6902) as JSON text, applied by the API
+    /// server to the object under review.
     pub patch: Option<String>,
 }
 
@@ -91,7 +92,7 @@ pub struct ConversionResponse {
 /// What a hook returns when it succeeds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct HookOutput {
-    /// The answer for a `Validating` binding context.
+    /// The answer for a `Validating` or `Mutating` binding context.
     pub validating: Option<ValidatingResponse>,
     /// The answer for a `Conversion` binding context.
     pub conversion: Option<ConversionResponse>,

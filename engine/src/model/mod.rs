@@ -21,7 +21,7 @@ mod selector;
 
 pub use config::{
     ConversionBindingConfig, ConversionRule, HookConfig, HookSettings, KubernetesBindingConfig,
-    ScheduleBindingConfig, ValidatingBindingConfig, WebhookRule,
+    ScheduleBindingConfig, AdmissionBindingConfig, MatchCondition, WebhookRule,
 };
 pub use context::{BindingContext, BindingType, ObjectAndFilter, Snapshot};
 pub use io::{

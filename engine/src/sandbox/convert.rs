@@ -67,6 +67,7 @@ pub fn hook_input_back(input: wt::HookInput) -> model::HookInput {
                     wt::BindingType::Event => model::BindingType::Event,
                     wt::BindingType::Group => model::BindingType::Group,
                     wt::BindingType::Validating => model::BindingType::Validating,
+                    wt::BindingType::Mutating => model::BindingType::Mutating,
                     wt::BindingType::Conversion => model::BindingType::Conversion,
                 },
                 group: c.group,
@@ -113,6 +114,7 @@ fn binding_context(context: model::BindingContext) -> wt::BindingContext {
             model::BindingType::Event => wt::BindingType::Event,
             model::BindingType::Group => wt::BindingType::Group,
             model::BindingType::Validating => wt::BindingType::Validating,
+            model::BindingType::Mutating => wt::BindingType::Mutating,
             model::BindingType::Conversion => wt::BindingType::Conversion,
         },
         group: context.group,
@@ -284,23 +286,33 @@ pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
         kubernetes_validating: config
             .kubernetes_validating
             .into_iter()
-            .map(|b| model::ValidatingBindingConfig {
+            .map(|b| model::AdmissionBindingConfig {
                 name: b.name,
-                rules: b
-                    .rules
-                    .into_iter()
-                    .map(|r| model::WebhookRule {
-                        operations: r.operations,
-                        api_groups: r.api_groups,
-                        api_versions: r.api_versions,
-                        resources: r.resources,
-                        scope: r.scope,
-                    })
-                    .collect(),
+                rules: b.rules.into_iter().map(webhook_rule).collect(),
                 failure_policy: b.failure_policy,
+                side_effects: b.side_effects,
                 label_selector: b.label_selector.map(label_selector),
                 namespace: b.namespace.map(namespace_selector),
                 timeout_seconds: b.timeout_seconds,
+                match_conditions: b.match_conditions.into_iter().map(match_condition).collect(),
+                reinvocation_policy: None,
+                group: b.group,
+                include_snapshots_from: b.include_snapshots_from,
+            })
+            .collect(),
+        kubernetes_mutating: config
+            .kubernetes_mutating
+            .into_iter()
+            .map(|b| model::AdmissionBindingConfig {
+                name: b.name,
+                rules: b.rules.into_iter().map(webhook_rule).collect(),
+                failure_policy: b.failure_policy,
+                side_effects: b.side_effects,
+                label_selector: b.label_selector.map(label_selector),
+                namespace: b.namespace.map(namespace_selector),
+                timeout_seconds: b.timeout_seconds,
+                match_conditions: b.match_conditions.into_iter().map(match_condition).collect(),
+                reinvocation_policy: b.reinvocation_policy,
                 group: b.group,
                 include_snapshots_from: b.include_snapshots_from,
             })
@@ -328,6 +340,23 @@ pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
             execution_burst: s.execution_burst,
             timeout_ms: s.timeout_ms,
         }),
+    }
+}
+
+fn webhook_rule(r: wt::WebhookRule) -> model::WebhookRule {
+    model::WebhookRule {
+        operations: r.operations,
+        api_groups: r.api_groups,
+        api_versions: r.api_versions,
+        resources: r.resources,
+        scope: r.scope,
+    }
+}
+
+fn match_condition(c: wt::MatchCondition) -> model::MatchCondition {
+    model::MatchCondition {
+        name: c.name,
+        expression: c.expression,
     }
 }
 

@@ -24,7 +24,9 @@ pub use validate::validate;
 use crate::cluster::ClusterError;
 use crate::jq;
 pub use crate::model::ConversionRule;
-use crate::model::{FieldRequirement, LabelSelector, NamespaceSelector, WatchEvent, WebhookRule};
+use crate::model::{
+    FieldRequirement, LabelSelector, MatchCondition, NamespaceSelector, WatchEvent, WebhookRule,
+};
 use std::time::Duration;
 /// The queue a binding without `queue` uses.
 pub const MAIN_QUEUE: &str = "main";
@@ -65,7 +67,9 @@ pub struct ValidConfig {
     /// `kubernetes` bindings, in configuration order.
     pub kubernetes: Vec<KubernetesBinding>,
     /// `kubernetesValidating` bindings, in configuration order.
-    pub validating: Vec<ValidatingBinding>,
+    pub validating: Vec<AdmissionBinding>,
+    /// `kubernetesMutating` bindings, in configuration order.
+    pub mutating: Vec<AdmissionBinding>,
     /// `kubernetesCustomResourceConversion` bindings, in configuration order.
     pub conversions: Vec<ConversionBinding>,
     /// Hook-wide settings.
@@ -222,10 +226,51 @@ impl FailurePolicy {
     }
 }
 
-/// A validated `kubernetesValidating` binding.
+/// `sideEffects` of an admission webhook: what the API server may assume about calling it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SideEffects {
+    /// Calling the webhook changes nothing (the default); dry-run requests are sent too.
+    None,
+    /// The webhook changes nothing when the request is a dry run (`dryRun: true`).
+    NoneOnDryRun,
+}
+
+impl SideEffects {
+    /// The name the webhook configuration uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "None",
+            Self::NoneOnDryRun => "NoneOnDryRun",
+        }
+    }
+}
+
+/// `reinvocationPolicy` of a mutating webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReinvocationPolicy {
+    /// Called once per admission (the default).
+    Never,
+    /// Called again when a later mutating webhook changed the object.
+    IfNeeded,
+}
+
+impl ReinvocationPolicy {
+    /// The name the MutatingWebhookConfiguration uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Never => "Never",
+            Self::IfNeeded => "IfNeeded",
+        }
+    }
+}
+
+/// How many `matchConditions` the API server accepts per webhook.
+pub const MAX_MATCH_CONDITIONS: usize = 64;
+
+/// A validated `kubernetesValidating` or `kubernetesMutating` binding.
 #[derive(Debug, Clone)]
-pub struct ValidatingBinding {
-    /// Stable identity (`kubernetesValidating[i]`).
+pub struct AdmissionBinding {
+    /// Stable identity (`kubernetesValidating[i]` or `kubernetesMutating[i]`).
     pub id: BindingId,
     /// The webhook name (a fully qualified domain name) and binding context name.
     pub name: String,
@@ -233,16 +278,30 @@ pub struct ValidatingBinding {
     pub rules: Vec<WebhookRule>,
     /// What the API server does when the hook fails (default [`FailurePolicy::Fail`]).
     pub failure_policy: FailurePolicy,
+    /// The webhook's `sideEffects` (default [`SideEffects::None`]).
+    pub side_effects: SideEffects,
     /// The webhook's `objectSelector`.
     pub label_selector: Option<LabelSelector>,
     /// The webhook's `namespaceSelector` (from `namespace.labelSelector`).
     pub namespace_label_selector: Option<LabelSelector>,
     /// How long the API server waits, 1 to 30 seconds (default 10).
     pub timeout_seconds: u32,
+    /// CEL conditions the API server evaluates before calling (sent as they are).
+    pub match_conditions: Vec<MatchCondition>,
+    /// For mutating bindings, whether the API server calls again after later
+    /// mutations (default [`ReinvocationPolicy::Never`]); `None` for validating ones.
+    pub reinvocation_policy: Option<ReinvocationPolicy>,
     /// The group, used only to include its snapshots.
     pub group: Option<String>,
     /// The kubernetes bindings whose snapshots its contexts carry.
     pub include_snapshots_from: Vec<String>,
+}
+
+impl AdmissionBinding {
+    /// Whether this is a `kubernetesMutating` binding.
+    pub fn is_mutating(&self) -> bool {
+        self.id.kind == BindingKind::Mutating
+    }
 }
 
 /// A validated `kubernetesCustomResourceConversion` binding.

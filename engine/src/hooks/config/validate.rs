@@ -6,13 +6,13 @@ use super::crontab::Crontab;
 use super::{
     ConversionBinding, DEFAULT_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT_SECONDS, EventSet, ExecutionRate,
     FailurePolicy, KindExists, KubernetesBinding, MAIN_QUEUE, ScheduleBinding, Settings,
-    ValidConfig, ValidatingBinding,
+    ValidConfig, AdmissionBinding, MAX_MATCH_CONDITIONS, ReinvocationPolicy, SideEffects,
 };
 use crate::jq;
 use crate::model::config::{BindingId, BindingKind, ConfigProblem, Problems, location};
 use crate::model::{
     ConversionBindingConfig, HookConfig, HookSettings, KubernetesBindingConfig, LabelOperator,
-    LabelSelector, NamespaceSelector, ScheduleBindingConfig, ValidatingBindingConfig, WatchEvent,
+    LabelSelector, NamespaceSelector, ScheduleBindingConfig, AdmissionBindingConfig, WatchEvent,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -37,7 +37,10 @@ pub fn validate(
         .filter_map(|(index, binding)| check.kubernetes(index, binding, kind_exists))
         .collect();
     let validating: Vec<_> = (config.kubernetes_validating.iter().enumerate())
-        .filter_map(|(index, binding)| check.validating(index, binding))
+        .filter_map(|(index, binding)| check.admission(BindingKind::Validating, index, binding))
+        .collect();
+    let mutating: Vec<_> = (config.kubernetes_mutating.iter().enumerate())
+        .filter_map(|(index, binding)| check.admission(BindingKind::Mutating, index, binding))
         .collect();
     let conversions: Vec<_> = (config.kubernetes_conversion.iter().enumerate())
         .filter_map(|(index, binding)| check.conversion(index, binding))
@@ -48,11 +51,12 @@ pub fn validate(
         || !config.schedule.is_empty()
         || !config.kubernetes.is_empty()
         || !config.kubernetes_validating.is_empty()
+        || !config.kubernetes_mutating.is_empty()
         || !config.kubernetes_conversion.is_empty();
     let mut warnings = Problems::new(hook);
     const NO_BINDINGS: &str = "the hook has no bindings (onStartup, schedule, kubernetes, \
-                               kubernetesValidating or kubernetesCustomResourceConversion), \
-                               so it would never run";
+                               kubernetesValidating, kubernetesMutating or \
+                               kubernetesCustomResourceConversion), so it would never run";
     match (has_bindings, config.settings.is_some()) {
         (true, _) => {}
         // shell-operator accepts a configuration with settings only (its schema wants
@@ -68,6 +72,7 @@ pub fn validate(
         schedules,
         kubernetes,
         validating,
+        mutating,
         conversions,
         settings,
     })
@@ -119,6 +124,10 @@ impl<'a> Checker<'a> {
                     .iter()
                     .map(|b| &b.name)
                     .collect(),
+            ),
+            (
+                BindingKind::Mutating,
+                config.kubernetes_mutating.iter().map(|b| &b.name).collect(),
             ),
             (
                 BindingKind::Conversion,
@@ -389,20 +398,29 @@ impl<'a> Checker<'a> {
         })
     }
 
-    fn validating(
+    /// A `kubernetesValidating` or `kubernetesMutating` binding (`kind` says which).
+    fn admission(
         &mut self,
+        kind: BindingKind,
         index: usize,
-        binding: &ValidatingBindingConfig,
-    ) -> Option<ValidatingBinding> {
-        let at = location(BindingKind::Validating, index, &binding.name);
+        binding: &AdmissionBindingConfig,
+    ) -> Option<AdmissionBinding> {
+        let at = location(kind, index, &binding.name);
         let p = &mut self.problems;
+        let what = if kind == BindingKind::Mutating {
+            "mutating"
+        } else {
+            "validating"
+        };
 
         if !binding.name.trim().is_empty() && !is_webhook_name(&binding.name) {
             p.push(
                 Some(&at),
                 "name",
-                "a validating binding's name is its webhook's name: a lowercase domain \
-                 with at least three segments, e.g. policy.example.com",
+                format!(
+                    "a {what} binding's name is its webhook's name: a lowercase domain \
+                     with at least three segments, e.g. policy.example.com"
+                ),
             );
         }
 
@@ -465,6 +483,87 @@ impl<'a> Checker<'a> {
             }
         };
 
+        // Operon applies nothing a webhook run submits, so a hook has no side effects of
+        // Operon's making; which of the two declarations is true of the hook's own
+        // actions only its author knows, and the API server enforces the difference.
+        let side_effects = match binding.side_effects.as_deref() {
+            None | Some("None") => SideEffects::None,
+            Some("NoneOnDryRun") => SideEffects::NoneOnDryRun,
+            Some(other) => {
+                p.push(
+                    Some(&at),
+                    "sideEffects",
+                    format!(
+                        "{other:?} is not None or NoneOnDryRun (admissionregistration.k8s.io/v1 \
+                         accepts no other value)"
+                    ),
+                );
+                SideEffects::None
+            }
+        };
+
+        let reinvocation_policy = match (kind, binding.reinvocation_policy.as_deref()) {
+            (BindingKind::Mutating, None | Some("Never")) => Some(ReinvocationPolicy::Never),
+            (BindingKind::Mutating, Some("IfNeeded")) => Some(ReinvocationPolicy::IfNeeded),
+            (BindingKind::Mutating, Some(other)) => {
+                p.push(
+                    Some(&at),
+                    "reinvocationPolicy",
+                    format!("{other:?} is not Never or IfNeeded"),
+                );
+                Some(ReinvocationPolicy::Never)
+            }
+            (_, None) => None,
+            (_, Some(_)) => {
+                p.push(
+                    Some(&at),
+                    "reinvocationPolicy",
+                    "only mutating webhooks are reinvoked: this field belongs to \
+                     kubernetesMutating bindings",
+                );
+                None
+            }
+        };
+
+        let mut condition_names = HashSet::new();
+        for (i, condition) in binding.match_conditions.iter().enumerate() {
+            let field = |name: &str| format!("matchConditions[{i}].{name}");
+            if !is_qualified_name(&condition.name) {
+                p.push(
+                    Some(&at),
+                    field("name"),
+                    format!(
+                        "{:?} is not a qualified name (alphanumerics, '-', '_' or '.', \
+                         at most 63 characters, starting and ending with an alphanumeric)",
+                        condition.name
+                    ),
+                );
+            } else if !condition_names.insert(condition.name.as_str()) {
+                p.push(
+                    Some(&at),
+                    field("name"),
+                    format!("{:?} is used by an earlier condition", condition.name),
+                );
+            }
+            if condition.expression.trim().is_empty() {
+                p.push(
+                    Some(&at),
+                    field("expression"),
+                    "a CEL expression is required",
+                );
+            }
+        }
+        if binding.match_conditions.len() > MAX_MATCH_CONDITIONS {
+            p.push(
+                Some(&at),
+                "matchConditions",
+                format!(
+                    "{} conditions: the API server allows at most {MAX_MATCH_CONDITIONS}",
+                    binding.match_conditions.len()
+                ),
+            );
+        }
+
         let timeout_seconds = binding
             .timeout_seconds
             .unwrap_or(DEFAULT_WEBHOOK_TIMEOUT_SECONDS);
@@ -489,17 +588,17 @@ impl<'a> Checker<'a> {
         let include_snapshots_from =
             self.snapshots(&at, &binding.include_snapshots_from, group.as_deref());
 
-        Some(ValidatingBinding {
-            id: BindingId {
-                kind: BindingKind::Validating,
-                index,
-            },
+        Some(AdmissionBinding {
+            id: BindingId { kind, index },
             name: binding.name.clone(),
             rules: binding.rules.clone(),
             failure_policy,
+            side_effects,
             label_selector,
             namespace_label_selector,
             timeout_seconds,
+            match_conditions: binding.match_conditions.clone(),
+            reinvocation_policy,
             group,
             include_snapshots_from,
         })
@@ -818,6 +917,14 @@ fn is_dns_label(text: &str) -> bool {
 /// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
 fn is_dns_subdomain(text: &str) -> bool {
     text.len() <= 253 && text.split('.').all(is_dns_label)
+}
+
+/// A Kubernetes qualified name: `name` or `prefix/name`, the prefix a DNS subdomain.
+fn is_qualified_name(text: &str) -> bool {
+    match text.split_once('/') {
+        Some((prefix, name)) => !prefix.is_empty() && is_dns_subdomain(prefix) && is_label_name(name),
+        None => is_label_name(text),
+    }
 }
 
 /// Webhook names must be fully qualified: a subdomain with at least three segments.

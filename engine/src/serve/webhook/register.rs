@@ -10,7 +10,7 @@
 //! that signed the serving certificate as `caBundle`.
 
 use crate::cluster::kube::FIELD_MANAGER;
-use crate::hooks::config::{ConversionBinding, ValidatingBinding};
+use crate::hooks::config::{ConversionBinding, AdmissionBinding};
 use crate::hooks::engine::LoadedHook;
 use crate::model::LabelSelector;
 use ::kube::Client;
@@ -109,7 +109,7 @@ fn selector(selector: &LabelSelector) -> Value {
     out
 }
 
-fn webhook(hook: &str, binding: &ValidatingBinding, registration: &Registration) -> Value {
+fn webhook(hook: &str, binding: &AdmissionBinding, registration: &Registration) -> Value {
     let rules: Vec<Value> = binding
         .rules
         .iter()
@@ -275,7 +275,7 @@ mod tests {
     use crate::hooks::config::{self, ValidConfig};
     use crate::hooks::{Hook, HookError, HookRun};
     use crate::model::{
-        ConversionBindingConfig, ConversionRule, HookConfig, HookInput, ValidatingBindingConfig,
+        ConversionBindingConfig, ConversionRule, HookConfig, HookInput, AdmissionBindingConfig,
         WebhookRule,
     };
     use futures::future::BoxFuture;
@@ -300,7 +300,7 @@ mod tests {
     fn hooks(validating: bool) -> Vec<LoadedHook> {
         let mut raw = HookConfig::default();
         if validating {
-            raw.kubernetes_validating = vec![ValidatingBindingConfig {
+            raw.kubernetes_validating = vec![AdmissionBindingConfig {
                 name: "images.operon.dev".into(),
                 rules: vec![WebhookRule {
                     operations: vec!["CREATE".into(), "UPDATE".into()],
@@ -316,8 +316,7 @@ mod tests {
                 }),
                 namespace: None,
                 timeout_seconds: Some(5),
-                group: None,
-                include_snapshots_from: vec![],
+                ..AdmissionBindingConfig::default()
             }];
         }
         raw.kubernetes_conversion = vec![ConversionBindingConfig {

@@ -9,7 +9,7 @@ use crate::hooks::{Hook, HookError, HookRun};
 use crate::metrics::Metrics;
 use crate::model::{
     BindingType, ConversionBindingConfig, ConversionResponse, ConversionRule, HookConfig,
-    HookInput, HookOutput, ValidatingBindingConfig, ValidatingResponse, WebhookRule,
+    HookInput, HookOutput, AdmissionBindingConfig, ValidatingResponse, WebhookRule,
 };
 use futures::future::BoxFuture;
 use http_body_util::BodyExt as _;
@@ -22,7 +22,7 @@ struct Reviewer;
 
 fn config() -> HookConfig {
     HookConfig {
-        kubernetes_validating: vec![ValidatingBindingConfig {
+        kubernetes_validating: vec![AdmissionBindingConfig {
             name: "policy.example.com".into(),
             rules: vec![WebhookRule {
                 operations: vec!["CREATE".into()],
@@ -35,8 +35,7 @@ fn config() -> HookConfig {
             label_selector: None,
             namespace: None,
             timeout_seconds: None,
-            group: None,
-            include_snapshots_from: vec![],
+            ..AdmissionBindingConfig::default()
         }],
         kubernetes_conversion: vec![ConversionBindingConfig {
             name: "widgets".into(),

@@ -57,6 +57,7 @@ impl Reader<'_> {
             schedule,
             kubernetes,
             kubernetes_validating: Vec::new(),
+            kubernetes_mutating: Vec::new(),
             kubernetes_conversion: Vec::new(),
             settings: None,
         })

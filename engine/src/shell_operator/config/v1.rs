@@ -5,7 +5,7 @@ use crate::model::config::BindingKind;
 use crate::model::{
     ConversionBindingConfig, ConversionRule, FieldOperator, FieldRequirement, HookConfig,
     HookSettings, KubernetesBindingConfig, LabelOperator, LabelRequirement, LabelSelector,
-    NamespaceSelector, ScheduleBindingConfig, ValidatingBindingConfig, WatchEvent, WebhookRule,
+    NamespaceSelector, ScheduleBindingConfig, AdmissionBindingConfig, WatchEvent, WebhookRule,
 };
 use serde_json::Value;
 
@@ -342,7 +342,7 @@ impl Reader<'_> {
         })
     }
 
-    fn validating_v1(&mut self, index: usize, value: &Value) -> Option<ValidatingBindingConfig> {
+    fn validating_v1(&mut self, index: usize, value: &Value) -> Option<AdmissionBindingConfig> {
         const FIELDS: &[&str] = &[
             "name",
             "rules",
@@ -422,7 +422,7 @@ impl Reader<'_> {
         let namespace = Self::field(map, "namespace")
             .and_then(|v| self.namespace_selector(&at.key("namespace"), v, false));
 
-        Some(ValidatingBindingConfig {
+        Some(AdmissionBindingConfig {
             name: self.string(&at, map, "name").unwrap_or(name),
             rules,
             failure_policy: self.string(&at, map, "failurePolicy"),

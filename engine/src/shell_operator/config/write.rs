@@ -6,7 +6,7 @@
 use crate::model::{
     ConversionBindingConfig, FieldOperator, HookConfig, HookSettings, KubernetesBindingConfig,
     LabelOperator, LabelSelector, NamespaceSelector, ScheduleBindingConfig,
-    ValidatingBindingConfig,
+    AdmissionBindingConfig,
 };
 use serde_json::{Map, Value, json};
 
@@ -180,7 +180,7 @@ fn kubernetes(binding: &KubernetesBindingConfig) -> Value {
     Value::Object(map)
 }
 
-fn validating(binding: &ValidatingBindingConfig) -> Value {
+fn validating(binding: &AdmissionBindingConfig) -> Value {
     let mut map = Map::new();
     map.insert("name".into(), json!(binding.name));
     let rules: Vec<Value> = binding
