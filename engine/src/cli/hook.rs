@@ -9,6 +9,7 @@ use operon::hooks::load::{self, HookLoadError, HookLoader};
 use operon::metrics::Metrics;
 use operon::model::{HookConfig, WatchEvent};
 use operon::sandbox::{self, CallLimits, Sandbox, SandboxConfig};
+use operon::serve::webhook::review as webhook_review;
 use operon::shell_operator::{self, responses};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -70,8 +71,10 @@ pub struct TestArgs {
     /// Fire this schedule binding after the events (repeatable).
     #[arg(long = "schedule")]
     schedules: Vec<String>,
-    /// Send an AdmissionReview or ConversionReview (JSON or YAML file) to a validating
-    /// or conversion binding, as `BINDING:FILE`, after the schedules (repeatable).
+    /// Send an AdmissionReview or ConversionReview (JSON or YAML file) to a validating,
+    /// mutating or conversion binding, as `BINDING:FILE`, after the schedules
+    /// (repeatable); prints the answer `operon serve` would send and, for a mutation,
+    /// the object after the patch.
     #[arg(long = "review")]
     reviews: Vec<String>,
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
@@ -219,6 +222,38 @@ fn print_record(index: usize, record: &RunRecord) {
     }
 }
 
+/// What `operon serve`'s webhook server would answer for a review run: the
+/// AdmissionReview or ConversionReview, and for an allowed mutation the object the API
+/// server would store.
+fn server_answer(engine: &Engine, binding: &str, review: &Value, record: &RunRecord) -> Value {
+    let config = &engine.hooks()[0].config;
+    let output = (record.run.outcome.as_ref())
+        .map(Clone::clone)
+        .map_err(|e| format!("hook {} failed: {e}", record.hook));
+    if config.conversions.iter().any(|c| c.name == binding) {
+        let outcome = output.and_then(|o| {
+            o.conversion
+                .ok_or_else(|| format!("hook {} gave no answer for binding {binding}", record.hook))
+        });
+        return json!({"binding": binding, "answer": webhook_review::conversion_response(review, outcome)});
+    }
+    let mutating = config.mutating.iter().any(|m| m.name == binding);
+    let outcome =
+        webhook_review::admission_outcome(&record.hook, binding, mutating, review, output);
+    let patched = match &outcome {
+        webhook_review::AdmissionOutcome::Answered(answer) if mutating => {
+            webhook_review::patched_object(review, answer)
+        }
+        _ => None,
+    };
+    let mut answer =
+        json!({"binding": binding, "answer": webhook_review::admission_response(review, outcome)});
+    if let Some(object) = patched {
+        answer["patchedObject"] = object;
+    }
+    answer
+}
+
 fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}\n")).collect()
 }
@@ -279,6 +314,7 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         engine.fire_schedule(0, index);
         engine.drain(&mut collect).await;
     }
+    let mut answers = Vec::new();
     for review in &args.reviews {
         let (binding, file) = review
             .split_once(':')
@@ -290,9 +326,23 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
             .review(0, binding, value.to_string())
             .await
             .with_context(|| {
-                format!("the hook has no validating or conversion binding {binding:?}")
+                format!("the hook has no validating, mutating or conversion binding {binding:?}")
             })?;
         collect(&record);
+        let answer = server_answer(&engine, binding, &value, &record);
+        if table {
+            println!(
+                "answer sent to the API server:\n{}",
+                indent(&serde_json::to_string_pretty(&answer["answer"])?)
+            );
+            if let Some(object) = answer.get("patchedObject") {
+                println!(
+                    "object after the patch:\n{}",
+                    indent(&serde_json::to_string_pretty(object)?)
+                );
+            }
+        }
+        answers.push(answer);
     }
     let failed = records.iter().any(|r| r.failed && !r.allowed_failure);
     let objects = cluster.objects();
@@ -308,6 +358,7 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
             &json!({
                 "configuration": raw,
                 "runs": records.iter().map(record_json).collect::<Vec<_>>(),
+                "reviews": answers,
                 "objects": objects,
             }),
         )?,

@@ -102,8 +102,8 @@ pub struct ServeArgs {
     /// Port of the conversion webhook server.
     #[arg(long, env = "CONVERSION_WEBHOOK_LISTEN_PORT", default_value_t = 9681)]
     conversion_webhook_listen_port: u16,
-    /// The CA (PEM) that signed the validating server's certificate: given, the leader
-    /// registers the ValidatingWebhookConfiguration with it as caBundle.
+    /// The CA (PEM) that signed the admission server's certificate: given, the leader
+    /// registers the Validating- and MutatingWebhookConfiguration with it as caBundle.
     #[arg(long, env = "VALIDATING_WEBHOOK_CA")]
     validating_webhook_ca: Option<PathBuf>,
     /// The ValidatingWebhookConfiguration the leader writes.
@@ -113,6 +113,14 @@ pub struct ServeArgs {
         default_value = "operon-hooks"
     )]
     validating_webhook_configuration_name: String,
+    /// The MutatingWebhookConfiguration the leader writes for mutating bindings (the
+    /// admission server answers them; its CA is --validating-webhook-ca).
+    #[arg(
+        long,
+        env = "MUTATING_WEBHOOK_CONFIGURATION_NAME",
+        default_value = "operon-hooks"
+    )]
+    mutating_webhook_configuration_name: String,
     /// The Service in front of the validating server (in the engine's namespace).
     #[arg(
         long,
@@ -144,6 +152,24 @@ pub struct ServeArgs {
     /// Register a URL (`https://HOST:PORT`) instead of the Service.
     #[arg(long)]
     conversion_webhook_url_base: Option<String>,
+    /// Serve the webhooks with a certificate Operon makes and keeps itself: a CA and a
+    /// serving certificate for the webhook Services (and the hosts of the URL bases),
+    /// stored in the Secret --webhook-tls-secret so every replica serves the same one,
+    /// renewed before it expires; the leader registers its CA as caBundle. A server
+    /// given its own --*-webhook-server-cert keeps that one.
+    #[arg(long, env = "OPERON_WEBHOOK_SELF_SIGNED")]
+    webhook_self_signed: bool,
+    /// The Secret (in the engine's namespace) holding the self-signed CA and certificate.
+    #[arg(
+        long,
+        env = "OPERON_WEBHOOK_TLS_SECRET",
+        default_value = "operon-webhook-tls"
+    )]
+    webhook_tls_secret: String,
+    /// Where the self-signed certificate and key are written for the servers to read
+    /// [default: $TMPDIR/operon-webhook-tls].
+    #[arg(long, env = "OPERON_WEBHOOK_TLS_DIR")]
+    webhook_tls_dir: Option<PathBuf>,
     /// How long a webhook request waits for its hook (below the webhooks' timeoutSeconds).
     #[arg(long, default_value = "9s", value_parser = humantime::parse_duration)]
     webhook_timeout: Duration,
@@ -279,6 +305,7 @@ fn registration(args: &ServeArgs, namespace: &str) -> anyhow::Result<Option<Regi
     };
     Ok(Some(Registration {
         validating_configuration: args.validating_webhook_configuration_name.clone(),
+        mutating_configuration: args.mutating_webhook_configuration_name.clone(),
         admission: target(
             &args.validating_webhook_url_base,
             &args.validating_webhook_service_name,

@@ -1,5 +1,5 @@
 //! Builders of binding contexts: what each kind of run (onStartup, schedule,
-//! Synchronization, Event, Group, Validating, Conversion) carries, and snapshots sorted
+//! Synchronization, Event, Group, Validating, Mutating, Conversion) carries, and snapshots sorted
 //! the way shell-operator sorts them (namespace, then name).
 //!
 //! The JSON shapes script hooks read are written by
@@ -187,6 +187,15 @@ pub fn validating(binding: &str, review: String, snapshots: Vec<Snapshot>) -> Bi
     BindingContext {
         review: Some(review),
         ..context(binding, BindingType::Validating, snapshots)
+    }
+}
+
+/// The context of a mutating binding for an AdmissionReview (its JSON text, as it
+/// arrived).
+pub fn mutating(binding: &str, review: String, snapshots: Vec<Snapshot>) -> BindingContext {
+    BindingContext {
+        review: Some(review),
+        ..context(binding, BindingType::Mutating, snapshots)
     }
 }
 

@@ -603,6 +603,11 @@ impl Engine {
                     add(&v.include_snapshots_from);
                 }
             }
+            BindingType::Mutating => {
+                if let Some(m) = config.mutating.iter().find(|m| m.name == context.binding) {
+                    add(&m.include_snapshots_from);
+                }
+            }
             BindingType::Conversion => {
                 if let Some(c) = config
                     .conversions

@@ -136,10 +136,10 @@ impl Engine {
                         synchronized: Some(state.synced.contains(&(h, b))),
                     });
                 }
-                for binding in &config.validating {
+                for binding in config.validating.iter().chain(&config.mutating) {
                     bindings.push(BindingInfo {
                         name: binding.name.clone(),
-                        binding_type: "kubernetesValidating",
+                        binding_type: binding.id.kind.section(),
                         queue: MAIN_QUEUE.to_owned(),
                         objects: None,
                         synchronized: None,

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod context;
+pub mod conversion;
 pub mod engine;
 pub mod load;
 pub mod objects;

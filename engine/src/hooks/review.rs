@@ -4,8 +4,8 @@
 use super::{BindingContext, Engine, RunRecord, context};
 
 impl Engine {
-    /// Runs hook `h` for an admission or conversion review on its validating or
-    /// conversion binding `binding`, outside the queues (as shell-operator does: the API
+    /// Runs hook `h` for an admission or conversion review on its validating, mutating
+    /// or conversion binding `binding`, outside the queues (as shell-operator does: the API
     /// server waits for the answer). The context carries the binding's snapshots. A run
     /// whose hook fails answers "denied" to the caller; nothing is applied. `review` is
     /// the review's JSON text, handed to the hook as it is.
@@ -14,6 +14,8 @@ impl Engine {
         let config = &loaded.config;
         let context = if config.validating.iter().any(|v| v.name == binding) {
             context::validating(binding, review, Vec::new())
+        } else if config.mutating.iter().any(|m| m.name == binding) {
+            context::mutating(binding, review, Vec::new())
         } else if config.conversions.iter().any(|c| c.name == binding) {
             context::conversion(binding, review, Vec::new())
         } else {

@@ -20,8 +20,8 @@ mod patch;
 mod selector;
 
 pub use config::{
-    ConversionBindingConfig, ConversionRule, HookConfig, HookSettings, KubernetesBindingConfig,
-    ScheduleBindingConfig, AdmissionBindingConfig, MatchCondition, WebhookRule,
+    AdmissionBindingConfig, ConversionBindingConfig, ConversionRule, HookConfig, HookSettings,
+    KubernetesBindingConfig, MatchCondition, ScheduleBindingConfig, WebhookRule,
 };
 pub use context::{BindingContext, BindingType, ObjectAndFilter, Snapshot};
 pub use io::{

@@ -90,7 +90,7 @@ pub enum ServeError {
         hook: String,
         /// The binding.
         binding: String,
-        /// `validating` or `conversion`.
+        /// `validating`, `mutating` or `conversion`.
         kind: &'static str,
         /// The flags that configure it.
         flags: &'static str,
@@ -257,14 +257,23 @@ async fn run_engine(
     tracing::info!(hooks = hooks.len(), dir = %options.hooks_dir.display(), "hooks loaded");
     for loaded in &hooks {
         let hook = loaded.hook.name();
-        if let (Some(binding), None) =
-            (loaded.config.validating.first(), &options.admission_webhook)
-        {
+        let admission = (loaded
+            .config
+            .validating
+            .iter()
+            .chain(&loaded.config.mutating))
+        .next();
+        if let (Some(binding), None) = (admission, &options.admission_webhook) {
             return Err(ServeError::WebhookNotServed {
                 hook: hook.to_owned(),
                 binding: binding.name.clone(),
-                kind: "validating",
-                flags: "--validating-webhook-server-cert and --validating-webhook-server-key",
+                kind: if binding.is_mutating() {
+                    "mutating"
+                } else {
+                    "validating"
+                },
+                flags: "--validating-webhook-server-cert and --validating-webhook-server-key \
+                        (the admission server answers mutating bindings too)",
             });
         }
         if let (Some(binding), None) = (

@@ -14,6 +14,7 @@
 //! | Event           | `type`, `watchEvent`, `object`, `filterResult`?, `snapshots`?      |
 //! | Group           | `type`, `groupName`, `snapshots`? (`binding` is the group's name)  |
 //! | Validating      | `type`, `review`, `snapshots`?                                     |
+//! | Mutating        | `type`, `review`, `snapshots`?                                     |
 //! | Conversion      | `type`, `fromVersion`, `toVersion`, `review`, `snapshots`?         |
 //!
 //! `snapshots` appears when the context carries at least one snapshot. In each
@@ -81,6 +82,7 @@ pub fn context_to_json(context: &BindingContext) -> Value {
         BindingType::Event => "Event",
         BindingType::Group => "Group",
         BindingType::Validating => "Validating",
+        BindingType::Mutating => "Mutating",
         BindingType::Conversion => "Conversion",
     };
     out.insert("type".into(), Value::String(type_name.to_owned()));
@@ -105,7 +107,7 @@ pub fn context_to_json(context: &BindingContext) -> Value {
             let group = context.group.as_ref().unwrap_or(&context.binding);
             out.insert("groupName".into(), Value::String(group.clone()));
         }
-        BindingType::Validating => {
+        BindingType::Validating | BindingType::Mutating => {
             out.insert("review".into(), review_json(context));
         }
         BindingType::Conversion => {
@@ -218,6 +220,7 @@ fn context_from_json(index: usize, value: &Value) -> Result<BindingContext, Cont
             "Event" => BindingType::Event,
             "Group" => BindingType::Group,
             "Validating" => BindingType::Validating,
+            "Mutating" => BindingType::Mutating,
             "Conversion" => BindingType::Conversion,
             _ => return Err(invalid("type", "not a binding context type")),
         },
@@ -279,7 +282,7 @@ fn context_from_json(index: usize, value: &Value) -> Result<BindingContext, Cont
                 })
                 .collect::<Result<_, _>>()?;
         }
-        BindingType::Validating | BindingType::Conversion => {
+        BindingType::Validating | BindingType::Mutating | BindingType::Conversion => {
             context.review = map
                 .get("review")
                 .filter(|review| !review.is_null())

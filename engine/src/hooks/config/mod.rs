@@ -89,6 +89,7 @@ impl ValidConfig {
             BindingKind::Schedule => self.schedules.get(index).map(|b| b.name.as_str()),
             BindingKind::Kubernetes => self.kubernetes.get(index).map(|b| b.name.as_str()),
             BindingKind::Validating => self.validating.get(index).map(|b| b.name.as_str()),
+            BindingKind::Mutating => self.mutating.get(index).map(|b| b.name.as_str()),
             BindingKind::Conversion => self.conversions.get(index).map(|b| b.name.as_str()),
         }
     }

@@ -4,15 +4,16 @@
 
 use super::crontab::Crontab;
 use super::{
-    ConversionBinding, DEFAULT_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT_SECONDS, EventSet, ExecutionRate,
-    FailurePolicy, KindExists, KubernetesBinding, MAIN_QUEUE, ScheduleBinding, Settings,
-    ValidConfig, AdmissionBinding, MAX_MATCH_CONDITIONS, ReinvocationPolicy, SideEffects,
+    AdmissionBinding, ConversionBinding, DEFAULT_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT_SECONDS,
+    EventSet, ExecutionRate, FailurePolicy, KindExists, KubernetesBinding, MAIN_QUEUE,
+    MAX_MATCH_CONDITIONS, ReinvocationPolicy, ScheduleBinding, Settings, SideEffects, ValidConfig,
 };
 use crate::jq;
 use crate::model::config::{BindingId, BindingKind, ConfigProblem, Problems, location};
 use crate::model::{
-    ConversionBindingConfig, HookConfig, HookSettings, KubernetesBindingConfig, LabelOperator,
-    LabelSelector, NamespaceSelector, ScheduleBindingConfig, AdmissionBindingConfig, WatchEvent,
+    AdmissionBindingConfig, ConversionBindingConfig, HookConfig, HookSettings,
+    KubernetesBindingConfig, LabelOperator, LabelSelector, NamespaceSelector,
+    ScheduleBindingConfig, WatchEvent,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -922,7 +923,9 @@ fn is_dns_subdomain(text: &str) -> bool {
 /// A Kubernetes qualified name: `name` or `prefix/name`, the prefix a DNS subdomain.
 fn is_qualified_name(text: &str) -> bool {
     match text.split_once('/') {
-        Some((prefix, name)) => !prefix.is_empty() && is_dns_subdomain(prefix) && is_label_name(name),
+        Some((prefix, name)) => {
+            !prefix.is_empty() && is_dns_subdomain(prefix) && is_label_name(name)
+        }
         None => is_label_name(text),
     }
 }

@@ -196,6 +196,77 @@ settings:
 }
 
 #[test]
+fn mutating_bindings_are_held_to_the_admission_rules_and_their_own() {
+    let config = parse(
+        r#"
+configVersion: v1
+kubernetes:
+- {name: pods, kind: Pod}
+kubernetesValidating:
+- name: policy.example.com
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  sideEffects: Some
+  reinvocationPolicy: IfNeeded
+  matchConditions:
+  - {name: "bad name!", expression: "true"}
+  - {name: ok, expression: " "}
+kubernetesMutating:
+- name: policy.example.com
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  reinvocationPolicy: Always
+- name: short
+  rules: []
+  timeoutSeconds: 0
+"#,
+    );
+    let problems = problems(&config);
+    let expected = [
+        r#"kubernetesValidating[0] "policy.example.com": sideEffects: "Some" is not None or NoneOnDryRun"#,
+        r#"kubernetesValidating[0] "policy.example.com": reinvocationPolicy: only mutating webhooks"#,
+        r#"kubernetesValidating[0] "policy.example.com": matchConditions[0].name: "bad name!" is not a qualified name"#,
+        r#"kubernetesValidating[0] "policy.example.com": matchConditions[1].expression: a CEL expression is required"#,
+        r#"kubernetesMutating[0] "policy.example.com": name: "policy.example.com" is already the name of kubernetesValidating[0]"#,
+        r#"kubernetesMutating[0] "policy.example.com": reinvocationPolicy: "Always" is not Never or IfNeeded"#,
+        r#"kubernetesMutating[1] "short": name: a mutating binding's name is its webhook's name"#,
+        r#"kubernetesMutating[1] "short": rules: at least one rule is required"#,
+        r#"kubernetesMutating[1] "short": timeoutSeconds: 0 is not between 1 and 30"#,
+    ];
+    for fragment in expected {
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with(&format!("hook \"hook.sh\": {fragment}"))),
+            "missing {fragment:?} in {problems:#?}"
+        );
+    }
+    assert_eq!(problems.len(), expected.len(), "{problems:#?}");
+
+    let config = parse(
+        r#"
+configVersion: v1
+kubernetes:
+- {name: pods, kind: Pod, group: g}
+kubernetesMutating:
+- name: defaults.example.com
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  sideEffects: NoneOnDryRun
+  group: g
+  matchConditions:
+  - {name: example.com/not-system, expression: "!request.namespace.startsWith('kube-')"}
+"#,
+    );
+    let valid = valid(&config);
+    let m = &valid.mutating[0];
+    assert!(m.is_mutating());
+    assert_eq!(m.side_effects, SideEffects::NoneOnDryRun);
+    assert_eq!(m.reinvocation_policy, Some(ReinvocationPolicy::Never));
+    assert_eq!(m.failure_policy, FailurePolicy::Fail);
+    assert_eq!(m.timeout_seconds, 10);
+    assert_eq!(m.include_snapshots_from, vec!["pods".to_owned()]);
+    assert_eq!(m.match_conditions.len(), 1);
+}
+
+#[test]
 fn kinds_are_checked_by_the_given_checker() {
     let config =
         parse("configVersion: v1\nkubernetes:\n- kind: Pdo\n- kind: Pod\n  apiVersion: a/b/c\n");
@@ -239,7 +310,8 @@ fn a_hook_without_bindings_is_refused() {
         problems(&nothing),
         vec![
             "hook \"hook.sh\": the hook has no bindings (onStartup, schedule, kubernetes, \
-                 kubernetesValidating or kubernetesCustomResourceConversion), so it would never run"
+                 kubernetesValidating, kubernetesMutating or kubernetesCustomResourceConversion), \
+                 so it would never run"
         ]
     );
 }

@@ -4,11 +4,17 @@
 //! queue: the API server is waiting), bounded by a per-request timeout below the API
 //! server's; request bodies are bounded. Every replica serves, leader or not.
 //!
-//! Paths: `POST /validate/HOOK/BINDING` and `POST /convert/HOOK/BINDING`, the hook's
-//! name percent-encoded when it holds a `/`.
+//! Paths: `POST /validate/HOOK/BINDING` and `POST /mutate/HOOK/BINDING` on the
+//! admission server (shell-operator also serves both kinds from one server),
+//! `POST /convert/CRD` on the conversion server (one path per CustomResourceDefinition,
+//! as shell-operator: a CRD has one conversion webhook, and its conversions may chain
+//! rules of several hooks), the hook's name percent-encoded when it holds a `/`. A mutating hook's JSON Patch is applied to the
+//! object under review before it is sent, so a patch that cannot apply is reported
+//! with the hook's name instead of the API server's generic error.
 
 pub mod register;
 pub mod review;
+pub mod selfsigned;
 pub mod tls;
 
 use super::Status;
@@ -19,7 +25,6 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use review::AdmissionOutcome;
 use rustls::ServerConfig;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,10 +45,18 @@ struct WebhookState {
 /// Which reviews a webhook server answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WebhookKind {
-    /// AdmissionReviews of validating (and mutating) bindings: `/validate/...`.
+    /// AdmissionReviews of validating and mutating bindings: `/validate/...` and
+    /// `/mutate/...`.
     Admission,
     /// ConversionReviews of conversion bindings: `/convert/...`.
     Conversion,
+}
+
+/// The kind of admission binding a request path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReviewKind {
+    Validating,
+    Mutating,
 }
 
 /// One webhook server: where it listens and its certificate.
@@ -59,8 +72,10 @@ pub struct WebhookEndpoint {
 /// webhooks' `timeoutSeconds`, 10 s by default, so the API server gets an answer).
 pub(super) fn router(status: Arc<Status>, kind: WebhookKind, timeout: Duration) -> Router {
     let routes = match kind {
-        WebhookKind::Admission => Router::new().route("/validate/{hook}/{binding}", post(validate)),
-        WebhookKind::Conversion => Router::new().route("/convert/{hook}/{binding}", post(convert)),
+        WebhookKind::Admission => Router::new()
+            .route("/validate/{hook}/{binding}", post(validate))
+            .route("/mutate/{hook}/{binding}", post(mutate)),
+        WebhookKind::Conversion => Router::new().route("/convert/{crd}", post(convert)),
     };
     routes
         .route("/healthz", get(|| async { "ok\n" }))
@@ -85,7 +100,7 @@ fn locate(
     state: &WebhookState,
     hook: &str,
     binding: &str,
-    kind: WebhookKind,
+    kind: ReviewKind,
 ) -> Result<(Arc<Engine>, usize), (StatusCode, String)> {
     let Some(engine) = state.status.engine() else {
         return Err((
@@ -98,13 +113,13 @@ fn locate(
     };
     let config = &engine.hooks()[h].config;
     let (found, what) = match kind {
-        WebhookKind::Admission => (
+        ReviewKind::Validating => (
             config.validating.iter().any(|v| v.name == binding),
             "validating",
         ),
-        WebhookKind::Conversion => (
-            config.conversions.iter().any(|c| c.name == binding),
-            "conversion",
+        ReviewKind::Mutating => (
+            config.mutating.iter().any(|m| m.name == binding),
+            "mutating",
         ),
     };
     if !found {
@@ -123,7 +138,7 @@ struct Reviewed {
     started: Instant,
 }
 
-/// What both endpoints do before answering: check the body, find the binding, run the
+/// What both admission endpoints do before answering: check the body, find the binding, run the
 /// hook within the timeout.
 async fn run_review(
     state: &WebhookState,
@@ -131,7 +146,7 @@ async fn run_review(
     binding: &str,
     headers: &HeaderMap,
     body: &[u8],
-    kind: WebhookKind,
+    kind: ReviewKind,
 ) -> Result<Reviewed, Response> {
     if !json_body(headers) {
         return Err(refuse(
@@ -139,11 +154,8 @@ async fn run_review(
             "expected application/json",
         ));
     }
-    let parsed = match kind {
-        WebhookKind::Admission => review::admission_review(body),
-        WebhookKind::Conversion => review::conversion_review(body),
-    };
-    let review = parsed.map_err(|e| refuse(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let review = review::admission_review(body)
+        .map_err(|e| refuse(StatusCode::BAD_REQUEST, e.to_string()))?;
     let (engine, h) =
         locate(state, hook, binding, kind).map_err(|(code, message)| refuse(code, message))?;
     let started = Instant::now();
@@ -181,70 +193,128 @@ async fn validate(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let reviewed = match run_review(
+    admit(
         &state,
         &hook,
         &binding,
         &headers,
         &body,
-        WebhookKind::Admission,
+        ReviewKind::Validating,
     )
     .await
-    {
+}
+
+async fn mutate(
+    State(state): State<WebhookState>,
+    Path((hook, binding)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    admit(
+        &state,
+        &hook,
+        &binding,
+        &headers,
+        &body,
+        ReviewKind::Mutating,
+    )
+    .await
+}
+
+/// Answers an AdmissionReview for a validating or mutating binding.
+async fn admit(
+    state: &WebhookState,
+    hook: &str,
+    binding: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    kind: ReviewKind,
+) -> Response {
+    let reviewed = match run_review(state, hook, binding, headers, body, kind).await {
         Ok(reviewed) => reviewed,
         Err(refused) => return refused,
     };
-    let outcome = match reviewed.output {
-        Ok(output) => match output.validating {
-            Some(answer) => AdmissionOutcome::Answered(answer),
-            None => AdmissionOutcome::Failed(format!(
-                "hook {hook} gave no answer for binding {binding}"
-            )),
-        },
-        Err(message) => AdmissionOutcome::Failed(message),
-    };
+    let outcome = review::admission_outcome(
+        hook,
+        binding,
+        kind == ReviewKind::Mutating,
+        &reviewed.review,
+        reviewed.output,
+    );
     let answer = review::admission_response(&reviewed.review, outcome);
     tracing::info!(
         hook = %hook, binding = %binding,
+        kind = if kind == ReviewKind::Mutating { "mutating" } else { "validating" },
         uid = %request_field(&reviewed.review, "uid"),
         operation = %request_field(&reviewed.review, "operation"),
         allowed = answer.pointer("/response/allowed").and_then(|v| v.as_bool()).unwrap_or(false),
+        patched = answer.pointer("/response/patch").is_some(),
         duration_ms = reviewed.started.elapsed().as_secs_f64() * 1000.0,
         "admission review"
     );
     axum::Json(answer).into_response()
 }
 
+/// Answers a ConversionReview for CRD `crd` through the chains of every hook's
+/// conversion rules for it ([`crate::hooks::conversion`]).
 async fn convert(
     State(state): State<WebhookState>,
-    Path((hook, binding)): Path<(String, String)>,
+    Path(crd): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let reviewed = match run_review(
-        &state,
-        &hook,
-        &binding,
-        &headers,
-        &body,
-        WebhookKind::Conversion,
-    )
-    .await
-    {
-        Ok(reviewed) => reviewed,
-        Err(refused) => return refused,
+    if !json_body(&headers) {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected application/json",
+        );
+    }
+    let review = match review::conversion_review(&body) {
+        Ok(review) => review,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
     };
-    let outcome = reviewed.output.and_then(|output| {
-        output
-            .conversion
-            .ok_or_else(|| format!("hook {hook} gave no answer for binding {binding}"))
-    });
-    let answer = review::conversion_response(&reviewed.review, outcome);
+    let Some(engine) = state.status.engine() else {
+        return refuse(StatusCode::SERVICE_UNAVAILABLE, "hooks are loading");
+    };
+    if !engine
+        .hooks()
+        .iter()
+        .any(|h| h.config.conversions.iter().any(|c| c.crd_name == crd))
+    {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no hook converts {crd}: no kubernetesCustomResourceConversion binding names it"
+            ),
+        );
+    }
+    let started = Instant::now();
+    let converted = match tokio::time::timeout(state.timeout, engine.convert(&crd, &review)).await {
+        Ok(converted) => converted,
+        Err(_) => crate::hooks::conversion::Converted {
+            outcome: Err(format!(
+                "the conversion of {crd} took longer than {}s",
+                state.timeout.as_secs_f64()
+            )),
+            runs: Vec::new(),
+        },
+    };
+    let steps = converted.runs.len();
+    let outcome = converted
+        .outcome
+        .map(|objects| crate::model::ConversionResponse {
+            failed_message: None,
+            converted_objects: objects,
+        });
+    let answer = review::conversion_response(&review, outcome);
     tracing::info!(
-        hook = %hook, binding = %binding,
-        uid = %request_field(&reviewed.review, "uid"),
+        crd = %crd,
+        uid = %request_field(&review, "uid"),
+        desired = %request_field(&review, "desiredAPIVersion"),
+        steps,
         status = %answer.pointer("/response/result/status").and_then(|v| v.as_str()).unwrap_or(""),
-        duration_ms = reviewed.started.elapsed().as_secs_f64() * 1000.0,
+        message = %answer.pointer("/response/result/message").and_then(|v| v.as_str()).unwrap_or(""),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
         "conversion review"
     );
     axum::Json(answer).into_response()

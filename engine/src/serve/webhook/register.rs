@@ -1,5 +1,6 @@
-//! Registration: the ValidatingWebhookConfiguration that sends the API server's
-//! admission requests to this engine (one webhook per validating binding), and the
+//! Registration: the ValidatingWebhookConfiguration and MutatingWebhookConfiguration
+//! that send the API server's admission requests to this engine (one webhook per
+//! validating or mutating binding, every field the binding declared), and the
 //! `spec.conversion` of every CRD a conversion binding names. Written by the leader
 //! with server-side apply (field manager `operon`): one idempotent request per object,
 //! and webhooks of hooks that are gone disappear because this manager no longer
@@ -10,13 +11,15 @@
 //! that signed the serving certificate as `caBundle`.
 
 use crate::cluster::kube::FIELD_MANAGER;
-use crate::hooks::config::{ConversionBinding, AdmissionBinding};
+use crate::hooks::config::AdmissionBinding;
 use crate::hooks::engine::LoadedHook;
 use crate::model::LabelSelector;
 use ::kube::Client;
 use ::kube::api::{Api, Patch, PatchParams};
 use base64::Engine as _;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 
@@ -41,13 +44,17 @@ pub enum ClientTarget {
 pub struct Registration {
     /// The ValidatingWebhookConfiguration's name.
     pub validating_configuration: String,
+    /// The MutatingWebhookConfiguration's name (shell-operator uses one name for both).
+    pub mutating_configuration: String,
     /// The admission server.
     pub admission: ClientTarget,
     /// The conversion server.
     pub conversion: ClientTarget,
-    /// The CA bundle (PEM) of the admission server's certificate.
+    /// The CA bundle (PEM) of the admission server's certificate; empty when the
+    /// admission configurations are not this engine's to write.
     pub admission_ca: Vec<u8>,
-    /// The CA bundle (PEM) of the conversion server's certificate.
+    /// The CA bundle (PEM) of the conversion server's certificate; empty when the CRDs'
+    /// conversion is not this engine's to write.
     pub conversion_ca: Vec<u8>,
 }
 
@@ -122,16 +129,24 @@ fn webhook(hook: &str, binding: &AdmissionBinding, registration: &Registration) 
             rule
         })
         .collect();
+    let prefix = if binding.is_mutating() {
+        "mutate"
+    } else {
+        "validate"
+    };
     let mut webhook = json!({
         "name": binding.name,
         "admissionReviewVersions": ["v1"],
-        "sideEffects": "None",
+        "sideEffects": binding.side_effects.as_str(),
         "failurePolicy": binding.failure_policy.as_str(),
+        // shell-operator's choice: a request for an equivalent resource reached through
+        // another group or version (e.g. deployments in extensions/v1beta1) is sent too.
+        "matchPolicy": "Equivalent",
         "timeoutSeconds": binding.timeout_seconds,
         "rules": rules,
         "clientConfig": client_config(
             &registration.admission,
-            &path("validate", hook, &binding.name),
+            &path(prefix, hook, &binding.name),
             &registration.admission_ca,
         ),
     });
@@ -141,7 +156,31 @@ fn webhook(hook: &str, binding: &AdmissionBinding, registration: &Registration) 
     if let Some(labels) = &binding.namespace_label_selector {
         webhook["namespaceSelector"] = selector(labels);
     }
+    if !binding.match_conditions.is_empty() {
+        webhook["matchConditions"] = binding
+            .match_conditions
+            .iter()
+            .map(|c| json!({"name": c.name, "expression": c.expression}))
+            .collect();
+    }
+    if let Some(policy) = binding.reinvocation_policy {
+        webhook["reinvocationPolicy"] = json!(policy.as_str());
+    }
     webhook
+}
+
+/// The configuration of `kind` (`ValidatingWebhookConfiguration` or
+/// `MutatingWebhookConfiguration`) named `name` holding `webhooks`, or `None` when there
+/// are none.
+fn configuration(kind: &str, name: &str, webhooks: Vec<Value>) -> Option<Value> {
+    (!webhooks.is_empty()).then(|| {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind,
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "operon"}},
+            "webhooks": webhooks,
+        })
+    })
 }
 
 /// The ValidatingWebhookConfiguration for `hooks`, or `None` when no hook validates.
@@ -149,49 +188,57 @@ pub fn validating_configuration(
     hooks: &[LoadedHook],
     registration: &Registration,
 ) -> Option<Value> {
-    let webhooks: Vec<Value> = hooks
+    let webhooks = hooks
         .iter()
-        .flat_map(|h| {
-            h.config
-                .validating
-                .iter()
-                .map(|b| webhook(h.hook.name(), b, registration))
-        })
+        .flat_map(|h| (h.config.validating.iter()).map(|b| webhook(h.hook.name(), b, registration)))
         .collect();
-    (!webhooks.is_empty()).then(|| {
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": registration.validating_configuration,
-                         "labels": {"app.kubernetes.io/managed-by": "operon"}},
-            "webhooks": webhooks,
-        })
-    })
+    configuration(
+        "ValidatingWebhookConfiguration",
+        &registration.validating_configuration,
+        webhooks,
+    )
 }
 
-/// The `spec.conversion` each conversion binding's CRD gets: (CRD name, patch).
+/// The MutatingWebhookConfiguration for `hooks`, or `None` when no hook mutates. The API
+/// server calls its webhooks in the order listed: hooks in name order (as they are
+/// loaded), each hook's bindings in configuration order.
+pub fn mutating_configuration(hooks: &[LoadedHook], registration: &Registration) -> Option<Value> {
+    let webhooks = hooks
+        .iter()
+        .flat_map(|h| (h.config.mutating.iter()).map(|b| webhook(h.hook.name(), b, registration)))
+        .collect();
+    configuration(
+        "MutatingWebhookConfiguration",
+        &registration.mutating_configuration,
+        webhooks,
+    )
+}
+
+/// The `spec.conversion` each CRD named by a conversion binding gets: (CRD name,
+/// patch), one per CRD however many hooks convert it (the server chains their rules).
 pub fn conversion_patches(
     hooks: &[LoadedHook],
     registration: &Registration,
 ) -> Vec<(String, Value)> {
-    hooks
+    let crds: std::collections::BTreeSet<&str> = hooks
         .iter()
-        .flat_map(|h| {
-            h.config.conversions.iter().map(|b: &ConversionBinding| {
-                let config = client_config(
-                    &registration.conversion,
-                    &path("convert", h.hook.name(), &b.name),
-                    &registration.conversion_ca,
-                );
-                let patch = json!({
-                    "apiVersion": "apiextensions.k8s.io/v1",
-                    "kind": "CustomResourceDefinition",
-                    "metadata": {"name": b.crd_name},
-                    "spec": {"conversion": {"strategy": "Webhook", "webhook": {
-                        "clientConfig": config, "conversionReviewVersions": ["v1"]}}},
-                });
-                (b.crd_name.clone(), patch)
-            })
+        .flat_map(|h| h.config.conversions.iter().map(|b| b.crd_name.as_str()))
+        .collect();
+    crds.into_iter()
+        .map(|crd| {
+            let config = client_config(
+                &registration.conversion,
+                &format!("/convert/{}", encode(crd)),
+                &registration.conversion_ca,
+            );
+            let patch = json!({
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": crd},
+                "spec": {"conversion": {"strategy": "Webhook", "webhook": {
+                    "clientConfig": config, "conversionReviewVersions": ["v1"]}}},
+            });
+            (crd.to_owned(), patch)
         })
         .collect()
 }
@@ -232,33 +279,74 @@ pub struct RegisterError {
     source: ::kube::Error,
 }
 
-/// Writes the configurations for `hooks`: the ValidatingWebhookConfiguration (deleted
-/// when no hook validates any more) and each conversion CRD's `spec.conversion`.
+/// Applies `desired` as the configuration `name` of type `K`, or deletes it when
+/// `desired` is `None` (no hook has such bindings any more).
+async fn apply_or_delete<K>(
+    client: &Client,
+    name: &str,
+    desired: Option<Value>,
+) -> Result<(), RegisterError>
+where
+    K: ::kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let error = |source| RegisterError {
+        what: format!("{kind} {name}"),
+        source,
+    };
+    match desired {
+        Some(desired) => {
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            api.patch(name, &params, &Patch::Apply(&desired))
+                .await
+                .map_err(error)?;
+            tracing::info!(configuration = %name, kind = %kind, "admission webhooks registered");
+        }
+        None => match api.delete(name, &Default::default()).await {
+            Ok(_) => {
+                tracing::info!(configuration = %name, kind = %kind, "no such binding any more: configuration deleted")
+            }
+            Err(::kube::Error::Api(s)) if s.is_not_found() => {}
+            Err(e) => return Err(error(e)),
+        },
+    }
+    Ok(())
+}
+
+/// Writes the configurations for `hooks`: the ValidatingWebhookConfiguration and the
+/// MutatingWebhookConfiguration (each deleted when no hook has such bindings any more)
+/// and each conversion CRD's `spec.conversion`.
 pub async fn register(
     client: &Client,
     hooks: &[LoadedHook],
     registration: &Registration,
 ) -> Result<(), RegisterError> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let name = &registration.validating_configuration;
-    let error = |what: String| move |source| RegisterError { what, source };
-    match validating_configuration(hooks, registration) {
-        Some(desired) => {
-            configurations
-                .patch(name, &params, &Patch::Apply(&desired))
-                .await
-                .map_err(error(format!("ValidatingWebhookConfiguration {name}")))?;
-            tracing::info!(configuration = %name, "validating webhooks registered");
-        }
-        None => match configurations.delete(name, &Default::default()).await {
-            Ok(_) => {
-                tracing::info!(configuration = %name, "no validating hook: configuration deleted")
-            }
-            Err(::kube::Error::Api(s)) if s.is_not_found() => {}
-            Err(e) => return Err(error(format!("ValidatingWebhookConfiguration {name}"))(e)),
-        },
+    // Without a CA the API server could not trust the server: such a registration was
+    // not asked for (only the other server's CA was given).
+    if !registration.admission_ca.is_empty() {
+        apply_or_delete::<ValidatingWebhookConfiguration>(
+            client,
+            &registration.validating_configuration,
+            validating_configuration(hooks, registration),
+        )
+        .await?;
+        apply_or_delete::<MutatingWebhookConfiguration>(
+            client,
+            &registration.mutating_configuration,
+            mutating_configuration(hooks, registration),
+        )
+        .await?;
     }
+    if registration.conversion_ca.is_empty() {
+        return Ok(());
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let error = |what: String| move |source| RegisterError { what, source };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for (crd, patch) in conversion_patches(hooks, registration) {
         crds.patch(&crd, &params, &Patch::Apply(&patch))
@@ -275,8 +363,8 @@ mod tests {
     use crate::hooks::config::{self, ValidConfig};
     use crate::hooks::{Hook, HookError, HookRun};
     use crate::model::{
-        ConversionBindingConfig, ConversionRule, HookConfig, HookInput, AdmissionBindingConfig,
-        WebhookRule,
+        AdmissionBindingConfig, ConversionBindingConfig, ConversionRule, HookConfig, HookInput,
+        MatchCondition, WebhookRule,
     };
     use futures::future::BoxFuture;
     use http_body_util::BodyExt as _;
@@ -318,6 +406,23 @@ mod tests {
                 timeout_seconds: Some(5),
                 ..AdmissionBindingConfig::default()
             }];
+            raw.kubernetes_mutating = vec![AdmissionBindingConfig {
+                name: "defaults.operon.dev".into(),
+                rules: vec![WebhookRule {
+                    operations: vec!["CREATE".into()],
+                    api_groups: vec!["apps".into()],
+                    api_versions: vec!["v1".into()],
+                    resources: vec!["deployments".into()],
+                    scope: None,
+                }],
+                side_effects: Some("NoneOnDryRun".into()),
+                match_conditions: vec![MatchCondition {
+                    name: "not-system".into(),
+                    expression: "!request.namespace.startsWith('kube-')".into(),
+                }],
+                reinvocation_policy: Some("IfNeeded".into()),
+                ..AdmissionBindingConfig::default()
+            }];
         }
         raw.kubernetes_conversion = vec![ConversionBindingConfig {
             name: "widgets".into(),
@@ -340,6 +445,7 @@ mod tests {
     fn registration() -> Registration {
         Registration {
             validating_configuration: "operon-hooks".into(),
+            mutating_configuration: "operon-mutating".into(),
             admission: ClientTarget::Service {
                 namespace: "operon".into(),
                 name: "operon-webhooks".into(),
@@ -361,6 +467,7 @@ mod tests {
                 "admissionReviewVersions": ["v1"],
                 "sideEffects": "None",
                 "failurePolicy": "Ignore",
+                "matchPolicy": "Equivalent",
                 "timeoutSeconds": 5,
                 "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""],
                            "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}],
@@ -371,11 +478,34 @@ mod tests {
             }])
         );
         assert!(validating_configuration(&hooks(false), &registration()).is_none());
+        let mutating = mutating_configuration(&hooks(true), &registration()).unwrap();
+        assert_eq!(mutating["kind"], "MutatingWebhookConfiguration");
+        assert_eq!(mutating["metadata"]["name"], "operon-mutating");
+        assert_eq!(
+            mutating["webhooks"],
+            json!([{
+                "name": "defaults.operon.dev",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "NoneOnDryRun",
+                "failurePolicy": "Fail",
+                "matchPolicy": "Equivalent",
+                "timeoutSeconds": 10,
+                "rules": [{"operations": ["CREATE"], "apiGroups": ["apps"],
+                           "apiVersions": ["v1"], "resources": ["deployments"]}],
+                "matchConditions": [{"name": "not-system",
+                                     "expression": "!request.namespace.startsWith('kube-')"}],
+                "reinvocationPolicy": "IfNeeded",
+                "clientConfig": {"service": {"namespace": "operon", "name": "operon-webhooks", "port": 443,
+                                             "path": "/mutate/policies%2Fimages.sh/defaults.operon.dev"},
+                                 "caBundle": "Q0Ex"},
+            }])
+        );
+        assert!(mutating_configuration(&hooks(false), &registration()).is_none());
         let patches = conversion_patches(&hooks(false), &registration());
         assert_eq!(patches[0].0, "widgets.example.com");
         assert_eq!(
             patches[0].1["spec"]["conversion"]["webhook"]["clientConfig"],
-            json!({"url": "https://127.0.0.1:9681/convert/policies%2Fimages.sh/widgets", "caBundle": "Q0Ey"})
+            json!({"url": "https://127.0.0.1:9681/convert/widgets.example.com", "caBundle": "Q0Ey"})
         );
     }
 
@@ -388,7 +518,7 @@ mod tests {
         let client = Client::new(service, "default");
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
-            for _ in 0..4 {
+            for _ in 0..6 {
                 let (request, respond) = handle.next_request().await.unwrap();
                 let (parts, body) = request.into_parts();
                 let body = body.collect().await.unwrap().to_bytes();
@@ -445,20 +575,40 @@ mod tests {
             validating_configuration(&hooks(true), &registration()).unwrap()
         );
         assert_eq!(
-            (seen[1].0.as_str(), seen[1].1.as_str()),
+            (seen[1].0.as_str(), seen[1].1.as_str(), seen[1].2.as_deref()),
+            (
+                "PATCH",
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/operon-mutating?&force=true&fieldManager=operon",
+                Some(apply)
+            )
+        );
+        let body: Value = serde_json::from_slice(&seen[1].3).unwrap();
+        assert_eq!(
+            body,
+            mutating_configuration(&hooks(true), &registration()).unwrap()
+        );
+        assert_eq!(
+            (seen[2].0.as_str(), seen[2].1.as_str()),
             (
                 "PATCH",
                 "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com?&force=true&fieldManager=operon"
             )
         );
-        // The hook set without validating bindings: the configuration goes.
+        // The hook set without admission bindings: both configurations go.
         assert_eq!(
-            (seen[2].0.as_str(), seen[2].1.as_str()),
+            (seen[3].0.as_str(), seen[3].1.as_str()),
             (
                 "DELETE",
                 "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/operon-hooks?"
             )
         );
-        assert_eq!(seen[3].0, "PATCH");
+        assert_eq!(
+            (seen[4].0.as_str(), seen[4].1.as_str()),
+            (
+                "DELETE",
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/operon-mutating?"
+            )
+        );
+        assert_eq!(seen[5].0, "PATCH");
     }
 }

@@ -5,7 +5,7 @@
 //! with `patchType: JSONPatch`; a conversion answer must hold as many objects as the
 //! request, in order.
 
-use crate::model::{ConversionResponse, ValidatingResponse};
+use crate::model::{ConversionResponse, HookOutput, ValidatingResponse};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -77,6 +77,82 @@ pub enum AdmissionOutcome {
     /// The hook could not answer: it failed, timed out or wrote nothing. The message
     /// says which hook and why.
     Failed(String),
+}
+
+/// What a hook's run for binding `binding` (mutating or validating) comes to as an
+/// answer to `review`: the run's answer, checked; or why there is none.
+pub fn admission_outcome(
+    hook: &str,
+    binding: &str,
+    mutating: bool,
+    review: &Value,
+    output: Result<HookOutput, String>,
+) -> AdmissionOutcome {
+    let answer = match output {
+        Ok(HookOutput {
+            validating: Some(answer),
+            ..
+        }) => answer,
+        Ok(_) => {
+            return AdmissionOutcome::Failed(format!(
+                "hook {hook} gave no answer for binding {binding}"
+            ));
+        }
+        Err(message) => return AdmissionOutcome::Failed(message),
+    };
+    if mutating {
+        return match checked_mutation(review, answer) {
+            Ok(answer) => AdmissionOutcome::Answered(answer),
+            Err(reason) => {
+                AdmissionOutcome::Failed(format!("hook {hook} binding {binding}: {reason}"))
+            }
+        };
+    }
+    let mut answer = answer;
+    // The API server refuses a patch from a validating webhook; the hook meant to allow
+    // or deny, so that answer is kept.
+    if answer.patch.take().is_some_and(|p| !p.trim().is_empty()) {
+        tracing::warn!(hook = %hook, binding = %binding,
+            "a validating binding's answer carried a patch: it was dropped (declare a kubernetesMutating binding to change objects)");
+    }
+    AdmissionOutcome::Answered(answer)
+}
+
+/// The object under review with the answer's patch applied, when the answer allows it
+/// and carries a patch that applies (what the API server stores).
+pub fn patched_object(review: &Value, answer: &ValidatingResponse) -> Option<Value> {
+    let patch: json_patch::Patch = serde_json::from_str(answer.patch.as_deref()?).ok()?;
+    let mut object = review.pointer("/request/object")?.clone();
+    json_patch::patch(&mut object, &patch).ok()?;
+    Some(object)
+}
+
+/// Checks a mutating hook's answer against the object under review: its patch must be
+/// an RFC 6902 JSON Patch that applies to `request.object`. An empty patch (`[]`) is
+/// no patch. A denial keeps no patch: there is nothing to mutate.
+pub fn checked_mutation(
+    review: &Value,
+    mut answer: ValidatingResponse,
+) -> Result<ValidatingResponse, String> {
+    let Some(text) = answer.patch.take().filter(|p| !p.trim().is_empty()) else {
+        return Ok(answer);
+    };
+    if !answer.allowed {
+        return Ok(answer);
+    }
+    let patch: json_patch::Patch = serde_json::from_str(&text)
+        .map_err(|e| format!("the patch is not an RFC 6902 JSON Patch: {e}"))?;
+    if patch.0.is_empty() {
+        return Ok(answer);
+    }
+    let mut object = review
+        .pointer("/request/object")
+        .cloned()
+        .unwrap_or(Value::Null);
+    json_patch::patch(&mut object, &patch)
+        .map_err(|e| format!("the patch does not apply to the object under review: {e}"))?;
+    answer.patch = Some(text);
+    Ok(answer)
 }
 
 /// The AdmissionReview answering `review`.

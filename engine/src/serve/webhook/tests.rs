@@ -8,8 +8,8 @@ use crate::hooks::engine::LoadedHook;
 use crate::hooks::{Hook, HookError, HookRun};
 use crate::metrics::Metrics;
 use crate::model::{
-    BindingType, ConversionBindingConfig, ConversionResponse, ConversionRule, HookConfig,
-    HookInput, HookOutput, AdmissionBindingConfig, ValidatingResponse, WebhookRule,
+    AdmissionBindingConfig, BindingType, ConversionBindingConfig, ConversionResponse,
+    ConversionRule, HookConfig, HookInput, HookOutput, ValidatingResponse, WebhookRule,
 };
 use futures::future::BoxFuture;
 use http_body_util::BodyExt as _;
@@ -37,16 +37,41 @@ fn config() -> HookConfig {
             timeout_seconds: None,
             ..AdmissionBindingConfig::default()
         }],
-        kubernetes_conversion: vec![ConversionBindingConfig {
-            name: "widgets".into(),
-            crd_name: "widgets.example.com".into(),
-            conversions: vec![ConversionRule {
-                from_version: "example.com/v1".into(),
-                to_version: "example.com/v2".into(),
+        kubernetes_mutating: vec![AdmissionBindingConfig {
+            name: "defaults.example.com".into(),
+            rules: vec![WebhookRule {
+                operations: vec!["CREATE".into()],
+                api_groups: vec![String::new()],
+                api_versions: vec!["v1".into()],
+                resources: vec!["pods".into()],
+                scope: None,
             }],
-            group: None,
-            include_snapshots_from: vec![],
+            ..AdmissionBindingConfig::default()
         }],
+        // Two steps of one chain in two bindings: v1 -> v2 (with the group) and
+        // v2 -> v3 (without: shell-operator matches `v2` to `example.com/v2`).
+        kubernetes_conversion: vec![
+            ConversionBindingConfig {
+                name: "widgets".into(),
+                crd_name: "widgets.example.com".into(),
+                conversions: vec![ConversionRule {
+                    from_version: "example.com/v1".into(),
+                    to_version: "example.com/v2".into(),
+                }],
+                group: None,
+                include_snapshots_from: vec![],
+            },
+            ConversionBindingConfig {
+                name: "widgets-next".into(),
+                crd_name: "widgets.example.com".into(),
+                conversions: vec![ConversionRule {
+                    from_version: "v2".into(),
+                    to_version: "v3".into(),
+                }],
+                group: None,
+                include_snapshots_from: vec![],
+            },
+        ],
         ..HookConfig::default()
     }
 }
@@ -97,6 +122,13 @@ fn answer(context: &crate::model::BindingContext) -> Result<HookOutput, HookErro
             &[],
             Some(r#"[{"op":"add","path":"/metadata/labels","value":{"m":"y"}}]"#),
         ),
+        "misfit" => validating(
+            true,
+            None,
+            &[],
+            Some(r#"[{"op":"replace","path":"/spec/absent","value":1}]"#),
+        ),
+        "garbled" => validating(true, None, &[], Some(r#"{"op":"add"}"#)),
         "failing" => Err(HookError::Run("exit code 3".into())),
         "silent" => Ok(HookOutput::default()),
         _ => validating(true, None, &[], None),
@@ -165,7 +197,7 @@ async fn start(
     });
     let router = router(status.clone(), WebhookKind::Admission, timeout).merge(
         Router::new()
-            .route("/convert/{hook}/{binding}", post(convert))
+            .route("/convert/{crd}", post(convert))
             .with_state(WebhookState { status, timeout }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -233,6 +265,7 @@ fn admission(name: &str) -> Value {
 }
 
 const VALIDATE: &str = "/validate/hooks%2Freviewer.sh/policy.example.com";
+const MUTATE: &str = "/mutate/hooks%2Freviewer.sh/defaults.example.com";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_reviews_are_answered_over_https() {
@@ -257,8 +290,12 @@ async fn admission_reviews_are_answered_over_https() {
     );
     let (_, warned, _) = response("warned").await;
     assert_eq!(warned["response"]["warnings"], json!(["careful"]));
+    // A validating binding cannot mutate: the patch is dropped, the answer kept.
     let (_, mutated, _) = response("mutated").await;
-    assert_eq!(mutated["response"]["patchType"], "JSONPatch");
+    assert_eq!(
+        mutated["response"],
+        json!({"uid": "uid-mutated", "allowed": true})
+    );
     let (_, failing, _) = response("failing").await;
     assert_eq!(failing["response"]["allowed"], false);
     assert_eq!(failing["response"]["status"]["code"], 500);
@@ -301,25 +338,79 @@ async fn admission_reviews_are_answered_over_https() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conversion_reviews_convert_every_object_in_order() {
+async fn mutating_reviews_carry_a_patch_that_applies() {
+    use base64::Engine as _;
     let pki = TestPki::new();
     let (address, _cert) = start(&pki, Duration::from_secs(5)).await;
-    let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-        "request": {"uid": "c1", "desiredAPIVersion": "example.com/v2",
-                    "objects": [{"apiVersion": "example.com/v1", "metadata": {"name": "a"}},
-                                {"apiVersion": "example.com/v1", "metadata": {"name": "b"}}]}});
-    let (status, answer, _) = post_review(
+    let response = |name: &str| {
+        let review = admission(name);
+        let pki = &pki;
+        async move { post_review(pki, address, MUTATE, &review).await.unwrap() }
+    };
+    let (status, mutated, _) = response("mutated").await;
+    assert_eq!(status, 200);
+    assert_eq!(mutated["response"]["uid"], "uid-mutated");
+    assert_eq!(mutated["response"]["allowed"], true);
+    assert_eq!(mutated["response"]["patchType"], "JSONPatch");
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(mutated["response"]["patch"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&patch).unwrap(),
+        json!([{"op": "add", "path": "/metadata/labels", "value": {"m": "y"}}])
+    );
+    // No patch, no patchType.
+    let (_, plain, _) = response("fine").await;
+    assert_eq!(
+        plain["response"],
+        json!({"uid": "uid-fine", "allowed": true})
+    );
+    // A patch that cannot apply to the object denies, naming the hook and binding.
+    let (_, misfit, _) = response("misfit").await;
+    assert_eq!(misfit["response"]["allowed"], false);
+    assert_eq!(misfit["response"]["status"]["code"], 500);
+    let message = misfit["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "hook hooks/reviewer.sh binding defaults.example.com: the patch does not apply"
+        ),
+        "{message}"
+    );
+    let (_, garbled, _) = response("garbled").await;
+    let message = garbled["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.contains("not an RFC 6902 JSON Patch"), "{message}");
+    // The validating binding is not reachable as a mutating one, nor the reverse.
+    let (status, _, _) = post_review(
         &pki,
         address,
-        "/convert/hooks%2Freviewer.sh/widgets",
-        &review,
+        "/mutate/hooks%2Freviewer.sh/policy.example.com",
+        &admission("x"),
     )
     .await
     .unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(answer["response"]["uid"], "c1");
-    assert_eq!(answer["response"]["result"]["status"], "Success");
-    let names: Vec<(&str, &str)> = answer["response"]["convertedObjects"]
+    assert_eq!(status, 404);
+    let (status, _, _) = post_review(
+        &pki,
+        address,
+        "/validate/hooks%2Freviewer.sh/defaults.example.com",
+        &admission("x"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 404);
+}
+
+fn conversion(desired: &str, versions: &[(&str, &str)]) -> Value {
+    let objects: Vec<Value> = versions
+        .iter()
+        .map(|(version, name)| json!({"apiVersion": version, "metadata": {"name": name}}))
+        .collect();
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "c1", "desiredAPIVersion": desired, "objects": objects}})
+}
+
+fn converted(answer: &Value) -> Vec<(&str, &str)> {
+    answer["response"]["convertedObjects"]
         .as_array()
         .unwrap()
         .iter()
@@ -329,8 +420,75 @@ async fn conversion_reviews_convert_every_object_in_order() {
                 o["metadata"]["name"].as_str().unwrap(),
             )
         })
-        .collect();
-    assert_eq!(names, [("example.com/v2", "a"), ("example.com/v2", "b")]);
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversion_reviews_convert_every_object_in_order() {
+    let pki = TestPki::new();
+    let (address, _cert) = start(&pki, Duration::from_secs(5)).await;
+    let review = conversion(
+        "example.com/v2",
+        &[("example.com/v1", "a"), ("example.com/v1", "b")],
+    );
+    let (status, answer, _) = post_review(&pki, address, "/convert/widgets.example.com", &review)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(answer["response"]["uid"], "c1");
+    assert_eq!(answer["response"]["result"]["status"], "Success");
+    assert_eq!(
+        converted(&answer),
+        [("example.com/v2", "a"), ("example.com/v2", "b")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversions_chain_rules_and_keep_the_order_of_mixed_versions() {
+    let pki = TestPki::new();
+    let (address, _cert) = start(&pki, Duration::from_secs(5)).await;
+    // v1 objects take two steps (two bindings), the v2 one takes one, the v3 one none.
+    let review = conversion(
+        "example.com/v3",
+        &[
+            ("example.com/v1", "a"),
+            ("example.com/v3", "b"),
+            ("example.com/v2", "c"),
+            ("example.com/v1", "d"),
+        ],
+    );
+    let (_, answer, _) = post_review(&pki, address, "/convert/widgets.example.com", &review)
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["response"]["result"]["status"], "Success",
+        "{answer}"
+    );
+    assert_eq!(
+        converted(&answer),
+        [
+            ("example.com/v3", "a"),
+            ("example.com/v3", "b"),
+            ("example.com/v3", "c"),
+            ("example.com/v3", "d")
+        ]
+    );
+    // No chain back from v3: a Failure naming the versions, not a hang or a 500.
+    let back = conversion("example.com/v1", &[("example.com/v3", "a")]);
+    let (status, answer, _) = post_review(&pki, address, "/convert/widgets.example.com", &back)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(answer["response"]["result"]["status"], "Failure");
+    assert_eq!(
+        answer["response"]["result"]["message"],
+        "no hook converts widgets.example.com from example.com/v3 to example.com/v1 (no chain of conversion rules leads there)"
+    );
+    // A CRD no hook converts.
+    let (status, _, _) = post_review(&pki, address, "/convert/gadgets.example.com", &back)
+        .await
+        .unwrap();
+    assert_eq!(status, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -172,6 +172,7 @@ fn parses_schedules_webhooks_and_json() {
     assert_eq!(v.rules[0].scope.as_deref(), Some("Namespaced"));
     assert_eq!(v.failure_policy.as_deref(), Some("Ignore"));
     assert_eq!(v.timeout_seconds, Some(5));
+    assert_eq!(v.side_effects.as_deref(), Some("None"));
     assert_eq!(config.kubernetes_conversion[0].conversions.len(), 1);
 
     let valid = valid(&config);
@@ -254,7 +255,8 @@ kubernetes:
   fieldSelector:
     matchExpressions:
     - {field: status.phase, operator: "<", value: x}
-kubernetesMutating: []
+kubernetesMutating:
+- {name: m.example.com, reinvocation: IfNeeded}
 settings:
   executionMinInterval: 3 seconds
 "#,
@@ -264,7 +266,7 @@ settings:
         r#"hook "hook.sh": kubernetes[0] "pods": allowFailure: expected true or false"#,
         r#"hook "hook.sh": kubernetes[0] "pods": labelSelector.matchLabels.enabled: label values are strings"#,
         r#"hook "hook.sh": kubernetes[0] "pods": fieldSelector.matchExpressions[0].operator: "<" is not"#,
-        r#"hook "hook.sh": kubernetesMutating: mutating webhooks are not supported"#,
+        r#"hook "hook.sh": kubernetesMutating[0] "m.example.com": reinvocation: unknown field"#,
         r#"hook "hook.sh": settings.executionMinInterval: invalid duration"#,
     ];
     for prefix in expected {
@@ -342,6 +344,23 @@ kubernetesValidating:
     labelSelector:
       matchLabels: {env: prod}
   timeoutSeconds: 5
+  sideEffects: NoneOnDryRun
+  matchConditions:
+  - {name: not-system, expression: "!request.namespace.startsWith('kube-')"}
+kubernetesMutating:
+- name: defaults.example.com
+  rules:
+  - operations: [CREATE, UPDATE]
+    apiGroups: [apps]
+    apiVersions: [v1]
+    resources: [deployments]
+  failurePolicy: Fail
+  sideEffects: None
+  timeoutSeconds: 3
+  reinvocationPolicy: IfNeeded
+  labelSelector:
+    matchLabels: {mutate: "yes"}
+  includeSnapshotsFrom: [pods]
 kubernetesCustomResourceConversion:
 - name: convert
   crdName: widgets.example.com

@@ -3,9 +3,10 @@
 use super::{At, Reader, Refused, type_name};
 use crate::model::config::BindingKind;
 use crate::model::{
-    ConversionBindingConfig, ConversionRule, FieldOperator, FieldRequirement, HookConfig,
-    HookSettings, KubernetesBindingConfig, LabelOperator, LabelRequirement, LabelSelector,
-    NamespaceSelector, ScheduleBindingConfig, AdmissionBindingConfig, WatchEvent, WebhookRule,
+    AdmissionBindingConfig, ConversionBindingConfig, ConversionRule, FieldOperator,
+    FieldRequirement, HookConfig, HookSettings, KubernetesBindingConfig, LabelOperator,
+    LabelRequirement, LabelSelector, MatchCondition, NamespaceSelector, ScheduleBindingConfig,
+    WatchEvent, WebhookRule,
 };
 use serde_json::Value;
 
@@ -17,19 +18,14 @@ impl Reader<'_> {
             "schedule",
             "kubernetes",
             "kubernetesValidating",
+            "kubernetesMutating",
             "kubernetesCustomResourceConversion",
             "settings",
         ];
-        const REFUSED: Refused<'_> = &[
-            (
-                "kubernetesMutating",
-                "mutating webhooks are not supported by Operon",
-            ),
-            (
-                "onKubernetesEvent",
-                "this is the v0 spelling: with configVersion v1 use kubernetes",
-            ),
-        ];
+        const REFUSED: Refused<'_> = &[(
+            "onKubernetesEvent",
+            "this is the v0 spelling: with configVersion v1 use kubernetes",
+        )];
         let map = self.object(&At::top(""), document, TOP, REFUSED)?;
         let on_startup = self.on_startup(map);
         let schedule = (self.items(map, "schedule"))
@@ -39,7 +35,10 @@ impl Reader<'_> {
             .filter_map(|(i, item)| self.kubernetes_v1(i, item))
             .collect();
         let kubernetes_validating = (self.items(map, "kubernetesValidating"))
-            .filter_map(|(i, item)| self.validating_v1(i, item))
+            .filter_map(|(i, item)| self.admission_v1(BindingKind::Validating, i, item))
+            .collect();
+        let kubernetes_mutating = (self.items(map, "kubernetesMutating"))
+            .filter_map(|(i, item)| self.admission_v1(BindingKind::Mutating, i, item))
             .collect();
         let kubernetes_conversion = (self.items(map, "kubernetesCustomResourceConversion"))
             .filter_map(|(i, item)| self.conversion_v1(i, item))
@@ -50,6 +49,7 @@ impl Reader<'_> {
             schedule,
             kubernetes,
             kubernetes_validating,
+            kubernetes_mutating,
             kubernetes_conversion,
             settings,
         })
@@ -342,7 +342,14 @@ impl Reader<'_> {
         })
     }
 
-    fn validating_v1(&mut self, index: usize, value: &Value) -> Option<AdmissionBindingConfig> {
+    /// A `kubernetesValidating` or `kubernetesMutating` item: shell-operator reads both
+    /// with one schema (`reinvocationPolicy` is Operon's addition for mutating ones).
+    fn admission_v1(
+        &mut self,
+        kind: BindingKind,
+        index: usize,
+        value: &Value,
+    ) -> Option<AdmissionBindingConfig> {
         const FIELDS: &[&str] = &[
             "name",
             "rules",
@@ -351,29 +358,14 @@ impl Reader<'_> {
             "labelSelector",
             "namespace",
             "timeoutSeconds",
+            "matchConditions",
+            "reinvocationPolicy",
             "group",
             "includeSnapshotsFrom",
         ];
-        const REFUSED: Refused<'_> = &[(
-            "matchConditions",
-            "not supported by Operon: use labelSelector and namespace.labelSelector",
-        )];
         let name = Self::binding_name(value, "");
-        let at = At::binding(BindingKind::Validating, index, &name);
-        let map = self.object(&at, value, FIELDS, REFUSED)?;
-
-        // Operon registers every webhook with `sideEffects: None`, shell-operator's
-        // default; a hook that claims side effects would be registered wrongly.
-        match self.string(&at, map, "sideEffects").as_deref() {
-            None | Some("None") => {}
-            Some(other) => self.problem(
-                &at.key("sideEffects"),
-                format!(
-                    "{other:?} is not supported: Operon registers webhooks with sideEffects \
-                     None, so hooks must not have side effects"
-                ),
-            ),
-        }
+        let at = At::binding(kind, index, &name);
+        let map = self.object(&at, value, FIELDS, &[])?;
 
         let mut rules = Vec::new();
         for (i, item) in self
@@ -422,13 +414,38 @@ impl Reader<'_> {
         let namespace = Self::field(map, "namespace")
             .and_then(|v| self.namespace_selector(&at.key("namespace"), v, false));
 
+        let mut match_conditions = Vec::new();
+        for (i, item) in self
+            .list(&at, map, "matchConditions")
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let condition_at = at.key("matchConditions").item(i);
+            let Some(condition) = self.object(&condition_at, item, &["name", "expression"], &[])
+            else {
+                continue;
+            };
+            match_conditions.push(MatchCondition {
+                name: self
+                    .string(&condition_at, condition, "name")
+                    .unwrap_or_default(),
+                expression: self
+                    .string(&condition_at, condition, "expression")
+                    .unwrap_or_default(),
+            });
+        }
+
         Some(AdmissionBindingConfig {
             name: self.string(&at, map, "name").unwrap_or(name),
             rules,
             failure_policy: self.string(&at, map, "failurePolicy"),
+            side_effects: self.string(&at, map, "sideEffects"),
             label_selector,
             namespace,
             timeout_seconds,
+            match_conditions,
+            reinvocation_policy: self.string(&at, map, "reinvocationPolicy"),
             group: self.string(&at, map, "group"),
             include_snapshots_from: self
                 .string_list(&at, map, "includeSnapshotsFrom")

@@ -4,9 +4,9 @@
 //! back unchanged.
 
 use crate::model::{
-    ConversionBindingConfig, FieldOperator, HookConfig, HookSettings, KubernetesBindingConfig,
-    LabelOperator, LabelSelector, NamespaceSelector, ScheduleBindingConfig,
-    AdmissionBindingConfig,
+    AdmissionBindingConfig, ConversionBindingConfig, FieldOperator, HookConfig, HookSettings,
+    KubernetesBindingConfig, LabelOperator, LabelSelector, NamespaceSelector,
+    ScheduleBindingConfig,
 };
 use serde_json::{Map, Value, json};
 
@@ -29,13 +29,11 @@ pub fn to_json(config: &HookConfig) -> Value {
         ),
         (
             "kubernetesValidating",
-            section(
-                config
-                    .kubernetes_validating
-                    .iter()
-                    .map(validating)
-                    .collect(),
-            ),
+            section(config.kubernetes_validating.iter().map(admission).collect()),
+        ),
+        (
+            "kubernetesMutating",
+            section(config.kubernetes_mutating.iter().map(admission).collect()),
         ),
         (
             "kubernetesCustomResourceConversion",
@@ -180,7 +178,8 @@ fn kubernetes(binding: &KubernetesBindingConfig) -> Value {
     Value::Object(map)
 }
 
-fn validating(binding: &AdmissionBindingConfig) -> Value {
+/// A `kubernetesValidating` or `kubernetesMutating` item.
+fn admission(binding: &AdmissionBindingConfig) -> Value {
     let mut map = Map::new();
     map.insert("name".into(), json!(binding.name));
     let rules: Vec<Value> = binding
@@ -204,6 +203,11 @@ fn validating(binding: &AdmissionBindingConfig) -> Value {
     );
     put(
         &mut map,
+        "sideEffects",
+        binding.side_effects.as_ref().map(|p| json!(p)),
+    );
+    put(
+        &mut map,
         "labelSelector",
         binding.label_selector.as_ref().map(label_selector),
     );
@@ -216,6 +220,24 @@ fn validating(binding: &AdmissionBindingConfig) -> Value {
         &mut map,
         "timeoutSeconds",
         binding.timeout_seconds.map(|t| json!(t)),
+    );
+    put(
+        &mut map,
+        "matchConditions",
+        (!binding.match_conditions.is_empty()).then(|| {
+            Value::Array(
+                binding
+                    .match_conditions
+                    .iter()
+                    .map(|c| json!({"name": c.name, "expression": c.expression}))
+                    .collect(),
+            )
+        }),
+    );
+    put(
+        &mut map,
+        "reinvocationPolicy",
+        binding.reinvocation_policy.as_ref().map(|p| json!(p)),
     );
     common(
         &mut map,
