@@ -4,8 +4,10 @@
 //! when buildah or podman is installed.
 //!
 //! Both renderings go through the same checks (RBAC, the Deployment's hardening, its
-//! flags against `operon serve --help`), and the chart's default rendering must equal the
-//! kustomization's, labels and annotations aside, so the two cannot drift apart.
+//! flags against `operon serve --help`, the webhooks' Service, ports and certificate),
+//! and the chart's default rendering must equal the kustomization's, labels and
+//! annotations aside, so the two cannot drift apart; so must the chart's cert-manager
+//! variant and the kustomization with its cert-manager component.
 
 use serde::Deserialize as _;
 use serde_json::{Value, json};
@@ -16,6 +18,16 @@ use std::sync::LazyLock;
 
 const NAMESPACE: &str = "operon";
 const HOOKS_CONFIGMAP: &str = "operon-hooks";
+/// The Service in front of every replica's webhook servers.
+const WEBHOOK_SERVICE: &str = "operon-webhooks";
+/// The Validating- and MutatingWebhookConfiguration's name. Not `operon serve`'s default
+/// (`operon-hooks`): kustomize rewrites RBAC resourceNames equal to a generated
+/// ConfigMap's name, and the hooks ConfigMap is `operon-hooks`.
+const WEBHOOK_CONFIGURATION: &str = "operon-webhooks";
+/// The Secret holding the webhooks' certificate (Operon's own, or cert-manager's).
+const WEBHOOK_TLS_SECRET: &str = "operon-webhook-tls";
+/// Where the webhooks' certificate files are, in either variant.
+const WEBHOOK_TLS_DIR: &str = "/var/run/operon-webhook-tls";
 /// The uid of the image's user and of the Deployment's securityContext.
 const UID: i64 = 65532;
 /// Kinds without a namespace among what `deploy/` creates.
@@ -97,6 +109,26 @@ static KUSTOMIZATION: LazyLock<Vec<Value>> = LazyLock::new(|| kustomize(&deploy(
 static SERVICE_MONITOR: LazyLock<Vec<Value>> =
     LazyLock::new(|| kustomize(&deploy().join("servicemonitor")));
 static CHART: LazyLock<Vec<Value>> = LazyLock::new(|| helm(&["--include-crds"]));
+/// The kustomization with its cert-manager component, as a kustomization of your own
+/// beside deploy/ would list them.
+static CERT_MANAGER: LazyLock<Vec<Value>> = LazyLock::new(|| {
+    let overlay = tempfile::Builder::new()
+        .prefix("cert-manager-overlay")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    // kustomize takes only relative paths to other kustomizations.
+    let to_deploy = relative(overlay.path(), &deploy());
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "resources:\n- {}\ncomponents:\n- {}\n",
+            to_deploy.display(),
+            to_deploy.join("cert-manager").display()
+        ),
+    )
+    .unwrap();
+    kustomize(overlay.path())
+});
 
 /// `operon serve --help` of the binary this test builds.
 static SERVE_HELP: LazyLock<String> = LazyLock::new(|| {
@@ -107,6 +139,44 @@ static SERVE_HELP: LazyLock<String> = LazyLock::new(|| {
     assert!(out.status.success(), "{}", text(&out.stderr));
     text(&out.stdout)
 });
+
+/// `to` relative to the directory `from`.
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = PathBuf::new();
+    for _ in from.components().skip(common) {
+        out.push("..");
+    }
+    for component in to.components().skip(common) {
+        out.push(component);
+    }
+    out
+}
+
+/// The `[default: ...]` of `--flag` in `operon serve --help`, if it has one.
+fn serve_default(flag: &str) -> Option<String> {
+    let mut lines = SERVE_HELP.lines().map(str::trim_start);
+    lines.find(|l| l.split([' ', ',']).any(|t| t == format!("--{flag}")))?;
+    let help: String = lines
+        .take_while(|l| !l.starts_with('-'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let start = help.find("[default: ")? + "[default: ".len();
+    let end = start + help[start..].find(']')?;
+    Some(help[start..end].to_owned())
+}
+
+/// What `--flag` is set to in `args`, or else its default.
+fn serve_setting(args: &[String], flag: &str) -> String {
+    flag_value(args, flag)
+        .or_else(|| serve_default(flag))
+        .unwrap_or_else(|| panic!("--{flag} is neither given ({args:?}) nor defaulted"))
+}
 
 /// The flags `operon serve` accepts, each with whether it takes a value.
 fn serve_flags() -> BTreeMap<String, bool> {
@@ -296,8 +366,29 @@ fn check_namespaces(objects: &[Value]) {
     }
 }
 
-/// The controller's permissions are exactly its own resources, its Lease and Events.
-fn check_rbac(objects: &[Value], lease: &str) {
+/// What the controller may do for its webhooks.
+struct WebhookGrants<'a> {
+    /// The Validating- and MutatingWebhookConfiguration it may read, create (by
+    /// server-side apply), patch and delete.
+    configuration: &'a str,
+    /// The CRDs whose conversion it may register: `None` no CRD at all, an empty list
+    /// any CRD.
+    conversion_crds: Option<&'a [&'a str]>,
+    /// The Secret of its self-signed certificate, when it keeps one (a Role in its
+    /// namespace: create any, read and update this one).
+    tls_secret: Option<&'a str>,
+}
+
+/// What deploy/ and the chart grant by default.
+const DEFAULT_WEBHOOK_GRANTS: WebhookGrants<'static> = WebhookGrants {
+    configuration: WEBHOOK_CONFIGURATION,
+    conversion_crds: Some(&[]),
+    tls_secret: Some(WEBHOOK_TLS_SECRET),
+};
+
+/// The controller's permissions are exactly its own resources, its Lease, Events and,
+/// with webhooks, their configurations, CRD conversions and certificate Secret.
+fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) {
     for role in of_kind(objects, "ClusterRole")
         .into_iter()
         .chain(of_kind(objects, "Role"))
@@ -339,6 +430,39 @@ fn check_rbac(objects: &[Value], lease: &str) {
             expected.insert(grant(group, "events", verb, ""));
         }
     }
+    if let Some(webhooks) = webhooks {
+        // Server-side apply creates a missing configuration with a PATCH that the API
+        // server authorizes as `create` of that name, so `create` is named too.
+        for resource in [
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+        ] {
+            for verb in ["get", "create", "patch", "delete"] {
+                expected.insert(grant(
+                    "admissionregistration.k8s.io",
+                    resource,
+                    verb,
+                    webhooks.configuration,
+                ));
+            }
+        }
+        // Patching spec.conversion, never creating a CRD.
+        let crds = match webhooks.conversion_crds {
+            None => vec![],
+            Some([]) => vec![""],
+            Some(names) => names.to_vec(),
+        };
+        for crd in crds {
+            for verb in ["get", "patch"] {
+                expected.insert(grant(
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions",
+                    verb,
+                    crd,
+                ));
+            }
+        }
+    }
     let cluster_role = find(objects, "ClusterRole", "operon");
     assert_eq!(
         grants(cluster_role),
@@ -349,6 +473,10 @@ fn check_rbac(objects: &[Value], lease: &str) {
     assert!(
         !grants(cluster_role).iter().any(|g| g.1 == "leases"),
         "Leases belong in a Role"
+    );
+    assert!(
+        !grants(cluster_role).iter().any(|g| g.1 == "secrets"),
+        "no Secret of any namespace"
     );
 
     let role = find(objects, "Role", "operon-leader-election");
@@ -362,7 +490,7 @@ fn check_rbac(objects: &[Value], lease: &str) {
         "the leader-election Role"
     );
 
-    for (binding_kind, binding, role_kind, role_name) in [
+    let mut bindings = vec![
         ("ClusterRoleBinding", "operon", "ClusterRole", "operon"),
         (
             "RoleBinding",
@@ -370,7 +498,44 @@ fn check_rbac(objects: &[Value], lease: &str) {
             "Role",
             "operon-leader-election",
         ),
-    ] {
+    ];
+    let mut roles = BTreeSet::from(["operon-leader-election"]);
+    if let Some(secret) = webhooks.and_then(|w| w.tls_secret) {
+        let role = find(objects, "Role", "operon-webhook-tls");
+        // A POST carries no name to authorize, so `create` cannot be limited to one.
+        assert_eq!(
+            grants(role),
+            BTreeSet::from([
+                grant("", "secrets", "create", ""),
+                grant("", "secrets", "get", secret),
+                grant("", "secrets", "update", secret),
+            ]),
+            "the webhook certificate's Role"
+        );
+        bindings.push((
+            "RoleBinding",
+            "operon-webhook-tls",
+            "Role",
+            "operon-webhook-tls",
+        ));
+        roles.insert("operon-webhook-tls");
+    }
+    assert_eq!(
+        of_kind(objects, "Role")
+            .into_iter()
+            .map(name)
+            .collect::<BTreeSet<_>>(),
+        roles
+    );
+    assert_eq!(
+        of_kind(objects, "RoleBinding")
+            .into_iter()
+            .map(name)
+            .collect::<BTreeSet<_>>(),
+        roles,
+        "a RoleBinding per Role, named alike"
+    );
+    for (binding_kind, binding, role_kind, role_name) in bindings {
         let binding = find(objects, binding_kind, binding);
         assert_eq!(
             binding["roleRef"],
@@ -486,10 +651,18 @@ fn check_deployment(objects: &[Value], replicas: i64, leader_elect: bool) {
         json!({"fieldRef": {"fieldPath": "metadata.namespace"}})
     );
 
+    let ports = container["ports"].as_array().expect("ports");
     assert_eq!(
-        container["ports"],
-        json!([{"name": "http-metrics", "containerPort": 9115, "protocol": "TCP"}])
+        ports[0],
+        json!({"name": "http-metrics", "containerPort": 9115, "protocol": "TCP"})
     );
+    for port in ports {
+        let name = port["name"].as_str().expect("every port is named");
+        assert!(
+            is_port_name(name),
+            "{name:?} is not a valid container port name"
+        );
+    }
     assert_eq!(flag_value(&args, "listen-port").as_deref(), Some("9115"));
     for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
         assert_eq!(
@@ -544,7 +717,192 @@ fn check_deployment(objects: &[Value], replicas: i64, leader_elect: bool) {
             "{path} is an emptyDir"
         );
     }
-    assert_eq!(volumes.len(), 4, "{volumes:?}");
+    // The webhooks' certificate directory is checked by check_webhooks.
+    let expected = ["hooks", "tmp", "run", "module-cache", "webhook-tls"];
+    assert!(volumes.keys().all(|v| expected.contains(v)), "{volumes:?}");
+    assert_eq!(volumes.len(), mounts.len(), "every volume is mounted once");
+}
+
+/// A container port's name as the API server accepts it (an IANA service name): at most
+/// 15 characters, lowercase letters, digits and single inner hyphens, a letter at least.
+fn is_port_name(name: &str) -> bool {
+    (1..=15).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name.bytes().any(|b| b.is_ascii_lowercase())
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+}
+
+/// Where the webhooks' serving certificate comes from.
+enum Certificate<'a> {
+    /// `--webhook-self-signed`: Operon makes it, keeps it in this Secret and writes it to
+    /// a memory emptyDir.
+    SelfSigned { secret: &'a str },
+    /// Files of this Secret (cert-manager's or yours), mounted read-only and passed as
+    /// both servers' certificate, key and CA.
+    Mounted { secret: &'a str },
+}
+
+/// The volume mounted at `path` in the controller's pod, and its mount.
+fn mounted_at<'a>(objects: &'a [Value], path: &str) -> (&'a Value, &'a Value) {
+    let pod = &find(objects, "Deployment", "operon")["spec"]["template"]["spec"];
+    let mount = container(objects)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == path)
+        .unwrap_or_else(|| panic!("nothing mounted at {path}"));
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap_or_else(|| panic!("no volume {}", mount["name"]));
+    (volume, mount)
+}
+
+/// The webhooks: every replica serves them behind the Service the registration names,
+/// on the container ports the servers listen on, with the certificate `certificate`.
+fn check_webhooks(objects: &[Value], certificate: &Certificate) {
+    let args = args(objects);
+    let setting = |flag: &str| serve_setting(&args, flag);
+    let port = |flag: &str| -> i64 { setting(flag).parse().expect("a port number") };
+    for flag in [
+        "validating-webhook-service-name",
+        "conversion-webhook-service-name",
+    ] {
+        assert_eq!(setting(flag), WEBHOOK_SERVICE, "--{flag}");
+    }
+    for flag in [
+        "validating-webhook-configuration-name",
+        "mutating-webhook-configuration-name",
+    ] {
+        assert_eq!(setting(flag), WEBHOOK_CONFIGURATION, "--{flag}");
+    }
+
+    // The servers' ports, named, and the Service's ports pointing at them by name.
+    let container = container(objects);
+    let container_port = |name: &str| {
+        container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no container port {name}"))["containerPort"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(
+        container_port("https-admission"),
+        port("validating-webhook-listen-port")
+    );
+    assert_eq!(
+        container_port("https-convert"),
+        port("conversion-webhook-listen-port")
+    );
+    let service = find(objects, "Service", WEBHOOK_SERVICE);
+    assert_eq!(service["spec"]["type"], "ClusterIP");
+    let pod_labels =
+        &find(objects, "Deployment", "operon")["spec"]["template"]["metadata"]["labels"];
+    assert!(
+        selects(&service["spec"]["selector"], pod_labels),
+        "the webhook Service selects the controller's pods"
+    );
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([
+            {"name": "https-admission", "port": port("validating-webhook-service-port"),
+             "targetPort": "https-admission", "protocol": "TCP"},
+            {"name": "https-convert", "port": port("conversion-webhook-service-port"),
+             "targetPort": "https-convert", "protocol": "TCP"},
+        ])
+    );
+
+    let file_flags = [
+        "validating-webhook-server-cert",
+        "validating-webhook-server-key",
+        "validating-webhook-ca",
+        "conversion-webhook-server-cert",
+        "conversion-webhook-server-key",
+        "conversion-webhook-ca",
+    ];
+    match certificate {
+        Certificate::SelfSigned { secret } => {
+            assert!(
+                args.contains(&"--webhook-self-signed".to_owned()),
+                "{args:?}"
+            );
+            assert_eq!(setting("webhook-tls-secret"), *secret);
+            // Its default lies under $TMPDIR, where script hooks run: given explicitly.
+            let dir = flag_value(&args, "webhook-tls-dir").expect("--webhook-tls-dir");
+            assert_eq!(dir, WEBHOOK_TLS_DIR);
+            let (volume, mount) = mounted_at(objects, &dir);
+            assert_eq!(
+                volume["emptyDir"]["medium"], "Memory",
+                "the key stays off the node's disk: {volume}"
+            );
+            assert_ne!(mount["readOnly"], true, "Operon writes {dir}");
+            for flag in file_flags {
+                assert_eq!(flag_value(&args, flag), None, "--{flag} with self-signed");
+            }
+        }
+        Certificate::Mounted { secret } => {
+            for flag in [
+                "webhook-self-signed",
+                "webhook-tls-secret",
+                "webhook-tls-dir",
+            ] {
+                assert!(
+                    args.iter()
+                        .all(|a| a.split('=').next() != Some(&format!("--{flag}"))),
+                    "--{flag} with certificate files: {args:?}"
+                );
+            }
+            for flag in file_flags {
+                let file = match flag.rsplit('-').next().unwrap() {
+                    "cert" => "tls.crt",
+                    "key" => "tls.key",
+                    _ => "ca.crt",
+                };
+                assert_eq!(
+                    flag_value(&args, flag),
+                    Some(format!("{WEBHOOK_TLS_DIR}/{file}")),
+                    "--{flag}"
+                );
+            }
+            let (volume, mount) = mounted_at(objects, WEBHOOK_TLS_DIR);
+            assert_eq!(
+                volume,
+                &json!({"name": "webhook-tls", "secret": {"secretName": secret, "defaultMode": 0o440}})
+            );
+            assert_eq!(mount["readOnly"], true);
+        }
+    }
+}
+
+/// No webhook: no Service, port, flag, volume or permission of theirs.
+fn check_no_webhooks(objects: &[Value]) {
+    assert!(
+        of_kind(objects, "Service")
+            .iter()
+            .all(|s| name(s) != WEBHOOK_SERVICE)
+    );
+    let args = args(objects);
+    assert!(args.iter().all(|a| !a.contains("webhook")), "{args:?}");
+    assert_eq!(container(objects)["ports"].as_array().unwrap().len(), 1);
+    let pod = &find(objects, "Deployment", "operon")["spec"]["template"]["spec"];
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["name"] != "webhook-tls")
+    );
+    assert!(of_kind(objects, "Certificate").is_empty());
+    check_rbac(objects, "operon", None);
 }
 
 fn check_service(objects: &[Value]) {
@@ -602,21 +960,23 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "ClusterRoleBinding/operon",
         "Role/operon-leader-election",
         "RoleBinding/operon-leader-election",
+        "Role/operon-webhook-tls",
+        "RoleBinding/operon-webhook-tls",
         &format!("ConfigMap/{configmap}"),
         "Deployment/operon",
         "Service/operon-metrics",
+        "Service/operon-webhooks",
         "PodDisruptionBudget/operon",
     ]
     .into_iter()
     .map(str::to_owned)
     .collect();
     assert_eq!(names, expected);
-    // Applies on a cluster without the Prometheus operator.
-    assert!(
-        objects
-            .iter()
-            .all(|o| !o["apiVersion"].as_str().unwrap().contains("coreos.com"))
-    );
+    // Applies on a cluster without the Prometheus operator or cert-manager.
+    assert!(objects.iter().all(|o| {
+        let api = o["apiVersion"].as_str().unwrap();
+        !api.contains("coreos.com") && !api.contains("cert-manager.io")
+    }));
 }
 
 #[test]
@@ -628,13 +988,24 @@ fn kustomization_objects_live_in_the_operon_namespace() {
 fn kustomization_rbac_is_least_privilege() {
     let lease = flag_value(&args(&KUSTOMIZATION), "leader-election-lease-name")
         .expect("the Lease is named");
-    check_rbac(&KUSTOMIZATION, &lease);
+    check_rbac(&KUSTOMIZATION, &lease, Some(&DEFAULT_WEBHOOK_GRANTS));
 }
 
 #[test]
 fn kustomization_deployment_is_hardened_and_checked_by_probes() {
     check_deployment(&KUSTOMIZATION, 2, true);
     check_service(&KUSTOMIZATION);
+}
+
+/// Webhooks are on by default, with a certificate Operon makes: nothing to install first.
+#[test]
+fn kustomization_serves_webhooks_with_a_self_signed_certificate() {
+    check_webhooks(
+        &KUSTOMIZATION,
+        &Certificate::SelfSigned {
+            secret: WEBHOOK_TLS_SECRET,
+        },
+    );
 }
 
 #[test]
@@ -671,6 +1042,139 @@ fn servicemonitor_is_separate_and_scrapes_the_metrics_service() {
     assert_eq!(kind(&monitors[0]), "ServiceMonitor");
     assert_eq!(monitors[0]["metadata"]["namespace"], NAMESPACE);
     check_service_monitor(&monitors[0], &KUSTOMIZATION);
+}
+
+/// The cert-manager component is opt-in, and swaps the self-signed certificate for
+/// cert-manager's: a private CA, the Service's serving certificate in the same Secret,
+/// mounted read-only; Operon no longer writes Secrets, and nothing else changes.
+#[test]
+fn cert_manager_component_replaces_the_self_signed_certificate() {
+    let component: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(deploy().join("cert-manager/kustomization.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(component["kind"], "Component");
+    let kustomization: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(deploy().join("kustomization.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        kustomization.get("components").is_none(),
+        "cert-manager is not needed by default"
+    );
+
+    let objects = &*CERT_MANAGER;
+    let mut expected = kinds_and_names(&KUSTOMIZATION);
+    expected.remove("Role/operon-webhook-tls");
+    expected.remove("RoleBinding/operon-webhook-tls");
+    for object in [
+        "Issuer/operon-selfsigned",
+        "Certificate/operon-webhook-ca",
+        "Issuer/operon-webhook-ca",
+        "Certificate/operon-webhook-tls",
+    ] {
+        expected.insert(object.to_owned());
+    }
+    assert_eq!(kinds_and_names(objects), expected);
+    check_namespaces(objects);
+    check_rbac(
+        objects,
+        "operon",
+        Some(&WebhookGrants {
+            tls_secret: None,
+            ..DEFAULT_WEBHOOK_GRANTS
+        }),
+    );
+    check_deployment(objects, 2, true);
+    check_webhooks(
+        objects,
+        &Certificate::Mounted {
+            secret: WEBHOOK_TLS_SECRET,
+        },
+    );
+    check_certificates(objects, "operon-webhook-ca");
+
+    // The same arguments but for the certificate's.
+    let base = args(&KUSTOMIZATION);
+    let swapped = args(objects);
+    let certificate_flag = |a: &&String| {
+        a.contains("webhook-tls")
+            || a.contains("-server-")
+            || a.contains("webhook-ca")
+            || a.as_str() == "--webhook-self-signed"
+    };
+    assert_eq!(
+        base.iter()
+            .filter(|a| !certificate_flag(a))
+            .collect::<Vec<_>>(),
+        swapped
+            .iter()
+            .filter(|a| !certificate_flag(a))
+            .collect::<Vec<_>>()
+    );
+    // Everything else as deploy/ has it, the Deployment's arguments and volumes aside.
+    let without_args_and_volumes = |objects: &[Value]| {
+        let mut objects = normalized(objects);
+        let pod = objects
+            .get_mut("Deployment/operon")
+            .unwrap()
+            .pointer_mut("/spec/template/spec")
+            .unwrap();
+        pod.as_object_mut().unwrap().remove("volumes");
+        let container = pod.pointer_mut("/containers/0").unwrap();
+        for field in ["args", "volumeMounts"] {
+            container.as_object_mut().unwrap().remove(field);
+        }
+        objects
+    };
+    let (base, swapped) = (
+        without_args_and_volumes(&KUSTOMIZATION),
+        without_args_and_volumes(objects),
+    );
+    for (key, object) in &base {
+        if let Some(other) = swapped.get(key) {
+            assert_same(&format!("{key} (with cert-manager)"), other, object);
+        }
+    }
+}
+
+/// cert-manager's objects: a self-signed Issuer makes the CA `ca` (a CA certificate in
+/// the Secret of that name, long-lived, its key kept), a CA Issuer of that Secret signs
+/// the serving certificate for every name of the webhook Service into the Secret the
+/// pods mount.
+fn check_certificates(objects: &[Value], ca: &str) {
+    let serving = find(objects, "Certificate", WEBHOOK_TLS_SECRET);
+    assert_eq!(serving["apiVersion"], "cert-manager.io/v1");
+    assert_eq!(serving["spec"]["secretName"], WEBHOOK_TLS_SECRET);
+    let service = WEBHOOK_SERVICE;
+    assert_eq!(
+        serving["spec"]["dnsNames"],
+        json!([
+            service,
+            format!("{service}.{NAMESPACE}"),
+            format!("{service}.{NAMESPACE}.svc"),
+            format!("{service}.{NAMESPACE}.svc.cluster.local"),
+        ])
+    );
+    assert_eq!(
+        serving["spec"]["usages"],
+        json!(["server auth", "digital signature"])
+    );
+    assert_eq!(
+        serving["spec"]["issuerRef"],
+        json!({"group": "cert-manager.io", "kind": "Issuer", "name": ca})
+    );
+    let issuer = find(objects, "Issuer", ca);
+    assert_eq!(issuer["spec"], json!({"ca": {"secretName": ca}}));
+    let authority = find(objects, "Certificate", ca);
+    assert_eq!(authority["spec"]["isCA"], true);
+    assert_eq!(authority["spec"]["secretName"], ca);
+    assert_eq!(authority["spec"]["privateKey"]["rotationPolicy"], "Never");
+    let root = authority["spec"]["issuerRef"]["name"].as_str().unwrap();
+    assert_eq!(
+        find(objects, "Issuer", root)["spec"],
+        json!({"selfSigned": {}})
+    );
 }
 
 /// The image's entrypoint is the binary, so the Deployment's args start with `serve`.
@@ -890,6 +1394,9 @@ fn chart_passes_helm_lint_strict() {
     for args in [
         &["--lint"][..],
         &["--lint", "--set", "serviceMonitor.enabled=true"],
+        &["--lint", "--set", "webhooks.certificate=certManager"],
+        &["--lint", "--set", "webhooks.certificate=files"],
+        &["--lint", "--set", "webhooks.enabled=false"],
     ] {
         let out = render_chart(args);
         assert!(
@@ -905,10 +1412,17 @@ fn chart_passes_helm_lint_strict() {
 fn chart_defaults_pass_the_same_checks() {
     let objects = &*CHART;
     check_namespaces(objects);
-    check_rbac(objects, "operon");
+    check_rbac(objects, "operon", Some(&DEFAULT_WEBHOOK_GRANTS));
     check_deployment(objects, 2, true);
     check_service(objects);
+    check_webhooks(
+        objects,
+        &Certificate::SelfSigned {
+            secret: WEBHOOK_TLS_SECRET,
+        },
+    );
     assert!(of_kind(objects, "ServiceMonitor").is_empty());
+    assert!(of_kind(objects, "Certificate").is_empty());
 }
 
 /// Labels, annotations and the generated ConfigMap's hash aside, every object as the
@@ -986,7 +1500,7 @@ fn chart_overrides_replicas_lease_args_and_service_monitor() {
     ]);
     check_deployment(&objects, 3, true);
     check_namespaces(&objects);
-    check_rbac(&objects, "operon-controller");
+    check_rbac(&objects, "operon-controller", Some(&DEFAULT_WEBHOOK_GRANTS));
     let args = args(&objects);
     assert_eq!(
         flag_value(&args, "leader-election-lease-name").as_deref(),
@@ -1019,8 +1533,16 @@ fn chart_without_leader_election_runs_one_replica_and_no_lease_role() {
         args.iter().all(|a| !a.starts_with("--leader-elect")),
         "{args:?}"
     );
-    assert!(of_kind(&objects, "Role").is_empty());
-    assert!(of_kind(&objects, "RoleBinding").is_empty());
+    for kind_ in ["Role", "RoleBinding"] {
+        assert_eq!(
+            of_kind(&objects, kind_)
+                .into_iter()
+                .map(name)
+                .collect::<Vec<_>>(),
+            ["operon-webhook-tls"],
+            "no {kind_} for a Lease"
+        );
+    }
     find(&objects, "ClusterRole", "operon");
 
     // Several replicas without a Lease would each run every hook: refused.
@@ -1028,6 +1550,162 @@ fn chart_without_leader_election_runs_one_replica_and_no_lease_role() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("leaderElection.enabled"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The Deployment's volumes and mounts in name order: a kustomize patch may reorder them.
+fn volumes_sorted(objects: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+    let mut objects = objects.clone();
+    let deployment = objects.get_mut("Deployment/operon").unwrap();
+    for pointer in [
+        "/spec/template/spec/volumes",
+        "/spec/template/spec/containers/0/volumeMounts",
+    ] {
+        let list = deployment
+            .pointer_mut(pointer)
+            .unwrap()
+            .as_array_mut()
+            .unwrap();
+        list.sort_by_key(|v| v["name"].as_str().unwrap().to_owned());
+    }
+    objects
+}
+
+#[test]
+fn chart_with_cert_manager_renders_what_the_component_applies() {
+    let objects = helm(&[
+        "--include-crds",
+        "--set",
+        "webhooks.certificate=certManager",
+    ]);
+    check_namespaces(&objects);
+    check_rbac(
+        &objects,
+        "operon",
+        Some(&WebhookGrants {
+            tls_secret: None,
+            ..DEFAULT_WEBHOOK_GRANTS
+        }),
+    );
+    check_deployment(&objects, 2, true);
+    check_webhooks(
+        &objects,
+        &Certificate::Mounted {
+            secret: WEBHOOK_TLS_SECRET,
+        },
+    );
+    check_certificates(&objects, "operon-webhook-ca");
+    let chart = volumes_sorted(&normalized(&objects));
+    let kustomization = volumes_sorted(&normalized(&CERT_MANAGER));
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        kustomization.keys().collect::<Vec<_>>(),
+        "the same objects"
+    );
+    for (key, object) in &kustomization {
+        assert_same(&format!("{key} (helm vs kustomize)"), &chart[key], object);
+    }
+
+    // With an issuer of yours, only the serving certificate.
+    let objects = helm(&[
+        "--set",
+        "webhooks.certificate=certManager",
+        "--set-json",
+        r#"webhooks.certManager.issuerRef={"name":"corp-ca","kind":"ClusterIssuer","group":"cert-manager.io"}"#,
+    ]);
+    assert!(of_kind(&objects, "Issuer").is_empty());
+    let certificates = of_kind(&objects, "Certificate");
+    assert_eq!(certificates.len(), 1);
+    assert_eq!(
+        certificates[0]["spec"]["issuerRef"],
+        json!({"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"})
+    );
+}
+
+#[test]
+fn chart_webhooks_from_your_secret_limited_or_off() {
+    // Your own Secret: mounted, nothing issued, no Secret written.
+    let objects = helm(&[
+        "--set",
+        "webhooks.certificate=files",
+        "--set",
+        "webhooks.tlsSecret=my-webhook-tls",
+    ]);
+    check_webhooks(
+        &objects,
+        &Certificate::Mounted {
+            secret: "my-webhook-tls",
+        },
+    );
+    assert!(of_kind(&objects, "Certificate").is_empty());
+    assert!(
+        of_kind(&objects, "Role")
+            .iter()
+            .all(|r| name(r) != "operon-webhook-tls")
+    );
+
+    // Conversion registration limited to named CRDs, or not granted.
+    let objects = helm(&[
+        "--include-crds",
+        "--set-json",
+        r#"webhooks.conversion.crds=["crontabs.example.com","widgets.example.com"]"#,
+    ]);
+    check_rbac(
+        &objects,
+        "operon",
+        Some(&WebhookGrants {
+            conversion_crds: Some(&["crontabs.example.com", "widgets.example.com"]),
+            ..DEFAULT_WEBHOOK_GRANTS
+        }),
+    );
+    let objects = helm(&[
+        "--include-crds",
+        "--set",
+        "webhooks.conversion.enabled=false",
+    ]);
+    check_rbac(
+        &objects,
+        "operon",
+        Some(&WebhookGrants {
+            conversion_crds: None,
+            ..DEFAULT_WEBHOOK_GRANTS
+        }),
+    );
+
+    // Another configuration name: the flags and the permission follow.
+    let objects = helm(&[
+        "--include-crds",
+        "--set",
+        "webhooks.configurationName=team-a-webhooks",
+    ]);
+    let args = args(&objects);
+    for flag in [
+        "validating-webhook-configuration-name",
+        "mutating-webhook-configuration-name",
+    ] {
+        assert_eq!(flag_value(&args, flag).as_deref(), Some("team-a-webhooks"));
+    }
+    check_rbac(
+        &objects,
+        "operon",
+        Some(&WebhookGrants {
+            configuration: "team-a-webhooks",
+            ..DEFAULT_WEBHOOK_GRANTS
+        }),
+    );
+
+    // Off: no Service, port, flag, volume, certificate or permission of theirs.
+    let objects = helm(&["--include-crds", "--set", "webhooks.enabled=false"]);
+    check_deployment(&objects, 2, true);
+    check_no_webhooks(&objects);
+
+    // An unknown certificate source is refused.
+    let out = render_chart(&["--set", "webhooks.certificate=acme"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("webhooks.certificate"),
         "{}",
         text(&out.stderr)
     );

@@ -110,7 +110,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "VALIDATING_WEBHOOK_CONFIGURATION_NAME",
-        default_value = "operon-hooks"
+        default_value = "operon-webhooks"
     )]
     validating_webhook_configuration_name: String,
     /// The MutatingWebhookConfiguration the leader writes for mutating bindings (the
@@ -118,7 +118,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "MUTATING_WEBHOOK_CONFIGURATION_NAME",
-        default_value = "operon-hooks"
+        default_value = "operon-webhooks"
     )]
     mutating_webhook_configuration_name: String,
     /// The Service in front of the validating server (in the engine's namespace).

@@ -34,3 +34,18 @@ app.kubernetes.io/part-of: operon
 {{- define "operon.leaseName" -}}
 {{- default (include "operon.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}
+
+{{/* The Service in front of every replica's webhook servers. */}}
+{{- define "operon.webhookService" -}}
+{{- default (printf "%s-webhooks" (include "operon.fullname" .)) .Values.webhooks.service.name -}}
+{{- end -}}
+
+{{/* The ValidatingWebhookConfiguration's and the MutatingWebhookConfiguration's name. */}}
+{{- define "operon.webhookConfiguration" -}}
+{{- default (printf "%s-webhooks" (include "operon.fullname" .)) .Values.webhooks.configurationName -}}
+{{- end -}}
+
+{{/* The Secret holding the webhooks' certificate. */}}
+{{- define "operon.webhookTlsSecret" -}}
+{{- default (printf "%s-webhook-tls" (include "operon.fullname" .)) .Values.webhooks.tlsSecret -}}
+{{- end -}}
