@@ -26,6 +26,17 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("ADMISSION", "fixture-admission", "fixture_admission.wasm"),
     ("NODE_METRICS", "node-metrics", "node_metrics.wasm"),
     ("SNAPSHOT_REPORT", "snapshot-report", "snapshot_report.wasm"),
+    ("MUTATING", "fixture-mutating", "fixture_mutating.wasm"),
+    (
+        "LEGACY_HOOK",
+        "fixture-legacy-hook",
+        "fixture_legacy_hook.wasm",
+    ),
+    (
+        "LEGACY_OPERATION",
+        "fixture-legacy-operation",
+        "fixture_legacy_operation.wasm",
+    ),
 ];
 
 /// Variables the outer cargo sets for this script that would leak into the nested build:

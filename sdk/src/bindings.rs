@@ -1,4 +1,9 @@
-//! The bindings wit-bindgen generates from `wit/`, one module per world.
+//! The bindings wit-bindgen generates from `wit/` (`operon:engine@0.2.0`), one module
+//! per world.
+//!
+//! Only the current version is generated: a guest is built against one version, and the
+//! host keeps linking the older ones (`wit/legacy/`), so an SDK upgrade is the guest's
+//! choice, never forced by the host.
 //!
 //! Both worlds import the same interfaces, so `hook` reuses the import interfaces and types
 //! generated for `operation` through `with`: a guest sees one `RunnerContext`, one

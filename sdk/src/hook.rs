@@ -3,7 +3,8 @@
 //! A hook tells the host what to watch once, in [`Hook::configure`], and is then run with
 //! the binding contexts that fired, in [`Hook::handle`]. The configuration mirrors
 //! shell-operator's `configVersion: v1`; the builders here cover the common settings and
-//! every field stays public for the rest.
+//! every field stays public for the rest. Admission webhook bindings and their answers
+//! have their own module, [`admission`](crate::admission).
 
 use serde_json::Value;
 
@@ -128,6 +129,8 @@ impl HookConfig {
     /// ```
     /// let config = operon_sdk::HookConfig::new();
     /// assert!(config.kubernetes.is_empty() && config.schedule.is_empty());
+    /// assert!(config.kubernetes_validating.is_empty() && config.kubernetes_mutating.is_empty());
+    /// assert_eq!(config.on_startup, None);
     /// ```
     pub fn new() -> Self {
         Self::default()
@@ -506,7 +509,7 @@ impl ObjectAndFilter {
     }
 }
 
-fn parse(json: Option<&str>, what: &str) -> Result<Option<Value>, Error> {
+pub(crate) fn parse(json: Option<&str>, what: &str) -> Result<Option<Value>, Error> {
     json.map(|json| {
         serde_json::from_str(json)
             .map_err(|err| Error::new(format_args!("the host sent an invalid {what}: {err}")))

@@ -6,7 +6,9 @@
 //!
 //! - an **operation** is a function `fn(Input) -> Result<Output, Error>`, exported with
 //!   [`operation!`];
-//! - a **hook** is a type implementing [`Hook`], exported with [`hook!`];
+//! - a **hook** is a type implementing [`Hook`], exported with [`hook!`]; admission
+//!   webhooks (validating and mutating bindings, their answers and JSON patches) are in
+//!   [`admission`];
 //! - changes to the cluster are [`Patch`]es, metrics are [`Metric`]s, and logs go through
 //!   [`info!`] and its siblings.
 //!
@@ -27,6 +29,10 @@
 //! # fn main() {}
 //! ```
 //!
+//! The SDK speaks version 0.2.0 of the contract (`operon:engine@0.2.0`, which added
+//! mutating admission bindings). Guests built with an older SDK, against 0.1.0, keep
+//! running: the host links every published version.
+//!
 //! Host calls (patches, metrics, logs) only work inside the sandbox: on other targets they
 //! compile but panic, so keep the logic worth unit-testing in plain functions.
 
@@ -34,6 +40,7 @@
 // resolve inside this crate (and its doc tests) for the SDK to compile.
 extern crate self as operon_sdk;
 
+pub mod admission;
 mod bindings;
 mod error;
 pub mod hook;
@@ -42,7 +49,8 @@ pub mod log;
 pub mod metrics;
 mod operation;
 
-/// The values of the WIT contract, as generated from `wit/types.wit`.
+/// The values of the WIT contract (`operon:engine@0.2.0`), as generated from
+/// `wit/types.wit`.
 pub mod types {
     pub use crate::bindings::operation::operon::engine::types::*;
 }
@@ -54,8 +62,9 @@ pub use metrics::Metric;
 pub use operation::{Input, Output};
 pub use types::{
     BindingContext, BindingType, HookConfig, HookInput, HookOutput, HookSettings,
-    KubernetesBinding, LabelSelector, ObjectAndFilter, OwnerReference, RunnerContext,
-    ScheduleBinding, Snapshot, WatchEvent,
+    KubernetesBinding, LabelSelector, MatchCondition, MutatingBinding, ObjectAndFilter,
+    OwnerReference, RunnerContext, ScheduleBinding, Snapshot, ValidatingBinding,
+    ValidatingResponse, WatchEvent, WebhookRule,
 };
 
 /// What the exported macros expand to; not part of the API.

@@ -62,6 +62,23 @@ pub const NODE_METRICS: &str = guests::NODE_METRICS;
 /// `operon_workload_available_ratio`.
 pub const SNAPSHOT_REPORT: &str = guests::SNAPSHOT_REPORT;
 
+/// `fixture-mutating`: the example mutating webhook hook (binding `defaults.operon.dev` on
+/// pod CREATE), answering with a JSON Patch that labels the pod `operon.dev/mutated` and
+/// gives containers without one a 256Mi memory limit;
+/// `operations/fixtures/shell-hooks/mutating.sh` is its twin.
+pub const MUTATING: &str = guests::MUTATING;
+
+/// `fixture-legacy-hook`: a hook built against `operon:engine@0.1.0` without the SDK. Its
+/// `pods` binding annotates each reported pod with `operon.dev/contract: 0.1.0` (a merge
+/// patch), logs `annotated` and adds 1 to `legacy_hook_pods_total`; its validating
+/// binding `legacy.operon.dev` admits only pods with an `app` label.
+pub const LEGACY_HOOK: &str = guests::LEGACY_HOOK;
+
+/// `fixture-legacy-operation`: an operation built against `operon:engine@0.1.0` without
+/// the SDK; it logs `legacy run` and returns `contract=0.1.0` and
+/// `greeting=hello, NAME` for its parameter `name`.
+pub const LEGACY_OPERATION: &str = guests::LEGACY_OPERATION;
+
 /// A directory for the engine's compiled-module cache that outlives one test run, so each
 /// guest is compiled once rather than once per test; created if missing.
 ///

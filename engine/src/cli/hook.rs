@@ -227,8 +227,8 @@ fn print_record(index: usize, record: &RunRecord) {
 /// server would store.
 fn server_answer(engine: &Engine, binding: &str, review: &Value, record: &RunRecord) -> Value {
     let config = &engine.hooks()[0].config;
-    let output = (record.run.outcome.clone())
-        .map_err(|e| format!("hook {} failed: {e}", record.hook));
+    let output =
+        (record.run.outcome.clone()).map_err(|e| format!("hook {} failed: {e}", record.hook));
     if config.conversions.iter().any(|c| c.name == binding) {
         let outcome = output.and_then(|o| {
             o.conversion

@@ -107,16 +107,19 @@ pub fn main() -> ExitCode {
 }
 
 fn version(format: output::Format) -> anyhow::Result<ExitCode> {
+    let wit: Vec<String> = (operon::sandbox::WitVersion::ALL.iter())
+        .map(|v| format!("operon:engine@{}", v.as_str()))
+        .collect();
     let info = serde_json::json!({
         "operon": env!("CARGO_PKG_VERSION"),
-        "wit": "operon:engine@0.1.0",
+        "wit": wit,
         "wasmtime": "48.0.8",
         "worlds": ["operation", "hook"],
     });
     match format {
         output::Format::Table => {
             println!("operon   {}", env!("CARGO_PKG_VERSION"));
-            println!("wit      operon:engine@0.1.0 (worlds: operation, hook)");
+            println!("wit      {} (worlds: operation, hook)", wit.join(", "));
             println!("wasmtime 48.0.8");
         }
         other => output::print_structured(other, &info)?,

@@ -57,8 +57,9 @@ pub enum LoadError {
     },
     /// The component lacks an export its world requires, or has one of the wrong type.
     #[error(
-        "{name} does not implement the `{world}` world of operon:engine@0.1.0: {reason}; \
-         build it with operon-sdk (`operon_sdk::{macro_name}!`)"
+        "{name} does not implement the `{world}` world of operon:engine ({}): {reason}; \
+         build it with operon-sdk (`operon_sdk::{macro_name}!`)",
+        super::module::LINKED_VERSIONS
     )]
     MissingExport {
         /// The module's name or digest.
@@ -73,7 +74,8 @@ pub enum LoadError {
     /// The component imports something the host does not provide.
     #[error(
         "{name} imports something Operon does not provide: {reason}. Operon provides WASI 0.2 \
-         (with no files, environment or network) and operon:engine@0.1.0 (log, kubernetes, metrics)"
+         (with no files, environment or network) and operon:engine {} (log, kubernetes, metrics)",
+        super::module::LINKED_VERSIONS
     )]
     Incompatible {
         /// The module's name or digest.

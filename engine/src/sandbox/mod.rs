@@ -12,12 +12,17 @@
 //! a component and reports what it returned and submitted. Its API speaks
 //! [`crate::model`]; the WIT-generated types ([`bindings`]) stay inside it, translated
 //! in one place ([`convert`]).
+//!
+//! Every published version of the `operon:engine` WIT package is linked ([`WitVersion`]:
+//! 0.1.0 and 0.2.0): a component built against an older version keeps loading and
+//! running, its version detected when it is loaded.
 
 pub mod bindings;
 mod cache;
 pub mod convert;
 mod engine;
 mod error;
+mod exports;
 pub mod host;
 mod limits;
 mod module;
@@ -27,12 +32,13 @@ pub use cache::{ArtifactCache, CacheError, ModuleDigest};
 pub use engine::{AllocatorChoice, AllocatorKind, EngineError, SandboxConfig};
 pub use error::{CallError, LoadError, OutputKind};
 pub use limits::CallLimits;
-pub use module::{HookModule, OperationModule, WASM_MAGIC, World};
+pub use module::{HookModule, OperationModule, WASM_MAGIC, WitVersion, World};
 
 use crate::model::{
-    HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, OperationInput, OperationOutput,
-    PatchOperation,
+    BindingType, HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, OperationInput,
+    OperationOutput, PatchOperation,
 };
+use exports::{HookExports, HookPre, OperationExports, OperationPre, Outcome, Phase};
 use host::{CallState, HostLimitExceeded};
 use std::collections::HashMap;
 use std::path::Path;
@@ -70,21 +76,6 @@ pub struct CallReport<T> {
     pub stderr: String,
     /// Wall-clock time of the call, instantiation included.
     pub elapsed: Duration,
-}
-
-impl<T> CallReport<T> {
-    /// The same report with the returned value turned by `f`.
-    fn map<U>(self, f: impl FnOnce(T) -> U) -> CallReport<U> {
-        CallReport {
-            outcome: self.outcome.map(f),
-            logs: self.logs,
-            patches: self.patches,
-            metrics: self.metrics,
-            stdout: self.stdout,
-            stderr: self.stderr,
-            elapsed: self.elapsed,
-        }
-    }
 }
 
 /// The process-wide wasm sandbox. Cheap to clone; clones share the engine and modules.
@@ -200,7 +191,7 @@ impl Sandbox {
         &self,
         run: &str,
         limits: &CallLimits,
-        body: impl AsyncFnOnce(&mut Store<CallState>) -> Result<Result<T, String>, Phase>,
+        body: impl AsyncFnOnce(&mut Store<CallState>) -> Outcome<T>,
     ) -> CallReport<T> {
         let started = Instant::now();
         let mut store = self.new_store(limits, run);
@@ -215,20 +206,17 @@ impl Sandbox {
         input: OperationInput,
         limits: &CallLimits,
     ) -> CallReport<OperationOutput> {
-        let input = convert::operation_input(input);
-        let mut report = self
-            .call(&input.context.name, limits, async |store| {
-                let instance = module
-                    .pre
-                    .instantiate_async(&mut *store)
+        let run = input.context.name.clone();
+        let mut report = match &module.pre {
+            OperationPre::V0_2(pre) => {
+                self.call(&run, limits, async |store| pre.run(store, input).await)
                     .await
-                    .map_err(Phase::Start)?;
-                instance
-                    .call_run(&mut *store, &input)
+            }
+            OperationPre::V0_1(pre) => {
+                self.call(&run, limits, async |store| pre.run(store, input).await)
                     .await
-                    .map_err(Phase::Call)
-            })
-            .await;
+            }
+        };
         if let Ok(output) = &report.outcome {
             let size = output.output.len()
                 + output
@@ -246,7 +234,7 @@ impl Sandbox {
                 });
             }
         }
-        report.map(convert::operation_output)
+        report
     }
 
     /// Calls a hook's `configure` export in a fresh store.
@@ -256,19 +244,16 @@ impl Sandbox {
         run: &str,
         limits: &CallLimits,
     ) -> CallReport<HookConfig> {
-        self.call(run, limits, async |store| {
-            let instance = module
-                .pre
-                .instantiate_async(&mut *store)
-                .await
-                .map_err(Phase::Start)?;
-            instance
-                .call_configure(&mut *store)
-                .await
-                .map_err(Phase::Call)
-        })
-        .await
-        .map(convert::hook_config)
+        match &module.pre {
+            HookPre::V0_2(pre) => {
+                self.call(run, limits, async |store| pre.configure(store).await)
+                    .await
+            }
+            HookPre::V0_1(pre) => {
+                self.call(run, limits, async |store| pre.configure(store).await)
+                    .await
+            }
+        }
     }
 
     /// Calls a hook's `handle` export in a fresh store. `input` is handed back
@@ -279,22 +264,32 @@ impl Sandbox {
         input: HookInput,
         limits: &CallLimits,
     ) -> (CallReport<HookOutput>, HookInput) {
-        let input = convert::hook_input(input);
+        match &module.pre {
+            HookPre::V0_2(pre) => self.handle_with(pre, input, limits).await,
+            HookPre::V0_1(pre) => self.handle_with(pre, input, limits).await,
+        }
+    }
+
+    /// [`Self::handle_hook`] in the WIT version of `pre`.
+    async fn handle_with<P: HookExports>(
+        &self,
+        pre: &P,
+        input: HookInput,
+        limits: &CallLimits,
+    ) -> (CallReport<HookOutput>, HookInput) {
+        let run = input.context.name.clone();
+        // An older version may lack a binding type (0.1.0 has no `mutating`) and carry a
+        // neighbouring one instead; the caller gets back the types it sent.
+        let types: Vec<BindingType> = input.binding_contexts.iter().map(|c| c.type_).collect();
+        let input = P::input(input);
         let report = self
-            .call(&input.context.name, limits, async |store| {
-                let instance = module
-                    .pre
-                    .instantiate_async(&mut *store)
-                    .await
-                    .map_err(Phase::Start)?;
-                instance
-                    .call_handle(&mut *store, &input)
-                    .await
-                    .map_err(Phase::Call)
-            })
-            .await
-            .map(convert::hook_output);
-        (report, convert::hook_input_back(input))
+            .call(&run, limits, async |store| pre.handle(store, &input).await)
+            .await;
+        let mut input = P::input_back(input);
+        for (context, type_) in input.binding_contexts.iter_mut().zip(types) {
+            context.type_ = type_;
+        }
+        (report, input)
     }
 
     /// Turns the raw result of a call into a report, classifying failures by the limit
@@ -302,7 +297,7 @@ impl Sandbox {
     fn finish<T>(
         &self,
         store: Store<CallState>,
-        raw: Result<Result<Result<T, String>, Phase>, tokio::time::error::Elapsed>,
+        raw: Result<Outcome<T>, tokio::time::error::Elapsed>,
         limits: &CallLimits,
         started: Instant,
     ) -> CallReport<T> {
@@ -371,12 +366,6 @@ impl Sandbox {
             panic: panic_message(&state.stderr.text()),
         }
     }
-}
-
-/// Where a call failed: before the guest ran (instantiation) or while it ran.
-enum Phase {
-    Start(wasmtime::Error),
-    Call(wasmtime::Error),
 }
 
 /// Recovers a Rust guest's panic message from its stderr

@@ -1,12 +1,12 @@
 //! The `kubernetes` host interface: buffers the patch operations a guest submits.
 //!
 //! Nothing is applied here. The caller applies the buffer after the run succeeds, so a
-//! failed or timed-out run changes nothing in the cluster.
+//! failed or timed-out run changes nothing in the cluster. [`KubernetesState::queue`]
+//! does the work; each linked WIT version's `Host` impl only translates and calls it.
 
 use super::HostLimitExceeded;
 use crate::model::PatchOperation;
-use crate::sandbox::bindings::kubernetes::{Host, PatchOperation as WitPatchOperation};
-use crate::sandbox::convert;
+use crate::sandbox::{bindings, convert};
 
 /// Per-call state of the `kubernetes` interface.
 #[derive(Debug)]
@@ -78,9 +78,10 @@ fn validate(operation: &PatchOperation) -> Result<usize, String> {
     }
 }
 
-impl Host for KubernetesState {
-    fn submit(&mut self, operation: WitPatchOperation) -> wasmtime::Result<Result<(), String>> {
-        let operation = convert::patch_operation(operation);
+impl KubernetesState {
+    /// Buffers `operation`. A malformed one is the guest's error (`Ok(Err(reason))`);
+    /// one past the run's budget traps.
+    pub fn queue(&mut self, operation: PatchOperation) -> wasmtime::Result<Result<(), String>> {
         if self.operations.len() >= self.max_operations {
             return Err(wasmtime::Error::new(HostLimitExceeded::PatchOperations {
                 limit: self.max_operations,
@@ -98,5 +99,23 @@ impl Host for KubernetesState {
         self.remaining_bytes -= size;
         self.operations.push(operation);
         Ok(Ok(()))
+    }
+}
+
+impl bindings::kubernetes::Host for KubernetesState {
+    fn submit(
+        &mut self,
+        operation: bindings::kubernetes::PatchOperation,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.queue(convert::patch_operation(operation))
+    }
+}
+
+impl bindings::v0_1::kubernetes::Host for KubernetesState {
+    fn submit(
+        &mut self,
+        operation: bindings::v0_1::kubernetes::PatchOperation,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.queue(convert::v0_1::patch_operation(operation))
     }
 }

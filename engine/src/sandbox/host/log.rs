@@ -1,9 +1,11 @@
 //! The `log` host interface: records a guest's log lines, bounded by a byte budget.
+//!
+//! [`LogState::record`] does the work; each linked WIT version's `Host` impl only
+//! translates its level and calls it.
 
 use super::HostLimitExceeded;
 use crate::model::{LogLevel, LogRecord};
-use crate::sandbox::bindings::log::{Host, Level};
-use crate::sandbox::convert;
+use crate::sandbox::{bindings, convert};
 
 /// Per-call state of the `log` interface.
 #[derive(Debug)]
@@ -29,12 +31,11 @@ impl LogState {
             run,
         }
     }
-}
 
-impl Host for LogState {
-    fn log(
+    /// Keeps one record, or traps once the run's byte budget is spent.
+    pub fn record(
         &mut self,
-        level: Level,
+        level: LogLevel,
         message: String,
         fields: Vec<(String, String)>,
     ) -> wasmtime::Result<()> {
@@ -45,7 +46,6 @@ impl Host for LogState {
             }));
         }
         self.remaining -= size;
-        let level = convert::log_level(level);
         match level {
             LogLevel::Error => tracing::error!(run = %self.run, "{message}"),
             LogLevel::Warn => tracing::warn!(run = %self.run, "{message}"),
@@ -59,5 +59,27 @@ impl Host for LogState {
             fields,
         });
         Ok(())
+    }
+}
+
+impl bindings::log::Host for LogState {
+    fn log(
+        &mut self,
+        level: bindings::log::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        self.record(convert::log_level(level), message, fields)
+    }
+}
+
+impl bindings::v0_1::log::Host for LogState {
+    fn log(
+        &mut self,
+        level: bindings::v0_1::log::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        self.record(convert::v0_1::log_level(level), message, fields)
     }
 }

@@ -1,9 +1,11 @@
 //! The `metrics` host interface: buffers the metric operations a guest submits.
+//!
+//! [`MetricsState::queue`] does the work; each linked WIT version's `Host` impl only
+//! translates and calls it.
 
 use super::HostLimitExceeded;
 use crate::model::MetricOperation;
-use crate::sandbox::bindings::metrics::{Host, MetricOperation as WitMetricOperation};
-use crate::sandbox::convert;
+use crate::sandbox::{bindings, convert};
 
 /// Per-call state of the `metrics` interface.
 #[derive(Debug)]
@@ -68,9 +70,10 @@ fn validate(operation: &MetricOperation) -> Result<(), String> {
     Ok(())
 }
 
-impl Host for MetricsState {
-    fn submit(&mut self, operation: WitMetricOperation) -> wasmtime::Result<Result<(), String>> {
-        let operation = convert::metric_operation(operation);
+impl MetricsState {
+    /// Buffers `operation`. An invalid one is the guest's error (`Ok(Err(reason))`); one
+    /// past the run's budget traps.
+    pub fn queue(&mut self, operation: MetricOperation) -> wasmtime::Result<Result<(), String>> {
         if self.operations.len() >= self.max_operations {
             return Err(wasmtime::Error::new(HostLimitExceeded::MetricOperations {
                 limit: self.max_operations,
@@ -84,13 +87,31 @@ impl Host for MetricsState {
     }
 }
 
+impl bindings::metrics::Host for MetricsState {
+    fn submit(
+        &mut self,
+        operation: bindings::metrics::MetricOperation,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.queue(convert::metric_operation(operation))
+    }
+}
+
+impl bindings::v0_1::metrics::Host for MetricsState {
+    fn submit(
+        &mut self,
+        operation: bindings::v0_1::metrics::MetricOperation,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.queue(convert::v0_1::metric_operation(operation))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::bindings::metrics::Sample;
+    use crate::model::Sample;
 
-    fn sample(name: &str) -> WitMetricOperation {
-        WitMetricOperation::Set(Sample {
+    fn sample(name: &str) -> MetricOperation {
+        MetricOperation::Set(Sample {
             name: name.to_owned(),
             value: 1.0,
             labels: vec![],
@@ -100,7 +121,7 @@ mod tests {
 
     #[test]
     fn names_follow_prometheus_rules() {
-        let valid = |name| validate(&convert::metric_operation(sample(name))).is_ok();
+        let valid = |name| validate(&sample(name)).is_ok();
         assert!(valid("hook_runs_total"));
         assert!(valid("ns:rate"));
         assert!(!valid("9lives"));
@@ -111,8 +132,31 @@ mod tests {
     #[test]
     fn limit_traps_instead_of_growing() {
         let mut state = MetricsState::new(1);
-        assert!(matches!(state.submit(sample("a")), Ok(Ok(()))));
-        let err = state.submit(sample("b")).unwrap_err();
+        assert!(matches!(state.queue(sample("a")), Ok(Ok(()))));
+        let err = state.queue(sample("b")).unwrap_err();
         assert!(err.downcast_ref::<HostLimitExceeded>().is_some());
+    }
+
+    #[test]
+    fn both_contract_versions_submit_into_the_same_buffer() {
+        use crate::sandbox::bindings::{metrics as v0_2, v0_1};
+        let mut state = MetricsState::new(4);
+        let current = v0_2::MetricOperation::ExpireGroup("nodes".to_owned());
+        let legacy = v0_1::metrics::MetricOperation::ExpireGroup("pods".to_owned());
+        assert!(matches!(
+            v0_2::Host::submit(&mut state, current),
+            Ok(Ok(()))
+        ));
+        assert!(matches!(
+            v0_1::metrics::Host::submit(&mut state, legacy),
+            Ok(Ok(()))
+        ));
+        assert_eq!(
+            state.operations,
+            [
+                MetricOperation::ExpireGroup("nodes".to_owned()),
+                MetricOperation::ExpireGroup("pods".to_owned()),
+            ]
+        );
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! Each WIT host interface (`log`, `kubernetes`, `metrics`) is its own module with its
 //! own state; adding an interface adds a module and a line in [`link`], nothing else.
+//! Every published version of the WIT package is linked at once (see [`link`]).
 //! WASI is linked with a context that grants nothing: no files, no environment, no
 //! sockets, stdin closed, stdout and stderr captured into bounded buffers.
 
@@ -100,14 +101,26 @@ impl WasiView for CallState {
     }
 }
 
-/// Adds WASI and every Operon host interface to `linker`.
+/// Adds WASI and every Operon host interface, in every linked version of
+/// `operon:engine`, to `linker`.
+///
+/// Each version's interfaces are imported under their own versioned names
+/// (`operon:engine/log@0.1.0`, `operon:engine/log@0.2.0`, ...), so one linker serves
+/// guests of every version, and they share one state per interface: a call's records,
+/// patches and metrics land in the same buffers whichever version the guest speaks.
 pub fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    use super::bindings::operation::operon::engine as wit;
+    use super::bindings::operation::operon::engine as v0_2;
+    use super::bindings::v0_1::operation::operon::engine as v0_1;
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    wit::log::add_to_linker::<_, HasSelf<log::LogState>>(linker, |s| &mut s.log)?;
-    wit::kubernetes::add_to_linker::<_, HasSelf<kubernetes::KubernetesState>>(linker, |s| {
+    v0_2::log::add_to_linker::<_, HasSelf<log::LogState>>(linker, |s| &mut s.log)?;
+    v0_2::kubernetes::add_to_linker::<_, HasSelf<kubernetes::KubernetesState>>(linker, |s| {
         &mut s.kubernetes
     })?;
-    wit::metrics::add_to_linker::<_, HasSelf<metrics::MetricsState>>(linker, |s| &mut s.metrics)?;
+    v0_2::metrics::add_to_linker::<_, HasSelf<metrics::MetricsState>>(linker, |s| &mut s.metrics)?;
+    v0_1::log::add_to_linker::<_, HasSelf<log::LogState>>(linker, |s| &mut s.log)?;
+    v0_1::kubernetes::add_to_linker::<_, HasSelf<kubernetes::KubernetesState>>(linker, |s| {
+        &mut s.kubernetes
+    })?;
+    v0_1::metrics::add_to_linker::<_, HasSelf<metrics::MetricsState>>(linker, |s| &mut s.metrics)?;
     Ok(())
 }
