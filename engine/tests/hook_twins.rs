@@ -138,3 +138,54 @@ fn the_admission_hook_in_bash_and_in_wasm_answer_alike() {
         "only images from registry.example.com are allowed: docker.io/nginx:1.27, quay.io/x:2"
     );
 }
+
+/// The answer `operon hook test --review` says the server would send for `hook`'s
+/// mutating binding, and the object after the patch.
+fn mutating_answer(hook: &str, review: &Value) -> (Value, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("review.json");
+    std::fs::write(&file, review.to_string()).unwrap();
+    let binding = format!("defaults.operon.dev:{}", file.display());
+    let report = run_hook_test(hook, &["--review", &binding]);
+    let answer = &report["reviews"][0];
+    (answer["answer"].clone(), answer["patchedObject"].clone())
+}
+
+#[test]
+fn the_mutating_hook_in_bash_and_in_wasm_answer_alike_through_the_engine() {
+    let review = |object: Value| {
+        serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "operation": "CREATE",
+                        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "object": object}})
+    };
+    let bare = review(serde_json::json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "a", "image": "x"},
+                                {"name": "b", "image": "y", "resources": {"limits": {"memory": "1Gi"}}}]}}));
+    let done = review(serde_json::json!({
+        "metadata": {"name": "p", "labels": {"operon.dev/mutated": "true"}},
+        "spec": {"containers": [{"name": "a", "image": "x", "resources": {"limits": {"memory": "64Mi"}}}]}}));
+    let bash = repo("operations/fixtures/shell-hooks/mutating.sh");
+    for case in [&bare, &done] {
+        let from_bash = mutating_answer(&bash, case);
+        let from_wasm = mutating_answer(operon_tests::MUTATING, case);
+        assert_eq!(from_bash, from_wasm, "{case}");
+    }
+    let (answer, patched) = mutating_answer(operon_tests::MUTATING, &bare);
+    assert_eq!(answer["response"]["allowed"], true);
+    assert_eq!(answer["response"]["patchType"], "JSONPatch");
+    assert_eq!(patched["metadata"]["labels"]["operon.dev/mutated"], "true");
+    assert_eq!(
+        patched["spec"]["containers"][0]["resources"]["limits"]["memory"],
+        "256Mi"
+    );
+    assert_eq!(
+        patched["spec"]["containers"][1]["resources"]["limits"]["memory"],
+        "1Gi"
+    );
+    // Nothing to change: allowed with no patch and no patched object.
+    let (answer, patched) = mutating_answer(operon_tests::MUTATING, &done);
+    assert_eq!(answer["response"], serde_json::json!({"uid": "u", "allowed": true}));
+    assert!(patched.is_null());
+}
