@@ -272,11 +272,64 @@ impl Registrar {
 
 /// Why registering failed.
 #[derive(Debug, thiserror::Error)]
-#[error("registering {what}: {source}")]
-pub struct RegisterError {
-    what: String,
-    #[source]
-    source: ::kube::Error,
+pub enum RegisterError {
+    /// The API server refused a write or a read.
+    #[error("registering {what}: {source}")]
+    Api {
+        /// What was being written.
+        what: String,
+        /// The server's answer.
+        #[source]
+        source: ::kube::Error,
+    },
+    /// A binding declares `matchConditions`, which the API server does not know (they
+    /// arrived in Kubernetes 1.28): it would refuse the whole configuration with "field
+    /// not declared in schema", and dropping them would send the hook requests it asked
+    /// not to get.
+    #[error(
+        "hook {hook} binding {binding:?} declares matchConditions, which this API server \
+         ({version}) does not support (Kubernetes 1.28 and later evaluate them): remove them \
+         from the binding or upgrade the cluster"
+    )]
+    MatchConditionsUnsupported {
+        /// The hook.
+        hook: String,
+        /// The binding.
+        binding: String,
+        /// The server's version.
+        version: String,
+    },
+}
+
+/// The oldest Kubernetes minor version that evaluates `matchConditions`.
+const MATCH_CONDITIONS_SINCE: u32 = 28;
+
+/// Refuses bindings with `matchConditions` when the API server is older than 1.28.
+async fn check_match_conditions(client: &Client, hooks: &[LoadedHook]) -> Result<(), RegisterError> {
+    let Some((hook, binding)) = hooks.iter().find_map(|h| {
+        (h.config.validating.iter().chain(&h.config.mutating))
+            .find(|b| !b.match_conditions.is_empty())
+            .map(|b| (h.hook.name(), b.name.as_str()))
+    }) else {
+        return Ok(());
+    };
+    let info = client
+        .apiserver_version()
+        .await
+        .map_err(|source| RegisterError::Api {
+            what: "the API server's version (GET /version)".to_owned(),
+            source,
+        })?;
+    // Minor versions look like "24" or, from some distributions, "24+".
+    let minor: Option<u32> = info.minor.trim_end_matches('+').parse().ok();
+    if info.major == "1" && minor.is_some_and(|m| m < MATCH_CONDITIONS_SINCE) {
+        return Err(RegisterError::MatchConditionsUnsupported {
+            hook: hook.to_owned(),
+            binding: binding.to_owned(),
+            version: info.git_version,
+        });
+    }
+    Ok(())
 }
 
 /// Applies `desired` as the configuration `name` of type `K`, or deletes it when
@@ -295,7 +348,7 @@ where
 {
     let api: Api<K> = Api::all(client.clone());
     let kind = K::kind(&K::DynamicType::default()).into_owned();
-    let error = |source| RegisterError {
+    let error = |source| RegisterError::Api {
         what: format!("{kind} {name}"),
         source,
     };
@@ -329,6 +382,7 @@ pub async fn register(
     // Without a CA the API server could not trust the server: such a registration was
     // not asked for (only the other server's CA was given).
     if !registration.admission_ca.is_empty() {
+        check_match_conditions(client, hooks).await?;
         apply_or_delete::<ValidatingWebhookConfiguration>(
             client,
             &registration.validating_configuration,
@@ -346,7 +400,7 @@ pub async fn register(
         return Ok(());
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let error = |what: String| move |source| RegisterError { what, source };
+    let error = |what: String| move |source| RegisterError::Api { what, source };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for (crd, patch) in conversion_patches(hooks, registration) {
         crds.patch(&crd, &params, &Patch::Apply(&patch))
@@ -509,8 +563,11 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn the_configurations_are_applied_server_side_and_a_stale_one_deleted() {
+    type Seen = Vec<(String, String, Option<String>, bytes::Bytes)>;
+
+    /// A mock API server answering `requests` requests (GET /version as Kubernetes
+    /// 1.`minor`, 404 to deletes, 200 otherwise); returns what it saw.
+    fn mock_server(requests: usize, minor: u32) -> (Client, tokio::task::JoinHandle<Seen>) {
         let (service, mut handle) = tower_test::mock::pair::<
             http::Request<::kube::client::Body>,
             http::Response<::kube::client::Body>,
@@ -518,7 +575,7 @@ mod tests {
         let client = Client::new(service, "default");
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
-            for _ in 0..6 {
+            for _ in 0..requests {
                 let (request, respond) = handle.next_request().await.unwrap();
                 let (parts, body) = request.into_parts();
                 let body = body.collect().await.unwrap().to_bytes();
@@ -526,13 +583,15 @@ mod tests {
                     .headers
                     .get("content-type")
                     .map(|v| v.to_str().unwrap().to_owned());
-                seen.push((
-                    parts.method.to_string(),
-                    parts.uri.to_string(),
-                    content_type,
-                    body,
-                ));
-                let (status, answer) = if parts.method == "DELETE" {
+                let (status, answer) = if parts.uri.path() == "/version" {
+                    (
+                        200,
+                        json!({"major": "1", "minor": minor.to_string(),
+                               "gitVersion": format!("v1.{minor}.0"), "gitCommit": "",
+                               "gitTreeState": "clean", "buildDate": "", "goVersion": "",
+                               "compiler": "gc", "platform": "linux/amd64"}),
+                    )
+                } else if parts.method == "DELETE" {
                     (
                         404,
                         json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
@@ -541,6 +600,12 @@ mod tests {
                 } else {
                     (200, json!({"metadata": {"name": "x"}}))
                 };
+                seen.push((
+                    parts.method.to_string(),
+                    parts.uri.to_string(),
+                    content_type,
+                    body,
+                ));
                 respond.send_response(
                     http::Response::builder()
                         .status(status)
@@ -553,6 +618,28 @@ mod tests {
             }
             seen
         });
+        (client, server)
+    }
+
+    #[tokio::test]
+    async fn match_conditions_are_refused_before_kubernetes_1_28_naming_the_binding() {
+        let (client, server) = mock_server(1, 24);
+        let error = register(&client, &hooks(true), &registration())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "hook policies/images.sh binding \"defaults.operon.dev\" declares matchConditions, \
+             which this API server (v1.24.0) does not support (Kubernetes 1.28 and later evaluate \
+             them): remove them from the binding or upgrade the cluster"
+        );
+        let seen = server.await.unwrap();
+        assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("GET", "/version"));
+    }
+
+    #[tokio::test]
+    async fn the_configurations_are_applied_server_side_and_a_stale_one_deleted() {
+        let (client, server) = mock_server(7, 30);
         register(&client, &hooks(true), &registration())
             .await
             .unwrap();
@@ -561,34 +648,36 @@ mod tests {
             .unwrap();
         let seen = server.await.unwrap();
         let apply = "application/apply-patch+yaml";
+        // matchConditions need Kubernetes 1.28: the version is asked first.
+        assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("GET", "/version"));
         assert_eq!(
-            (seen[0].0.as_str(), seen[0].1.as_str(), seen[0].2.as_deref()),
+            (seen[1].0.as_str(), seen[1].1.as_str(), seen[1].2.as_deref()),
             (
                 "PATCH",
                 "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/operon-hooks?&force=true&fieldManager=operon",
                 Some(apply)
             )
         );
-        let body: Value = serde_json::from_slice(&seen[0].3).unwrap();
+        let body: Value = serde_json::from_slice(&seen[1].3).unwrap();
         assert_eq!(
             body,
             validating_configuration(&hooks(true), &registration()).unwrap()
         );
         assert_eq!(
-            (seen[1].0.as_str(), seen[1].1.as_str(), seen[1].2.as_deref()),
+            (seen[2].0.as_str(), seen[2].1.as_str(), seen[2].2.as_deref()),
             (
                 "PATCH",
                 "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/operon-mutating?&force=true&fieldManager=operon",
                 Some(apply)
             )
         );
-        let body: Value = serde_json::from_slice(&seen[1].3).unwrap();
+        let body: Value = serde_json::from_slice(&seen[2].3).unwrap();
         assert_eq!(
             body,
             mutating_configuration(&hooks(true), &registration()).unwrap()
         );
         assert_eq!(
-            (seen[2].0.as_str(), seen[2].1.as_str()),
+            (seen[3].0.as_str(), seen[3].1.as_str()),
             (
                 "PATCH",
                 "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com?&force=true&fieldManager=operon"
@@ -596,19 +685,19 @@ mod tests {
         );
         // The hook set without admission bindings: both configurations go.
         assert_eq!(
-            (seen[3].0.as_str(), seen[3].1.as_str()),
+            (seen[4].0.as_str(), seen[4].1.as_str()),
             (
                 "DELETE",
                 "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/operon-hooks?"
             )
         );
         assert_eq!(
-            (seen[4].0.as_str(), seen[4].1.as_str()),
+            (seen[5].0.as_str(), seen[5].1.as_str()),
             (
                 "DELETE",
                 "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/operon-mutating?"
             )
         );
-        assert_eq!(seen[5].0, "PATCH");
+        assert_eq!(seen[6].0, "PATCH");
     }
 }
