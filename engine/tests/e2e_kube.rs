@@ -5,11 +5,14 @@
 //! What it checks: the nine patch operations through the kube layer as the server
 //! answers them; `operon serve` labelling a pod created after it started, with the
 //! hook's metric on /metrics; two `operon serve --leader-elect` processes handing over
-//! the Lease when the leader is killed. Each test works in a namespace of its own and
+//! the Lease when the leader is killed; mutating, validating and conversion hooks
+//! served with a self-signed certificate and registered by the engine. Each test works in a namespace of its own and
 //! deletes it afterwards.
 
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use operon::cluster::Cluster as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
@@ -387,4 +390,267 @@ async fn leadership_moves_to_the_other_replica_when_the_leader_dies() {
         async || labelled(&pods, "after-take-over").await,
     )
     .await;
+}
+
+/// A shell hook file named `name` in `dir`, executable.
+fn write_hook(dir: &Path, name: &str, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The webhook hooks of the e2e test: a mutating and a validating one on ConfigMaps
+/// labelled `operon-e2e: RUN` (so no other test's objects meet them), and a conversion
+/// between `GROUP/v1` (`spec.replicas`) and `GROUP/v2` (`spec.count`).
+fn webhook_hooks(dir: &Path, run: &str, group: &str) {
+    write_hook(
+        dir,
+        "mutate.sh",
+        &format!(
+            r#"#!/usr/bin/env bash
+set -euo pipefail
+if [[ "${{1:-}}" == "--config" ]]; then
+  cat <<CONFIG
+configVersion: v1
+kubernetesMutating:
+- name: mutate.e2e.operon.dev
+  labelSelector: {{matchLabels: {{operon-e2e: "{run}"}}}}
+  failurePolicy: Ignore
+  rules:
+  - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps], scope: Namespaced}}
+CONFIG
+  exit 0
+fi
+patch='[{{"op":"add","path":"/data/mutated","value":"yes"}}]'
+echo "{{\"allowed\": true, \"patch\": \"$(echo -n "$patch" | base64 -w0)\"}}" > "$VALIDATING_RESPONSE_PATH"
+"#
+        ),
+    );
+    write_hook(
+        dir,
+        "validate.sh",
+        &format!(
+            r#"#!/usr/bin/env bash
+set -euo pipefail
+if [[ "${{1:-}}" == "--config" ]]; then
+  cat <<CONFIG
+configVersion: v1
+kubernetesValidating:
+- name: validate.e2e.operon.dev
+  labelSelector: {{matchLabels: {{operon-e2e: "{run}"}}}}
+  failurePolicy: Ignore
+  rules:
+  - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps], scope: Namespaced}}
+CONFIG
+  exit 0
+fi
+if jq -e '.[0].review.request.object.data.forbidden' "$BINDING_CONTEXT_PATH" >/dev/null; then
+  echo '{{"allowed": false, "message": "data.forbidden is not allowed"}}' > "$VALIDATING_RESPONSE_PATH"
+elif jq -e '.[0].review.request.object.data.mutated == "yes"' "$BINDING_CONTEXT_PATH" >/dev/null; then
+  echo '{{"allowed": true, "warnings": ["seen after the mutation"]}}' > "$VALIDATING_RESPONSE_PATH"
+else
+  echo '{{"allowed": false, "message": "the mutating hook did not run first"}}' > "$VALIDATING_RESPONSE_PATH"
+fi
+"#
+        ),
+    );
+    write_hook(
+        dir,
+        "convert.sh",
+        &format!(
+            r#"#!/usr/bin/env bash
+set -euo pipefail
+if [[ "${{1:-}}" == "--config" ]]; then
+  cat <<CONFIG
+configVersion: v1
+kubernetesCustomResourceConversion:
+- name: widgets
+  crdName: widgets.{group}
+  conversions:
+  - {{fromVersion: {group}/v1, toVersion: {group}/v2}}
+  - {{fromVersion: v2, toVersion: v1}}
+CONFIG
+  exit 0
+fi
+jq '.[0].review.request as $r | {{convertedObjects: [$r.objects[]
+    | if .apiVersion == "{group}/v1"
+      then .apiVersion = $r.desiredAPIVersion | .spec.count = .spec.replicas | del(.spec.replicas)
+      else .apiVersion = $r.desiredAPIVersion | .spec.replicas = .spec.count | del(.spec.count) end]}}' \
+  "$BINDING_CONTEXT_PATH" > "$CONVERSION_RESPONSE_PATH"
+"#
+        ),
+    );
+}
+
+fn widgets_crd(group: &str) -> CustomResourceDefinition {
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}});
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v2", "served": true, "storage": false, "schema": schema},
+            ],
+        }
+    }))
+    .unwrap()
+}
+
+/// Removes what the webhook test made outside its namespace.
+struct ClusterScoped {
+    kubeconfig: PathBuf,
+    objects: Vec<(&'static str, String)>,
+}
+
+impl Drop for ClusterScoped {
+    fn drop(&mut self) {
+        for (kind, name) in &self.objects {
+            let _ = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .args(["delete", kind, name, "--ignore-not-found", "--wait=false"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+#[tokio::test]
+async fn webhooks_with_a_self_signed_certificate_mutate_validate_and_convert() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-webhooks").await;
+    let run = format!("{:08x}", getrandom_u32());
+    let group = format!("e2e-{run}.operon.dev");
+    let configuration = format!("operon-e2e-{run}");
+    let _cleanup = ClusterScoped {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("validatingwebhookconfiguration", configuration.clone()),
+            ("mutatingwebhookconfiguration", configuration.clone()),
+            ("customresourcedefinition", format!("widgets.{group}")),
+        ],
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().clone());
+    crds.create(&PostParams::default(), &widgets_crd(&group))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    webhook_hooks(&hooks, &run, &group);
+    let (admission, conversion) = (free_port(), free_port());
+    let tls_dir = dir.path().join("tls");
+    let flags = [
+        "--leader-election-namespace".to_owned(),
+        scratch.name.clone(),
+        "--webhook-self-signed".to_owned(),
+        format!("--webhook-tls-dir={}", tls_dir.display()),
+        "--validating-webhook-listen-address=127.0.0.1".to_owned(),
+        format!("--validating-webhook-listen-port={admission}"),
+        format!("--validating-webhook-url-base=https://127.0.0.1:{admission}"),
+        "--conversion-webhook-listen-address=127.0.0.1".to_owned(),
+        format!("--conversion-webhook-listen-port={conversion}"),
+        format!("--conversion-webhook-url-base=https://127.0.0.1:{conversion}"),
+        format!("--validating-webhook-configuration-name={configuration}"),
+        format!("--mutating-webhook-configuration-name={configuration}"),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = serve(&path, &hooks, &flags, "webhooks");
+    eventually("readiness", Duration::from_secs(60), async || {
+        matches!(http_get(server.port, "/readyz"), Some((200, _))).then_some(())
+    })
+    .await;
+    // The leader registered both configurations with the self-signed CA.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(cluster.client().clone(), &scratch.name);
+    let secret = eventually("the TLS Secret", Duration::from_secs(30), async || {
+        secrets.get_opt("operon-webhook-tls").await.ok()?
+    })
+    .await;
+    let ca = secret.data.unwrap()["ca.crt"].0.clone();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(cluster.client().clone());
+    let registered = eventually("registration", Duration::from_secs(30), async || {
+        mutating.get_opt(&configuration).await.ok()?
+    })
+    .await;
+    let webhook = &registered.webhooks.unwrap()[0];
+    assert_eq!(webhook.name, "mutate.e2e.operon.dev");
+    assert_eq!(webhook.client_config.ca_bundle.as_ref().unwrap().0, ca);
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(cluster.client().clone(), &scratch.name);
+    let configmap = |name: &str, data: serde_json::Value| -> ConfigMap {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "labels": {"operon-e2e": run}},
+                                      "data": data}),
+        )
+        .unwrap()
+    };
+    // The registration reaches the API server's webhook cache asynchronously.
+    let created = eventually("the mutation", Duration::from_secs(30), async || {
+        let name = format!("fine-{:08x}", getrandom_u32());
+        let created = configmaps
+            .create(&PostParams::default(), &configmap(&name, json!({"a": "b"})))
+            .await
+            .ok()?;
+        created
+            .data
+            .as_ref()
+            .and_then(|d| d.get("mutated"))
+            .map(|_| created.clone())
+    })
+    .await;
+    assert_eq!(created.data.unwrap()["a"], "b");
+    let denied = configmaps
+        .create(
+            &PostParams::default(),
+            &configmap("denied", json!({"forbidden": "x"})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        denied.to_string().contains("data.forbidden is not allowed"),
+        "{denied}"
+    );
+
+    // Conversion: stored as v1, read as v2 through the hook.
+    let v1: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        cluster.client().clone(),
+        &scratch.name,
+        &kube::api::ApiResource {
+            group: group.clone(),
+            version: "v1".into(),
+            api_version: format!("{group}/v1"),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+        },
+    );
+    let widget: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"replicas": 3}
+    }))
+    .unwrap();
+    v1.create(&PostParams::default(), &widget).await.unwrap();
+    let v2: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        cluster.client().clone(),
+        &scratch.name,
+        &kube::api::ApiResource {
+            group: group.clone(),
+            version: "v2".into(),
+            api_version: format!("{group}/v2"),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+        },
+    );
+    let read = eventually("the conversion", Duration::from_secs(30), async || {
+        v2.get("w").await.ok()
+    })
+    .await;
+    assert_eq!(read.data["spec"], json!({"count": 3}), "{:?}", read.data);
 }

@@ -186,6 +186,9 @@ fn the_mutating_hook_in_bash_and_in_wasm_answer_alike_through_the_engine() {
     );
     // Nothing to change: allowed with no patch and no patched object.
     let (answer, patched) = mutating_answer(operon_tests::MUTATING, &done);
-    assert_eq!(answer["response"], serde_json::json!({"uid": "u", "allowed": true}));
+    assert_eq!(
+        answer["response"],
+        serde_json::json!({"uid": "u", "allowed": true})
+    );
     assert!(patched.is_null());
 }

@@ -5,7 +5,8 @@ use anyhow::Context as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::serve::lease::{LeaderElector, LeaseOptions};
 use operon::serve::webhook::WebhookEndpoint;
-use operon::serve::webhook::register::{ClientTarget, Registrar, Registration};
+use operon::serve::webhook::register::{ClientTarget, Registrar, Registration, SelfSignedCa};
+use operon::serve::webhook::selfsigned::{SelfSigned, SelfSignedOptions, service_dns_names};
 use operon::serve::webhook::tls::TlsFiles;
 use operon::serve::{self, Coordination, ServeOptions};
 
@@ -221,32 +222,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let cluster = KubeCluster::connect(&kube)
         .await
         .context("connecting to the Kubernetes API server")?;
-    let options = ServeOptions {
-        hooks_dir: args.hooks_dir.clone(),
-        listen: SocketAddr::new(args.listen_address, args.listen_port),
-        debug_socket: Some(PathBuf::from(&args.debug_unix_socket))
-            .filter(|p| !p.as_os_str().is_empty()),
-        grace: args.graceful_shutdown_period,
-        admission_webhook: endpoint(
-            args.validating_webhook_server_cert.clone(),
-            args.validating_webhook_server_key.clone(),
-            args.validating_webhook_client_ca.clone(),
-            SocketAddr::new(
-                args.validating_webhook_listen_address,
-                args.validating_webhook_listen_port,
-            ),
-        ),
-        conversion_webhook: endpoint(
-            args.conversion_webhook_server_cert.clone(),
-            args.conversion_webhook_server_key.clone(),
-            args.conversion_webhook_client_ca.clone(),
-            SocketAddr::new(
-                args.conversion_webhook_listen_address,
-                args.conversion_webhook_listen_port,
-            ),
-        ),
-        webhook_timeout: args.webhook_timeout,
-    };
     let namespace = args
         .leader_election_namespace
         .clone()
@@ -256,8 +231,57 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .map(|n| n.trim().to_owned())
         })
         .unwrap_or_else(|| cluster.client().default_namespace().to_owned());
-    let registrar = registration(&args, &namespace)?
-        .map(|registration| Registrar::new(cluster.client().clone(), registration));
+    let self_signed = match args.webhook_self_signed {
+        true => Some(self_signed(&args, &cluster, &namespace).await?),
+        false => None,
+    };
+    let options = ServeOptions {
+        hooks_dir: args.hooks_dir.clone(),
+        listen: SocketAddr::new(args.listen_address, args.listen_port),
+        debug_socket: Some(PathBuf::from(&args.debug_unix_socket))
+            .filter(|p| !p.as_os_str().is_empty()),
+        grace: args.graceful_shutdown_period,
+        admission_webhook: endpoint(
+            args.validating_webhook_server_cert
+                .clone()
+                .or_else(|| self_signed.as_ref().map(|s| s.cert.clone())),
+            args.validating_webhook_server_key
+                .clone()
+                .or_else(|| self_signed.as_ref().map(|s| s.key.clone())),
+            args.validating_webhook_client_ca.clone(),
+            SocketAddr::new(
+                args.validating_webhook_listen_address,
+                args.validating_webhook_listen_port,
+            ),
+        ),
+        conversion_webhook: endpoint(
+            args.conversion_webhook_server_cert
+                .clone()
+                .or_else(|| self_signed.as_ref().map(|s| s.cert.clone())),
+            args.conversion_webhook_server_key
+                .clone()
+                .or_else(|| self_signed.as_ref().map(|s| s.key.clone())),
+            args.conversion_webhook_client_ca.clone(),
+            SocketAddr::new(
+                args.conversion_webhook_listen_address,
+                args.conversion_webhook_listen_port,
+            ),
+        ),
+        webhook_timeout: args.webhook_timeout,
+    };
+    let registrar = registration(&args, &namespace, self_signed.as_ref())?.map(|registration| {
+        let registrar = Registrar::new(cluster.client().clone(), registration);
+        match &self_signed {
+            Some(s) => registrar.with_self_signed(SelfSignedCa {
+                bundle: s.ca.clone(),
+                admission: args.validating_webhook_ca.is_none()
+                    && args.validating_webhook_server_cert.is_none(),
+                conversion: args.conversion_webhook_ca.is_none()
+                    && args.conversion_webhook_server_cert.is_none(),
+            }),
+            None => registrar,
+        }
+    });
     let elector = if args.leader_elect {
         let mut lease = LeaseOptions::new(&args.leader_election_lease_name, &namespace);
         lease.lease_duration = args.leader_election_lease_duration;
@@ -282,9 +306,93 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What the leader registers, when a CA is given for a webhook server.
-fn registration(args: &ServeArgs, namespace: &str) -> anyhow::Result<Option<Registration>> {
-    if args.validating_webhook_ca.is_none() && args.conversion_webhook_ca.is_none() {
+/// The self-signed certificate, ready for the servers: its files, and its CA bundle as
+/// it changes.
+struct SelfSignedTls {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: tokio::sync::watch::Receiver<Vec<u8>>,
+}
+
+/// Makes or reads the self-signed certificate (before any server starts: they need its
+/// files) and keeps it renewed in the background.
+async fn self_signed(
+    args: &ServeArgs,
+    cluster: &KubeCluster,
+    namespace: &str,
+) -> anyhow::Result<SelfSignedTls> {
+    let dir = args
+        .webhook_tls_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("operon-webhook-tls"));
+    let mut options = SelfSignedOptions::for_service(
+        namespace,
+        &args.webhook_tls_secret,
+        &args.validating_webhook_service_name,
+        dir,
+    );
+    for name in service_dns_names(&args.conversion_webhook_service_name, namespace) {
+        if !options.dns_names.contains(&name) {
+            options.dns_names.push(name);
+        }
+    }
+    // An engine outside the cluster is reached at its URL bases: their hosts go in too.
+    for base in [
+        &args.validating_webhook_url_base,
+        &args.conversion_webhook_url_base,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let host = url_host(base)
+            .with_context(|| format!("{base} is not an https://HOST[:PORT] URL base"))?;
+        match host.parse::<IpAddr>() {
+            Ok(ip) if !options.ip_addresses.contains(&ip) => options.ip_addresses.push(ip),
+            Ok(_) => {}
+            Err(_) if !options.dns_names.contains(&host) => options.dns_names.push(host),
+            Err(_) => {}
+        }
+    }
+    let keeper = SelfSigned::new(cluster.client().clone(), options);
+    let bundle = keeper
+        .ensure()
+        .await
+        .context("preparing the self-signed webhook certificate")?;
+    let ca = keeper.ca_bundle();
+    tokio::spawn(async move {
+        // The process ends with the runtime; the refresher needs no stop signal of its own.
+        let (_keep, never) = tokio::sync::watch::channel(false);
+        keeper.run(never).await;
+    });
+    Ok(SelfSignedTls {
+        cert: bundle.cert_path,
+        key: bundle.key_path,
+        ca,
+    })
+}
+
+/// The host of `https://HOST[:PORT][/PATH]` (brackets of an IPv6 address removed).
+fn url_host(base: &str) -> Option<String> {
+    let rest = base.strip_prefix("https://")?;
+    let authority = rest.split('/').next()?;
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => authority.split(':').next()?,
+    };
+    (!host.is_empty()).then(|| host.to_owned())
+}
+
+/// What the leader registers, when a CA is given for a webhook server or the
+/// certificate is self-signed.
+fn registration(
+    args: &ServeArgs,
+    namespace: &str,
+    self_signed: Option<&SelfSignedTls>,
+) -> anyhow::Result<Option<Registration>> {
+    if args.validating_webhook_ca.is_none()
+        && args.conversion_webhook_ca.is_none()
+        && self_signed.is_none()
+    {
         return Ok(None);
     }
     let read = |path: &Option<PathBuf>| -> anyhow::Result<Vec<u8>> {

@@ -333,9 +333,20 @@ async fn run_engine(
         }
     };
     let running = async {
-        // Only the leader writes the webhook configurations; every replica serves them.
-        if let Some(registrar) = &registrar {
-            register(registrar.client(), engine.hooks(), registrar.registration()).await?;
+        // Only the leader writes the webhook configurations (and writes them again when
+        // the self-signed CA rotates); every replica serves them.
+        let (_stop_registering, stop_registration) = watch::channel(false);
+        if let Some(registrar) = registrar.clone() {
+            register(
+                registrar.client(),
+                engine.hooks(),
+                &registrar.registration(),
+            )
+            .await?;
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                registrar.follow_ca(engine.hooks(), stop_registration).await;
+            });
         }
         engine.take_over();
         tracing::info!("running hooks");

@@ -248,6 +248,19 @@ pub fn conversion_patches(
 pub struct Registrar {
     client: Client,
     registration: Registration,
+    self_signed: Option<SelfSignedCa>,
+}
+
+/// A CA bundle that changes while the engine runs (the self-signed one), and which
+/// servers it stands for.
+#[derive(Clone)]
+pub struct SelfSignedCa {
+    /// The current bundle (PEM).
+    pub bundle: tokio::sync::watch::Receiver<Vec<u8>>,
+    /// Whether the admission server serves the self-signed certificate.
+    pub admission: bool,
+    /// Whether the conversion server does.
+    pub conversion: bool,
 }
 
 impl Registrar {
@@ -256,7 +269,15 @@ impl Registrar {
         Self {
             client,
             registration,
+            self_signed: None,
         }
+    }
+
+    /// The same registrar, with the CA of the servers `ca` stands for taken from it at
+    /// every registration.
+    pub fn with_self_signed(mut self, ca: SelfSignedCa) -> Self {
+        self.self_signed = Some(ca);
+        self
     }
 
     /// The client.
@@ -264,9 +285,49 @@ impl Registrar {
         &self.client
     }
 
-    /// What is registered.
-    pub fn registration(&self) -> &Registration {
-        &self.registration
+    /// What is registered now: the registration with the current self-signed CA.
+    pub fn registration(&self) -> Registration {
+        let mut registration = self.registration.clone();
+        if let Some(ca) = &self.self_signed {
+            let bundle = ca.bundle.borrow().clone();
+            if ca.admission {
+                registration.admission_ca = bundle.clone();
+            }
+            if ca.conversion {
+                registration.conversion_ca = bundle;
+            }
+        }
+        registration
+    }
+
+    /// Registers `hooks` again whenever the self-signed CA bundle changes (a CA
+    /// rotation), until `stopped` turns true; a failed registration is retried every
+    /// 30 s until it succeeds. Without a self-signed CA it returns at once.
+    pub async fn follow_ca(
+        &self,
+        hooks: &[LoadedHook],
+        mut stopped: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let Some(ca) = &self.self_signed else {
+            return;
+        };
+        let mut bundle = ca.bundle.clone();
+        bundle.mark_unchanged();
+        loop {
+            tokio::select! {
+                changed = bundle.changed() => if changed.is_err() { return },
+                _ = stopped.wait_for(|s| *s) => return,
+            }
+            bundle.mark_unchanged();
+            tracing::info!("the self-signed CA bundle changed: registering the webhooks again");
+            while let Err(e) = register(&self.client, hooks, &self.registration()).await {
+                tracing::warn!(error = %e, "registering the new CA bundle failed; retrying in 30 s");
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                    _ = stopped.wait_for(|s| *s) => return,
+                }
+            }
+        }
     }
 }
 
@@ -305,7 +366,10 @@ pub enum RegisterError {
 const MATCH_CONDITIONS_SINCE: u32 = 28;
 
 /// Refuses bindings with `matchConditions` when the API server is older than 1.28.
-async fn check_match_conditions(client: &Client, hooks: &[LoadedHook]) -> Result<(), RegisterError> {
+async fn check_match_conditions(
+    client: &Client,
+    hooks: &[LoadedHook],
+) -> Result<(), RegisterError> {
     let Some((hook, binding)) = hooks.iter().find_map(|h| {
         (h.config.validating.iter().chain(&h.config.mutating))
             .find(|b| !b.match_conditions.is_empty())
@@ -634,7 +698,10 @@ mod tests {
              them): remove them from the binding or upgrade the cluster"
         );
         let seen = server.await.unwrap();
-        assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("GET", "/version"));
+        assert_eq!(
+            (seen[0].0.as_str(), seen[0].1.as_str()),
+            ("GET", "/version")
+        );
     }
 
     #[tokio::test]
@@ -649,7 +716,10 @@ mod tests {
         let seen = server.await.unwrap();
         let apply = "application/apply-patch+yaml";
         // matchConditions need Kubernetes 1.28: the version is asked first.
-        assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("GET", "/version"));
+        assert_eq!(
+            (seen[0].0.as_str(), seen[0].1.as_str()),
+            ("GET", "/version")
+        );
         assert_eq!(
             (seen[1].0.as_str(), seen[1].1.as_str(), seen[1].2.as_deref()),
             (
