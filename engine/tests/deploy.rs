@@ -446,7 +446,16 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
                 ));
             }
         }
-        // Patching spec.conversion, never creating a CRD.
+        // Patching spec.conversion, never creating a CRD; listing CRDs to give back the
+        // conversions of hooks that are gone.
+        if webhooks.conversion_crds.is_some() {
+            expected.insert(grant(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "list",
+                "",
+            ));
+        }
         let crds = match webhooks.conversion_crds {
             None => vec![],
             Some([]) => vec![""],

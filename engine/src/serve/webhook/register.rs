@@ -466,11 +466,73 @@ pub async fn register(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let error = |what: String| move |source| RegisterError::Api { what, source };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (crd, patch) in conversion_patches(hooks, registration) {
-        crds.patch(&crd, &params, &Patch::Apply(&patch))
+    let desired = conversion_patches(hooks, registration);
+    for (crd, patch) in &desired {
+        crds.patch(crd, &params, &Patch::Apply(patch))
             .await
             .map_err(error(format!("the conversion webhook of CRD {crd}")))?;
         tracing::info!(crd = %crd, "conversion webhook registered");
+    }
+    release_stale_conversions(&crds, &desired).await
+}
+
+/// Whether this engine's field manager applied `spec.conversion` of `crd`.
+fn conversion_applied_by_operon(crd: &CustomResourceDefinition) -> bool {
+    (crd.metadata.managed_fields.iter().flatten()).any(|entry| {
+        entry.manager.as_deref() == Some(FIELD_MANAGER)
+            && entry.operation.as_deref() == Some("Apply")
+            && entry
+                .fields_v1
+                .as_ref()
+                .and_then(|f| f.0.pointer("/f:spec/f:conversion"))
+                .is_some()
+    })
+}
+
+/// Gives back `spec.conversion` of every CRD this engine registered a conversion webhook
+/// for and no hook converts any more: applying the CRD with nothing but its name drops
+/// the fields this manager owned, and the API server sets the conversion back to
+/// `strategy: None`. Needs `list` on CRDs; without it the stale webhooks are left and a
+/// warning says so (registration itself does not need it).
+async fn release_stale_conversions(
+    crds: &Api<CustomResourceDefinition>,
+    desired: &[(String, Value)],
+) -> Result<(), RegisterError> {
+    let all = match crds.list(&Default::default()).await {
+        Ok(all) => all,
+        Err(::kube::Error::Api(s)) if s.code == 403 => {
+            tracing::warn!(
+                "cannot list CustomResourceDefinitions (forbidden): conversion webhooks of hooks that are gone are not removed"
+            );
+            return Ok(());
+        }
+        Err(source) => {
+            return Err(RegisterError::Api {
+                what: "the list of CustomResourceDefinitions".to_owned(),
+                source,
+            });
+        }
+    };
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for crd in all.items {
+        let Some(name) = crd.metadata.name.clone() else {
+            continue;
+        };
+        if desired.iter().any(|(d, _)| *d == name) || !conversion_applied_by_operon(&crd) {
+            continue;
+        }
+        let release = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+        });
+        crds.patch(&name, &params, &Patch::Apply(&release))
+            .await
+            .map_err(|source| RegisterError::Api {
+                what: format!("the stale conversion webhook of CRD {name}"),
+                source,
+            })?;
+        tracing::info!(crd = %name, "no hook converts it any more: conversion webhook removed");
     }
     Ok(())
 }
@@ -629,6 +691,31 @@ mod tests {
 
     type Seen = Vec<(String, String, Option<String>, bytes::Bytes)>;
 
+    /// CRDs as the API server lists them: one this engine converts, one whose
+    /// conversion it registered earlier for a hook that is gone, one whose conversion
+    /// another manager set.
+    fn crd_list() -> Value {
+        let crd = |name: &str, manager: &str, conversion: bool| {
+            let fields = if conversion {
+                json!({"f:spec": {"f:conversion": {"f:strategy": {}, "f:webhook": {}}}})
+            } else {
+                json!({"f:metadata": {"f:labels": {}}})
+            };
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": name, "managedFields": [
+                       {"manager": manager, "operation": "Apply", "apiVersion": "apiextensions.k8s.io/v1",
+                        "fieldsType": "FieldsV1", "fieldsV1": fields}]},
+                   "spec": {"group": "example.com", "scope": "Namespaced",
+                            "names": {"plural": "x", "kind": "X"}, "versions": []}})
+        };
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitionList",
+               "metadata": {}, "items": [
+                   crd("widgets.example.com", "operon", true),
+                   crd("gadgets.example.com", "operon", true),
+                   crd("labelled.example.com", "operon", false),
+                   crd("foreign.example.com", "kubectl", true)]})
+    }
+
     /// A mock API server answering `requests` requests (GET /version as Kubernetes
     /// 1.`minor`, 404 to deletes, 200 otherwise); returns what it saw.
     fn mock_server(requests: usize, minor: u32) -> (Client, tokio::task::JoinHandle<Seen>) {
@@ -655,6 +742,10 @@ mod tests {
                                "gitTreeState": "clean", "buildDate": "", "goVersion": "",
                                "compiler": "gc", "platform": "linux/amd64"}),
                     )
+                } else if parts.method == "GET"
+                    && parts.uri.path() == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+                {
+                    (200, crd_list())
                 } else if parts.method == "DELETE" {
                     (
                         404,
@@ -705,8 +796,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_configurations_are_applied_server_side_and_a_stale_one_deleted() {
-        let (client, server) = mock_server(7, 30);
+    async fn the_configurations_are_applied_server_side_and_stale_ones_removed() {
+        let (client, server) = mock_server(11, 30);
         register(&client, &hooks(true), &registration())
             .await
             .unwrap();
@@ -746,28 +837,50 @@ mod tests {
             body,
             mutating_configuration(&hooks(true), &registration()).unwrap()
         );
+        let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
         assert_eq!(
             (seen[3].0.as_str(), seen[3].1.as_str()),
             (
                 "PATCH",
-                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com?&force=true&fieldManager=operon"
+                format!("{crds}/widgets.example.com?&force=true&fieldManager=operon").as_str()
             )
+        );
+        // The conversion this engine applied for a hook that is gone is given back:
+        // only what this manager applied, only for CRDs no hook converts.
+        assert_eq!(
+            (seen[4].0.as_str(), seen[4].1.as_str()),
+            ("GET", format!("{crds}?").as_str())
+        );
+        assert_eq!(
+            (seen[5].0.as_str(), seen[5].1.as_str(), seen[5].2.as_deref()),
+            (
+                "PATCH",
+                format!("{crds}/gadgets.example.com?&force=true&fieldManager=operon").as_str(),
+                Some(apply)
+            )
+        );
+        assert_eq!(
+            serde_json::from_slice::<Value>(&seen[5].3).unwrap(),
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "gadgets.example.com"}})
         );
         // The hook set without admission bindings: both configurations go.
         assert_eq!(
-            (seen[4].0.as_str(), seen[4].1.as_str()),
+            (seen[6].0.as_str(), seen[6].1.as_str()),
             (
                 "DELETE",
                 "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/operon-hooks?"
             )
         );
         assert_eq!(
-            (seen[5].0.as_str(), seen[5].1.as_str()),
+            (seen[7].0.as_str(), seen[7].1.as_str()),
             (
                 "DELETE",
                 "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/operon-mutating?"
             )
         );
-        assert_eq!(seen[6].0, "PATCH");
+        assert_eq!(seen[8].0, "PATCH");
+        assert_eq!(seen[9].0, "GET");
+        assert!(seen[10].1.contains("/gadgets.example.com?"), "{}", seen[10].1);
     }
 }
