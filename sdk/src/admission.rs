@@ -131,93 +131,6 @@ impl ValidatingBinding {
             include_snapshots_from: Vec::new(),
         }
     }
-
-    /// Receives the requests `rule` matches as well.
-    ///
-    /// ```
-    /// use operon_sdk::{ValidatingBinding, WebhookRule};
-    ///
-    /// let binding = ValidatingBinding::new("images.example.com", WebhookRule::new(&["CREATE"], &[""], &["v1"], &["pods"]))
-    ///     .rule(WebhookRule::new(&["CREATE"], &["apps"], &["v1"], &["deployments"]));
-    /// assert_eq!(binding.rules.len(), 2);
-    /// ```
-    pub fn rule(mut self, rule: WebhookRule) -> Self {
-        self.rules.push(rule);
-        self
-    }
-
-    /// `Fail` (the default) or `Ignore`: what the API server does when the hook errs.
-    ///
-    /// ```
-    /// # use operon_sdk::{ValidatingBinding, WebhookRule};
-    /// let binding = ValidatingBinding::new("images.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .failure_policy("Ignore");
-    /// assert_eq!(binding.failure_policy.as_deref(), Some("Ignore"));
-    /// ```
-    pub fn failure_policy(mut self, policy: impl Into<String>) -> Self {
-        self.failure_policy = Some(policy.into());
-        self
-    }
-
-    /// `None` (the default) or `NoneOnDryRun`.
-    ///
-    /// ```
-    /// # use operon_sdk::{ValidatingBinding, WebhookRule};
-    /// let binding = ValidatingBinding::new("images.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .side_effects("NoneOnDryRun");
-    /// assert_eq!(binding.side_effects.as_deref(), Some("NoneOnDryRun"));
-    /// ```
-    pub fn side_effects(mut self, side_effects: impl Into<String>) -> Self {
-        self.side_effects = Some(side_effects.into());
-        self
-    }
-
-    /// How long the API server waits for an answer, 1 to 30 seconds (default 10).
-    ///
-    /// ```
-    /// # use operon_sdk::{ValidatingBinding, WebhookRule};
-    /// let binding = ValidatingBinding::new("images.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .timeout_seconds(5);
-    /// assert_eq!(binding.timeout_seconds, Some(5));
-    /// ```
-    pub fn timeout_seconds(mut self, seconds: u32) -> Self {
-        self.timeout_seconds = Some(seconds);
-        self
-    }
-
-    /// Sends a request only when the CEL `expression` holds (Kubernetes 1.28 and later).
-    ///
-    /// ```
-    /// # use operon_sdk::{ValidatingBinding, WebhookRule};
-    /// let binding = ValidatingBinding::new("images.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .match_condition("not-kube-system", "request.namespace != 'kube-system'");
-    /// assert_eq!(binding.match_conditions[0].name, "not-kube-system");
-    /// ```
-    pub fn match_condition(
-        mut self,
-        name: impl Into<String>,
-        expression: impl Into<String>,
-    ) -> Self {
-        self.match_conditions.push(MatchCondition {
-            name: name.into(),
-            expression: expression.into(),
-        });
-        self
-    }
-
-    /// Only objects whose labels match.
-    ///
-    /// ```
-    /// use operon_sdk::{LabelSelector, ValidatingBinding, WebhookRule};
-    ///
-    /// let binding = ValidatingBinding::new("images.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .label_selector(LabelSelector::new().match_label("policy", "strict"));
-    /// assert!(binding.label_selector.is_some());
-    /// ```
-    pub fn label_selector(mut self, selector: LabelSelector) -> Self {
-        self.label_selector = Some(selector);
-        self
-    }
 }
 
 impl MutatingBinding {
@@ -249,79 +162,6 @@ impl MutatingBinding {
         }
     }
 
-    /// Receives the requests `rule` matches as well.
-    ///
-    /// ```
-    /// use operon_sdk::{MutatingBinding, WebhookRule};
-    ///
-    /// let binding = MutatingBinding::new("defaults.example.com", WebhookRule::new(&["CREATE"], &[""], &["v1"], &["pods"]))
-    ///     .rule(WebhookRule::new(&["CREATE"], &["apps"], &["v1"], &["deployments"]));
-    /// assert_eq!(binding.rules.len(), 2);
-    /// ```
-    pub fn rule(mut self, rule: WebhookRule) -> Self {
-        self.rules.push(rule);
-        self
-    }
-
-    /// `Fail` (the default) or `Ignore`: what the API server does when the hook errs.
-    ///
-    /// ```
-    /// # use operon_sdk::{MutatingBinding, WebhookRule};
-    /// let binding = MutatingBinding::new("defaults.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .failure_policy("Ignore");
-    /// assert_eq!(binding.failure_policy.as_deref(), Some("Ignore"));
-    /// ```
-    pub fn failure_policy(mut self, policy: impl Into<String>) -> Self {
-        self.failure_policy = Some(policy.into());
-        self
-    }
-
-    /// `None` (the default) or `NoneOnDryRun`.
-    ///
-    /// ```
-    /// # use operon_sdk::{MutatingBinding, WebhookRule};
-    /// let binding = MutatingBinding::new("defaults.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .side_effects("NoneOnDryRun");
-    /// assert_eq!(binding.side_effects.as_deref(), Some("NoneOnDryRun"));
-    /// ```
-    pub fn side_effects(mut self, side_effects: impl Into<String>) -> Self {
-        self.side_effects = Some(side_effects.into());
-        self
-    }
-
-    /// How long the API server waits for an answer, 1 to 30 seconds (default 10).
-    ///
-    /// ```
-    /// # use operon_sdk::{MutatingBinding, WebhookRule};
-    /// let binding = MutatingBinding::new("defaults.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .timeout_seconds(3);
-    /// assert_eq!(binding.timeout_seconds, Some(3));
-    /// ```
-    pub fn timeout_seconds(mut self, seconds: u32) -> Self {
-        self.timeout_seconds = Some(seconds);
-        self
-    }
-
-    /// Sends a request only when the CEL `expression` holds (Kubernetes 1.28 and later).
-    ///
-    /// ```
-    /// # use operon_sdk::{MutatingBinding, WebhookRule};
-    /// let binding = MutatingBinding::new("defaults.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .match_condition("has-containers", "size(object.spec.containers) > 0");
-    /// assert_eq!(binding.match_conditions.len(), 1);
-    /// ```
-    pub fn match_condition(
-        mut self,
-        name: impl Into<String>,
-        expression: impl Into<String>,
-    ) -> Self {
-        self.match_conditions.push(MatchCondition {
-            name: name.into(),
-            expression: expression.into(),
-        });
-        self
-    }
-
     /// `Never` (the default) or `IfNeeded`: whether the API server calls the hook again
     /// when a later webhook changed the object.
     ///
@@ -335,21 +175,99 @@ impl MutatingBinding {
         self.reinvocation_policy = Some(policy.into());
         self
     }
-
-    /// Only objects whose labels match.
-    ///
-    /// ```
-    /// use operon_sdk::{LabelSelector, MutatingBinding, WebhookRule};
-    ///
-    /// let binding = MutatingBinding::new("defaults.example.com", WebhookRule::new(&["*"], &[""], &["v1"], &["pods"]))
-    ///     .label_selector(LabelSelector::new().match_label("defaults", "on"));
-    /// assert!(binding.label_selector.is_some());
-    /// ```
-    pub fn label_selector(mut self, selector: LabelSelector) -> Self {
-        self.label_selector = Some(selector);
-        self
-    }
 }
+
+/// The setters validating and mutating bindings share (the two are distinct WIT records
+/// with the same admission fields).
+macro_rules! admission_setters {
+    ($binding:ident, $name:literal) => {
+        impl $binding {
+            /// Receives the requests `rule` matches as well.
+            ///
+            #[doc = concat!("```\n# use operon_sdk::{", stringify!($binding), ", WebhookRule};\n",
+                "let binding = ", stringify!($binding), "::new(\"", $name,
+                "\", WebhookRule::new(&[\"CREATE\"], &[\"\"], &[\"v1\"], &[\"pods\"]))\n",
+                "    .rule(WebhookRule::new(&[\"CREATE\"], &[\"apps\"], &[\"v1\"], &[\"deployments\"]));\n",
+                "assert_eq!(binding.rules.len(), 2);\n```")]
+            pub fn rule(mut self, rule: WebhookRule) -> Self {
+                self.rules.push(rule);
+                self
+            }
+
+            /// `Fail` (the default) or `Ignore`: what the API server does when the hook
+            /// errs.
+            ///
+            #[doc = concat!("```\n# use operon_sdk::{", stringify!($binding), ", WebhookRule};\n",
+                "let binding = ", stringify!($binding), "::new(\"", $name,
+                "\", WebhookRule::new(&[\"*\"], &[\"\"], &[\"v1\"], &[\"pods\"]))\n",
+                "    .failure_policy(\"Ignore\");\n",
+                "assert_eq!(binding.failure_policy.as_deref(), Some(\"Ignore\"));\n```")]
+            pub fn failure_policy(mut self, policy: impl Into<String>) -> Self {
+                self.failure_policy = Some(policy.into());
+                self
+            }
+
+            /// `None` (the default) or `NoneOnDryRun`.
+            ///
+            #[doc = concat!("```\n# use operon_sdk::{", stringify!($binding), ", WebhookRule};\n",
+                "let binding = ", stringify!($binding), "::new(\"", $name,
+                "\", WebhookRule::new(&[\"*\"], &[\"\"], &[\"v1\"], &[\"pods\"]))\n",
+                "    .side_effects(\"NoneOnDryRun\");\n",
+                "assert_eq!(binding.side_effects.as_deref(), Some(\"NoneOnDryRun\"));\n```")]
+            pub fn side_effects(mut self, side_effects: impl Into<String>) -> Self {
+                self.side_effects = Some(side_effects.into());
+                self
+            }
+
+            /// How long the API server waits for an answer, 1 to 30 seconds (default 10).
+            ///
+            #[doc = concat!("```\n# use operon_sdk::{", stringify!($binding), ", WebhookRule};\n",
+                "let binding = ", stringify!($binding), "::new(\"", $name,
+                "\", WebhookRule::new(&[\"*\"], &[\"\"], &[\"v1\"], &[\"pods\"]))\n",
+                "    .timeout_seconds(5);\n",
+                "assert_eq!(binding.timeout_seconds, Some(5));\n```")]
+            pub fn timeout_seconds(mut self, seconds: u32) -> Self {
+                self.timeout_seconds = Some(seconds);
+                self
+            }
+
+            /// Sends a request only when the CEL `expression` holds (Kubernetes 1.28 and
+            /// later; Operon refuses to register it with an older API server).
+            ///
+            #[doc = concat!("```\n# use operon_sdk::{", stringify!($binding), ", WebhookRule};\n",
+                "let binding = ", stringify!($binding), "::new(\"", $name,
+                "\", WebhookRule::new(&[\"*\"], &[\"\"], &[\"v1\"], &[\"pods\"]))\n",
+                "    .match_condition(\"not-kube-system\", \"request.namespace != 'kube-system'\");\n",
+                "assert_eq!(binding.match_conditions[0].name, \"not-kube-system\");\n```")]
+            pub fn match_condition(
+                mut self,
+                name: impl Into<String>,
+                expression: impl Into<String>,
+            ) -> Self {
+                self.match_conditions.push(MatchCondition {
+                    name: name.into(),
+                    expression: expression.into(),
+                });
+                self
+            }
+
+            /// Only objects whose labels match.
+            ///
+            #[doc = concat!("```\n# use operon_sdk::{LabelSelector, ", stringify!($binding), ", WebhookRule};\n",
+                "let binding = ", stringify!($binding), "::new(\"", $name,
+                "\", WebhookRule::new(&[\"*\"], &[\"\"], &[\"v1\"], &[\"pods\"]))\n",
+                "    .label_selector(LabelSelector::new().match_label(\"policy\", \"strict\"));\n",
+                "assert!(binding.label_selector.is_some());\n```")]
+            pub fn label_selector(mut self, selector: LabelSelector) -> Self {
+                self.label_selector = Some(selector);
+                self
+            }
+        }
+    };
+}
+
+admission_setters!(ValidatingBinding, "images.example.com");
+admission_setters!(MutatingBinding, "defaults.example.com");
 
 impl ValidatingResponse {
     /// Admits the request.
