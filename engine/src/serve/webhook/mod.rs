@@ -72,9 +72,7 @@ pub struct WebhookEndpoint {
 /// webhooks' `timeoutSeconds`, 10 s by default, so the API server gets an answer).
 pub(super) fn router(status: Arc<Status>, kind: WebhookKind, timeout: Duration) -> Router {
     let routes = match kind {
-        WebhookKind::Admission => Router::new()
-            .route("/validate/{hook}/{binding}", post(validate))
-            .route("/mutate/{hook}/{binding}", post(mutate)),
+        WebhookKind::Admission => Router::new().route("/{prefix}/{hook}/{binding}", post(admit)),
         WebhookKind::Conversion => Router::new().route("/convert/{crd}", post(convert)),
     };
     routes
@@ -187,50 +185,21 @@ fn request_field<'a>(review: &'a serde_json::Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
-async fn validate(
-    State(state): State<WebhookState>,
-    Path((hook, binding)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    admit(
-        &state,
-        &hook,
-        &binding,
-        &headers,
-        &body,
-        ReviewKind::Validating,
-    )
-    .await
-}
-
-async fn mutate(
-    State(state): State<WebhookState>,
-    Path((hook, binding)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    admit(
-        &state,
-        &hook,
-        &binding,
-        &headers,
-        &body,
-        ReviewKind::Mutating,
-    )
-    .await
-}
-
-/// Answers an AdmissionReview for a validating or mutating binding.
+/// Answers an AdmissionReview for a validating (`/validate/...`) or mutating
+/// (`/mutate/...`) binding.
 async fn admit(
-    state: &WebhookState,
-    hook: &str,
-    binding: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-    kind: ReviewKind,
+    State(state): State<WebhookState>,
+    Path((prefix, hook, binding)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
 ) -> Response {
-    let reviewed = match run_review(state, hook, binding, headers, body, kind).await {
+    let kind = match prefix.as_str() {
+        "validate" => ReviewKind::Validating,
+        "mutate" => ReviewKind::Mutating,
+        _ => return refuse(StatusCode::NOT_FOUND, "no such endpoint"),
+    };
+    let (hook, binding) = (hook.as_str(), binding.as_str());
+    let reviewed = match run_review(&state, hook, binding, &headers, &body, kind).await {
         Ok(reviewed) => reviewed,
         Err(refused) => return refused,
     };
