@@ -28,6 +28,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("SNAPSHOT_REPORT", "snapshot-report", "snapshot_report.wasm"),
     ("MUTATING", "fixture-mutating", "fixture_mutating.wasm"),
     (
+        "CONVERSION",
+        "fixture-conversion",
+        "fixture_conversion.wasm",
+    ),
+    (
         "LEGACY_HOOK",
         "fixture-legacy-hook",
         "fixture_legacy_hook.wasm",

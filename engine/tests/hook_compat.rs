@@ -111,6 +111,7 @@ fn discovery_finds_the_executable_hooks_in_order() {
         [
             "001-startup.sh",
             "admission.sh",
+            "conversion.sh",
             "metrics-groups.sh",
             "mutating.sh",
             "patch-stream.sh",

@@ -192,3 +192,171 @@ fn the_mutating_hook_in_bash_and_in_wasm_answer_alike_through_the_engine() {
     );
     assert!(patched.is_null());
 }
+
+/// The ConversionReview `operon hook test --review` says the server would send for
+/// `hook`'s conversion binding `alpha-v1` on `review`.
+fn conversion_answer(hook: &str, review: &Value) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("review.json");
+    std::fs::write(&file, review.to_string()).unwrap();
+    let binding = format!("alpha-v1:{}", file.display());
+    let report = run_hook_test(hook, &["--review", &binding]);
+    report["reviews"][0]["answer"].clone()
+}
+
+#[test]
+fn the_conversion_hook_in_bash_and_in_wasm_answer_alike_through_the_engine() {
+    const V1ALPHA1: &str = "stable.example.com/v1alpha1";
+    const V1: &str = "stable.example.com/v1";
+    let review = |desired: &str, objects: Vec<Value>| {
+        serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u", "desiredAPIVersion": desired, "objects": objects}})
+    };
+    let crontab = |version: &str, name: &str, spec: Value| {
+        serde_json::json!({"apiVersion": version, "kind": "CronTab",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+            "spec": spec})
+    };
+    let to_v1 = review(
+        V1,
+        vec![
+            crontab(
+                V1ALPHA1,
+                "nightly",
+                serde_json::json!({"cron": ["0", "3", "*", "*", "*"], "imageName": "backup:1", "replicas": 2}),
+            ),
+            crontab(
+                V1ALPHA1,
+                "often",
+                serde_json::json!({"cron": ["*", "*", "*", "*", "*/5"]}),
+            ),
+        ],
+    );
+    let to_v1alpha1 = review(
+        V1ALPHA1,
+        vec![crontab(
+            V1,
+            "nightly",
+            serde_json::json!({"cronSpec": "0 3 * * 1-5", "image": "backup:2"}),
+        )],
+    );
+    let malformed = review(
+        V1,
+        vec![
+            crontab(
+                V1ALPHA1,
+                "fine",
+                serde_json::json!({"cron": ["*", "*", "*", "*", "*"]}),
+            ),
+            crontab(
+                V1ALPHA1,
+                "short",
+                serde_json::json!({"cron": ["*", "*", "*", "*"]}),
+            ),
+        ],
+    );
+    // Every way an object can be wrong fails the review with the same message.
+    let more_malformed = [
+        review(
+            V1ALPHA1,
+            vec![crontab(V1, "text", serde_json::json!({"cronSpec": 5}))],
+        ),
+        review(
+            V1ALPHA1,
+            vec![crontab(
+                V1,
+                "four",
+                serde_json::json!({"cronSpec": " * *  * * "}),
+            )],
+        ),
+        review(
+            V1,
+            vec![crontab(
+                V1ALPHA1,
+                "typed",
+                serde_json::json!({"cron": ["*", "*", 1, "*", "*"]}),
+            )],
+        ),
+        review(
+            V1,
+            vec![crontab(
+                V1ALPHA1,
+                "spaced",
+                serde_json::json!({"cron": ["*", "*", "*", "1 2", "*"]}),
+            )],
+        ),
+        review(
+            V1,
+            vec![
+                serde_json::json!({"apiVersion": V1ALPHA1, "kind": "CronTab", "metadata": {"name": "bare"}}),
+            ],
+        ),
+        review(
+            V1,
+            vec![crontab(
+                "stable.example.com/v1beta1",
+                "beta",
+                serde_json::json!({}),
+            )],
+        ),
+        serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u", "objects": []}}),
+    ];
+    let bash = repo("operations/fixtures/shell-hooks/conversion.sh");
+    let converted = [&to_v1, &to_v1alpha1].map(|case| (case, "Success"));
+    let failed = std::iter::once(&malformed)
+        .chain(&more_malformed)
+        .map(|case| (case, "Failure"));
+    for (case, status) in converted.into_iter().chain(failed) {
+        let from_bash = conversion_answer(&bash, case);
+        let from_wasm = conversion_answer(operon_tests::CONVERSION, case);
+        assert_eq!(from_bash, from_wasm, "{case}");
+        assert_eq!(from_wasm["response"]["result"]["status"], status, "{case}");
+    }
+
+    let answer = conversion_answer(operon_tests::CONVERSION, &to_v1);
+    assert_eq!(
+        answer,
+        serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "response": {"uid": "u", "result": {"status": "Success"}, "convertedObjects": [
+            crontab(V1, "nightly", serde_json::json!({"cronSpec": "0 3 * * *", "image": "backup:1", "replicas": 2})),
+            crontab(V1, "often", serde_json::json!({"cronSpec": "* * * * */5"})),
+        ]}})
+    );
+    let answer = conversion_answer(operon_tests::CONVERSION, &to_v1alpha1);
+    assert_eq!(
+        answer["response"]["convertedObjects"],
+        serde_json::json!([crontab(
+            V1ALPHA1,
+            "nightly",
+            serde_json::json!({"cron": ["0", "3", "*", "*", "1-5"], "imageName": "backup:2"})
+        )])
+    );
+    let answer = conversion_answer(operon_tests::CONVERSION, &malformed);
+    assert_eq!(
+        answer["response"],
+        serde_json::json!({"uid": "u", "convertedObjects": [], "result": {"status": "Failure",
+            "message": "cannot convert default/short to stable.example.com/v1: spec.cron must hold 5 fields, got 4"}})
+    );
+}
+
+#[test]
+fn the_example_conversion_review_is_answered() {
+    let review = repo("operations/examples/hooks/conversion-review.yaml");
+    let binding = format!("alpha-v1:{review}");
+    let bash = repo("operations/fixtures/shell-hooks/conversion.sh");
+    let from_bash = run_hook_test(&bash, &["--review", &binding]);
+    let from_wasm = run_hook_test(operon_tests::CONVERSION, &["--review", &binding]);
+    let answer = &from_wasm["reviews"][0]["answer"]["response"];
+    assert_eq!(answer["result"]["status"], "Success");
+    let specs: Vec<&Value> = (answer["convertedObjects"].as_array().unwrap().iter())
+        .map(|object| &object["spec"])
+        .collect();
+    assert_eq!(specs[0]["cronSpec"], "0 3 * * *");
+    assert_eq!(specs[1]["cronSpec"], "* * * * */5");
+    assert_eq!(
+        from_bash["reviews"][0]["answer"],
+        from_wasm["reviews"][0]["answer"]
+    );
+    assert_eq!(from_bash["configuration"], from_wasm["configuration"]);
+}

@@ -68,6 +68,13 @@ pub const SNAPSHOT_REPORT: &str = guests::SNAPSHOT_REPORT;
 /// `operations/fixtures/shell-hooks/mutating.sh` is its twin.
 pub const MUTATING: &str = guests::MUTATING;
 
+/// `fixture-conversion`: the example conversion webhook hook (binding `alpha-v1` for
+/// `crontabs.stable.example.com`), converting CronTabs between `stable.example.com/v1alpha1`
+/// (`spec.cron` as a list of 5 fields, `spec.imageName`) and `stable.example.com/v1`
+/// (`spec.cronSpec` as one string, `spec.image`) both ways, and failing the review naming
+/// an object it cannot convert; `operations/fixtures/shell-hooks/conversion.sh` is its twin.
+pub const CONVERSION: &str = guests::CONVERSION;
+
 /// `fixture-legacy-hook`: a hook built against `operon:engine@0.1.0` without the SDK. Its
 /// `pods` binding annotates each reported pod with `operon.dev/contract: 0.1.0` (a merge
 /// patch), logs `annotated` and adds 1 to `legacy_hook_pods_total`; its validating
