@@ -881,6 +881,10 @@ mod tests {
         );
         assert_eq!(seen[8].0, "PATCH");
         assert_eq!(seen[9].0, "GET");
-        assert!(seen[10].1.contains("/gadgets.example.com?"), "{}", seen[10].1);
+        assert!(
+            seen[10].1.contains("/gadgets.example.com?"),
+            "{}",
+            seen[10].1
+        );
     }
 }
