@@ -160,6 +160,17 @@ pub struct ServeArgs {
     /// given its own --*-webhook-server-cert keeps that one.
     #[arg(long, env = "OPERON_WEBHOOK_SELF_SIGNED")]
     webhook_self_signed: bool,
+    /// A directory holding `tls.crt`, `tls.key` and optionally `ca.crt` (a mounted
+    /// kubernetes.io/tls Secret, e.g. cert-manager's) for both webhook servers: the
+    /// certificate of a server not given its own --*-webhook-server-cert, and, when
+    /// `ca.crt` is there, the CA registered for a server not given its own --*-webhook-ca.
+    /// Reloaded when the files change, like the others.
+    #[arg(
+        long,
+        env = "OPERON_WEBHOOK_CERT_DIR",
+        conflicts_with = "webhook_self_signed"
+    )]
+    webhook_cert_dir: Option<PathBuf>,
     /// The Secret (in the engine's namespace) holding the self-signed CA and certificate.
     #[arg(
         long,
@@ -244,9 +255,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         admission_webhook: endpoint(
             args.validating_webhook_server_cert
                 .clone()
+                .or_else(|| in_cert_dir(&args, "tls.crt"))
                 .or_else(|| self_signed.as_ref().map(|s| s.cert.clone())),
             args.validating_webhook_server_key
                 .clone()
+                .or_else(|| in_cert_dir(&args, "tls.key"))
                 .or_else(|| self_signed.as_ref().map(|s| s.key.clone())),
             args.validating_webhook_client_ca.clone(),
             SocketAddr::new(
@@ -257,9 +270,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         conversion_webhook: endpoint(
             args.conversion_webhook_server_cert
                 .clone()
+                .or_else(|| in_cert_dir(&args, "tls.crt"))
                 .or_else(|| self_signed.as_ref().map(|s| s.cert.clone())),
             args.conversion_webhook_server_key
                 .clone()
+                .or_else(|| in_cert_dir(&args, "tls.key"))
                 .or_else(|| self_signed.as_ref().map(|s| s.key.clone())),
             args.conversion_webhook_client_ca.clone(),
             SocketAddr::new(
@@ -371,6 +386,18 @@ async fn self_signed(
     })
 }
 
+/// `file` in --webhook-cert-dir, when that is given.
+fn in_cert_dir(args: &ServeArgs, file: &str) -> Option<PathBuf> {
+    args.webhook_cert_dir.as_ref().map(|dir| dir.join(file))
+}
+
+/// The CA to register for a server: its own flag, else `ca.crt` of --webhook-cert-dir
+/// when the directory has one.
+fn ca_of(args: &ServeArgs, flag: &Option<PathBuf>) -> Option<PathBuf> {
+    flag.clone()
+        .or_else(|| in_cert_dir(args, "ca.crt").filter(|path| path.exists()))
+}
+
 /// The host of `https://HOST[:PORT][/PATH]` (brackets of an IPv6 address removed).
 fn url_host(base: &str) -> Option<String> {
     let rest = base.strip_prefix("https://")?;
@@ -389,8 +416,8 @@ fn registration(
     namespace: &str,
     self_signed: Option<&SelfSignedTls>,
 ) -> anyhow::Result<Option<Registration>> {
-    if args.validating_webhook_ca.is_none()
-        && args.conversion_webhook_ca.is_none()
+    if ca_of(args, &args.validating_webhook_ca).is_none()
+        && ca_of(args, &args.conversion_webhook_ca).is_none()
         && self_signed.is_none()
     {
         return Ok(None);
@@ -424,8 +451,8 @@ fn registration(
             &args.conversion_webhook_service_name,
             args.conversion_webhook_service_port,
         ),
-        admission_ca: read(&args.validating_webhook_ca)?,
-        conversion_ca: read(&args.conversion_webhook_ca)?,
+        admission_ca: read(&ca_of(args, &args.validating_webhook_ca))?,
+        conversion_ca: read(&ca_of(args, &args.conversion_webhook_ca))?,
     }))
 }
 
