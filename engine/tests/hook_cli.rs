@@ -127,7 +127,9 @@ fn snapshot_report_gets_group_contexts_and_annotates_short_deployments() {
     let d = json(&out);
     let first = &d["runs"][0];
     assert_eq!(first["bindingContexts"][0]["type"], "Group");
-    assert_eq!(first["bindingContexts"][0]["binding"], "workloads");
+    // The binding that fired (the first to synchronize), the group beside it.
+    assert_eq!(first["bindingContexts"][0]["binding"], "deployments");
+    assert_eq!(first["bindingContexts"][0]["groupName"], "workloads");
     let snapshots = first["bindingContexts"][0]["snapshots"]
         .as_object()
         .unwrap();

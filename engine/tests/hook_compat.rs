@@ -311,7 +311,11 @@ async fn metrics_with_groups_shortcuts_and_expiry() {
     let sandbox = sandbox(runs.path());
     let run = handle(
         &hook(&sandbox, "metrics-groups.sh"),
-        vec![operon::hooks::context::group("reports", Vec::new())],
+        vec![operon::hooks::context::group(
+            "metrics",
+            "reports",
+            Vec::new(),
+        )],
     )
     .await;
     assert_eq!(

@@ -172,12 +172,14 @@ pub fn event(
     }
 }
 
-/// The context of any binding of `group` firing (schedule, Synchronization or Event
-/// alike): only the group's snapshots matter.
-pub fn group(group: &str, snapshots: Vec<Snapshot>) -> BindingContext {
+/// The context of `binding` of `group` firing (schedule, Synchronization or Event
+/// alike): only the group's snapshots matter. `binding` names the binding that fired, as
+/// shell-operator's code sends it (its docs suggest the group's name); the group is in
+/// `group` (`groupName` in shell-operator's JSON).
+pub fn group(binding: &str, group: &str, snapshots: Vec<Snapshot>) -> BindingContext {
     BindingContext {
         group: Some(group.to_owned()),
-        ..context(group, BindingType::Group, snapshots)
+        ..context(binding, BindingType::Group, snapshots)
     }
 }
 
@@ -352,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn group_context_names_the_group() {
+    fn group_context_names_the_binding_that_fired_and_the_group() {
         let mut snapshots = Snapshots::new();
         snapshots.insert(
             "monitor-pods",
@@ -363,9 +365,9 @@ mod tests {
         );
         snapshots.insert("configmap", [SnapshotEntry::new(&config_map(), None, true)]);
         golden(
-            group("pods", snapshots.into_snapshots()),
+            group("monitor-pods", "pods", snapshots.into_snapshots()),
             json!({
-                "binding": "pods",
+                "binding": "monitor-pods",
                 "type": "Group",
                 "groupName": "pods",
                 "snapshots": {

@@ -378,7 +378,7 @@ impl Engine {
             return;
         }
         let context = match &binding.group {
-            Some(group) => context::group(group, Vec::new()),
+            Some(group) => context::group(&binding.name, group, Vec::new()),
             None => {
                 let items = state
                     .snapshots
@@ -481,7 +481,7 @@ impl Engine {
             return;
         }
         let context = match &binding.group {
-            Some(group) => context::group(group, Vec::new()),
+            Some(group) => context::group(&binding.name, group, Vec::new()),
             None => context::event(&binding.name, kind, item, Vec::new()),
         };
         let task = Task {
@@ -519,7 +519,7 @@ impl Engine {
     pub fn fire_schedule(&self, h: usize, s: usize) {
         let binding = &self.hooks[h].config.schedules[s];
         let context = match &binding.group {
-            Some(group) => context::group(group, Vec::new()),
+            Some(group) => context::group(&binding.name, group, Vec::new()),
             None => context::schedule(&binding.name, Vec::new()),
         };
         let task = Task {
@@ -572,7 +572,9 @@ impl Engine {
         let mut add = |list: &'a_config [String]| union(&mut names, list);
         match context.type_ {
             BindingType::Group => {
-                let group = Some(context.binding.as_str());
+                // Contexts read back from shell-operator JSON without `groupName` name
+                // the group in `binding`.
+                let group = Some(context.group.as_deref().unwrap_or(&context.binding));
                 for k in config
                     .kubernetes
                     .iter()

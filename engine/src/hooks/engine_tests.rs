@@ -258,9 +258,11 @@ async fn grouped_bindings_get_group_contexts_with_every_snapshot() {
         .apply_watch_event(WatchEvent::Added, pod("c", r#"{"seen":"yes"}"#))
         .unwrap();
     let records = drain(&engine).await;
-    // Both bindings saw the event; the two tasks merged and compacted to one context.
+    // Both bindings saw the event; the two tasks merged and compacted to one context,
+    // the last one: it names the binding that fired and the group, as shell-operator's.
     assert_eq!(records.len(), 1);
-    assert_eq!(types(&records[0]), [("g".to_owned(), BindingType::Group)]);
+    assert_eq!(types(&records[0]), [("two".to_owned(), BindingType::Group)]);
+    assert_eq!(records[0].contexts[0].group.as_deref(), Some("g"));
     let snapshots: Vec<_> = records[0].contexts[0]
         .snapshots
         .iter()

@@ -62,7 +62,7 @@ pub struct Snapshot {
 /// One binding context, in shell-operator's v1 shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BindingContext {
-    /// The binding (or the group, for `Group` contexts) that fired.
+    /// The binding that fired; for `Group` contexts too (the group is in `group`).
     pub binding: String,
     /// What happened.
     pub type_: BindingType,

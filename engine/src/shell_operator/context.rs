@@ -12,7 +12,7 @@
 //! | Schedule        | `type`, `snapshots`?                                               |
 //! | Synchronization | `type`, `objects` (`[]` when empty), `snapshots`?                  |
 //! | Event           | `type`, `watchEvent`, `object`, `filterResult`?, `snapshots`?      |
-//! | Group           | `type`, `groupName`, `snapshots`? (`binding` is the group's name)  |
+//! | Group           | `type`, `groupName`, `snapshots`? (`binding`: the one that fired)  |
 //! | Validating      | `type`, `review`, `snapshots`?                                     |
 //! | Mutating        | `type`, `review`, `snapshots`?                                     |
 //! | Conversion      | `type`, `fromVersion`, `toVersion`, `review`, `snapshots`?         |
