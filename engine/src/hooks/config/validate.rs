@@ -55,6 +55,7 @@ pub fn validate(
         || !config.kubernetes_mutating.is_empty()
         || !config.kubernetes_conversion.is_empty();
     let mut warnings = Problems::new(hook);
+    warnings.list.append(&mut check.warnings.list);
     const NO_BINDINGS: &str = "the hook has no bindings (onStartup, schedule, kubernetes, \
                                kubernetesValidating, kubernetesMutating or \
                                kubernetesCustomResourceConversion), so it would never run";
@@ -82,6 +83,8 @@ pub fn validate(
 /// The state shared by the per-binding checks.
 struct Checker<'a> {
     problems: Problems<'a>,
+    /// What is accepted but means less than it seems, reported without refusing.
+    warnings: Problems<'a>,
     /// Names of the kubernetes bindings, which `includeSnapshotsFrom` may name.
     kubernetes_names: HashSet<&'a str>,
     /// Per group, its kubernetes bindings in configuration order.
@@ -101,6 +104,7 @@ impl<'a> Checker<'a> {
         }
         Self {
             problems: Problems::new(hook),
+            warnings: Problems::new(hook),
             kubernetes_names: config.kubernetes.iter().map(|b| b.name.as_str()).collect(),
             group_members,
         }
@@ -297,10 +301,12 @@ impl<'a> Checker<'a> {
 
         if let Some(names) = &binding.name_selector {
             if names.is_empty() {
-                p.push(
+                // shell-operator watches every name when the list is empty.
+                self.warnings.push(
                     Some(&at),
                     "nameSelector.matchNames",
-                    "an empty list matches no object: omit nameSelector to watch every name",
+                    "an empty list selects every name, as in shell-operator: omit \
+                     nameSelector to say so",
                 );
             }
             if names.iter().any(|n| n.trim().is_empty()) {
@@ -342,7 +348,7 @@ impl<'a> Checker<'a> {
         let namespace = binding
             .namespace
             .as_ref()
-            .map(|ns| check_namespace_selector(p, &at, ns, true));
+            .and_then(|ns| check_namespace_selector(p, &mut self.warnings, &at, ns, true));
 
         let jq_filter = match binding.jq_filter.as_deref() {
             None => None,
@@ -387,7 +393,7 @@ impl<'a> Checker<'a> {
                 .unwrap_or(true),
             wait_for_synchronization,
             keep_full_objects_in_memory: binding.keep_full_objects_in_memory.unwrap_or(true),
-            name_selector: binding.name_selector.clone(),
+            name_selector: binding.name_selector.clone().filter(|n| !n.is_empty()),
             label_selector,
             field_selector,
             namespace,
@@ -583,7 +589,8 @@ impl<'a> Checker<'a> {
         let namespace_label_selector = binding
             .namespace
             .as_ref()
-            .and_then(|ns| check_namespace_selector(p, &at, ns, false).label_selector);
+            .and_then(|ns| check_namespace_selector(p, &mut self.warnings, &at, ns, false))
+            .and_then(|ns| ns.label_selector);
 
         let group = self.group(&at, binding.group.as_ref());
         let include_snapshots_from =
@@ -809,13 +816,16 @@ fn check_label_selector(
 }
 
 /// Checks a namespace selector; `names_allowed` is false for admission webhooks,
-/// whose `namespaceSelector` can only match labels.
+/// whose `namespaceSelector` can only match labels. `None` when it selects every
+/// namespace (an empty `nameSelector.matchNames` and no labels, as shell-operator reads
+/// it).
 fn check_namespace_selector(
     p: &mut Problems<'_>,
+    w: &mut Problems<'_>,
     at: &str,
     selector: &NamespaceSelector,
     names_allowed: bool,
-) -> NamespaceSelector {
+) -> Option<NamespaceSelector> {
     if selector.name_selector.is_none() && selector.label_selector.is_none() {
         p.push(
             Some(at),
@@ -832,10 +842,12 @@ fn check_namespace_selector(
                  with the kubernetes.io/metadata.name label",
             );
         } else if names.is_empty() {
-            p.push(
+            // shell-operator watches every namespace when the list is empty.
+            w.push(
                 Some(at),
                 "namespace.nameSelector.matchNames",
-                "an empty list matches no namespace: omit it to watch every namespace",
+                "an empty list selects every namespace, as in shell-operator: omit it to \
+                 say so",
             );
         }
         for name in names {
@@ -848,13 +860,14 @@ fn check_namespace_selector(
             }
         }
     }
-    NamespaceSelector {
-        name_selector: selector.name_selector.clone(),
+    let checked = NamespaceSelector {
+        name_selector: selector.name_selector.clone().filter(|n| !n.is_empty()),
         label_selector: selector
             .label_selector
             .as_ref()
             .map(|s| check_label_selector(p, at, "namespace.labelSelector", s)),
-    }
+    };
+    (checked.name_selector.is_some() || checked.label_selector.is_some()).then_some(checked)
 }
 
 /// A label key: an optional DNS subdomain prefix and `/`, then a name of at most 63

@@ -166,7 +166,6 @@ settings:
         r#"kubernetes[0] "pods": labelSelector.matchExpressions[0].values: In and NotIn need"#,
         r#"kubernetes[0] "pods": labelSelector.matchExpressions[1].values: Exists and DoesNotExist take no values"#,
         r#"kubernetes[0] "pods": fieldSelector.matchExpressions[0].field: metadata.name and nameSelector"#,
-        r#"kubernetes[0] "pods": namespace.nameSelector.matchNames: an empty list"#,
         r#"kubernetes[0] "pods": jqFilter: jq filter"#,
         r#"kubernetes[0] "pods": includeSnapshotsFrom: "nothing" is not the name"#,
         r#"kubernetes[0] "pods": waitForSynchronization: false needs a named queue"#,
@@ -264,6 +263,41 @@ kubernetesMutating:
     assert_eq!(m.timeout_seconds, 10);
     assert_eq!(m.include_snapshots_from, vec!["pods".to_owned()]);
     assert_eq!(m.match_conditions.len(), 1);
+}
+
+#[test]
+fn empty_match_names_select_everything_with_a_warning_as_in_shell_operator() {
+    let config = parse(
+        r#"
+configVersion: v1
+kubernetes:
+- name: pods
+  kind: Pod
+  nameSelector: {matchNames: []}
+  namespace: {nameSelector: {matchNames: []}}
+- name: labelled
+  kind: Pod
+  namespace:
+    nameSelector: {matchNames: []}
+    labelSelector: {matchLabels: {env: prod}}
+"#,
+    );
+    let valid = valid(&config);
+    let pods = &valid.kubernetes[0];
+    assert_eq!(pods.name_selector, None, "every name");
+    assert!(pods.namespace.is_none(), "every namespace");
+    let labelled = valid.kubernetes[1].namespace.as_ref().unwrap();
+    assert_eq!(labelled.name_selector, None);
+    assert!(labelled.label_selector.is_some());
+    let warnings: Vec<String> = valid.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            r#"hook "hook.sh": kubernetes[0] "pods": nameSelector.matchNames: an empty list selects every name, as in shell-operator: omit nameSelector to say so"#,
+            r#"hook "hook.sh": kubernetes[0] "pods": namespace.nameSelector.matchNames: an empty list selects every namespace, as in shell-operator: omit it to say so"#,
+            r#"hook "hook.sh": kubernetes[1] "labelled": namespace.nameSelector.matchNames: an empty list selects every namespace, as in shell-operator: omit it to say so"#,
+        ]
+    );
 }
 
 #[test]
