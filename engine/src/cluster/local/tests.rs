@@ -490,6 +490,149 @@ fn resolve_by_kind_plural_short_name_in_any_case() {
 }
 
 #[test]
+fn every_common_built_in_kind_resolves_by_kind_plural_and_short_name() {
+    // (apiVersion, kind, plural, short names, namespaced) as a v1.33 API server's
+    // discovery gives them, for the groups hooks commonly watch.
+    let expected: &[(&str, &str, &str, &[&str], bool)] = &[
+        ("v1", "Pod", "pods", &["po"], true),
+        ("v1", "Service", "services", &["svc"], true),
+        ("v1", "ConfigMap", "configmaps", &["cm"], true),
+        ("v1", "Secret", "secrets", &[], true),
+        ("v1", "Namespace", "namespaces", &["ns"], false),
+        ("v1", "Node", "nodes", &["no"], false),
+        ("v1", "Event", "events", &["ev"], true),
+        ("v1", "ServiceAccount", "serviceaccounts", &["sa"], true),
+        ("v1", "Endpoints", "endpoints", &["ep"], true),
+        (
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            &["pvc"],
+            true,
+        ),
+        (
+            "v1",
+            "PersistentVolume",
+            "persistentvolumes",
+            &["pv"],
+            false,
+        ),
+        (
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            &["rc"],
+            true,
+        ),
+        ("v1", "LimitRange", "limitranges", &["limits"], true),
+        ("v1", "ResourceQuota", "resourcequotas", &["quota"], true),
+        ("v1", "PodTemplate", "podtemplates", &[], true),
+        ("apps/v1", "Deployment", "deployments", &["deploy"], true),
+        ("apps/v1", "DaemonSet", "daemonsets", &["ds"], true),
+        ("apps/v1", "StatefulSet", "statefulsets", &["sts"], true),
+        ("apps/v1", "ReplicaSet", "replicasets", &["rs"], true),
+        (
+            "apps/v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            &[],
+            true,
+        ),
+        ("batch/v1", "Job", "jobs", &[], true),
+        ("batch/v1", "CronJob", "cronjobs", &["cj"], true),
+        (
+            "networking.k8s.io/v1",
+            "Ingress",
+            "ingresses",
+            &["ing"],
+            true,
+        ),
+        (
+            "networking.k8s.io/v1",
+            "IngressClass",
+            "ingressclasses",
+            &[],
+            false,
+        ),
+        (
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            "networkpolicies",
+            &["netpol"],
+            true,
+        ),
+        ("rbac.authorization.k8s.io/v1", "Role", "roles", &[], true),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            "clusterroles",
+            &[],
+            false,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            "rolebindings",
+            &[],
+            true,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            &[],
+            false,
+        ),
+        (
+            "policy/v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            &["pdb"],
+            true,
+        ),
+        ("coordination.k8s.io/v1", "Lease", "leases", &[], true),
+        ("events.k8s.io/v1", "Event", "events", &["ev"], true),
+        (
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            &["crd", "crds"],
+            false,
+        ),
+    ];
+    let cluster = LocalCluster::new();
+    for (api_version, kind, plural, short, namespaced) in expected {
+        for name in std::iter::once(kind)
+            .chain(std::iter::once(plural))
+            .chain(short.iter())
+        {
+            let resource = cluster
+                .resolve(Some(api_version), name)
+                .unwrap_or_else(|e| panic!("{api_version} {name}: {e}"));
+            assert_eq!(
+                (
+                    resource.api_version(),
+                    resource.kind.as_str(),
+                    resource.plural.as_str(),
+                    resource.namespaced
+                ),
+                (api_version.to_string(), *kind, *plural, *namespaced),
+                "{api_version} {name}"
+            );
+        }
+    }
+    // Without an apiVersion, Event is core/v1's, as kubectl resolves it.
+    assert_eq!(cluster.resolve(None, "Event").unwrap().api_version(), "v1");
+    assert_eq!(
+        cluster
+            .resolve(Some("events.k8s.io/v1"), "ev")
+            .unwrap()
+            .group,
+        "events.k8s.io"
+    );
+}
+
+#[test]
 fn resolve_errors_name_the_kind_and_api_version() {
     let cluster = LocalCluster::new();
     let err = cluster.resolve(None, "Gadget").unwrap_err();
