@@ -48,6 +48,28 @@ fn binding_type_from_wit(type_: wt::BindingType) -> model::BindingType {
     }
 }
 
+/// A validating or mutating binding (two WIT records with the same admission fields) as
+/// the model's one admission binding, with `reinvocation` as its reinvocation policy.
+macro_rules! admission_binding {
+    ($b:ident, $reinvocation:expr) => {
+        model::AdmissionBindingConfig {
+            reinvocation_policy: $reinvocation,
+            name: $b.name,
+            rules: $b.rules.into_iter().map(webhook_rule).collect(),
+            failure_policy: $b.failure_policy,
+            side_effects: $b.side_effects,
+            label_selector: $b.label_selector.map(label_selector),
+            namespace: $b.namespace.map(namespace_selector),
+            timeout_seconds: $b.timeout_seconds,
+            match_conditions: ($b.match_conditions.into_iter())
+                .map(match_condition)
+                .collect(),
+            group: $b.group,
+            include_snapshots_from: $b.include_snapshots_from,
+        }
+    };
+}
+
 /// The model value of a hook's `configure` result.
 pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
     model::HookConfig {
@@ -58,47 +80,11 @@ pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
             .into_iter()
             .map(kubernetes_binding)
             .collect(),
-        kubernetes_validating: config
-            .kubernetes_validating
-            .into_iter()
-            .map(|b| model::AdmissionBindingConfig {
-                name: b.name,
-                rules: b.rules.into_iter().map(webhook_rule).collect(),
-                failure_policy: b.failure_policy,
-                side_effects: b.side_effects,
-                label_selector: b.label_selector.map(label_selector),
-                namespace: b.namespace.map(namespace_selector),
-                timeout_seconds: b.timeout_seconds,
-                match_conditions: b
-                    .match_conditions
-                    .into_iter()
-                    .map(match_condition)
-                    .collect(),
-                reinvocation_policy: None,
-                group: b.group,
-                include_snapshots_from: b.include_snapshots_from,
-            })
+        kubernetes_validating: (config.kubernetes_validating.into_iter())
+            .map(|b| admission_binding!(b, None))
             .collect(),
-        kubernetes_mutating: config
-            .kubernetes_mutating
-            .into_iter()
-            .map(|b| model::AdmissionBindingConfig {
-                name: b.name,
-                rules: b.rules.into_iter().map(webhook_rule).collect(),
-                failure_policy: b.failure_policy,
-                side_effects: b.side_effects,
-                label_selector: b.label_selector.map(label_selector),
-                namespace: b.namespace.map(namespace_selector),
-                timeout_seconds: b.timeout_seconds,
-                match_conditions: b
-                    .match_conditions
-                    .into_iter()
-                    .map(match_condition)
-                    .collect(),
-                reinvocation_policy: b.reinvocation_policy,
-                group: b.group,
-                include_snapshots_from: b.include_snapshots_from,
-            })
+        kubernetes_mutating: (config.kubernetes_mutating.into_iter())
+            .map(|b| admission_binding!(b, b.reinvocation_policy))
             .collect(),
         kubernetes_conversion: config
             .kubernetes_conversion
