@@ -253,14 +253,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .filter(|p| !p.as_os_str().is_empty()),
         grace: args.graceful_shutdown_period,
         admission_webhook: endpoint(
-            args.validating_webhook_server_cert
-                .clone()
-                .or_else(|| in_cert_dir(&args, "tls.crt"))
-                .or_else(|| self_signed.as_ref().map(|s| s.cert.clone())),
-            args.validating_webhook_server_key
-                .clone()
-                .or_else(|| in_cert_dir(&args, "tls.key"))
-                .or_else(|| self_signed.as_ref().map(|s| s.key.clone())),
+            server_file(
+                &args.validating_webhook_server_cert,
+                &args,
+                &self_signed,
+                "tls.crt",
+            ),
+            server_file(
+                &args.validating_webhook_server_key,
+                &args,
+                &self_signed,
+                "tls.key",
+            ),
             args.validating_webhook_client_ca.clone(),
             SocketAddr::new(
                 args.validating_webhook_listen_address,
@@ -268,14 +272,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ),
         ),
         conversion_webhook: endpoint(
-            args.conversion_webhook_server_cert
-                .clone()
-                .or_else(|| in_cert_dir(&args, "tls.crt"))
-                .or_else(|| self_signed.as_ref().map(|s| s.cert.clone())),
-            args.conversion_webhook_server_key
-                .clone()
-                .or_else(|| in_cert_dir(&args, "tls.key"))
-                .or_else(|| self_signed.as_ref().map(|s| s.key.clone())),
+            server_file(
+                &args.conversion_webhook_server_cert,
+                &args,
+                &self_signed,
+                "tls.crt",
+            ),
+            server_file(
+                &args.conversion_webhook_server_key,
+                &args,
+                &self_signed,
+                "tls.key",
+            ),
             args.conversion_webhook_client_ca.clone(),
             SocketAddr::new(
                 args.conversion_webhook_listen_address,
@@ -384,6 +392,24 @@ async fn self_signed(
         key: bundle.key_path,
         ca,
     })
+}
+
+/// A webhook server's certificate or key (`file` is `tls.crt` or `tls.key`): its own
+/// flag, else the file in --webhook-cert-dir, else the self-signed one.
+fn server_file(
+    flag: &Option<PathBuf>,
+    args: &ServeArgs,
+    self_signed: &Option<SelfSignedTls>,
+    file: &str,
+) -> Option<PathBuf> {
+    flag.clone()
+        .or_else(|| in_cert_dir(args, file))
+        .or_else(|| {
+            self_signed.as_ref().map(|s| match file {
+                "tls.key" => s.key.clone(),
+                _ => s.cert.clone(),
+            })
+        })
 }
 
 /// `file` in --webhook-cert-dir, when that is given.
