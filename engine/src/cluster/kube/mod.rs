@@ -13,6 +13,8 @@ mod throttle;
 mod watch;
 
 #[cfg(test)]
+pub(crate) mod mock;
+#[cfg(test)]
 mod tests;
 
 pub use throttle::Throttle;

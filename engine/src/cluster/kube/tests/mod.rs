@@ -6,69 +6,18 @@ mod apply;
 mod watch;
 
 use super::KubeCluster;
-use ::kube::Client;
-use ::kube::client::Body;
-use http::{Request, Response, StatusCode};
-use http_body_util::BodyExt as _;
+use super::mock::{Call, MockApi};
 use serde_json::{Value, json};
-use tower_test::mock::{Handle, SendResponse};
-
-type MockHandle = Handle<Request<Body>, Response<Body>>;
 
 /// A cluster over a mock service, and the server side of that mock.
 fn mock() -> (KubeCluster, Server) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
-    (KubeCluster::new(client), Server { handle })
+    let (client, api) = super::mock::pair();
+    (KubeCluster::new(client), Server { api })
 }
 
 /// The API server's side: takes the next request, answers discovery itself.
 struct Server {
-    handle: MockHandle,
-}
-
-/// One request the client sent.
-struct Call {
-    method: String,
-    uri: String,
-    content_type: Option<String>,
-    body: Vec<u8>,
-    respond: SendResponse<Response<Body>>,
-}
-
-impl Call {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "{} {} has no JSON body ({e}): {:?}",
-                self.method,
-                self.uri,
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-
-    fn answer(self, status: u16, body: Value) {
-        self.answer_raw(status, serde_json::to_vec(&body).unwrap());
-    }
-
-    fn answer_raw(self, status: u16, body: Vec<u8>) {
-        let response = Response::builder()
-            .status(StatusCode::from_u16(status).unwrap())
-            .header("content-type", "application/json")
-            .body(Body::from(body))
-            .unwrap();
-        self.respond.send_response(response);
-    }
-
-    /// Answers with an API `Status` failure.
-    fn fail(self, code: u16, reason: &str, message: &str) {
-        self.answer(
-            code,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                   "code": code, "reason": reason, "message": message}),
-        );
-    }
+    api: MockApi,
 }
 
 impl Server {
@@ -87,25 +36,7 @@ impl Server {
 
     /// The next request, discovery included.
     async fn raw(&mut self) -> Call {
-        let (request, respond) = tokio::time::timeout(
-            std::time::Duration::from_secs(30),
-            self.handle.next_request(),
-        )
-        .await
-        .expect("the client sent no request within 30 s")
-        .expect("the client is gone");
-        let (parts, body) = request.into_parts();
-        let body = body.collect().await.unwrap().to_bytes().to_vec();
-        Call {
-            method: parts.method.to_string(),
-            uri: parts.uri.to_string(),
-            content_type: parts
-                .headers
-                .get("content-type")
-                .map(|v| v.to_str().unwrap().to_owned()),
-            body,
-            respond,
-        }
+        self.api.next().await
     }
 
     /// Takes the next request and checks its method and URI.
@@ -121,15 +52,7 @@ impl Server {
 
     /// Asserts that the client sends nothing more right now.
     async fn quiet(&mut self) {
-        tokio::task::yield_now().await;
-        let next = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            self.handle.next_request(),
-        )
-        .await;
-        if let Ok(Some((request, _))) = next {
-            panic!("unexpected request {} {}", request.method(), request.uri());
-        }
+        self.api.quiet().await;
     }
 }
 

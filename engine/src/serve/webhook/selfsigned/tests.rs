@@ -4,17 +4,14 @@
 
 use super::certs::{self, Material, Names, Plan, Policy};
 use super::*;
+use crate::cluster::kube::mock::{Call, MockApi};
 use crate::serve::webhook::tls::{ReloadingCert, TlsFiles};
 use base64::Engine as _;
-use http::{Request, Response, StatusCode};
-use http_body_util::BodyExt as _;
-use kube::client::Body;
 use serde_json::{Value, json};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tower_test::mock::{Handle, SendResponse};
 
 const SECRET: &str = "/api/v1/namespaces/operon/secrets/operon-webhook-tls";
 const CREATE: &str = "/api/v1/namespaces/operon/secrets?&fieldManager=operon";
@@ -49,89 +46,32 @@ fn made(days_ago: i64) -> Material {
 }
 
 fn setup(dir: &Path) -> (SelfSigned, Server) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
-    (SelfSigned::new(client, options(dir)), Server { handle })
+    let (client, api) = crate::cluster::kube::mock::pair();
+    (SelfSigned::new(client, options(dir)), Server { api })
 }
 
+/// The mock API server, taking requests of an expected method and URI.
 struct Server {
-    handle: Handle<Request<Body>, Response<Body>>,
-}
-
-struct Call {
-    method: String,
-    uri: String,
-    content_type: Option<String>,
-    body: Vec<u8>,
-    respond: SendResponse<Response<Body>>,
-}
-
-impl Call {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
-    }
-
-    fn answer(self, status: u16, body: &Value) {
-        let response = Response::builder()
-            .status(StatusCode::from_u16(status).unwrap())
-            .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(body).unwrap()))
-            .unwrap();
-        self.respond.send_response(response);
-    }
-
-    fn fail(self, code: u16, reason: &str, message: &str) {
-        self.answer(
-            code,
-            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "code": code, "reason": reason, "message": message}),
-        );
-    }
+    api: MockApi,
 }
 
 impl Server {
     async fn expect(&mut self, method: &str, uri: &str) -> Call {
-        tokio::time::timeout(
-            std::time::Duration::from_secs(30),
-            self.receive(method, uri),
-        )
-        .await
-        .expect("no request within 30 s")
+        let call = self.api.next().await;
+        assert_eq!((call.method.as_str(), call.uri.as_str()), (method, uri));
+        call
     }
 
     /// The next request, however long it takes (for tests on a paused clock).
     async fn receive(&mut self, method: &str, uri: &str) -> Call {
-        let (request, respond) = self
-            .handle
-            .next_request()
-            .await
-            .expect("the client is gone");
-        let (parts, body) = request.into_parts();
-        let call = Call {
-            method: parts.method.to_string(),
-            uri: parts.uri.to_string(),
-            content_type: parts
-                .headers
-                .get("content-type")
-                .map(|v| v.to_str().unwrap().to_owned()),
-            body: body.collect().await.unwrap().to_bytes().to_vec(),
-            respond,
-        };
+        let call = self.api.receive().await;
         assert_eq!((call.method.as_str(), call.uri.as_str()), (method, uri));
         call
     }
 
     /// Asserts that the client sends nothing more.
     async fn quiet(&mut self) {
-        tokio::task::yield_now().await;
-        let next = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            self.handle.next_request(),
-        )
-        .await;
-        if let Ok(Some((request, _))) = next {
-            panic!("unexpected request {} {}", request.method(), request.uri());
-        }
+        self.api.quiet().await;
     }
 }
 
@@ -253,7 +193,7 @@ async fn a_replica_that_loses_the_creation_race_uses_the_winners_secret() {
         server
             .expect("GET", SECRET)
             .await
-            .answer(200, &stored(&winner, "7"));
+            .answer(200, stored(&winner, "7"));
     });
     server.quiet().await;
     assert_files(&bundle.unwrap(), &winner);
@@ -310,7 +250,7 @@ async fn a_renewal_that_loses_to_another_replica_reads_and_uses_its_result() {
         server
             .expect("GET", SECRET)
             .await
-            .answer(200, &stored(&old, "41"));
+            .answer(200, stored(&old, "41"));
         server.expect("PUT", REPLACE).await.fail(
             409,
             "Conflict",
@@ -319,7 +259,7 @@ async fn a_renewal_that_loses_to_another_replica_reads_and_uses_its_result() {
         server
             .expect("GET", SECRET)
             .await
-            .answer(200, &stored(&theirs, "43"));
+            .answer(200, stored(&theirs, "43"));
     });
     server.quiet().await;
     assert_files(&bundle.unwrap(), &theirs);
@@ -386,8 +326,7 @@ async fn a_current_secret_is_used_as_it_is_and_its_files_are_not_rewritten() {
 #[tokio::test]
 async fn options_without_names_or_with_a_window_too_long_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
+    let (client, _api) = crate::cluster::kube::mock::pair();
     let mut nameless = options(dir.path());
     nameless.dns_names.clear();
     nameless.ip_addresses.clear();
@@ -412,7 +351,7 @@ async fn the_refresher_follows_the_secret_retries_sooner_and_stops_when_told() {
         server
             .expect("GET", SECRET)
             .await
-            .answer(200, &stored(&first, "9"));
+            .answer(200, stored(&first, "9"));
     });
     let bundle = bundle.unwrap();
     let mut ca = selfsigned.ca_bundle();
@@ -439,7 +378,7 @@ async fn the_refresher_follows_the_secret_retries_sooner_and_stops_when_told() {
     server
         .receive("GET", SECRET)
         .await
-        .answer(200, &stored(&theirs, "12"));
+        .answer(200, stored(&theirs, "12"));
     assert_eq!(failed.elapsed(), FIRST_RETRY);
     ca.changed().await.unwrap();
     assert_eq!(*ca.borrow_and_update(), theirs.ca_crt);
