@@ -2,6 +2,9 @@
 //! with the right error and the engine keeps serving; well-behaved ones get their
 //! input and return their output intact.
 
+mod common;
+
+use common::{block_on, limits};
 use operon::model::{OperationInput, OperationOutput, RunnerContext};
 use operon::sandbox::{
     CallError, CallLimits, CallReport, LoadError, OperationModule, OutputKind, Sandbox,
@@ -36,22 +39,6 @@ fn input(params: &[(&str, &str)]) -> OperationInput {
         results: BTreeMap::new(),
         args: vec!["first".to_owned(), "second arg".to_owned()],
     }
-}
-
-fn limits() -> CallLimits {
-    CallLimits {
-        timeout: Duration::from_secs(5),
-        memory_bytes: 32 << 20,
-        ..CallLimits::default()
-    }
-}
-
-fn block_on<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
-        .block_on(fut)
 }
 
 fn hostile(sandbox: &Sandbox) -> OperationModule {

@@ -4,17 +4,19 @@
 //! added (mutating bindings). The mutating example and its shell twin build the same
 //! patch.
 
+mod common;
+
+use common::{block_on, limits};
 use operon::model::{
     BindingContext, BindingType, HookConfig, HookInput, HookOutput, LogLevel, LogRecord,
     MetricOperation, ObjectAndFilter, ObjectRef, OperationInput, PatchOperation, PatchSpec,
     RunnerContext, Sample, WatchEvent, WebhookRule,
 };
-use operon::sandbox::{CallLimits, CallReport, HookModule, Sandbox, SandboxConfig, WitVersion};
+use operon::sandbox::{CallReport, HookModule, Sandbox, SandboxConfig, WitVersion};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 fn sandbox() -> Sandbox {
     Sandbox::new(SandboxConfig {
@@ -23,22 +25,6 @@ fn sandbox() -> Sandbox {
         ..SandboxConfig::default()
     })
     .expect("engine")
-}
-
-fn limits() -> CallLimits {
-    CallLimits {
-        timeout: Duration::from_secs(5),
-        memory_bytes: 32 << 20,
-        ..CallLimits::default()
-    }
-}
-
-fn block_on<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
-        .block_on(fut)
 }
 
 fn runner_context() -> RunnerContext {
