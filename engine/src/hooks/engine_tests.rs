@@ -6,7 +6,7 @@ use super::*;
 use crate::cluster::local::LocalCluster;
 use crate::hooks::config;
 use crate::hooks::runner::HookError;
-use crate::model::{HookConfig, HookOutput, HookSettings, KubernetesBindingConfig};
+use crate::model::{ConfigVersion, HookConfig, HookOutput, HookSettings, KubernetesBindingConfig};
 use crate::model::{ObjectRef, PatchOperation, PatchSpec};
 use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -108,6 +108,7 @@ fn pods_binding(name: &str) -> KubernetesBindingConfig {
 
 fn hook_config(kubernetes: Vec<KubernetesBindingConfig>) -> HookConfig {
     HookConfig {
+        version: ConfigVersion::V1,
         on_startup: None,
         schedule: vec![],
         kubernetes,

@@ -153,10 +153,25 @@ pub struct HookSettings {
     pub timeout_ms: Option<u64>,
 }
 
+/// Which of shell-operator's configuration formats a hook declared; it decides the shape
+/// of the binding contexts the hook receives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum ConfigVersion {
+    /// The legacy form without `configVersion` (`onKubernetesEvent`): v0 binding
+    /// contexts (`resourceEvent`, `resourceNamespace`, `resourceKind`, `resourceName`),
+    /// no Synchronization run, and no merging of queued runs, as shell-operator does.
+    V0,
+    /// `configVersion: v1`, and every wasm hook.
+    #[default]
+    V1,
+}
+
 /// A hook's configuration as declared: what a wasm hook's `configure` returns and what
 /// a script hook's `--config` output is read into.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HookConfig {
+    /// The format the configuration was written in.
+    pub version: ConfigVersion,
     /// Run once at start; hooks run in ascending order, then by name.
     pub on_startup: Option<i32>,
     /// Crontab bindings.

@@ -25,7 +25,8 @@ use crate::cluster::ClusterError;
 use crate::jq;
 pub use crate::model::ConversionRule;
 use crate::model::{
-    FieldRequirement, LabelSelector, MatchCondition, NamespaceSelector, WatchEvent, WebhookRule,
+    ConfigVersion, FieldRequirement, LabelSelector, MatchCondition, NamespaceSelector, WatchEvent,
+    WebhookRule,
 };
 use std::time::Duration;
 /// The queue a binding without `queue` uses.
@@ -56,6 +57,8 @@ pub fn any_kind(_api_version: Option<&str>, _kind: &str) -> Result<(), ClusterEr
 pub struct ValidConfig {
     /// The hook's name, kept so the config can be reported on its own.
     pub hook: String,
+    /// The format it was declared in, which decides the shape of its binding contexts.
+    pub version: ConfigVersion,
     /// What is accepted but will have no effect (e.g. a hook with settings and no
     /// bindings), for the operator to see.
     pub warnings: Vec<ConfigProblem>,

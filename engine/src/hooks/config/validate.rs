@@ -69,6 +69,7 @@ pub fn validate(
 
     check.problems.finish(ValidConfig {
         hook: hook.to_owned(),
+        version: config.version,
         warnings: warnings.list,
         on_startup: config.on_startup,
         schedules,

@@ -73,6 +73,7 @@ macro_rules! admission_binding {
 /// The model value of a hook's `configure` result.
 pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
     model::HookConfig {
+        version: model::ConfigVersion::V1,
         on_startup: config.on_startup,
         schedule: config.schedule.into_iter().map(schedule_binding).collect(),
         kubernetes: config

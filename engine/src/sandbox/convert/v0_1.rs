@@ -44,6 +44,7 @@ fn binding_type_from_wit(type_: wt::BindingType) -> model::BindingType {
 /// validating bindings with the defaults of the fields 0.2.0 added.
 pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
     model::HookConfig {
+        version: model::ConfigVersion::V1,
         on_startup: config.on_startup,
         schedule: config.schedule.into_iter().map(schedule_binding).collect(),
         kubernetes: config

@@ -3,7 +3,8 @@
 use super::{At, Reader, Refused};
 use crate::model::config::BindingKind;
 use crate::model::{
-    HookConfig, KubernetesBindingConfig, NamespaceSelector, ScheduleBindingConfig, WatchEvent,
+    ConfigVersion, HookConfig, KubernetesBindingConfig, NamespaceSelector, ScheduleBindingConfig,
+    WatchEvent,
 };
 use serde_json::Value;
 
@@ -53,6 +54,7 @@ impl Reader<'_> {
             .filter_map(|(i, item)| self.kubernetes_v0(i, item))
             .collect();
         Some(HookConfig {
+            version: ConfigVersion::V0,
             on_startup,
             schedule,
             kubernetes,
@@ -121,7 +123,8 @@ impl Reader<'_> {
             api_version: None,
             kind: self.string(&at, map, "kind").unwrap_or_default(),
             execute_hook_on_event,
-            execute_hook_on_synchronization: None,
+            // v0 has no Synchronization: its hooks hear of objects only through events.
+            execute_hook_on_synchronization: Some(false),
             wait_for_synchronization: None,
             keep_full_objects_in_memory: None,
             name_selector,

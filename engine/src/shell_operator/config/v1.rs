@@ -3,7 +3,7 @@
 use super::{At, Reader, Refused, type_name};
 use crate::model::config::BindingKind;
 use crate::model::{
-    AdmissionBindingConfig, ConversionBindingConfig, ConversionRule, FieldOperator,
+    AdmissionBindingConfig, ConfigVersion, ConversionBindingConfig, ConversionRule, FieldOperator,
     FieldRequirement, HookConfig, HookSettings, KubernetesBindingConfig, LabelOperator,
     LabelRequirement, LabelSelector, MatchCondition, NamespaceSelector, ScheduleBindingConfig,
     WatchEvent, WebhookRule,
@@ -45,6 +45,7 @@ impl Reader<'_> {
             .collect();
         let settings = Self::field(map, "settings").and_then(|s| self.settings_v1(s));
         Some(HookConfig {
+            version: ConfigVersion::V1,
             on_startup,
             schedule,
             kubernetes,
