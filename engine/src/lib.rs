@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod graph;
 pub mod hooks;
 pub mod jq;
+pub mod kubediag;
 pub mod manifest;
 pub mod metrics;
 pub mod model;

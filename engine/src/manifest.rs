@@ -133,11 +133,7 @@ impl pipeline::Operations for Manifests {
 /// order). Returns what could be read and every problem found.
 pub fn load(paths: &[PathBuf]) -> (Manifests, Vec<Problem>) {
     let mut manifests = Manifests::default();
-    let mut problems = Vec::new();
-    let mut files = Vec::new();
-    for path in paths {
-        collect_files(path, &mut files, &mut problems);
-    }
+    let (files, mut problems) = yaml_files(paths);
     for file in files {
         match std::fs::read_to_string(&file) {
             Ok(text) => load_text(&file, &text, &mut manifests, &mut problems),
@@ -149,6 +145,18 @@ pub fn load(paths: &[PathBuf]) -> (Manifests, Vec<Problem>) {
         }
     }
     (manifests, problems)
+}
+
+/// The files [`load`] reads for `paths`: files as given, and every `*.yaml` / `*.yml`
+/// under directories (recursively, sorted, hidden entries skipped); a path that does not
+/// exist is a problem.
+pub fn yaml_files(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<Problem>) {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for path in paths {
+        collect_files(path, &mut files, &mut problems);
+    }
+    (files, problems)
 }
 
 fn collect_files(path: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Problem>) {
@@ -234,6 +242,17 @@ fn add(
         .unwrap_or("")
         .to_owned();
     let object = format!("{source} ({kind}/{name})");
+    if api_version == crate::kubediag::KUBEDIAG_API_VERSION {
+        problems.push(Problem::new(
+            object,
+            "apiVersion",
+            format!(
+                "a KubeDiag object: Operon's group is {API_VERSION}; `operon convert \
+                 kubediag FILE` rewrites it and reports every field it changes or drops"
+            ),
+        ));
+        return;
+    }
     if api_version != API_VERSION {
         problems.push(Problem::new(
             object,
@@ -241,6 +260,15 @@ fn add(
             format!("expected {API_VERSION}, got {api_version:?}"),
         ));
         return;
+    }
+    if kind == "Operation" && value.pointer("/spec/processor/function").is_some() {
+        problems.push(Problem::new(
+            &object,
+            "spec.processor.function",
+            "KubeDiag's function processor (Python code run by its agent) is not \
+             supported: write the step as a wasm component (processor.wasm, e.g. \
+             with the Rust SDK) or a script (processor.scriptRunner)",
+        ));
     }
     if name.is_empty() {
         problems.push(Problem::new(
@@ -387,6 +415,24 @@ mod tests {
         assert_eq!(fields[2], ("x.yaml#3 (Widget/w)", "kind"));
         assert_eq!(fields[3], ("x.yaml#4 (Operation/)", "metadata.name"));
         assert!(p[4].reason.contains("not valid YAML"), "{}", p[4]);
+    }
+
+    #[test]
+    fn kubediag_objects_and_function_processors_are_refused_with_what_to_do() {
+        let (m, p) = parse(
+            "apiVersion: diagnosis.kubediag.org/v1\nkind: Operation\nmetadata: {name: a}\nspec: {processor: {scriptRunner: {script: x}}}\n---\napiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: py}\nspec: {processor: {function: {runtime: Python3, codeSource: {}}}}\n",
+        );
+        assert_eq!(
+            (p[0].object.as_str(), p[0].field.as_str()),
+            ("x.yaml#1 (Operation/a)", "apiVersion")
+        );
+        assert!(p[0].reason.contains("operon convert kubediag"), "{}", p[0]);
+        assert_eq!(
+            (p[1].object.as_str(), p[1].field.as_str()),
+            ("x.yaml#2 (Operation/py)", "spec.processor.function")
+        );
+        assert!(p[1].reason.contains("processor.wasm"), "{}", p[1]);
+        assert!(!m.operations.contains_key("a"));
     }
 
     #[test]

@@ -300,3 +300,67 @@ fn graph_draws_outcomes_from_a_saved_run() {
         "{picture}"
     );
 }
+
+#[test]
+fn kubediag_objects_are_converted_with_a_report_and_then_run() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../operations/examples/kubediag/node-check.yaml")
+        .display()
+        .to_string();
+    let refused = operon(&["validate", &example]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stdout).contains("operon convert kubediag")
+            || text(&refused.stderr).contains("operon convert kubediag"),
+        "{}{}",
+        text(&refused.stdout),
+        text(&refused.stderr)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("converted");
+    let out = operon(&[
+        "convert",
+        "kubediag",
+        &example,
+        "--output-dir",
+        out_dir.to_str().unwrap(),
+    ]);
+    let report = text(&out.stderr);
+    assert!(out.status.success(), "{report}");
+    for expected in [
+        "Operation/uptime-collector: dropped metadata.uid",
+        "Operation/uptime-collector: note spec.processor.scriptRunner: a non-zero exit",
+        "Operation/python-analyzer: dropped spec.processor.function",
+        "OperationSet/node-check: changed spec.adjacencyList[1].id: 3 -> 1",
+        "OperationSet/node-check: dropped status",
+        "Diagnosis/node-check-1: changed apiVersion",
+        "still to fix: Operation/python-analyzer: spec.processor",
+    ] {
+        assert!(report.contains(expected), "{expected:?} not in:\n{report}");
+    }
+
+    // Without the function step, what was converted runs as it is.
+    let converted = out_dir.join("node-check.yaml");
+    let yaml = std::fs::read_to_string(&converted).unwrap();
+    assert!(!yaml.contains("kubediag.org"), "{yaml}");
+    let runnable: Vec<&str> = yaml
+        .split("---\n")
+        .filter(|doc| !doc.contains("python-analyzer"))
+        .collect();
+    let runnable = write(dir.path(), "runnable.yaml", &runnable.join("---\n"));
+    let run = operon(&[
+        "run",
+        runnable.to_str().unwrap(),
+        "--diagnosis",
+        "node-check-1",
+        "-o",
+        "json",
+    ]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stdout).contains("node worker-1 is up"),
+        "{}",
+        text(&run.stdout)
+    );
+}

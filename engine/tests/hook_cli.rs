@@ -229,3 +229,66 @@ fn a_validating_hook_answers_an_admission_review() {
             .contains("registry.example.com")
     );
 }
+
+/// A hook in shell-operator's legacy format gets what shell-operator gives it: v0
+/// binding contexts, no Synchronization run, one run per event (never merged).
+#[test]
+fn a_v0_hook_gets_v0_contexts_and_no_synchronization() {
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../operations/fixtures/shell-hooks/legacy-v0.sh")
+        .display()
+        .to_string();
+    let new_pod = fixture("new-pod.yaml");
+    let out = operon(&[
+        "hook",
+        "test",
+        &hook,
+        "--objects",
+        &fixture("pods.yaml"),
+        "--event",
+        &format!("added:{new_pod}"),
+        "--event",
+        &format!("modified:{new_pod}"),
+        "--schedule",
+        "hourly",
+        "-o",
+        "json",
+    ]);
+    let d = json(&out);
+    let runs = d["runs"].as_array().unwrap();
+    let contexts: Vec<&Value> = runs.iter().map(|r| &r["bindingContexts"]).collect();
+    let pod_event = |event: &str| {
+        serde_json::json!([{
+            "binding": "pods",
+            "resourceEvent": event,
+            "resourceNamespace": "default",
+            "resourceKind": "Pod",
+            "resourceName": "web-2",
+        }])
+    };
+    assert_eq!(contexts[0], &serde_json::json!([{"binding": "onStartup"}]));
+    // No Synchronization run for the two listed pods; each event is a run of its own.
+    assert_eq!(contexts[1], &pod_event("add"));
+    assert_eq!(contexts[2], &pod_event("update"));
+    assert_eq!(
+        runs.last().unwrap()["bindingContexts"],
+        serde_json::json!([{"binding": "hourly"}])
+    );
+    assert!(runs.iter().all(|r| r["status"] == "Succeeded"), "{runs:?}");
+    let web2 = d["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["metadata"]["name"] == "web-2")
+        .unwrap();
+    assert_eq!(
+        web2["metadata"]["labels"]["operon.dev/legacy-event"],
+        "update"
+    );
+    // The configuration is shown in the v1 spelling, with what v0 means made explicit.
+    let config = &d["configuration"];
+    assert_eq!(
+        config["kubernetes"][0]["executeHookOnSynchronization"],
+        false
+    );
+}

@@ -112,6 +112,7 @@ fn discovery_finds_the_executable_hooks_in_order() {
             "001-startup.sh",
             "admission.sh",
             "conversion.sh",
+            "legacy-v0.sh",
             "metrics-groups.sh",
             "mutating.sh",
             "patch-stream.sh",

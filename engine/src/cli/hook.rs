@@ -171,7 +171,7 @@ fn record_json(record: &RunRecord) -> Value {
     json!({
         "hook": record.hook,
         "queue": record.queue,
-        "bindingContexts": shell_operator::context::to_json(&record.contexts),
+        "bindingContexts": shell_operator::context::to_json_for(record.config_version, &record.contexts),
         "status": if record.failed { if record.allowed_failure { "AllowedFailure" } else { "Failed" } } else { "Succeeded" },
         "error": record.run.outcome.as_ref().err().map(|e| e.to_string()).or_else(|| record.apply_error.as_ref().map(ToString::to_string)),
         "elapsedMs": record.run.elapsed.as_secs_f64() * 1e3,

@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own module and
 //! returns an exit code; errors are printed once, here.
 
+mod convert;
 mod debug;
 mod diagnose;
 mod hook;
@@ -55,6 +56,9 @@ enum Command {
     /// Ask a running `operon serve` about its queues, hooks and snapshots.
     #[command(subcommand)]
     Debug(debug::DebugCommand),
+    /// Rewrite other tools' objects into Operon's (`operon convert kubediag FILES`).
+    #[command(subcommand)]
+    Convert(convert::ConvertCommand),
     /// Print the CustomResourceDefinitions of operon.dev/v1alpha1 as YAML.
     Crds,
     /// Print the versions of Operon, wasmtime and the WIT contract.
@@ -92,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Version { output } => version(output),
         Command::Serve(args) => serve::run(*args),
         Command::Debug(cmd) => debug::run(cmd),
+        Command::Convert(cmd) => convert::run(cmd),
         Command::Crds => {
             print!("{}", operon::api::crds_yaml());
             Ok(ExitCode::SUCCESS)

@@ -213,7 +213,9 @@ pub fn conversion(binding: &str, review: String, snapshots: Vec<Snapshot>) -> Bi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shell_operator::context::{ContextError, context_to_json, from_json, to_json};
+    use crate::shell_operator::context::{
+        ContextError, context_to_json, from_json, to_json, to_json_v0,
+    };
     use serde_json::json;
 
     fn pod(namespace: &str, name: &str) -> Value {
@@ -230,6 +232,50 @@ mod tests {
         assert_eq!(written, json!([expected]));
         let read = from_json(&written).expect("reads back");
         assert_eq!(to_json(&read), written);
+    }
+
+    #[test]
+    fn v0_contexts_carry_the_event_and_the_objects_identity_only() {
+        let object = pod("default", "web");
+        let contexts = [
+            on_startup(),
+            schedule("nightly", vec![]),
+            event(
+                "pods",
+                WatchEvent::Added,
+                object_and_filter(&object, Some(&[json!("x")]), true),
+                vec![],
+            ),
+            event(
+                "pods",
+                WatchEvent::Modified,
+                object_and_filter(&object, None, true),
+                vec![],
+            ),
+            event(
+                "onKubernetesEvent",
+                WatchEvent::Deleted,
+                object_and_filter(
+                    &json!({"kind": "Namespace", "metadata": {"name": "x"}}),
+                    None,
+                    true,
+                ),
+                vec![],
+            ),
+        ];
+        assert_eq!(
+            to_json_v0(&contexts),
+            json!([
+                {"binding": "onStartup"},
+                {"binding": "nightly"},
+                {"binding": "pods", "resourceEvent": "add", "resourceNamespace": "default",
+                 "resourceKind": "Pod", "resourceName": "web"},
+                {"binding": "pods", "resourceEvent": "update", "resourceNamespace": "default",
+                 "resourceKind": "Pod", "resourceName": "web"},
+                {"binding": "onKubernetesEvent", "resourceEvent": "delete",
+                 "resourceNamespace": "", "resourceKind": "Namespace", "resourceName": "x"},
+            ])
+        );
     }
 
     #[test]

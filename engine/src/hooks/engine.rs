@@ -23,7 +23,8 @@ use super::runner::{Hook, HookRun};
 use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
 use crate::metrics::{BindingMetrics, MetricError, Metrics, RunOutcome};
 use crate::model::{
-    BindingContext, BindingType, HookInput, ObjectAndFilter, RunnerContext, WatchEvent,
+    BindingContext, BindingType, ConfigVersion, HookInput, ObjectAndFilter, RunnerContext,
+    WatchEvent,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -75,6 +76,9 @@ pub struct RunRecord {
     pub queue: String,
     /// The binding contexts passed in.
     pub contexts: Vec<BindingContext>,
+    /// The format of the hook's configuration, which decides the shape its contexts are
+    /// written in for script hooks.
+    pub config_version: ConfigVersion,
     /// What the hook returned and submitted.
     pub run: HookRun,
     /// Why applying the run's patches or metrics failed, if it did.
@@ -212,6 +216,12 @@ impl Engine {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether queued runs of hook `h` are merged: shell-operator merges only for hooks
+    /// declared in the v1 format.
+    fn merges(&self, h: usize) -> bool {
+        self.hooks[h].config.version == ConfigVersion::V1
+    }
+
     fn push(&self, state: &mut State, queue: &str, task: Task) {
         let q = state.queues.entry(queue.to_owned()).or_default();
         q.push(task);
@@ -265,6 +275,7 @@ impl Engine {
         for (_, _, hook) in startup {
             let task = Task {
                 hook,
+                merge: self.merges(hook),
                 kind: TaskKind::OnStartup,
                 contexts: vec![context::on_startup()],
                 allow_failure: false,
@@ -390,6 +401,7 @@ impl Engine {
         };
         let task = Task {
             hook: h,
+            merge: self.merges(h),
             kind: TaskKind::Synchronization,
             contexts: vec![context],
             allow_failure: binding.allow_failure,
@@ -486,6 +498,7 @@ impl Engine {
         };
         let task = Task {
             hook: h,
+            merge: self.merges(h),
             kind: TaskKind::Event,
             contexts: vec![context],
             allow_failure: binding.allow_failure,
@@ -524,6 +537,7 @@ impl Engine {
         };
         let task = Task {
             hook: h,
+            merge: self.merges(h),
             kind: TaskKind::Schedule,
             contexts: vec![context],
             allow_failure: binding.allow_failure,
@@ -736,6 +750,7 @@ impl Engine {
             synchronizes: task.synchronizes,
             queue: queue.to_owned(),
             contexts: input.binding_contexts,
+            config_version: self.hooks[task.hook].config.version,
             run,
             apply_error,
             failed,

@@ -4,7 +4,8 @@
 //! - Each queue is strictly sequential; queues run in parallel with each other.
 //! - Before a run, the tasks that follow the head and belong to the same hook (and
 //!   task type) are merged into it, contexts concatenated; for grouped bindings only
-//!   the last context per group is kept. Synchronization tasks are never merged.
+//!   the last context per group is kept. Synchronization tasks are never merged, nor
+//!   are the tasks of hooks declared in the v0 format (shell-operator merges for v1).
 //! - A failing task stays at the head and is retried after a backoff growing from 5 s
 //!   to 32 s ([`backoff`]); `allowFailure` turns a failure into a counted success.
 //! - A hook's `executionMinInterval`/`executionBurst` is a token bucket ([`RateLimit`]):
@@ -36,6 +37,9 @@ pub struct Task {
     pub hook: usize,
     /// The kind of task.
     pub kind: TaskKind,
+    /// Whether later tasks of the same hook and kind may be merged into this one (not
+    /// for hooks declared in the v0 format, whose every event is a run of its own).
+    pub merge: bool,
     /// The binding contexts of the run, oldest first.
     pub contexts: Vec<BindingContext>,
     /// Whether a failure is allowed (every merged binding allows it).
@@ -85,10 +89,10 @@ impl Queue {
     /// or [`Queue::failed`] says what happened.
     pub fn head(&mut self) -> Option<Task> {
         let mut head = self.tasks.pop_front()?;
-        if head.kind != TaskKind::Synchronization {
+        if head.kind != TaskKind::Synchronization && head.merge {
             let mut rest = VecDeque::with_capacity(self.tasks.len());
             while let Some(task) = self.tasks.pop_front() {
-                if task.hook == head.hook && task.kind == head.kind {
+                if task.hook == head.hook && task.kind == head.kind && task.merge {
                     head.allow_failure &= task.allow_failure;
                     head.contexts.extend(task.contexts);
                 } else {
@@ -223,6 +227,7 @@ mod tests {
         Task {
             hook,
             kind,
+            merge: true,
             contexts: vec![context(binding, group)],
             allow_failure: false,
             synchronizes: None,
@@ -261,6 +266,20 @@ mod tests {
         q.push(task(0, TaskKind::Event, "other", Some("h")));
         let head = q.head().unwrap();
         assert_eq!(bindings(&head), ["x", "nodes", "other"]);
+    }
+
+    #[test]
+    fn tasks_of_v0_hooks_are_never_combined() {
+        let mut q = Queue::default();
+        for binding in ["a1", "a2"] {
+            q.push(Task {
+                merge: false,
+                ..task(0, TaskKind::Event, binding, None)
+            });
+        }
+        assert_eq!(bindings(&q.head().unwrap()), ["a1"]);
+        q.done();
+        assert_eq!(bindings(&q.head().unwrap()), ["a2"]);
     }
 
     #[test]

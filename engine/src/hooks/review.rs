@@ -35,6 +35,7 @@ impl Engine {
             synchronizes: None,
             queue: "webhook".to_owned(),
             contexts: input.binding_contexts,
+            config_version: config.version,
             run,
             apply_error: None,
             failed,

@@ -1,5 +1,6 @@
-//! Binding contexts in shell-operator's v1 JSON shapes, written for script hooks and
-//! read back for fixtures and `operon hook test`.
+//! Binding contexts in shell-operator's JSON shapes (v1, and v0 for hooks declared in
+//! the legacy format), written for script hooks and read back (v1) for fixtures and
+//! `operon hook test`.
 //!
 //! Hooks receive typed [`BindingContext`]s; script hooks read the same contexts as the
 //! JSON array shell-operator writes to `$BINDING_CONTEXT_PATH`, produced by
@@ -17,13 +18,20 @@
 //! | Mutating        | `type`, `review`, `snapshots`?                                     |
 //! | Conversion      | `type`, `fromVersion`, `toVersion`, `review`, `snapshots`?         |
 //!
+//! A hook whose configuration has no `configVersion` (v0) gets shell-operator's v0
+//! shapes instead ([`to_json_v0`]): `binding` alone, and for kubernetes events
+//! `resourceEvent` (`add`, `update`, `delete`) with the object's `resourceNamespace`,
+//! `resourceKind` and `resourceName`.
+//!
 //! `snapshots` appears when the context carries at least one snapshot. In each
 //! `{object, filterResult}` item `object` is absent when the binding does not keep full
 //! objects, and `filterResult` is absent when the binding has no jq filter, `null` when
 //! the filter produced nothing, and an array when it produced several values.
 
 use super::json_text;
-use crate::model::{BindingContext, BindingType, ObjectAndFilter, Snapshot};
+use crate::model::{
+    BindingContext, BindingType, ConfigVersion, ObjectAndFilter, Snapshot, WatchEvent,
+};
 use serde_json::{Map, Value};
 
 /// Why a JSON document is not a list of v1 binding contexts.
@@ -69,6 +77,60 @@ pub enum ContextError {
 /// string holding the text, so the hook still sees it.
 pub fn to_json(contexts: &[BindingContext]) -> Value {
     Value::Array(contexts.iter().map(context_to_json).collect())
+}
+
+/// The JSON array a hook declared in `version`'s format reads from
+/// `$BINDING_CONTEXT_PATH`.
+pub fn to_json_for(version: ConfigVersion, contexts: &[BindingContext]) -> Value {
+    match version {
+        ConfigVersion::V0 => to_json_v0(contexts),
+        ConfigVersion::V1 => to_json(contexts),
+    }
+}
+
+/// The JSON array shell-operator writes for a hook declared in the v0 format.
+pub fn to_json_v0(contexts: &[BindingContext]) -> Value {
+    Value::Array(contexts.iter().map(context_to_json_v0).collect())
+}
+
+/// One binding context in shell-operator's v0 shape: `binding` for every type, and the
+/// event with the object's identity for kubernetes contexts (the only ones v0 has).
+pub fn context_to_json_v0(context: &BindingContext) -> Value {
+    let mut out = Map::new();
+    out.insert("binding".into(), Value::String(context.binding.clone()));
+    let item = match context.type_ {
+        BindingType::Event => context.object.as_ref(),
+        // Never sent to a v0 hook by the engine (v0 bindings run no Synchronization),
+        // but written as shell-operator would: no event, the first object.
+        BindingType::Synchronization => context.objects.first(),
+        _ => return Value::Object(out),
+    };
+    let event = match context.watch_event {
+        Some(WatchEvent::Added) => "add",
+        Some(WatchEvent::Modified) => "update",
+        Some(WatchEvent::Deleted) => "delete",
+        None => "",
+    };
+    out.insert("resourceEvent".into(), Value::String(event.into()));
+    let object = item
+        .and_then(|item| item.object.as_deref())
+        .and_then(|text| serde_json::from_str::<Value>(text).ok());
+    if let Some(object) = object {
+        let text = |value: Option<&Value>| {
+            Value::String(value.and_then(Value::as_str).unwrap_or_default().to_owned())
+        };
+        let metadata = object.get("metadata");
+        out.insert(
+            "resourceNamespace".into(),
+            text(metadata.and_then(|m| m.get("namespace"))),
+        );
+        out.insert("resourceKind".into(), text(object.get("kind")));
+        out.insert(
+            "resourceName".into(),
+            text(metadata.and_then(|m| m.get("name"))),
+        );
+    }
+    Value::Object(out)
 }
 
 /// One binding context as a JSON object.

@@ -11,7 +11,9 @@
 //! and a declared allow-list, and every run has a deadline.
 
 use super::{Hook, HookError, HookRun};
-use crate::model::{HookConfig, HookInput, HookOutput, MetricOperation, PatchOperation};
+use crate::model::{
+    ConfigVersion, HookConfig, HookInput, HookOutput, MetricOperation, PatchOperation,
+};
 use crate::script::{
     Limits, OutputMode, RunDir, RunStatus, SandboxError, SandboxRequest, ScriptSandbox,
 };
@@ -22,6 +24,7 @@ use crate::shell_operator::files::{
 use crate::shell_operator::{self, patches, responses};
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Why a hooks directory could not be read.
@@ -162,6 +165,9 @@ pub struct ScriptHook {
     hooks_dir: PathBuf,
     sandbox: ScriptSandbox,
     settings: ScriptHookSettings,
+    /// The format of the configuration it printed, which decides the shape of the
+    /// binding contexts it is given; shared by clones, which are the same hook.
+    version: Arc<Mutex<ConfigVersion>>,
 }
 
 impl ScriptHook {
@@ -178,6 +184,7 @@ impl ScriptHook {
             hooks_dir: hooks_dir.to_owned(),
             sandbox,
             settings: ScriptHookSettings::default(),
+            version: Arc::default(),
         }
     }
 
@@ -252,6 +259,7 @@ impl ScriptHook {
         for warning in &parsed.warnings {
             tracing::warn!(hook = %self.name, "{warning}");
         }
+        *self.version.lock().unwrap_or_else(PoisonError::into_inner) = parsed.config.version;
         Ok(parsed.config)
     }
 
@@ -279,7 +287,8 @@ impl ScriptHook {
         out: &mut HookRun,
     ) -> Result<HookOutput, ScriptHookError> {
         let dir = self.sandbox.prepare()?;
-        let contexts = shell_operator::context::to_json(&input.binding_contexts);
+        let version = *self.version.lock().unwrap_or_else(PoisonError::into_inner);
+        let contexts = shell_operator::context::to_json_for(version, &input.binding_contexts);
         let mut request = self.request(timeout);
         let context_path =
             dir.create_file(BINDING_CONTEXT.file, contexts.to_string().as_bytes(), false)?;
