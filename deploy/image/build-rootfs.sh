@@ -93,6 +93,14 @@ for program in "${programs[@]}"; do
   copy_libraries "$path"
 done
 ln -s bash "$root/usr/bin/sh"
+# kubectl, for hooks that call it themselves (operon serve --hook-cluster-access), when
+# this machine has it; without it such hooks fail with "kubectl: command not found".
+if path=$(type -P kubectl); then
+  cp -L "$path" "$root/usr/bin/kubectl"
+  copy_libraries "$path"
+else
+  echo "build-rootfs.sh: kubectl is not installed here: the image will not have it" >&2
+fi
 
 # Users and name lookups: root, and the unprivileged user the controller runs as.
 cat >"$root/etc/passwd" <<'EOF'

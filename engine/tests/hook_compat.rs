@@ -476,3 +476,77 @@ async fn failing_and_hanging_hooks_fail_their_runs() {
     let err = run.outcome.unwrap_err().to_string();
     assert!(err.contains("timed out"), "{err}");
 }
+
+/// Cluster access is off by default: the hook reads no credentials and reaches no
+/// server, and a kubectl failure says why. Granted, the hook reads the ServiceAccount
+/// files, sees the in-cluster variables and reaches a server on the network.
+#[tokio::test]
+async fn cluster_access_is_an_opt_in_that_gives_network_and_credentials() {
+    use operon::hooks::runner::{AccessScope, ClusterAccess};
+    use std::io::{Read as _, Write as _};
+
+    let runs = tempfile::tempdir().unwrap();
+    let sandbox = sandbox(runs.path());
+    let credentials = tempfile::tempdir().unwrap();
+    for (file, body) in [
+        ("token", "secret-token"),
+        ("ca.crt", "ca"),
+        ("namespace", "ops"),
+    ] {
+        std::fs::write(credentials.path().join(file), body).unwrap();
+    }
+    // A stand-in API server: answers one connection with a line.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 64];
+        let n = stream.read(&mut request).unwrap();
+        stream.write_all(b"pong\n").unwrap();
+        String::from_utf8_lossy(&request[..n]).into_owned()
+    });
+    let token = credentials.path().join("token");
+    let body = format!(
+        "set -e\n\
+         cat {token} || {{ echo 'The connection to the server localhost:8080 was refused' >&2; exit 1; }}\n\
+         echo \"server $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT\"\n\
+         exec 3<>/dev/tcp/127.0.0.1/{port}; echo ping >&3; read -r answer <&3; echo \"$answer\"",
+        token = token.display()
+    );
+    let (dir, path) = one_hook(&body);
+
+    let denied = ScriptHook::new(sandbox.clone(), dir.path(), &path);
+    let (run, _) = denied
+        .handle(input(vec![on_startup()]), Duration::from_secs(20))
+        .await;
+    let err = run.outcome.unwrap_err().to_string();
+    assert!(
+        err.contains("tried to reach a Kubernetes API server")
+            && err.contains("--hook-cluster-access"),
+        "{err}"
+    );
+    assert!(!run.stdout.contains("secret-token"), "{}", run.stdout);
+
+    let access = ClusterAccess::new(
+        "hook.sh".parse::<AccessScope>().unwrap(),
+        credentials.path(),
+        vec![
+            ("KUBERNETES_SERVICE_HOST".to_owned(), "127.0.0.1".to_owned()),
+            ("KUBERNETES_SERVICE_PORT".to_owned(), port.to_string()),
+        ],
+    )
+    .unwrap();
+    assert!(access.grants("hook.sh"));
+    let mut settings = denied.settings().clone();
+    access.apply(&mut settings);
+    let granted = ScriptHook::new(sandbox.clone(), dir.path(), &path).with_settings(settings);
+    let run = handle(&granted, vec![on_startup()]).await;
+    assert!(run.stdout.contains("secret-token"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!("server 127.0.0.1:{port}")),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("pong"), "{}", run.stdout);
+    assert_eq!(server.join().unwrap(), "ping\n");
+}

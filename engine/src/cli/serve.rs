@@ -3,6 +3,7 @@
 use super::hook::loader;
 use anyhow::Context as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
+use operon::hooks::runner::{AccessScope, ClusterAccess, ClusterAccessError};
 use operon::serve::lease::{LeaderElector, LeaseOptions};
 use operon::serve::webhook::WebhookEndpoint;
 use operon::serve::webhook::register::{ClientTarget, Registrar, Registration, SelfSignedCa};
@@ -208,9 +209,18 @@ pub struct ServeArgs {
     /// Refuse to run a script hook when any sandbox protection is unavailable.
     #[arg(long)]
     strict: bool,
+    /// Script hooks that call kubectl themselves: `all`, or hook names separated by
+    /// commas. They get the network and this pod's ServiceAccount credentials
+    /// (read-only), so they can do what the account may; off by default.
+    #[arg(long, env = "OPERON_HOOK_CLUSTER_ACCESS", value_parser = parse_scope)]
+    hook_cluster_access: Option<AccessScope>,
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
     #[arg(long, env = "OPERON_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+}
+
+fn parse_scope(text: &str) -> Result<AccessScope, String> {
+    text.parse().map_err(|e: ClusterAccessError| e.to_string())
 }
 
 /// Runs `operon serve`.
@@ -222,7 +232,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let loader = loader(args.cache_dir.clone(), args.strict)?;
+    let mut loader = loader(args.cache_dir.clone(), args.strict)?;
+    if let Some(scope) = args.hook_cluster_access.clone() {
+        loader = loader.with_cluster_access(ClusterAccess::from_pod(scope)?);
+    }
     let kube = KubeOptions {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),

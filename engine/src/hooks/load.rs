@@ -5,7 +5,9 @@
 
 use super::config::{self, ConfigProblem, ValidConfig};
 use super::engine::LoadedHook;
-use super::runner::{DiscoveryError, Hook, HookError, ScriptHook, WasmHook, discover};
+use super::runner::{
+    ClusterAccess, DiscoveryError, Hook, HookError, ScriptHook, WasmHook, discover,
+};
 use crate::cluster::{Cluster, ClusterError};
 use crate::model::HookConfig;
 use crate::sandbox::{CallLimits, LoadError, Sandbox, WASM_MAGIC};
@@ -101,6 +103,8 @@ pub struct HookLoader {
     /// Started when the first script hook is loaded; strict mode refuses to run a
     /// script hook when a sandbox protection is missing.
     scripts: LazyScriptSandbox,
+    /// The script hooks that may reach the cluster themselves (kubectl), if any.
+    cluster_access: Option<ClusterAccess>,
 }
 
 impl HookLoader {
@@ -110,7 +114,15 @@ impl HookLoader {
             wasm,
             limits,
             scripts: LazyScriptSandbox::new(strict),
+            cluster_access: None,
         }
+    }
+
+    /// Gives the script hooks `access` selects the network and the ServiceAccount
+    /// credentials (off by default).
+    pub fn with_cluster_access(mut self, access: ClusterAccess) -> Self {
+        self.cluster_access = Some(access);
+        self
     }
 
     /// The hook at `path`, named by its path relative to `hooks_dir`.
@@ -144,19 +156,38 @@ impl HookLoader {
                 source,
             })
         };
-        Ok(Arc::new(ScriptHook::new(
-            self.scripts.get()?,
-            &absolute(hooks_dir)?,
-            &absolute(path)?,
-        )))
+        let mut hook =
+            ScriptHook::new(self.scripts.get()?, &absolute(hooks_dir)?, &absolute(path)?);
+        if let Some(access) = self.cluster_access.as_ref().filter(|a| a.grants(&name)) {
+            let mut settings = hook.settings().clone();
+            access.apply(&mut settings);
+            hook = hook.with_settings(settings);
+            tracing::warn!(
+                hook = %name,
+                "cluster access: the hook runs with the network and the engine's \
+                 ServiceAccount credentials (read-only), so it can do what that account may"
+            );
+        }
+        Ok(Arc::new(hook))
     }
 
     /// Every hook of `dir` (see [`hook_files`]).
     pub fn hooks_in(&self, dir: &Path) -> Result<Vec<Arc<dyn Hook>>, HookLoadError> {
-        hook_files(dir)?
+        let hooks = hook_files(dir)?
             .iter()
             .map(|file| self.hook(file, dir))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(access) = &self.cluster_access {
+            let names: Vec<&str> = hooks.iter().map(|h| h.name()).collect();
+            for unknown in access.unknown(&names) {
+                tracing::warn!(
+                    hook = %unknown,
+                    dir = %dir.display(),
+                    "cluster access names a hook that is not in the hooks directory"
+                );
+            }
+        }
+        Ok(hooks)
     }
 }
 

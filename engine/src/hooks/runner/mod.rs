@@ -7,9 +7,11 @@
 //! world, in the wasm sandbox) and [`script`] (a shell-operator hook, run unchanged in
 //! the script sandbox, whose files become the same typed values).
 
+pub mod cluster_access;
 pub mod script;
 pub mod wasm;
 
+pub use cluster_access::{AccessScope, ClusterAccess, ClusterAccessError};
 pub use script::{DiscoveryError, ScriptHook, ScriptHookSettings, discover};
 pub use wasm::WasmHook;
 

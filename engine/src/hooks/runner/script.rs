@@ -10,7 +10,7 @@
 //! it. Unlike shell-operator, a hook gets no environment but the contract's variables
 //! and a declared allow-list, and every run has a deadline.
 
-use super::{Hook, HookError, HookRun};
+use super::{Hook, HookError, HookRun, cluster_access};
 use crate::model::{
     ConfigVersion, HookConfig, HookInput, HookOutput, MetricOperation, PatchOperation,
 };
@@ -128,6 +128,11 @@ pub struct ScriptHookSettings {
     pub env: Vec<(String, String)>,
     /// Whether the hook may use the network (it needs it to call kubectl itself).
     pub network: bool,
+    /// Paths the hook may read besides the hooks directory and the system's.
+    pub read_only: Vec<PathBuf>,
+    /// Whether the hook was given cluster access
+    /// ([`ClusterAccess`](super::cluster_access::ClusterAccess)).
+    pub cluster_access: bool,
     /// Limits, when the hook overrides the sandbox's.
     pub limits: Option<Limits>,
     /// Per-hook strict mode; `None` uses the sandbox's.
@@ -145,6 +150,8 @@ impl Default for ScriptHookSettings {
         Self {
             env: Vec::new(),
             network: false,
+            read_only: Vec::new(),
+            cluster_access: false,
             limits: None,
             strict: None,
             output_limit: 1 << 20,
@@ -199,6 +206,11 @@ impl ScriptHook {
             .collect())
     }
 
+    /// The settings.
+    pub fn settings(&self) -> &ScriptHookSettings {
+        &self.settings
+    }
+
     /// Replaces the settings.
     pub fn with_settings(mut self, settings: ScriptHookSettings) -> Self {
         self.settings = settings;
@@ -215,6 +227,9 @@ impl ScriptHook {
         // shell-operator runs hooks from their own directory.
         request.cwd = self.path.parent().map(Path::to_owned);
         request.read_only = vec![self.hooks_dir.clone()];
+        request
+            .read_only
+            .extend(self.settings.read_only.iter().cloned());
         request.env = self.settings.env.clone();
         request.network = self.settings.network;
         request.timeout = timeout;
@@ -275,7 +290,15 @@ impl ScriptHook {
             elapsed: Duration::ZERO,
         };
         let result = self.handle_in_sandbox(input, timeout, &mut run).await;
-        run.outcome = result.map_err(|e| HookError::Run(e.to_string()));
+        run.outcome = result.map_err(|e| {
+            let mut message = e.to_string();
+            if !self.settings.cluster_access
+                && cluster_access::looks_like_a_cluster_call(&run.stderr)
+            {
+                message = format!("{message} ({})", cluster_access::CLUSTER_CALL_HINT);
+            }
+            HookError::Run(message)
+        });
         run.elapsed = started.elapsed();
         run
     }

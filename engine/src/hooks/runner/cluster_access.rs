@@ -1,0 +1,243 @@
+//! Cluster access for script hooks that call `kubectl` themselves, as many
+//! shell-operator hooks do: an opt-in, per hook or for the whole hooks directory, that
+//! gives a hook the network and the pod's ServiceAccount credentials read-only.
+//!
+//! Without it a script hook has no network and no credentials: it changes the cluster
+//! only through `$KUBERNETES_PATCH_PATH`. With it the hook can do anything the engine's
+//! ServiceAccount may do, which is what it could do under shell-operator; every other
+//! protection of the sandbox stays, and each run reports the network namespace as not
+//! requested. [`looks_like_a_cluster_call`] recognises the failure of a hook that tried
+//! to reach a cluster without access, so that the error can say so.
+
+use super::script::ScriptHookSettings;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Where the kubelet mounts a pod's ServiceAccount token, CA and namespace.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The variables client-go's in-cluster configuration (and so kubectl) reads.
+pub const SERVICE_ENV: [&str; 2] = ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"];
+
+/// The files of [`SERVICE_ACCOUNT_DIR`] kubectl needs.
+const CREDENTIAL_FILES: [&str; 2] = ["token", "ca.crt"];
+
+/// Why cluster access cannot be given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterAccessError {
+    /// The scope names nothing.
+    #[error("cluster access: name the hooks (comma-separated, as in `operon hook list`) or `all`")]
+    EmptyScope,
+    /// A credential file is missing: not running in a pod with a mounted token.
+    #[error(
+        "cluster access: no ServiceAccount {file} in {dir} (is the engine running in a pod \
+         with automountServiceAccountToken?)"
+    )]
+    MissingCredential {
+        /// The directory looked in.
+        dir: PathBuf,
+        /// The file missing.
+        file: &'static str,
+    },
+    /// A variable of the in-cluster configuration is not set.
+    #[error("cluster access: {0} is not set (the kubelet sets it in every pod)")]
+    MissingVariable(&'static str),
+}
+
+/// Which hooks get cluster access.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessScope {
+    /// Every script hook of the directory.
+    All,
+    /// The hooks with these names (paths relative to the hooks directory).
+    Hooks(BTreeSet<String>),
+}
+
+impl std::str::FromStr for AccessScope {
+    type Err = ClusterAccessError;
+
+    /// `all`, or hook names separated by commas.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.trim() == "all" {
+            return Ok(Self::All);
+        }
+        let names: BTreeSet<String> = text
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if names.is_empty() {
+            return Err(ClusterAccessError::EmptyScope);
+        }
+        Ok(Self::Hooks(names))
+    }
+}
+
+/// The credentials and the hooks that get them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterAccess {
+    scope: AccessScope,
+    credentials: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl ClusterAccess {
+    /// Access for `scope` with the credentials of the pod the engine runs in.
+    pub fn from_pod(scope: AccessScope) -> Result<Self, ClusterAccessError> {
+        let env = SERVICE_ENV
+            .iter()
+            .map(|name| {
+                std::env::var(name)
+                    .map(|value| ((*name).to_owned(), value))
+                    .map_err(|_| ClusterAccessError::MissingVariable(name))
+            })
+            .collect::<Result<_, _>>()?;
+        Self::new(scope, Path::new(SERVICE_ACCOUNT_DIR), env)
+    }
+
+    /// Access for `scope` with the credentials in `dir` and the in-cluster variables
+    /// `env`; the directory must hold a token and a CA.
+    pub fn new(
+        scope: AccessScope,
+        dir: &Path,
+        env: Vec<(String, String)>,
+    ) -> Result<Self, ClusterAccessError> {
+        for file in CREDENTIAL_FILES {
+            if !dir.join(file).exists() {
+                return Err(ClusterAccessError::MissingCredential {
+                    dir: dir.to_owned(),
+                    file,
+                });
+            }
+        }
+        Ok(Self {
+            scope,
+            credentials: dir.to_owned(),
+            env,
+        })
+    }
+
+    /// Whether the hook called `name` gets access.
+    pub fn grants(&self, name: &str) -> bool {
+        match &self.scope {
+            AccessScope::All => true,
+            AccessScope::Hooks(names) => names.contains(name),
+        }
+    }
+
+    /// The names of the scope that are not among `hooks`, to warn about a typo that
+    /// would leave a hook without the access it was meant to get.
+    pub fn unknown<'a>(&'a self, hooks: &[&str]) -> Vec<&'a str> {
+        match &self.scope {
+            AccessScope::All => Vec::new(),
+            AccessScope::Hooks(names) => names
+                .iter()
+                .filter(|name| !hooks.contains(&name.as_str()))
+                .map(String::as_str)
+                .collect(),
+        }
+    }
+
+    /// Gives a hook's settings the network, the credentials (read-only) and the
+    /// in-cluster variables.
+    pub fn apply(&self, settings: &mut ScriptHookSettings) {
+        settings.network = true;
+        settings.cluster_access = true;
+        settings.read_only.push(self.credentials.clone());
+        settings.env.extend(self.env.iter().cloned());
+    }
+}
+
+/// What kubectl and client-go print when no cluster can be reached or no credentials
+/// are configured.
+const CLUSTER_CALL_FAILURES: &[&str] = &[
+    "The connection to the server",
+    "Unable to connect to the server",
+    "couldn't get current server API group list",
+    "no configuration has been provided",
+    "unable to load in-cluster configuration",
+    "You must be logged in to the server",
+    "dial tcp",
+    "connect: network is unreachable",
+];
+
+/// Whether a failed hook's stderr shows that it tried to reach a Kubernetes API server
+/// (kubectl or another client) and could not.
+pub fn looks_like_a_cluster_call(stderr: &str) -> bool {
+    CLUSTER_CALL_FAILURES
+        .iter()
+        .any(|needle| stderr.contains(needle))
+}
+
+/// The sentence added to the error of such a run.
+pub const CLUSTER_CALL_HINT: &str = "the hook seems to have tried to reach a Kubernetes API \
+     server itself (e.g. with kubectl): script hooks get no network and no credentials; \
+     change objects through $KUBERNETES_PATCH_PATH, or, under `operon serve`, allow this \
+     hook with --hook-cluster-access";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credentials() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for file in ["token", "ca.crt", "namespace"] {
+            std::fs::write(dir.path().join(file), "x").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn scopes_are_all_or_a_list_of_names() {
+        assert_eq!("all".parse(), Ok(AccessScope::All));
+        assert_eq!(
+            " a.sh, sub/b.sh ,".parse(),
+            Ok(AccessScope::Hooks(
+                ["a.sh", "sub/b.sh"].map(str::to_owned).into()
+            ))
+        );
+        assert_eq!(
+            " , ".parse::<AccessScope>(),
+            Err(ClusterAccessError::EmptyScope)
+        );
+    }
+
+    #[test]
+    fn granted_hooks_get_network_credentials_and_variables_others_nothing() {
+        let dir = credentials();
+        let env = vec![("KUBERNETES_SERVICE_HOST".to_owned(), "10.0.0.1".to_owned())];
+        let access =
+            ClusterAccess::new("kubectl.sh".parse().unwrap(), dir.path(), env.clone()).unwrap();
+        assert!(access.grants("kubectl.sh"));
+        assert!(!access.grants("other.sh"));
+        assert_eq!(access.unknown(&["other.sh"]), ["kubectl.sh"]);
+        let mut settings = ScriptHookSettings::default();
+        access.apply(&mut settings);
+        assert!(settings.network && settings.cluster_access);
+        assert_eq!(settings.read_only, [dir.path().to_owned()]);
+        assert_eq!(settings.env, env);
+    }
+
+    #[test]
+    fn missing_credentials_are_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "x").unwrap();
+        let error = ClusterAccess::new(AccessScope::All, dir.path(), Vec::new()).unwrap_err();
+        assert!(
+            error.to_string().contains("no ServiceAccount ca.crt"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn kubectl_failures_are_recognised() {
+        assert!(looks_like_a_cluster_call(
+            "The connection to the server localhost:8080 was refused - did you specify the right host or port?"
+        ));
+        assert!(looks_like_a_cluster_call(
+            "E1123 couldn't get current server API group list: Get \"https://10.0.0.1:443/api\": dial tcp 10.0.0.1:443: connect: network is unreachable"
+        ));
+        assert!(!looks_like_a_cluster_call("jq: error: null has no keys"));
+    }
+}
