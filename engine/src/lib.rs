@@ -9,6 +9,7 @@
 //! - [`runner`]: the one contract of every operation's processor, and its wasm, script and http runners.
 //! - [`hooks`]: shell-operator's hook model: configuration, contexts, queues, the engine, hook runners.
 //! - [`triggers`]: alerts, events and schedules turned into Diagnoses.
+//! - [`schedule`]: cron schedules (5 or 6 fields, descriptors, `@every`, time zones) and their slots.
 //! - [`cluster`]: the `Cluster` contract hooks talk to: the in-memory `local` cluster and `kube`, an API server.
 //! - [`shell_operator`]: shell-operator's text formats (config, contexts, patches, metrics, responses), both ways.
 //! - [`sandbox`]: the wasm sandbox; the only module that knows the WIT-generated types.
@@ -30,6 +31,7 @@ pub mod model;
 pub mod pipeline;
 pub mod runner;
 pub mod sandbox;
+pub mod schedule;
 pub mod script;
 pub mod serve;
 pub mod shell_operator;

@@ -28,8 +28,8 @@ pub use new_diagnosis::{
     TRIGGER_LABEL,
 };
 
-use self::cron::CronSchedule;
 use crate::api::{DiagnosisSpec, Problem, Trigger};
+use crate::schedule::Schedule;
 use alert::AlertMatcher;
 use event::EventMatcher;
 use jiff::Timestamp;
@@ -78,7 +78,7 @@ pub struct CompiledTrigger {
 enum Source {
     PrometheusAlert(AlertMatcher),
     KubernetesEvent(EventMatcher),
-    Cron(CronSchedule),
+    Cron(Schedule),
 }
 
 impl CompiledTrigger {
@@ -119,10 +119,10 @@ impl CompiledTrigger {
         }
         if let Some(template) = &templates.cron_template {
             let field = format!("{BASE}.cronTemplate.schedule");
-            sources.push((
-                "cronTemplate",
-                CronSchedule::parse(&template.schedule, &field, &mut problems).map(Source::Cron),
-            ));
+            let schedule = Schedule::parse(&template.schedule)
+                .map_err(|error| problems.push(&field, error.to_string()))
+                .ok();
+            sources.push(("cronTemplate", schedule.map(Source::Cron)));
         }
         if sources.len() != 1 {
             let found = if sources.is_empty() {
@@ -240,12 +240,9 @@ impl CompiledTrigger {
 
     /// The first schedule slot strictly after `after`, when this is a cron Trigger.
     ///
-    /// Schedules are in UTC. Five fields are minute, hour, day of month, month, day of
-    /// week (a crontab: the run is at second 0); six fields put seconds first. The day
-    /// of week counts like crontab, 0 or 7 for Sunday, also in the six-field form; when
-    /// both day of month and day of week are restricted, either one matching is enough
-    /// (crontab's rule). `@yearly`, `@monthly`, `@weekly`, `@daily` and `@hourly` are
-    /// accepted. Slots end in 2100.
+    /// The schedule means what robfig/cron, KubeDiag's cron library, makes of it (see
+    /// [`crate::schedule`]): five fields (minute precision) or six (seconds first),
+    /// descriptors and `@every`, in UTC unless a `TZ=`/`CRON_TZ=` prefix names a zone.
     pub fn next_fire_after(&self, after: Timestamp) -> Option<Timestamp> {
         match &self.source {
             Source::Cron(schedule) => schedule.next_after(after),
@@ -259,21 +256,19 @@ impl CompiledTrigger {
     /// `last` is when the Trigger last fired (its `status.lastScheduleTime`, falling back
     /// to its creation time: [`last_schedule_or_creation`]); with no `last` at all the
     /// latest slot fires. A controller that was down over several slots fires once, for
-    /// the latest one, and then records that slot as `lastScheduleTime`.
+    /// the latest one, and then records that slot as `lastScheduleTime`. An `@every`
+    /// Trigger's slots are `last` plus whole periods (see
+    /// [`Schedule::latest_due`](crate::schedule::Schedule::latest_due)).
     pub fn due(&self, last: Option<Timestamp>, now: Timestamp) -> Option<Timestamp> {
         let Source::Cron(schedule) = &self.source else {
             return None;
         };
-        let slot = schedule.latest_at_or_before(now)?;
-        match last {
-            Some(last) if slot <= last => None,
-            _ => Some(slot),
-        }
+        schedule.latest_due(last, now)
     }
 
     /// The Diagnosis for schedule slot `slot` (as returned by [`Self::due`]), when this
-    /// is a cron Trigger and the slot is not before 1970 (slots never are; a negative
-    /// second count would not make a valid name).
+    /// is a cron Trigger and the slot is not before 1970 (a negative second count would
+    /// not make a valid name).
     pub fn scheduled_diagnosis(&self, slot: Timestamp) -> Option<NewDiagnosis> {
         let Source::Cron(schedule) = &self.source else {
             return None;
@@ -290,7 +285,7 @@ impl CompiledTrigger {
             SourceKind::Cron,
             &seconds.to_string(),
             spec,
-            format!("schedule {:?} slot {slot}", schedule.source()),
+            format!("schedule {:?} slot {slot}", schedule.as_str()),
         ))
     }
 }

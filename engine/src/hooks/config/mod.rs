@@ -11,14 +11,12 @@
 //! author fixes a configuration in one round instead of one error per restart.
 //!
 //! [`ValidConfig`] is what the engine reads: defaults applied, group members added to
-//! `includeSnapshotsFrom`, crontabs parsed into [`Crontab`]s, jq filters compiled,
+//! `includeSnapshotsFrom`, crontabs parsed into [`Schedule`]s, jq filters compiled,
 //! and every binding given a stable [`BindingId`].
 
-mod crontab;
 mod validate;
 
 pub use crate::model::config::{BindingId, BindingKind, ConfigProblem};
-pub use crontab::{Crontab, CrontabError};
 pub use validate::validate;
 
 use crate::cluster::ClusterError;
@@ -28,6 +26,7 @@ use crate::model::{
     ConfigVersion, FieldRequirement, LabelSelector, MatchCondition, NamespaceSelector, WatchEvent,
     WebhookRule,
 };
+use crate::schedule::Schedule;
 use std::time::Duration;
 /// The queue a binding without `queue` uses.
 pub const MAIN_QUEUE: &str = "main";
@@ -106,7 +105,7 @@ pub struct ScheduleBinding {
     /// The name passed back in binding contexts.
     pub name: String,
     /// When the binding fires.
-    pub crontab: Crontab,
+    pub crontab: Schedule,
     /// Whether a failed run is counted and dropped instead of retried.
     pub allow_failure: bool,
     /// The queue its runs go to (default [`MAIN_QUEUE`]).

@@ -2,7 +2,6 @@
 //! crontabs, jq filters, queues, groups, webhook rules and settings, applied to what a
 //! wasm or script hook declared, with defaults filled in.
 
-use super::crontab::Crontab;
 use super::{
     AdmissionBinding, ConversionBinding, DEFAULT_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT_SECONDS,
     EventSet, ExecutionRate, FailurePolicy, KindExists, KubernetesBinding, MAIN_QUEUE,
@@ -15,6 +14,7 @@ use crate::model::{
     KubernetesBindingConfig, LabelOperator, LabelSelector, NamespaceSelector,
     ScheduleBindingConfig, WatchEvent,
 };
+use crate::schedule::Schedule;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
@@ -234,7 +234,7 @@ impl<'a> Checker<'a> {
         binding: &ScheduleBindingConfig,
     ) -> Option<ScheduleBinding> {
         let at = location(BindingKind::Schedule, index, &binding.name);
-        let crontab = Crontab::parse(&binding.crontab)
+        let crontab = Schedule::parse(&binding.crontab)
             .map_err(|reason| self.problems.push(Some(&at), "crontab", reason.to_string()))
             .ok();
         let queue = self.queue(&at, binding.queue.as_ref());
