@@ -1192,6 +1192,47 @@ fn jq_patch_replaces_the_object_with_the_filter_output() {
 }
 
 #[test]
+fn jq_patch_creates_missing_fields_and_ignores_missing_deletions_as_jq_does() {
+    let cluster = cluster();
+    let settings = || target("ConfigMap", Some("prod"), "settings");
+    let now = |cluster: &LocalCluster| {
+        get(cluster, "ConfigMap", Some("prod"), "settings").expect("settings exists")
+    };
+    assert!(now(&cluster)["metadata"].get("labels").is_none());
+    apply(
+        &cluster,
+        PatchOperation::JqPatch(jq_spec(settings(), r#".metadata.labels.x = "y""#)),
+    )
+    .unwrap();
+    let after = now(&cluster);
+    assert_eq!(after["metadata"]["labels"], json!({"x": "y"}));
+    assert_eq!(after["data"], json!({"mode": "fast"}));
+    // Through null and past the end of a list, as jq does; a deletion of what is not
+    // there writes nothing.
+    apply(
+        &cluster,
+        PatchOperation::JqPatch(jq_spec(
+            settings(),
+            r#".metadata.annotations["a/b"] |= "c" | .spec.list[2] = 1"#,
+        )),
+    )
+    .unwrap();
+    let after = now(&cluster);
+    assert_eq!(after["metadata"]["annotations"], json!({"a/b": "c"}));
+    assert_eq!(after["spec"]["list"], json!([null, null, 1]));
+    let version = cluster.resource_version();
+    apply(
+        &cluster,
+        PatchOperation::JqPatch(jq_spec(
+            settings(),
+            r#"del(.metadata.finalizers[0], .status.nothing.deeper)"#,
+        )),
+    )
+    .unwrap();
+    assert_eq!(cluster.resource_version(), version, "nothing to delete");
+}
+
+#[test]
 fn jq_patch_must_yield_exactly_one_object_with_the_same_identity() {
     let cluster = cluster();
     let version = cluster.resource_version();

@@ -1,0 +1,386 @@
+//! jq filters (jaq), compiled once and cached.
+//!
+//! Hooks name jq filters in their bindings (`jqFilter`) and in `JQPatch` operations. The
+//! same few filters run on every event, and compiling one costs about fifty times more
+//! than running it, so [`compile`] keeps a process-wide, bounded cache keyed by the
+//! filter text and hands out cheap clones of the compiled filter.
+//!
+//! The jq standard library of jaq (`jaq-core`, `jaq-std`, `jaq-json` definitions) is
+//! available, except `env`: the engine's environment holds credentials that a filter,
+//! whose results are passed to sandboxed guests, must never see.
+//!
+//! Assignments, updates and deletions follow jq's path semantics rather than jaq's
+//! (`.metadata.labels.x = "y"` creates `labels`, `del` of a missing path is a no-op):
+//! [`prelude`] rewrites the operators into jq's definitions and [`paths`] implements
+//! `setpath`, `delpaths` and the update loop. jq's outputs for a table of filters are in
+//! `engine/tests/jq_compat.rs`, with the differences that remain.
+
+mod paths;
+mod prelude;
+mod value;
+
+use jaq_core::load::parse::Def;
+use jaq_core::load::{Arena, File, Loader};
+use jaq_core::{Ctx, Vars, data::JustLut};
+use jaq_json::Val;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+use value::{from_val, to_val};
+
+/// How many compiled filters the process keeps; a hook set rarely has more than a few
+/// dozen distinct filters, so this only bounds filters generated on the fly.
+const CACHE_CAPACITY: usize = 1024;
+
+/// A filter yielding more values than this is treated as runaway (`repeat`, `range(1e9)`)
+/// rather than collected until memory runs out.
+const MAX_OUTPUTS: usize = 100_000;
+
+/// Filter text longer than this is shortened in error messages.
+const MAX_TEXT_IN_ERRORS: usize = 80;
+
+/// The name under which the user's filter joins the prelude as a definition.
+const MAIN: &str = "_operon_main";
+
+/// Native filters that are not offered to hook authors.
+const EXCLUDED_NATIVES: &[&str] = &["env"];
+
+type Compiled = jaq_core::Filter<JustLut<Val>>;
+
+/// Why a jq filter could not be compiled or run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JqError {
+    /// The filter does not parse, or calls something that is not defined.
+    #[error("jq filter {filter:?}: {message} at line {line}, column {column}")]
+    Compile {
+        /// The filter text (shortened when long).
+        filter: String,
+        /// The line of the first problem, from 1.
+        line: usize,
+        /// The column of the first problem, in characters, from 1.
+        column: usize,
+        /// What is wrong (every problem found, separated by `; `).
+        message: String,
+    },
+    /// Running the filter raised an error (`error(...)`, a type error, `halt`...).
+    #[error("jq filter {filter:?} failed: {message}")]
+    Runtime {
+        /// The filter text (shortened when long).
+        filter: String,
+        /// The jq error.
+        message: String,
+    },
+    /// An output cannot be expressed as JSON (an object key that is not a string).
+    #[error("jq filter {filter:?} produced a value that is not JSON: {reason}")]
+    NotJson {
+        /// The filter text (shortened when long).
+        filter: String,
+        /// Why.
+        reason: String,
+    },
+    /// The filter yielded more outputs than a run may collect.
+    #[error("jq filter {filter:?} yielded more than {limit} outputs")]
+    TooManyOutputs {
+        /// The filter text (shortened when long).
+        filter: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// [`Filter::run_one`] got no output or several.
+    #[error("jq filter {filter:?} yielded {count} outputs, expected exactly one")]
+    NotOneOutput {
+        /// The filter text (shortened when long).
+        filter: String,
+        /// How many outputs it yielded.
+        count: usize,
+    },
+}
+
+/// A compiled jq filter. Clones share the compiled program.
+#[derive(Clone)]
+pub struct Filter {
+    /// Shared so the cache and every binding using the same text hold one program.
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The source, kept for error messages.
+    text: String,
+    compiled: Compiled,
+}
+
+impl std::fmt::Debug for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Filter").field(&self.inner.text).finish()
+    }
+}
+
+impl Filter {
+    /// The filter's source text.
+    pub fn text(&self) -> &str {
+        &self.inner.text
+    }
+
+    /// Runs the filter on `input` and returns every output, in order. A runtime error
+    /// anywhere fails the whole run, as in `jq`.
+    pub fn run(&self, input: &Value) -> Result<Vec<Value>, JqError> {
+        let compiled = &self.inner.compiled;
+        let ctx = Ctx::<JustLut<Val>>::new(&compiled.lut, Vars::new([]));
+        let mut outputs = Vec::new();
+        for output in compiled.id.run((ctx, to_val(input))) {
+            let value = output.map_err(|exn| self.runtime_error(exn))?;
+            if outputs.len() == MAX_OUTPUTS {
+                return Err(JqError::TooManyOutputs {
+                    filter: self.short_text(),
+                    limit: MAX_OUTPUTS,
+                });
+            }
+            outputs.push(from_val(&value).map_err(|reason| JqError::NotJson {
+                filter: self.short_text(),
+                reason,
+            })?);
+        }
+        Ok(outputs)
+    }
+
+    /// Runs the filter and requires exactly one output.
+    pub fn run_one(&self, input: &Value) -> Result<Value, JqError> {
+        let mut outputs = self.run(input)?;
+        match outputs.pop() {
+            Some(value) if outputs.is_empty() => Ok(value),
+            last => Err(JqError::NotOneOutput {
+                filter: self.short_text(),
+                count: outputs.len() + usize::from(last.is_some()),
+            }),
+        }
+    }
+
+    fn runtime_error(&self, exn: jaq_core::Exn<'_, Val>) -> JqError {
+        // `halt` must not end the process (jaq's `unwrap_valr` would exit): it only
+        // ends this run, as an error.
+        let message = match exn.get_err() {
+            Ok(error) => error.to_string(),
+            Err(exn) => match exn.get_halt() {
+                Ok(code) => format!("halted with exit code {code}"),
+                Err(_) => "unexpected control flow (break outside its label)".to_owned(),
+            },
+        };
+        JqError::Runtime {
+            filter: self.short_text(),
+            message,
+        }
+    }
+
+    fn short_text(&self) -> String {
+        shorten(&self.inner.text)
+    }
+}
+
+/// Compiles `text`, or returns the filter compiled earlier from the same text.
+pub fn compile(text: &str) -> Result<Filter, JqError> {
+    if let Some(filter) = lock_cache().get(text) {
+        return Ok(filter);
+    }
+    // Compiled outside the lock so a slow compile never blocks running hooks; two
+    // threads racing on the same new text both compile, and the first insert wins.
+    let filter = compile_uncached(text)?;
+    Ok(lock_cache().insert(filter))
+}
+
+/// Compiles `text` without looking at or filling the cache.
+pub fn compile_uncached(text: &str) -> Result<Filter, JqError> {
+    // jaq keeps the modules it loads to itself, so the text is loaded once on its own,
+    // which reports syntax errors at their positions, then parsed again as a term whose
+    // assignments are rewritten (see `prelude`); the result joins the prelude as a
+    // definition, and the program is a call of it.
+    let arena = Arena::default();
+    let main_file = |code| File { code, path: () };
+    Loader::new([])
+        .load(&arena, main_file(text))
+        .map_err(|errors| load_error(text, errors))?;
+    let term = jaq_core::load::parse(text, |parser| parser.term()).ok_or_else(|| {
+        compile_error(
+            text,
+            vec![(text, "module directives are not supported".to_owned())],
+        )
+    })?;
+    let main = Def {
+        name: MAIN,
+        args: Vec::new(),
+        body: prelude::rewrite(term),
+    };
+    let ours = jaq_core::load::parse(prelude::DEFS, |parser| parser.defs())
+        .expect("the prelude's definitions parse (a unit test compiles them)");
+    let defs = jaq_core::defs()
+        .chain(jaq_std::defs())
+        .chain(jaq_json::defs())
+        .chain(ours.into_iter().map(prelude::rewrite_def))
+        .map(borrowed)
+        .chain([main]);
+    let funs = jaq_core::funs()
+        .chain(jaq_std::funs())
+        .chain(jaq_json::funs())
+        .filter(|(name, ..)| !EXCLUDED_NATIVES.contains(name))
+        .chain(paths::funs())
+        .chain(value::funs());
+    let modules = Loader::new(defs)
+        .load(&arena, main_file(MAIN))
+        .map_err(|errors| load_error(text, errors))?;
+    let compiled = jaq_core::Compiler::default()
+        .with_funs(funs)
+        .compile(modules)
+        .map_err(|errors| {
+            let problems = errors
+                .into_iter()
+                .flat_map(|(_, items)| items)
+                .map(|(name, undefined)| (name, format!("undefined {} {name}", undefined.as_str())))
+                .collect();
+            compile_error(text, problems)
+        })?;
+    Ok(Filter {
+        inner: Arc::new(Inner {
+            text: text.to_owned(),
+            compiled,
+        }),
+    })
+}
+
+/// A definition of the prelude, as one among definitions from the user's text.
+fn borrowed<'s>(def: Def<&'static str>) -> Def<&'s str> {
+    def
+}
+
+/// The error for what stopped `text` from loading.
+fn load_error(text: &str, errors: jaq_core::load::Errors<&str, ()>) -> JqError {
+    let mut problems = Vec::new();
+    for (_, error) in errors {
+        match error {
+            jaq_core::load::Error::Io(items) => {
+                for (path, message) in items {
+                    problems.push((path, format!("cannot load module {path:?}: {message}")));
+                }
+            }
+            jaq_core::load::Error::Lex(items) => {
+                for (expected, found) in items {
+                    problems.push((found, format!("expected {}", expected.as_str())));
+                }
+            }
+            jaq_core::load::Error::Parse(items) => {
+                for (expected, found) in items {
+                    let found_text = if found.is_empty() {
+                        "end of input".to_owned()
+                    } else {
+                        format!("{found:?}")
+                    };
+                    problems.push((
+                        found,
+                        format!("expected {}, found {found_text}", expected.as_str()),
+                    ));
+                }
+            }
+        }
+    }
+    compile_error(text, problems)
+}
+
+/// Builds the error for `problems`, each a slice of the source (or of the standard
+/// library, which has no position in the user's text) and a message.
+fn compile_error(text: &str, problems: Vec<(&str, String)>) -> JqError {
+    let offset = problems
+        .first()
+        .and_then(|(at, _)| offset_in(text, at))
+        .unwrap_or(0);
+    let (line, column) = line_column(text, offset);
+    let message = if problems.is_empty() {
+        "does not compile".to_owned()
+    } else {
+        problems
+            .into_iter()
+            .map(|(_, message)| message)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    JqError::Compile {
+        filter: shorten(text),
+        line,
+        column,
+        message,
+    }
+}
+
+/// The byte offset of `part` in `whole`, when `part` is a slice of it.
+fn offset_in(whole: &str, part: &str) -> Option<usize> {
+    let start = whole.as_ptr() as usize;
+    let at = part.as_ptr() as usize;
+    (at >= start && at + part.len() <= start + whole.len()).then(|| at - start)
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+fn shorten(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(MAX_TEXT_IN_ERRORS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// The process-wide cache of compiled filters, least recently used evicted first.
+#[derive(Default)]
+struct FilterCache {
+    /// Each filter with the tick of its last use.
+    filters: HashMap<String, (Filter, u64)>,
+    /// A counter standing in for time, to order uses.
+    tick: u64,
+}
+
+impl FilterCache {
+    fn get(&mut self, text: &str) -> Option<Filter> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.filters.get_mut(text).map(|(filter, used)| {
+            *used = tick;
+            filter.clone()
+        })
+    }
+
+    fn insert(&mut self, filter: Filter) -> Filter {
+        self.tick += 1;
+        if let Some((existing, used)) = self.filters.get_mut(filter.text()) {
+            *used = self.tick;
+            return existing.clone();
+        }
+        if self.filters.len() >= CACHE_CAPACITY {
+            // A linear scan is fine: it happens only on a miss with a full cache.
+            let oldest = self
+                .filters
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(text, _)| text.clone());
+            if let Some(oldest) = oldest {
+                self.filters.remove(&oldest);
+            }
+        }
+        self.filters
+            .insert(filter.text().to_owned(), (filter.clone(), self.tick));
+        filter
+    }
+}
+
+static CACHE: LazyLock<Mutex<FilterCache>> = LazyLock::new(Mutex::default);
+
+fn lock_cache() -> std::sync::MutexGuard<'static, FilterCache> {
+    // The cache holds no invariant a panicking thread could break halfway.
+    CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests;
