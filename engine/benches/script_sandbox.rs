@@ -5,6 +5,10 @@
 //! launcher: the sandbox re-executes it with the launcher environment set, which is what
 //! the `operon` binary does in production. Prints the median of each variant, the
 //! sandbox's added time, and the ratio. The target is at most 3 ms added.
+//!
+//! The last variant starts every launcher when its run comes (`pool_size: 0`), as the
+//! sandbox did before it kept launchers waiting: the before and after of that change,
+//! measured in one run.
 
 use operon::script::{Launcher, Limits, SandboxRequest, ScriptSandbox, ScriptSandboxConfig};
 use std::time::{Duration, Instant};
@@ -35,7 +39,9 @@ async fn bench() {
     let runs = tempfile::tempdir().expect("a temp dir");
     let mut config = ScriptSandboxConfig::new(Launcher::current_exe().expect("the bench binary"));
     config.runs_dir = runs.path().join("runs");
-    let sandbox = ScriptSandbox::new(config).expect("the script sandbox");
+    let pooled = ScriptSandbox::new(config.clone()).expect("the script sandbox");
+    config.pool_size = 0;
+    let unpooled = ScriptSandbox::new(config).expect("the script sandbox without a pool");
 
     let plain_dir = tempfile::tempdir().expect("a temp dir");
     let plain_script = plain_dir.path().join("script");
@@ -56,7 +62,7 @@ async fn bench() {
         assert_eq!(out.stdout, b"hello\n");
         started.elapsed()
     };
-    let sandboxed = |limits: Limits, network: bool| {
+    let sandboxed = |sandbox: &ScriptSandbox, limits: Limits, network: bool| {
         let sandbox = sandbox.clone();
         async move {
             let started = Instant::now();
@@ -80,21 +86,30 @@ async fn bench() {
         ..Limits::default()
     };
 
-    let mut times: [Vec<Duration>; 4] = Default::default();
+    let mut times: [Vec<Duration>; 5] = Default::default();
     let mut protections = None;
     for round in 0..WARMUP + ROUNDS {
         let p = plain().await;
-        let (full, report) = sandboxed(Limits::default(), false).await;
-        let (without_tmpfs, _) = sandboxed(no_disk.clone(), false).await;
-        let (with_network, _) = sandboxed(no_disk.clone(), true).await;
+        let (full, report) = sandboxed(&pooled, Limits::default(), false).await;
+        let (without_tmpfs, _) = sandboxed(&pooled, no_disk.clone(), false).await;
+        let (with_network, _) = sandboxed(&pooled, no_disk.clone(), true).await;
+        let (unpooled_full, unpooled_report) = sandboxed(&unpooled, Limits::default(), false).await;
+        assert_eq!(
+            report, unpooled_report,
+            "both ways apply the same protections"
+        );
         if round >= WARMUP {
-            for (series, t) in times.iter_mut().zip([p, full, without_tmpfs, with_network]) {
+            for (series, t) in
+                times
+                    .iter_mut()
+                    .zip([p, full, without_tmpfs, with_network, unpooled_full])
+            {
                 series.push(t);
             }
         }
         protections = Some(report);
     }
-    let [plain_t, full_t, no_tmpfs_t, network_t] = times.map(|mut t| median(&mut t));
+    let [plain_t, full_t, no_tmpfs_t, network_t, unpooled_t] = times.map(|mut t| median(&mut t));
     println!("script sandbox: {ROUNDS} rounds, medians");
     println!(
         "  plain fork/exec                       {:8.3} ms",
@@ -104,6 +119,7 @@ async fn bench() {
         ("sandboxed (all protections)", full_t),
         ("sandboxed, no scratch tmpfs", no_tmpfs_t),
         ("sandboxed, no tmpfs, network allowed", network_t),
+        ("no pool (before), all protections", unpooled_t),
     ] {
         println!(
             "  {name:<37} {:8.3} ms  (+{:.3} ms, {:.1}x)",

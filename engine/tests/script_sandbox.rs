@@ -640,3 +640,157 @@ getent passwd root | cut -d: -f1
     );
     assert_nothing_left(&run.marker);
 }
+
+/// A hooks directory inside a 0700 directory, as in `/home/alice/hooks` with
+/// `/home/alice` private: the parent is private, the hooks themselves are not.
+struct PrivateHooks {
+    /// The 0700 directory (a temp dir is 0700 already).
+    parent: tempfile::TempDir,
+    hooks: std::path::PathBuf,
+    hook: std::path::PathBuf,
+}
+
+fn private_hooks(hook: &str) -> PrivateHooks {
+    use std::os::unix::fs::PermissionsExt as _;
+    let parent = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    // World-readable beside the hooks: only the parent's mode and the sandbox keep it
+    // from a run.
+    std::fs::write(parent.path().join("secret"), "s3cr3t-value\n").unwrap();
+    std::fs::set_permissions(
+        parent.path().join("secret"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let hooks = parent.path().join("hooks");
+    std::fs::create_dir_all(hooks.join("lib")).unwrap();
+    std::fs::set_permissions(&hooks, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(hooks.join("lib/common.sh"), "GREETING=from-lib\n").unwrap();
+    let path = hooks.join("hook.sh");
+    std::fs::write(&path, hook).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    PrivateHooks {
+        parent,
+        hooks,
+        hook: path,
+    }
+}
+
+#[tokio::test]
+async fn a_hook_inside_a_private_directory_runs() {
+    use operon::hooks::runner::{Hook as _, ScriptHook};
+    // As root the runs use an unprivileged uid, which cannot enter the 0700 parent; as
+    // any other user the run's uid owns it.
+    let dir = private_hooks(
+        "#!/bin/bash\nsource \"$(dirname \"$0\")/lib/common.sh\"\n\
+         if [ \"$1\" = --config ]; then echo 'configVersion: v1'; echo 'onStartup: 10'; exit 0; fi\n\
+         echo \"$GREETING\"\n",
+    );
+    let hook = ScriptHook::new(sandbox(), &dir.hooks, &dir.hook);
+    let config = hook.configure().await;
+    assert!(config.is_ok(), "{:?}", config.err());
+
+    // Reaching the hook grants nothing else of the private directory.
+    let sandbox = sandbox();
+    let run = sandbox.prepare().unwrap();
+    let marker = marker();
+    let mut request = SandboxRequest::new("private", &dir.hook);
+    request.cwd = Some(dir.hooks.clone());
+    request.read_only = vec![dir.hooks.clone()];
+    request.env = vec![("OPERON_TEST_MARKER".to_owned(), marker.clone())];
+    request.timeout = Duration::from_secs(10);
+    let outcome = sandbox.run(&run, &request).await.unwrap();
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    assert_eq!(
+        outcome.status,
+        RunStatus::Exited(0),
+        "{}",
+        String::from_utf8_lossy(&outcome.stderr)
+    );
+    assert_eq!(stdout, "from-lib\n");
+    for (name, state) in outcome.protections.iter() {
+        assert_eq!(state, &ProtectionState::Applied, "{name}");
+    }
+    assert_nothing_left(&marker);
+
+    let snoop = format!(
+        "#!/bin/bash\ncat \"$(dirname \"$0\")/../secret\" {0}/secret; ls {0} \"$(dirname \"$0\")/..\"; echo done\n",
+        dir.parent.path().display()
+    );
+    std::fs::write(&dir.hook, snoop).unwrap();
+    let run = sandbox.prepare().unwrap();
+    let outcome = sandbox.run(&run, &request).await.unwrap();
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    assert_eq!(
+        stdout,
+        "done\n",
+        "{}",
+        String::from_utf8_lossy(&outcome.stderr)
+    );
+}
+
+/// Host processes whose command line carries `marker`.
+fn processes_named(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if cmdline
+            .split(|b| *b == 0)
+            .any(|arg| arg == marker.as_bytes())
+        {
+            found.push(format!("{name}: {}", String::from_utf8_lossy(&cmdline)));
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn waiting_launchers_end_with_their_sandbox() {
+    // A filter no test matches marks this sandbox's launchers apart from the other
+    // tests' ones.
+    let tag = format!("pool-{}", marker());
+    let mut launcher = launcher();
+    launcher.args.extend(["--skip".to_owned(), tag.clone()]);
+    let mut config = ScriptSandboxConfig::new(launcher);
+    config.strict = true;
+    config.pool_size = 3;
+    let sandbox = ScriptSandbox::new(config).unwrap();
+    let run = run_script(&sandbox, "echo once", Duration::from_secs(10), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(run.stdout(), "once\n");
+
+    // The pool refills behind the run: three launchers, each under its `unshare`.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_named(&tag).len() < 6 {
+        assert!(
+            Instant::now() < deadline,
+            "the pool did not fill: {:?}",
+            processes_named(&tag)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        processes_named(&tag).len(),
+        6,
+        "{:?}",
+        processes_named(&tag)
+    );
+
+    drop(run);
+    drop(sandbox);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let left = processes_named(&tag);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "launchers left behind: {left:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,22 +1,28 @@
 //! The launcher: the process that turns a fresh set of namespaces into a sandboxed run.
 //!
 //! The engine starts it (through util-linux `unshare`, which creates the namespaces and
-//! mounts a private `/proc`) as pid 1 of the run's pid namespace, with a `LaunchSpec`
-//! on stdin. It sets the rlimits, mounts the size-bounded scratch tmpfs, applies the
-//! Landlock rules to itself, reports what it applied on stdout, then starts the program
-//! and stays as the namespace's init: it reaps orphans and, when the program exits,
-//! exits with the program's status, which makes the kernel kill every process left in the
-//! namespace. Nothing the script starts can outlive it.
+//! mounts a private `/proc`) as pid 1 of the run's pid namespace, often long before its
+//! run: it waits on stdin, the [control channel](super::channel), for a `LaunchSpec` and
+//! the descriptors of the run's own read-only paths. It sets the rlimits, mounts the
+//! size-bounded scratch tmpfs, applies the Landlock rules to itself, reports what it
+//! applied on stdout, then starts the program and stays as the namespace's init: it
+//! reaps orphans and, when the program exits, exits with the program's status, which
+//! makes the kernel kill every process left in the namespace. Nothing the script starts
+//! can outlive it. A launcher whose engine goes away before sending a spec sees the end
+//! of stdin and exits.
 //!
 //! Any binary linking the engine becomes a launcher by calling [`run_if_invoked`] first
 //! thing in `main`; the engine marks the launcher's environment with [`LAUNCHER_ENV`].
 //! The launcher never needs `unsafe`: every step is an ordinary syscall on itself, and the
 //! program is started with `std::process::Command`.
 
+use super::channel;
 use super::protections::ProtectionState;
 use super::spec::{LaunchFailure, LaunchReport, LaunchSpec, Limits, READY_MARKER};
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -31,7 +37,7 @@ pub const LAUNCHER_ARG: &str = "__sandbox-exec";
 const SETUP_FAILED: i32 = 125;
 
 /// The largest spec accepted on stdin.
-const MAX_SPEC_BYTES: u64 = 16 << 20;
+const MAX_SPEC_BYTES: usize = 16 << 20;
 
 /// Becomes the launcher and never returns when the engine started this process as one;
 /// returns immediately otherwise. Call it first thing in `main`, before any thread starts.
@@ -44,7 +50,7 @@ pub fn run_if_invoked() {
 /// The launcher's entry point: reads the spec from stdin and runs it.
 pub fn main() -> ! {
     let code = match read_spec() {
-        Ok(spec) => launch(&spec),
+        Ok((spec, handed)) => launch(&spec, &handed),
         Err(message) => {
             answer(&LaunchReport {
                 error: Some(LaunchFailure {
@@ -59,13 +65,20 @@ pub fn main() -> ! {
     std::process::exit(code)
 }
 
-fn read_spec() -> Result<LaunchSpec, String> {
-    let mut text = String::new();
-    std::io::stdin()
-        .take(MAX_SPEC_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read the launch spec: {e}"))?;
-    serde_json::from_str(&text).map_err(|e| format!("invalid launch spec: {e}"))
+/// The spec and the descriptors of [`LaunchSpec::handed`], in its order.
+fn read_spec() -> Result<(LaunchSpec, Vec<OwnedFd>), String> {
+    let stdin = std::io::stdin();
+    let (bytes, fds) = channel::receive(stdin.as_fd(), MAX_SPEC_BYTES)?;
+    let spec: LaunchSpec =
+        serde_json::from_slice(&bytes).map_err(|e| format!("invalid launch spec: {e}"))?;
+    if fds.len() != spec.handed.len() {
+        return Err(format!(
+            "the launch spec names {} handed paths but came with {} descriptors",
+            spec.handed.len(),
+            fds.len()
+        ));
+    }
+    Ok((spec, fds))
 }
 
 /// Writes the answer line; a launcher that cannot even do that has nobody to tell.
@@ -76,7 +89,12 @@ fn answer(report: &LaunchReport) {
     let _ = out.flush();
 }
 
-fn launch(spec: &LaunchSpec) -> i32 {
+fn launch(spec: &LaunchSpec, handed: &[OwnedFd]) -> i32 {
+    if spec.combined_output {
+        // Everything from here on, the launcher's own complaints included, lands in
+        // the one stream the engine reads.
+        let _ = rustix::stdio::dup2_stderr(std::io::stdout().as_fd());
+    }
     let mut report = LaunchReport {
         pid_namespace: rustix::process::getpid().as_raw_pid() == 1,
         ..LaunchReport::default()
@@ -90,7 +108,13 @@ fn launch(spec: &LaunchSpec) -> i32 {
     };
     apply_limits(spec, &mut report);
     report.disk_budget = mount_scratch(spec);
-    apply_landlock(spec, &mut report);
+    let handed: Vec<(&Path, BorrowedFd<'_>)> = spec
+        .handed
+        .iter()
+        .map(PathBuf::as_path)
+        .zip(handed.iter().map(OwnedFd::as_fd))
+        .collect();
+    apply_landlock(spec, &handed, &mut report);
 
     if spec.strict
         && let Some((name, reason)) = first_missing(&report)
@@ -120,11 +144,19 @@ fn launch(spec: &LaunchSpec) -> i32 {
         return SETUP_FAILED;
     }
 
-    let child = Command::new(&spec.program)
+    let mut inherited = Vec::new();
+    let program = reachable(&spec.program, &handed, &mut inherited);
+    let cwd = reachable(&spec.cwd, &handed, &mut inherited);
+    for fd in inherited {
+        // The program reaches its file through this descriptor, and so must the
+        // interpreter its shebang names: both run after exec.
+        let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty());
+    }
+    let child = Command::new(&program)
         .args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd)
+        .current_dir(&cwd)
         .stdin(Stdio::null())
         .spawn();
     let mut child = match child {
@@ -153,6 +185,35 @@ fn launch(spec: &LaunchSpec) -> i32 {
                 .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
             Err(_) => SETUP_FAILED,
         }
+    }
+}
+
+/// `path` itself when the run's uid can reach it, else the same file through the
+/// descriptor of a handed path it lies under (`/proc/self/fd/N/...`), which reaches it
+/// without entering the directories above: a hook below a directory only its owner may
+/// enter. The descriptor is added to `inherited`. Nothing becomes readable that the
+/// handed path's Landlock rule does not already grant.
+fn reachable<'a>(
+    path: &Path,
+    handed: &[(&Path, BorrowedFd<'a>)],
+    inherited: &mut Vec<BorrowedFd<'a>>,
+) -> PathBuf {
+    use rustix::fs::{Access, access};
+    if access(path, Access::EXISTS) != Err(rustix::io::Errno::ACCESS) {
+        return path.to_owned();
+    }
+    let Some((rest, fd)) = handed
+        .iter()
+        .find_map(|(root, fd)| Some((path.strip_prefix(root).ok()?, *fd)))
+    else {
+        return path.to_owned();
+    };
+    inherited.push(fd);
+    let through = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    if rest.as_os_str().is_empty() {
+        through
+    } else {
+        through.join(rest)
     }
 }
 
@@ -271,8 +332,12 @@ fn mount_scratch(spec: &LaunchSpec) -> ProtectionState {
     }
 }
 
-fn apply_landlock(spec: &LaunchSpec, report: &mut LaunchReport) {
-    match landlock_rules(spec) {
+fn apply_landlock(
+    spec: &LaunchSpec,
+    handed: &[(&Path, BorrowedFd<'_>)],
+    report: &mut LaunchReport,
+) {
+    match landlock_rules(spec, handed) {
         Ok(status) => {
             use landlock::{ABI, LandlockStatus, RulesetStatus};
             let abi = match status.landlock {
@@ -315,6 +380,7 @@ fn apply_landlock(spec: &LaunchSpec, report: &mut LaunchReport) {
 
 fn landlock_rules(
     spec: &LaunchSpec,
+    handed: &[(&Path, BorrowedFd<'_>)],
 ) -> Result<landlock::RestrictionStatus, landlock::RulesetError> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr as _,
@@ -338,6 +404,10 @@ fn landlock_rules(
     let mut rules = Vec::new();
     for path in &spec.read_only {
         rules.extend(allow(path, read));
+    }
+    let mut handed_rules = Vec::new();
+    for (_, fd) in handed {
+        handed_rules.push(PathBeneath::new(*fd, read));
     }
     for path in etc_entries(&spec.etc_hidden) {
         rules.extend(allow(&path, read));
@@ -364,6 +434,9 @@ fn landlock_rules(
     ));
     rules.extend(allow(&spec.work_dir, everything));
     for rule in rules {
+        created = created.add_rule(rule)?;
+    }
+    for rule in handed_rules {
         created = created.add_rule(rule)?;
     }
     created.restrict_self()

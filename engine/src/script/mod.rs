@@ -6,6 +6,8 @@
 //!   environment, bounded output and a deadline that kills every process of the run.
 //!   [`Protections`] says what each run actually got; strict mode refuses to run without
 //!   all of it.
+//! - `pool` keeps launchers waiting inside fresh namespaces, one per run, so a run
+//!   only sends its spec over the `channel` (a socket that also hands over descriptors).
 //! - [`launcher`] is the in-sandbox half: the process that applies the protections and
 //!   starts the program. Binaries call [`launcher::run_if_invoked`] first thing in `main`.
 //! - [`store`] keeps KubeDiag `scriptRunner` scripts under the agent's data root.
@@ -15,8 +17,12 @@
 //! [`crate::hooks::runner::script`] runs shell-operator hooks. Nothing here knows about
 //! graphs, queues, hooks' formats or the cluster.
 
+mod channel;
 pub mod error;
 pub mod launcher;
+mod namespaces;
+mod output;
+mod pool;
 pub mod protections;
 pub mod sandbox;
 mod spec;

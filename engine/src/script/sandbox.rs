@@ -1,29 +1,31 @@
 //! The engine side of the script sandbox: one [`ScriptSandbox`] per process runs
 //! programs in private run directories, contained by Linux.
 //!
-//! A run is a chain of three processes, the first in a new process group:
-//! util-linux `unshare` creates the user (root mapped to the run's uid), mount, pid,
-//! IPC, UTS and, unless the run asks for network, network namespaces and mounts a
-//! private `/proc`; it forks the [launcher](super::launcher) as pid 1 of the new pid
-//! namespace and kills it if it dies itself; the launcher sets rlimits, mounts the
-//! scratch tmpfs, applies Landlock and starts the program. The engine bounds the run's
-//! stdout and stderr, and at the deadline (or when output overflows) kills the process
-//! group, which takes the pid namespace and every process in it down with it.
+//! A run is a chain of processes in a new process group: util-linux `unshare` creates
+//! the [namespaces](super::namespaces) and forks the [launcher](super::launcher) as
+//! pid 1 of the new pid namespace; the launcher sets rlimits, mounts the scratch tmpfs,
+//! applies Landlock and starts the program. Chains are started ahead of their runs by
+//! the [pool](super::pool), so a run only sends its spec over the
+//! [control channel](super::channel), with descriptors of the run's own read-only
+//! paths. The engine bounds the run's stdout and stderr, and at the deadline (or when
+//! output overflows) kills the process group, which takes the pid namespace and every
+//! process in it down with it.
 //!
 //! When the engine runs as root, runs use an unprivileged host uid (65534 by default),
 //! because the kernel does not apply `RLIMIT_NPROC` to uid 0 and root could read every
 //! root-only file the Landlock rules leave visible.
 
 use super::error::SandboxError;
-use super::launcher::{LAUNCHER_ARG, LAUNCHER_ENV};
+use super::launcher::LAUNCHER_ARG;
+use super::namespaces::NamespaceSupport;
+use super::output;
+use super::pool::{LauncherPool, Recipe, Shape};
 use super::protections::{ProtectionState, Protections};
-use super::spec::{LaunchReport, LaunchSpec, Limits, READY_MARKER};
+use super::spec::{LaunchReport, LaunchSpec, Limits};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The PATH programs get: the usual system directories, nothing from the engine.
 pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -33,12 +35,6 @@ pub const DEFAULT_SANDBOX_ID: u32 = 65534;
 
 /// Name of the scratch directory inside a run directory.
 const WORK_DIR: &str = "work";
-
-/// How long the engine waits for the output pipes to close after the run ended.
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
-
-/// Junk allowed before the launcher's answer line (a test harness banner).
-const MAX_PREAMBLE: usize = 64 << 10;
 
 /// The program that becomes the launcher, and the arguments that make it one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +79,10 @@ pub struct ScriptSandboxConfig {
     pub devices: Vec<PathBuf>,
     /// util-linux `unshare`; `None` runs without namespaces (reported as unavailable).
     pub unshare: Option<PathBuf>,
+    /// Launchers kept waiting, already inside their namespaces, per kind of run (with
+    /// or without network); each serves one run. 0 starts every launcher when its run
+    /// comes, which adds the namespaces' and the launcher's start to every run.
+    pub pool_size: usize,
 }
 
 impl ScriptSandboxConfig {
@@ -131,6 +131,7 @@ impl ScriptSandboxConfig {
             .map(PathBuf::from)
             .collect(),
             unshare: Some(PathBuf::from("/usr/bin/unshare")),
+            pool_size: 2,
         }
     }
 }
@@ -314,100 +315,6 @@ impl RunDir {
     }
 }
 
-/// Which namespaces `unshare` can create here, found once per sandbox.
-#[derive(Debug, Clone)]
-struct NamespaceSupport {
-    unshare: Option<PathBuf>,
-    user: ProtectionState,
-    mount: ProtectionState,
-    pid: ProtectionState,
-    network: ProtectionState,
-    ipc: ProtectionState,
-    uts: ProtectionState,
-}
-
-impl NamespaceSupport {
-    fn probe(unshare: Option<&Path>, run_as: Option<(u32, u32)>) -> Self {
-        let none = |reason: String| Self {
-            unshare: None,
-            user: ProtectionState::unavailable(reason.clone()),
-            mount: ProtectionState::unavailable(reason.clone()),
-            pid: ProtectionState::unavailable(reason.clone()),
-            network: ProtectionState::unavailable(reason.clone()),
-            ipc: ProtectionState::unavailable(reason.clone()),
-            uts: ProtectionState::unavailable(reason),
-        };
-        let Some(unshare) = unshare else {
-            return none("no unshare program configured".to_owned());
-        };
-        let attempt = |flags: &[&str]| -> Result<(), String> {
-            let mut cmd = std::process::Command::new(unshare);
-            cmd.args(USER_FLAGS)
-                .args(flags)
-                .arg("--")
-                .arg("/bin/true")
-                .env_clear()
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped());
-            if let Some((uid, gid)) = run_as {
-                use std::os::unix::process::CommandExt as _;
-                cmd.uid(uid).gid(gid);
-            }
-            match cmd.output() {
-                Ok(out) if out.status.success() => Ok(()),
-                Ok(out) => Err(format!(
-                    "{} {}: {}",
-                    unshare.display(),
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )),
-                Err(e) => Err(format!("cannot run {}: {e}", unshare.display())),
-            }
-        };
-        let state = |r: Result<(), String>| match r {
-            Ok(()) => ProtectionState::Applied,
-            Err(reason) => ProtectionState::Unavailable(reason),
-        };
-        let all: Vec<&str> = [MOUNT_FLAGS, PID_FLAGS, IPC_FLAGS, UTS_FLAGS, NET_FLAGS].concat();
-        if attempt(&all).is_ok() {
-            return Self {
-                unshare: Some(unshare.to_owned()),
-                user: ProtectionState::Applied,
-                mount: ProtectionState::Applied,
-                pid: ProtectionState::Applied,
-                network: ProtectionState::Applied,
-                ipc: ProtectionState::Applied,
-                uts: ProtectionState::Applied,
-            };
-        }
-        if let Err(reason) = attempt(&[]) {
-            return none(format!("no user namespace: {reason}"));
-        }
-        let mount = state(attempt(MOUNT_FLAGS));
-        Self {
-            unshare: Some(unshare.to_owned()),
-            user: ProtectionState::Applied,
-            pid: if mount == ProtectionState::Applied {
-                state(attempt(&[MOUNT_FLAGS, PID_FLAGS].concat()))
-            } else {
-                ProtectionState::unavailable("a private /proc needs a mount namespace")
-            },
-            mount,
-            network: state(attempt(NET_FLAGS)),
-            ipc: state(attempt(IPC_FLAGS)),
-            uts: state(attempt(UTS_FLAGS)),
-        }
-    }
-}
-
-const USER_FLAGS: &[&str] = &["--user", "--map-root-user"];
-const MOUNT_FLAGS: &[&str] = &["--mount", "--propagation", "private"];
-const PID_FLAGS: &[&str] = &["--pid", "--fork", "--kill-child", "--mount-proc"];
-const IPC_FLAGS: &[&str] = &["--ipc"];
-const UTS_FLAGS: &[&str] = &["--uts"];
-const NET_FLAGS: &[&str] = &["--net"];
-
 /// The script sandbox. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ScriptSandbox {
@@ -417,7 +324,8 @@ pub struct ScriptSandbox {
 #[derive(Debug)]
 struct Inner {
     config: ScriptSandboxConfig,
-    namespaces: NamespaceSupport,
+    /// Launchers, waiting or started per run; holds which namespaces this kernel grants.
+    pool: Arc<LauncherPool>,
     /// Whether the runs' host uid is 0.
     host_root: bool,
 }
@@ -480,6 +388,9 @@ impl ScriptSandbox {
         std::fs::set_permissions(&config.runs_dir, std::fs::Permissions::from_mode(0o711))
             .map_err(err)?;
         let namespaces = NamespaceSupport::probe(config.unshare.as_deref(), config.run_as);
+        let pipe_owner = config
+            .run_as
+            .filter(|(uid, _)| *uid != rustix::process::geteuid().as_raw());
         let host_root = match config.run_as {
             Some((uid, _)) => uid == 0,
             None => rustix::process::geteuid().is_root(),
@@ -500,8 +411,16 @@ impl ScriptSandbox {
         }
         Ok(Self {
             inner: Arc::new(Inner {
+                pool: LauncherPool::new(
+                    Recipe {
+                        launcher: config.launcher.clone(),
+                        namespaces,
+                        run_as: config.run_as,
+                        pipe_owner,
+                    },
+                    config.pool_size,
+                ),
                 config,
-                namespaces,
                 host_root,
             }),
         })
@@ -557,7 +476,7 @@ impl ScriptSandbox {
     /// The protections a run with `network` gets from the engine's side of the chain:
     /// namespaces, uid and environment; the launcher reports the rest.
     fn namespace_protections(&self, network: bool) -> Protections {
-        let ns = &self.inner.namespaces;
+        let ns = &self.inner.pool.recipe().namespaces;
         Protections {
             user_namespace: ns.user.clone(),
             mount_namespace: ns.mount.clone(),
@@ -589,151 +508,63 @@ impl ScriptSandbox {
         request: &SandboxRequest,
     ) -> Result<SandboxOutcome, SandboxError> {
         let config = &self.inner.config;
-        let ns = &self.inner.namespaces;
         let strict = request.strict.unwrap_or(config.strict);
         let mut protections = self.namespace_protections(request.network);
         if strict && let Some((protection, reason)) = ns_missing(&protections) {
             return Err(SandboxError::Unprotected { protection, reason });
         }
 
-        let spec = self.spec(run, request);
+        let (handed_paths, handed) = hand_over(&request.read_only)?;
+        let spec = self.spec(run, request, handed_paths);
         let spec_json = serde_json::to_vec(&spec)?;
 
-        let mut cmd = match &ns.unshare {
-            Some(unshare) => {
-                let mut cmd = tokio::process::Command::new(unshare);
-                cmd.args(USER_FLAGS);
-                if ns.mount == ProtectionState::Applied {
-                    cmd.args(MOUNT_FLAGS);
-                }
-                if ns.pid == ProtectionState::Applied {
-                    cmd.args(PID_FLAGS);
-                }
-                if ns.ipc == ProtectionState::Applied {
-                    cmd.args(IPC_FLAGS);
-                }
-                if ns.uts == ProtectionState::Applied {
-                    cmd.args(UTS_FLAGS);
-                }
-                if !request.network && ns.network == ProtectionState::Applied {
-                    cmd.args(NET_FLAGS);
-                }
-                cmd.arg("--").arg(&config.launcher.program);
-                cmd
-            }
-            None => tokio::process::Command::new(&config.launcher.program),
-        };
-        cmd.args(&config.launcher.args)
-            .env_clear()
-            .env(LAUNCHER_ENV, "1")
-            .stdin(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some((uid, gid)) = config.run_as {
-            cmd.uid(uid).gid(gid);
-        }
-        let combined_reader = match request.output {
-            OutputMode::Separate => {
-                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-                None
-            }
-            OutputMode::Combined => {
-                let (reader, writer) = std::io::pipe().map_err(|source| SandboxError::Spawn {
-                    program: config.launcher.program.clone(),
-                    source,
-                })?;
-                let writer2 = writer.try_clone().map_err(|source| SandboxError::Spawn {
-                    program: config.launcher.program.clone(),
-                    source,
-                })?;
-                cmd.stdout(writer).stderr(writer2);
-                Some(reader)
-            }
-        };
-
         let started = Instant::now();
-        let first = ns
-            .unshare
-            .clone()
-            .unwrap_or_else(|| config.launcher.program.clone());
-        let mut child = cmd.spawn().map_err(|source| SandboxError::Spawn {
-            program: first.clone(),
-            source,
+        let mut chain = self.inner.pool.take(Shape {
+            network: request.network,
         })?;
-        // The engine's copies of the combined pipe's write ends must close, or the
-        // reader never sees the end of the output.
-        drop(cmd);
-        let pgid = child
-            .id()
-            .and_then(|id| rustix::process::Pid::from_raw(id as i32));
-
-        // The launcher waits for its spec on stdin, so the pipes change owner before
-        // anything in the run can reopen them.
-        let owner = config
-            .run_as
-            .filter(|(uid, _)| *uid != rustix::process::geteuid().as_raw());
         let overflow = Arc::new(tokio::sync::Notify::new());
         let (report_tx, report_rx) = tokio::sync::oneshot::channel();
         let limit = request.output_limit;
-        let (stdout_task, stderr_task) = match combined_reader {
-            Some(reader) => {
-                let fd: std::os::fd::OwnedFd = reader.into();
-                give_pipe(&fd, owner)?;
-                let reader =
-                    tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(|source| {
-                        SandboxError::Spawn {
-                            program: first.clone(),
-                            source,
-                        }
-                    })?;
-                (
-                    tokio::spawn(read_marked(reader, limit, report_tx, overflow.clone())),
-                    None,
-                )
-            }
-            None => {
-                let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take())
-                else {
-                    return Err(SandboxError::Setup("no output pipes".to_owned()));
-                };
-                give_pipe(&stdout, owner)?;
-                give_pipe(&stderr, owner)?;
-                (
-                    tokio::spawn(read_marked(stdout, limit, report_tx, overflow.clone())),
-                    Some(tokio::spawn(read_bounded(stderr, limit, overflow.clone()))),
-                )
-            }
+        let pipe = |fd: Option<std::os::fd::OwnedFd>| {
+            let fd = fd.ok_or_else(|| SandboxError::Setup("no output pipes".to_owned()))?;
+            tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+                .map_err(|e| SandboxError::Setup(format!("cannot read the run's output: {e}")))
         };
+        let (stdout, stderr) = chain.take_output();
+        let (stdout, stderr) = (pipe(stdout)?, pipe(stderr)?);
+        let stdout_task = tokio::spawn(output::read_marked(
+            stdout,
+            limit,
+            report_tx,
+            overflow.clone(),
+        ));
+        let stderr_task = tokio::spawn(output::read_bounded(stderr, limit, overflow.clone()));
 
-        if let Some(mut stdin) = child.stdin.take() {
-            // A launcher that died early closes its end; its report tells why.
-            let _ = stdin.write_all(&spec_json).await;
-            let _ = stdin.shutdown().await;
+        {
+            use std::os::fd::AsFd;
+            let fds: Vec<_> = handed.iter().map(AsFd::as_fd).collect();
+            // A launcher that died early closed its end; its report tells why.
+            let _ = chain.send(&spec_json, &fds);
         }
+        drop(handed);
 
         let deadline = tokio::time::sleep(request.timeout);
         tokio::pin!(deadline);
         let (ended, exit) = tokio::select! {
-            status = child.wait() => (Ended::Exited, Some(status)),
+            status = chain.wait() => (Ended::Exited, Some(status)),
             () = &mut deadline => (Ended::TimedOut, None),
             () = overflow.notified() => (Ended::Overflow, None),
         };
         // Whatever happened, nothing of the run may survive it: the group holds unshare
         // and, without a pid namespace, every process that did not leave it.
-        if let Some(pgid) = pgid {
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        }
+        chain.kill();
         if exit.is_none() {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
+            let _ = chain.wait().await;
         }
         let elapsed = started.elapsed();
 
-        let (stdout, stdout_overflow) = drain(stdout_task).await;
-        let (stderr, stderr_overflow) = match stderr_task {
-            Some(task) => drain(task).await,
-            None => (Vec::new(), false),
-        };
+        let (stdout, stdout_overflow) = output::drain(stdout_task).await;
+        let (stderr, stderr_overflow) = output::drain(stderr_task).await;
         let report = report_rx.await.ok();
 
         let status = match (ended, exit) {
@@ -790,9 +621,9 @@ impl ScriptSandbox {
         })
     }
 
-    fn spec(&self, run: &RunDir, request: &SandboxRequest) -> LaunchSpec {
+    fn spec(&self, run: &RunDir, request: &SandboxRequest, handed: Vec<PathBuf>) -> LaunchSpec {
         let config = &self.inner.config;
-        let ns = &self.inner.namespaces;
+        let ns = &self.inner.pool.recipe().namespaces;
         let work = run.work_dir();
         let mut limits = request
             .limits
@@ -811,8 +642,6 @@ impl ScriptSandbox {
             env.retain(|(k, _)| k != key);
             env.push((key.clone(), value.clone()));
         }
-        let mut read_only = config.read_only.clone();
-        read_only.extend(request.read_only.iter().cloned());
         LaunchSpec {
             program: request.program.clone(),
             args: request.args.clone(),
@@ -820,11 +649,13 @@ impl ScriptSandbox {
             cwd: request.cwd.clone().unwrap_or_else(|| work.clone()),
             run_dir: run.path().to_owned(),
             work_dir: work,
-            read_only,
+            read_only: config.read_only.clone(),
+            handed,
             etc_hidden: config.etc_hidden.clone(),
             devices: config.devices.clone(),
             limits,
             network: request.network,
+            combined_output: request.output == OutputMode::Combined,
             mount_namespace: ns.mount == ProtectionState::Applied,
             private_proc: ns.pid == ProtectionState::Applied,
             host_root: self.inner.host_root,
@@ -844,14 +675,29 @@ enum Ended {
     Overflow,
 }
 
-/// Gives an output pipe to the run's uid: scripts reopen their output through
-/// `/dev/stdout` (`/proc/self/fd/1`), which checks the pipe's owner like a file's.
-fn give_pipe(pipe: &impl std::os::fd::AsFd, owner: Option<(u32, u32)>) -> Result<(), SandboxError> {
-    let Some((uid, gid)) = owner else {
-        return Ok(());
-    };
-    std::os::unix::fs::fchown(pipe, Some(uid), Some(gid))
-        .map_err(|e| SandboxError::Setup(format!("cannot give the output pipe to uid {uid}: {e}")))
+/// Opens the run's own read-only paths for the launcher, which may not be able to reach
+/// them: a hooks directory below a directory the run's uid cannot enter is still the
+/// hooks directory, and the descriptor reaches it without opening anything above it.
+/// Paths missing on this system are not granted, as in the launcher.
+fn hand_over(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<std::os::fd::OwnedFd>), SandboxError> {
+    use rustix::fs::{Mode, OFlags};
+    let mut handed = (Vec::new(), Vec::new());
+    for path in paths {
+        match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => {
+                handed.0.push(path.clone());
+                handed.1.push(fd);
+            }
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => {
+                return Err(SandboxError::RunDir {
+                    path: path.clone(),
+                    source: e.into(),
+                });
+            }
+        }
+    }
+    Ok(handed)
 }
 
 fn ns_missing(p: &Protections) -> Option<(String, String)> {
@@ -887,126 +733,9 @@ fn merge(p: &mut Protections, report: &LaunchReport) {
     p.disk_budget = report.disk_budget.clone();
 }
 
-async fn drain(task: tokio::task::JoinHandle<(Vec<u8>, bool)>) -> (Vec<u8>, bool) {
-    // Without a pid namespace an escaped process could hold the pipe open forever.
-    match tokio::time::timeout(DRAIN_GRACE, task).await {
-        Ok(Ok(result)) => result,
-        _ => (Vec::new(), false),
-    }
-}
-
-/// Reads stdout: skips to the launcher's answer line, hands the report over, then keeps
-/// at most `limit` bytes of the program's output.
-async fn read_marked(
-    mut reader: impl AsyncRead + Unpin,
-    limit: usize,
-    report_tx: tokio::sync::oneshot::Sender<LaunchReport>,
-    overflow: Arc<tokio::sync::Notify>,
-) -> (Vec<u8>, bool) {
-    let mut pending = Vec::new();
-    let mut chunk = vec![0u8; 64 << 10];
-    let marker = READY_MARKER.as_bytes();
-    let rest = loop {
-        let n = match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (Vec::new(), false),
-            Ok(n) => n,
-        };
-        pending.extend_from_slice(&chunk[..n]);
-        if let Some(start) = find(&pending, marker)
-            && let Some(end) = pending[start..].iter().position(|b| *b == b'\n')
-        {
-            let line = &pending[start + marker.len()..start + end];
-            if let Ok(report) = serde_json::from_slice::<LaunchReport>(line) {
-                let _ = report_tx.send(report);
-            }
-            break pending.split_off(start + end + 1);
-        }
-        if pending.len() > MAX_PREAMBLE + marker.len() + (64 << 10) {
-            overflow.notify_one();
-            return (Vec::new(), true);
-        }
-    };
-    let mut out = Vec::new();
-    if push_bounded(&mut out, &rest, limit) {
-        overflow.notify_one();
-        return (out, true);
-    }
-    loop {
-        match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (out, false),
-            Ok(n) => {
-                if push_bounded(&mut out, &chunk[..n], limit) {
-                    overflow.notify_one();
-                    return (out, true);
-                }
-            }
-        }
-    }
-}
-
-async fn read_bounded(
-    mut reader: impl AsyncRead + Unpin,
-    limit: usize,
-    overflow: Arc<tokio::sync::Notify>,
-) -> (Vec<u8>, bool) {
-    let mut out = Vec::new();
-    let mut chunk = vec![0u8; 64 << 10];
-    loop {
-        match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (out, false),
-            Ok(n) => {
-                if push_bounded(&mut out, &chunk[..n], limit) {
-                    overflow.notify_one();
-                    return (out, true);
-                }
-            }
-        }
-    }
-}
-
-/// Appends up to `limit` bytes in total; true when `bytes` did not fit.
-fn push_bounded(out: &mut Vec<u8>, bytes: &[u8], limit: usize) -> bool {
-    let room = limit.saturating_sub(out.len());
-    if bytes.len() > room {
-        out.extend_from_slice(&bytes[..room]);
-        return true;
-    }
-    out.extend_from_slice(bytes);
-    false
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bounded_push_reports_overflow() {
-        let mut out = Vec::new();
-        assert!(!push_bounded(&mut out, b"abc", 4));
-        assert!(push_bounded(&mut out, b"de", 4));
-        assert_eq!(out, b"abcd");
-    }
-
-    #[tokio::test]
-    async fn the_preamble_before_the_marker_is_dropped() {
-        let report = serde_json::to_string(&LaunchReport::default()).unwrap();
-        let stream = format!("running 1 test\n{READY_MARKER}{report}\nhello\n");
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let (out, overflow) = read_marked(
-            stream.as_bytes(),
-            1024,
-            tx,
-            Arc::new(tokio::sync::Notify::new()),
-        )
-        .await;
-        assert_eq!(out, b"hello\n");
-        assert!(!overflow);
-        assert!(rx.await.is_ok());
-    }
 
     #[test]
     fn status_display_names_signals() {

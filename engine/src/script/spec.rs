@@ -1,6 +1,8 @@
 //! What the engine tells the launcher, and what the launcher answers.
 //!
-//! The engine writes one [`LaunchSpec`] as JSON to the launcher's stdin; the launcher
+//! The engine sends one [`LaunchSpec`] as JSON over the launcher's
+//! [control channel](super::channel), with a descriptor for each of
+//! [`LaunchSpec::handed`]; the launcher
 //! answers with one line on stdout, [`READY_MARKER`] followed by a [`LaunchReport`] as
 //! JSON, before the script's own output starts. Anything before the marker (a test
 //! harness' banner, say) is discarded by the engine.
@@ -61,8 +63,11 @@ pub(crate) struct LaunchSpec {
     pub run_dir: PathBuf,
     /// The scratch directory inside the run directory: fully writable.
     pub work_dir: PathBuf,
-    /// Paths that may be read and executed.
+    /// Paths that may be read and executed, opened by the launcher itself.
     pub read_only: Vec<PathBuf>,
+    /// The run's own paths that may be read and executed, in the order of the
+    /// descriptors sent with the spec: the launcher may be unable to reach them by path.
+    pub handed: Vec<PathBuf>,
     /// `/etc` entries never to expose, relative to `/etc`.
     pub etc_hidden: Vec<String>,
     /// Device files that may be read and written (`/dev/null`, ...).
@@ -71,6 +76,8 @@ pub(crate) struct LaunchSpec {
     pub limits: Limits,
     /// Whether the run may use the network.
     pub network: bool,
+    /// Whether the program's stderr goes to stdout, interleaved as on a terminal.
+    pub combined_output: bool,
     /// Whether the engine put the launcher in a new mount namespace.
     pub mount_namespace: bool,
     /// Whether the engine mounted a private `/proc` for a new pid namespace.
