@@ -110,6 +110,43 @@ impl Manifests {
     }
 }
 
+/// Every problem of one object on its own, as an admission webhook sees it: its shape,
+/// its fields and, for an OperationSet, its graph. References to other objects (an
+/// OperationSet's Operations, a Trigger's or Diagnosis' OperationSet) are not checked:
+/// `kubectl apply -f DIR` creates objects in file order, so a reference may come before
+/// the object it names. Problems name the object as `Kind/name`.
+pub fn validate_object(value: serde_json::Value) -> Vec<Problem> {
+    let mut manifests = Manifests::default();
+    let mut problems = Vec::new();
+    let source = Source {
+        file: PathBuf::from("object"),
+        document: 1,
+    };
+    let prefix = format!("{source} (");
+    add(value, source, &mut manifests, &mut problems);
+    for op in manifests.operations.values() {
+        problems.extend(op.object.validate());
+    }
+    for set in manifests.operation_sets.values() {
+        if let Err(p) = graph::validate(&set.object, |_| true) {
+            problems.extend(p);
+        }
+    }
+    for trigger in manifests.triggers.values() {
+        problems.extend(triggers::validate(&trigger.object));
+    }
+    for problem in &mut problems {
+        if let Some(inner) = problem
+            .object
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            problem.object = inner.to_owned();
+        }
+    }
+    problems
+}
+
 /// Operations resolve their relative module paths against their manifest's directory.
 impl pipeline::Operations for Manifests {
     fn get(&self, name: &str) -> Option<&Operation> {
@@ -433,6 +470,43 @@ mod tests {
         );
         assert!(p[1].reason.contains("processor.wasm"), "{}", p[1]);
         assert!(!m.operations.contains_key("a"));
+    }
+
+    #[test]
+    fn one_object_is_checked_on_its_own_without_its_references() {
+        let set: serde_json::Value = yaml_serde::from_str(
+            "apiVersion: operon.dev/v1alpha1\nkind: OperationSet\nmetadata: {name: loop}\nspec: {adjacencyList: [{id: 0, to: [1]}, {id: 1, operation: not-yet-created, to: [1, 5]}]}\n",
+        )
+        .unwrap();
+        let problems = validate_object(set);
+        assert!(!problems.is_empty());
+        assert!(
+            problems.iter().all(|p| p.object == "OperationSet/loop"),
+            "{problems:?}"
+        );
+        let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+        assert!(
+            fields.contains(&"spec.adjacencyList[1].to[1]"),
+            "{fields:?}"
+        );
+        assert!(
+            !problems
+                .iter()
+                .any(|p| p.reason.contains("not-yet-created")),
+            "{problems:?}"
+        );
+        let op: serde_json::Value = yaml_serde::from_str(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: a}\nspec: {processor: {timeoutSeconds: soon}}\n",
+        )
+        .unwrap();
+        let problems = validate_object(op);
+        assert_eq!(problems[0].object, "Operation/a");
+        assert_eq!(problems[0].field, "spec.processor.timeoutSeconds");
+        let fine: serde_json::Value = yaml_serde::from_str(
+            "apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata: {name: d, namespace: x}\nspec: {operationSet: elsewhere}\n",
+        )
+        .unwrap();
+        assert_eq!(validate_object(fine), []);
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! answers them; `operon serve` labelling a pod created after it started, with the
 //! hook's metric on /metrics; two `operon serve --leader-elect` processes handing over
 //! the Lease when the leader is killed; mutating, validating and conversion hooks
-//! served with a self-signed certificate and registered by the engine. Each test works in a namespace of its own and
-//! deletes it afterwards.
+//! served with a self-signed certificate and registered by the engine; invalid Operon
+//! resources refused by the engine's own admission webhook. Each test works in a
+//! namespace of its own and deletes it afterwards.
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -653,4 +654,96 @@ async fn webhooks_with_a_self_signed_certificate_mutate_validate_and_convert() {
     })
     .await;
     assert_eq!(read.data["spec"], json!({"count": 3}), "{:?}", read.data);
+}
+
+/// Operon's own resources are checked by the engine's admission webhook: an invalid
+/// OperationSet or Operation is refused with every problem, a valid one is stored even
+/// when the Operations it names do not exist yet.
+#[tokio::test]
+async fn invalid_operon_resources_are_refused_with_every_problem() {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-resources").await;
+    let run = format!("{:08x}", getrandom_u32());
+    let configuration = format!("operon-e2e-{run}");
+    let (bad, fine) = (format!("e2e-loop-{run}"), format!("e2e-fine-{run}"));
+    let _cleanup = ClusterScoped {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("validatingwebhookconfiguration", configuration.clone()),
+            ("operationset.operon.dev", bad.clone()),
+            ("operationset.operon.dev", fine.clone()),
+        ],
+    };
+    // The CRDs are applied, never deleted: a cluster may already run Operon.
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().clone());
+    for crd in operon::api::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(
+            &name,
+            &PatchParams::apply("operon-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let (admission, conversion) = (free_port(), free_port());
+    let flags = [
+        "--leader-election-namespace".to_owned(),
+        scratch.name.clone(),
+        "--webhook-self-signed".to_owned(),
+        format!("--webhook-tls-dir={}", dir.path().join("tls").display()),
+        "--validating-webhook-listen-address=127.0.0.1".to_owned(),
+        format!("--validating-webhook-listen-port={admission}"),
+        format!("--validating-webhook-url-base=https://127.0.0.1:{admission}"),
+        "--conversion-webhook-listen-address=127.0.0.1".to_owned(),
+        format!("--conversion-webhook-listen-port={conversion}"),
+        format!("--conversion-webhook-url-base=https://127.0.0.1:{conversion}"),
+        format!("--validating-webhook-configuration-name={configuration}"),
+        format!("--mutating-webhook-configuration-name={configuration}"),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let _server = serve(&path, &hooks, &flags, "resources");
+    let gvk = kube::api::GroupVersionKind::gvk("operon.dev", "v1alpha1", "OperationSet");
+    let sets: Api<DynamicObject> = Api::all_with(
+        cluster.client().clone(),
+        &kube::api::ApiResource::from_gvk(&gvk),
+    );
+    let set = |name: &str, nodes: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "OperationSet",
+            "metadata": {"name": name}, "spec": {"adjacencyList": nodes},
+        }))
+        .unwrap()
+    };
+    // The registration reaches the API server's webhook cache asynchronously.
+    let refusal = eventually("the refusal", Duration::from_secs(60), async || {
+        let nodes = json!([{"id": 0, "to": [1]}, {"id": 1, "operation": "a", "to": [1]},
+                           {"id": 2, "operation": "b", "to": [7]}]);
+        match sets.create(&PostParams::default(), &set(&bad, nodes)).await {
+            Err(kube::Error::Api(status)) if status.message.contains("resources.operon.dev") => {
+                Some(status.message)
+            }
+            Ok(_) => {
+                let _ = sets.delete(&bad, &Default::default()).await;
+                None
+            }
+            Err(_) => None,
+        }
+    })
+    .await;
+    assert!(refusal.contains("has 3 problems"), "{refusal}");
+    assert!(
+        refusal.contains("spec.adjacencyList[1].to[0]: node 1 has an edge to itself"),
+        "{refusal}"
+    );
+    assert!(refusal.contains("spec.adjacencyList[2].to[0]"), "{refusal}");
+    let nodes = json!([{"id": 0, "to": [1]}, {"id": 1, "operation": "created-later"}]);
+    sets.create(&PostParams::default(), &set(&fine, nodes))
+        .await
+        .unwrap();
 }

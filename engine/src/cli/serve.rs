@@ -115,6 +115,11 @@ pub struct ServeArgs {
         default_value = "operon-webhooks"
     )]
     validating_webhook_configuration_name: String,
+    /// Do not register the webhook that checks Operon's own resources (Operations,
+    /// OperationSets, Triggers, Diagnoses) on create and update; it is registered with
+    /// the ValidatingWebhookConfiguration by default.
+    #[arg(long, env = "OPERON_SKIP_RESOURCES_WEBHOOK")]
+    skip_resources_webhook: bool,
     /// The MutatingWebhookConfiguration the leader writes for mutating bindings (the
     /// admission server answers them; its CA is --validating-webhook-ca).
     #[arg(
@@ -492,6 +497,7 @@ fn registration(
         ),
         admission_ca: read(&ca_of(args, &args.validating_webhook_ca))?,
         conversion_ca: read(&ca_of(args, &args.conversion_webhook_ca))?,
+        own_resources: !args.skip_resources_webhook,
     }))
 }
 

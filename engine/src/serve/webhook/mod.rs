@@ -5,13 +5,14 @@
 //! server's; request bodies are bounded. Every replica serves, leader or not.
 //!
 //! Paths: `POST /validate/HOOK/BINDING` and `POST /mutate/HOOK/BINDING` on the
-//! admission server (shell-operator also serves both kinds from one server),
+//! admission server (and `POST /operon/validate` for Operon's own resources, [`own`]) (shell-operator also serves both kinds from one server),
 //! `POST /convert/CRD` on the conversion server (one path per CustomResourceDefinition,
 //! as shell-operator: a CRD has one conversion webhook, and its conversions may chain
 //! rules of several hooks), the hook's name percent-encoded when it holds a `/`. A mutating hook's JSON Patch is applied to the
 //! object under review before it is sent, so a patch that cannot apply is reported
 //! with the hook's name instead of the API server's generic error.
 
+pub mod own;
 pub mod register;
 pub mod review;
 pub mod selfsigned;
@@ -72,7 +73,9 @@ pub struct WebhookEndpoint {
 /// webhooks' `timeoutSeconds`, 10 s by default, so the API server gets an answer).
 pub(super) fn router(status: Arc<Status>, kind: WebhookKind, timeout: Duration) -> Router {
     let routes = match kind {
-        WebhookKind::Admission => Router::new().route("/{prefix}/{hook}/{binding}", post(admit)),
+        WebhookKind::Admission => Router::new()
+            .route("/{prefix}/{hook}/{binding}", post(admit))
+            .route(own::PATH, post(admit_own)),
         WebhookKind::Conversion => Router::new().route("/convert/{crd}", post(convert)),
     };
     routes
@@ -220,6 +223,29 @@ async fn admit(
         patched = answer.pointer("/response/patch").is_some(),
         duration_ms = reviewed.started.elapsed().as_secs_f64() * 1000.0,
         "admission review"
+    );
+    axum::Json(answer).into_response()
+}
+
+/// Answers an AdmissionReview of one of Operon's own resources ([`own`]).
+async fn admit_own(headers: HeaderMap, body: Bytes) -> Response {
+    if !json_body(&headers) {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected application/json",
+        );
+    }
+    let review = match review::admission_review(&body) {
+        Ok(review) => review,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let answer = own::answer(&review);
+    tracing::info!(
+        kind = %request_field(&review, "kind/kind"),
+        name = %request_field(&review, "name"),
+        operation = %request_field(&review, "operation"),
+        allowed = answer.pointer("/response/allowed").and_then(|v| v.as_bool()).unwrap_or(false),
+        "admission review of an Operon resource"
     );
     axum::Json(answer).into_response()
 }

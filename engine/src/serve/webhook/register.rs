@@ -56,6 +56,9 @@ pub struct Registration {
     /// The CA bundle (PEM) of the conversion server's certificate; empty when the CRDs'
     /// conversion is not this engine's to write.
     pub conversion_ca: Vec<u8>,
+    /// Whether the ValidatingWebhookConfiguration also checks Operon's own resources
+    /// ([`super::own`]).
+    pub own_resources: bool,
 }
 
 /// The path of one binding's webhook (the hook's name percent-encoded).
@@ -183,14 +186,24 @@ fn configuration(kind: &str, name: &str, webhooks: Vec<Value>) -> Option<Value> 
     })
 }
 
-/// The ValidatingWebhookConfiguration for `hooks`, or `None` when no hook validates.
+/// The ValidatingWebhookConfiguration for `hooks` (and Operon's own resources when
+/// the registration says so), or `None` when nothing validates.
 pub fn validating_configuration(
     hooks: &[LoadedHook],
     registration: &Registration,
 ) -> Option<Value> {
-    let webhooks = hooks
-        .iter()
-        .flat_map(|h| (h.config.validating.iter()).map(|b| webhook(h.hook.name(), b, registration)))
+    let own = registration.own_resources.then(|| {
+        super::own::webhook(client_config(
+            &registration.admission,
+            super::own::PATH,
+            &registration.admission_ca,
+        ))
+    });
+    let webhooks = own
+        .into_iter()
+        .chain(hooks.iter().flat_map(|h| {
+            (h.config.validating.iter()).map(|b| webhook(h.hook.name(), b, registration))
+        }))
         .collect();
     configuration(
         "ValidatingWebhookConfiguration",

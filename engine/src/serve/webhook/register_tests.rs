@@ -96,7 +96,27 @@ fn registration() -> Registration {
         conversion: ClientTarget::Url("https://127.0.0.1:9681/".into()),
         admission_ca: b"CA1".to_vec(),
         conversion_ca: b"CA2".to_vec(),
+        own_resources: false,
     }
+}
+
+#[test]
+fn operons_own_resources_come_first_in_the_validating_configuration() {
+    let registration = Registration {
+        own_resources: true,
+        ..registration()
+    };
+    let desired = validating_configuration(&[], &registration).expect("own webhook alone");
+    assert_eq!(desired["webhooks"].as_array().unwrap().len(), 1);
+    let own = &desired["webhooks"][0];
+    assert_eq!(own["name"], "resources.operon.dev");
+    assert_eq!(
+        own["clientConfig"]["service"],
+        json!({"namespace": "operon", "name": "operon-webhooks", "port": 443, "path": "/operon/validate"})
+    );
+    let with_hooks = validating_configuration(&hooks(true), &registration).unwrap();
+    assert_eq!(with_hooks["webhooks"][0]["name"], "resources.operon.dev");
+    assert!(with_hooks["webhooks"].as_array().unwrap().len() > 1);
 }
 
 #[test]
