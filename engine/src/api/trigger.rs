@@ -146,7 +146,9 @@ pub struct EventSourceRegexp {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CronTemplate {
-    /// A crontab with 5 fields (or 6, seconds first).
+    /// A crontab with 5 fields (or 6, seconds first), a descriptor (`@daily`) or
+    /// `@every DURATION`, optionally after `TZ=ZONE ` (e.g. `TZ=Europe/Berlin 0 6 * * *`);
+    /// UTC without one.
     pub schedule: String,
 }
 

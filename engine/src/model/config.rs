@@ -11,7 +11,8 @@ use std::fmt;
 pub struct ScheduleBindingConfig {
     /// The binding name passed back in binding contexts.
     pub name: String,
-    /// A crontab with 5 fields (minute precision) or 6 fields (seconds first).
+    /// A crontab with 5 fields (minute precision) or 6 fields (seconds first), a
+    /// descriptor or `@every DURATION`, optionally after `TZ=ZONE `; UTC without one.
     pub crontab: String,
     /// When true a failed run is logged and counted but not retried.
     pub allow_failure: bool,
