@@ -5,6 +5,7 @@ use crate::hooks::config::{
     BindingId, EventSet, ExecutionRate, FailurePolicy, ValidConfig, any_kind, validate,
 };
 use crate::jq;
+use crate::model::config::BindingKind;
 use crate::model::{FieldOperator, LabelOperator, WatchEvent};
 use std::time::Duration;
 
@@ -416,4 +417,167 @@ fn options_shell_operator_ignores_load_with_a_warning() {
         problems[0].contains("resynchronizationPeriod: expected a string"),
         "{problems:?}"
     );
+}
+
+#[test]
+fn a_problem_in_one_binding_hides_none_in_another() {
+    let problems = parse_problems(
+        r#"
+configVersion: v1
+schedule:
+- {name: a, crontab: "* * * * *", queu: slow}
+- {name: b, crontab: 5}
+kubernetes:
+- name: pods
+  kind: Pod
+  executeHookOnEvent: [Added, Created, Modified, Gone]
+  labelSelector:
+    matchExpressions:
+    - {operator: In}
+    - {key: tier, operator: Between}
+  nameSelector: {}
+- kind: Node
+  jqFiltr: .metadata
+"#,
+    );
+    assert_eq!(
+        problems,
+        [
+            r#"hook "hook.sh": schedule[0] "a": queu: unknown field; did you mean queue?"#,
+            r#"hook "hook.sh": schedule[1] "b": crontab: expected a string, found 5"#,
+            r#"hook "hook.sh": kubernetes[0] "pods": executeHookOnEvent[1]: "Created" is not Added, Modified or Deleted"#,
+            r#"hook "hook.sh": kubernetes[0] "pods": executeHookOnEvent[3]: "Gone" is not Added, Modified or Deleted"#,
+            r#"hook "hook.sh": kubernetes[0] "pods": labelSelector.matchExpressions[0].key: required"#,
+            r#"hook "hook.sh": kubernetes[0] "pods": labelSelector.matchExpressions[1].operator: "Between" is not In, NotIn, Exists or DoesNotExist"#,
+            r#"hook "hook.sh": kubernetes[0] "pods": nameSelector.matchNames: required"#,
+            r#"hook "hook.sh": kubernetes[1] "kubernetes": jqFiltr: unknown field; did you mean jqFilter?"#,
+        ]
+    );
+}
+
+#[test]
+fn refused_keys_say_what_to_write_instead() {
+    let problems = parse_problems(
+        r#"
+configVersion: v1
+onKubernetesEvent: []
+kubernetesValidating:
+- name: v.example.com
+  namespace:
+    nameSelector: {matchNames: [default]}
+kubernetesCustomResourceConversion:
+- {name: c, crdName: a.example.com, conversion: []}
+"#,
+    );
+    assert_eq!(
+        problems,
+        [
+            r#"hook "hook.sh": onKubernetesEvent: this is the v0 spelling: with configVersion v1 use kubernetes"#,
+            r#"hook "hook.sh": kubernetesValidating[0] "v.example.com": namespace.nameSelector: a webhook selects namespaces by labels only: use labelSelector with the kubernetes.io/metadata.name label"#,
+            r#"hook "hook.sh": kubernetesCustomResourceConversion[0] "c": conversion: unknown field; did you mean conversions?"#,
+        ]
+    );
+}
+
+#[test]
+fn config_version_v0_written_out_is_refused_as_shell_operator_does() {
+    let problems = parse_problems("configVersion: v0\nonStartup: 1\n");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with(r#"hook "hook.sh": configVersion: "#)
+            && problems[0].contains("omit configVersion for the v0 form"),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn unknown_keys_where_shell_operator_skips_them_load_with_a_warning() {
+    let text = r#"
+onKubernetesEvent:
+- name: pods
+  kind: Pod
+  jqFiltr: .metadata
+  namespaceSelector: {matchNames: [default], labels: {}}
+schedule:
+- {crontab: "* * * * *", queue: slow}
+"#;
+    let parsed = parse_with_warnings("hook.sh", text).expect("loads");
+    assert_eq!(parsed.config.version, crate::model::ConfigVersion::V0);
+    assert_eq!(parsed.config.kubernetes[0].jq_filter, None);
+    let warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    assert!(warnings[0].starts_with(r#"hook "hook.sh": schedule[0] "schedule": queue: ignored"#));
+    assert!(
+        warnings[1].starts_with(r#"hook "hook.sh": kubernetes[0] "pods": jqFiltr: ignored"#)
+            && warnings[1].ends_with("did you mean jqFilter?"),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings[2].starts_with(
+            r#"hook "hook.sh": kubernetes[0] "pods": namespaceSelector.labels: ignored"#
+        )
+    );
+
+    let text = "configVersion: v1\nkubernetesValidating:\n- name: v.example.com\n  \
+                matchConditions:\n  - {name: a, expression: 'true', message: m}\n";
+    let parsed = parse_with_warnings("hook.sh", text).expect("loads");
+    let warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [format!(
+            r#"hook "hook.sh": kubernetesValidating[0] "v.example.com": matchConditions[0].message: {}"#,
+            "ignored: shell-operator does not know this field and skips it, and so does Operon"
+        )]
+    );
+}
+
+#[test]
+fn scalars_are_read_as_hand_written_yaml_writes_them() {
+    let config = parse(
+        r#"
+configVersion: v1
+onStartup: 5.0
+kubernetes:
+- kind: Pod
+  allowFailure: "true"
+  executeHookOnSynchronization: "false"
+  labelSelector:
+    matchLabels: {mutate: "yes"}
+settings:
+  executionBurst: "3"
+  executionMinInterval: " 2s "
+"#,
+    );
+    assert_eq!(config.on_startup, Some(5));
+    assert!(config.kubernetes[0].allow_failure);
+    assert_eq!(
+        config.kubernetes[0].execute_hook_on_synchronization,
+        Some(false)
+    );
+    let settings = config.settings.expect("settings");
+    assert_eq!(settings.execution_burst, Some(3));
+    assert_eq!(settings.execution_min_interval_ms, Some(2_000));
+
+    // YAML is read as 1.2: `yes` is a string, not a boolean.
+    let problems = parse_problems(
+        "configVersion: v1\nschedule:\n- {crontab: '* * * * *', allowFailure: yes}\n\
+         kubernetesValidating:\n- {name: v, timeoutSeconds: -1}\nonStartup: 1.5\n",
+    );
+    assert_eq!(
+        problems,
+        [
+            r#"hook "hook.sh": onStartup: expected an integer, found 1.5"#,
+            r#"hook "hook.sh": schedule[0] "schedule": allowFailure: expected true or false, found "yes""#,
+            r#"hook "hook.sh": kubernetesValidating[0] "v": timeoutSeconds: -1 is out of range"#,
+        ]
+    );
+}
+
+#[test]
+fn settings_without_bindings_load_with_a_warning_as_in_shell_operator() {
+    let config = parse("configVersion: v1\nsettings:\n  executionMinInterval: 1s\n");
+    let valid = valid(&config);
+    assert!(valid.schedules.is_empty() && valid.kubernetes.is_empty());
+    assert_eq!(valid.warnings.len(), 1, "{:?}", valid.warnings);
+    assert!(valid.warnings[0].reason.contains("no bindings"));
 }
