@@ -522,6 +522,27 @@ impl Drop for ClusterScoped {
     }
 }
 
+/// `operon serve` flags for both webhook servers on free local ports with a self-signed
+/// certificate (Secret in `namespace`, files in `tls_dir`), registered by URL under
+/// `configuration`.
+fn self_signed_webhook_flags(namespace: &str, tls_dir: &Path, configuration: &str) -> Vec<String> {
+    let (admission, conversion) = (free_port(), free_port());
+    vec![
+        "--leader-election-namespace".to_owned(),
+        namespace.to_owned(),
+        "--webhook-self-signed".to_owned(),
+        format!("--webhook-tls-dir={}", tls_dir.display()),
+        "--validating-webhook-listen-address=127.0.0.1".to_owned(),
+        format!("--validating-webhook-listen-port={admission}"),
+        format!("--validating-webhook-url-base=https://127.0.0.1:{admission}"),
+        "--conversion-webhook-listen-address=127.0.0.1".to_owned(),
+        format!("--conversion-webhook-listen-port={conversion}"),
+        format!("--conversion-webhook-url-base=https://127.0.0.1:{conversion}"),
+        format!("--validating-webhook-configuration-name={configuration}"),
+        format!("--mutating-webhook-configuration-name={configuration}"),
+    ]
+}
+
 #[tokio::test]
 async fn webhooks_with_a_self_signed_certificate_mutate_validate_and_convert() {
     let Some(path) = kubeconfig() else { return };
@@ -546,22 +567,7 @@ async fn webhooks_with_a_self_signed_certificate_mutate_validate_and_convert() {
     let hooks = dir.path().join("hooks");
     std::fs::create_dir(&hooks).unwrap();
     webhook_hooks(&hooks, &run, &group);
-    let (admission, conversion) = (free_port(), free_port());
-    let tls_dir = dir.path().join("tls");
-    let flags = [
-        "--leader-election-namespace".to_owned(),
-        scratch.name.clone(),
-        "--webhook-self-signed".to_owned(),
-        format!("--webhook-tls-dir={}", tls_dir.display()),
-        "--validating-webhook-listen-address=127.0.0.1".to_owned(),
-        format!("--validating-webhook-listen-port={admission}"),
-        format!("--validating-webhook-url-base=https://127.0.0.1:{admission}"),
-        "--conversion-webhook-listen-address=127.0.0.1".to_owned(),
-        format!("--conversion-webhook-listen-port={conversion}"),
-        format!("--conversion-webhook-url-base=https://127.0.0.1:{conversion}"),
-        format!("--validating-webhook-configuration-name={configuration}"),
-        format!("--mutating-webhook-configuration-name={configuration}"),
-    ];
+    let flags = self_signed_webhook_flags(&scratch.name, &dir.path().join("tls"), &configuration);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server = serve(&path, &hooks, &flags, "webhooks");
     eventually("readiness", Duration::from_secs(60), async || {
@@ -691,21 +697,7 @@ async fn invalid_operon_resources_are_refused_with_every_problem() {
     let dir = tempfile::tempdir().unwrap();
     let hooks = dir.path().join("hooks");
     std::fs::create_dir(&hooks).unwrap();
-    let (admission, conversion) = (free_port(), free_port());
-    let flags = [
-        "--leader-election-namespace".to_owned(),
-        scratch.name.clone(),
-        "--webhook-self-signed".to_owned(),
-        format!("--webhook-tls-dir={}", dir.path().join("tls").display()),
-        "--validating-webhook-listen-address=127.0.0.1".to_owned(),
-        format!("--validating-webhook-listen-port={admission}"),
-        format!("--validating-webhook-url-base=https://127.0.0.1:{admission}"),
-        "--conversion-webhook-listen-address=127.0.0.1".to_owned(),
-        format!("--conversion-webhook-listen-port={conversion}"),
-        format!("--conversion-webhook-url-base=https://127.0.0.1:{conversion}"),
-        format!("--validating-webhook-configuration-name={configuration}"),
-        format!("--mutating-webhook-configuration-name={configuration}"),
-    ];
+    let flags = self_signed_webhook_flags(&scratch.name, &dir.path().join("tls"), &configuration);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let _server = serve(&path, &hooks, &flags, "resources");
     let gvk = kube::api::GroupVersionKind::gvk("operon.dev", "v1alpha1", "OperationSet");

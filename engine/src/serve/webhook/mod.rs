@@ -95,6 +95,22 @@ fn json_body(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.starts_with("application/json"))
 }
 
+/// The review a request carries, read by `parse`; or the refusal to answer with (not
+/// JSON, not a review).
+fn read_review(
+    headers: &HeaderMap,
+    body: &[u8],
+    parse: fn(&[u8]) -> Result<serde_json::Value, review::ReviewError>,
+) -> Result<serde_json::Value, Response> {
+    if !json_body(headers) {
+        return Err(refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected application/json",
+        ));
+    }
+    parse(body).map_err(|e| refuse(StatusCode::BAD_REQUEST, e.to_string()))
+}
+
 /// The engine and the index of `hook`, which must have the `kind` binding `binding`;
 /// or the refusal to answer with.
 fn locate(
@@ -149,14 +165,7 @@ async fn run_review(
     body: &[u8],
     kind: ReviewKind,
 ) -> Result<Reviewed, Response> {
-    if !json_body(headers) {
-        return Err(refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected application/json",
-        ));
-    }
-    let review = review::admission_review(body)
-        .map_err(|e| refuse(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let review = read_review(headers, body, review::admission_review)?;
     let (engine, h) =
         locate(state, hook, binding, kind).map_err(|(code, message)| refuse(code, message))?;
     let started = Instant::now();
@@ -229,15 +238,9 @@ async fn admit(
 
 /// Answers an AdmissionReview of one of Operon's own resources ([`own`]).
 async fn admit_own(headers: HeaderMap, body: Bytes) -> Response {
-    if !json_body(&headers) {
-        return refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected application/json",
-        );
-    }
-    let review = match review::admission_review(&body) {
+    let review = match read_review(&headers, &body, review::admission_review) {
         Ok(review) => review,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(refused) => return refused,
     };
     let answer = own::answer(&review);
     tracing::info!(
@@ -258,15 +261,9 @@ async fn convert(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !json_body(&headers) {
-        return refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected application/json",
-        );
-    }
-    let review = match review::conversion_review(&body) {
+    let review = match read_review(&headers, &body, review::conversion_review) {
         Ok(review) => review,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(refused) => return refused,
     };
     let Some(engine) = state.status.engine() else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "hooks are loading");
