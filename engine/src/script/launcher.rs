@@ -18,7 +18,8 @@
 
 use super::channel;
 use super::protections::ProtectionState;
-use super::spec::{LaunchFailure, LaunchReport, LaunchSpec, Limits, READY_MARKER};
+use super::rules::SystemRules;
+use super::spec::{LaunchBase, LaunchFailure, LaunchReport, LaunchSpec, Limits, READY_MARKER};
 use std::io::Write as _;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt as _;
@@ -26,7 +27,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// Set (to any value) in the launcher's environment by the engine, and nowhere else.
+/// Set in the launcher's environment by the engine, and nowhere else; its value is the
+/// launcher's `LaunchBase` as JSON.
 pub const LAUNCHER_ENV: &str = "OPERON_SANDBOX_EXEC";
 
 /// The argument the engine passes to the `operon` binary when it is the launcher; it only
@@ -47,10 +49,16 @@ pub fn run_if_invoked() {
     }
 }
 
-/// The launcher's entry point: reads the spec from stdin and runs it.
+/// The launcher's entry point: prepares what every run shares, then reads the spec from
+/// stdin and runs it.
 pub fn main() -> ! {
-    let code = match read_spec() {
-        Ok((spec, handed)) => launch(&spec, &handed),
+    let code = match read_base().and_then(|base| {
+        // Built while the launcher waits for its run: most of the run's setup.
+        let rules = SystemRules::build(&base);
+        let (spec, handed) = read_spec()?;
+        Ok((base, rules, spec, handed))
+    }) {
+        Ok((base, rules, spec, handed)) => launch(&base, rules, &spec, &handed),
         Err(message) => {
             answer(&LaunchReport {
                 error: Some(LaunchFailure {
@@ -63,6 +71,12 @@ pub fn main() -> ! {
         }
     };
     std::process::exit(code)
+}
+
+fn read_base() -> Result<LaunchBase, String> {
+    let text = std::env::var(LAUNCHER_ENV)
+        .map_err(|e| format!("cannot read the launch base in {LAUNCHER_ENV}: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("invalid launch base: {e}"))
 }
 
 /// The spec and the descriptors of [`LaunchSpec::handed`], in its order.
@@ -89,7 +103,7 @@ fn answer(report: &LaunchReport) {
     let _ = out.flush();
 }
 
-fn launch(spec: &LaunchSpec, handed: &[OwnedFd]) -> i32 {
+fn launch(base: &LaunchBase, rules: SystemRules, spec: &LaunchSpec, handed: &[OwnedFd]) -> i32 {
     if spec.combined_output {
         // Everything from here on, the launcher's own complaints included, lands in
         // the one stream the engine reads.
@@ -99,22 +113,24 @@ fn launch(spec: &LaunchSpec, handed: &[OwnedFd]) -> i32 {
         pid_namespace: rustix::process::getpid().as_raw_pid() == 1,
         ..LaunchReport::default()
     };
-    report.private_proc = if !spec.private_proc {
+    report.private_proc = if !base.private_proc {
         ProtectionState::unavailable("no pid and mount namespaces for a private /proc")
     } else if report.pid_namespace {
         ProtectionState::Applied
     } else {
         ProtectionState::unavailable("the launcher is not pid 1 of a new pid namespace")
     };
-    apply_limits(spec, &mut report);
-    report.disk_budget = mount_scratch(spec);
+    apply_limits(base, spec, &mut report);
+    report.disk_budget = mount_scratch(base, spec);
     let handed: Vec<(&Path, BorrowedFd<'_>)> = spec
         .handed
         .iter()
         .map(PathBuf::as_path)
         .zip(handed.iter().map(OwnedFd::as_fd))
         .collect();
-    apply_landlock(spec, &handed, &mut report);
+    rules
+        .refreshed(base)
+        .restrict(base, spec, &handed, &mut report);
 
     if spec.strict
         && let Some((name, reason)) = first_missing(&report)
@@ -256,7 +272,7 @@ fn first_missing(report: &LaunchReport) -> Option<(&'static str, String)> {
     })
 }
 
-fn apply_limits(spec: &LaunchSpec, report: &mut LaunchReport) {
+fn apply_limits(base: &LaunchBase, spec: &LaunchSpec, report: &mut LaunchReport) {
     use rustix::process::Resource;
     let Limits {
         cpu_seconds,
@@ -275,7 +291,7 @@ fn apply_limits(spec: &LaunchSpec, report: &mut LaunchReport) {
     // Set after the user namespace exists, the limit counts only this namespace's
     // processes; the kernel ignores it for host uid 0.
     report.process_limit = match set_limit(Resource::Nproc, processes) {
-        ProtectionState::Applied if spec.host_root => ProtectionState::unavailable(
+        ProtectionState::Applied if base.host_root => ProtectionState::unavailable(
             "the run's host uid is 0, which the kernel exempts from RLIMIT_NPROC; \
              run the engine as non-root or set a sandbox uid",
         ),
@@ -303,11 +319,11 @@ fn set_limit(resource: rustix::process::Resource, value: Option<u64>) -> Protect
 
 /// Mounts the scratch directory as a tmpfs of the budgeted size, so that no script can
 /// fill the host's disk however many files it writes.
-fn mount_scratch(spec: &LaunchSpec) -> ProtectionState {
+fn mount_scratch(base: &LaunchBase, spec: &LaunchSpec) -> ProtectionState {
     let Some(bytes) = spec.limits.disk_bytes else {
         return ProtectionState::NotRequested;
     };
-    if !spec.mount_namespace {
+    if !base.mount_namespace {
         return ProtectionState::unavailable("no mount namespace for a private tmpfs");
     }
     // Mounting directly (rather than running util-linux `mount`) saves a program start
@@ -329,172 +345,5 @@ fn mount_scratch(spec: &LaunchSpec) -> ProtectionState {
             "cannot mount a tmpfs on {}: {e}",
             spec.work_dir.display()
         )),
-    }
-}
-
-fn apply_landlock(
-    spec: &LaunchSpec,
-    handed: &[(&Path, BorrowedFd<'_>)],
-    report: &mut LaunchReport,
-) {
-    match landlock_rules(spec, handed) {
-        Ok(status) => {
-            use landlock::{ABI, LandlockStatus, RulesetStatus};
-            let abi = match status.landlock {
-                LandlockStatus::Available { effective_abi, .. } => Some(effective_abi),
-                _ => None,
-            };
-            let needs = |min: ABI, what: &str| match abi {
-                _ if status.ruleset == RulesetStatus::NotEnforced => ProtectionState::unavailable(
-                    format!("Landlock is not enforced ({:?})", status.landlock),
-                ),
-                Some(abi) if abi >= min => ProtectionState::Applied,
-                Some(abi) => ProtectionState::unavailable(format!(
-                    "the kernel's Landlock ABI {abi:?} is older than {min:?}, which {what}"
-                )),
-                None => ProtectionState::unavailable(format!(
-                    "Landlock is unavailable ({:?})",
-                    status.landlock
-                )),
-            };
-            report.landlock_filesystem = needs(ABI::V3, "restricts truncation");
-            report.landlock_network = if spec.network {
-                ProtectionState::NotRequested
-            } else {
-                needs(ABI::V4, "restricts TCP")
-            };
-            report.landlock_scopes = needs(ABI::V6, "scopes signals and abstract sockets");
-        }
-        Err(e) => {
-            let state = ProtectionState::unavailable(format!("Landlock: {e}"));
-            report.landlock_filesystem = state.clone();
-            report.landlock_network = if spec.network {
-                ProtectionState::NotRequested
-            } else {
-                state.clone()
-            };
-            report.landlock_scopes = state;
-        }
-    }
-}
-
-fn landlock_rules(
-    spec: &LaunchSpec,
-    handed: &[(&Path, BorrowedFd<'_>)],
-) -> Result<landlock::RestrictionStatus, landlock::RulesetError> {
-    use landlock::{
-        ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr as _,
-        RulesetCreatedAttr as _, Scope,
-    };
-    let abi = ABI::V6;
-    let everything = AccessFs::from_all(abi);
-    let read = AccessFs::from_read(abi);
-    let mut ruleset = Ruleset::default().handle_access(everything)?;
-    if !spec.network {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
-    }
-    let mut created = ruleset.scope(Scope::from_all(abi))?.create()?;
-
-    let allow = |path: &std::path::Path, access: BitFlags<AccessFs>| {
-        // Paths missing on this system (no /lib32, no /usr/local) are simply not granted.
-        PathFd::new(path)
-            .ok()
-            .map(|fd| PathBeneath::new(fd, access))
-    };
-    let mut rules = Vec::new();
-    for path in &spec.read_only {
-        rules.extend(allow(path, read));
-    }
-    let mut handed_rules = Vec::new();
-    for (_, fd) in handed {
-        handed_rules.push(PathBeneath::new(*fd, read));
-    }
-    for path in etc_entries(&spec.etc_hidden) {
-        rules.extend(allow(&path, read));
-    }
-    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
-    for path in &spec.devices {
-        rules.extend(allow(path, device));
-    }
-    if spec.private_proc {
-        rules.extend(allow(
-            "/proc".as_ref(),
-            AccessFs::ReadFile | AccessFs::ReadDir,
-        ));
-    }
-    // The contract files exist already: the run may fill them, not create new files
-    // beside them, which would escape the scratch directory's size budget.
-    rules.extend(allow(
-        &spec.run_dir,
-        AccessFs::ReadFile
-            | AccessFs::ReadDir
-            | AccessFs::WriteFile
-            | AccessFs::Truncate
-            | AccessFs::Execute,
-    ));
-    rules.extend(allow(&spec.work_dir, everything));
-    for rule in rules {
-        created = created.add_rule(rule)?;
-    }
-    for rule in handed_rules {
-        created = created.add_rule(rule)?;
-    }
-    created.restrict_self()
-}
-
-/// The entries of `/etc` minus the hidden ones. `hidden` holds names (`shadow`) and
-/// nested paths (`ssl/private`), whose parent is then granted entry by entry.
-fn etc_entries(hidden: &[String]) -> Vec<std::path::PathBuf> {
-    let etc = std::path::Path::new("/etc");
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(etc) else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        if hidden.iter().any(|h| h == name) {
-            continue;
-        }
-        let prefix = format!("{name}/");
-        let nested: Vec<&str> = hidden
-            .iter()
-            .filter_map(|h| h.strip_prefix(&prefix))
-            .collect();
-        if nested.is_empty() {
-            out.push(entry.path());
-            continue;
-        }
-        if let Ok(children) = std::fs::read_dir(entry.path()) {
-            for child in children.flatten() {
-                let child_name = child.file_name();
-                if !nested.iter().any(|n| child_name.to_str() == Some(n)) {
-                    out.push(child.path());
-                }
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hidden_etc_entries_are_left_out() {
-        let entries = etc_entries(&["shadow".to_owned(), "ssl/private".to_owned()]);
-        assert!(!entries.iter().any(|p| p.ends_with("shadow")));
-        assert!(!entries.iter().any(|p| p.ends_with("ssl/private")));
-        assert!(
-            !entries
-                .iter()
-                .any(|p| p == std::path::Path::new("/etc/ssl"))
-        );
-        if std::path::Path::new("/etc/passwd").exists() {
-            assert!(entries.iter().any(|p| p.ends_with("passwd")));
-        }
     }
 }

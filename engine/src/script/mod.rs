@@ -24,6 +24,7 @@ mod namespaces;
 mod output;
 mod pool;
 pub mod protections;
+mod rules;
 pub mod sandbox;
 mod spec;
 pub mod store;

@@ -16,6 +16,7 @@ use super::error::SandboxError;
 use super::launcher::LAUNCHER_ENV;
 use super::namespaces::NamespaceSupport;
 use super::sandbox::Launcher;
+use super::spec::LaunchBase;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt as _;
@@ -42,6 +43,8 @@ pub(super) struct Recipe {
     pub run_as: Option<(u32, u32)>,
     /// Who must own the output pipes: the run reopens them through `/dev/stdout`.
     pub pipe_owner: Option<(u32, u32)>,
+    /// What every run shares; its `network` is set per shape.
+    pub base: LaunchBase,
 }
 
 /// One started launcher with the processes that put it in its namespaces, leader of
@@ -71,10 +74,14 @@ impl Chain {
             program: first.clone(),
             source,
         };
+        let base = serde_json::to_string(&LaunchBase {
+            network: shape.network,
+            ..recipe.base.clone()
+        })?;
         let (control, launcher_end) = channel::pair().map_err(spawn_error)?;
         cmd.args(&recipe.launcher.args)
             .env_clear()
-            .env(LAUNCHER_ENV, "1")
+            .env(LAUNCHER_ENV, base)
             .stdin(Stdio::from(launcher_end))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

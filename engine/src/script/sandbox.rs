@@ -21,7 +21,7 @@ use super::namespaces::NamespaceSupport;
 use super::output;
 use super::pool::{LauncherPool, Recipe, Shape};
 use super::protections::{ProtectionState, Protections};
-use super::spec::{LaunchReport, LaunchSpec, Limits};
+use super::spec::{LaunchBase, LaunchReport, LaunchSpec, Limits};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -395,6 +395,15 @@ impl ScriptSandbox {
             Some((uid, _)) => uid == 0,
             None => rustix::process::geteuid().is_root(),
         };
+        let base = LaunchBase {
+            read_only: config.read_only.clone(),
+            etc_hidden: config.etc_hidden.clone(),
+            devices: config.devices.clone(),
+            network: false,
+            mount_namespace: namespaces.mount == ProtectionState::Applied,
+            private_proc: namespaces.pid == ProtectionState::Applied,
+            host_root,
+        };
         for (name, state) in [
             ("user_namespace", &namespaces.user),
             ("mount_namespace", &namespaces.mount),
@@ -417,6 +426,7 @@ impl ScriptSandbox {
                         namespaces,
                         run_as: config.run_as,
                         pipe_owner,
+                        base,
                     },
                     config.pool_size,
                 ),
@@ -623,7 +633,6 @@ impl ScriptSandbox {
 
     fn spec(&self, run: &RunDir, request: &SandboxRequest, handed: Vec<PathBuf>) -> LaunchSpec {
         let config = &self.inner.config;
-        let ns = &self.inner.pool.recipe().namespaces;
         let work = run.work_dir();
         let mut limits = request
             .limits
@@ -649,16 +658,9 @@ impl ScriptSandbox {
             cwd: request.cwd.clone().unwrap_or_else(|| work.clone()),
             run_dir: run.path().to_owned(),
             work_dir: work,
-            read_only: config.read_only.clone(),
             handed,
-            etc_hidden: config.etc_hidden.clone(),
-            devices: config.devices.clone(),
             limits,
-            network: request.network,
             combined_output: request.output == OutputMode::Combined,
-            mount_namespace: ns.mount == ProtectionState::Applied,
-            private_proc: ns.pid == ProtectionState::Applied,
-            host_root: self.inner.host_root,
             strict: request.strict.unwrap_or(config.strict),
             backstop_ms: u64::try_from(request.timeout.as_millis())
                 .unwrap_or(u64::MAX)

@@ -47,7 +47,29 @@ impl Default for Limits {
     }
 }
 
-/// Everything the launcher needs to set up one run and start its program.
+/// What every run of one sandbox and one kind of run (with or without network) shares:
+/// given to a launcher when it starts, as JSON in its environment, so that it opens the
+/// system paths and builds their Landlock rules while it waits for its run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LaunchBase {
+    /// Paths that may be read and executed.
+    pub read_only: Vec<PathBuf>,
+    /// `/etc` entries never to expose, relative to `/etc`.
+    pub etc_hidden: Vec<String>,
+    /// Device files that may be read and written (`/dev/null`, ...).
+    pub devices: Vec<PathBuf>,
+    /// Whether the run may use the network.
+    pub network: bool,
+    /// Whether the engine put the launcher in a new mount namespace.
+    pub mount_namespace: bool,
+    /// Whether the engine mounted a private `/proc` for a new pid namespace.
+    pub private_proc: bool,
+    /// Whether the run's host uid is 0, which the kernel exempts from `RLIMIT_NPROC`.
+    pub host_root: bool,
+}
+
+/// Everything else the launcher needs to set up one run and start its program.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LaunchSpec {
@@ -63,27 +85,13 @@ pub(crate) struct LaunchSpec {
     pub run_dir: PathBuf,
     /// The scratch directory inside the run directory: fully writable.
     pub work_dir: PathBuf,
-    /// Paths that may be read and executed, opened by the launcher itself.
-    pub read_only: Vec<PathBuf>,
     /// The run's own paths that may be read and executed, in the order of the
     /// descriptors sent with the spec: the launcher may be unable to reach them by path.
     pub handed: Vec<PathBuf>,
-    /// `/etc` entries never to expose, relative to `/etc`.
-    pub etc_hidden: Vec<String>,
-    /// Device files that may be read and written (`/dev/null`, ...).
-    pub devices: Vec<PathBuf>,
     /// The limits to set.
     pub limits: Limits,
-    /// Whether the run may use the network.
-    pub network: bool,
     /// Whether the program's stderr goes to stdout, interleaved as on a terminal.
     pub combined_output: bool,
-    /// Whether the engine put the launcher in a new mount namespace.
-    pub mount_namespace: bool,
-    /// Whether the engine mounted a private `/proc` for a new pid namespace.
-    pub private_proc: bool,
-    /// Whether the run's host uid is 0, which the kernel exempts from `RLIMIT_NPROC`.
-    pub host_root: bool,
     /// Refuse to start the program when a protection is missing.
     pub strict: bool,
     /// A wall-clock backstop in milliseconds, in case the engine dies mid-run.
