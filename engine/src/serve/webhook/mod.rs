@@ -95,20 +95,20 @@ fn json_body(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.starts_with("application/json"))
 }
 
-/// The review a request carries, read by `parse`; or the refusal to answer with (not
-/// JSON, not a review).
+/// The review a request carries, read by `parse`; or the status and message to refuse
+/// it with (not JSON, not a review).
 fn read_review(
     headers: &HeaderMap,
     body: &[u8],
     parse: fn(&[u8]) -> Result<serde_json::Value, review::ReviewError>,
-) -> Result<serde_json::Value, Response> {
+) -> Result<serde_json::Value, (StatusCode, String)> {
     if !json_body(headers) {
-        return Err(refuse(
+        return Err((
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected application/json",
+            "expected application/json".to_owned(),
         ));
     }
-    parse(body).map_err(|e| refuse(StatusCode::BAD_REQUEST, e.to_string()))
+    parse(body).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
 }
 
 /// The engine and the index of `hook`, which must have the `kind` binding `binding`;
@@ -165,7 +165,8 @@ async fn run_review(
     body: &[u8],
     kind: ReviewKind,
 ) -> Result<Reviewed, Response> {
-    let review = read_review(headers, body, review::admission_review)?;
+    let review = read_review(headers, body, review::admission_review)
+        .map_err(|(code, message)| refuse(code, message))?;
     let (engine, h) =
         locate(state, hook, binding, kind).map_err(|(code, message)| refuse(code, message))?;
     let started = Instant::now();
@@ -240,7 +241,7 @@ async fn admit(
 async fn admit_own(headers: HeaderMap, body: Bytes) -> Response {
     let review = match read_review(&headers, &body, review::admission_review) {
         Ok(review) => review,
-        Err(refused) => return refused,
+        Err((code, message)) => return refuse(code, message),
     };
     let answer = own::answer(&review);
     tracing::info!(
@@ -263,7 +264,7 @@ async fn convert(
 ) -> Response {
     let review = match read_review(&headers, &body, review::conversion_review) {
         Ok(review) => review,
-        Err(refused) => return refused,
+        Err((code, message)) => return refuse(code, message),
     };
     let Some(engine) = state.status.engine() else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "hooks are loading");
