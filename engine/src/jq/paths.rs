@@ -26,11 +26,17 @@ type Error = jaq_core::Error<Val>;
 /// engine's memory; no Kubernetes object has lists anywhere near this long.
 pub(super) const MAX_ARRAY_INDEX: usize = 1 << 20;
 
-/// The natives the prelude's definitions call: `_setpath($path; $value)`,
+/// The natives the prelude's definitions call: `_full_slices` (a path with each slice
+/// as jq writes it), `_setpath($path; $value)`,
 /// `_delpaths($paths)` and `_modify_paths($paths; f)`, which replaces the value at each
 /// path by the first output of `f` on it (or deletes it when `f` yields nothing).
-pub(super) fn funs() -> [Fun<JustLut<Val>>; 3] {
+pub(super) fn funs() -> [Fun<JustLut<Val>>; 4] {
     [
+        (
+            "_full_slices",
+            v(0),
+            Native::new(|cv| box_once(Ok(full_slices(cv.1)))),
+        ),
         (
             "_setpath",
             v(2),
@@ -60,6 +66,30 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 3] {
             }),
         ),
     ]
+}
+
+/// `path`'s output as jq writes it: jaq leaves out a slice's absent bound (`.[1:]` is
+/// `{"start": 1}`), jq writes it as `null`.
+fn full_slices(path: Val) -> Val {
+    let Val::Arr(keys) = path else {
+        return path;
+    };
+    if !keys.iter().any(|key| matches!(key, Val::Obj(_))) {
+        return Val::Arr(keys);
+    }
+    keys.iter()
+        .map(|key| match key {
+            Val::Obj(bounds) => {
+                let bound = |name: &'static str| {
+                    let name = Val::utf8_str(name);
+                    let value = bounds.get(&name).cloned().unwrap_or_default();
+                    (name, value)
+                };
+                Val::obj(Map::from_iter([bound("start"), bound("end")]))
+            }
+            other => other.clone(),
+        })
+        .collect()
 }
 
 /// `v | reduce $paths[] as $p (.; setpath($p; getpath($p) | first(f)))`, where an `f`

@@ -61,7 +61,7 @@ def @tsv:
     | split("\n") | join("\\n") | split("\r") | join("\\r"));
 def todateiso8601: if type == "number" then floor end | _jaq_todateiso8601;
 def todate: todateiso8601;
-def path(f): _jaq_path(f) | map(if type == "object" then {"start": .start, "end": .end} end);
+def path(f): _jaq_path(f) | _full_slices;
 "#;
 
 /// The variable that holds the right-hand side of `l op= r` while `l` is updated; only
