@@ -739,3 +739,97 @@ async fn invalid_operon_resources_are_refused_with_every_problem() {
         .await
         .unwrap();
 }
+
+/// The leader keeps OperationSet status true to the graph and to the Operations that
+/// exist: not ready naming the missing Operation, ready with its path count once it
+/// exists, not ready again when it is deleted.
+#[tokio::test]
+async fn operation_set_status_follows_its_operations() {
+    use kube::api::{
+        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    };
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-controllers").await;
+    let run = format!("{:08x}", getrandom_u32());
+    let (set_name, op_name) = (format!("e2e-set-{run}"), format!("e2e-op-{run}"));
+    let _cleanup = ClusterScoped {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("operationset.operon.dev", set_name.clone()),
+            ("operation.operon.dev", op_name.clone()),
+        ],
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().clone());
+    for crd in operon::api::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(
+            &name,
+            &PatchParams::apply("operon-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let flags = ["--leader-election-namespace", scratch.name.as_str()];
+    let _server = serve(&path, &hooks, &flags, "controllers");
+    let api = |kind: &str| -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk("operon.dev", "v1alpha1", kind);
+        Api::all_with(cluster.client().clone(), &ApiResource::from_gvk(&gvk))
+    };
+    let (sets, operations) = (api("OperationSet"), api("Operation"));
+    let object =
+        |value: serde_json::Value| -> DynamicObject { serde_json::from_value(value).unwrap() };
+    sets.create(
+        &PostParams::default(),
+        &object(
+            json!({"apiVersion": "operon.dev/v1alpha1", "kind": "OperationSet",
+            "metadata": {"name": set_name},
+            "spec": {"adjacencyList": [{"id": 0, "to": [1]}, {"id": 1, "operation": op_name}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let status = async |ready: bool| {
+        eventually(
+            &format!("ready={ready}"),
+            Duration::from_secs(60),
+            async || {
+                let set = sets.get(&set_name).await.ok()?;
+                let status = set.data.get("status")?.clone();
+                (status["ready"] == json!(ready)).then_some(status)
+            },
+        )
+        .await
+    };
+    let missing = status(false).await;
+    let message = missing["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains(&op_name) && message.contains("does not exist"),
+        "{message}"
+    );
+    operations
+        .create(
+            &PostParams::default(),
+            &object(
+                json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Operation",
+                "metadata": {"name": op_name},
+                "spec": {"processor": {"scriptRunner": {"script": "true"}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let ready = status(true).await;
+    assert_eq!(ready["pathCount"], "1");
+    operations
+        .delete(&op_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    status(false).await;
+}

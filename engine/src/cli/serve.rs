@@ -214,6 +214,10 @@ pub struct ServeArgs {
     /// Refuse to run a script hook when any sandbox protection is unavailable.
     #[arg(long)]
     strict: bool,
+    /// Do not run Operon's controllers (OperationSet status) even when the operon.dev
+    /// CRDs are installed.
+    #[arg(long, env = "OPERON_NO_CONTROLLERS")]
+    no_controllers: bool,
     /// Script hooks that call kubectl themselves: `all`, or hook names separated by
     /// commas. They get the network and this pod's ServiceAccount credentials
     /// (read-only), so they can do what the account may; off by default.
@@ -323,6 +327,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             None => registrar,
         }
     });
+    // Operon's own controllers run where its CRDs are installed; `operon serve` used for
+    // hooks alone needs neither the CRDs nor the RBAC for them.
+    let controllers = if args.no_controllers {
+        None
+    } else {
+        match operon::controllers::crds_installed(cluster.client()).await {
+            Ok(true) => Some(cluster.client().clone()),
+            Ok(false) => {
+                tracing::info!(
+                    "the operon.dev CRDs are not installed: Operon's controllers do not run"
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell whether the operon.dev CRDs are installed: Operon's controllers do not run");
+                None
+            }
+        }
+    };
     let elector = if args.leader_elect {
         let mut lease = LeaseOptions::new(&args.leader_election_lease_name, &namespace);
         lease.lease_duration = args.leader_election_lease_duration;
@@ -340,7 +363,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         options,
         &loader,
         Arc::new(cluster),
-        Coordination { elector, registrar },
+        Coordination {
+            elector,
+            registrar,
+            controllers,
+        },
         shutdown_signal(),
     )
     .await?;

@@ -113,6 +113,9 @@ pub struct Coordination {
     pub elector: Option<LeaderElector>,
     /// Webhook registration, done by the leader.
     pub registrar: Option<Registrar>,
+    /// The client the leader runs Operon's controllers with ([`crate::controllers`]),
+    /// when the operon.dev CRDs are installed.
+    pub controllers: Option<::kube::Client>,
 }
 
 /// How often webhook certificate files are looked at.
@@ -236,7 +239,11 @@ async fn run_engine(
     coordination: Coordination,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let Coordination { elector, registrar } = coordination;
+    let Coordination {
+        elector,
+        registrar,
+        controllers,
+    } = coordination;
     // shell-operator starts with an empty hooks directory (hooks may come later with a
     // new ConfigMap and a rollout); so does `operon serve`, with a warning.
     let found = match loader.hooks_in(&options.hooks_dir) {
@@ -347,6 +354,15 @@ async fn run_engine(
             tokio::spawn(async move {
                 registrar.follow_ca(engine.hooks(), stop_registration).await;
             });
+        }
+        // The controllers stop when this block ends or is dropped (leadership lost):
+        // the sender goes away and `changed` returns.
+        let (_stop_controllers, mut controllers_stopped) = watch::channel(());
+        if let Some(client) = controllers.clone() {
+            tokio::spawn(crate::controllers::operation_set::run(client, async move {
+                while controllers_stopped.changed().await.is_ok() {}
+            }));
+            tracing::info!("running the OperationSet controller");
         }
         engine.take_over();
         tracing::info!("running hooks");

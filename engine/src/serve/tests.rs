@@ -216,6 +216,7 @@ fn replica(
             Coordination {
                 elector: Some(elector),
                 registrar: None,
+                controllers: None,
             },
             shutdown,
         )

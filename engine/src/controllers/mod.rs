@@ -1,0 +1,20 @@
+//! The controllers of Operon's own resources in a cluster (kube-runtime), run by the
+//! leader of `operon serve` beside its hooks when the operon.dev CRDs are installed.
+//!
+//! - [`operation_set`]: OperationSet `status.ready`, `status.pathCount` and conditions.
+
+pub mod operation_set;
+
+use kube::Client;
+
+/// Whether the API server serves Operon's resources (its CRDs are installed).
+pub async fn crds_installed(client: &Client) -> Result<bool, kube::Error> {
+    match client
+        .list_api_group_resources(crate::api::API_VERSION)
+        .await
+    {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "operationsets")),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
