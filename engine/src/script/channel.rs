@@ -1,6 +1,7 @@
 //! The control channel between the engine and one launcher: a unix socket that is the
 //! launcher's stdin, carrying the [`LaunchSpec`](super::spec::LaunchSpec) as JSON and,
-//! with its first bytes, the descriptors the engine hands over.
+//! with its first bytes, the descriptors the engine hands over; back the other way, the
+//! program's exit status once nothing of the run is left.
 //!
 //! A socket rather than a pipe because a launcher waiting in a pool was started before
 //! its run was known: whatever the run needs that the launcher cannot open itself (a
@@ -97,6 +98,48 @@ pub(crate) fn receive(
             return Err(format!("the launch spec is larger than {limit} bytes"));
         }
     }
+}
+
+/// The size of a status message: the program's exit code as a little-endian `i32`.
+const STATUS_BYTES: usize = 4;
+
+/// Sends the run's exit code back to the engine, on the launcher's end.
+pub(crate) fn send_status(socket: BorrowedFd<'_>, code: i32) -> std::io::Result<()> {
+    use rustix::net::{SendFlags, send};
+    let bytes = code.to_le_bytes();
+    let mut sent = 0;
+    while sent < bytes.len() {
+        match send(socket, &bytes[sent..], SendFlags::NOSIGNAL) {
+            Ok(n) => sent += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Waits for the launcher's status message on the engine's end; `None` when the
+/// launcher closed the channel without one (it failed, was killed, or had no pid
+/// namespace to make sure nothing of the run was left).
+pub(crate) async fn receive_status(socket: &OwnedFd) -> Option<i32> {
+    let socket = socket.try_clone().ok()?;
+    rustix::io::ioctl_fionbio(&socket, true).ok()?;
+    // The deprecation is about types whose raw descriptor may change or close while
+    // registered; an owned descriptor, moved in, does neither.
+    #[allow(deprecated)]
+    let socket =
+        tokio::io::unix::AsyncFd::with_interest(socket, tokio::io::Interest::READABLE).ok()?;
+    let mut bytes = [0u8; STATUS_BYTES];
+    let mut got = 0;
+    while got < STATUS_BYTES {
+        let mut ready = socket.readable().await.ok()?;
+        match ready.try_io(|fd| Ok(rustix::io::read(fd, &mut bytes[got..])?)) {
+            Ok(Ok(0)) | Ok(Err(_)) => return None,
+            Ok(Ok(n)) => got += n,
+            Err(_would_block) => {}
+        }
+    }
+    Some(i32::from_le_bytes(bytes))
 }
 
 #[cfg(test)]

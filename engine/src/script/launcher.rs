@@ -6,10 +6,11 @@
 //! the descriptors of the run's own read-only paths. It sets the rlimits, mounts the
 //! size-bounded scratch tmpfs, applies the Landlock rules to itself, reports what it
 //! applied on stdout, then starts the program and stays as the namespace's init: it
-//! reaps orphans and, when the program exits, exits with the program's status, which
-//! makes the kernel kill every process left in the namespace. Nothing the script starts
-//! can outlive it. A launcher whose engine goes away before sending a spec sees the end
-//! of stdin and exits.
+//! reaps orphans and, when the program exits, kills and reaps every other process of
+//! the namespace, sends the program's status to the engine over the control channel
+//! and exits with it. Nothing the script starts can outlive it, and the engine need not
+//! wait for the kernel to tear the namespaces down. A launcher whose engine goes away
+//! before sending a spec sees the end of stdin and exits.
 //!
 //! Any binary linking the engine becomes a launcher by calling [`run_if_invoked`] first
 //! thing in `main`; the engine marks the launcher's environment with [`LAUNCHER_ENV`].
@@ -193,7 +194,10 @@ fn launch(base: &LaunchBase, rules: SystemRules, spec: &LaunchSpec, handed: &[Ow
     };
 
     if report.pid_namespace {
-        reap_until(child.id())
+        let code = reap_until(child.id());
+        end_run();
+        report_status(code);
+        code
     } else {
         match child.wait() {
             Ok(status) => status
@@ -249,6 +253,31 @@ fn reap_until(program: u32) -> i32 {
             Err(_) => return SETUP_FAILED,
         }
     }
+}
+
+/// Kills and reaps every process of the run but this one, once the program exited: the
+/// run is over, and its status may only be reported when nothing of it is left.
+fn end_run() {
+    // kill(-1): every process this one may signal, which for the init of a pid
+    // namespace is every other process of the namespace. The kernel makes it atomic
+    // against fork, so nothing started meanwhile escapes it.
+    if let Some(everyone) = rustix::process::Pid::from_raw(1) {
+        let _ = rustix::process::kill_process_group(everyone, rustix::process::Signal::KILL);
+    }
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(Some(_)) | Err(rustix::io::Errno::INTR) => {}
+            // ECHILD: nothing left.
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
+/// Sends the program's status to the engine over the control channel (stdin), so the
+/// run completes now rather than after the kernel tore the namespaces down, which
+/// happens when this process exits and takes milliseconds.
+fn report_status(code: i32) {
+    let _ = channel::send_status(std::io::stdin().as_fd(), code);
 }
 
 fn first_missing(report: &LaunchReport) -> Option<(&'static str, String)> {

@@ -136,6 +136,25 @@ impl Chain {
         }
     }
 
+    /// Waits for the end of the run: the launcher's status message, sent once nothing
+    /// but the launcher is left of the run, or else the chain's exit; cancel-safe.
+    pub(super) async fn finished(&mut self) -> std::io::Result<Finished> {
+        match channel::receive_status(&self.control).await {
+            Some(code) => Ok(Finished::Reported(code)),
+            None => self.wait().await.map(Finished::Exited),
+        }
+    }
+
+    /// Kills the chain and reaps it on a task of the current runtime, or on a thread
+    /// when that runtime is gone: reaping waits for the kernel to tear the namespaces
+    /// down, which a finished run need not wait for.
+    pub(super) fn reap_in_background(mut self) {
+        self.kill();
+        tokio::spawn(async move {
+            let _ = self.wait().await;
+        });
+    }
+
     /// Waits for the first process of the chain to exit; cancel-safe.
     pub(super) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         use rustix::process::{PidfdFlags, pidfd_open};
@@ -155,6 +174,28 @@ impl Chain {
                 return Ok(status);
             }
             pidfd.readable().await?.clear_ready();
+        }
+    }
+}
+
+/// How a run ended, as far as its chain tells.
+#[derive(Debug)]
+pub(super) enum Finished {
+    /// The launcher reported the program's exit code, nothing else of the run being left.
+    Reported(i32),
+    /// The chain's first process exited without a report.
+    Exited(ExitStatus),
+}
+
+impl Finished {
+    /// The program's exit code, 128 + n when killed by signal n.
+    pub(super) fn code(&self) -> i32 {
+        use std::os::unix::process::ExitStatusExt as _;
+        match self {
+            Self::Reported(code) => *code,
+            Self::Exited(status) => status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
         }
     }
 }

@@ -19,7 +19,7 @@ use super::error::SandboxError;
 use super::launcher::LAUNCHER_ARG;
 use super::namespaces::NamespaceSupport;
 use super::output;
-use super::pool::{LauncherPool, Recipe, Shape};
+use super::pool::{Finished, LauncherPool, Recipe, Shape};
 use super::protections::{ProtectionState, Protections};
 use super::spec::{LaunchBase, LaunchReport, LaunchSpec, Limits};
 use std::io::Read as _;
@@ -541,7 +541,9 @@ impl ScriptSandbox {
                 .map_err(|e| SandboxError::Setup(format!("cannot read the run's output: {e}")))
         };
         let (stdout, stderr) = chain.take_output();
-        let (stdout, stderr) = (pipe(stdout)?, pipe(stderr)?);
+        let (finish, finished) = tokio::sync::watch::channel(false);
+        let stdout = output::Source::new(pipe(stdout)?, finished.clone());
+        let stderr = output::Source::new(pipe(stderr)?, finished);
         let stdout_task = tokio::spawn(output::read_marked(
             stdout,
             limit,
@@ -561,15 +563,23 @@ impl ScriptSandbox {
         let deadline = tokio::time::sleep(request.timeout);
         tokio::pin!(deadline);
         let (ended, exit) = tokio::select! {
-            status = chain.wait() => (Ended::Exited, Some(status)),
+            finished = chain.finished() => (Ended::Exited, Some(finished)),
             () = &mut deadline => (Ended::TimedOut, None),
             () = overflow.notified() => (Ended::Overflow, None),
         };
-        // Whatever happened, nothing of the run may survive it: the group holds unshare
-        // and, without a pid namespace, every process that did not leave it.
-        chain.kill();
-        if exit.is_none() {
-            let _ = chain.wait().await;
+        if let Some(Ok(Finished::Reported(_))) = exit {
+            // Nothing of the run is left but the launcher, which is killed with its
+            // group: the output pipes hold all there is, and the namespaces' teardown
+            // need not hold up the run.
+            let _ = finish.send(true);
+            chain.reap_in_background();
+        } else {
+            // Whatever happened, nothing of the run may survive it: the group holds
+            // unshare and, without a pid namespace, every process that did not leave it.
+            chain.kill();
+            if exit.is_none() {
+                let _ = chain.wait().await;
+            }
         }
         let elapsed = started.elapsed();
 
@@ -581,14 +591,7 @@ impl ScriptSandbox {
             (Ended::TimedOut, _) => RunStatus::TimedOut,
             (Ended::Overflow, _) => RunStatus::OutputExceeded,
             _ if stdout_overflow || stderr_overflow => RunStatus::OutputExceeded,
-            (Ended::Exited, Some(Ok(status))) => {
-                use std::os::unix::process::ExitStatusExt as _;
-                RunStatus::Exited(
-                    status
-                        .code()
-                        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
-                )
-            }
+            (Ended::Exited, Some(Ok(finished))) => RunStatus::Exited(finished.code()),
             (Ended::Exited, _) => {
                 return Err(SandboxError::Setup("lost track of the run".to_owned()));
             }
