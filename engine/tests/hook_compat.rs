@@ -538,7 +538,9 @@ async fn cluster_access_is_an_opt_in_that_gives_network_and_credentials() {
     .unwrap();
     assert!(access.grants("hook.sh"));
     let mut settings = denied.settings().clone();
-    access.apply(&mut settings);
+    settings.grant_cluster_access(&access);
+    assert!(settings.network && settings.cluster_access);
+    assert_eq!(settings.read_only, [credentials.path().to_owned()]);
     let granted = ScriptHook::new(sandbox.clone(), dir.path(), &path).with_settings(settings);
     let run = handle(&granted, vec![on_startup()]).await;
     assert!(run.stdout.contains("secret-token"), "{}", run.stdout);

@@ -160,7 +160,7 @@ impl HookLoader {
             ScriptHook::new(self.scripts.get()?, &absolute(hooks_dir)?, &absolute(path)?);
         if let Some(access) = self.cluster_access.as_ref().filter(|a| a.grants(&name)) {
             let mut settings = hook.settings().clone();
-            access.apply(&mut settings);
+            settings.grant_cluster_access(access);
             hook = hook.with_settings(settings);
             tracing::warn!(
                 hook = %name,

@@ -9,7 +9,6 @@
 //! requested. [`looks_like_a_cluster_call`] recognises the failure of a hook that tried
 //! to reach a cluster without access, so that the error can say so.
 
-use super::script::ScriptHookSettings;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -139,13 +138,14 @@ impl ClusterAccess {
         }
     }
 
-    /// Gives a hook's settings the network, the credentials (read-only) and the
-    /// in-cluster variables.
-    pub fn apply(&self, settings: &mut ScriptHookSettings) {
-        settings.network = true;
-        settings.cluster_access = true;
-        settings.read_only.push(self.credentials.clone());
-        settings.env.extend(self.env.iter().cloned());
+    /// The directory of the credentials, to be readable by the hooks granted access.
+    pub fn credentials(&self) -> &Path {
+        &self.credentials
+    }
+
+    /// The in-cluster variables the hooks granted access get.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
     }
 }
 
@@ -204,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn granted_hooks_get_network_credentials_and_variables_others_nothing() {
+    fn access_is_granted_by_name_with_the_credentials_and_variables() {
         let dir = credentials();
         let env = vec![("KUBERNETES_SERVICE_HOST".to_owned(), "10.0.0.1".to_owned())];
         let access =
@@ -212,11 +212,8 @@ mod tests {
         assert!(access.grants("kubectl.sh"));
         assert!(!access.grants("other.sh"));
         assert_eq!(access.unknown(&["other.sh"]), ["kubectl.sh"]);
-        let mut settings = ScriptHookSettings::default();
-        access.apply(&mut settings);
-        assert!(settings.network && settings.cluster_access);
-        assert_eq!(settings.read_only, [dir.path().to_owned()]);
-        assert_eq!(settings.env, env);
+        assert_eq!(access.credentials(), dir.path());
+        assert_eq!(access.env(), env);
     }
 
     #[test]

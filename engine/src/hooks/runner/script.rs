@@ -145,6 +145,17 @@ pub struct ScriptHookSettings {
     pub config_timeout: Duration,
 }
 
+impl ScriptHookSettings {
+    /// Gives the hook the network, the credentials of `access` (read-only) and its
+    /// in-cluster variables.
+    pub fn grant_cluster_access(&mut self, access: &cluster_access::ClusterAccess) {
+        self.network = true;
+        self.cluster_access = true;
+        self.read_only.push(access.credentials().to_owned());
+        self.env.extend(access.env().iter().cloned());
+    }
+}
+
 impl Default for ScriptHookSettings {
     fn default() -> Self {
         Self {
