@@ -7,8 +7,9 @@
 //! hook's metric on /metrics; two `operon serve --leader-elect` processes handing over
 //! the Lease when the leader is killed; mutating, validating and conversion hooks
 //! served with a self-signed certificate and registered by the engine; invalid Operon
-//! resources refused by the engine's own admission webhook. Each test works in a
-//! namespace of its own and deletes it afterwards.
+//! resources refused by the engine's own admission webhook; OperationSet status kept by
+//! the leader's controller. Each test works in a namespace of its own and deletes it
+//! afterwards (the operon.dev CRDs are applied, never deleted).
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
