@@ -56,10 +56,11 @@ pub fn main() -> ! {
     let code = match read_base().and_then(|base| {
         // Built while the launcher waits for its run: most of the run's setup.
         let rules = SystemRules::build(&base);
+        let scratch = prepare_scratch(&base);
         let (spec, handed) = read_spec()?;
-        Ok((base, rules, spec, handed))
+        Ok((base, rules, scratch, spec, handed))
     }) {
-        Ok((base, rules, spec, handed)) => launch(&base, rules, &spec, &handed),
+        Ok((base, rules, scratch, spec, handed)) => launch(&base, rules, scratch, &spec, &handed),
         Err(message) => {
             answer(&LaunchReport {
                 error: Some(LaunchFailure {
@@ -104,7 +105,13 @@ fn answer(report: &LaunchReport) {
     let _ = out.flush();
 }
 
-fn launch(base: &LaunchBase, rules: SystemRules, spec: &LaunchSpec, handed: &[OwnedFd]) -> i32 {
+fn launch(
+    base: &LaunchBase,
+    rules: SystemRules,
+    scratch: Option<Scratch>,
+    spec: &LaunchSpec,
+    handed: &[OwnedFd],
+) -> i32 {
     if spec.combined_output {
         // Everything from here on, the launcher's own complaints included, lands in
         // the one stream the engine reads.
@@ -122,7 +129,7 @@ fn launch(base: &LaunchBase, rules: SystemRules, spec: &LaunchSpec, handed: &[Ow
         ProtectionState::unavailable("the launcher is not pid 1 of a new pid namespace")
     };
     apply_limits(base, spec, &mut report);
-    report.disk_budget = mount_scratch(base, spec);
+    report.disk_budget = mount_scratch(base, scratch, spec);
     let handed: Vec<(&Path, BorrowedFd<'_>)> = spec
         .handed
         .iter()
@@ -346,14 +353,65 @@ fn set_limit(resource: rustix::process::Resource, value: Option<u64>) -> Protect
     }
 }
 
+/// A scratch tmpfs of the default size, made while the launcher waits for its run and
+/// not attached anywhere yet: the run's directory is only known with the spec.
+struct Scratch {
+    bytes: u64,
+    mount: OwnedFd,
+}
+
+/// Creates the scratch tmpfs ahead of the run (most of a mount's cost); `None` when
+/// there is no default size, no mount namespace, or no new mount API, and the run mounts
+/// its own.
+fn prepare_scratch(base: &LaunchBase) -> Option<Scratch> {
+    use rustix::mount::{
+        FsMountFlags, FsOpenFlags, MountAttrFlags, fsconfig_create, fsconfig_set_string, fsmount,
+        fsopen,
+    };
+    let bytes = base.scratch_bytes?;
+    if !base.mount_namespace {
+        return None;
+    }
+    let fs = fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC).ok()?;
+    fsconfig_set_string(&fs, "source", "operon-run").ok()?;
+    fsconfig_set_string(&fs, "size", bytes.to_string().as_str()).ok()?;
+    fsconfig_set_string(&fs, "mode", "0700").ok()?;
+    fsconfig_create(&fs).ok()?;
+    let mount = fsmount(
+        &fs,
+        FsMountFlags::FSMOUNT_CLOEXEC,
+        MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV,
+    )
+    .ok()?;
+    Some(Scratch { bytes, mount })
+}
+
 /// Mounts the scratch directory as a tmpfs of the budgeted size, so that no script can
-/// fill the host's disk however many files it writes.
-fn mount_scratch(base: &LaunchBase, spec: &LaunchSpec) -> ProtectionState {
+/// fill the host's disk however many files it writes: the one made in advance when its
+/// size is the run's, else a new one.
+fn mount_scratch(
+    base: &LaunchBase,
+    scratch: Option<Scratch>,
+    spec: &LaunchSpec,
+) -> ProtectionState {
     let Some(bytes) = spec.limits.disk_bytes else {
         return ProtectionState::NotRequested;
     };
     if !base.mount_namespace {
         return ProtectionState::unavailable("no mount namespace for a private tmpfs");
+    }
+    if let Some(scratch) = scratch.filter(|s| s.bytes == bytes) {
+        use rustix::mount::{MoveMountFlags, move_mount};
+        let attached = move_mount(
+            &scratch.mount,
+            "",
+            rustix::fs::CWD,
+            &spec.work_dir,
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+        );
+        if attached.is_ok() {
+            return ProtectionState::Applied;
+        }
     }
     // Mounting directly (rather than running util-linux `mount`) saves a program start
     // on every run.

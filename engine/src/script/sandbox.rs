@@ -403,6 +403,7 @@ impl ScriptSandbox {
             mount_namespace: namespaces.mount == ProtectionState::Applied,
             private_proc: namespaces.pid == ProtectionState::Applied,
             host_root,
+            scratch_bytes: config.limits.disk_bytes,
         };
         for (name, state) in [
             ("user_namespace", &namespaces.user),

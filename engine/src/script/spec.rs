@@ -67,6 +67,9 @@ pub(crate) struct LaunchBase {
     pub private_proc: bool,
     /// Whether the run's host uid is 0, which the kernel exempts from `RLIMIT_NPROC`.
     pub host_root: bool,
+    /// The default size of the scratch tmpfs, which a waiting launcher mounts ahead of
+    /// its run (a run asking for another size gets its own).
+    pub scratch_bytes: Option<u64>,
 }
 
 /// Everything else the launcher needs to set up one run and start its program.
