@@ -175,8 +175,6 @@ impl Hook for Idle {
 
 fn idle_hook(keep_full: bool) -> Arc<dyn Hook> {
     Arc::new(Idle(HookConfig {
-        on_startup: None,
-        schedule: vec![],
         kubernetes: vec![KubernetesBindingConfig {
             name: "pods".into(),
             kind: "Pod".into(),
@@ -187,10 +185,7 @@ fn idle_hook(keep_full: bool) -> Arc<dyn Hook> {
             execute_hook_on_synchronization: Some(false),
             ..KubernetesBindingConfig::default()
         }],
-        kubernetes_validating: vec![],
-        kubernetes_mutating: vec![],
-        kubernetes_conversion: vec![],
-        settings: None,
+        ..HookConfig::default()
     }))
 }
 
