@@ -663,12 +663,38 @@ async fn webhooks_with_a_self_signed_certificate_mutate_validate_and_convert() {
     assert_eq!(read.data["spec"], json!({"count": 3}), "{:?}", read.data);
 }
 
+/// Applies Operon's CRDs by server-side apply; they are never deleted afterwards, as a
+/// cluster may already run Operon.
+async fn apply_operon_crds(cluster: &KubeCluster) {
+    use kube::api::{Patch, PatchParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().clone());
+    for crd in operon::api::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(
+            &name,
+            &PatchParams::apply("operon-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// The cluster-scoped API of an operon.dev/v1alpha1 kind, untyped.
+fn operon_api(cluster: &KubeCluster, kind: &str) -> Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("operon.dev", "v1alpha1", kind);
+    Api::all_with(
+        cluster.client().clone(),
+        &kube::api::ApiResource::from_gvk(&gvk),
+    )
+}
+
 /// Operon's own resources are checked by the engine's admission webhook: an invalid
 /// OperationSet or Operation is refused with every problem, a valid one is stored even
 /// when the Operations it names do not exist yet.
 #[tokio::test]
 async fn invalid_operon_resources_are_refused_with_every_problem() {
-    use kube::api::{DynamicObject, Patch, PatchParams};
+    use kube::api::DynamicObject;
     let Some(path) = kubeconfig() else { return };
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-resources").await;
@@ -683,29 +709,14 @@ async fn invalid_operon_resources_are_refused_with_every_problem() {
             ("operationset.operon.dev", fine.clone()),
         ],
     };
-    // The CRDs are applied, never deleted: a cluster may already run Operon.
-    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().clone());
-    for crd in operon::api::crds() {
-        let name = crd.metadata.name.clone().unwrap();
-        crds.patch(
-            &name,
-            &PatchParams::apply("operon-e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap();
-    }
+    apply_operon_crds(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
     let hooks = dir.path().join("hooks");
     std::fs::create_dir(&hooks).unwrap();
     let flags = self_signed_webhook_flags(&scratch.name, &dir.path().join("tls"), &configuration);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let _server = serve(&path, &hooks, &flags, "resources");
-    let gvk = kube::api::GroupVersionKind::gvk("operon.dev", "v1alpha1", "OperationSet");
-    let sets: Api<DynamicObject> = Api::all_with(
-        cluster.client().clone(),
-        &kube::api::ApiResource::from_gvk(&gvk),
-    );
+    let sets = operon_api(&cluster, "OperationSet");
     let set = |name: &str, nodes: serde_json::Value| -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "operon.dev/v1alpha1", "kind": "OperationSet",
@@ -746,9 +757,7 @@ async fn invalid_operon_resources_are_refused_with_every_problem() {
 /// exists, not ready again when it is deleted.
 #[tokio::test]
 async fn operation_set_status_follows_its_operations() {
-    use kube::api::{
-        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    };
+    use kube::api::{DeleteParams, DynamicObject};
     let Some(path) = kubeconfig() else { return };
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-controllers").await;
@@ -761,27 +770,16 @@ async fn operation_set_status_follows_its_operations() {
             ("operation.operon.dev", op_name.clone()),
         ],
     };
-    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().clone());
-    for crd in operon::api::crds() {
-        let name = crd.metadata.name.clone().unwrap();
-        crds.patch(
-            &name,
-            &PatchParams::apply("operon-e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap();
-    }
+    apply_operon_crds(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
     let hooks = dir.path().join("hooks");
     std::fs::create_dir(&hooks).unwrap();
     let flags = ["--leader-election-namespace", scratch.name.as_str()];
     let _server = serve(&path, &hooks, &flags, "controllers");
-    let api = |kind: &str| -> Api<DynamicObject> {
-        let gvk = GroupVersionKind::gvk("operon.dev", "v1alpha1", kind);
-        Api::all_with(cluster.client().clone(), &ApiResource::from_gvk(&gvk))
-    };
-    let (sets, operations) = (api("OperationSet"), api("Operation"));
+    let (sets, operations) = (
+        operon_api(&cluster, "OperationSet"),
+        operon_api(&cluster, "Operation"),
+    );
     let object =
         |value: serde_json::Value| -> DynamicObject { serde_json::from_value(value).unwrap() };
     sets.create(

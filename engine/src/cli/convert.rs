@@ -5,7 +5,6 @@ use clap::{Args, Subcommand};
 use operon::kubediag::{self, Change};
 use operon::manifest::{self, Manifests};
 use serde::Deserialize as _;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -122,7 +121,7 @@ fn convert_text(file: &Path, text: &str) -> Result<ConvertedFile, String> {
             }
             let yaml = yaml_serde::to_string(object)
                 .map_err(|e| format!("{source}: cannot write YAML: {e}"))?;
-            let _ = write!(out.yaml, "{yaml}");
+            out.yaml.push_str(&yaml);
         }
     }
     Ok(out)

@@ -97,30 +97,32 @@ pub(super) async fn read_marked(
             return (Vec::new(), true);
         }
     };
-    let mut out = Vec::new();
-    if push_bounded(&mut out, &rest, limit) {
-        overflow.notify_one();
-        return (out, true);
-    }
-    loop {
-        let Some(n) = reader.read(&mut chunk).await else {
-            return (out, false);
-        };
-        if push_bounded(&mut out, &chunk[..n], limit) {
-            overflow.notify_one();
-            return (out, true);
-        }
-    }
+    keep_bounded(reader, rest, chunk, limit, &overflow).await
 }
 
 /// Keeps at most `limit` bytes of `reader`, signalling `overflow` past that.
 pub(super) async fn read_bounded(
-    mut reader: Source,
+    reader: Source,
     limit: usize,
     overflow: Arc<tokio::sync::Notify>,
 ) -> (Vec<u8>, bool) {
+    keep_bounded(reader, Vec::new(), vec![0u8; 64 << 10], limit, &overflow).await
+}
+
+/// Keeps `start` and then what `reader` gives, at most `limit` bytes in all, reading
+/// into `chunk`; signals `overflow` past that.
+async fn keep_bounded(
+    mut reader: Source,
+    start: Vec<u8>,
+    mut chunk: Vec<u8>,
+    limit: usize,
+    overflow: &tokio::sync::Notify,
+) -> (Vec<u8>, bool) {
     let mut out = Vec::new();
-    let mut chunk = vec![0u8; 64 << 10];
+    if push_bounded(&mut out, &start, limit) {
+        overflow.notify_one();
+        return (out, true);
+    }
     loop {
         let Some(n) = reader.read(&mut chunk).await else {
             return (out, false);
