@@ -122,8 +122,7 @@ pub fn validate_object(value: serde_json::Value) -> Vec<Problem> {
         file: PathBuf::from("object"),
         document: 1,
     };
-    let prefix = format!("{source} (");
-    add(value, source, &mut manifests, &mut problems);
+    add(value, source, false, &mut manifests, &mut problems);
     for op in manifests.operations.values() {
         problems.extend(op.object.validate());
     }
@@ -134,15 +133,6 @@ pub fn validate_object(value: serde_json::Value) -> Vec<Problem> {
     }
     for trigger in manifests.triggers.values() {
         problems.extend(triggers::validate(&trigger.object));
-    }
-    for problem in &mut problems {
-        if let Some(inner) = problem
-            .object
-            .strip_prefix(&prefix)
-            .and_then(|rest| rest.strip_suffix(')'))
-        {
-            problem.object = inner.to_owned();
-        }
     }
     problems
 }
@@ -254,13 +244,16 @@ pub fn load_text(file: &Path, text: &str, manifests: &mut Manifests, problems: &
                 break;
             }
         };
-        add(value, source, manifests, problems);
+        add(value, source, true, manifests, problems);
     }
 }
 
+/// Adds one object; its problems name it `FILE#N (Kind/name)`, or `Kind/name` when
+/// `name_source` is false (an object that came from no file).
 fn add(
     value: serde_json::Value,
     source: Source,
+    name_source: bool,
     manifests: &mut Manifests,
     problems: &mut Vec<Problem>,
 ) {
@@ -278,7 +271,11 @@ fn add(
         .and_then(|v| v.as_str())
         .unwrap_or("")
         .to_owned();
-    let object = format!("{source} ({kind}/{name})");
+    let object = if name_source {
+        format!("{source} ({kind}/{name})")
+    } else {
+        format!("{kind}/{name}")
+    };
     if api_version == crate::kubediag::KUBEDIAG_API_VERSION {
         problems.push(Problem::new(
             object,
