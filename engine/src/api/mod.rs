@@ -26,8 +26,8 @@ pub use operation::{
 pub use operation_set::{Node, OperationSet, OperationSetSpec, OperationSetStatus};
 pub use trigger::{
     CronTemplate, EventSourceRegexp, KubernetesEventRegexp, KubernetesEventTemplate,
-    PrometheusAlertRegexp, PrometheusAlertTemplate, SourceTemplate, Trigger, TriggerSpec,
-    TriggerStatus,
+    PrometheusAlertRegexp, PrometheusAlertTemplate, RateLimit, SourceTemplate, Trigger,
+    TriggerSpec, TriggerStatus,
 };
 
 /// The API group of every Operon resource.

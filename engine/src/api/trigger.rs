@@ -31,6 +31,52 @@ pub struct TriggerSpec {
     pub parameters: BTreeMap<String, String>,
     /// Exactly one source.
     pub source_template: SourceTemplate,
+    /// How many Diagnoses this Trigger may create in a time window; a match over the
+    /// limit creates none (logged and counted in
+    /// `operon_trigger_diagnoses_total{outcome="rate_limited"}`). Unset: 10 per 60 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A token bucket: up to `diagnoses` at once, refilled evenly over `perSeconds`, so a
+/// storm of matching alerts or events cannot flood the cluster with Diagnoses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimit {
+    /// How many Diagnoses the window allows (at least 1), and the largest burst.
+    #[serde(default = "default_rate_limit_diagnoses")]
+    #[schemars(range(min = 1))]
+    pub diagnoses: u32,
+    /// The window in seconds (at least 1, at most 86400).
+    #[serde(default = "default_rate_limit_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub per_seconds: u32,
+}
+
+impl RateLimit {
+    /// What a Trigger without `rateLimit` gets: enough for a handful of distinct alerts
+    /// or events at once, not for a storm.
+    pub const DEFAULT: Self = Self {
+        diagnoses: 10,
+        per_seconds: 60,
+    };
+    /// The longest window, a day: a longer one would refill so slowly that a Trigger
+    /// that used its burst would look dead.
+    pub const MAX_SECONDS: u32 = 86_400;
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+fn default_rate_limit_diagnoses() -> u32 {
+    RateLimit::DEFAULT.diagnoses
+}
+
+fn default_rate_limit_seconds() -> u32 {
+    RateLimit::DEFAULT.per_seconds
 }
 
 /// The source of a Trigger: exactly one of the templates.

@@ -4,6 +4,7 @@ use super::hook::loader;
 use anyhow::Context as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::hooks::runner::{AccessScope, ClusterAccess, ClusterAccessError};
+use operon::serve::alerts::{AlertmanagerOptions, SecretRef};
 use operon::serve::lease::{LeaderElector, LeaseOptions};
 use operon::serve::webhook::WebhookEndpoint;
 use operon::serve::webhook::register::{ClientTarget, Registrar, Registration, SelfSignedCa};
@@ -191,6 +192,11 @@ pub struct ServeArgs {
     /// How long a webhook request waits for its hook (below the webhooks' timeoutSeconds).
     #[arg(long, default_value = "9s", value_parser = humantime::parse_duration)]
     webhook_timeout: Duration,
+    /// Serve the Alertmanager receiver (`POST /api/v2/alerts`, `/api/v1/alerts`) on the
+    /// metrics port, authenticated by the bearer token in key `token` of this Secret
+    /// (`NAMESPACE/NAME`, re-read when it changes); without it the routes are not served.
+    #[arg(long, env = "OPERON_ALERTMANAGER_TOKEN_SECRET")]
+    alertmanager_token_secret: Option<SecretRef>,
     /// Run hooks only while holding a coordination.k8s.io Lease, so that of several
     /// replicas exactly one runs them.
     #[arg(long, env = "OPERON_LEADER_ELECT")]
@@ -313,6 +319,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ),
         ),
         webhook_timeout: args.webhook_timeout,
+        alertmanager: args.alertmanager_token_secret.clone().map(|token_secret| {
+            AlertmanagerOptions {
+                client: cluster.client().clone(),
+                token_secret,
+            }
+        }),
     };
     let registrar = registration(&args, &namespace, self_signed.as_ref())?.map(|registration| {
         let registrar = Registrar::new(cluster.client().clone(), registration);

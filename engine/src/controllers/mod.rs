@@ -2,8 +2,11 @@
 //! leader of `operon serve` beside its hooks when the operon.dev CRDs are installed.
 //!
 //! - [`operation_set`]: OperationSet `status.ready`, `status.pathCount` and conditions.
+//! - [`trigger`]: Triggers into Diagnoses (cron, Kubernetes Events; the alert receiver
+//!   of `operon serve` shares its parts).
 
 pub mod operation_set;
+pub mod trigger;
 
 use kube::Client;
 

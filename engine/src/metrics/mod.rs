@@ -71,6 +71,10 @@ pub struct Metrics {
     pub kube_snapshot_objects: Labeled<IntGaugeVec, 2>,
     /// `operon_kube_snapshot_bytes{hook, binding}`: bytes a snapshot holds.
     pub kube_snapshot_bytes: Labeled<IntGaugeVec, 2>,
+    /// `operon_trigger_diagnoses_total{trigger, source, outcome}`: what Triggers' matches
+    /// came to; outcome `created`, `already_exists` (a redelivery), `rate_limited` or
+    /// `failed`.
+    pub trigger_diagnoses_total: Labeled<IntCounterVec, 3>,
     /// What hooks write, served apart on `/metrics/hooks`.
     pub hooks: HookMetrics,
 }
@@ -219,6 +223,16 @@ impl Metrics {
                 &["hook", "binding"],
             ),
         )?;
+        let trigger_diagnoses_total = labeled(
+            r,
+            IntCounterVec::new(
+                Opts::new(
+                    "operon_trigger_diagnoses_total",
+                    "Diagnoses Triggers asked for, by outcome: created, already_exists (a redelivery), rate_limited or failed.",
+                ),
+                &["trigger", "source", "outcome"],
+            ),
+        )?;
         Ok(Self {
             hook_run_seconds,
             hook_run_errors_total,
@@ -230,6 +244,7 @@ impl Metrics {
             kube_jq_filter_duration_seconds,
             kube_snapshot_objects,
             kube_snapshot_bytes,
+            trigger_diagnoses_total,
             hooks: HookMetrics::new()?,
             registry,
         })

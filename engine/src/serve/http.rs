@@ -1,9 +1,12 @@
 //! The HTTP endpoints of `operon serve` (shell-operator's port, 9115): `/metrics` (the
 //! engine's and the hooks' metrics), `/metrics/hooks` (the hooks' only), `/healthz`,
 //! and `/readyz` (ready once every kubernetes binding synchronized). They serve health
-//! and metrics only, so they need no authentication.
+//! and metrics only, so they need no authentication. With `--alertmanager-token-secret`
+//! the Alertmanager receiver ([`super::alerts`]) is mounted beside them, with its own
+//! bearer-token authentication.
 
 use super::Status;
+use super::alerts::{self, AlertReceiver};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -14,24 +17,29 @@ use tokio::sync::watch;
 
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-pub(super) fn router(status: Arc<Status>) -> Router {
-    Router::new()
+pub(super) fn router(status: Arc<Status>, alerts: Option<Arc<AlertReceiver>>) -> Router {
+    let router = Router::new()
         .route("/metrics", get(metrics))
         .route("/metrics/hooks", get(hook_metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
-        .with_state(status)
+        .with_state(status);
+    match alerts {
+        Some(receiver) => router.merge(alerts::routes(receiver)),
+        None => router,
+    }
 }
 
 pub(super) async fn serve(
     listener: tokio::net::TcpListener,
     status: Arc<Status>,
+    alerts: Option<Arc<AlertReceiver>>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let shutdown = async move {
         let _ = stopped.wait_for(|s| *s).await;
     };
-    if let Err(e) = axum::serve(listener, router(status))
+    if let Err(e) = axum::serve(listener, router(status, alerts))
         .with_graceful_shutdown(shutdown)
         .await
     {

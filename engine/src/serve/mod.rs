@@ -3,6 +3,7 @@
 //! the HTTP endpoints (metrics, health, readiness), the debug endpoint on a unix
 //! socket, and a graceful shutdown.
 
+pub mod alerts;
 pub mod debug;
 #[cfg(test)]
 mod fake_lease;
@@ -42,6 +43,9 @@ pub struct ServeOptions {
     pub conversion_webhook: Option<WebhookEndpoint>,
     /// How long a webhook request may wait for its hook.
     pub webhook_timeout: Duration,
+    /// The Alertmanager receiver on the HTTP port ([`alerts`]); `None` leaves its
+    /// routes unmounted.
+    pub alertmanager: Option<alerts::AlertmanagerOptions>,
 }
 
 impl ServeOptions {
@@ -55,6 +59,7 @@ impl ServeOptions {
             admission_webhook: None,
             conversion_webhook: None,
             webhook_timeout: Duration::from_secs(9),
+            alertmanager: None,
         }
     }
 }
@@ -180,7 +185,18 @@ pub async fn run(
             source,
         })?;
     tracing::info!(address = %options.listen, "serving /metrics, /metrics/hooks, /healthz, /readyz");
-    servers.spawn(http::serve(listener, status.clone(), stopped.clone()));
+    let alerts = options.alertmanager.clone().map(|alertmanager| {
+        tracing::info!(address = %options.listen, secret = %alertmanager.token_secret,
+            "serving the Alertmanager receiver at /api/v2/alerts and /api/v1/alerts");
+        let counter = metrics.trigger_diagnoses_total.clone();
+        Arc::new(alerts::AlertReceiver::start(alertmanager, Some(counter)))
+    });
+    servers.spawn(http::serve(
+        listener,
+        status.clone(),
+        alerts,
+        stopped.clone(),
+    ));
     for (endpoint, kind) in [
         (&options.admission_webhook, WebhookKind::Admission),
         (&options.conversion_webhook, WebhookKind::Conversion),
@@ -363,6 +379,16 @@ async fn run_engine(
                 while controllers_stopped.changed().await.is_ok() {}
             }));
             tracing::info!("running the OperationSet controller");
+        }
+        if let Some(client) = controllers.clone() {
+            let mut stopped = _stop_controllers.subscribe();
+            let counter = status.metrics.trigger_diagnoses_total.clone();
+            tokio::spawn(crate::controllers::trigger::run_with_metrics(
+                client,
+                Some(counter),
+                async move { while stopped.changed().await.is_ok() {} },
+            ));
+            tracing::info!("running the Trigger controller");
         }
         engine.take_over();
         tracing::info!("running hooks");

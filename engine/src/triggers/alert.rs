@@ -10,10 +10,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One alert, in the shape Alertmanager posts to webhooks and Prometheus posts to
-/// `/api/v1/alerts` (unknown fields such as `status` and `fingerprint` are ignored).
+/// `/api/v1/alerts` and `/api/v2/alerts` (unknown fields such as `fingerprint` are
+/// ignored).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrometheusAlert {
+    /// `firing` or `resolved` in Alertmanager's webhook messages; absent from what
+    /// Prometheus posts, where only `endsAt` tells.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub status: String,
     /// Identify the alert; `alertname` is its name.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -39,9 +44,14 @@ impl PrometheusAlert {
     /// Whether the alert had ended at `now`; Alertmanager delivers resolved alerts too,
     /// and they should not start a Diagnosis.
     ///
-    /// An `endsAt` that is missing, unparseable or Go's zero time (`0001-01-01…`, which
-    /// Alertmanager sends for "not set") means the alert is still firing.
+    /// `status: resolved` says so whatever the clocks say (Alertmanager's may be ahead
+    /// of ours). Otherwise an `endsAt` that is missing, unparseable or Go's zero time
+    /// (`0001-01-01…`, which Alertmanager sends for "not set") means the alert is still
+    /// firing.
     pub fn is_resolved_at(&self, now: Timestamp) -> bool {
+        if self.status == "resolved" {
+            return true;
+        }
         match self.ends_at.parse::<Timestamp>() {
             Ok(ends_at) => ends_at > Timestamp::UNIX_EPOCH && ends_at <= now,
             Err(_) => false,
@@ -430,6 +440,12 @@ spec:
         assert!(!alert.is_resolved_at(now));
         alert.ends_at = String::new();
         assert!(!alert.is_resolved_at(now));
+        alert.ends_at = "2024-05-01T10:31:00Z".into();
+        alert.status = "resolved".into();
+        assert!(
+            alert.is_resolved_at(now),
+            "the status wins over a clock ahead"
+        );
     }
 
     #[test]

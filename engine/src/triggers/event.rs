@@ -1,10 +1,62 @@
 //! Kubernetes events: a compiled `kubernetesEventTemplate` that matches core/v1 Events,
-//! and the subject (pod or node) an Event's Diagnosis is about.
+//! the subject (pod or node) an Event's Diagnosis is about, and events.k8s.io/v1
+//! Events in the core/v1 shape the matcher reads.
 
 use super::{Problems, matches_optional};
 use crate::api::{KubernetesEventTemplate, PodReference};
-use k8s_openapi::api::core::v1::Event;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event, EventSeries};
+use k8s_openapi::api::events::v1 as events_v1;
 use regex::Regex;
+
+/// An events.k8s.io/v1 Event as the API server serves the same object through
+/// core/v1 (the two APIs store Events once): `note` is `message`, `regarding`
+/// `involvedObject`, `reportingController` `reportingComponent`, and the `deprecated*`
+/// fields the core ones. So the same occurrence seen through either API has the same
+/// identity, and makes the same Diagnosis name.
+pub fn from_events_v1(event: events_v1::Event) -> Event {
+    Event {
+        metadata: event.metadata,
+        involved_object: event.regarding.unwrap_or_default(),
+        reason: event.reason,
+        message: event.note,
+        source: event.deprecated_source,
+        first_timestamp: event.deprecated_first_timestamp,
+        last_timestamp: event.deprecated_last_timestamp,
+        count: event.deprecated_count,
+        type_: event.type_,
+        event_time: event.event_time,
+        series: event.series.map(|series| EventSeries {
+            count: Some(series.count),
+            last_observed_time: Some(series.last_observed_time),
+        }),
+        action: event.action,
+        related: event.related,
+        reporting_component: event.reporting_controller,
+        reporting_instance: event.reporting_instance,
+    }
+}
+
+/// When the Event last occurred: the latest of `series.lastObservedTime`,
+/// `lastTimestamp`, `eventTime`, `firstTimestamp` and, for an Event that sets none,
+/// its creation.
+pub fn last_occurrence(event: &Event) -> Option<Timestamp> {
+    let series = event
+        .series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref())
+        .map(|t| t.0);
+    [
+        series,
+        event.last_timestamp.as_ref().map(|t| t.0),
+        event.event_time.as_ref().map(|t| t.0),
+        event.first_timestamp.as_ref().map(|t| t.0),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
 
 /// A compiled `kubernetesEventTemplate`. A field missing from the Event is matched as
 /// the empty string, so `^$` selects Events without it.
@@ -315,6 +367,130 @@ mod tests {
         assert_ne!(by_version, first);
         no_uid.metadata.resource_version = Some("1235".into());
         assert_ne!(t.match_event(&no_uid).expect("matches").name, by_version);
+    }
+
+    /// What `kubectl get events.v1.events.k8s.io -o json` shows for a scheduler event.
+    fn scheduler_event_v1() -> events_v1::Event {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {
+                "name": "cart-0.17c9f0e1a2b3c4d5",
+                "namespace": "shop",
+                "uid": "9d0c1f2e-0000-4000-8000-000000000002",
+                "resourceVersion": "4321",
+                "creationTimestamp": "2024-05-01T10:00:00Z",
+            },
+            "eventTime": "2024-05-01T10:00:00.123456Z",
+            "series": {"count": 4, "lastObservedTime": "2024-05-01T10:05:00.000001Z"},
+            "reportingController": "default-scheduler",
+            "reportingInstance": "default-scheduler-control-plane",
+            "action": "Scheduling",
+            "reason": "FailedScheduling",
+            "regarding": {
+                "apiVersion": "v1", "kind": "Pod", "name": "cart-0",
+                "namespace": "shop", "uid": "p-1", "resourceVersion": "99",
+            },
+            "note": "0/3 nodes are available: 3 Insufficient memory.",
+            "type": "Warning",
+            "deprecatedCount": 0,
+        }))
+        .expect("events.k8s.io/v1 Event JSON")
+    }
+
+    #[test]
+    fn events_v1_convert_to_the_core_shape() {
+        let core = from_events_v1(scheduler_event_v1());
+        assert_eq!(
+            core.message.as_deref(),
+            Some("0/3 nodes are available: 3 Insufficient memory.")
+        );
+        assert_eq!(core.reason.as_deref(), Some("FailedScheduling"));
+        assert_eq!(core.involved_object.kind.as_deref(), Some("Pod"));
+        assert_eq!(core.involved_object.name.as_deref(), Some("cart-0"));
+        assert_eq!(
+            core.reporting_component.as_deref(),
+            Some("default-scheduler")
+        );
+        assert_eq!(
+            core.reporting_instance.as_deref(),
+            Some("default-scheduler-control-plane")
+        );
+        assert_eq!(core.action.as_deref(), Some("Scheduling"));
+        assert_eq!(core.type_.as_deref(), Some("Warning"));
+        assert_eq!(core.count, Some(0));
+        assert_eq!(core.source, None);
+        let series = core.series.as_ref().expect("series");
+        assert_eq!(series.count, Some(4));
+        assert_eq!(
+            last_occurrence(&core),
+            Some("2024-05-01T10:05:00.000001Z".parse().unwrap())
+        );
+
+        // The matcher reads it like a core Event: reportingController stands in for
+        // the empty source, the note is the message, the regarded Pod the subject.
+        let t = compiled(
+            "{reason: ^FailedScheduling$, message: Insufficient, source: {component: ^default-scheduler$}}",
+        );
+        let new = t.match_event(&core).expect("matches");
+        assert_eq!(
+            new.spec.pod_reference,
+            Some(PodReference {
+                namespace: "shop".into(),
+                name: "cart-0".into(),
+                container: None,
+            })
+        );
+    }
+
+    #[test]
+    fn both_apis_name_one_occurrence_alike() {
+        let v1 = scheduler_event_v1();
+        // The same object as core/v1 serves it.
+        let core: Event = serde_json::from_value(serde_json::json!({
+            "metadata": v1.metadata,
+            "involvedObject": v1.regarding,
+            "reason": "FailedScheduling",
+            "message": "0/3 nodes are available: 3 Insufficient memory.",
+            "source": {},
+            "count": 0,
+            "eventTime": "2024-05-01T10:00:00.123456Z",
+            "series": {"count": 4, "lastObservedTime": "2024-05-01T10:05:00.000001Z"},
+            "reportingComponent": "default-scheduler",
+            "reportingInstance": "default-scheduler-control-plane",
+            "action": "Scheduling",
+            "type": "Warning",
+        }))
+        .unwrap();
+        let t = compiled("{}");
+        assert_eq!(
+            t.match_event(&from_events_v1(v1)).unwrap().name,
+            t.match_event(&core).unwrap().name
+        );
+    }
+
+    #[test]
+    fn last_occurrence_takes_the_latest_time_or_the_creation() {
+        let mut event = pod_event();
+        assert_eq!(last_occurrence(&event), None);
+        event.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2024-05-01T09:00:00Z".parse().unwrap(),
+            ));
+        assert_eq!(
+            last_occurrence(&event),
+            Some("2024-05-01T09:00:00Z".parse().unwrap())
+        );
+        event.first_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2024-05-01T09:10:00Z".parse().unwrap(),
+        ));
+        event.last_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2024-05-01T09:30:00Z".parse().unwrap(),
+        ));
+        assert_eq!(
+            last_occurrence(&event),
+            Some("2024-05-01T09:30:00Z".parse().unwrap())
+        );
     }
 
     #[test]

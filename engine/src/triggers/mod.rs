@@ -17,18 +17,23 @@
 //! restarted controller gets `AlreadyExists` instead of creating a second Diagnosis.
 
 mod alert;
+mod alertmanager;
 mod cron;
 mod event;
 mod new_diagnosis;
+mod rate;
 
 pub use self::cron::last_schedule_or_creation;
 pub use alert::PrometheusAlert;
+pub use alertmanager::{AlertPost, AlertPostError};
+pub use event::{from_events_v1, last_occurrence};
 pub use new_diagnosis::{
     CAUSE_ANNOTATION, DEFAULT_NAMESPACE, NewDiagnosis, SOURCE_LABEL, TRIGGER_ANNOTATION,
     TRIGGER_LABEL,
 };
+pub use rate::TokenBucket;
 
-use crate::api::{DiagnosisSpec, Problem, Trigger};
+use crate::api::{DiagnosisSpec, Problem, RateLimit, Trigger};
 use crate::schedule::Schedule;
 use alert::AlertMatcher;
 use event::EventMatcher;
@@ -72,6 +77,8 @@ pub struct CompiledTrigger {
     parameters: BTreeMap<String, String>,
     /// Exactly one source, as validated.
     source: Source,
+    /// `spec.rateLimit`, or the default.
+    rate_limit: RateLimit,
 }
 
 #[derive(Debug, Clone)]
@@ -124,6 +131,10 @@ impl CompiledTrigger {
                 .ok();
             sources.push(("cronTemplate", schedule.map(Source::Cron)));
         }
+        let rate_limit = spec.rate_limit.unwrap_or_default();
+        if spec.rate_limit.is_some() {
+            check_rate_limit(&rate_limit, &mut problems);
+        }
         if sources.len() != 1 {
             let found = if sources.is_empty() {
                 "none is set".to_owned()
@@ -147,6 +158,7 @@ impl CompiledTrigger {
                 node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
                 parameters: spec.parameters.clone(),
                 source,
+                rate_limit,
             }),
             (Err(problems), _) => Err(problems),
             // A source that failed to compile always recorded a problem.
@@ -161,6 +173,11 @@ impl CompiledTrigger {
     /// The Trigger's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many Diagnoses this Trigger may create, and over how long.
+    pub fn rate_limit(&self) -> RateLimit {
+        self.rate_limit
     }
 
     /// The kind of source this Trigger listens to.
@@ -287,6 +304,26 @@ impl CompiledTrigger {
             spec,
             format!("schedule {:?} slot {slot}", schedule.as_str()),
         ))
+    }
+}
+
+/// Records what is wrong with `spec.rateLimit`.
+fn check_rate_limit(limit: &RateLimit, problems: &mut Problems) {
+    if limit.diagnoses == 0 {
+        problems.push(
+            "spec.rateLimit.diagnoses",
+            "must be at least 1 (a Trigger that should create nothing is deleted instead)",
+        );
+    }
+    if limit.per_seconds == 0 || limit.per_seconds > RateLimit::MAX_SECONDS {
+        problems.push(
+            "spec.rateLimit.perSeconds",
+            format!(
+                "must be between 1 and {} (a day), not {}",
+                RateLimit::MAX_SECONDS,
+                limit.per_seconds
+            ),
+        );
     }
 }
 
@@ -524,6 +561,38 @@ spec:
                 "spec.sourceTemplate",
             ]
         );
+    }
+
+    #[test]
+    fn rate_limit_defaults_and_is_checked_field_by_field() {
+        let t = CompiledTrigger::new(&trigger(
+            "metadata: {name: t}\nspec: {operationSet: s, sourceTemplate: {kubernetesEventTemplate: {}}}",
+        ))
+        .expect("valid");
+        assert_eq!(t.rate_limit(), RateLimit::DEFAULT);
+        let t = CompiledTrigger::new(&trigger(
+            "metadata: {name: t}\nspec: {operationSet: s, rateLimit: {diagnoses: 3}, sourceTemplate: {kubernetesEventTemplate: {}}}",
+        ))
+        .expect("valid");
+        assert_eq!(
+            t.rate_limit(),
+            RateLimit {
+                diagnoses: 3,
+                per_seconds: 60
+            }
+        );
+        let problems = problems(
+            "metadata: {name: t}\nspec: {operationSet: s, rateLimit: {diagnoses: 0, perSeconds: 90000}, sourceTemplate: {kubernetesEventTemplate: {}}}",
+        );
+        assert_eq!(
+            fields(&problems),
+            ["spec.rateLimit.diagnoses", "spec.rateLimit.perSeconds"]
+        );
+        assert!(problems[1].reason.contains("not 90000"), "{problems:?}");
+        let zero_window = self::tests::problems(
+            "metadata: {name: t}\nspec: {operationSet: s, rateLimit: {perSeconds: 0}, sourceTemplate: {kubernetesEventTemplate: {}}}",
+        );
+        assert_eq!(fields(&zero_window), ["spec.rateLimit.perSeconds"]);
     }
 
     #[test]
