@@ -26,6 +26,9 @@ const WEBHOOK_SERVICE: &str = "operon-webhooks";
 const WEBHOOK_CONFIGURATION: &str = "operon-webhooks";
 /// The Secret holding the webhooks' certificate (Operon's own, or cert-manager's).
 const WEBHOOK_TLS_SECRET: &str = "operon-webhook-tls";
+/// The Secret holding the Alertmanager receiver's bearer token, and the Role that reads
+/// it.
+const ALERTMANAGER_TOKEN_SECRET: &str = "operon-alertmanager-token";
 /// Where the webhooks' certificate files are, in either variant.
 const WEBHOOK_TLS_DIR: &str = "/var/run/operon-webhook-tls";
 /// The uid of the image's user and of the Deployment's securityContext.
@@ -426,7 +429,8 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         expected.insert(grant("operon.dev", "diagnoses", verb, ""));
     }
     for group in ["", "events.k8s.io"] {
-        for verb in ["create", "patch"] {
+        // Recording Events, and watching them for event Triggers.
+        for verb in ["create", "patch", "list", "watch"] {
             expected.insert(grant(group, "events", verb, ""));
         }
     }
@@ -509,6 +513,34 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         ),
     ];
     let mut roles = BTreeSet::from(["operon-leader-election"]);
+    // The Alertmanager receiver's token: read and watched by name, never written, and
+    // there exactly when the flag names it.
+    let token_secret = alertmanager_token_secret(objects);
+    let token_role = of_kind(objects, "Role")
+        .into_iter()
+        .find(|r| name(r) == ALERTMANAGER_TOKEN_SECRET);
+    assert_eq!(
+        token_secret.is_some(),
+        token_role.is_some(),
+        "the token Role comes with --alertmanager-token-secret"
+    );
+    if let (Some(secret), Some(role)) = (token_secret, token_role) {
+        assert_eq!(
+            grants(role),
+            ["get", "list", "watch"]
+                .into_iter()
+                .map(|verb| grant("", "secrets", verb, &secret))
+                .collect(),
+            "the Alertmanager token's Role"
+        );
+        bindings.push((
+            "RoleBinding",
+            ALERTMANAGER_TOKEN_SECRET,
+            "Role",
+            ALERTMANAGER_TOKEN_SECRET,
+        ));
+        roles.insert(ALERTMANAGER_TOKEN_SECRET);
+    }
     if let Some(secret) = webhooks.and_then(|w| w.tls_secret) {
         let role = find(objects, "Role", "operon-webhook-tls");
         // A POST carries no name to authorize, so `create` cannot be limited to one.
@@ -556,6 +588,16 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         );
     }
     find(objects, "ServiceAccount", "operon");
+}
+
+/// The Secret `--alertmanager-token-secret` names (`$(POD_NAMESPACE)/NAME`: the
+/// engine's own namespace, which the kubelet expands), if the flag is given.
+fn alertmanager_token_secret(objects: &[Value]) -> Option<String> {
+    let value = flag_value(&args(objects), "alertmanager-token-secret")?;
+    let name = value
+        .strip_prefix("$(POD_NAMESPACE)/")
+        .unwrap_or_else(|| panic!("the token Secret is in the engine's namespace: {value}"));
+    Some(name.to_owned())
 }
 
 /// Every `--flag` of the container is one `operon serve` accepts, with a value exactly
@@ -971,6 +1013,8 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "RoleBinding/operon-leader-election",
         "Role/operon-webhook-tls",
         "RoleBinding/operon-webhook-tls",
+        "Role/operon-alertmanager-token",
+        "RoleBinding/operon-alertmanager-token",
         &format!("ConfigMap/{configmap}"),
         "Deployment/operon",
         "Service/operon-metrics",
@@ -998,6 +1042,11 @@ fn kustomization_rbac_is_least_privilege() {
     let lease = flag_value(&args(&KUSTOMIZATION), "leader-election-lease-name")
         .expect("the Lease is named");
     check_rbac(&KUSTOMIZATION, &lease, Some(&DEFAULT_WEBHOOK_GRANTS));
+    assert_eq!(
+        alertmanager_token_secret(&KUSTOMIZATION).as_deref(),
+        Some(ALERTMANAGER_TOKEN_SECRET),
+        "the Alertmanager receiver is served"
+    );
 }
 
 #[test]
@@ -1547,8 +1596,8 @@ fn chart_without_leader_election_runs_one_replica_and_no_lease_role() {
             of_kind(&objects, kind_)
                 .into_iter()
                 .map(name)
-                .collect::<Vec<_>>(),
-            ["operon-webhook-tls"],
+                .collect::<BTreeSet<_>>(),
+            BTreeSet::from(["operon-webhook-tls", ALERTMANAGER_TOKEN_SECRET]),
             "no {kind_} for a Lease"
         );
     }
@@ -1561,6 +1610,28 @@ fn chart_without_leader_election_runs_one_replica_and_no_lease_role() {
         text(&out.stderr).contains("leaderElection.enabled"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+#[test]
+fn chart_alertmanager_receiver_off_or_with_another_secret() {
+    let objects = helm(&["--include-crds", "--set", "alertmanager.enabled=false"]);
+    check_rbac(&objects, "operon", Some(&DEFAULT_WEBHOOK_GRANTS));
+    assert_eq!(alertmanager_token_secret(&objects), None);
+    assert!(
+        !kinds_and_names(&objects).contains("Role/operon-alertmanager-token"),
+        "no Role for a receiver that is off"
+    );
+
+    let objects = helm(&[
+        "--include-crds",
+        "--set",
+        "alertmanager.tokenSecret=alertmanager-bearer",
+    ]);
+    check_rbac(&objects, "operon", Some(&DEFAULT_WEBHOOK_GRANTS));
+    assert_eq!(
+        alertmanager_token_secret(&objects).as_deref(),
+        Some("alertmanager-bearer")
     );
 }
 

@@ -49,3 +49,8 @@ app.kubernetes.io/part-of: operon
 {{- define "operon.webhookTlsSecret" -}}
 {{- default (printf "%s-webhook-tls" (include "operon.fullname" .)) .Values.webhooks.tlsSecret -}}
 {{- end -}}
+
+{{/* The Secret holding the Alertmanager receiver's bearer token. */}}
+{{- define "operon.alertmanagerTokenSecret" -}}
+{{- default (printf "%s-alertmanager-token" (include "operon.fullname" .)) .Values.alertmanager.tokenSecret -}}
+{{- end -}}
