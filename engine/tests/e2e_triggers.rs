@@ -1,0 +1,322 @@
+//! End to end for Triggers against a real Kubernetes API server: runs only when
+//! `OPERON_E2E_KUBECONFIG` names a kubeconfig (cluster-admin), and is skipped with a
+//! message otherwise, so CI (which has no API server) stays green.
+//!
+//! One `operon serve` with `--alertmanager-token-secret`: an Alertmanager webhook
+//! message creates one Diagnosis (owned by its Trigger) and its redelivery none; a
+//! wrong token is refused; a cron Trigger creates its Diagnosis and records
+//! `status.lastScheduleTime`. Diagnoses go to namespace `operon` (created when
+//! missing, never deleted); the Triggers, and through their owner references their
+//! Diagnoses, and the test's namespace are deleted afterwards.
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use operon::api::{Diagnosis, Trigger};
+use operon::cluster::kube::{KubeCluster, KubeOptions};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn kubeconfig() -> Option<PathBuf> {
+    match std::env::var_os("OPERON_E2E_KUBECONFIG") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ => {
+            eprintln!("skipped: OPERON_E2E_KUBECONFIG is not set (no API server to test against)");
+            None
+        }
+    }
+}
+
+async fn client(path: &Path) -> Client {
+    let options = KubeOptions {
+        kubeconfig: Some(path.to_owned()),
+        qps: 0.0,
+        ..KubeOptions::default()
+    };
+    KubeCluster::connect(&options)
+        .await
+        .expect("the kubeconfig works")
+        .client()
+        .clone()
+}
+
+fn unique() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{:08x}", nanos ^ std::process::id().rotate_left(16))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Deletes with kubectl when dropped (a drop cannot wait for the test's runtime).
+struct Cleanup {
+    kubeconfig: PathBuf,
+    objects: Vec<(&'static str, String)>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for (kind, name) in &self.objects {
+            let _ = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .args(["delete", kind, name, "--ignore-not-found", "--wait=false"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// `operon serve`, killed when dropped.
+struct Serve {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn eventually<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// POSTs `body` to `path` on `port` with the bearer `token`; the status and the body,
+/// or `None` while nothing listens.
+async fn try_post(port: u16, path: &str, token: &str, body: &str) -> Option<(u16, Value)> {
+    use http_body_util::BodyExt as _;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let request = hyper::Request::post(path)
+        .header("host", "operon")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_owned(),
+        )))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    Some((status, value))
+}
+
+async fn post(port: u16, path: &str, token: &str, body: &str) -> (u16, Value) {
+    try_post(port, path, token, body)
+        .await
+        .expect("operon serve listens")
+}
+
+#[tokio::test]
+async fn alerts_and_a_schedule_create_diagnoses_owned_by_their_triggers() {
+    let Some(path) = kubeconfig() else { return };
+    let client = client(&path).await;
+    let run = unique();
+    let namespace = format!("operon-e2e-triggers-{run}");
+    let (alert_trigger, cron_trigger) = (format!("e2e-alert-{run}"), format!("e2e-cron-{run}"));
+    let _cleanup = Cleanup {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("trigger.operon.dev", alert_trigger.clone()),
+            ("trigger.operon.dev", cron_trigger.clone()),
+            ("namespace", namespace.clone()),
+        ],
+    };
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in operon::api::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(
+            &name,
+            &PatchParams::apply("operon-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in [namespace.as_str(), "operon"] {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        match namespaces.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => panic!("creating namespace {name}: {e}"),
+        }
+    }
+    let token = format!("e2e-token-{run}");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "alertmanager-token"},
+        "stringData": {"token": format!("{token}\n")},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    let triggers: Api<Trigger> = Api::all(client.clone());
+    let trigger = |name: &str, source: Value| -> Trigger {
+        serde_json::from_value(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Trigger",
+            "metadata": {"name": name},
+            "spec": {"operationSet": "e2e-absent-set", "sourceTemplate": source},
+        }))
+        .unwrap()
+    };
+    let alerting = triggers
+        .create(
+            &PostParams::default(),
+            &trigger(
+                &alert_trigger,
+                json!({"prometheusAlertTemplate": {
+                    "regexp": {"alertName": format!("^E2eDiskFull{run}$")},
+                    "nodeNameReferenceLabel": "node"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    triggers
+        .create(
+            &PostParams::default(),
+            &trigger(
+                &cron_trigger,
+                json!({"cronTemplate": {"schedule": "@every 3s"}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .arg("serve")
+        .arg("--kubeconfig")
+        .arg(&path)
+        .arg("--hooks-dir")
+        .arg(&hooks)
+        .args([
+            "--listen-address",
+            "127.0.0.1",
+            "--listen-port",
+            &port.to_string(),
+        ])
+        .args(["--debug-unix-socket", ""])
+        .args([
+            "--alertmanager-token-secret",
+            &format!("{namespace}/alertmanager-token"),
+        ])
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("POD_NAME", "e2e-triggers")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("serve.log")).unwrap())
+        .spawn()
+        .expect("operon serve starts");
+    let server = Serve { child, port };
+
+    let message = json!({
+        "receiver": "operon", "status": "firing", "version": "4",
+        "groupKey": format!("{{}}:{{alertname=\"E2eDiskFull{run}\"}}"),
+        "alerts": [{
+            "status": "firing",
+            "labels": {"alertname": format!("E2eDiskFull{run}"), "node": "worker-1", "severity": "warning"},
+            "annotations": {"summary": "disk full"},
+            "startsAt": "2024-05-01T10:02:33.421Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "http://prometheus:9090/graph",
+            "fingerprint": "3f5a2c1d9e8b7a60",
+        }],
+    })
+    .to_string();
+    // The receiver answers 503 until its token and Triggers are loaded.
+    let first = eventually(
+        "the receiver to take alerts",
+        Duration::from_secs(60),
+        async || {
+            let answer = tokio::time::timeout(
+                Duration::from_secs(5),
+                try_post(server.port, "/api/v2/alerts", &token, &message),
+            )
+            .await
+            .ok()??;
+            (answer.0 != 503).then_some(answer)
+        },
+    )
+    .await;
+    assert_eq!(first.0, 200, "{}", first.1);
+    assert_eq!(first.1["created"], 1, "{}", first.1);
+    let name = first.1["diagnoses"][0]["name"].as_str().unwrap().to_owned();
+    assert!(
+        name.starts_with(&format!("prometheus-alert.{alert_trigger}.")),
+        "{name}"
+    );
+
+    let again = post(server.port, "/api/v1/alerts", &token, &message).await;
+    assert_eq!(again.0, 200, "{}", again.1);
+    assert_eq!(again.1["created"], 0, "{}", again.1);
+    assert_eq!(again.1["alreadyExisted"], 1, "{}", again.1);
+    let refused = post(server.port, "/api/v2/alerts", "not-the-token", &message).await;
+    assert_eq!(refused.0, 401);
+
+    let diagnoses: Api<Diagnosis> = Api::namespaced(client.clone(), "operon");
+    let diagnosis = diagnoses.get(&name).await.unwrap();
+    assert_eq!(diagnosis.spec.node_name.as_deref(), Some("worker-1"));
+    let owner = &diagnosis.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(owner.kind, "Trigger");
+    assert_eq!(owner.name, alert_trigger);
+    assert_eq!(Some(&owner.uid), alerting.metadata.uid.as_ref());
+    let by_trigger = ListParams::default().labels(&format!("operon.dev/trigger={alert_trigger}"));
+    assert_eq!(diagnoses.list(&by_trigger).await.unwrap().items.len(), 1);
+
+    // The cron Trigger fires 3 s after its creation, and records the slot.
+    let last = eventually(
+        "the cron Trigger's lastScheduleTime",
+        Duration::from_secs(60),
+        async || {
+            let t = triggers.get(&cron_trigger).await.ok()?;
+            t.status?.last_schedule_time
+        },
+    )
+    .await;
+    let slot = format!("cron.{cron_trigger}.{}", last.0.as_second());
+    eventually("the cron Diagnosis", Duration::from_secs(10), async || {
+        diagnoses.get(&slot).await.ok()
+    })
+    .await;
+}
