@@ -5,7 +5,8 @@
 //! One `operon serve` with `--alertmanager-token-secret`: an Alertmanager webhook
 //! message creates one Diagnosis (owned by its Trigger) and its redelivery none; a
 //! wrong token is refused; a cron Trigger creates its Diagnosis and records
-//! `status.lastScheduleTime`. Diagnoses go to namespace `operon` (created when
+//! `status.lastScheduleTime`; a core/v1 and an events.k8s.io/v1 Event each make one
+//! Diagnosis of an event Trigger. Diagnoses go to namespace `operon` (created when
 //! missing, never deleted); the Triggers, and through their owner references their
 //! Diagnoses, and the test's namespace are deleted afterwards.
 
@@ -148,11 +149,13 @@ async fn alerts_and_a_schedule_create_diagnoses_owned_by_their_triggers() {
     let run = unique();
     let namespace = format!("operon-e2e-triggers-{run}");
     let (alert_trigger, cron_trigger) = (format!("e2e-alert-{run}"), format!("e2e-cron-{run}"));
+    let event_trigger = format!("e2e-event-{run}");
     let _cleanup = Cleanup {
         kubeconfig: path.clone(),
         objects: vec![
             ("trigger.operon.dev", alert_trigger.clone()),
             ("trigger.operon.dev", cron_trigger.clone()),
+            ("trigger.operon.dev", event_trigger.clone()),
             ("namespace", namespace.clone()),
         ],
     };
@@ -216,6 +219,17 @@ async fn alerts_and_a_schedule_create_diagnoses_owned_by_their_triggers() {
             &trigger(
                 &cron_trigger,
                 json!({"cronTemplate": {"schedule": "@every 3s"}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    triggers
+        .create(
+            &PostParams::default(),
+            &trigger(
+                &event_trigger,
+                json!({"kubernetesEventTemplate": {"regexp": {"reason": format!("^E2eBackOff{run}$")}}}),
             ),
         )
         .await
@@ -319,4 +333,53 @@ async fn alerts_and_a_schedule_create_diagnoses_owned_by_their_triggers() {
         diagnoses.get(&slot).await.ok()
     })
     .await;
+
+    // Events through either API: a core/v1 one and an events.k8s.io/v1 one, each
+    // about a Pod, each making one Diagnosis about that Pod.
+    let now = jiff::Timestamp::now();
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &namespace);
+    let event: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": format!("cart-0.{run}")},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "cart-0", "namespace": namespace},
+        "reason": format!("E2eBackOff{run}"),
+        "message": "Back-off restarting failed container",
+        "source": {"component": "kubelet", "host": "worker-1"},
+        "count": 1, "type": "Warning",
+        "firstTimestamp": now.to_string(), "lastTimestamp": now.to_string(),
+    }))
+    .unwrap();
+    core.create(&PostParams::default(), &event).await.unwrap();
+    let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &namespace);
+    let event: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": format!("cart-1.{run}")},
+        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        "reportingController": "e2e.operon.dev/test",
+        "reportingInstance": "e2e",
+        "action": "Restarting",
+        "reason": format!("E2eBackOff{run}"),
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": "cart-1", "namespace": namespace},
+        "note": "Back-off restarting failed container",
+        "type": "Warning",
+    }))
+    .unwrap();
+    v1.create(&PostParams::default(), &event).await.unwrap();
+    let by_trigger = ListParams::default().labels(&format!("operon.dev/trigger={event_trigger}"));
+    let mut pods = eventually(
+        "a Diagnosis per Event",
+        Duration::from_secs(60),
+        async || {
+            let items = diagnoses.list(&by_trigger).await.ok()?.items;
+            (items.len() >= 2).then_some(items)
+        },
+    )
+    .await
+    .into_iter()
+    .map(|d| d.spec.pod_reference.unwrap().name)
+    .collect::<Vec<_>>();
+    pods.sort();
+    assert_eq!(
+        pods,
+        ["cart-0", "cart-1"],
+        "one Diagnosis per Event, each seen through both APIs"
+    );
 }
