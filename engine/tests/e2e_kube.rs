@@ -13,80 +13,17 @@
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use operon::cluster::Cluster as _;
-use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
 use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn kubeconfig() -> Option<PathBuf> {
-    match std::env::var_os("OPERON_E2E_KUBECONFIG") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ => {
-            eprintln!("skipped: OPERON_E2E_KUBECONFIG is not set (no API server to test against)");
-            None
-        }
-    }
-}
-
-async fn connect(path: &Path) -> KubeCluster {
-    let options = KubeOptions {
-        kubeconfig: Some(path.to_owned()),
-        qps: 0.0,
-        ..KubeOptions::default()
-    };
-    KubeCluster::connect(&options)
-        .await
-        .expect("the kubeconfig works")
-}
-
-/// A fresh namespace, deleted when dropped (with kubectl: a drop cannot wait for the
-/// test's runtime, which the client's requests need).
-struct Scratch {
-    kubeconfig: PathBuf,
-    name: String,
-}
-
-impl Scratch {
-    async fn new(cluster: &KubeCluster, kubeconfig: &Path, prefix: &str) -> Self {
-        let name = format!("{prefix}-{:08x}", getrandom_u32());
-        let namespaces: Api<Namespace> = Api::all(cluster.client().clone());
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
-        Self {
-            kubeconfig: kubeconfig.to_owned(),
-            name,
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["delete", "namespace", &self.name, "--wait=false"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-fn getrandom_u32() -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    nanos ^ std::process::id().rotate_left(16)
-}
+mod e2e_support;
+use e2e_support::*;
 
 fn target(namespace: &str, name: &str) -> ObjectRef {
     ObjectRef {
@@ -210,79 +147,6 @@ async fn patch_operations_as_the_api_server_answers_them() {
         .apply(&PatchOperation::DeleteInBackground(target(ns, "settings")))
         .await
         .unwrap();
-}
-
-/// `operon serve` as a child process, killed when dropped.
-struct Serve {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn serve(kubeconfig: &Path, hooks: &Path, extra: &[&str], name: &str) -> Serve {
-    let port = free_port();
-    let dir = hooks.parent().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .arg("serve")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--hooks-dir")
-        .arg(hooks)
-        .args([
-            "--listen-address",
-            "127.0.0.1",
-            "--listen-port",
-            &port.to_string(),
-        ])
-        .arg("--debug-unix-socket")
-        .arg(dir.join(format!("{name}.socket")))
-        .args(extra)
-        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
-        .env("POD_NAME", name)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
-        .spawn()
-        .expect("operon serve starts");
-    Serve { child, port }
-}
-
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split(' ').nth(1)?.parse().ok()?;
-    Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
-}
-
-async fn eventually<T>(
-    what: &str,
-    limit: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 fn hooks_dir() -> tempfile::TempDir {
@@ -503,26 +367,6 @@ fn widgets_crd(group: &str) -> CustomResourceDefinition {
     .unwrap()
 }
 
-/// Removes what the webhook test made outside its namespace.
-struct ClusterScoped {
-    kubeconfig: PathBuf,
-    objects: Vec<(&'static str, String)>,
-}
-
-impl Drop for ClusterScoped {
-    fn drop(&mut self) {
-        for (kind, name) in &self.objects {
-            let _ = Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(&self.kubeconfig)
-                .args(["delete", kind, name, "--ignore-not-found", "--wait=false"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
 /// `operon serve` flags for both webhook servers on free local ports with a self-signed
 /// certificate (Secret in `namespace`, files in `tls_dir`), registered by URL under
 /// `configuration`.
@@ -661,32 +505,6 @@ async fn webhooks_with_a_self_signed_certificate_mutate_validate_and_convert() {
     })
     .await;
     assert_eq!(read.data["spec"], json!({"count": 3}), "{:?}", read.data);
-}
-
-/// Applies Operon's CRDs by server-side apply; they are never deleted afterwards, as a
-/// cluster may already run Operon.
-async fn apply_operon_crds(cluster: &KubeCluster) {
-    use kube::api::{Patch, PatchParams};
-    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().clone());
-    for crd in operon::api::crds() {
-        let name = crd.metadata.name.clone().unwrap();
-        crds.patch(
-            &name,
-            &PatchParams::apply("operon-e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap();
-    }
-}
-
-/// The cluster-scoped API of an operon.dev/v1alpha1 kind, untyped.
-fn operon_api(cluster: &KubeCluster, kind: &str) -> Api<kube::api::DynamicObject> {
-    let gvk = kube::api::GroupVersionKind::gvk("operon.dev", "v1alpha1", kind);
-    Api::all_with(
-        cluster.client().clone(),
-        &kube::api::ApiResource::from_gvk(&gvk),
-    )
 }
 
 /// Operon's own resources are checked by the engine's admission webhook: an invalid

@@ -18,8 +18,10 @@ use std::collections::BTreeMap;
     namespaced,
     status = "DiagnosisStatus",
     printcolumn = r#"{"name":"OperationSet","type":"string","jsonPath":".spec.operationSet"}"#,
-    printcolumn = r#"{"name":"Node","type":"string","jsonPath":".spec.nodeName"}"#,
+    printcolumn = r#"{"name":"Node","type":"string","jsonPath":".status.nodeName"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Current","type":"string","jsonPath":".status.currentNode.operation"}"#,
+    printcolumn = r#"{"name":"Outcome","type":"string","jsonPath":".status.conditions[?(@.type==\"Complete\")].message"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -145,15 +147,34 @@ pub struct DiagnosisStatus {
     /// `Accepted`, `Complete`, and the reasons a Diagnosis could not run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The node the Diagnosis runs on: `spec.nodeName`, or the node of the pod of
+    /// `spec.podReference`; unset when it runs wherever the controller runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// The `metadata.generation` of the OperationSet when the run started: a run is
+    /// not resumed over a set that changed since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_set_generation: Option<i64>,
+    /// The node running now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_node: Option<PathNode>,
     /// When it started running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
     /// When it finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
-    /// Results of every succeeded operation, later ones overriding earlier ones.
+    /// Results of every succeeded operation, later ones overriding earlier ones (those
+    /// too large for the status are in `resultsConfigMap` instead).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub operation_results: BTreeMap<String, String>,
+    /// The ConfigMap (in the Diagnosis' namespace, owned by it) that holds the results
+    /// too large for the status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results_config_map: Option<String>,
+    /// The result keys held in `resultsConfigMap`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results_in_config_map: Vec<String>,
     /// The path that succeeded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub succeeded_path: Vec<PathNode>,

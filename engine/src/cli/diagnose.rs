@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use operon::api::{Diagnosis, DiagnosisPhase, DiagnosisSpec, NodePhase, NodeRecord, Problem};
 use operon::graph;
 use operon::manifest::{self, Manifests};
-use operon::pipeline::{self, CheckpointError, CheckpointFile, PlanError, Progress};
+use operon::pipeline::{self, CheckpointFile, CheckpointFuture, PlanError, Progress};
 use operon::runner::processors::{ProcessorSettings, Processors};
 use operon::sandbox::{self, ModuleDigest};
 use operon::store::ModuleLocator;
@@ -210,11 +210,12 @@ impl Progress for Console {
         }
     }
 
-    fn checkpoint(&mut self, diagnosis: &Diagnosis) -> Result<(), CheckpointError> {
-        match &self.checkpoint {
+    fn checkpoint<'a>(&'a mut self, diagnosis: &'a Diagnosis) -> CheckpointFuture<'a> {
+        let saved = match &self.checkpoint {
             Some(file) => file.save(diagnosis),
             None => Ok(()),
-        }
+        };
+        Box::pin(std::future::ready(saved))
     }
 }
 

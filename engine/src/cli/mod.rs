@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own module and
 //! returns an exit code; errors are printed once, here.
 
+mod agent;
 mod convert;
 mod debug;
 mod diagnose;
@@ -53,6 +54,8 @@ enum Command {
     /// Run hooks against a Kubernetes API server: the controller, with metrics, health
     /// and readiness endpoints and a debug socket.
     Serve(Box<serve::ServeArgs>),
+    /// Run the Diagnoses placed on one node (`operon agent --node-name`, a DaemonSet).
+    Agent(Box<agent::AgentArgs>),
     /// Ask a running `operon serve` about its queues, hooks and snapshots.
     #[command(subcommand)]
     Debug(debug::DebugCommand),
@@ -73,7 +76,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Serve(_) => "info",
+        Command::Serve(_) | Command::Agent(_) => "info",
         _ => "warn",
     };
     let filter =
@@ -95,6 +98,7 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => diagnose::draw(args),
         Command::Version { output } => version(output),
         Command::Serve(args) => serve::run(*args),
+        Command::Agent(args) => agent::run(*args),
         Command::Debug(cmd) => debug::run(cmd),
         Command::Convert(cmd) => convert::run(cmd),
         Command::Crds => {

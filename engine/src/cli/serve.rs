@@ -3,7 +3,9 @@
 use super::hook::loader;
 use anyhow::Context as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
+use operon::controllers::diagnosis::{self, Role, status::Limits};
 use operon::hooks::runner::{AccessScope, ClusterAccess, ClusterAccessError};
+use operon::runner::processors::{ProcessorSettings, Processors};
 use operon::serve::alerts::{AlertmanagerOptions, SecretRef};
 use operon::serve::lease::{LeaderElector, LeaseOptions};
 use operon::serve::webhook::WebhookEndpoint;
@@ -11,9 +13,11 @@ use operon::serve::webhook::register::{ClientTarget, Registrar, Registration, Se
 use operon::serve::webhook::selfsigned::{SelfSigned, SelfSignedOptions, service_dns_names};
 use operon::serve::webhook::tls::TlsFiles;
 use operon::serve::{self, Coordination, ServeOptions};
+use operon::store::ModuleLocator;
 
 /// Where a pod finds its namespace.
-const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+pub(super) const SERVICE_ACCOUNT_NAMESPACE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -232,6 +236,62 @@ pub struct ServeArgs {
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
     #[arg(long, env = "OPERON_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    diagnoses: DiagnosisArgs,
+}
+
+/// How Diagnoses run (`operon serve` and `operon agent`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiagnosisArgs {
+    /// Directory of wasm modules named `<name>.wasm`, for the `wasm.module` names and
+    /// digests of Operations.
+    #[arg(long, env = "OPERON_MODULES_DIR")]
+    pub modules: Option<PathBuf>,
+    /// How many Diagnoses run at once.
+    #[arg(long, env = "OPERON_DIAGNOSIS_CONCURRENCY", default_value_t = 16)]
+    pub diagnosis_concurrency: u16,
+    /// How long a Diagnosis waits for its OperationSet, Operations, pod or agent before
+    /// it fails.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub diagnosis_wait_limit: Duration,
+    /// Results longer than this many bytes go to the Diagnosis' results ConfigMap.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub result_value_limit: usize,
+    /// The results kept in a Diagnosis' status stay under this many bytes.
+    #[arg(long, default_value_t = 512 * 1024)]
+    pub results_limit: usize,
+}
+
+impl DiagnosisArgs {
+    /// The Diagnosis controller for `role`, whose runners cache compiled modules in
+    /// `cache_dir`.
+    pub fn context(
+        &self,
+        client: kube::Client,
+        role: Role,
+        agent_namespace: &str,
+        cache_dir: Option<PathBuf>,
+        strict: bool,
+    ) -> Arc<diagnosis::Context> {
+        let processors = Processors::new(ProcessorSettings {
+            cache_dir: cache_dir.or_else(operon::sandbox::default_cache_dir),
+            strict,
+            modules: ModuleLocator::new(self.modules.clone()),
+            ..ProcessorSettings::default()
+        });
+        let mut settings = diagnosis::Settings::new(role, agent_namespace);
+        settings.concurrency = self.diagnosis_concurrency.max(1);
+        settings.wait_limit = self.diagnosis_wait_limit;
+        settings.limits = Limits {
+            per_value: self.result_value_limit,
+            per_diagnosis: self.results_limit,
+        };
+        Arc::new(diagnosis::Context::new(
+            client,
+            Arc::new(processors),
+            settings,
+        ))
+    }
 }
 
 fn parse_scope(text: &str) -> Result<AccessScope, String> {
@@ -371,6 +431,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    let diagnoses = controllers.clone().map(|client| {
+        args.diagnoses.context(
+            client,
+            Role::Controller,
+            &namespace,
+            args.cache_dir.clone(),
+            args.strict,
+        )
+    });
     serve::run(
         options,
         &loader,
@@ -379,6 +448,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             elector,
             registrar,
             controllers,
+            diagnoses,
         },
         shutdown_signal(),
     )
@@ -557,7 +627,7 @@ fn endpoint(
 }
 
 /// SIGTERM (what Kubernetes sends) or Ctrl-C.
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut signal) => {

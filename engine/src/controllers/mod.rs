@@ -4,7 +4,9 @@
 //! - [`operation_set`]: OperationSet `status.ready`, `status.pathCount` and conditions.
 //! - [`trigger`]: Triggers into Diagnoses (cron, Kubernetes Events; the alert receiver
 //!   of `operon serve` shares its parts).
+//! - [`diagnosis`]: runs Diagnoses (in the controller, or on their node's agent).
 
+pub mod diagnosis;
 pub mod operation_set;
 pub mod trigger;
 
@@ -19,5 +21,21 @@ pub async fn crds_installed(client: &Client) -> Result<bool, kube::Error> {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == "operationsets")),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+/// A spawned controller that is aborted when this is dropped.
+pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl AbortOnDrop {
+    /// Spawns `task`.
+    pub fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Self(tokio::spawn(task))
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -14,9 +14,11 @@
 //!   `pod.name` and `container` (when known).
 //! - A node's `dependences` must have succeeded earlier in the Diagnosis, or the node
 //!   fails with that reason (without running).
-//! - After every node the status carries a record of it and a checkpoint, and
-//!   [`Progress::checkpoint`] is called so it can be persisted; a Diagnosis whose status
-//!   already holds node records resumes without re-running them.
+//! - After every node the status carries a record of it and a checkpoint. The status
+//!   is persisted ([`Progress::checkpoint`]) just before the next node runs, with
+//!   `currentNode` naming that node, and once at the end: one write per node plus one
+//!   to finish, and never a node running that the persisted status does not show. A
+//!   Diagnosis whose status already holds node records resumes without re-running them.
 //! - Results of a failed run that the runner still reports (a script's
 //!   `operation.<key>.error`) are merged too, so users see why it failed.
 //!
@@ -75,12 +77,15 @@ pub trait Progress: Send {
     fn node_started(&mut self, _id: usize, _operation: &str) {}
     /// A node finished (or failed without running).
     fn node_finished(&mut self, _record: &NodeRecord) {}
-    /// The status changed and must be persisted before the next node runs. An error
-    /// stops the Diagnosis (it could not be resumed faithfully).
-    fn checkpoint(&mut self, _diagnosis: &Diagnosis) -> Result<(), CheckpointError> {
-        Ok(())
+    /// Persist the Diagnosis: called before every node runs and once when it ends. An
+    /// error stops the Diagnosis (it could not be resumed faithfully).
+    fn checkpoint<'a>(&'a mut self, _diagnosis: &'a Diagnosis) -> CheckpointFuture<'a> {
+        Box::pin(std::future::ready(Ok(())))
     }
 }
+
+/// What [`Progress::checkpoint`] returns: a persister may have to wait on a network.
+pub type CheckpointFuture<'a> = futures::future::BoxFuture<'a, Result<(), CheckpointError>>;
 
 /// A [`Progress`] that observes nothing.
 #[derive(Debug, Default, Clone, Copy)]
@@ -182,6 +187,7 @@ pub async fn execute(
     if !missing.is_empty() {
         let message = format!("Operations not found: {}", missing.join(", "));
         finish(status, DiagnosisPhase::Failed, "OperationNotFound", message);
+        persist(progress, diagnosis).await?;
         return Ok(DiagnosisPhase::Failed);
     }
 
@@ -217,16 +223,22 @@ pub async fn execute(
         }
     }
     let phase = status.phase.unwrap_or(DiagnosisPhase::Failed);
-    progress
-        .checkpoint(diagnosis)
-        .map_err(|source| PipelineError::Checkpoint {
-            diagnosis: diagnosis.object_ref(),
-            source,
-        })?;
+    persist(progress, diagnosis).await?;
     Ok(phase)
 }
 
+async fn persist(progress: &mut dyn Progress, diagnosis: &Diagnosis) -> Result<(), PipelineError> {
+    progress
+        .checkpoint(diagnosis)
+        .await
+        .map_err(|source| PipelineError::Checkpoint {
+            diagnosis: diagnosis.object_ref(),
+            source,
+        })
+}
+
 fn finish(status: &mut DiagnosisStatus, phase: DiagnosisPhase, reason: &str, message: String) {
+    status.current_node = None;
     status.phase = Some(phase);
     status.completion_time = Some(now());
     set_condition(
@@ -326,6 +338,14 @@ impl<'g> Search<'g> {
     ) -> Result<(), PipelineError> {
         let graph = self.graph;
         let operation = graph.operation(id).unwrap_or_default().to_owned();
+        diagnosis
+            .status
+            .get_or_insert_with(DiagnosisStatus::default)
+            .current_node = Some(PathNode {
+            id: id as i64,
+            operation: operation.clone(),
+        });
+        persist(progress, diagnosis).await?;
         progress.node_started(id, &operation);
         let started_at = now();
         let started = Instant::now();
@@ -385,12 +405,7 @@ impl<'g> Search<'g> {
             completed_nodes: status.nodes.len() as u64,
             dead_ends: self.dead_ends.clone(),
         });
-        progress
-            .checkpoint(diagnosis)
-            .map_err(|source| PipelineError::Checkpoint {
-                diagnosis: diagnosis.object_ref(),
-                source,
-            })
+        Ok(())
     }
 
     fn request(&self, diagnosis: &Diagnosis, id: usize, step: &Step) -> RunRequest {

@@ -246,12 +246,14 @@ fn met_dependences_let_the_node_run() {
 struct CrashAfter(usize, Vec<Diagnosis>);
 
 impl Progress for CrashAfter {
-    fn checkpoint(&mut self, d: &Diagnosis) -> Result<(), CheckpointError> {
-        if self.1.len() == self.0 {
-            return Err(CheckpointError::Other("disk full".to_owned()));
-        }
-        self.1.push(d.clone());
-        Ok(())
+    fn checkpoint<'a>(&'a mut self, d: &'a Diagnosis) -> CheckpointFuture<'a> {
+        let saved = if self.1.len() == self.0 {
+            Err(CheckpointError::Other("disk full".to_owned()))
+        } else {
+            self.1.push(d.clone());
+            Ok(())
+        };
+        Box::pin(std::future::ready(saved))
     }
 }
 
@@ -269,10 +271,18 @@ fn a_restarted_run_resumes_without_rerunning_finished_nodes() {
         ..Default::default()
     });
     let mut d = diagnosis(&[]);
-    let mut crash = CrashAfter(2, Vec::new());
+    // Persisted: before op1, before op3 (op1 done), before op4 (op3 done); the write
+    // before op2 (op4 done) fails.
+    let mut crash = CrashAfter(3, Vec::new());
     let err = block_on(execute(&mut d, &g, &steps(&g, &runner), &mut crash)).unwrap_err();
     assert!(matches!(err, PipelineError::Checkpoint { .. }));
     assert_eq!(runner.calls(), ["op1", "op3", "op4"]);
+    let current: Vec<_> = crash
+        .1
+        .iter()
+        .map(|d| d.status.as_ref().unwrap().current_node.as_ref().unwrap().id)
+        .collect();
+    assert_eq!(current, [1, 3, 4], "each write names the node about to run");
 
     // The engine restarts from the last persisted checkpoint (after op3).
     let mut resumed = crash.1.pop().unwrap();

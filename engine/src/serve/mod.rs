@@ -121,6 +121,8 @@ pub struct Coordination {
     /// The client the leader runs Operon's controllers with ([`crate::controllers`]),
     /// when the operon.dev CRDs are installed.
     pub controllers: Option<::kube::Client>,
+    /// The Diagnosis controller the leader runs, when the operon.dev CRDs are installed.
+    pub diagnoses: Option<Arc<crate::controllers::diagnosis::Context>>,
 }
 
 /// How often webhook certificate files are looked at.
@@ -259,6 +261,7 @@ async fn run_engine(
         elector,
         registrar,
         controllers,
+        diagnoses,
     } = coordination;
     // shell-operator starts with an empty hooks directory (hooks may come later with a
     // new ConfigMap and a rollout); so does `operon serve`, with a warning.
@@ -390,6 +393,15 @@ async fn run_engine(
             ));
             tracing::info!("running the Trigger controller");
         }
+        // Aborted when this block ends or is dropped: a replica that stops leading
+        // stops running Diagnoses at once, as another may already resume them.
+        let _diagnosis_controller = diagnoses.clone().map(|ctx| {
+            tracing::info!("running the Diagnosis controller");
+            crate::controllers::AbortOnDrop::spawn(crate::controllers::diagnosis::run_controller(
+                ctx,
+                std::future::pending(),
+            ))
+        });
         engine.take_over();
         tracing::info!("running hooks");
         engine

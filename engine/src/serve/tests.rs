@@ -217,6 +217,7 @@ fn replica(
                 elector: Some(elector),
                 registrar: None,
                 controllers: None,
+                diagnoses: None,
             },
             shutdown,
         )

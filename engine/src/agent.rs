@@ -1,0 +1,144 @@
+//! `operon agent`: the per-node half of the Diagnosis pipeline (a DaemonSet, one pod per
+//! node). It runs the Diagnoses the controller placed on its node
+//! ([`crate::controllers::diagnosis`], [`Role::Agent`](crate::controllers::diagnosis::Role)),
+//! so collection and repair steps run where the problem is.
+//!
+//! The agent holds the Lease `operon-agent-<node>` while it runs them: the controller
+//! reads it to tell whether a node has an agent, and two agent pods on one node (a
+//! rolling update with a surge) never run Diagnoses at once. It serves no API of its
+//! own besides health: the controller and the agent meet only at the API server, both
+//! authenticated by their ServiceAccounts.
+
+use crate::controllers::AbortOnDrop;
+use crate::controllers::diagnosis::{self, placement};
+use crate::serve::lease::{LeaderElector, LeaseOptions};
+use axum::Router;
+use axum::routing::get;
+use kube::Client;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::watch;
+
+/// Why the agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The health endpoint's address cannot be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where the agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// The node it serves.
+    pub node: String,
+    /// Its namespace (where its Lease lives).
+    pub namespace: String,
+    /// The address of `/healthz` and `/readyz`.
+    pub listen: SocketAddr,
+}
+
+impl AgentOptions {
+    /// The Lease of this agent, with client-go's timing.
+    pub fn lease(&self) -> LeaseOptions {
+        LeaseOptions::new(&placement::agent_lease_name(&self.node), &self.namespace)
+    }
+}
+
+/// Runs the agent until `shutdown` resolves: serves health, takes the node's Lease,
+/// and runs the node's Diagnoses while it holds it (taking it again when it loses it).
+pub async fn run(
+    client: Client,
+    ctx: Arc<diagnosis::Context>,
+    options: AgentOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), AgentError> {
+    let ready = Arc::new(AtomicBool::new(false));
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| AgentError::Listen {
+            address: options.listen,
+            source,
+        })?;
+    let (stop, mut stopped) = watch::channel(false);
+    let health = tokio::spawn(serve_health(listener, ready.clone(), stopped.clone()));
+    let mut elector = LeaderElector::new(client, options.lease());
+    tracing::info!(node = %options.node, lease = %elector.options().name,
+        namespace = %options.namespace, "agent started");
+    let agent = async {
+        loop {
+            if !elector.acquire(&mut stopped).await {
+                return;
+            }
+            ready.store(true, Ordering::Relaxed);
+            // Aborted when dropped too: on shutdown the select below drops this block.
+            let controller = AbortOnDrop::spawn(diagnosis::run_controller(
+                ctx.clone(),
+                std::future::pending(),
+            ));
+            tracing::info!(node = %options.node, "running this node's Diagnoses");
+            let outcome = elector.renew(&mut stopped).await;
+            // Another agent may take the Lease now: stop at once, it resumes the runs.
+            drop(controller);
+            ready.store(false, Ordering::Relaxed);
+            match outcome {
+                Ok(()) => return,
+                Err(lost) => {
+                    tracing::error!(error = %lost, "lost this node's agent Lease; taking it again");
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = agent => {}
+        () = shutdown => {}
+    }
+    let _ = stop.send(true);
+    if let Err(e) = elector.release().await {
+        tracing::warn!(error = %e, "cannot release the agent Lease");
+    }
+    let _ = health.await;
+    Ok(())
+}
+
+async fn serve_health(
+    listener: tokio::net::TcpListener,
+    ready: Arc<AtomicBool>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let router = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.load(Ordering::Relaxed);
+                async move {
+                    if ready {
+                        (axum::http::StatusCode::OK, "ok\n")
+                    } else {
+                        (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "waiting for this node's agent Lease\n",
+                        )
+                    }
+                }
+            }),
+        );
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!(error = %e, "the health endpoint stopped");
+    }
+}

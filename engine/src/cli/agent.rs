@@ -1,0 +1,99 @@
+//! `operon agent`: runs the Diagnoses placed on one node (a DaemonSet pod per node).
+
+use super::serve::{DiagnosisArgs, SERVICE_ACCOUNT_NAMESPACE, shutdown_signal};
+use anyhow::Context as _;
+use operon::agent::{self, AgentOptions};
+use operon::cluster::kube::{KubeCluster, KubeOptions};
+use operon::controllers::diagnosis::Role;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `operon agent`.
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// The node this agent serves (from the downward API: `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// The namespace of the agent's Lease [default: the pod's namespace].
+    #[arg(long, env = "POD_NAMESPACE")]
+    namespace: Option<String>,
+    /// A kubeconfig file [default: $KUBECONFIG, ~/.kube/config, then the in-cluster
+    /// service account].
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// A kubeconfig context other than the current one.
+    #[arg(long)]
+    context: Option<String>,
+    /// Sustained API requests per second (0: no limit).
+    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 5.0)]
+    kube_client_qps: f32,
+    /// API requests allowed in a burst above the QPS.
+    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 10)]
+    kube_client_burst: u32,
+    /// Address of the health endpoints.
+    #[arg(long, env = "OPERON_LISTEN_ADDRESS", default_value = "0.0.0.0")]
+    listen_address: IpAddr,
+    /// Port of the health endpoints.
+    #[arg(long, env = "OPERON_AGENT_LISTEN_PORT", default_value_t = 9116)]
+    listen_port: u16,
+    /// Refuse to run a script step when any sandbox protection is unavailable.
+    #[arg(long)]
+    strict: bool,
+    /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
+    #[arg(long, env = "OPERON_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    diagnoses: DiagnosisArgs,
+}
+
+/// Runs `operon agent`.
+pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        !args.node_name.is_empty(),
+        "--node-name (NODE_NAME) is empty: set it from the downward API (spec.nodeName)"
+    );
+    let kube = KubeOptions {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+        qps: args.kube_client_qps,
+        burst: args.kube_client_burst,
+        ..KubeOptions::default()
+    };
+    let cluster = KubeCluster::connect(&kube)
+        .await
+        .context("connecting to the Kubernetes API server")?;
+    let client = cluster.client().clone();
+    let namespace = args
+        .namespace
+        .clone()
+        .or_else(|| {
+            std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .ok()
+                .map(|n| n.trim().to_owned())
+        })
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let ctx = args.diagnoses.context(
+        client.clone(),
+        Role::Agent {
+            node: args.node_name.clone(),
+        },
+        &namespace,
+        args.cache_dir.clone(),
+        args.strict,
+    );
+    let options = AgentOptions {
+        node: args.node_name.clone(),
+        namespace,
+        listen: SocketAddr::new(args.listen_address, args.listen_port),
+    };
+    agent::run(client, ctx, options, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,298 @@
+//! End to end against a real Kubernetes API server (only with `OPERON_E2E_KUBECONFIG`,
+//! skipped otherwise): Diagnoses run by the controller of `operon serve` and by
+//! `operon agent` on their node; a controller killed mid-run resumes without running a
+//! finished node again; results too large for the status land in an owned ConfigMap.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod e2e_support;
+use e2e_support::*;
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).unwrap()
+}
+
+fn script_operation(name: &str, key: &str, script: &str) -> DynamicObject {
+    object(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Operation",
+        "metadata": {"name": name},
+        "spec": {"processor": {"timeoutSeconds": 30,
+                 "scriptRunner": {"operationResultKey": key, "script": script}}},
+    }))
+}
+
+/// A chain start → 1 → 2 → … over `operations`.
+fn chain(name: &str, operations: &[&str]) -> DynamicObject {
+    let mut nodes = vec![json!({"id": 0, "to": [1]})];
+    for (i, op) in operations.iter().enumerate() {
+        let id = i + 1;
+        let mut node = json!({"id": id, "operation": op});
+        if id < operations.len() {
+            node["to"] = json!([id + 1]);
+        }
+        nodes.push(node);
+    }
+    object(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "OperationSet",
+        "metadata": {"name": name}, "spec": {"adjacencyList": nodes},
+    }))
+}
+
+fn diagnoses(cluster: &operon::cluster::kube::KubeCluster, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        cluster.client().clone(),
+        namespace,
+        &operon_resource("Diagnosis"),
+    )
+}
+
+async fn status_when(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    limit: Duration,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    eventually(what, limit, async || {
+        let d = api.get(name).await.ok()?;
+        let status = d.data.get("status")?.clone();
+        check(&status).then_some(status)
+    })
+    .await
+}
+
+fn node_ids(status: &Value) -> Vec<i64> {
+    status["nodes"]
+        .as_array()
+        .map(|nodes| nodes.iter().filter_map(|n| n["id"].as_i64()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_killed_controller_resumes_a_diagnosis_without_rerunning_finished_nodes() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-diagnosis").await;
+    let run = format!("{:08x}", getrandom_u32());
+    let (a, big, slow, set) = (
+        format!("e2e-a-{run}"),
+        format!("e2e-big-{run}"),
+        format!("e2e-slow-{run}"),
+        format!("e2e-chain-{run}"),
+    );
+    let _cleanup = ClusterScoped {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("operation.operon.dev", a.clone()),
+            ("operation.operon.dev", big.clone()),
+            ("operation.operon.dev", slow.clone()),
+            ("operationset.operon.dev", set.clone()),
+        ],
+    };
+    apply_operon_crds(&cluster).await;
+    let operations = operon_api(&cluster, "Operation");
+    let post = PostParams::default();
+    for op in [
+        script_operation(&a, "first", "echo first"),
+        // 70,000 bytes: over the 64 KiB a status value may hold.
+        script_operation(&big, "big", "head -c 70000 /dev/zero | tr '\\0' x"),
+        script_operation(&slow, "slow", "sleep 4; echo done"),
+    ] {
+        operations.create(&post, &op).await.unwrap();
+    }
+    operon_api(&cluster, "OperationSet")
+        .create(&post, &chain(&set, &[&a, &big, &slow]))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let flags = ["--leader-election-namespace", scratch.name.as_str()];
+    let first = serve(&path, &hooks, &flags, "diagnosis-1");
+    let api = diagnoses(&cluster, &scratch.name);
+    api.create(
+        &post,
+        &object(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+            "metadata": {"name": "resumed"}, "spec": {"operationSet": set},
+        })),
+    )
+    .await
+    .unwrap();
+
+    // Kill the controller while node 3 (the slow one) runs.
+    let before = status_when(
+        &api,
+        "resumed",
+        "node 3 running",
+        Duration::from_secs(90),
+        |s| s["currentNode"]["id"] == 3,
+    )
+    .await;
+    assert_eq!(node_ids(&before), [1, 2]);
+    assert_eq!(before["phase"], "Running");
+    drop(first);
+    let _second = serve(&path, &hooks, &flags, "diagnosis-2");
+    let done = status_when(&api, "resumed", "Succeeded", Duration::from_secs(90), |s| {
+        s["phase"] == "Succeeded"
+    })
+    .await;
+    assert_eq!(
+        node_ids(&done),
+        [1, 2, 3],
+        "each node recorded once: {done}"
+    );
+    assert_eq!(
+        done["nodes"][0], before["nodes"][0],
+        "node 1 was not run again"
+    );
+    assert_eq!(
+        done["nodes"][1], before["nodes"][1],
+        "node 2 was not run again"
+    );
+    assert!(done.get("currentNode").is_none());
+    assert_eq!(
+        done["operationResults"]["operation.first.output"],
+        "first\n"
+    );
+    assert_eq!(done["operationResults"]["operation.slow.output"], "done\n");
+
+    // The large result is in the Diagnosis' ConfigMap, not its status.
+    assert_eq!(done["resultsConfigMap"], "resumed-results");
+    let offloaded: Vec<&str> = done["resultsInConfigMap"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(offloaded, ["operation.big.output"]);
+    assert!(
+        done["operationResults"]
+            .get("operation.big.output")
+            .is_none()
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(cluster.client().clone(), &scratch.name);
+    let map = maps.get("resumed-results").await.unwrap();
+    assert_eq!(map.data.unwrap()["operation.big.output"].len(), 70_000);
+    let owner = &map.metadata.owner_references.unwrap()[0];
+    let diagnosis = api.get("resumed").await.unwrap();
+    assert_eq!(Some(&owner.uid), diagnosis.metadata.uid.as_ref());
+    let conditions = done["conditions"].as_array().unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Accepted" && c["status"] == "True"),
+        "{conditions:?}"
+    );
+}
+
+/// `operon agent` as a child process, killed when dropped.
+struct Agent(std::process::Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn agent(kubeconfig: &Path, node: &str, namespace: &str, log: &Path) -> Agent {
+    let child = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["agent", "--node-name", node, "--namespace", namespace])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--listen-address", "127.0.0.1", "--listen-port"])
+        .arg(free_port().to_string())
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("POD_NAME", format!("agent-{node}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("operon agent starts");
+    Agent(child)
+}
+
+#[tokio::test]
+async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-agent").await;
+    let run = format!("{:08x}", getrandom_u32());
+    let (node, op, set) = (
+        format!("e2e-node-{run}"),
+        format!("e2e-where-{run}"),
+        format!("e2e-one-{run}"),
+    );
+    let _cleanup = ClusterScoped {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("node", node.clone()),
+            ("operation.operon.dev", op.clone()),
+            ("operationset.operon.dev", set.clone()),
+        ],
+    };
+    apply_operon_crds(&cluster).await;
+    let post = PostParams::default();
+    let nodes: Api<Node> = Api::all(cluster.client().clone());
+    nodes
+        .create(
+            &post,
+            &serde_json::from_value(json!({"metadata": {"name": node}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    operon_api(&cluster, "Operation")
+        .create(&post, &script_operation(&op, "where", "echo here"))
+        .await
+        .unwrap();
+    operon_api(&cluster, "OperationSet")
+        .create(&post, &chain(&set, &[&op]))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let flags = ["--leader-election-namespace", scratch.name.as_str()];
+    let _server = serve(&path, &hooks, &flags, "agent-controller");
+    let api = diagnoses(&cluster, &scratch.name);
+    api.create(
+        &post,
+        &object(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+            "metadata": {"name": "on-node"},
+            "spec": {"operationSet": set, "nodeName": node},
+        })),
+    )
+    .await
+    .unwrap();
+    let waiting = status_when(&api, "on-node", "NoAgent", Duration::from_secs(60), |s| {
+        s["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["reason"] == "NoAgent"))
+    })
+    .await;
+    assert_eq!(waiting["phase"], "Pending");
+    assert_eq!(waiting["nodeName"], node.as_str());
+
+    let _agent = agent(&path, &node, &scratch.name, &dir.path().join("agent.log"));
+    let done = status_when(&api, "on-node", "Succeeded", Duration::from_secs(90), |s| {
+        s["phase"] == "Succeeded"
+    })
+    .await;
+    assert_eq!(node_ids(&done), [1]);
+    let leases: Api<Lease> = Api::namespaced(cluster.client().clone(), &scratch.name);
+    let lease = leases
+        .get(&format!("operon-agent-{node}"))
+        .await
+        .expect("the agent holds its node's Lease");
+    assert!(
+        lease.spec.unwrap().holder_identity.is_some(),
+        "held by the running agent"
+    );
+}

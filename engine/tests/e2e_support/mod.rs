@@ -1,0 +1,219 @@
+//! What the end-to-end suites share: the kubeconfig they run against (skipped
+//! without one), scratch namespaces, `operon serve` as a child process, Operon's CRDs,
+//! and waiting for a condition.
+
+#![allow(dead_code)]
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use operon::cluster::kube::{KubeCluster, KubeOptions};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn kubeconfig() -> Option<PathBuf> {
+    match std::env::var_os("OPERON_E2E_KUBECONFIG") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ => {
+            eprintln!("skipped: OPERON_E2E_KUBECONFIG is not set (no API server to test against)");
+            None
+        }
+    }
+}
+
+pub async fn connect(path: &Path) -> KubeCluster {
+    let options = KubeOptions {
+        kubeconfig: Some(path.to_owned()),
+        qps: 0.0,
+        ..KubeOptions::default()
+    };
+    KubeCluster::connect(&options)
+        .await
+        .expect("the kubeconfig works")
+}
+
+/// A fresh namespace, deleted when dropped (with kubectl: a drop cannot wait for the
+/// test's runtime, which the client's requests need).
+pub struct Scratch {
+    pub kubeconfig: PathBuf,
+    pub name: String,
+}
+
+impl Scratch {
+    pub async fn new(cluster: &KubeCluster, kubeconfig: &Path, prefix: &str) -> Self {
+        let name = format!("{prefix}-{:08x}", getrandom_u32());
+        let namespaces: Api<Namespace> = Api::all(cluster.client().clone());
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        Self {
+            kubeconfig: kubeconfig.to_owned(),
+            name,
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["delete", "namespace", &self.name, "--wait=false"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+pub fn getrandom_u32() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    nanos ^ std::process::id().rotate_left(16)
+}
+
+/// `operon serve` as a child process, killed when dropped.
+pub struct Serve {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn serve(kubeconfig: &Path, hooks: &Path, extra: &[&str], name: &str) -> Serve {
+    let port = free_port();
+    let dir = hooks.parent().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .arg("serve")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--hooks-dir")
+        .arg(hooks)
+        .args([
+            "--listen-address",
+            "127.0.0.1",
+            "--listen-port",
+            &port.to_string(),
+        ])
+        .arg("--debug-unix-socket")
+        .arg(dir.join(format!("{name}.socket")))
+        .args(extra)
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("POD_NAME", name)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
+        .spawn()
+        .expect("operon serve starts");
+    Serve { child, port }
+}
+
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
+}
+
+pub async fn eventually<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Removes what the webhook test made outside its namespace.
+pub struct ClusterScoped {
+    pub kubeconfig: PathBuf,
+    pub objects: Vec<(&'static str, String)>,
+}
+
+impl Drop for ClusterScoped {
+    fn drop(&mut self) {
+        for (kind, name) in &self.objects {
+            let _ = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .args(["delete", kind, name, "--ignore-not-found", "--wait=false"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Applies Operon's CRDs by server-side apply and waits until every one is served;
+/// they are never deleted afterwards, as a cluster may already run Operon.
+pub async fn apply_operon_crds(cluster: &KubeCluster) {
+    use kube::api::{ListParams, Patch, PatchParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().clone());
+    for crd in operon::api::crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(
+            &name,
+            &PatchParams::apply("operon-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+        // A changed CRD is briefly not served (404) while the API server rebuilds it.
+        let kind = crd.spec.names.kind.clone();
+        eventually(
+            &format!("{kind} served"),
+            Duration::from_secs(30),
+            async || {
+                let api = operon_api(cluster, &kind);
+                api.list(&ListParams::default().limit(1))
+                    .await
+                    .ok()
+                    .map(drop)
+            },
+        )
+        .await;
+    }
+}
+
+/// The API of an operon.dev/v1alpha1 kind across namespaces, untyped.
+pub fn operon_api(cluster: &KubeCluster, kind: &str) -> Api<kube::api::DynamicObject> {
+    Api::all_with(cluster.client().clone(), &operon_resource(kind))
+}
+
+/// An operon.dev/v1alpha1 kind, with the plural its CRD declares (`diagnoses`: a guess
+/// from the kind would be wrong).
+pub fn operon_resource(kind: &str) -> kube::api::ApiResource {
+    let gvk = kube::api::GroupVersionKind::gvk("operon.dev", "v1alpha1", kind);
+    let plural = operon::api::crds()
+        .into_iter()
+        .find(|crd| crd.spec.names.kind == kind)
+        .map(|crd| crd.spec.names.plural)
+        .unwrap_or_else(|| panic!("no operon.dev kind {kind}"));
+    kube::api::ApiResource::from_gvk_with_plural(&gvk, &plural)
+}
