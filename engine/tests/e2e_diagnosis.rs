@@ -190,6 +190,28 @@ async fn a_killed_controller_resumes_a_diagnosis_without_rerunning_finished_node
             .any(|c| c["type"] == "Accepted" && c["status"] == "True"),
         "{conditions:?}"
     );
+
+    // `operon graph` draws the live Diagnosis.
+    let drawn = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args([
+            "graph",
+            "--cluster",
+            "--diagnosis",
+            "resumed",
+            "--format",
+            "mermaid",
+        ])
+        .args(["-n", &scratch.name, "--kubeconfig"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let picture = String::from_utf8_lossy(&drawn.stdout);
+    assert!(
+        drawn.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drawn.stderr)
+    );
+    assert!(picture.contains("class n1,n2,n3 succeeded"), "{picture}");
 }
 
 /// `operon agent` as a child process, killed when dropped.

@@ -4,7 +4,10 @@
 use super::op::key_value;
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
-use operon::api::{Diagnosis, DiagnosisPhase, DiagnosisSpec, NodePhase, NodeRecord, Problem};
+use operon::api::{
+    Diagnosis, DiagnosisPhase, DiagnosisSpec, NodePhase, NodeRecord, OperationSet, Problem,
+};
+use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::graph;
 use operon::manifest::{self, Manifests};
 use operon::pipeline::{self, CheckpointFile, CheckpointFuture, PlanError, Progress};
@@ -74,15 +77,27 @@ pub enum GraphFormat {
 pub struct GraphArgs {
     /// YAML files or directories holding the OperationSet (and optionally a Diagnosis
     /// with a status, e.g. the output of `operon run -o yaml`).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "cluster", conflicts_with = "cluster")]
     paths: Vec<PathBuf>,
-    /// The OperationSet to draw.
-    #[arg(long)]
-    operation_set: String,
+    /// The OperationSet to draw [with `--cluster`: the Diagnosis' own].
+    #[arg(long, required_unless_present = "cluster")]
+    operation_set: Option<String>,
     /// Colour nodes with the outcomes recorded in this Diagnosis' status (a Diagnosis
-    /// in the given files).
+    /// in the given files, or with `--cluster` a live one).
     #[arg(long, conflicts_with = "status")]
     diagnosis: Option<String>,
+    /// Read the Diagnosis and its OperationSet from the cluster of the kubeconfig.
+    #[arg(long, requires = "diagnosis")]
+    cluster: bool,
+    /// The Diagnosis' namespace [default: the kubeconfig context's].
+    #[arg(long, short = 'n', requires = "cluster")]
+    namespace: Option<String>,
+    /// A kubeconfig file [default: $KUBECONFIG, then ~/.kube/config].
+    #[arg(long, requires = "cluster")]
+    kubeconfig: Option<PathBuf>,
+    /// A kubeconfig context other than the current one.
+    #[arg(long, requires = "cluster")]
+    context: Option<String>,
     /// Colour nodes with the outcomes of a finished run: a file holding one Diagnosis
     /// with its status, e.g. saved from `operon run -o yaml` or `--checkpoint`.
     #[arg(long)]
@@ -129,12 +144,20 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `operon graph`.
 pub fn draw(args: GraphArgs) -> anyhow::Result<ExitCode> {
+    if args.cluster {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (set, diagnosis) = runtime.block_on(live(&args))?;
+        print!("{}", picture(&set, Some(diagnosis), args.format));
+        return Ok(ExitCode::SUCCESS);
+    }
     let (manifests, problems) = manifest::load(&args.paths);
-    let Some(set) = manifests.operation_sets.get(&args.operation_set) else {
+    let wanted = args.operation_set.clone().unwrap_or_default();
+    let Some(set) = manifests.operation_sets.get(&wanted) else {
         print_problems(&problems);
         bail!(
-            "no OperationSet {:?} in the given files (found: {})",
-            args.operation_set,
+            "no OperationSet {wanted:?} in the given files (found: {})",
             names(manifests.operation_sets.keys())
         );
     };
@@ -157,6 +180,44 @@ pub fn draw(args: GraphArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None) => None,
     };
+    print!("{}", picture(&set.object, diagnosis, args.format));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A live Diagnosis and the OperationSet it runs, read from the cluster.
+async fn live(args: &GraphArgs) -> anyhow::Result<(OperationSet, Diagnosis)> {
+    use kube::Api;
+    let options = KubeOptions {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+        ..KubeOptions::default()
+    };
+    let cluster = KubeCluster::connect(&options)
+        .await
+        .context("connecting to the Kubernetes API server")?;
+    let client = cluster.client().clone();
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let name = args.diagnosis.clone().unwrap_or_default();
+    let diagnosis = Api::<Diagnosis>::namespaced(client.clone(), &namespace)
+        .get(&name)
+        .await
+        .with_context(|| format!("reading Diagnosis {namespace}/{name}"))?;
+    let set_name = args
+        .operation_set
+        .clone()
+        .unwrap_or_else(|| diagnosis.spec.operation_set.clone());
+    let set = Api::<OperationSet>::all(client)
+        .get(&set_name)
+        .await
+        .with_context(|| format!("reading OperationSet {set_name}"))?;
+    Ok((set, diagnosis))
+}
+
+/// `set` drawn in `format`, its nodes coloured with `diagnosis`' outcomes.
+fn picture(set: &OperationSet, diagnosis: Option<Diagnosis>, format: GraphFormat) -> String {
     let (outcomes, path) = match diagnosis {
         None => (BTreeMap::new(), Vec::new()),
         Some(d) => {
@@ -166,12 +227,10 @@ pub fn draw(args: GraphArgs) -> anyhow::Result<ExitCode> {
             (outcomes, path)
         }
     };
-    let picture = match args.format {
-        GraphFormat::Dot => graph::to_dot(&set.object, &outcomes, &path),
-        GraphFormat::Mermaid => graph::to_mermaid(&set.object, &outcomes, &path),
-    };
-    print!("{picture}");
-    Ok(ExitCode::SUCCESS)
+    match format {
+        GraphFormat::Dot => graph::to_dot(set, &outcomes, &path),
+        GraphFormat::Mermaid => graph::to_mermaid(set, &outcomes, &path),
+    }
 }
 
 fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
