@@ -11,101 +11,17 @@
 //! Diagnoses, and the test's namespace are deleted afterwards.
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use operon::api::{Diagnosis, Trigger};
-use operon::cluster::kube::{KubeCluster, KubeOptions};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-fn kubeconfig() -> Option<PathBuf> {
-    match std::env::var_os("OPERON_E2E_KUBECONFIG") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ => {
-            eprintln!("skipped: OPERON_E2E_KUBECONFIG is not set (no API server to test against)");
-            None
-        }
-    }
-}
-
-async fn client(path: &Path) -> Client {
-    let options = KubeOptions {
-        kubeconfig: Some(path.to_owned()),
-        qps: 0.0,
-        ..KubeOptions::default()
-    };
-    KubeCluster::connect(&options)
-        .await
-        .expect("the kubeconfig works")
-        .client()
-        .clone()
-}
+mod e2e_support;
+use e2e_support::*;
 
 fn unique() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{:08x}", nanos ^ std::process::id().rotate_left(16))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Deletes with kubectl when dropped (a drop cannot wait for the test's runtime).
-struct Cleanup {
-    kubeconfig: PathBuf,
-    objects: Vec<(&'static str, String)>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for (kind, name) in &self.objects {
-            let _ = Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(&self.kubeconfig)
-                .args(["delete", kind, name, "--ignore-not-found", "--wait=false"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
-/// `operon serve`, killed when dropped.
-struct Serve {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn eventually<T>(
-    what: &str,
-    limit: Duration,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    format!("{:08x}", getrandom_u32())
 }
 
 /// POSTs `body` to `path` on `port` with the bearer `token`; the status and the body,
@@ -145,12 +61,13 @@ async fn post(port: u16, path: &str, token: &str, body: &str) -> (u16, Value) {
 #[tokio::test]
 async fn alerts_and_a_schedule_create_diagnoses_owned_by_their_triggers() {
     let Some(path) = kubeconfig() else { return };
-    let client = client(&path).await;
+    let cluster = connect(&path).await;
+    let client = cluster.client().clone();
     let run = unique();
     let namespace = format!("operon-e2e-triggers-{run}");
     let (alert_trigger, cron_trigger) = (format!("e2e-alert-{run}"), format!("e2e-cron-{run}"));
     let event_trigger = format!("e2e-event-{run}");
-    let _cleanup = Cleanup {
+    let _cleanup = ClusterScoped {
         kubeconfig: path.clone(),
         objects: vec![
             ("trigger.operon.dev", alert_trigger.clone()),
@@ -160,17 +77,7 @@ async fn alerts_and_a_schedule_create_diagnoses_owned_by_their_triggers() {
         ],
     };
 
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in operon::api::crds() {
-        let name = crd.metadata.name.clone().unwrap();
-        crds.patch(
-            &name,
-            &PatchParams::apply("operon-e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap();
-    }
+    apply_operon_crds(&cluster).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in [namespace.as_str(), "operon"] {
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
