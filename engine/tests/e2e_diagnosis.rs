@@ -18,6 +18,22 @@ fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
 }
 
+fn new_diagnosis(name: &str, spec: Value) -> DynamicObject {
+    object(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+}
+
+/// A scratch directory holding an empty hooks directory: `operon serve` with it runs
+/// its controllers and no hook.
+fn no_hooks() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    (dir, hooks)
+}
+
 fn script_operation(name: &str, key: &str, script: &str) -> DynamicObject {
     object(json!({
         "apiVersion": "operon.dev/v1alpha1", "kind": "Operation",
@@ -110,18 +126,13 @@ async fn a_killed_controller_resumes_a_diagnosis_without_rerunning_finished_node
         .create(&post, &chain(&set, &[&a, &big, &slow]))
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let hooks = dir.path().join("hooks");
-    std::fs::create_dir(&hooks).unwrap();
+    let (_dir, hooks) = no_hooks();
     let flags = ["--leader-election-namespace", scratch.name.as_str()];
     let first = serve(&path, &hooks, &flags, "diagnosis-1");
     let api = diagnoses(&cluster, &scratch.name);
     api.create(
         &post,
-        &object(json!({
-            "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
-            "metadata": {"name": "resumed"}, "spec": {"operationSet": set},
-        })),
+        &new_diagnosis("resumed", json!({"operationSet": set})),
     )
     .await
     .unwrap();
@@ -277,22 +288,14 @@ async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
         .create(&post, &chain(&set, &[&op]))
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let hooks = dir.path().join("hooks");
-    std::fs::create_dir(&hooks).unwrap();
+    let (dir, hooks) = no_hooks();
     let flags = ["--leader-election-namespace", scratch.name.as_str()];
     let _server = serve(&path, &hooks, &flags, "agent-controller");
     let api = diagnoses(&cluster, &scratch.name);
-    api.create(
-        &post,
-        &object(json!({
-            "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
-            "metadata": {"name": "on-node"},
-            "spec": {"operationSet": set, "nodeName": node},
-        })),
-    )
-    .await
-    .unwrap();
+    let spec = json!({"operationSet": set, "nodeName": node});
+    api.create(&post, &new_diagnosis("on-node", spec))
+        .await
+        .unwrap();
     let waiting = status_when(&api, "on-node", "NoAgent", Duration::from_secs(60), |s| {
         s["conditions"]
             .as_array()

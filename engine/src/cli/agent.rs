@@ -1,9 +1,7 @@
 //! `operon agent`: runs the Diagnoses placed on one node (a DaemonSet pod per node).
 
-use super::serve::{DiagnosisArgs, SERVICE_ACCOUNT_NAMESPACE, shutdown_signal};
-use anyhow::Context as _;
+use super::serve::{DiagnosisArgs, KubeArgs, own_namespace, shutdown_signal};
 use operon::agent::{self, AgentOptions};
-use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::controllers::diagnosis::Role;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -18,19 +16,8 @@ pub struct AgentArgs {
     /// The namespace of the agent's Lease [default: the pod's namespace].
     #[arg(long, env = "POD_NAMESPACE")]
     namespace: Option<String>,
-    /// A kubeconfig file [default: $KUBECONFIG, ~/.kube/config, then the in-cluster
-    /// service account].
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// A kubeconfig context other than the current one.
-    #[arg(long)]
-    context: Option<String>,
-    /// Sustained API requests per second (0: no limit).
-    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 5.0)]
-    kube_client_qps: f32,
-    /// API requests allowed in a burst above the QPS.
-    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 10)]
-    kube_client_burst: u32,
+    #[command(flatten)]
+    kube: KubeArgs,
     /// Address of the health endpoints.
     #[arg(long, env = "OPERON_LISTEN_ADDRESS", default_value = "0.0.0.0")]
     listen_address: IpAddr,
@@ -60,26 +47,9 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
         !args.node_name.is_empty(),
         "--node-name (NODE_NAME) is empty: set it from the downward API (spec.nodeName)"
     );
-    let kube = KubeOptions {
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-        qps: args.kube_client_qps,
-        burst: args.kube_client_burst,
-        ..KubeOptions::default()
-    };
-    let cluster = KubeCluster::connect(&kube)
-        .await
-        .context("connecting to the Kubernetes API server")?;
+    let cluster = args.kube.connect().await?;
     let client = cluster.client().clone();
-    let namespace = args
-        .namespace
-        .clone()
-        .or_else(|| {
-            std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-                .ok()
-                .map(|n| n.trim().to_owned())
-        })
-        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let namespace = own_namespace(args.namespace.clone(), &client);
     let ctx = args.diagnoses.context(
         client.clone(),
         Role::Agent {

@@ -16,8 +16,7 @@ use operon::serve::{self, Coordination, ServeOptions};
 use operon::store::ModuleLocator;
 
 /// Where a pod finds its namespace.
-pub(super) const SERVICE_ACCOUNT_NAMESPACE: &str =
-    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,19 +29,8 @@ pub struct ServeArgs {
     /// The hooks: `*.wasm` components and executables (shell-operator's discovery rules).
     #[arg(long, env = "OPERON_HOOKS_DIR", default_value = "/hooks")]
     hooks_dir: PathBuf,
-    /// A kubeconfig file [default: $KUBECONFIG, ~/.kube/config, then the in-cluster
-    /// service account].
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// A kubeconfig context other than the current one.
-    #[arg(long)]
-    context: Option<String>,
-    /// Sustained API requests per second (0: no limit).
-    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 5.0)]
-    kube_client_qps: f32,
-    /// API requests allowed in a burst above the QPS.
-    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 10)]
-    kube_client_burst: u32,
+    #[command(flatten)]
+    kube: KubeArgs,
     /// Address of the metrics and health endpoints.
     #[arg(long, env = "OPERON_LISTEN_ADDRESS", default_value = "0.0.0.0")]
     listen_address: IpAddr,
@@ -240,6 +228,40 @@ pub struct ServeArgs {
     diagnoses: DiagnosisArgs,
 }
 
+/// How to reach the API server (`operon serve` and `operon agent`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct KubeArgs {
+    /// A kubeconfig file [default: $KUBECONFIG, ~/.kube/config, then the in-cluster
+    /// service account].
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// A kubeconfig context other than the current one.
+    #[arg(long)]
+    context: Option<String>,
+    /// Sustained API requests per second (0: no limit).
+    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 5.0)]
+    kube_client_qps: f32,
+    /// API requests allowed in a burst above the QPS.
+    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 10)]
+    kube_client_burst: u32,
+}
+
+impl KubeArgs {
+    /// Connects to the API server these flags name.
+    pub async fn connect(&self) -> anyhow::Result<KubeCluster> {
+        let options = KubeOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            qps: self.kube_client_qps,
+            burst: self.kube_client_burst,
+            ..KubeOptions::default()
+        };
+        KubeCluster::connect(&options)
+            .await
+            .context("connecting to the Kubernetes API server")
+    }
+}
+
 /// How Diagnoses run (`operon serve` and `operon agent`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiagnosisArgs {
@@ -298,6 +320,18 @@ fn parse_scope(text: &str) -> Result<AccessScope, String> {
     text.parse().map_err(|e: ClusterAccessError| e.to_string())
 }
 
+/// The namespace this process works in: `given`, else the pod's (from its service
+/// account), else the kubeconfig context's.
+pub(super) fn own_namespace(given: Option<String>, client: &kube::Client) -> String {
+    given
+        .or_else(|| {
+            std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .ok()
+                .map(|n| n.trim().to_owned())
+        })
+        .unwrap_or_else(|| client.default_namespace().to_owned())
+}
+
 /// Runs `operon serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -311,25 +345,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(scope) = args.hook_cluster_access.clone() {
         loader = loader.with_cluster_access(ClusterAccess::from_pod(scope)?);
     }
-    let kube = KubeOptions {
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-        qps: args.kube_client_qps,
-        burst: args.kube_client_burst,
-        ..KubeOptions::default()
-    };
-    let cluster = KubeCluster::connect(&kube)
-        .await
-        .context("connecting to the Kubernetes API server")?;
-    let namespace = args
-        .leader_election_namespace
-        .clone()
-        .or_else(|| {
-            std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-                .ok()
-                .map(|n| n.trim().to_owned())
-        })
-        .unwrap_or_else(|| cluster.client().default_namespace().to_owned());
+    let cluster = args.kube.connect().await?;
+    let namespace = own_namespace(args.leader_election_namespace.clone(), cluster.client());
     let self_signed = match args.webhook_self_signed {
         true => Some(self_signed(&args, &cluster, &namespace).await?),
         false => None,
