@@ -794,3 +794,35 @@ async fn waiting_launchers_end_with_their_sandbox() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn an_operation_reads_only_the_host_paths_it_declares() {
+    use operon::runner::Runner as _;
+    use operon::runner::script::{SandboxedScriptRunner, ScriptSource};
+    use std::os::unix::fs::PermissionsExt as _;
+    let journal = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(journal.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(journal.path().join("kubelet.log"), "node ready\n").unwrap();
+    let script = format!("cat {}/kubelet.log", journal.path().display());
+    let runner = |paths: Vec<std::path::PathBuf>| {
+        SandboxedScriptRunner::new(
+            sandbox(),
+            ScriptSource::Inline(script.clone()),
+            vec![],
+            None,
+        )
+        .with_read_only(paths)
+    };
+    let request = run_request(&[], Duration::from_secs(10));
+    let refused = runner(vec![]).run(&request).await.unwrap_err();
+    assert!(
+        refused.message.contains("Permission denied"),
+        "{}",
+        refused.message
+    );
+    let read = runner(vec![journal.path().to_owned()])
+        .run(&request)
+        .await
+        .unwrap();
+    assert_eq!(read.output, "node ready\n");
+}

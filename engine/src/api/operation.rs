@@ -86,6 +86,11 @@ pub struct ScriptRunner {
     /// the engine's `--strict`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
+    /// Host paths (absolute) the script may read, e.g. `/var/log/journal` for a
+    /// kubelet-journal collection step; nothing else of the host is readable. On a
+    /// node's agent they must also be mounted into its pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only_paths: Vec<String>,
 }
 
 /// One environment variable.
@@ -239,6 +244,14 @@ impl Operation {
                     );
                 }
             }
+            for (i, path) in script.read_only_paths.iter().enumerate() {
+                if let Some(reason) = read_only_path_problem(path) {
+                    problem(
+                        &format!("spec.processor.scriptRunner.readOnlyPaths[{i}]"),
+                        reason,
+                    );
+                }
+            }
             if script.operation_result_key.as_deref() == Some("") {
                 problem(
                     "spec.processor.scriptRunner.operationResultKey",
@@ -335,4 +348,21 @@ mod tests {
         );
         assert_eq!(op.processor_kind(), None);
     }
+}
+
+/// Why `path` cannot be a script's read-only path, if it cannot.
+fn read_only_path_problem(path: &str) -> Option<String> {
+    let p = std::path::Path::new(path);
+    if !p.is_absolute() {
+        return Some(format!("{path:?} is not an absolute path"));
+    }
+    if p.components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Some(format!("{path:?} contains \"..\""));
+    }
+    if p.parent().is_none() {
+        return Some("\"/\" would make the whole host readable; name the directories the script needs".to_owned());
+    }
+    None
 }

@@ -118,7 +118,8 @@ impl Processors {
                     .map(|v| (v.name.clone(), v.value.clone()))
                     .collect(),
             )
-            .with_network(script.network);
+            .with_network(script.network)
+            .with_read_only(script.read_only_paths.iter().map(PathBuf::from).collect());
             Ok(Arc::new(match script.strict {
                 Some(strict) => runner.with_strict(strict),
                 None => runner,

@@ -40,6 +40,8 @@ pub struct SandboxedScriptRunner {
     env: Vec<(String, String)>,
     /// Whether the Operation asked for the network.
     network: bool,
+    /// Host paths the Operation may read.
+    read_only: Vec<std::path::PathBuf>,
     /// Output beyond this many bytes fails the run.
     output_limit: usize,
     /// Limits, when the Operation overrides the sandbox's.
@@ -63,6 +65,7 @@ impl SandboxedScriptRunner {
             result_key,
             env: Vec::new(),
             network: false,
+            read_only: Vec::new(),
             output_limit: 1 << 20,
             limits: None,
             strict: None,
@@ -72,6 +75,12 @@ impl SandboxedScriptRunner {
     /// Passes these variables to the script (the Operation's allow-list).
     pub fn with_env(mut self, env: Vec<(String, String)>) -> Self {
         self.env = env;
+        self
+    }
+
+    /// Lets the script read `paths` of the host.
+    pub fn with_read_only(mut self, paths: Vec<std::path::PathBuf>) -> Self {
+        self.read_only = paths;
         self
     }
 
@@ -149,6 +158,7 @@ impl SandboxedScriptRunner {
         sandboxed.args = args;
         sandboxed.env = self.env.clone();
         sandboxed.network = self.network;
+        sandboxed.read_only = self.read_only.clone();
         sandboxed.timeout = request.timeout;
         sandboxed.output = OutputMode::Combined;
         sandboxed.output_limit = self.output_limit;
