@@ -332,3 +332,99 @@ fn a_set_change_wakes_only_the_unfinished_diagnoses_that_name_it() {
     assert_eq!(waiting_for(&[waiting.clone(), done], "three").len(), 1);
     assert!(waiting_for(&[waiting], "other").is_empty());
 }
+
+fn context(client: kube::Client) -> Arc<Context> {
+    let processors = Arc::new(Processors::new(Default::default()));
+    Arc::new(Context::new(
+        client,
+        processors,
+        Settings::new(Role::Controller, "operon"),
+    ))
+}
+
+#[tokio::test]
+async fn a_diagnosis_about_a_pod_is_placed_on_its_node_and_waits_for_an_agent() {
+    let (client, mut api) = mock::pair();
+    let mut d = diagnosis(None);
+    // Created just now: within the wait limit (an older one would fail for NoAgent).
+    d.metadata.creation_timestamp = Some(Time(now()));
+    d.spec.pod_reference = Some(crate::api::PodReference {
+        namespace: "apps".to_owned(),
+        name: "web-0".to_owned(),
+        container: None,
+    });
+    let reconciling = tokio::spawn(reconcile(Arc::new(d.clone()), context(client)));
+
+    let get = api.next().await;
+    assert_eq!(
+        get.uri,
+        "/apis/operon.dev/v1alpha1/namespaces/ops/diagnoses/d1"
+    );
+    get.answer(200, serde_json::to_value(&d).unwrap());
+    let pod = api.next().await;
+    assert_eq!(pod.uri, "/api/v1/namespaces/apps/pods/web-0");
+    pod.answer(
+        200,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0"},
+               "spec": {"nodeName": "worker-3", "containers": []}}),
+    );
+    let lease = api.next().await;
+    assert_eq!(
+        lease.uri,
+        "/apis/coordination.k8s.io/v1/namespaces/operon/leases/operon-agent-worker-3"
+    );
+    lease.fail(
+        404,
+        "NotFound",
+        "leases \"operon-agent-worker-3\" not found",
+    );
+    let put = answer_put(&mut api, 11).await;
+    let status = &put["status"];
+    assert_eq!(status["nodeName"], "worker-3");
+    assert_eq!(status["phase"], "Pending");
+    let scheduled = &status["conditions"][0];
+    assert_eq!(scheduled["type"], SCHEDULED);
+    assert_eq!(scheduled["status"], "False");
+    assert_eq!(scheduled["reason"], "NoAgent");
+    assert!(
+        scheduled["message"]
+            .as_str()
+            .unwrap()
+            .contains("operon/operon-agent-worker-3"),
+        "{scheduled}"
+    );
+    let action = reconciling.await.unwrap().unwrap();
+    assert_eq!(action, Action::requeue(WAIT_POLL));
+    api.quiet().await;
+}
+
+#[tokio::test]
+async fn a_diagnosis_naming_a_missing_node_fails_at_once() {
+    let (client, mut api) = mock::pair();
+    let mut d = diagnosis(None);
+    d.spec.node_name = Some("gone".to_owned());
+    let reconciling = tokio::spawn(reconcile(Arc::new(d.clone()), context(client)));
+    api.next()
+        .await
+        .answer(200, serde_json::to_value(&d).unwrap());
+    let node = api.next().await;
+    assert_eq!(node.uri, "/api/v1/nodes/gone");
+    node.fail(404, "NotFound", "nodes \"gone\" not found");
+    let put = answer_put(&mut api, 11).await;
+    assert_eq!(put["status"]["phase"], "Failed");
+    let complete = put["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == pipeline::COMPLETE)
+        .unwrap()
+        .clone();
+    assert_eq!(complete["reason"], "NodeNotFound");
+    assert!(
+        complete["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.nodeName")
+    );
+    assert_eq!(reconciling.await.unwrap().unwrap(), Action::await_change());
+}
