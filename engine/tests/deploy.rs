@@ -7,17 +7,24 @@
 //! flags against `operon serve --help`, the webhooks' Service, ports and certificate),
 //! and the chart's default rendering must equal the kustomization's, labels and
 //! annotations aside, so the two cannot drift apart; so must the chart's cert-manager
-//! variant and the kustomization with its cert-manager component.
+//! variant and the kustomization with its cert-manager component. The node agent's
+//! objects are checked by `deploy_agent.rs`; the helpers both use are in
+//! `deploy_support/`.
 
-use serde::Deserialize as _;
+mod deploy_support;
+
+use deploy_support::{
+    CHART, Grant, HOOKS_CONFIGMAP, KUSTOMIZATION, NAMESPACE, UID, assert_same, check_command_line,
+    check_hardened, deploy, documents, find, flag_value, flags, grant, grants, helm, image,
+    is_agent, is_port_name, kind, kinds_and_names, kustomize, name, normalized, of_kind,
+    render_chart, selects, strings, text, without_hash,
+};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::LazyLock;
 
-const NAMESPACE: &str = "operon";
-const HOOKS_CONFIGMAP: &str = "operon-hooks";
 /// The Service in front of every replica's webhook servers.
 const WEBHOOK_SERVICE: &str = "operon-webhooks";
 /// The Validating- and MutatingWebhookConfiguration's name. Not `operon serve`'s default
@@ -31,8 +38,6 @@ const WEBHOOK_TLS_SECRET: &str = "operon-webhook-tls";
 const ALERTMANAGER_TOKEN_SECRET: &str = "operon-alertmanager-token";
 /// Where the webhooks' certificate files are, in either variant.
 const WEBHOOK_TLS_DIR: &str = "/var/run/operon-webhook-tls";
-/// The uid of the image's user and of the Deployment's securityContext.
-const UID: i64 = 65532;
 /// Kinds without a namespace among what `deploy/` creates.
 const CLUSTER_SCOPED: [&str; 4] = [
     "Namespace",
@@ -41,77 +46,8 @@ const CLUSTER_SCOPED: [&str; 4] = [
     "ClusterRoleBinding",
 ];
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-fn deploy() -> PathBuf {
-    repo().join("deploy")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Every non-empty document of a YAML stream.
-fn documents(yaml: &str) -> Vec<Value> {
-    yaml_serde::Deserializer::from_str(yaml)
-        .map(|document| Value::deserialize(document).expect("the rendering is valid YAML"))
-        .filter(|value| !value.is_null())
-        .collect()
-}
-
-fn kustomize(dir: &Path) -> Vec<Value> {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .expect("kubectl is installed (it renders the kustomization)");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {} failed: {}",
-        dir.display(),
-        text(&out.stderr)
-    );
-    documents(&text(&out.stdout))
-}
-
-/// `deploy/helm/render.py` with these arguments, run by python3.
-fn render_chart(args: &[&str]) -> Output {
-    let script = deploy().join("helm/render.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("python3 must be installed to render the Helm chart ({e}); run .ci/setup")
-        });
-    if out.status.code() == Some(2) {
-        panic!(
-            "the Helm chart cannot be rendered: {}run .ci/setup (it installs helm-python-sdk)",
-            text(&out.stderr)
-        );
-    }
-    out
-}
-
-fn helm(args: &[&str]) -> Vec<Value> {
-    let out = render_chart(args);
-    assert!(
-        out.status.success(),
-        "render.py {args:?} failed: {}",
-        text(&out.stderr)
-    );
-    documents(&text(&out.stdout))
-}
-
-static KUSTOMIZATION: LazyLock<Vec<Value>> = LazyLock::new(|| kustomize(&deploy()));
 static SERVICE_MONITOR: LazyLock<Vec<Value>> =
     LazyLock::new(|| kustomize(&deploy().join("servicemonitor")));
-static CHART: LazyLock<Vec<Value>> = LazyLock::new(|| helm(&["--include-crds"]));
 /// The kustomization with its cert-manager component, as a kustomization of your own
 /// beside deploy/ would list them.
 static CERT_MANAGER: LazyLock<Vec<Value>> = LazyLock::new(|| {
@@ -134,14 +70,7 @@ static CERT_MANAGER: LazyLock<Vec<Value>> = LazyLock::new(|| {
 });
 
 /// `operon serve --help` of the binary this test builds.
-static SERVE_HELP: LazyLock<String> = LazyLock::new(|| {
-    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args(["serve", "--help"])
-        .output()
-        .expect("operon runs");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    text(&out.stdout)
-});
+static SERVE_HELP: LazyLock<String> = LazyLock::new(|| deploy_support::help("serve"));
 
 /// `to` relative to the directory `from`.
 fn relative(from: &Path, to: &Path) -> PathBuf {
@@ -181,111 +110,6 @@ fn serve_setting(args: &[String], flag: &str) -> String {
         .unwrap_or_else(|| panic!("--{flag} is neither given ({args:?}) nor defaulted"))
 }
 
-/// The flags `operon serve` accepts, each with whether it takes a value.
-fn serve_flags() -> BTreeMap<String, bool> {
-    let mut flags = BTreeMap::new();
-    for line in SERVE_HELP.lines() {
-        let line = line.trim_start();
-        if !line.starts_with('-') {
-            continue;
-        }
-        let takes_value = line.contains('<');
-        for token in line.split([' ', ',']) {
-            if let Some(name) = token.strip_prefix("--") {
-                flags.insert(name.to_owned(), takes_value);
-            }
-        }
-    }
-    assert!(
-        flags.contains_key("hooks-dir") && flags.contains_key("leader-elect"),
-        "unexpected `operon serve --help`: {}",
-        *SERVE_HELP
-    );
-    flags
-}
-
-fn kind(object: &Value) -> &str {
-    object["kind"].as_str().unwrap_or_default()
-}
-
-fn name(object: &Value) -> &str {
-    object["metadata"]["name"].as_str().unwrap_or_default()
-}
-
-fn find<'a>(objects: &'a [Value], kind_: &str, name_: &str) -> &'a Value {
-    objects
-        .iter()
-        .find(|o| kind(o) == kind_ && name(o) == name_)
-        .unwrap_or_else(|| panic!("no {kind_}/{name_} among {:?}", kinds_and_names(objects)))
-}
-
-fn of_kind<'a>(objects: &'a [Value], kind_: &str) -> Vec<&'a Value> {
-    objects.iter().filter(|o| kind(o) == kind_).collect()
-}
-
-fn kinds_and_names(objects: &[Value]) -> BTreeSet<String> {
-    objects
-        .iter()
-        .map(|o| format!("{}/{}", kind(o), name(o)))
-        .collect()
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .map(|v| v.as_str().expect("a string").to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The kustomize name of the generated hooks ConfigMap, `operon-hooks-<hash>`, without
-/// its hash; any other name as it is.
-fn without_hash(name: &str) -> &str {
-    match name.strip_prefix(HOOKS_CONFIGMAP) {
-        Some(rest)
-            if rest.len() == 11
-                && rest.starts_with('-')
-                && rest[1..].bytes().all(|b| b.is_ascii_alphanumeric()) =>
-        {
-            HOOKS_CONFIGMAP
-        }
-        _ => name,
-    }
-}
-
-/// One RBAC permission: (API group, resource, verb, resource name or "").
-type Grant = (String, String, String, String);
-
-fn grants(role: &Value) -> BTreeSet<Grant> {
-    let mut out = BTreeSet::new();
-    for rule in role["rules"].as_array().expect("rules") {
-        let names = strings(&rule["resourceNames"]);
-        let names = if names.is_empty() {
-            vec![String::new()]
-        } else {
-            names
-        };
-        for group in strings(&rule["apiGroups"]) {
-            for resource in strings(&rule["resources"]) {
-                for verb in strings(&rule["verbs"]) {
-                    for name in &names {
-                        out.insert((group.clone(), resource.clone(), verb.clone(), name.clone()));
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-fn grant(group: &str, resource: &str, verb: &str, name: &str) -> Grant {
-    (group.into(), resource.into(), verb.into(), name.into())
-}
-
 fn container(objects: &[Value]) -> &Value {
     let deployment = find(objects, "Deployment", "operon");
     let containers = deployment["spec"]["template"]["spec"]["containers"]
@@ -297,52 +121,6 @@ fn container(objects: &[Value]) -> &Value {
 
 fn args(objects: &[Value]) -> Vec<String> {
     strings(&container(objects)["args"])
-}
-
-fn flag_value(args: &[String], flag: &str) -> Option<String> {
-    args.iter()
-        .find_map(|a| a.strip_prefix(&format!("--{flag}=")).map(str::to_owned))
-}
-
-/// Whether every key of `subset` is in `labels` with the same value.
-fn selects(subset: &Value, labels: &Value) -> bool {
-    let subset = subset.as_object().expect("a label map");
-    !subset.is_empty() && subset.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
-/// Where two JSON values first differ, as a JSON pointer with both sides, or `None`.
-fn difference(a: &Value, b: &Value, at: &str) -> Option<String> {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for key in x.keys().chain(y.keys()).collect::<BTreeSet<_>>() {
-                let here = format!("{at}/{key}");
-                match (x.get(key), y.get(key)) {
-                    (Some(x), Some(y)) => {
-                        if let Some(d) = difference(x, y, &here) {
-                            return Some(d);
-                        }
-                    }
-                    (x, y) => return Some(format!("{here}: {x:?} vs {y:?}")),
-                }
-            }
-            None
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
-            .iter()
-            .zip(y)
-            .enumerate()
-            .find_map(|(i, (x, y))| difference(x, y, &format!("{at}/{i}"))),
-        (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => None,
-        _ if a == b => None,
-        _ => Some(format!("{at}: {a} vs {b}")),
-    }
-}
-
-/// Asserts two objects are equal, naming the first difference.
-fn assert_same(what: &str, a: &Value, b: &Value) {
-    if let Some(d) = difference(a, b, "") {
-        panic!("{what} differs at {d}");
-    }
 }
 
 // ---- checks both renderings must pass -------------------------------------------------
@@ -361,9 +139,15 @@ fn check_namespaces(objects: &[Value]) {
                 name(object)
             );
         }
+        // The controller's bindings name its ServiceAccount, the agent's the agent's.
+        let account = if is_agent(object) {
+            "operon-agent"
+        } else {
+            "operon"
+        };
         for subject in object["subjects"].as_array().into_iter().flatten() {
             assert_eq!(subject["kind"], "ServiceAccount", "{object}");
-            assert_eq!(subject["name"], "operon", "{object}");
+            assert_eq!(subject["name"], account, "{object}");
             assert_eq!(subject["namespace"], NAMESPACE, "{object}");
         }
     }
@@ -389,9 +173,13 @@ const DEFAULT_WEBHOOK_GRANTS: WebhookGrants<'static> = WebhookGrants {
     tls_secret: Some(WEBHOOK_TLS_SECRET),
 };
 
-/// The controller's permissions are exactly its own resources, its Lease, Events and,
-/// with webhooks, their configurations, CRD conversions and certificate Secret.
+/// The controller's permissions are exactly its own resources, its Lease, Events,
+/// placing and running Diagnoses (results ConfigMaps, Nodes and Pods read, the agents'
+/// Leases read) and, with webhooks, their configurations, CRD conversions and
+/// certificate Secret. The node agent's objects are deploy_agent.rs's.
 fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) {
+    let objects: Vec<Value> = objects.iter().filter(|o| !is_agent(o)).cloned().collect();
+    let objects = objects.as_slice();
     for role in of_kind(objects, "ClusterRole")
         .into_iter()
         .chain(of_kind(objects, "Role"))
@@ -434,6 +222,14 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
             expected.insert(grant(group, "events", verb, ""));
         }
     }
+    // The results ConfigMap of a Diagnosis run here: server-side apply (`patch`, and
+    // `create` when it creates), read back on resume.
+    for verb in ["get", "create", "patch"] {
+        expected.insert(grant("", "configmaps", verb, ""));
+    }
+    // Placing a Diagnosis: the Node it names, the Pod it references.
+    expected.insert(grant("", "nodes", "get", ""));
+    expected.insert(grant("", "pods", "get", ""));
     if let Some(webhooks) = webhooks {
         // Server-side apply creates a missing configuration with a PATCH that the API
         // server authorizes as `create` of that name, so `create` is named too.
@@ -512,7 +308,20 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
             "operon-leader-election",
         ),
     ];
-    let mut roles = BTreeSet::from(["operon-leader-election"]);
+    // The agents' Leases, read (only) to tell whether a node has an agent.
+    let role = find(objects, "Role", "operon-agent-leases");
+    assert_eq!(
+        grants(role),
+        BTreeSet::from([grant("coordination.k8s.io", "leases", "get", "")]),
+        "the agent-Lease Role"
+    );
+    bindings.push((
+        "RoleBinding",
+        "operon-agent-leases",
+        "Role",
+        "operon-agent-leases",
+    ));
+    let mut roles = BTreeSet::from(["operon-leader-election", "operon-agent-leases"]);
     // The Alertmanager receiver's token: read and watched by name, never written, and
     // there exactly when the flag names it.
     let token_secret = alertmanager_token_secret(objects);
@@ -603,44 +412,13 @@ fn alertmanager_token_secret(objects: &[Value]) -> Option<String> {
 /// Every `--flag` of the container is one `operon serve` accepts, with a value exactly
 /// when it takes one, and every environment variable is one it reads.
 fn check_args(args: &[String], env: &[Value]) {
-    let flags = serve_flags();
-    assert_eq!(args.first().map(String::as_str), Some("serve"), "{args:?}");
-    let mut rest = args[1..].iter();
-    while let Some(arg) = rest.next() {
-        let Some(flag) = arg.strip_prefix("--") else {
-            panic!("{arg:?} is not a flag of operon serve (args: {args:?})");
-        };
-        let (flag, inline_value) = match flag.split_once('=') {
-            Some((flag, value)) => (flag, Some(value)),
-            None => (flag, None),
-        };
-        let Some(&takes_value) = flags.get(flag) else {
-            panic!(
-                "--{flag} is not a flag of operon serve; it accepts {:?}",
-                flags.keys().collect::<Vec<_>>()
-            );
-        };
-        match (takes_value, inline_value) {
-            (true, Some(value)) => assert!(!value.is_empty(), "--{flag} has an empty value"),
-            (true, None) => {
-                let value = rest.next();
-                assert!(
-                    value.is_some_and(|v| !v.starts_with('-')),
-                    "--{flag} needs a value: {args:?}"
-                );
-            }
-            (false, Some(_)) => panic!("--{flag} takes no value: {args:?}"),
-            (false, None) => {}
-        }
-    }
-    for var in env {
-        let var = var["name"].as_str().unwrap();
-        // POD_NAME is the leader-election identity, read without a flag.
-        assert!(
-            var == "POD_NAME" || SERVE_HELP.contains(&format!("[env: {var}=")),
-            "operon serve does not read {var}"
-        );
-    }
+    let flags = flags(&SERVE_HELP);
+    assert!(
+        flags.contains_key("hooks-dir") && flags.contains_key("leader-elect"),
+        "unexpected `operon serve --help`: {}",
+        *SERVE_HELP
+    );
+    check_command_line("serve", &SERVE_HELP, args, env);
 }
 
 /// The controller Deployment: replicas, leader election, downward API, probes,
@@ -662,27 +440,10 @@ fn check_deployment(objects: &[Value], replicas: i64, leader_elect: bool) {
         pod["terminationGracePeriodSeconds"].as_i64().unwrap() > 30,
         "above the 30 s --graceful-shutdown-period"
     );
-    assert_eq!(
-        pod["securityContext"],
-        json!({
-            "runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
-            "seccompProfile": {"type": "RuntimeDefault"}
-        })
-    );
 
     let container = container(objects);
-    assert_eq!(
-        container["securityContext"],
-        json!({
-            "runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID,
-            "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
-            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}
-        })
-    );
-    assert_eq!(
-        container["image"].as_str().unwrap(),
-        format!("ghcr.io/operon-dev/operon:{}", env!("CARGO_PKG_VERSION"))
-    );
+    check_hardened(pod, container);
+    assert_eq!(container["image"].as_str().unwrap(), image());
 
     let args = args(objects);
     let env = container["env"].as_array().expect("env");
@@ -772,19 +533,6 @@ fn check_deployment(objects: &[Value], replicas: i64, leader_elect: bool) {
     let expected = ["hooks", "tmp", "run", "module-cache", "webhook-tls"];
     assert!(volumes.keys().all(|v| expected.contains(v)), "{volumes:?}");
     assert_eq!(volumes.len(), mounts.len(), "every volume is mounted once");
-}
-
-/// A container port's name as the API server accepts it (an IANA service name): at most
-/// 15 characters, lowercase letters, digits and single inner hyphens, a letter at least.
-fn is_port_name(name: &str) -> bool {
-    (1..=15).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && name.bytes().any(|b| b.is_ascii_lowercase())
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-        && !name.contains("--")
 }
 
 /// Where the webhooks' serving certificate comes from.
@@ -1020,6 +768,15 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "Service/operon-metrics",
         "Service/operon-webhooks",
         "PodDisruptionBudget/operon",
+        "Role/operon-agent-leases",
+        "RoleBinding/operon-agent-leases",
+        // The node agent (deploy_agent.rs checks it).
+        "ServiceAccount/operon-agent",
+        "ClusterRole/operon-agent",
+        "ClusterRoleBinding/operon-agent",
+        "Role/operon-agent",
+        "RoleBinding/operon-agent",
+        "DaemonSet/operon-agent",
     ]
     .into_iter()
     .map(str::to_owned)
@@ -1455,6 +1212,7 @@ fn chart_passes_helm_lint_strict() {
         &["--lint", "--set", "webhooks.certificate=certManager"],
         &["--lint", "--set", "webhooks.certificate=files"],
         &["--lint", "--set", "webhooks.enabled=false"],
+        &["--lint", "--set", "agent.enabled=false"],
     ] {
         let out = render_chart(args);
         assert!(
@@ -1481,52 +1239,6 @@ fn chart_defaults_pass_the_same_checks() {
     );
     assert!(of_kind(objects, "ServiceMonitor").is_empty());
     assert!(of_kind(objects, "Certificate").is_empty());
-}
-
-/// Labels, annotations and the generated ConfigMap's hash aside, every object as the
-/// kustomization has it; the Namespace is `helm install --create-namespace`'s.
-fn normalized(objects: &[Value]) -> BTreeMap<String, Value> {
-    fn strip(value: &mut Value) {
-        for pointer in ["/metadata", "/spec/template/metadata"] {
-            if let Some(Value::Object(metadata)) = value.pointer_mut(pointer) {
-                metadata.remove("labels");
-                metadata.remove("annotations");
-            }
-        }
-    }
-    fn unhash(value: &mut Value) {
-        match value {
-            Value::String(s) => {
-                let plain = without_hash(s).to_owned();
-                *s = plain;
-            }
-            Value::Array(items) => items.iter_mut().for_each(unhash),
-            Value::Object(map) => map.values_mut().for_each(unhash),
-            _ => {}
-        }
-    }
-    objects
-        .iter()
-        .filter(|o| kind(o) != "Namespace")
-        .map(|o| {
-            let mut o = o.clone();
-            strip(&mut o);
-            unhash(&mut o);
-            // kustomize folds long base64 lines, Helm does not.
-            if let Some(Value::Object(binary)) = o.get_mut("binaryData") {
-                for value in binary.values_mut() {
-                    let unfolded: String = value
-                        .as_str()
-                        .unwrap()
-                        .chars()
-                        .filter(|c| !c.is_whitespace())
-                        .collect();
-                    *value = Value::String(unfolded);
-                }
-            }
-            (format!("{}/{}", kind(&o), name(&o)), o)
-        })
-        .collect()
 }
 
 #[test]
@@ -1597,8 +1309,13 @@ fn chart_without_leader_election_runs_one_replica_and_no_lease_role() {
                 .into_iter()
                 .map(name)
                 .collect::<BTreeSet<_>>(),
-            BTreeSet::from(["operon-webhook-tls", ALERTMANAGER_TOKEN_SECRET]),
-            "no {kind_} for a Lease"
+            BTreeSet::from([
+                "operon-webhook-tls",
+                ALERTMANAGER_TOKEN_SECRET,
+                "operon-agent-leases",
+                "operon-agent",
+            ]),
+            "no {kind_} for the leader-election Lease"
         );
     }
     find(&objects, "ClusterRole", "operon");

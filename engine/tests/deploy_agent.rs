@@ -1,0 +1,400 @@
+//! The node agent in `deploy/` (`agent.yaml`) and in the Helm chart (`templates/agent.yaml`),
+//! with no cluster: both render the same objects; its RBAC is exactly what running a
+//! Diagnosis needs; its DaemonSet is hardened like the controller, reaches every node one
+//! pod at a time, gets its node from the downward API, passes only flags `operon agent
+//! --help` lists, and is probed on the port the agent serves; and its pods stay out of
+//! what selects the controller's.
+
+mod deploy_support;
+
+use deploy_support::{
+    CHART, Grant, KUSTOMIZATION, NAMESPACE, assert_same, check_command_line, check_hardened,
+    env_var, find, flag_value, flags, grant, grants, helm, image, is_agent, is_port_name, kind,
+    kinds_and_names, name, normalized, of_kind, selects, strings,
+};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+/// The name of every agent object: ServiceAccount, ClusterRole and binding, Role and
+/// binding, DaemonSet.
+const AGENT: &str = "operon-agent";
+/// The port of `/healthz` and `/readyz` (`operon agent --listen-port`).
+const HEALTH_PORT: i64 = 9116;
+
+/// `operon agent --help` of the binary this test builds.
+static AGENT_HELP: LazyLock<String> = LazyLock::new(|| deploy_support::help("agent"));
+
+fn agent_objects(objects: &[Value]) -> Vec<Value> {
+    objects.iter().filter(|o| is_agent(o)).cloned().collect()
+}
+
+fn daemon_set(objects: &[Value]) -> &Value {
+    find(objects, "DaemonSet", AGENT)
+}
+
+fn agent_container(objects: &[Value]) -> &Value {
+    let containers = daemon_set(objects)["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers");
+    assert_eq!(containers.len(), 1, "one container: {containers:?}");
+    &containers[0]
+}
+
+fn agent_args(objects: &[Value]) -> Vec<String> {
+    strings(&agent_container(objects)["args"])
+}
+
+/// The `[default: ...]` of `--flag` in `operon agent --help`, if it has one.
+fn agent_default(flag: &str) -> Option<String> {
+    let mut lines = AGENT_HELP.lines().map(str::trim_start);
+    lines.find(|l| l.split([' ', ',']).any(|t| t == format!("--{flag}")))?;
+    let help: String = lines
+        .take_while(|l| !l.starts_with('-'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let start = help.find("[default: ")? + "[default: ".len();
+    let end = start + help[start..].find(']')?;
+    Some(help[start..end].to_owned())
+}
+
+/// What the agent may do: read what a Diagnosis runs, write its status, its results
+/// ConfigMap and its Events, across the cluster; and take its node's Lease in its own
+/// namespace. Nothing else.
+fn expected_agent_grants() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
+    let mut cluster = BTreeSet::new();
+    for resource in ["operations", "operationsets", "diagnoses"] {
+        for verb in ["get", "list", "watch"] {
+            cluster.insert(grant("operon.dev", resource, verb, ""));
+        }
+    }
+    // A PUT of the status subresource; never the Diagnosis itself.
+    for verb in ["get", "update"] {
+        cluster.insert(grant("operon.dev", "diagnoses/status", verb, ""));
+    }
+    // The results ConfigMap: server-side apply (`patch`, and `create` when it creates),
+    // read back on resume.
+    for verb in ["get", "create", "patch"] {
+        cluster.insert(grant("", "configmaps", verb, ""));
+    }
+    // kube-runtime's recorder: events.k8s.io only.
+    for verb in ["create", "patch"] {
+        cluster.insert(grant("events.k8s.io", "events", verb, ""));
+    }
+    // The Lease operon-agent-<node>: no name to limit `create`, and names that depend
+    // on the node for the rest.
+    let namespaced = ["create", "get", "update"]
+        .into_iter()
+        .map(|verb| grant("coordination.k8s.io", "leases", verb, ""))
+        .collect();
+    (cluster, namespaced)
+}
+
+/// The agent's ServiceAccount and exactly its grants; nothing else bound to it.
+fn check_agent_rbac(objects: &[Value]) {
+    find(objects, "ServiceAccount", AGENT);
+    let (cluster, namespaced) = expected_agent_grants();
+    let cluster_role = find(objects, "ClusterRole", AGENT);
+    assert_eq!(grants(cluster_role), cluster, "the agent's ClusterRole");
+    let role = find(objects, "Role", AGENT);
+    assert_eq!(role["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(grants(role), namespaced, "the agent's Role");
+    for (group, resource, verb, _) in grants(cluster_role).into_iter().chain(grants(role)) {
+        assert!(
+            !group.contains('*') && !resource.contains('*') && !verb.contains('*'),
+            "wildcard in {group}/{resource} {verb}"
+        );
+        assert!(
+            !["secrets", "nodes", "pods"].contains(&resource.as_str()),
+            "the agent has no {resource} {verb}"
+        );
+    }
+
+    let subject = json!([{"kind": "ServiceAccount", "name": AGENT, "namespace": NAMESPACE}]);
+    for (binding_kind, role_kind) in [
+        ("ClusterRoleBinding", "ClusterRole"),
+        ("RoleBinding", "Role"),
+    ] {
+        let binding = find(objects, binding_kind, AGENT);
+        assert_eq!(
+            binding["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": AGENT})
+        );
+        assert_eq!(binding["subjects"], subject);
+    }
+    // Its account is bound to these two roles only.
+    let bound: BTreeSet<String> = objects
+        .iter()
+        .filter(|o| ["ClusterRoleBinding", "RoleBinding"].contains(&kind(o)))
+        .filter(|b| {
+            b["subjects"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|s| s["name"] == AGENT)
+        })
+        .map(|b| format!("{}/{}", kind(b), name(b)))
+        .collect();
+    assert_eq!(
+        bound,
+        BTreeSet::from([
+            format!("ClusterRoleBinding/{AGENT}"),
+            format!("RoleBinding/{AGENT}"),
+        ])
+    );
+}
+
+/// The DaemonSet: every node, one pod at a time, hardened like the controller, its node
+/// from the downward API, flags `operon agent` knows, probes on its health port,
+/// resources, and emptyDirs for what it writes.
+fn check_daemon_set(objects: &[Value]) {
+    let daemon_set = daemon_set(objects);
+    let spec = &daemon_set["spec"];
+    assert!(
+        selects(
+            &spec["selector"]["matchLabels"],
+            &spec["template"]["metadata"]["labels"]
+        ),
+        "the selector selects the pod template"
+    );
+    // Two agents on a node would contend for its Lease: no surge.
+    assert_eq!(
+        spec["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+    );
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], AGENT);
+    assert!(
+        pod["tolerations"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"operator": "Exists"})),
+        "runs on every node, whatever its taints: {}",
+        pod["tolerations"]
+    );
+
+    let container = agent_container(objects);
+    check_hardened(pod, container);
+    assert_eq!(container["image"].as_str().unwrap(), image());
+
+    let args = agent_args(objects);
+    let env = container["env"].as_array().expect("env");
+    let flags = flags(&AGENT_HELP);
+    assert!(
+        flags.contains_key("node-name") && flags.contains_key("listen-port"),
+        "unexpected `operon agent --help`: {}",
+        *AGENT_HELP
+    );
+    check_command_line("agent", &AGENT_HELP, &args, env);
+    for (var, field) in [
+        ("NODE_NAME", "spec.nodeName"),
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        assert_eq!(
+            env_var(env, var)["valueFrom"],
+            json!({"fieldRef": {"fieldPath": field}}),
+            "{var}"
+        );
+    }
+    assert_eq!(
+        flag_value(&args, "node-name"),
+        None,
+        "the node comes from NODE_NAME"
+    );
+
+    // The health port: the one the agent listens on, named, probed.
+    let listen_port: i64 = flag_value(&args, "listen-port")
+        .or_else(|| agent_default("listen-port"))
+        .expect("--listen-port")
+        .parse()
+        .unwrap();
+    assert_eq!(listen_port, HEALTH_PORT);
+    let ports = container["ports"].as_array().expect("ports");
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    assert_eq!(ports[0]["containerPort"], HEALTH_PORT);
+    assert_eq!(ports[0]["protocol"], "TCP");
+    let port_name = ports[0]["name"].as_str().unwrap();
+    assert!(is_port_name(port_name), "{port_name:?}");
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(
+            container[probe]["httpGet"],
+            json!({"path": path, "port": port_name}),
+            "{probe}"
+        );
+    }
+    for part in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(
+                container["resources"][part][resource].is_string(),
+                "resources.{part}.{resource}"
+            );
+        }
+    }
+
+    // emptyDirs for every path it writes (the root filesystem is read-only), nothing
+    // else: no hostPath (check_hardened), no ConfigMap or Secret.
+    let volumes: BTreeMap<&str, &Value> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap(), v))
+        .collect();
+    let mounts: BTreeMap<&str, &str> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["mountPath"].as_str().unwrap(),
+                m["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let cache = env_var(env, "OPERON_CACHE_DIR")["value"].as_str().unwrap();
+    assert_eq!(
+        mounts.keys().copied().collect::<BTreeSet<_>>(),
+        BTreeSet::from(["/tmp", cache])
+    );
+    for (path, volume) in &mounts {
+        let keys: Vec<&String> = volumes[volume].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["emptyDir", "name"], "{path} is an emptyDir");
+    }
+    assert_eq!(volumes.len(), mounts.len(), "every volume is mounted once");
+}
+
+/// The controller's Deployment, Services and PodDisruptionBudget do not select the
+/// agent's pods (they would be webhook and metrics endpoints and break the budget), nor
+/// does the DaemonSet select the controller's.
+fn check_selectors_apart(objects: &[Value]) {
+    let agent_pods = &daemon_set(objects)["spec"]["template"]["metadata"]["labels"];
+    let controller = find(objects, "Deployment", "operon");
+    let controller_pods = &controller["spec"]["template"]["metadata"]["labels"];
+    let mut selectors = vec![(
+        "Deployment/operon".to_owned(),
+        &controller["spec"]["selector"]["matchLabels"],
+    )];
+    for service in of_kind(objects, "Service") {
+        selectors.push((
+            format!("Service/{}", name(service)),
+            &service["spec"]["selector"],
+        ));
+    }
+    for budget in of_kind(objects, "PodDisruptionBudget") {
+        selectors.push((
+            format!("PodDisruptionBudget/{}", name(budget)),
+            &budget["spec"]["selector"]["matchLabels"],
+        ));
+    }
+    assert!(selectors.len() > 2, "{selectors:?}");
+    for (object, selector) in selectors {
+        assert!(
+            !selects(selector, agent_pods),
+            "{object} selects the agent's pods"
+        );
+    }
+    assert!(
+        !selects(
+            &daemon_set(objects)["spec"]["selector"]["matchLabels"],
+            controller_pods
+        ),
+        "the DaemonSet selects the controller's pods"
+    );
+}
+
+#[test]
+fn kustomization_and_chart_render_the_same_agent() {
+    let expected: BTreeSet<String> = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "DaemonSet",
+    ]
+    .into_iter()
+    .map(|kind| format!("{kind}/{AGENT}"))
+    .collect();
+    let kustomized = agent_objects(&KUSTOMIZATION);
+    let charted = agent_objects(&CHART);
+    assert_eq!(kinds_and_names(&kustomized), expected);
+    assert_eq!(kinds_and_names(&charted), expected);
+    let (kustomized, charted) = (normalized(&kustomized), normalized(&charted));
+    for (key, object) in &kustomized {
+        assert_same(&format!("{key} (helm vs kustomize)"), &charted[key], object);
+    }
+}
+
+#[test]
+fn kustomization_agent_rbac_is_exactly_what_a_diagnosis_run_needs() {
+    check_agent_rbac(&KUSTOMIZATION);
+}
+
+#[test]
+fn chart_agent_rbac_is_exactly_what_a_diagnosis_run_needs() {
+    check_agent_rbac(&CHART);
+}
+
+#[test]
+fn kustomization_daemon_set_is_hardened_and_probed() {
+    check_daemon_set(&KUSTOMIZATION);
+    check_selectors_apart(&KUSTOMIZATION);
+}
+
+#[test]
+fn chart_daemon_set_is_hardened_and_probed() {
+    check_daemon_set(&CHART);
+    check_selectors_apart(&CHART);
+}
+
+#[test]
+fn chart_agent_can_be_turned_off_or_tuned() {
+    // Off: no agent object; the controller still reads the agents' Leases, so that
+    // Diagnoses placed on a node say NoAgent.
+    let objects = helm(&["--include-crds", "--set", "agent.enabled=false"]);
+    assert!(
+        agent_objects(&objects).is_empty(),
+        "{:?}",
+        kinds_and_names(&objects)
+    );
+    assert!(
+        kinds_and_names(&objects)
+            .iter()
+            .all(|o| !o.ends_with(AGENT)),
+        "{:?}",
+        kinds_and_names(&objects)
+    );
+    find(&objects, "Role", "operon-agent-leases");
+
+    let objects = helm(&[
+        "--include-crds",
+        "--set",
+        "agent.extraArgs={--strict,--diagnosis-concurrency=4}",
+        "--set",
+        "agent.resources.limits.memory=1Gi",
+        "--set-json",
+        r#"agent.tolerations=[{"key":"dedicated","operator":"Equal","value":"ops","effect":"NoSchedule"},{"operator":"Exists"}]"#,
+        "--set-json",
+        r#"agent.nodeSelector={"kubernetes.io/os":"linux","operon.dev/agent":"true"}"#,
+    ]);
+    check_daemon_set(&objects);
+    check_agent_rbac(&objects);
+    let args = agent_args(&objects);
+    assert!(
+        args.ends_with(&[
+            "--strict".to_owned(),
+            "--diagnosis-concurrency=4".to_owned()
+        ]),
+        "{args:?}"
+    );
+    assert_eq!(
+        agent_container(&objects)["resources"]["limits"]["memory"],
+        "1Gi"
+    );
+    let pod = &daemon_set(&objects)["spec"]["template"]["spec"];
+    assert_eq!(pod["tolerations"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        pod["nodeSelector"],
+        json!({"kubernetes.io/os": "linux", "operon.dev/agent": "true"})
+    );
+}
