@@ -6,6 +6,7 @@
 //! constant is the absolute path of one component, ready for the engine to load.
 
 pub mod pki;
+pub mod sdk_guests;
 
 use std::path::PathBuf;
 
