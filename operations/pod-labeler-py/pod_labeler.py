@@ -25,11 +25,8 @@ class PodLabeler(Hook):
     def handle(self, input: HookInput) -> None:
         labelled = 0
         for pod in objects(input):
-            # The filter result is the pod's labels: a labelled pod is skipped unparsed.
-            if SEEN in (pod.filter_result or {}):
-                continue
-            if pod.name is None:
-                log.warn("skipping a pod without a name (is keepFullObjectsInMemory off?)")
+            # Skip pods already labelled, or sent without the full object.
+            if pod.name is None or SEEN in pod.labels:
                 continue
             # The pod may be deleted before the host applies the patch: ignore that.
             pod.merge_patch({"metadata": {"labels": {SEEN: "true"}}}).ignore_missing_object().submit()

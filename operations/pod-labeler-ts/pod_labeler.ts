@@ -23,12 +23,8 @@ export const { configure, handle } = hook({
   handle(input) {
     let labelled = 0;
     for (const pod of objects(input)) {
-      // The filter result is the pod's labels: a labelled pod is skipped unparsed.
-      if (SEEN in ((pod.filterResult as object | null) ?? {})) continue;
-      if (pod.name === undefined) {
-        log.warn("skipping a pod without a name (is keepFullObjectsInMemory off?)");
-        continue;
-      }
+      // Skip pods already labelled, or sent without the full object.
+      if (pod.name === undefined || SEEN in pod.labels) continue;
       // The pod may be deleted before the host applies the patch: ignore that.
       pod.mergePatch({ metadata: { labels: { [SEEN]: "true" } } }).ignoreMissingObject().submit();
       Metric.counter("pods_labelled_total").label("namespace", pod.namespace ?? "").add(1);

@@ -6,9 +6,11 @@
 //!
 //! - an **operation** is a function `fn(Input) -> Result<Output, Error>`, exported with
 //!   [`operation!`];
-//! - a **hook** is a type implementing [`Hook`], exported with [`hook!`]; admission
-//!   webhooks (validating and mutating bindings, their answers and JSON patches) are in
-//!   [`admission`];
+//! - a **hook** is a type implementing [`Hook`], exported with [`hook!`];
+//!   [`HookInput::objects`] yields every object a run is about, whatever its binding
+//!   type, and [`ObjectAndFilter::meta`] gives its kind and metadata as an [`Object`];
+//!   admission webhooks (validating and mutating bindings, their answers and JSON
+//!   patches) are in [`admission`];
 //! - changes to the cluster are [`Patch`]es, metrics are [`Metric`]s, and logs go through
 //!   [`info!`] and its siblings.
 //!
@@ -47,6 +49,7 @@ pub mod hook;
 pub mod kubernetes;
 pub mod log;
 pub mod metrics;
+mod object;
 mod operation;
 
 /// The values of the WIT contract (`operon:engine@0.2.0`), as generated from
@@ -59,6 +62,7 @@ pub use error::{Error, ResultExt};
 pub use hook::Hook;
 pub use kubernetes::Patch;
 pub use metrics::Metric;
+pub use object::{Object, ObjectMeta};
 pub use operation::{Input, Output};
 pub use types::{
     BindingContext, BindingType, HookConfig, HookInput, HookOutput, HookSettings,
