@@ -8,6 +8,9 @@
 //! rolling update with a surge) never run Diagnoses at once. It serves no API of its
 //! own besides health: the controller and the agent meet only at the API server, both
 //! authenticated by their ServiceAccounts.
+//!
+//! Script steps run from the agent's script store (`<data root>/scripts`, one file per
+//! Operation, kept in step with the Operations by a watch).
 
 use crate::controllers::AbortOnDrop;
 use crate::controllers::diagnosis::{self, placement};
@@ -70,6 +73,11 @@ pub async fn run(
         })?;
     let (stop, mut stopped) = watch::channel(false);
     let health = tokio::spawn(serve_health(listener, ready.clone(), stopped.clone()));
+    let scripts = ctx
+        .processors()
+        .script_store()
+        .cloned()
+        .map(|store| AbortOnDrop::spawn(follow_scripts(client.clone(), store)));
     let mut elector = LeaderElector::new(client, options.lease());
     tracing::info!(node = %options.node, lease = %elector.options().name,
         namespace = %options.namespace, "agent started");
@@ -102,6 +110,7 @@ pub async fn run(
         () = shutdown => {}
     }
     let _ = stop.send(true);
+    drop(scripts);
     if let Err(e) = elector.release().await {
         tracing::warn!(error = %e, "cannot release the agent Lease");
     }
@@ -140,5 +149,35 @@ async fn serve_health(
         .await
     {
         tracing::error!(error = %e, "the health endpoint stopped");
+    }
+}
+
+/// Keeps the script store in step with the Operations as they appear, change and
+/// disappear (the controller also syncs it before each Diagnosis runs).
+async fn follow_scripts(client: Client, store: Arc<crate::script::ScriptStore>) {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+    let (reader, writer) = reflector::store::<crate::api::Operation>();
+    let api: kube::Api<crate::api::Operation> = kube::Api::all(client);
+    let events =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    futures::pin_mut!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            // Until a (re-)list is complete the cache holds part of the Operations:
+            // syncing then would remove the scripts of the rest.
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "watching Operations for the script store");
+                continue;
+            }
+        }
+        let operations = reader.state();
+        if let Err(e) =
+            crate::runner::processors::sync_scripts(&store, operations.iter().map(AsRef::as_ref))
+        {
+            tracing::error!(error = %e, "cannot bring the script store in step with the Operations");
+        }
     }
 }

@@ -252,9 +252,10 @@ fn check_daemon_set(objects: &[Value]) {
         })
         .collect();
     let cache = env_var(env, "OPERON_CACHE_DIR")["value"].as_str().unwrap();
+    // The data root is the flag's default: the script store lives on this volume.
     assert_eq!(
         mounts.keys().copied().collect::<BTreeSet<_>>(),
-        BTreeSet::from(["/tmp", cache])
+        BTreeSet::from(["/tmp", cache, "/var/lib/operon"])
     );
     for (path, volume) in &mounts {
         let keys: Vec<&String> = volumes[volume].as_object().unwrap().keys().collect();

@@ -235,9 +235,12 @@ impl Drop for Agent {
     }
 }
 
-fn agent(kubeconfig: &Path, node: &str, namespace: &str, log: &Path) -> Agent {
+fn agent(kubeconfig: &Path, node: &str, namespace: &str, data_root: &Path) -> Agent {
+    let log = data_root.join("agent.log");
     let child = Command::new(env!("CARGO_BIN_EXE_operon"))
         .args(["agent", "--node-name", node, "--namespace", namespace])
+        .arg("--data-root")
+        .arg(data_root)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["--listen-address", "127.0.0.1", "--listen-port"])
@@ -245,7 +248,7 @@ fn agent(kubeconfig: &Path, node: &str, namespace: &str, log: &Path) -> Agent {
         .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
         .env("POD_NAME", format!("agent-{node}"))
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("operon agent starts");
     Agent(child)
@@ -305,7 +308,7 @@ async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
     assert_eq!(waiting["phase"], "Pending");
     assert_eq!(waiting["nodeName"], node.as_str());
 
-    let _agent = agent(&path, &node, &scratch.name, &dir.path().join("agent.log"));
+    let _agent = agent(&path, &node, &scratch.name, dir.path());
     let done = status_when(&api, "on-node", "Succeeded", Duration::from_secs(90), |s| {
         s["phase"] == "Succeeded"
     })
@@ -320,4 +323,16 @@ async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
         lease.spec.unwrap().holder_identity.is_some(),
         "held by the running agent"
     );
+
+    // The step ran from the agent's script store, which follows the Operations.
+    let script = dir.path().join("scripts").join(&op);
+    assert_eq!(std::fs::read_to_string(&script).unwrap(), "echo here");
+    operon_api(&cluster, "Operation")
+        .delete(&op, &Default::default())
+        .await
+        .unwrap();
+    eventually("the script removed", Duration::from_secs(30), async || {
+        (!script.exists()).then_some(())
+    })
+    .await;
 }

@@ -310,6 +310,26 @@ impl Operation {
     }
 }
 
+/// Why `path` cannot be a script's read-only path, if it cannot.
+fn read_only_path_problem(path: &str) -> Option<String> {
+    let p = std::path::Path::new(path);
+    if !p.is_absolute() {
+        return Some(format!("{path:?} is not an absolute path"));
+    }
+    if p.components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Some(format!("{path:?} contains \"..\""));
+    }
+    if p.parent().is_none() {
+        return Some(
+            "\"/\" would make the whole host readable; name the directories the script needs"
+                .to_owned(),
+        );
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,21 +368,4 @@ mod tests {
         );
         assert_eq!(op.processor_kind(), None);
     }
-}
-
-/// Why `path` cannot be a script's read-only path, if it cannot.
-fn read_only_path_problem(path: &str) -> Option<String> {
-    let p = std::path::Path::new(path);
-    if !p.is_absolute() {
-        return Some(format!("{path:?} is not an absolute path"));
-    }
-    if p.components()
-        .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        return Some(format!("{path:?} contains \"..\""));
-    }
-    if p.parent().is_none() {
-        return Some("\"/\" would make the whole host readable; name the directories the script needs".to_owned());
-    }
-    None
 }

@@ -1,11 +1,14 @@
 //! `operon agent`: runs the Diagnoses placed on one node (a DaemonSet pod per node).
 
 use super::serve::{DiagnosisArgs, KubeArgs, own_namespace, shutdown_signal};
+use anyhow::Context as _;
 use operon::agent::{self, AgentOptions};
 use operon::controllers::diagnosis::Role;
+use operon::script::ScriptStore;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Arguments of `operon agent`.
 #[derive(Debug, clap::Args)]
@@ -30,6 +33,9 @@ pub struct AgentArgs {
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
     #[arg(long, env = "OPERON_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Where the agent keeps its state: the script store is `DIR/scripts` (0700).
+    #[arg(long, env = "OPERON_DATA_ROOT", default_value = "/var/lib/operon")]
+    data_root: PathBuf,
     #[command(flatten)]
     diagnoses: DiagnosisArgs,
 }
@@ -47,6 +53,9 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
         !args.node_name.is_empty(),
         "--node-name (NODE_NAME) is empty: set it from the downward API (spec.nodeName)"
     );
+    let scripts = args.data_root.join("scripts");
+    let store = ScriptStore::open(&scripts)
+        .with_context(|| format!("opening the script store {}", scripts.display()))?;
     let cluster = args.kube.connect().await?;
     let client = cluster.client().clone();
     let namespace = own_namespace(args.namespace.clone(), &client);
@@ -58,6 +67,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
         &namespace,
         args.cache_dir.clone(),
         args.strict,
+        Some(Arc::new(store)),
     );
     let options = AgentOptions {
         node: args.node_name.clone(),

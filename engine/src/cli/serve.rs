@@ -294,11 +294,13 @@ impl DiagnosisArgs {
         agent_namespace: &str,
         cache_dir: Option<PathBuf>,
         strict: bool,
+        script_store: Option<Arc<operon::script::ScriptStore>>,
     ) -> Arc<diagnosis::Context> {
         let processors = Processors::new(ProcessorSettings {
             cache_dir: cache_dir.or_else(operon::sandbox::default_cache_dir),
             strict,
             modules: ModuleLocator::new(self.modules.clone()),
+            script_store,
             ..ProcessorSettings::default()
         });
         let mut settings = diagnosis::Settings::new(role, agent_namespace);
@@ -455,6 +457,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             &namespace,
             args.cache_dir.clone(),
             args.strict,
+            None,
         )
     });
     serve::run(

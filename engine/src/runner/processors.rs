@@ -11,7 +11,7 @@ use super::script::{SandboxedScriptRunner, ScriptSource};
 use super::wasm::WasmRunner;
 use crate::api::Operation;
 use crate::sandbox::{self, CallLimits, EngineError, LoadError, Sandbox, SandboxConfig};
-use crate::script::{LazyScriptSandbox, SandboxError, ScriptSandbox};
+use crate::script::{LazyScriptSandbox, SandboxError, ScriptSandbox, ScriptStore};
 use crate::store::{ModuleError, ModuleLocator};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -54,6 +54,9 @@ pub struct ProcessorSettings {
     pub strict: bool,
     /// Where named and digest-addressed modules are found.
     pub modules: ModuleLocator,
+    /// Script steps run from this store (kept in step with the Operations by the
+    /// agent) instead of from the Operation's text.
+    pub script_store: Option<Arc<ScriptStore>>,
 }
 
 impl Default for ProcessorSettings {
@@ -64,6 +67,7 @@ impl Default for ProcessorSettings {
             wasm_limits: CallLimits::default(),
             strict: false,
             modules: ModuleLocator::default(),
+            script_store: None,
         }
     }
 }
@@ -105,9 +109,16 @@ impl Processors {
                 self.settings.wasm_limits.clone(),
             )))
         } else if let Some(script) = &processor.script_runner {
+            let source = match &self.settings.script_store {
+                Some(store) => ScriptSource::Stored {
+                    store: store.clone(),
+                    name: operation.metadata.name.clone().unwrap_or_default(),
+                },
+                None => ScriptSource::Inline(script.script.clone()),
+            };
             let runner = SandboxedScriptRunner::new(
                 self.script_sandbox()?,
-                ScriptSource::Inline(script.script.clone()),
+                source,
                 script.arg_keys.clone(),
                 script.operation_result_key.clone(),
             )
@@ -129,6 +140,11 @@ impl Processors {
         } else {
             Err(ProcessorError::NoProcessor)
         }
+    }
+
+    /// The store script steps run from, when there is one.
+    pub fn script_store(&self) -> Option<&Arc<ScriptStore>> {
+        self.settings.script_store.as_ref()
     }
 
     /// The wasm sandbox every wasm runner built here shares, started on first use.
@@ -155,4 +171,26 @@ impl Processors {
 /// The timeout of one run of `operation` (`timeoutSeconds`, at least one second).
 pub fn timeout(operation: &Operation) -> Duration {
     Duration::from_secs(operation.spec.processor.timeout_seconds.max(1) as u64)
+}
+
+/// Makes `store` hold exactly the scripts of `operations` (their `scriptRunner.script`,
+/// under the Operation's name).
+pub fn sync_scripts<'a>(
+    store: &ScriptStore,
+    operations: impl IntoIterator<Item = &'a Operation>,
+) -> Result<crate::script::SyncReport, crate::script::StoreError> {
+    let scripts: Vec<(&str, &str)> = operations
+        .into_iter()
+        .filter_map(|op| {
+            let name = op.metadata.name.as_deref()?;
+            let script = op.spec.processor.script_runner.as_ref()?;
+            Some((name, script.script.as_str()))
+        })
+        .collect();
+    let report = store.sync(scripts)?;
+    if report != crate::script::SyncReport::default() {
+        tracing::info!(created = ?report.created, replaced = ?report.replaced,
+            removed = ?report.removed, store = %store.path().display(), "script store synchronised");
+    }
+    Ok(report)
 }

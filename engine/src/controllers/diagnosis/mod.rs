@@ -125,6 +125,9 @@ pub enum DiagnosisError {
     /// The pipeline stopped.
     #[error(transparent)]
     Pipeline(PipelineError),
+    /// The script store could not be brought in step with the Operations.
+    #[error("the script store: {0}")]
+    Scripts(#[from] crate::script::StoreError),
 }
 
 /// What a reconcile needs.
@@ -157,6 +160,11 @@ impl Context {
             recorder,
             status_writes: AtomicU64::new(0),
         }
+    }
+
+    /// What builds the runners.
+    pub fn processors(&self) -> &Arc<Processors> {
+        &self.processors
     }
 
     /// Status writes made so far (every Diagnosis).
@@ -433,6 +441,11 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
         .into_iter()
         .map(|op| (op.name_any(), op))
         .collect();
+    // The agent runs script steps from its store: every Operation's current text is
+    // there before a step runs (a watch removes those of deleted Operations).
+    if let Some(store) = ctx.processors.script_store() {
+        crate::runner::processors::sync_scripts(store, operations.values())?;
+    }
     let missing: BTreeSet<&str> = set
         .spec
         .adjacency_list
