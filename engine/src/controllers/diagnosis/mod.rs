@@ -244,6 +244,15 @@ pub async fn reconcile(
     cached: Arc<Diagnosis>,
     ctx: Arc<Context>,
 ) -> Result<Action, DiagnosisError> {
+    // Every agent sees every Diagnosis: those placed elsewhere are skipped from the
+    // cache, without a request (the placement is written once and never changes; the
+    // write that makes it this node's wakes this reconcile again).
+    if let Role::Agent { node } = &ctx.settings.role {
+        let placed = cached.status.as_ref().and_then(|s| s.node_name.as_deref());
+        if placed != Some(node.as_str()) {
+            return Ok(Action::await_change());
+        }
+    }
     let namespace = cached.namespace().unwrap_or_default();
     let api: Api<Diagnosis> = Api::namespaced(ctx.client.clone(), &namespace);
     let fresh = api

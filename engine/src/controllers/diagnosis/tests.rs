@@ -428,3 +428,24 @@ async fn a_diagnosis_naming_a_missing_node_fails_at_once() {
     );
     assert_eq!(reconciling.await.unwrap().unwrap(), Action::await_change());
 }
+
+#[tokio::test]
+async fn an_agent_skips_diagnoses_placed_on_other_nodes_without_a_request() {
+    let (client, mut api) = mock::pair();
+    let processors = Arc::new(Processors::new(Default::default()));
+    let role = Role::Agent {
+        node: "worker-1".to_owned(),
+    };
+    let ctx = Arc::new(Context::new(
+        client,
+        processors,
+        Settings::new(role, "operon"),
+    ));
+    let elsewhere = diagnosis(Some(json!({"phase": "Pending", "nodeName": "worker-2"})));
+    let unplaced = diagnosis(None);
+    for d in [elsewhere, unplaced] {
+        let action = reconcile(Arc::new(d), ctx.clone()).await.unwrap();
+        assert_eq!(action, Action::await_change());
+    }
+    api.quiet().await;
+}
