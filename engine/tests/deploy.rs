@@ -15,9 +15,9 @@ mod deploy_support;
 
 use deploy_support::{
     CHART, Grant, HOOKS_CONFIGMAP, KUSTOMIZATION, NAMESPACE, UID, assert_same, check_command_line,
-    check_hardened, deploy, documents, find, flag_value, flags, grant, grants, helm, image,
-    is_agent, is_port_name, kind, kinds_and_names, kustomize, name, normalized, of_kind,
-    render_chart, selects, strings, text, without_hash,
+    check_hardened, check_probes_and_resources, deploy, documents, find, flag_value, flags, grant,
+    grants, helm, image, is_agent, is_port_name, kind, kinds_and_names, kustomize, name,
+    normalized, of_kind, render_chart, selects, strings, text, volumes_by_name, without_hash,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -476,30 +476,11 @@ fn check_deployment(objects: &[Value], replicas: i64, leader_elect: bool) {
         );
     }
     assert_eq!(flag_value(&args, "listen-port").as_deref(), Some("9115"));
-    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
-        assert_eq!(
-            container[probe]["httpGet"],
-            json!({"path": path, "port": "http-metrics"}),
-            "{probe}"
-        );
-    }
-    for part in ["requests", "limits"] {
-        for resource in ["cpu", "memory"] {
-            assert!(
-                container["resources"][part][resource].is_string(),
-                "resources.{part}.{resource}"
-            );
-        }
-    }
+    check_probes_and_resources(container, "http-metrics");
 
     // Volumes: the hooks from a ConfigMap, executable; emptyDirs for every path the
     // controller writes, since the root filesystem is read-only.
-    let volumes: BTreeMap<&str, &Value> = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| (v["name"].as_str().unwrap(), v))
-        .collect();
+    let volumes = volumes_by_name(pod);
     let mounts: BTreeMap<&str, &Value> = container["volumeMounts"]
         .as_array()
         .unwrap()

@@ -9,8 +9,9 @@ mod deploy_support;
 
 use deploy_support::{
     CHART, Grant, KUSTOMIZATION, NAMESPACE, assert_same, check_command_line, check_hardened,
-    env_var, find, flag_value, flags, grant, grants, helm, image, is_agent, is_port_name, kind,
-    kinds_and_names, name, normalized, of_kind, selects, strings,
+    check_probes_and_resources, env_var, find, flag_value, flags, grant, grants, helm, image,
+    is_agent, is_port_name, kind, kinds_and_names, name, normalized, of_kind, selects, strings,
+    volumes_by_name,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -216,30 +217,11 @@ fn check_daemon_set(objects: &[Value]) {
     assert_eq!(ports[0]["protocol"], "TCP");
     let port_name = ports[0]["name"].as_str().unwrap();
     assert!(is_port_name(port_name), "{port_name:?}");
-    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
-        assert_eq!(
-            container[probe]["httpGet"],
-            json!({"path": path, "port": port_name}),
-            "{probe}"
-        );
-    }
-    for part in ["requests", "limits"] {
-        for resource in ["cpu", "memory"] {
-            assert!(
-                container["resources"][part][resource].is_string(),
-                "resources.{part}.{resource}"
-            );
-        }
-    }
+    check_probes_and_resources(container, port_name);
 
     // emptyDirs for every path it writes (the root filesystem is read-only), nothing
     // else: no hostPath (check_hardened), no ConfigMap or Secret.
-    let volumes: BTreeMap<&str, &Value> = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| (v["name"].as_str().unwrap(), v))
-        .collect();
+    let volumes = volumes_by_name(pod);
     let mounts: BTreeMap<&str, &str> = container["volumeMounts"]
         .as_array()
         .unwrap()

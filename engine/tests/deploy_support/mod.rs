@@ -396,3 +396,33 @@ pub fn image() -> String {
 pub fn is_agent(object: &Value) -> bool {
     object["metadata"]["labels"]["app.kubernetes.io/component"] == "agent"
 }
+
+/// The container's /healthz liveness and /readyz readiness probes on `port`, and CPU
+/// and memory requests and limits.
+pub fn check_probes_and_resources(container: &Value, port: &str) {
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(
+            container[probe]["httpGet"],
+            serde_json::json!({"path": path, "port": port}),
+            "{probe}"
+        );
+    }
+    for part in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(
+                container["resources"][part][resource].is_string(),
+                "resources.{part}.{resource}"
+            );
+        }
+    }
+}
+
+/// A pod spec's volumes by name.
+pub fn volumes_by_name(pod: &Value) -> BTreeMap<&str, &Value> {
+    pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap(), v))
+        .collect()
+}
