@@ -193,12 +193,17 @@ async fn serve_labels_a_new_pod_and_reports_the_hooks_metric() {
         labelled(&pods, "created-after-start").await
     })
     .await;
-    let metrics = http_get(server.port, "/metrics").unwrap().1;
+    // The run's metrics are recorded after its patches are applied: the label can be
+    // seen a moment before the counter.
     let line = format!(
         "pods_labelled_total{{hook=\"pod-labeler.wasm\",namespace=\"{}\"}} 1",
         scratch.name
     );
-    assert!(metrics.contains(&line), "{line} not in\n{metrics}");
+    eventually("the hook's metric", Duration::from_secs(10), async || {
+        let metrics = http_get(server.port, "/metrics")?.1;
+        metrics.contains(&line).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
