@@ -4,9 +4,11 @@
 //! For each component: its size, the time to compile it and to load it from the engine's
 //! compiled-module cache, and the cost of one event (a fresh store, instantiation from
 //! the pre-initialised snapshot, `handle` on one Added pod that gets a patch and a metric,
-//! drop). For the shell-operator model: the cost of one event run the way shell-operator
-//! runs hooks (binding contexts written to a file, the hook forked with the file paths in
-//! its environment, the patch and metrics files read back). It prints each cost as a
+//! drop), and the memory one live instance holds (linear memory and tables after an
+//! event). For the shell-operator model: the cost of one event run the way
+//! shell-operator runs hooks (binding contexts written to a file, the hook forked with the
+//! file paths in its environment, the patch and metrics files read back), and the peak
+//! resident memory of that process. It prints each cost as a
 //! ratio of the Rust guest's and the Python hook in Operon against the Python hook run
 //! per process (the goal: at least 20x).
 //!
@@ -84,6 +86,8 @@ struct Measured {
     compile: Duration,
     cache_load: Duration,
     per_event: Duration,
+    /// Linear memory and tables one live instance holds after an event.
+    memory: u64,
 }
 
 fn measure(runtime: &tokio::runtime::Runtime, path: &Path) -> Measured {
@@ -101,8 +105,9 @@ fn measure(runtime: &tokio::runtime::Runtime, path: &Path) -> Measured {
         let (report, _) = runtime.block_on(warm.handle_hook(&module, event_input(), &limits));
         report.outcome.expect("handle succeeds");
         assert_eq!(report.patches.len(), 1, "one patch per event");
+        report.memory_bytes
     };
-    call();
+    let memory = call();
     let started = Instant::now();
     for _ in 0..EVENTS {
         call();
@@ -112,12 +117,13 @@ fn measure(runtime: &tokio::runtime::Runtime, path: &Path) -> Measured {
         compile,
         cache_load,
         per_event: started.elapsed() / EVENTS,
+        memory,
     }
 }
 
 /// One event through a hook run the shell-operator way: `program` with `args`, contexts
 /// in a file, outputs read back.
-fn per_process_run(program: &str, args: &[&str]) -> Option<Duration> {
+fn per_process_run(program: &str, args: &[&str]) -> Option<(Duration, u64)> {
     if Command::new(program).arg("--version").output().is_err() {
         eprintln!("skipping {program}: not installed");
         return None;
@@ -154,7 +160,28 @@ fn per_process_run(program: &str, args: &[&str]) -> Option<Duration> {
     for _ in 0..PROCESS_RUNS {
         run();
     }
-    Some(started.elapsed() / PROCESS_RUNS)
+    let per_run = started.elapsed() / PROCESS_RUNS;
+    let memory = process_memory(program, args, &context_path, dir.path()).unwrap_or(0);
+    Some((per_run, memory))
+}
+
+/// The peak resident memory of one run of `program` with `args` as shell-operator
+/// starts it (contexts in a file), as GNU time reports it; `None` without it. (A
+/// wrapper in Python would count the interpreter it forks from: Linux keeps the peak of
+/// the memory a process had before its exec.)
+fn process_memory(program: &str, args: &[&str], context: &Path, dir: &Path) -> Option<u64> {
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", program])
+        .args(args)
+        .env("BINDING_CONTEXT_PATH", context)
+        .env("KUBERNETES_PATCH_PATH", dir.join("patches"))
+        .env("METRICS_PATH", dir.join("metrics"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kib: u64 = stderr.lines().last()?.trim().parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The real `python3` binary: version managers put a shell script named `python3` first
@@ -185,20 +212,21 @@ fn main() {
     ];
     println!("pod labeler, one Added pod per event, {EVENTS} events per component");
     println!(
-        "{:<34} {:>10} {:>12} {:>12} {:>12}",
-        "hook", "size", "compile", "cache load", "per event"
+        "{:<34} {:>10} {:>12} {:>12} {:>12} {:>12}",
+        "hook", "size", "compile", "cache load", "per event", "memory"
     );
     let mut per_event = Vec::new();
     for (language, path) in guests {
         let Some(path) = path else { continue };
         let measured = measure(&runtime, path);
         println!(
-            "{:<34} {:>7.1} MB {:>12} {:>12} {:>12}",
+            "{:<34} {:>7.1} MB {:>12} {:>12} {:>12} {:>9.1} MB",
             format!("{language} component in Operon"),
             measured.size as f64 / 1e6,
             ms(measured.compile),
             ms(measured.cache_load),
             ms(measured.per_event),
+            measured.memory as f64 / 1e6,
         );
         per_event.push((format!("{language} in Operon"), measured.per_event));
     }
@@ -208,13 +236,14 @@ fn main() {
         ("bash + jq, process per run", "bash".to_owned(), bash),
         ("python3, process per run", python_interpreter(), python),
     ] {
-        if let Some(cost) = per_process_run(&program, &[script.to_str().unwrap()]) {
+        if let Some((cost, memory)) = per_process_run(&program, &[script.to_str().unwrap()]) {
             println!(
-                "{name:<34} {:>10} {:>12} {:>12} {:>12}",
+                "{name:<34} {:>10} {:>12} {:>12} {:>12} {:>9.1} MB",
                 "",
                 "",
                 "",
-                ms(cost)
+                ms(cost),
+                memory as f64 / 1e6
             );
             per_event.push((name.to_owned(), cost));
         }

@@ -64,6 +64,11 @@ impl MemoryLimiter {
         }
     }
 
+    /// The linear memory and tables the guest holds now.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
     /// The total the guest asked for when it was refused, if it ever was.
     pub fn refused(&self) -> Option<u64> {
         self.refused

@@ -76,6 +76,9 @@ pub struct CallReport<T> {
     pub stderr: String,
     /// Wall-clock time of the call, instantiation included.
     pub elapsed: Duration,
+    /// Linear memory and tables the instance held when the call ended: what one live
+    /// instance of this guest costs.
+    pub memory_bytes: u64,
 }
 
 /// The process-wide wasm sandbox. Cheap to clone; clones share the engine and modules.
@@ -303,6 +306,7 @@ impl Sandbox {
     ) -> CallReport<T> {
         let elapsed = started.elapsed();
         let state = store.into_data();
+        let memory_bytes = state.limiter.used();
         let outcome = match raw {
             Err(_elapsed) => Err(CallError::Timeout {
                 limit: limits.timeout,
@@ -319,6 +323,7 @@ impl Sandbox {
             patches: state.kubernetes.operations,
             metrics: state.metrics.operations,
             elapsed,
+            memory_bytes,
         }
     }
 
