@@ -16,8 +16,8 @@ mod deploy_support;
 use deploy_support::{
     CHART, Grant, HOOKS_CONFIGMAP, KUSTOMIZATION, NAMESPACE, UID, assert_same, check_command_line,
     check_hardened, check_probes_and_resources, deploy, documents, find, flag_value, flags, grant,
-    grants, helm, image, is_agent, is_port_name, kind, kinds_and_names, kustomize, name,
-    normalized, of_kind, render_chart, selects, strings, text, volumes_by_name, without_hash,
+    grants, helm, help_default, image, is_agent, is_port_name, kind, kinds_and_names, kustomize,
+    name, normalized, of_kind, render_chart, selects, strings, text, volumes_by_name, without_hash,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -92,15 +92,7 @@ fn relative(from: &Path, to: &Path) -> PathBuf {
 
 /// The `[default: ...]` of `--flag` in `operon serve --help`, if it has one.
 fn serve_default(flag: &str) -> Option<String> {
-    let mut lines = SERVE_HELP.lines().map(str::trim_start);
-    lines.find(|l| l.split([' ', ',']).any(|t| t == format!("--{flag}")))?;
-    let help: String = lines
-        .take_while(|l| !l.starts_with('-'))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let start = help.find("[default: ")? + "[default: ".len();
-    let end = start + help[start..].find(']')?;
-    Some(help[start..end].to_owned())
+    help_default(&SERVE_HELP, flag)
 }
 
 /// What `--flag` is set to in `args`, or else its default.

@@ -9,9 +9,9 @@ mod deploy_support;
 
 use deploy_support::{
     CHART, Grant, KUSTOMIZATION, NAMESPACE, assert_same, check_command_line, check_hardened,
-    check_probes_and_resources, env_var, find, flag_value, flags, grant, grants, helm, image,
-    is_agent, is_port_name, kind, kinds_and_names, name, normalized, of_kind, selects, strings,
-    volumes_by_name,
+    check_probes_and_resources, env_var, find, flag_value, flags, grant, grants, helm,
+    help_default, image, is_agent, is_port_name, kind, kinds_and_names, name, normalized, of_kind,
+    selects, strings, volumes_by_name,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,15 +48,7 @@ fn agent_args(objects: &[Value]) -> Vec<String> {
 
 /// The `[default: ...]` of `--flag` in `operon agent --help`, if it has one.
 fn agent_default(flag: &str) -> Option<String> {
-    let mut lines = AGENT_HELP.lines().map(str::trim_start);
-    lines.find(|l| l.split([' ', ',']).any(|t| t == format!("--{flag}")))?;
-    let help: String = lines
-        .take_while(|l| !l.starts_with('-'))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let start = help.find("[default: ")? + "[default: ".len();
-    let end = start + help[start..].find(']')?;
-    Some(help[start..end].to_owned())
+    help_default(&AGENT_HELP, flag)
 }
 
 /// What the agent may do: read what a Diagnosis runs, write its status, its results

@@ -445,7 +445,6 @@ mod tests {
     use crate::cluster::kube::mock::{self, MockApi};
     use axum::http::Request;
     use http_body_util::BodyExt as _;
-    use kube::runtime::watcher::Event as WatchEvent;
     use serde_json::{Value, json};
     use tower::ServiceExt as _;
 
@@ -469,13 +468,7 @@ mod tests {
     /// A router over a receiver whose Triggers are listed, and the mock API server.
     fn receiver(token: Option<&str>, triggers: Vec<Trigger>) -> (Router, MockApi) {
         let (client, api) = mock::pair();
-        let catalog = TriggerCatalog::new();
-        let mut relisting = None;
-        catalog.apply(&mut relisting, WatchEvent::Init);
-        for t in triggers {
-            catalog.apply(&mut relisting, WatchEvent::InitApply(t));
-        }
-        catalog.apply(&mut relisting, WatchEvent::InitDone);
+        let catalog = TriggerCatalog::listed(triggers);
         let creator = DiagnosisCreator::new(client, None);
         let receiver = AlertReceiver::from_parts(catalog, creator, token);
         (routes(Arc::new(receiver)), api)

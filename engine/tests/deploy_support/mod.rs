@@ -426,3 +426,16 @@ pub fn volumes_by_name(pod: &Value) -> BTreeMap<&str, &Value> {
         .map(|v| (v["name"].as_str().unwrap(), v))
         .collect()
 }
+
+/// The `[default: ...]` of `--flag` in a command's `--help` text, if it has one.
+pub fn help_default(help: &str, flag: &str) -> Option<String> {
+    let mut lines = help.lines().map(str::trim_start);
+    lines.find(|l| l.split([' ', ',']).any(|t| t == format!("--{flag}")))?;
+    let text: String = lines
+        .take_while(|l| !l.starts_with('-'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let start = text.find("[default: ")? + "[default: ".len();
+    let end = start + text[start..].find(']')?;
+    Some(text[start..end].to_owned())
+}

@@ -59,6 +59,19 @@ impl TriggerCatalog {
         }
     }
 
+    /// A catalog whose list returned `triggers`, as a watch would deliver it.
+    #[cfg(test)]
+    pub(crate) fn listed(triggers: Vec<Trigger>) -> Self {
+        let catalog = Self::new();
+        let mut relisting = None;
+        catalog.apply(&mut relisting, Event::Init);
+        for t in triggers {
+            catalog.apply(&mut relisting, Event::InitApply(t));
+        }
+        catalog.apply(&mut relisting, Event::InitDone);
+        catalog
+    }
+
     /// The current snapshot.
     pub fn snapshot(&self) -> Snapshot {
         self.snapshots.borrow().clone()

@@ -13,7 +13,6 @@ use crate::metrics::Metrics;
 use crate::triggers::CompiledTrigger;
 use jiff::Timestamp;
 use kube::Api;
-use kube::runtime::watcher::Event as WatchEvent;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -43,14 +42,7 @@ fn cron_trigger() -> Trigger {
 }
 
 fn snapshot(triggers: Vec<Trigger>) -> Snapshot {
-    let catalog = TriggerCatalog::new();
-    let mut relisting = None;
-    catalog.apply(&mut relisting, WatchEvent::Init);
-    for t in triggers {
-        catalog.apply(&mut relisting, WatchEvent::InitApply(t));
-    }
-    catalog.apply(&mut relisting, WatchEvent::InitDone);
-    catalog.snapshot()
+    TriggerCatalog::listed(triggers).snapshot()
 }
 
 /// Answers a Diagnosis POST as the API server would: the object back, with a uid.
@@ -212,9 +204,10 @@ fn cron_plans_one_slot_for_a_missed_range_then_sleeps_until_the_next() {
     assert_eq!(next, Some(at("2024-05-02T03:00:00Z")));
 }
 
-#[tokio::test]
-async fn a_fired_slot_is_created_then_written_to_the_status_subresource() {
-    let (client, mut api) = mock::pair();
+/// Plans the nightly Trigger 5 s after its 03:00 slot and fires that slot in a task
+/// that returns the cron state, against a mock API server.
+fn fire_the_nightly_slot() -> (Snapshot, MockApi, tokio::task::JoinHandle<CronState>) {
+    let (client, api) = mock::pair();
     let creator = DiagnosisCreator::new(client.clone(), None);
     let triggers: Api<Trigger> = Api::all(client);
     let snapshot = snapshot(vec![cron_trigger()]);
@@ -223,11 +216,16 @@ async fn a_fired_slot_is_created_then_written_to_the_status_subresource() {
     let (mut due, _) = cron::plan(&snapshot, &mut state, now);
     let due = due.pop().unwrap();
     assert_eq!(due.slot, at("2024-05-02T03:00:00Z"));
-
     let firing = tokio::spawn(async move {
         cron::fire(&due, &mut state, &creator, &triggers, now).await;
         state
     });
+    (snapshot, api, firing)
+}
+
+#[tokio::test]
+async fn a_fired_slot_is_created_then_written_to_the_status_subresource() {
+    let (snapshot, mut api, firing) = fire_the_nightly_slot();
     // A redelivery (another leader got there first) still records the slot.
     already_exists(expect_post(&mut api).await);
     let patch = api.next().await;
@@ -260,18 +258,7 @@ async fn a_fired_slot_is_created_then_written_to_the_status_subresource() {
 
 #[tokio::test]
 async fn a_failed_creation_is_retried_later_without_a_status_write() {
-    let (client, mut api) = mock::pair();
-    let creator = DiagnosisCreator::new(client.clone(), None);
-    let triggers: Api<Trigger> = Api::all(client);
-    let snapshot = snapshot(vec![cron_trigger()]);
-    let mut state = CronState::default();
-    let now = at("2024-05-02T03:00:05Z");
-    let (mut due, _) = cron::plan(&snapshot, &mut state, now);
-    let due = due.pop().unwrap();
-    let firing = tokio::spawn(async move {
-        cron::fire(&due, &mut state, &creator, &triggers, now).await;
-        state
-    });
+    let (snapshot, mut api, firing) = fire_the_nightly_slot();
     expect_post(&mut api)
         .await
         .fail(500, "InternalError", "etcd is down");
