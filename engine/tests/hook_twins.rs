@@ -50,27 +50,17 @@ fn hook_test(hook: &str) -> Value {
 /// Drops what differs between two runs of the same scenario by nature: server-assigned
 /// uids and creation times, timings, logs and captured output.
 fn comparable(mut value: Value) -> Value {
-    fn scrub(v: &mut Value) {
-        match v {
-            Value::Object(map) => {
-                for key in [
-                    "uid",
-                    "creationTimestamp",
-                    "elapsedMs",
-                    "logs",
-                    "stdout",
-                    "stderr",
-                ] {
-                    map.remove(key);
-                }
-                map.values_mut().for_each(scrub);
-            }
-            Value::Array(items) => items.iter_mut().for_each(scrub),
-            _ => {}
-        }
-    }
+    let keys = [
+        "uid",
+        "creationTimestamp",
+        "elapsedMs",
+        "logs",
+        "stdout",
+        "stderr",
+    ];
     if let Some(map) = value.as_object_mut() {
-        map.values_mut().for_each(scrub);
+        map.values_mut()
+            .for_each(|v| operon_tests::without_keys(v, &keys));
         if let Some(Value::Array(runs)) = map.get_mut("runs") {
             for run in runs {
                 if let Some(run) = run.as_object_mut() {

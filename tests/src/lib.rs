@@ -99,3 +99,18 @@ pub fn test_cache_dir() -> PathBuf {
         .unwrap_or_else(|err| panic!("cannot create {}: {err}", dir.display()));
     dir
 }
+
+/// Removes every `keys` entry from the objects of `value`, at any depth: what differs
+/// between two runs of one scenario by nature (uids, timings...), before comparing them.
+pub fn without_keys(value: &mut serde_json::Value, keys: &[&str]) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for key in keys {
+                map.remove(*key);
+            }
+            map.values_mut().for_each(|v| without_keys(v, keys));
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| without_keys(v, keys)),
+        _ => {}
+    }
+}

@@ -56,28 +56,17 @@ fn run_operon(args: &[&str]) -> (bool, Value) {
 /// times, timings, the module's path and digest, captured stdout/stderr): everything else,
 /// logs included, must be equal.
 fn comparable(mut value: Value) -> Value {
-    fn scrub(value: &mut Value) {
-        match value {
-            Value::Object(map) => {
-                for key in [
-                    "uid",
-                    "creationTimestamp",
-                    "elapsedMs",
-                    "stdout",
-                    "stderr",
-                    "hook",
-                    "module",
-                    "digest",
-                ] {
-                    map.remove(key);
-                }
-                map.values_mut().for_each(scrub);
-            }
-            Value::Array(items) => items.iter_mut().for_each(scrub),
-            _ => {}
-        }
-    }
-    scrub(&mut value);
+    let keys = [
+        "uid",
+        "creationTimestamp",
+        "elapsedMs",
+        "stdout",
+        "stderr",
+        "hook",
+        "module",
+        "digest",
+    ];
+    operon_tests::without_keys(&mut value, &keys);
     value
 }
 
