@@ -136,7 +136,7 @@ pub struct Context {
     processors: Arc<Processors>,
     settings: Settings,
     recorder: Recorder,
-    status_writes: AtomicU64,
+    status_writes: Arc<AtomicU64>,
 }
 
 impl Context {
@@ -158,7 +158,7 @@ impl Context {
             processors,
             settings,
             recorder,
-            status_writes: AtomicU64::new(0),
+            status_writes: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -184,16 +184,10 @@ impl Context {
         }
     }
 
-    async fn write(
-        &self,
-        writer: &mut StatusWriter,
-        diagnosis: &Diagnosis,
-    ) -> Result<(), StatusError> {
-        let before = writer.writes();
-        let written = writer.write(diagnosis).await;
-        self.status_writes
-            .fetch_add(writer.writes() - before, Ordering::Relaxed);
-        written
+    /// A status writer for `diagnosis` (as just read), counted in [`Self::status_writes`].
+    fn writer(&self, diagnosis: &Diagnosis) -> StatusWriter {
+        StatusWriter::new(self.client.clone(), diagnosis, self.settings.limits)
+            .counting_into(self.status_writes.clone())
     }
 }
 
@@ -275,7 +269,7 @@ pub async fn reconcile(
         }
         return run(diagnosis, &ctx).await;
     }
-    let mut writer = StatusWriter::new(ctx.client.clone(), &diagnosis, ctx.settings.limits);
+    let mut writer = ctx.writer(&diagnosis);
     let status = diagnosis.status.get_or_insert_with(Default::default);
     if status.node_name.is_none() {
         let placed = placement::resolve(&ctx.client, &diagnosis)
@@ -321,7 +315,7 @@ pub async fn reconcile(
         if status.phase.is_none() {
             status.phase = Some(DiagnosisPhase::Pending);
         }
-        ctx.write(&mut writer, &diagnosis).await?;
+        writer.write(&diagnosis).await?;
         return Ok(Action::requeue(AGENT_POLL));
     }
     let message = format!(
@@ -397,14 +391,14 @@ async fn wait(
         fail(status, type_, reason, message);
         Action::await_change()
     };
-    ctx.write(writer, diagnosis).await?;
+    writer.write(diagnosis).await?;
     Ok(action)
 }
 
 /// Runs (or resumes) `diagnosis` here.
 async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, DiagnosisError> {
     status::restore_results(&ctx.client, &mut diagnosis).await?;
-    let mut writer = StatusWriter::new(ctx.client.clone(), &diagnosis, ctx.settings.limits);
+    let mut writer = ctx.writer(&diagnosis);
     let set_name = diagnosis.spec.operation_set.clone();
     let sets: Api<OperationSet> = Api::all(ctx.client.clone());
     let Some(set) = sets
@@ -437,7 +431,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
         );
         let status = diagnosis.status.get_or_insert_with(Default::default);
         fail(status, ACCEPTED, "OperationSetChanged", message);
-        ctx.write(&mut writer, &diagnosis).await?;
+        writer.write(&diagnosis).await?;
         return Ok(Action::await_change());
     }
 
@@ -518,10 +512,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
     );
     let events = Events::new(ctx.recorder.clone(), &diagnosis);
     let mut writer = writer.with_events(events.clone());
-    let before = writer.writes();
     let outcome = pipeline::execute(&mut diagnosis, &plan.graph, &plan.steps, &mut writer).await;
-    ctx.status_writes
-        .fetch_add(writer.writes() - before, Ordering::Relaxed);
     match outcome {
         Ok(phase) => {
             let complete = diagnosis.status.as_ref().and_then(|s| {
@@ -546,7 +537,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
             Some(StatusError::ResultsTooLarge { .. })
         ) =>
         {
-            results_too_large(ctx, diagnosis, e.to_string()).await
+            results_too_large(ctx, diagnosis, &mut writer, e.to_string()).await
         }
         Err(e) => Err(DiagnosisError::Pipeline(e)),
     }
@@ -556,6 +547,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
 async fn results_too_large(
     ctx: &Context,
     mut diagnosis: Diagnosis,
+    writer: &mut StatusWriter,
     message: String,
 ) -> Result<Action, DiagnosisError> {
     let limits = ctx.settings.limits;
@@ -569,9 +561,9 @@ async fn results_too_large(
         "ResultsTooLarge",
         format!("{message}; results not kept: {}", dropped.join(", ")),
     );
-    // A writer that never wrote the ConfigMap: it writes the status alone.
-    let mut writer = StatusWriter::new(ctx.client.clone(), &diagnosis, limits);
-    ctx.write(&mut writer, &diagnosis).await?;
+    // The run's writer: it holds the resourceVersion of its last write, and with no
+    // result left for the ConfigMap it writes the status alone.
+    writer.write(&diagnosis).await?;
     Ok(Action::await_change())
 }
 

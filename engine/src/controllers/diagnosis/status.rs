@@ -22,6 +22,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where large results stop fitting in the status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,7 +200,9 @@ pub struct StatusWriter {
     /// The status as the API server returned it after the last write (or as read).
     stored: Value,
     offloaded: BTreeMap<String, String>,
-    writes: u64,
+    /// Status writes that reached the API server (shared by the writers of one
+    /// controller when it counts them all).
+    writes: Arc<AtomicU64>,
     events: Option<super::events::Events>,
 }
 
@@ -225,7 +229,7 @@ impl StatusWriter {
             sent,
             stored: status_value(diagnosis),
             offloaded,
-            writes: 0,
+            writes: Arc::new(AtomicU64::new(0)),
             events: None,
         }
     }
@@ -236,9 +240,15 @@ impl StatusWriter {
         self
     }
 
+    /// Counts this writer's status writes into `total` instead of a counter of its own.
+    pub fn counting_into(mut self, total: Arc<AtomicU64>) -> Self {
+        self.writes = total;
+        self
+    }
+
     /// How many status writes reached the API server.
     pub fn writes(&self) -> u64 {
-        self.writes
+        self.writes.load(Ordering::Relaxed)
     }
 
     /// Writes `diagnosis`' status (and its large results) unless the API server already
@@ -247,7 +257,10 @@ impl StatusWriter {
         let status = diagnosis.status.clone().unwrap_or_default();
         let (stored, offloaded) = split(&status, self.limits, &self.config_map);
         if offloaded != self.offloaded {
-            self.write_config_map(diagnosis, &offloaded).await?;
+            // A status that no longer names the ConfigMap needs nothing written there.
+            if !offloaded.is_empty() {
+                self.write_config_map(diagnosis, &offloaded).await?;
+            }
             self.offloaded = offloaded;
         }
         if self.sent.as_ref() == Some(&stored) {
@@ -265,7 +278,7 @@ impl StatusWriter {
         for _ in 0..=CONFLICT_RETRIES {
             match self.diagnoses.replace_status(&name, &params, &body).await {
                 Ok(written) => {
-                    self.writes += 1;
+                    self.writes.fetch_add(1, Ordering::Relaxed);
                     self.resource_version = written.metadata.resource_version.clone();
                     self.stored = status_value(&written);
                     self.sent = Some(stored);

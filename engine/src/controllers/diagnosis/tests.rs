@@ -325,6 +325,36 @@ async fn results_over_what_a_config_map_holds_are_refused() {
     assert!(err.to_string().contains("Diagnosis/ops/d1"), "{err}");
 }
 
+#[tokio::test]
+async fn after_results_too_large_the_same_writer_records_the_failure_without_a_config_map() {
+    let (client, mut api) = mock::pair();
+    let d = diagnosis(None);
+    let mut huge = d.clone();
+    huge.status
+        .get_or_insert_with(Default::default)
+        .operation_results
+        .insert("dump".to_owned(), "x".repeat(status::CONFIG_MAP_MAX + 1));
+    let mut failed = d.clone();
+    let status = failed.status.get_or_insert_with(Default::default);
+    fail(
+        status,
+        pipeline::COMPLETE,
+        "ResultsTooLarge",
+        "too large".to_owned(),
+    );
+    let writing = tokio::spawn(async move {
+        let mut writer = StatusWriter::new(client, &d, Limits::default());
+        assert!(writer.write(&huge).await.is_err());
+        writer.write(&failed).await
+    });
+    let put = answer_put(&mut api, 11).await;
+    assert_eq!(put["metadata"]["resourceVersion"], "10");
+    assert_eq!(put["status"]["phase"], "Failed");
+    assert!(put["status"].get("resultsConfigMap").is_none());
+    writing.await.unwrap().unwrap();
+    api.quiet().await;
+}
+
 #[test]
 fn a_set_change_wakes_only_the_unfinished_diagnoses_that_name_it() {
     let waiting = Arc::new(diagnosis(None));
