@@ -36,4 +36,4 @@ pub use sandbox::{
     ScriptSandbox, ScriptSandboxConfig,
 };
 pub use spec::Limits;
-pub use store::{ScriptStore, SyncReport};
+pub use store::{Ensured, ScriptStore, SyncReport};

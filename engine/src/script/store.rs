@@ -27,6 +27,17 @@ pub struct SyncReport {
     pub removed: Vec<String>,
 }
 
+/// What [`ScriptStore::ensure`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ensured {
+    /// The store already held the text.
+    Unchanged,
+    /// The script was new.
+    Created,
+    /// The script's text changed.
+    Replaced,
+}
+
 /// Scripts under one directory of the data root, one file per Operation.
 #[derive(Debug)]
 pub struct ScriptStore {
@@ -137,6 +148,17 @@ impl ScriptStore {
         Ok(names)
     }
 
+    /// Makes the store hold `text` as `name`, writing only when it does not already.
+    pub fn ensure(&self, name: &str, text: &str) -> Result<Ensured, StoreError> {
+        check_name(name)?;
+        match self.read(name) {
+            Ok(existing) if existing == text => Ok(Ensured::Unchanged),
+            Ok(_) => self.put(name, text).map(|()| Ensured::Replaced),
+            Err(StoreError::NotFound(_)) => self.put(name, text).map(|()| Ensured::Created),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Makes the store hold exactly `scripts` (name → text): writes new and changed
     /// scripts and removes the others, as a reconcile loop over Operations does.
     pub fn sync<'a>(
@@ -146,19 +168,11 @@ impl ScriptStore {
         let mut report = SyncReport::default();
         let mut wanted = BTreeSet::new();
         for (name, text) in scripts {
-            check_name(name)?;
             wanted.insert(name.to_owned());
-            match self.read(name) {
-                Ok(existing) if existing == text => {}
-                Ok(_) => {
-                    self.put(name, text)?;
-                    report.replaced.push(name.to_owned());
-                }
-                Err(StoreError::NotFound(_)) => {
-                    self.put(name, text)?;
-                    report.created.push(name.to_owned());
-                }
-                Err(e) => return Err(e),
+            match self.ensure(name, text)? {
+                Ensured::Unchanged => {}
+                Ensured::Replaced => report.replaced.push(name.to_owned()),
+                Ensured::Created => report.created.push(name.to_owned()),
             }
         }
         for name in self.names()? {

@@ -289,7 +289,11 @@ pub async fn reconcile(
                     SCHEDULED,
                     unplaced.reason(),
                     unplaced.message(),
-                    unplaced.may_resolve(),
+                    if unplaced.may_resolve() {
+                        Patience::Limited
+                    } else {
+                        Patience::Never
+                    },
                 )
                 .await;
             }
@@ -330,6 +334,11 @@ pub async fn reconcile(
         .is_some();
     // A run the agent started waits for it however long it takes (the DaemonSet brings
     // it back); one that never started fails after the wait limit.
+    let patience = if started {
+        Patience::Always(AGENT_POLL)
+    } else {
+        Patience::Limited
+    };
     wait(
         &ctx,
         &mut diagnosis,
@@ -337,20 +346,23 @@ pub async fn reconcile(
         SCHEDULED,
         "NoAgent",
         message,
-        true,
+        patience,
     )
     .await
-    .map(|action| {
-        if started {
-            Action::requeue(AGENT_POLL)
-        } else {
-            action
-        }
-    })
 }
 
-/// Records why `diagnosis` cannot go on; fails it when waiting cannot help or took
-/// longer than the wait limit.
+/// How long a Diagnosis may wait for what it lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Patience {
+    /// Waiting cannot help: it fails at once.
+    Never,
+    /// Up to the wait limit, looking again every [`WAIT_POLL`].
+    Limited,
+    /// However long it takes, looking again this often.
+    Always(Duration),
+}
+
+/// Records why `diagnosis` cannot go on; fails it when its patience has run out.
 async fn wait(
     ctx: &Context,
     diagnosis: &mut Diagnosis,
@@ -358,7 +370,7 @@ async fn wait(
     type_: &str,
     reason: &str,
     message: String,
-    may_resolve: bool,
+    patience: Patience,
 ) -> Result<Action, DiagnosisError> {
     let created = diagnosis
         .metadata
@@ -367,13 +379,13 @@ async fn wait(
         .map_or_else(now, |t| t.0);
     let waited = now().duration_since(created);
     let limit = jiff::SignedDuration::try_from(ctx.settings.wait_limit).unwrap_or_default();
-    let started = diagnosis
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .is_some();
+    let again = match patience {
+        Patience::Never => None,
+        Patience::Limited => (waited < limit).then_some(WAIT_POLL),
+        Patience::Always(poll) => Some(poll),
+    };
     let status = diagnosis.status.get_or_insert_with(Default::default);
-    let action = if may_resolve && (waited < limit || started && reason == "NoAgent") {
+    let action = if let Some(poll) = again {
         set_condition(
             status,
             Condition::new(type_, ConditionStatus::False, reason, message),
@@ -381,9 +393,9 @@ async fn wait(
         if status.phase.is_none() {
             status.phase = Some(DiagnosisPhase::Pending);
         }
-        Action::requeue(WAIT_POLL)
+        Action::requeue(poll)
     } else {
-        let message = if may_resolve {
+        let message = if patience == Patience::Limited {
             format!("{message} (waited {}s)", waited.as_secs())
         } else {
             message
@@ -414,7 +426,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
             ACCEPTED,
             "OperationSetNotFound",
             message,
-            true,
+            Patience::Limited,
         )
         .await;
     };
@@ -444,23 +456,21 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
         .into_iter()
         .map(|op| (op.name_any(), op))
         .collect();
-    // The agent runs script steps from its store: every Operation's current text is
-    // there before a step runs (a watch removes those of deleted Operations).
-    if let Some(store) = ctx.processors.script_store() {
-        crate::runner::processors::sync_scripts(store, operations.values())?;
-    }
-    let missing: BTreeSet<&str> = set
+    let used: BTreeSet<&str> = set
         .spec
         .adjacency_list
         .iter()
         .filter_map(|node| node.operation.as_deref())
+        .collect();
+    let missing: Vec<&str> = used
+        .iter()
+        .copied()
         .filter(|name| !operations.contains_key(*name))
         .collect();
     if !missing.is_empty() {
-        let names: Vec<&str> = missing.into_iter().collect();
         let message = format!(
             "OperationSet {set_name} names Operations that do not exist: {}",
-            names.join(", ")
+            missing.join(", ")
         );
         return wait(
             ctx,
@@ -469,9 +479,19 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
             ACCEPTED,
             "OperationNotFound",
             message,
-            true,
+            Patience::Limited,
         )
         .await;
+    }
+    // The agent runs script steps from its store: the current text of every script the
+    // set uses is there before a step runs (the agent's watch keeps the rest in step and
+    // removes the scripts of deleted Operations).
+    if let Some(store) = ctx.processors.script_store() {
+        for name in used {
+            if let Some(script) = &operations[name].spec.processor.script_runner {
+                store.ensure(name, &script.script)?;
+            }
+        }
     }
     let plan = match pipeline::plan(&set, &operations, &ctx.processors) {
         Ok(plan) => plan,
@@ -489,7 +509,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
                 ACCEPTED,
                 reason,
                 message,
-                true,
+                Patience::Limited,
             )
             .await;
         }

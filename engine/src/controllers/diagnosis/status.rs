@@ -157,28 +157,28 @@ pub async fn restore_results(
     client: &Client,
     diagnosis: &mut Diagnosis,
 ) -> Result<(), StatusError> {
-    let Some(status) = diagnosis.status.as_mut() else {
-        return Ok(());
-    };
-    let Some(name) = status.results_config_map.clone() else {
+    let Some(name) = diagnosis
+        .status
+        .as_ref()
+        .and_then(|s| s.results_config_map.clone())
+    else {
         return Ok(());
     };
     let namespace = diagnosis.metadata.namespace.clone().unwrap_or_default();
-    let diagnosis_ref = format!(
-        "Diagnosis/{namespace}/{}",
-        diagnosis.metadata.name.as_deref().unwrap_or("")
-    );
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let data = config_maps
         .get(&name)
         .await
         .map_err(|source| StatusError::ConfigMap {
-            diagnosis: diagnosis_ref,
+            diagnosis: diagnosis.object_ref(),
             config_map: name,
             source,
         })?
         .data
         .unwrap_or_default();
+    let Some(status) = diagnosis.status.as_mut() else {
+        return Ok(());
+    };
     for key in &status.results_in_config_map {
         if let Some(value) = data.get(key) {
             status.operation_results.insert(key.clone(), value.clone());
