@@ -25,6 +25,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("ANNOTATOR", "fixture-annotator", "fixture_annotator.wasm"),
     ("ADMISSION", "fixture-admission", "fixture_admission.wasm"),
     ("NODE_METRICS", "node-metrics", "node_metrics.wasm"),
+    ("NODE_COLLECTOR", "node-collector", "node_collector.wasm"),
     ("SNAPSHOT_REPORT", "snapshot-report", "snapshot_report.wasm"),
     ("MUTATING", "fixture-mutating", "fixture_mutating.wasm"),
     (

@@ -20,6 +20,8 @@ use std::sync::LazyLock;
 /// The name of every agent object: ServiceAccount, ClusterRole and binding, Role and
 /// binding, DaemonSet.
 const AGENT: &str = "operon-agent";
+/// The ClusterRole and binding of the agent's built-in operations.
+const BUILT_INS: &str = "operon-agent-builtins";
 /// The port of `/healthz` and `/readyz` (`operon agent --listen-port`).
 const HEALTH_PORT: i64 = 9116;
 
@@ -83,6 +85,18 @@ fn expected_agent_grants() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
     (cluster, namespaced)
 }
 
+/// What the built-in operations need, in a ClusterRole of their own: the pods (of the
+/// node, or the one a Diagnosis names), the node's schedulability, and asking whether a
+/// Diagnosis' ServiceAccount may change it.
+fn expected_built_in_grants() -> BTreeSet<Grant> {
+    BTreeSet::from([
+        grant("", "pods", "get", ""),
+        grant("", "pods", "list", ""),
+        grant("", "nodes", "patch", ""),
+        grant("authorization.k8s.io", "subjectaccessreviews", "create", ""),
+    ])
+}
+
 /// The agent's ServiceAccount and exactly its grants; nothing else bound to it.
 fn check_agent_rbac(objects: &[Value]) {
     find(objects, "ServiceAccount", AGENT);
@@ -103,15 +117,23 @@ fn check_agent_rbac(objects: &[Value]) {
         );
     }
 
+    let built_ins = find(objects, "ClusterRole", BUILT_INS);
+    assert_eq!(
+        grants(built_ins),
+        expected_built_in_grants(),
+        "the built-ins' ClusterRole"
+    );
+
     let subject = json!([{"kind": "ServiceAccount", "name": AGENT, "namespace": NAMESPACE}]);
-    for (binding_kind, role_kind) in [
-        ("ClusterRoleBinding", "ClusterRole"),
-        ("RoleBinding", "Role"),
+    for (binding_kind, role_kind, role) in [
+        ("ClusterRoleBinding", "ClusterRole", AGENT),
+        ("RoleBinding", "Role", AGENT),
+        ("ClusterRoleBinding", "ClusterRole", BUILT_INS),
     ] {
-        let binding = find(objects, binding_kind, AGENT);
+        let binding = find(objects, binding_kind, role);
         assert_eq!(
             binding["roleRef"],
-            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": AGENT})
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role})
         );
         assert_eq!(binding["subjects"], subject);
     }
@@ -132,6 +154,7 @@ fn check_agent_rbac(objects: &[Value]) {
         bound,
         BTreeSet::from([
             format!("ClusterRoleBinding/{AGENT}"),
+            format!("ClusterRoleBinding/{BUILT_INS}"),
             format!("RoleBinding/{AGENT}"),
         ])
     );
@@ -289,6 +312,7 @@ fn kustomization_and_chart_render_the_same_agent() {
     ]
     .into_iter()
     .map(|kind| format!("{kind}/{AGENT}"))
+    .chain(["ClusterRole", "ClusterRoleBinding"].map(|kind| format!("{kind}/{BUILT_INS}")))
     .collect();
     let kustomized = agent_objects(&KUSTOMIZATION);
     let charted = agent_objects(&CHART);
@@ -340,6 +364,17 @@ fn chart_agent_can_be_turned_off_or_tuned() {
         kinds_and_names(&objects)
     );
     find(&objects, "Role", "operon-agent-leases");
+
+    // Built-ins off: the agent runs, without their grants.
+    let objects = helm(&["--include-crds", "--set", "agent.builtIns.enabled=false"]);
+    find(&objects, "DaemonSet", AGENT);
+    assert!(
+        !kinds_and_names(&objects)
+            .iter()
+            .any(|o| o.ends_with(BUILT_INS)),
+        "{:?}",
+        kinds_and_names(&objects)
+    );
 
     let objects = helm(&[
         "--include-crds",

@@ -57,6 +57,10 @@ pub const ADMISSION: &str = guests::ADMISSION;
 /// the snapshot of its snapshot-only `nodes` binding.
 pub const NODE_METRICS: &str = guests::NODE_METRICS;
 
+/// `node-collector`: the node agent's built-in process and mount lists, read from a
+/// `/proc` granted read-only (`collect`: `processes` or `mounts`).
+pub const NODE_COLLECTOR: &str = guests::NODE_COLLECTOR;
+
 /// `snapshot-report`: the example hook whose `deployments` and `pods` bindings form the
 /// group `workloads`; on each `Group` context it annotates Deployments with fewer running
 /// pods than replicas (`operon.dev/unavailable-pods`) and sets

@@ -1,5 +1,6 @@
 //! The limits of one call and the memory limiter that enforces them.
 
+use std::path::PathBuf;
 use std::time::Duration;
 use wasmtime::ResourceLimiter;
 
@@ -25,6 +26,9 @@ pub struct CallLimits {
     pub patch_bytes: usize,
     /// Metric operations the guest may submit.
     pub metric_operations: usize,
+    /// Host directories the guest may read, each visible at the same path, read-only
+    /// (an Operation's `wasm.readOnlyPaths`). Empty by default: no files at all.
+    pub read_only_dirs: Vec<PathBuf>,
 }
 
 impl Default for CallLimits {
@@ -39,6 +43,7 @@ impl Default for CallLimits {
             patch_operations: 1_000,
             patch_bytes: 8 << 20,
             metric_operations: 10_000,
+            read_only_dirs: Vec::new(),
         }
     }
 }

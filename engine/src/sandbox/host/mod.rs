@@ -3,8 +3,9 @@
 //! Each WIT host interface (`log`, `kubernetes`, `metrics`) is its own module with its
 //! own state; adding an interface adds a module and a line in [`link`], nothing else.
 //! Every published version of the WIT package is linked at once (see [`link`]).
-//! WASI is linked with a context that grants nothing: no files, no environment, no
-//! sockets, stdin closed, stdout and stderr captured into bounded buffers.
+//! WASI is linked with a context that grants nothing but the read-only directories a
+//! call's limits name: no other files, no environment, no sockets, stdin closed, stdout
+//! and stderr captured into bounded buffers.
 
 pub mod kubernetes;
 pub mod log;
@@ -13,7 +14,7 @@ pub mod metrics;
 use super::limits::{CallLimits, MemoryLimiter};
 use super::output::BoundedOutput;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
 /// A host-side budget a guest exhausted through an import; returned as a trap so the
 /// guest stops at once.
@@ -71,11 +72,20 @@ impl CallState {
         let stdout = BoundedOutput::new(limits.stdout_bytes);
         let stderr = BoundedOutput::new(limits.stderr_bytes);
         // The builder's defaults already deny what matters: no preopens, no env, no
-        // args, stdin closed, every socket address refused, no name lookup.
-        let wasi = WasiCtx::builder()
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .build();
+        // args, stdin closed, every socket address refused, no name lookup. The only
+        // files are the directories the Operation grants, read-only.
+        let mut builder = WasiCtx::builder();
+        builder.stdout(stdout.clone()).stderr(stderr.clone());
+        for dir in &limits.read_only_dirs {
+            let guest = dir.to_string_lossy();
+            if let Err(e) = builder.preopened_dir(dir, &*guest, FsPerms::ReadOnly) {
+                // The runner checked the directory just before the call; one that went
+                // away since is simply absent for the guest, which reports it.
+                tracing::warn!(run = %run, dir = %dir.display(), error = %e,
+                    "cannot grant a read-only directory to the guest");
+            }
+        }
+        let wasi = builder.build();
         Self {
             wasi,
             table: ResourceTable::new(),

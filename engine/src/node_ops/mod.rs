@@ -1,0 +1,201 @@
+//! The node agent's built-in operations, under KubeDiag's processor paths
+//! (`/processor/podListCollector`, `/processor/nodeCordon`, ...). An `httpServer` step
+//! with neither address nor port names one of them, as it named a handler of
+//! KubeDiag's agent; here the agent runs it itself, with no HTTP endpoint of its own,
+//! so nothing but a Diagnosis placed on the node (created by someone RBAC allows to)
+//! makes it act.
+//!
+//! What only reads the node's own files is a wasm operation written with the SDK
+//! (`operations/node-collector`), run in the sandbox with `/proc` granted read-only:
+//! the process and mount lists. What reads the cluster uses the agent's credentials,
+//! which grant reading pods ([`pods`]). What changes the node (cordon, uncordon) runs
+//! only for a Diagnosis that names a ServiceAccount RBAC allows to patch the node
+//! ([`node`]).
+
+mod node;
+mod pods;
+
+use crate::api::{Operation, OperationSpec, Processor, WasmProcessor};
+use crate::runner::builtin::BuiltIns;
+use crate::runner::processors::{ProcessorError, Processors};
+use crate::runner::{RunError, RunOutput, RunRequest, Runner};
+use futures::future::BoxFuture;
+use kube::Client;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use node::NodeChange;
+
+/// The module of the built-ins written as wasm operations, found by name in the
+/// agent's modules directory (`--modules`).
+pub const COLLECTOR_MODULE: &str = "node_collector";
+
+/// One built-in operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuiltIn {
+    /// The pods on the node.
+    PodList,
+    /// One pod, named by `pod.namespace` and `pod.name`.
+    PodDetail,
+    /// The containers of the pods on the node, from their status.
+    ContainerList,
+    /// The node's processes (wasm, `/proc`).
+    ProcessList,
+    /// The node's mounts (wasm, `/proc`).
+    MountInfo,
+    /// Marks the node unschedulable.
+    NodeCordon,
+    /// Marks the node schedulable again.
+    NodeUncordon,
+}
+
+impl BuiltIn {
+    /// Every built-in, in the order they are listed.
+    pub const ALL: [BuiltIn; 7] = [
+        BuiltIn::PodList,
+        BuiltIn::PodDetail,
+        BuiltIn::ContainerList,
+        BuiltIn::ProcessList,
+        BuiltIn::MountInfo,
+        BuiltIn::NodeCordon,
+        BuiltIn::NodeUncordon,
+    ];
+
+    /// Its path, as KubeDiag's agent serves it (`nodeUncordon` is Operon's).
+    pub fn path(self) -> &'static str {
+        match self {
+            BuiltIn::PodList => "/processor/podListCollector",
+            BuiltIn::PodDetail => "/processor/podDetailCollector",
+            BuiltIn::ContainerList => "/processor/containerCollector",
+            BuiltIn::ProcessList => "/processor/processCollector",
+            BuiltIn::MountInfo => "/processor/mountInfoCollector",
+            BuiltIn::NodeCordon => "/processor/nodeCordon",
+            BuiltIn::NodeUncordon => "/processor/nodeUncordon",
+        }
+    }
+
+    /// The built-in at `path`.
+    pub fn from_path(path: &str) -> Option<BuiltIn> {
+        BuiltIn::ALL.into_iter().find(|b| b.path() == path)
+    }
+}
+
+/// The built-ins of the agent of one node.
+#[derive(Clone)]
+pub struct NodeOps {
+    client: Client,
+    node: String,
+}
+
+impl std::fmt::Debug for NodeOps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeOps")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeOps {
+    /// The built-ins of `node`, acting with `client`'s credentials.
+    pub fn new(client: Client, node: impl Into<String>) -> Self {
+        Self {
+            client,
+            node: node.into(),
+        }
+    }
+
+    /// The wasm Operation a collector built-in runs: the node-collector module told
+    /// what to collect, with `/proc` readable.
+    fn collector(&self, what: &str, timeout_seconds: i64) -> Operation {
+        Operation::new(
+            &format!("builtin-{what}"),
+            OperationSpec {
+                processor: Processor::wasm(
+                    WasmProcessor {
+                        module: COLLECTOR_MODULE.to_owned(),
+                        config: BTreeMap::from([("collect".to_owned(), what.to_owned())]),
+                        read_only_paths: vec!["/proc".to_owned()],
+                    },
+                    timeout_seconds,
+                ),
+                storage: None,
+            },
+        )
+    }
+}
+
+impl BuiltIns for NodeOps {
+    fn runner(
+        &self,
+        path: &str,
+        processors: &Processors,
+    ) -> Option<Result<Arc<dyn Runner>, ProcessorError>> {
+        let built_in = BuiltIn::from_path(path)?;
+        let api = || -> Arc<dyn Runner> {
+            Arc::new(ApiRunner {
+                ops: self.clone(),
+                built_in,
+            })
+        };
+        Some(match built_in {
+            BuiltIn::ProcessList => {
+                processors.runner(&self.collector("processes", 30), Path::new("."))
+            }
+            BuiltIn::MountInfo => processors.runner(&self.collector("mounts", 30), Path::new(".")),
+            BuiltIn::PodList
+            | BuiltIn::PodDetail
+            | BuiltIn::ContainerList
+            | BuiltIn::NodeCordon
+            | BuiltIn::NodeUncordon => Ok(api()),
+        })
+    }
+
+    fn paths(&self) -> Vec<&'static str> {
+        BuiltIn::ALL.iter().map(|b| b.path()).collect()
+    }
+}
+
+/// A built-in that talks to the API server with the agent's credentials.
+struct ApiRunner {
+    ops: NodeOps,
+    built_in: BuiltIn,
+}
+
+impl Runner for ApiRunner {
+    fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
+        Box::pin(async move {
+            let work = async {
+                let client = &self.ops.client;
+                let node = &self.ops.node;
+                match self.built_in {
+                    BuiltIn::PodList => pods::pod_list(client, node).await,
+                    BuiltIn::PodDetail => pods::pod_detail(client, &request.input).await,
+                    BuiltIn::ContainerList => pods::container_list(client, node).await,
+                    BuiltIn::NodeCordon => {
+                        node::change(client, node, NodeChange::Cordon, request).await
+                    }
+                    BuiltIn::NodeUncordon => {
+                        node::change(client, node, NodeChange::Uncordon, request).await
+                    }
+                    BuiltIn::ProcessList | BuiltIn::MountInfo => Err(RunError::new(format!(
+                        "{} runs as a wasm operation, not through the API",
+                        self.built_in.path()
+                    ))),
+                }
+            };
+            tokio::time::timeout(request.timeout, work)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(RunError::new(format!(
+                        "{} did not finish within {}s",
+                        self.built_in.path(),
+                        request.timeout.as_secs()
+                    )))
+                })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

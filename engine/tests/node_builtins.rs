@@ -1,0 +1,146 @@
+//! The node agent's built-ins with no cluster: the wasm half (`node-collector`, reading a
+//! `/proc` granted read-only through `wasm.readOnlyPaths`) run by `operon run`, the same
+//! module with no grant seeing no files, and an address-less `/processor/` step off a
+//! node failing with where it runs.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn guests() -> PathBuf {
+    Path::new(operon_tests::NODE_COLLECTOR)
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// One Operation (`processor`, as YAML flow) in a one-node OperationSet and a Diagnosis
+/// of it, written to a fresh directory.
+fn pipeline(processor: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {{name: collect}}\n\
+         spec:\n  processor: {processor}\n---\n\
+         apiVersion: operon.dev/v1alpha1\nkind: OperationSet\nmetadata: {{name: node}}\n\
+         spec:\n  adjacencyList:\n  - id: 0\n    to: [1]\n  - id: 1\n    operation: collect\n---\n\
+         apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata: {{name: d1, namespace: ops}}\n\
+         spec: {{operationSet: node}}\n"
+    );
+    std::fs::write(dir.path().join("pipeline.yaml"), text).unwrap();
+    dir
+}
+
+/// Runs `operon run DIR --output json`; returns the Diagnosis, stderr and the pid the
+/// run had.
+fn run(dir: &Path) -> (Value, String, u32) {
+    let home = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["run", dir.to_str().unwrap(), "--modules"])
+        .arg(guests())
+        .args(["--output", "json"])
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("HOME", home.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("operon runs");
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let diagnosis = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON on stdout ({e}); stderr: {stderr}"));
+    (diagnosis, stderr, pid)
+}
+
+#[test]
+fn the_process_list_reads_a_proc_granted_read_only() {
+    let dir = pipeline(
+        "{wasm: {module: node_collector, config: {collect: processes}, readOnlyPaths: [/proc]}}",
+    );
+    let (d, stderr, pid) = run(dir.path());
+    assert_eq!(d["status"]["phase"], "Succeeded", "{stderr}");
+    let list: Value = serde_json::from_str(
+        d["status"]["operationResults"]["collector.system.process.list"]
+            .as_str()
+            .expect("the process list"),
+    )
+    .unwrap();
+    let me = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("operon's own pid {pid} is listed"));
+    assert!(
+        me["command"][0].as_str().unwrap().ends_with("operon"),
+        "{me}"
+    );
+    assert_eq!(me["command"][1], "run");
+    assert!(me["memoryInfo"]["rss"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn the_mount_list_reads_a_proc_granted_read_only() {
+    let dir = pipeline(
+        "{wasm: {module: node_collector, config: {collect: mounts}, readOnlyPaths: [/proc]}}",
+    );
+    let (d, stderr, _) = run(dir.path());
+    assert_eq!(d["status"]["phase"], "Succeeded", "{stderr}");
+    let mounts: Value = serde_json::from_str(
+        d["status"]["operationResults"]["collector.system.mountinfo"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        mounts
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["Mountpoint"] == "/"),
+        "{mounts}"
+    );
+}
+
+#[test]
+fn without_a_grant_the_guest_sees_no_files() {
+    let dir = pipeline("{wasm: {module: node_collector, config: {collect: processes}}}");
+    let (d, stderr, _) = run(dir.path());
+    assert_eq!(d["status"]["phase"], "Failed", "{stderr}");
+    let text = d["status"].to_string();
+    assert!(text.contains("cannot read /proc/stat"), "{text}");
+}
+
+#[test]
+fn a_missing_granted_directory_fails_the_run_by_name() {
+    let dir = pipeline(
+        "{wasm: {module: node_collector, config: {collect: processes}, readOnlyPaths: [/no/such/dir]}}",
+    );
+    let (d, stderr, _) = run(dir.path());
+    assert_eq!(d["status"]["phase"], "Failed", "{stderr}");
+    let text = d["status"].to_string();
+    assert!(
+        text.contains("wasm.readOnlyPaths: /no/such/dir is not a directory on this machine"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_built_in_step_off_a_node_says_where_it_runs() {
+    let dir = pipeline("{httpServer: {path: /processor/podListCollector}}");
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["run", dir.path().to_str().unwrap()])
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Operation/collect (")
+            && stderr.contains(
+                "spec.processor: httpServer path /processor/podListCollector with no address is a \
+             built-in of the node agent; run the Diagnosis on a node"
+            ),
+        "{stderr}"
+    );
+}
