@@ -18,10 +18,12 @@
 //! - [`store`]: what Operon keeps and finds: wasm modules by path, name or digest.
 //! - [`jq`]: jq filters (jaq), compiled once and cached.
 //! - [`controllers`]: the kube-runtime controllers of Operon's own resources (OperationSet status, Diagnoses).
+//! - [`addons`]: addon-operator's modules: layout, layered values, enabled programs, lifecycle hooks, rendering, the task queue.
 //! - [`agent`]: `operon agent`, the per-node runner of the Diagnoses placed on its node.
 //! - [`kubediag`]: KubeDiag objects rewritten into Operon's group (`operon convert kubediag`).
 //! - [`serve`]: `operon serve`, the controller: the hook engine over a cluster, endpoints, leader election.
 
+pub mod addons;
 pub mod agent;
 pub mod api;
 pub mod cluster;

@@ -6,6 +6,7 @@ mod convert;
 mod debug;
 mod diagnose;
 mod hook;
+mod modules;
 mod op;
 mod output;
 mod serve;
@@ -45,6 +46,9 @@ enum Command {
     /// Test and run hooks (shell-operator's model) against local fixture objects.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// addon-operator's modules: run the task queue, show a module's values, render it.
+    #[command(subcommand)]
+    Modules(modules::ModulesCommand),
     /// Run a Diagnosis of an OperationSet from YAML files, with no cluster.
     Run(Box<diagnose::DiagnoseArgs>),
     /// Check Operations, OperationSets, Triggers and Diagnoses; report every problem.
@@ -93,6 +97,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Op(cmd) => op::run(cmd),
         Command::Hook(cmd) => hook::run(cmd),
+        Command::Modules(cmd) => modules::run(cmd),
         Command::Run(args) => diagnose::run(*args),
         Command::Validate(args) => diagnose::validate(args),
         Command::Graph(args) => diagnose::draw(args),

@@ -12,7 +12,7 @@ pub mod script;
 pub mod wasm;
 
 pub use cluster_access::{AccessScope, ClusterAccess, ClusterAccessError};
-pub use script::{DiscoveryError, ScriptHook, ScriptHookSettings, discover};
+pub use script::{DiscoveryError, ExtraFiles, ScriptHook, ScriptHookSettings, discover};
 pub use wasm::WasmHook;
 
 use crate::model::{HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, PatchOperation};

@@ -172,6 +172,17 @@ impl Default for ScriptHookSettings {
     }
 }
 
+/// Files a caller adds to one run besides shell-operator's: inputs written before the
+/// run, and outputs created empty and read back after a successful one (addon-operator's
+/// values files are such a set).
+#[derive(Debug, Clone, Default)]
+pub struct ExtraFiles {
+    /// Files written before the run, each named to the hook by its variable.
+    pub inputs: Vec<(HookFile, Vec<u8>)>,
+    /// Files created empty before the run and read back after it, in this order.
+    pub outputs: Vec<HookFile>,
+}
+
 /// A shell-operator hook: an executable in a hooks directory.
 #[derive(Debug, Clone)]
 pub struct ScriptHook {
@@ -252,6 +263,16 @@ impl ScriptHook {
     }
 
     async fn configure_once(&self) -> Result<HookConfig, HookError> {
+        self.configure_with(|text| Ok(text.to_owned())).await
+    }
+
+    /// Asks the hook for its configuration, passing what it printed through `filter`
+    /// before it is read: a caller that knows keys shell-operator does not (an
+    /// addon-operator hook's `beforeHelm`, say) takes them out there.
+    pub async fn configure_with(
+        &self,
+        filter: impl FnOnce(&str) -> Result<String, String> + Send,
+    ) -> Result<HookConfig, HookError> {
         let failed = |reason: String| HookError::Configure {
             hook: self.name.clone(),
             reason,
@@ -271,7 +292,7 @@ impl ScriptHook {
                 tail(&outcome.stderr)
             )));
         }
-        let text = String::from_utf8_lossy(&outcome.stdout);
+        let text = filter(&String::from_utf8_lossy(&outcome.stdout)).map_err(failed)?;
         let parsed =
             shell_operator::config::parse_with_warnings(&self.name, &text).map_err(|problems| {
                 failed(
@@ -290,6 +311,20 @@ impl ScriptHook {
     }
 
     async fn handle_once(&self, input: &HookInput, timeout: Duration) -> HookRun {
+        self.handle_with_files(input, timeout, &ExtraFiles::default())
+            .await
+            .0
+    }
+
+    /// Runs the hook once as [`Hook::handle`] does, with `extra` files besides
+    /// shell-operator's; returns the contents of `extra.outputs`, in order, when the run
+    /// succeeded (nothing otherwise).
+    pub async fn handle_with_files(
+        &self,
+        input: &HookInput,
+        timeout: Duration,
+        extra: &ExtraFiles,
+    ) -> (HookRun, Vec<Vec<u8>>) {
         let started = Instant::now();
         let mut run = HookRun {
             outcome: Err(HookError::Run(String::new())),
@@ -300,7 +335,10 @@ impl ScriptHook {
             stderr: String::new(),
             elapsed: Duration::ZERO,
         };
-        let result = self.handle_in_sandbox(input, timeout, &mut run).await;
+        let mut outputs = Vec::new();
+        let result = self
+            .handle_in_sandbox(input, timeout, &mut run, extra, &mut outputs)
+            .await;
         run.outcome = result.map_err(|e| {
             let mut message = e.to_string();
             if !self.settings.cluster_access
@@ -311,7 +349,10 @@ impl ScriptHook {
             HookError::Run(message)
         });
         run.elapsed = started.elapsed();
-        run
+        if run.outcome.is_err() {
+            outputs.clear();
+        }
+        (run, outputs)
     }
 
     async fn handle_in_sandbox(
@@ -319,6 +360,8 @@ impl ScriptHook {
         input: &HookInput,
         timeout: Duration,
         out: &mut HookRun,
+        extra: &ExtraFiles,
+        extra_outputs: &mut Vec<Vec<u8>>,
     ) -> Result<HookOutput, ScriptHookError> {
         let dir = self.sandbox.prepare()?;
         let version = *self.version.lock().unwrap_or_else(PoisonError::into_inner);
@@ -331,6 +374,18 @@ impl ScriptHook {
             context_path.display().to_string(),
         ));
         for file in OUTPUT_FILES {
+            let path = dir.create_file(file.file, b"", false)?;
+            request
+                .env
+                .push((file.variable.to_owned(), path.display().to_string()));
+        }
+        for (file, contents) in &extra.inputs {
+            let path = dir.create_file(file.file, contents, false)?;
+            request
+                .env
+                .push((file.variable.to_owned(), path.display().to_string()));
+        }
+        for file in &extra.outputs {
             let path = dir.create_file(file.file, b"", false)?;
             request
                 .env
@@ -367,6 +422,20 @@ impl ScriptHook {
         })?;
         out.patches = patches;
         out.metrics = metrics;
+        for file in &extra.outputs {
+            let bytes = dir
+                .read_file(file.file, self.settings.file_limit)
+                .map_err(|e| ScriptHookError::File {
+                    hook: self.name.clone(),
+                    source: HookFileError {
+                        variable: file.variable,
+                        file: file.file,
+                        line: 1,
+                        reason: e.to_string(),
+                    },
+                })?;
+            extra_outputs.push(bytes);
+        }
         Ok(output)
     }
 

@@ -1,0 +1,387 @@
+//! Applying a module's objects and keeping its release record. Against an API server
+//! objects go in by server-side apply with field manager `operon` (forced, as the
+//! owner of the module's objects); against the local cluster, which keeps no field
+//! managers, by `CreateOrUpdate`. Each module's applied set is recorded in a ConfigMap
+//! `operon-module-NAME` (the object list and a checksum), so that objects dropped from
+//! a chart are deleted and a disabled module's objects go with it, as `helm upgrade`
+//! and `helm uninstall` do with their release Secrets.
+
+use super::AddonError;
+use super::values::checksum;
+use crate::cluster::kube::FIELD_MANAGER;
+use crate::cluster::{Cluster, Resource};
+use crate::model::{CreateSpec, ObjectRef, PatchOperation};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Helm's install order for the kinds that others depend on; the rest follow.
+const FIRST_KINDS: [&str; 12] = [
+    "Namespace",
+    "CustomResourceDefinition",
+    "ServiceAccount",
+    "Secret",
+    "ConfigMap",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "DaemonSet",
+    "Deployment",
+];
+
+/// What a module applied last time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Release {
+    /// The objects, by identity.
+    pub objects: Vec<ObjectRef>,
+    /// The checksum of what was applied.
+    pub checksum: String,
+}
+
+/// What one apply did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApplyReport {
+    /// Objects applied.
+    pub applied: Vec<ObjectRef>,
+    /// Objects of the previous release that are no longer rendered, deleted.
+    pub deleted: Vec<ObjectRef>,
+    /// Nothing changed: same checksum and every object present, so nothing was sent.
+    pub unchanged: bool,
+}
+
+/// Writes modules' objects to a cluster.
+#[derive(Clone)]
+pub struct ObjectWriter {
+    cluster: Arc<dyn Cluster>,
+    /// Server-side apply through this client; `None` for the local cluster.
+    client: Option<kube::Client>,
+    /// Where release records live and namespaced objects without a namespace go.
+    pub namespace: String,
+}
+
+impl ObjectWriter {
+    /// A writer over `cluster`, applying server-side through `client` when given.
+    pub fn new(cluster: Arc<dyn Cluster>, client: Option<kube::Client>, namespace: &str) -> Self {
+        Self {
+            cluster,
+            client,
+            namespace: namespace.to_owned(),
+        }
+    }
+
+    /// The cluster written to.
+    pub fn cluster(&self) -> &Arc<dyn Cluster> {
+        &self.cluster
+    }
+
+    /// The name of `module`'s release record.
+    pub fn record_name(module: &str) -> String {
+        format!("operon-module-{module}")
+    }
+
+    /// `module`'s release, if it has one.
+    pub async fn release(&self, module: &str) -> Result<Option<Release>, AddonError> {
+        let failed = |reason: String| AddonError::Apply {
+            module: module.to_owned(),
+            reason,
+        };
+        let resource = self
+            .cluster
+            .resolve(Some("v1"), "ConfigMap")
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let record = self
+            .cluster
+            .get(&resource, Some(&self.namespace), &Self::record_name(module))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let objects = record
+            .pointer("/data/objects")
+            .and_then(Value::as_str)
+            .unwrap_or("[]");
+        let objects: Vec<Value> = serde_json::from_str(objects)
+            .map_err(|e| failed(format!("release record: objects: {e}")))?;
+        let objects = objects
+            .iter()
+            .map(|o| ObjectRef {
+                api_version: o["apiVersion"].as_str().map(str::to_owned),
+                kind: o["kind"].as_str().unwrap_or_default().to_owned(),
+                namespace: o["namespace"].as_str().map(str::to_owned),
+                name: o["name"].as_str().unwrap_or_default().to_owned(),
+            })
+            .collect();
+        Ok(Some(Release {
+            objects,
+            checksum: record
+                .pointer("/data/checksum")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        }))
+    }
+
+    /// Puts namespaced objects without a namespace into the release namespace and
+    /// orders them for applying; returns them with their resources.
+    pub async fn prepare(
+        &self,
+        module: &str,
+        objects: Vec<Value>,
+    ) -> Result<Vec<(Resource, Value)>, AddonError> {
+        let mut out = Vec::with_capacity(objects.len());
+        for mut object in objects {
+            let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
+            let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+            let resource = self
+                .cluster
+                .resolve(Some(&api_version), &kind)
+                .await
+                .map_err(|e| AddonError::Apply {
+                    module: module.to_owned(),
+                    reason: format!("{kind} {}: {e}", object["metadata"]["name"]),
+                })?;
+            if resource.namespaced && object.pointer("/metadata/namespace").is_none() {
+                object["metadata"]["namespace"] = json!(self.namespace);
+            }
+            out.push((resource, object));
+        }
+        out.sort_by_key(|(r, _)| {
+            FIRST_KINDS
+                .iter()
+                .position(|k| *k == r.kind)
+                .unwrap_or(FIRST_KINDS.len())
+        });
+        Ok(out)
+    }
+
+    /// Applies `objects` as `module`'s release, deletes what the previous release
+    /// had and this one lacks, and records the new release. Sends nothing when the
+    /// checksum is the recorded one and every object is present.
+    pub async fn apply(
+        &self,
+        module: &str,
+        objects: Vec<Value>,
+    ) -> Result<ApplyReport, AddonError> {
+        let failed = |reason: String| AddonError::Apply {
+            module: module.to_owned(),
+            reason,
+        };
+        let prepared = self.prepare(module, objects).await?;
+        let sum = checksum(&Value::Array(
+            prepared.iter().map(|(_, o)| o.clone()).collect(),
+        ));
+        let previous = self.release(module).await?.unwrap_or_default();
+        let refs: Vec<ObjectRef> = prepared.iter().map(|(r, o)| object_ref(r, o)).collect();
+        if previous.checksum == sum
+            && previous.objects == refs
+            && self.all_present(&prepared).await?
+        {
+            return Ok(ApplyReport {
+                unchanged: true,
+                ..ApplyReport::default()
+            });
+        }
+        for (resource, object) in &prepared {
+            self.apply_one(resource, object).await.map_err(|reason| {
+                failed(format!(
+                    "apply {}: {reason}",
+                    describe(&object_ref(resource, object))
+                ))
+            })?;
+        }
+        let mut deleted = Vec::new();
+        for old in previous.objects.iter().filter(|o| !refs.contains(o)) {
+            self.delete(old)
+                .await
+                .map_err(|reason| failed(format!("delete {}: {reason}", describe(old))))?;
+            deleted.push(old.clone());
+        }
+        self.write_record(module, &refs, &sum)
+            .await
+            .map_err(failed)?;
+        Ok(ApplyReport {
+            applied: refs,
+            deleted,
+            unchanged: false,
+        })
+    }
+
+    /// Deletes every object of `module`'s release and the record; returns what was
+    /// deleted.
+    pub async fn uninstall(&self, module: &str) -> Result<Vec<ObjectRef>, AddonError> {
+        let failed = |reason: String| AddonError::Apply {
+            module: module.to_owned(),
+            reason,
+        };
+        let Some(release) = self.release(module).await? else {
+            return Ok(Vec::new());
+        };
+        for object in release.objects.iter().rev() {
+            self.delete(object)
+                .await
+                .map_err(|reason| failed(format!("delete {}: {reason}", describe(object))))?;
+        }
+        let record = ObjectRef {
+            api_version: Some("v1".to_owned()),
+            kind: "ConfigMap".to_owned(),
+            namespace: Some(self.namespace.clone()),
+            name: Self::record_name(module),
+        };
+        self.delete(&record).await.map_err(failed)?;
+        Ok(release.objects)
+    }
+
+    async fn all_present(&self, prepared: &[(Resource, Value)]) -> Result<bool, AddonError> {
+        for (resource, object) in prepared {
+            let r = object_ref(resource, object);
+            let found = self
+                .cluster
+                .get(resource, r.namespace.as_deref(), &r.name)
+                .await
+                .map_err(|e| AddonError::Apply {
+                    module: String::new(),
+                    reason: e.to_string(),
+                })?;
+            if found.is_none() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn apply_one(&self, resource: &Resource, object: &Value) -> Result<(), String> {
+        let Some(client) = &self.client else {
+            let op = PatchOperation::CreateOrUpdate(CreateSpec {
+                object: object.to_string(),
+                subresource: None,
+            });
+            return self.cluster.apply(&op).await.map_err(|e| e.to_string());
+        };
+        let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
+        let api_resource = ApiResource::from_gvk_with_plural(&gvk, &resource.plural);
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let api: kube::Api<DynamicObject> = match object.pointer("/metadata/namespace") {
+            Some(Value::String(ns)) if resource.namespaced => {
+                kube::Api::namespaced_with(client.clone(), ns, &api_resource)
+            }
+            _ => kube::Api::all_with(client.clone(), &api_resource),
+        };
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(name, &params, &Patch::Apply(object))
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    async fn delete(&self, target: &ObjectRef) -> Result<(), String> {
+        // A missing object counts as deleted (as the cluster's delete operations have it).
+        self.cluster
+            .apply(&PatchOperation::DeleteInBackground(target.clone()))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn write_record(
+        &self,
+        module: &str,
+        refs: &[ObjectRef],
+        sum: &str,
+    ) -> Result<(), String> {
+        let list: Vec<Value> = refs
+            .iter()
+            .map(|r| {
+                json!({"apiVersion": r.api_version, "kind": r.kind,
+                       "namespace": r.namespace, "name": r.name})
+            })
+            .collect();
+        let record = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": Self::record_name(module),
+                "namespace": self.namespace,
+                "labels": {
+                    "app.kubernetes.io/managed-by": "operon",
+                    "operon.dev/module-release": module,
+                },
+            },
+            "data": {
+                "module": module,
+                "objects": Value::Array(list).to_string(),
+                "checksum": sum,
+            },
+        });
+        let resource = self
+            .cluster
+            .resolve(Some("v1"), "ConfigMap")
+            .await
+            .map_err(|e| e.to_string())?;
+        self.apply_one(&resource, &record).await
+    }
+}
+
+/// The identity of `object` of `resource`.
+pub fn object_ref(resource: &Resource, object: &Value) -> ObjectRef {
+    ObjectRef {
+        api_version: Some(resource.api_version()),
+        kind: resource.kind.clone(),
+        namespace: object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|_| resource.namespaced)
+            .map(str::to_owned),
+        name: object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
+/// `Kind namespace/name`.
+pub fn describe(r: &ObjectRef) -> String {
+    match &r.namespace {
+        Some(ns) => format!("{} {ns}/{}", r.kind, r.name),
+        None => format!("{} {}", r.kind, r.name),
+    }
+}
+
+/// The paths where `desired` differs from `live` (fields `live` has and `desired` does
+/// not mention are not differences: they belong to other managers or the server).
+pub fn differences(desired: &Value, live: &Value, pointer: &str, out: &mut Vec<String>) {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => {
+            for (key, value) in d {
+                let child = format!("{pointer}/{key}");
+                match l.get(key) {
+                    Some(live_value) => differences(value, live_value, &child, out),
+                    None => out.push(child),
+                }
+            }
+        }
+        (d, l) if d != l => out.push(if pointer.is_empty() {
+            "/".to_owned()
+        } else {
+            pointer.to_owned()
+        }),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_ignore_what_others_own() {
+        let desired = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"k": "v"}});
+        let live = json!({"metadata": {"name": "a", "uid": "u", "labels": {"x": "2"}},
+                          "data": {"k": "v", "other": "o"}});
+        let mut out = Vec::new();
+        differences(&desired, &live, "", &mut out);
+        assert_eq!(out, ["/metadata/labels/x"]);
+    }
+}

@@ -1,0 +1,138 @@
+//! Which modules are enabled, as addon-operator decides: the `<moduleKey>Enabled`
+//! flags of the common `values.yaml`, the module's `values.yaml` and the ConfigMap
+//! (later sources win; no flag means disabled), then, for a module the flags enable,
+//! its `enabled` program, run in the script sandbox with `$VALUES_PATH`,
+//! `$CONFIG_VALUES_PATH` (`global.enabledModules` lists the modules enabled before it)
+//! and `$MODULE_ENABLED_RESULT`, where it writes `true` or `false`. The program can
+//! only disable.
+
+use super::AddonError;
+use super::config::ConfigValues;
+use super::hooks::{CONFIG_VALUES, VALUES};
+use super::layout::{Layout, ModuleDir};
+use crate::script::{OutputMode, SandboxRequest, ScriptSandbox};
+use crate::shell_operator::files::HookFile;
+use serde_json::Value;
+use std::time::Duration;
+
+/// `$MODULE_ENABLED_RESULT`.
+pub const ENABLED_RESULT: HookFile = HookFile {
+    variable: "MODULE_ENABLED_RESULT",
+    file: "module-enabled-result",
+};
+/// `$MODULE_ENABLED_REASON`: why the program disabled the module, optional.
+pub const ENABLED_REASON: HookFile = HookFile {
+    variable: "MODULE_ENABLED_REASON",
+    file: "module-enabled-reason",
+};
+
+/// How a module's state was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// No source enables it.
+    NoFlag,
+    /// A flag disables it; the source that said so last.
+    DisabledBy(&'static str),
+    /// The flags enable it and its `enabled` program agreed (or there is none).
+    Enabled,
+    /// Its `enabled` program said false, with the reason it gave.
+    DisabledByScript(Option<String>),
+}
+
+impl Decision {
+    /// Whether the module runs.
+    pub fn enabled(&self) -> bool {
+        *self == Self::Enabled
+    }
+}
+
+/// The merged flag of `module`: `None` when no source names it.
+pub fn flag(
+    layout: &Layout,
+    module: &ModuleDir,
+    config: &ConfigValues,
+) -> Option<(bool, &'static str)> {
+    let key = module.enabled_key();
+    let mut result = None;
+    if let Some(b) = layout.common_values.get(&key).and_then(Value::as_bool) {
+        result = Some((b, "modules/values.yaml"));
+    }
+    if let Some(b) = module.static_values.get(&key).and_then(Value::as_bool) {
+        result = Some((b, "the module's values.yaml"));
+    }
+    if let Some(b) = config.enabled.get(&module.values_key) {
+        result = Some((*b, "the ConfigMap"));
+    }
+    result
+}
+
+/// Runs `module`'s `enabled` program with `values` and `config_values` (whole
+/// documents). `Ok(None)` when the module has no program.
+pub async fn run_script(
+    sandbox: &ScriptSandbox,
+    module: &ModuleDir,
+    values: &Value,
+    config_values: &Value,
+    timeout: Duration,
+) -> Result<Option<(bool, Option<String>)>, AddonError> {
+    let Some(program) = &module.enabled_script else {
+        return Ok(None);
+    };
+    let failed = |reason: String| AddonError::Enabled {
+        module: module.name.clone(),
+        reason,
+    };
+    let program = std::path::absolute(program).map_err(|e| failed(e.to_string()))?;
+    let module_dir = std::path::absolute(&module.path).map_err(|e| failed(e.to_string()))?;
+    let dir = sandbox.prepare().map_err(|e| failed(e.to_string()))?;
+    let mut request = SandboxRequest::new(format!("{}/enabled", module.name), &program);
+    request.cwd = Some(module_dir.clone());
+    request.read_only = vec![module_dir];
+    request.timeout = timeout;
+    request.output = OutputMode::Separate;
+    for (file, contents) in [
+        (VALUES, values.to_string()),
+        (CONFIG_VALUES, config_values.to_string()),
+        (ENABLED_RESULT, String::new()),
+        (ENABLED_REASON, String::new()),
+    ] {
+        let path = dir
+            .create_file(file.file, contents.as_bytes(), false)
+            .map_err(|e| failed(e.to_string()))?;
+        request
+            .env
+            .push((file.variable.to_owned(), path.display().to_string()));
+    }
+    let outcome = sandbox
+        .run(&dir, &request)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    if !outcome.status.success() {
+        let stderr = String::from_utf8_lossy(&outcome.stderr);
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(failed(format!("{} {}", outcome.status, last.trim())));
+    }
+    let read = |file: HookFile| {
+        dir.read_file(file.file, 64 << 10)
+            .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+            .map_err(|e| failed(e.to_string()))
+    };
+    let result = read(ENABLED_RESULT)?;
+    let reason = Some(read(ENABLED_REASON)?).filter(|r| !r.is_empty());
+    match result.as_str() {
+        "true" => Ok(Some((true, None))),
+        "false" => Ok(Some((false, reason))),
+        "" => Err(failed(format!(
+            "wrote nothing to ${}: expected true or false",
+            ENABLED_RESULT.variable
+        ))),
+        other => Err(failed(format!(
+            "wrote {other:?} to ${}: expected true or false",
+            ENABLED_RESULT.variable
+        ))),
+    }
+}

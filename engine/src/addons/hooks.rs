@@ -1,0 +1,322 @@
+//! Global and module hooks run the addon-operator way: shell-operator executables whose
+//! `--config` may also declare `beforeAll`/`afterAll` (global) or
+//! `beforeHelm`/`afterHelm`/`beforeDeleteHelm`/`afterDeleteHelm` (module) with an
+//! order, and which read `$VALUES_PATH` and `$CONFIG_VALUES_PATH` and write JSON
+//! patches to `$VALUES_JSON_PATCH_PATH` and `$CONFIG_VALUES_JSON_PATCH_PATH`. They run
+//! in the script sandbox through the hook engine's [`ScriptHook`]; the rest of their
+//! configuration is shell-operator's and is read by its reader.
+
+use super::AddonError;
+use super::values::parse_patch_file;
+use crate::hooks::HookRun;
+use crate::hooks::load::{hook_files, is_wasm};
+use crate::hooks::runner::{ExtraFiles, ScriptHook};
+use crate::model::{BindingContext, BindingType, HookConfig, HookInput, RunnerContext};
+use crate::script::ScriptSandbox;
+use crate::shell_operator::files::HookFile;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// `$VALUES_PATH`: the values the hook sees (read-only by contract).
+pub const VALUES: HookFile = HookFile {
+    variable: "VALUES_PATH",
+    file: "values.json",
+};
+/// `$CONFIG_VALUES_PATH`: the config values the hook sees.
+pub const CONFIG_VALUES: HookFile = HookFile {
+    variable: "CONFIG_VALUES_PATH",
+    file: "config-values.json",
+};
+/// `$VALUES_JSON_PATCH_PATH`: JSON patches of the memory values.
+pub const VALUES_PATCH: HookFile = HookFile {
+    variable: "VALUES_JSON_PATCH_PATH",
+    file: "values-json-patch.json",
+};
+/// `$CONFIG_VALUES_JSON_PATCH_PATH`: JSON patches of the config values (the ConfigMap).
+pub const CONFIG_VALUES_PATCH: HookFile = HookFile {
+    variable: "CONFIG_VALUES_JSON_PATCH_PATH",
+    file: "config-values-json-patch.json",
+};
+
+/// addon-operator's lifecycle bindings, beyond shell-operator's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lifecycle {
+    /// `onStartup` (global and module hooks).
+    OnStartup,
+    /// `beforeAll` (global hooks): before the modules converge.
+    BeforeAll,
+    /// `afterAll` (global hooks): after they converged.
+    AfterAll,
+    /// `beforeHelm` (module hooks): before the module's objects are rendered.
+    BeforeHelm,
+    /// `afterHelm`: after they are applied.
+    AfterHelm,
+    /// `beforeDeleteHelm`: before a disabled module's objects are deleted.
+    BeforeDeleteHelm,
+    /// `afterDeleteHelm`: after they are deleted.
+    AfterDeleteHelm,
+}
+
+impl Lifecycle {
+    /// The binding's name in a configuration and in binding contexts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::OnStartup => "onStartup",
+            Self::BeforeAll => "beforeAll",
+            Self::AfterAll => "afterAll",
+            Self::BeforeHelm => "beforeHelm",
+            Self::AfterHelm => "afterHelm",
+            Self::BeforeDeleteHelm => "beforeDeleteHelm",
+            Self::AfterDeleteHelm => "afterDeleteHelm",
+        }
+    }
+
+    const GLOBAL_ONLY: [Self; 2] = [Self::BeforeAll, Self::AfterAll];
+    const MODULE_ONLY: [Self; 4] = [
+        Self::BeforeHelm,
+        Self::AfterHelm,
+        Self::BeforeDeleteHelm,
+        Self::AfterDeleteHelm,
+    ];
+}
+
+/// Whose hook it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// A global hook: sees and patches `global`.
+    Global,
+    /// A hook of the module with this values key: sees `global` and its section,
+    /// patches its section.
+    Module(String),
+}
+
+/// One hook of a module or of the global hooks directory.
+#[derive(Debug, Clone)]
+pub struct AddonHook {
+    /// The hook's name: `global/PATH` or `MODULE/PATH` (the path relative to its
+    /// hooks directory), as addon-operator names hooks in logs.
+    pub name: String,
+    /// Whose it is.
+    pub owner: Owner,
+    /// Its lifecycle bindings with their order.
+    pub lifecycle: Vec<(Lifecycle, f64)>,
+    /// The rest of its configuration (kubernetes and schedule bindings, settings).
+    pub config: HookConfig,
+    script: ScriptHook,
+}
+
+impl AddonHook {
+    /// The hook's order for `binding`, when it has that binding.
+    pub fn order(&self, binding: Lifecycle) -> Option<f64> {
+        self.lifecycle
+            .iter()
+            .find(|(b, _)| *b == binding)
+            .map(|(_, o)| *o)
+    }
+
+    /// Runs the hook for `binding` with `values` and `config_values` (whole
+    /// documents: `{"global": ..., "<key>": ...}`), returning the run and its
+    /// memory and config values patches (empty unless the run succeeded).
+    pub async fn run(
+        &self,
+        binding: Lifecycle,
+        values: &Value,
+        config_values: &Value,
+        timeout: Duration,
+    ) -> Result<HookOutcome, AddonError> {
+        let context = BindingContext {
+            binding: binding.name().to_owned(),
+            type_: BindingType::OnStartup,
+            group: None,
+            watch_event: None,
+            object: None,
+            objects: Vec::new(),
+            snapshots: Vec::new(),
+            review: None,
+        };
+        let input = HookInput {
+            context: RunnerContext {
+                name: format!("{}/{}", self.name, binding.name()),
+                dry_run: false,
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                node: None,
+                namespace: None,
+                owner: None,
+            },
+            binding_contexts: vec![context],
+        };
+        let extra = ExtraFiles {
+            inputs: vec![
+                (VALUES, values.to_string().into_bytes()),
+                (CONFIG_VALUES, config_values.to_string().into_bytes()),
+            ],
+            outputs: vec![VALUES_PATCH, CONFIG_VALUES_PATCH],
+        };
+        let (run, outputs) = self.script.handle_with_files(&input, timeout, &extra).await;
+        if let Err(e) = &run.outcome {
+            return Err(AddonError::Hook(format!(
+                "hook {} ({}): {e}",
+                self.name,
+                binding.name()
+            )));
+        }
+        let read =
+            |i: usize, file: HookFile| -> Result<Vec<json_patch::PatchOperation>, AddonError> {
+                let text = String::from_utf8_lossy(outputs.get(i).map_or(&[][..], Vec::as_slice));
+                parse_patch_file(&text).map_err(|reason| {
+                    AddonError::Hook(format!("hook {}: ${}: {reason}", self.name, file.variable))
+                })
+            };
+        Ok(HookOutcome {
+            values_patch: read(0, VALUES_PATCH)?,
+            config_patch: read(1, CONFIG_VALUES_PATCH)?,
+            run,
+        })
+    }
+}
+
+/// What a successful lifecycle run gave.
+#[derive(Debug)]
+pub struct HookOutcome {
+    /// The run (stdout, stderr, kubernetes patches, metrics).
+    pub run: HookRun,
+    /// Patches of the memory values.
+    pub values_patch: Vec<json_patch::PatchOperation>,
+    /// Patches of the config values.
+    pub config_patch: Vec<json_patch::PatchOperation>,
+}
+
+/// Loads and configures every hook of `dir` for `owner`, named with `prefix`.
+pub async fn load_dir(
+    sandbox: &ScriptSandbox,
+    dir: &Path,
+    owner: Owner,
+    prefix: &str,
+) -> Result<Vec<AddonHook>, AddonError> {
+    let dir = std::path::absolute(dir).map_err(|source| AddonError::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let files = match hook_files(&dir) {
+        Ok(files) => files,
+        // A hooks directory with no hook is allowed, as in addon-operator.
+        Err(crate::hooks::load::HookLoadError::NoHooks { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(AddonError::Hook(e.to_string())),
+    };
+    let mut hooks = Vec::new();
+    for file in files {
+        let relative = file
+            .strip_prefix(&dir)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        let name = format!("{prefix}/{relative}");
+        if is_wasm(&file) {
+            return Err(AddonError::Hook(format!(
+                "hook {name}: wasm hooks in modules are not supported yet (they have no \
+                 values interface); use an executable"
+            )));
+        }
+        let script = ScriptHook::new(sandbox.clone(), &dir, &file);
+        hooks.push(configure(name, owner.clone(), script).await?);
+    }
+    Ok(hooks)
+}
+
+async fn configure(
+    name: String,
+    owner: Owner,
+    script: ScriptHook,
+) -> Result<AddonHook, AddonError> {
+    let mut lifecycle = Vec::new();
+    let config = script
+        .configure_with(|text| split_lifecycle(text, &mut lifecycle))
+        .await
+        .map_err(|e| AddonError::Hook(format!("hook {name}: {e}")))?;
+    if let Some(order) = config.on_startup {
+        lifecycle.push((Lifecycle::OnStartup, f64::from(order)));
+    }
+    let refused: &[Lifecycle] = match owner {
+        Owner::Global => &Lifecycle::MODULE_ONLY,
+        Owner::Module(_) => &Lifecycle::GLOBAL_ONLY,
+    };
+    if let Some((binding, _)) = lifecycle.iter().find(|(b, _)| refused.contains(b)) {
+        let whose = if owner == Owner::Global {
+            "a global hook"
+        } else {
+            "a module hook"
+        };
+        return Err(AddonError::Hook(format!(
+            "hook {name}: {} is not a binding of {whose}",
+            binding.name()
+        )));
+    }
+    Ok(AddonHook {
+        name,
+        owner,
+        lifecycle,
+        config,
+        script,
+    })
+}
+
+/// Takes addon-operator's lifecycle keys out of a `--config` text (YAML or JSON), each
+/// an order number, and returns the rest as JSON for shell-operator's reader.
+fn split_lifecycle(text: &str, out: &mut Vec<(Lifecycle, f64)>) -> Result<String, String> {
+    let mut document: Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
+    } else {
+        yaml_serde::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
+    };
+    let Value::Object(map) = &mut document else {
+        return Ok(text.to_owned());
+    };
+    for binding in Lifecycle::GLOBAL_ONLY
+        .into_iter()
+        .chain(Lifecycle::MODULE_ONLY)
+    {
+        if let Some(value) = map.remove(binding.name()) {
+            let order = match &value {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => s.parse().ok(),
+                _ => None,
+            }
+            .ok_or_else(|| format!("{}: {value} is not an order number", binding.name()))?;
+            out.push((binding, order));
+        }
+    }
+    Ok(document.to_string())
+}
+
+/// The hooks with `binding`, by order then name (addon-operator's order).
+pub fn with_binding(hooks: &[AddonHook], binding: Lifecycle) -> Vec<&AddonHook> {
+    let mut found: Vec<(&AddonHook, f64)> = hooks
+        .iter()
+        .filter_map(|h| h.order(binding).map(|o| (h, o)))
+        .collect();
+    found.sort_by(|(a, x), (b, y)| x.total_cmp(y).then_with(|| a.name.cmp(&b.name)));
+    found.into_iter().map(|(h, _)| h).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_keys_are_split_off() {
+        let mut found = Vec::new();
+        let rest = split_lifecycle(
+            "configVersion: v1\nbeforeHelm: 10\nafterAll: '5'\n",
+            &mut found,
+        )
+        .unwrap();
+        assert_eq!(rest, r#"{"configVersion":"v1"}"#);
+        assert_eq!(
+            found,
+            [(Lifecycle::AfterAll, 5.0), (Lifecycle::BeforeHelm, 10.0)]
+        );
+        let err = split_lifecycle(r#"{"afterHelm": true}"#, &mut found).unwrap_err();
+        assert!(err.contains("afterHelm"), "{err}");
+    }
+}

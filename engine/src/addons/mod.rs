@@ -1,0 +1,135 @@
+//! addon-operator's modules on Operon's hook engine: a modules directory of `NNN-name/`
+//! modules (hooks, values, schemas, an `enabled` program, a Helm chart or manifests)
+//! and global hooks, converged by a FIFO task queue as addon-operator does.
+//!
+//! [`layout`] reads the directories, [`values`] and [`schema`] layer and check values,
+//! [`config`] reads the ConfigMap, [`hooks`] runs lifecycle hooks with their values
+//! files, [`enabled`] decides which modules run, [`render`] turns a module into
+//! objects (a real Helm engine or plain manifests), [`apply`] applies them with
+//! server-side apply and keeps a release record per module, and [`operator`] is the
+//! task queue with its lifecycle. Named `addons` so as not to be confused with wasm
+//! modules (`store`).
+
+pub mod apply;
+pub mod config;
+pub mod enabled;
+pub mod hooks;
+pub mod layout;
+pub mod metrics;
+pub mod operator;
+pub mod render;
+pub mod schema;
+mod tasks;
+pub mod values;
+
+use std::path::PathBuf;
+
+/// Why something about modules failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AddonError {
+    /// A file or directory could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of the layout is malformed.
+    #[error("{}: {reason}", path.display())]
+    Layout {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Two directories give the same module name.
+    #[error("module {name} is in two directories: {} and {}", first.display(), second.display())]
+    DuplicateModule {
+        /// The module.
+        name: String,
+        /// One directory.
+        first: PathBuf,
+        /// The other.
+        second: PathBuf,
+    },
+    /// A module named on the command line does not exist.
+    #[error("no module {0} in the modules directory")]
+    UnknownModule(String),
+    /// A values schema does not compile.
+    #[error("{section}: {which}: {reason}")]
+    Schema {
+        /// `global` or `module NAME`.
+        section: String,
+        /// Which schema file.
+        which: String,
+        /// Why.
+        reason: String,
+    },
+    /// Values do not match their schema.
+    #[error("{section} {which} are not valid: {}", problems.join("; "))]
+    InvalidValues {
+        /// `global` or `module NAME`.
+        section: String,
+        /// `values` or `config values`.
+        which: String,
+        /// Every problem, each naming its path.
+        problems: Vec<String>,
+    },
+    /// A values patch cannot be applied.
+    #[error("{section}: a values patch does not apply: {reason}")]
+    Patch {
+        /// `global` or `module NAME`.
+        section: String,
+        /// Why.
+        reason: String,
+    },
+    /// A hook patched a section other than its own.
+    #[error("hook {hook} patched {path}, outside its values section {key}")]
+    PatchOutsideSection {
+        /// The hook.
+        hook: String,
+        /// The path it patched.
+        path: String,
+        /// The section it may patch.
+        key: String,
+    },
+    /// The ConfigMap holds something that is not values.
+    #[error("ConfigMap {configmap}: key {key}: {reason}")]
+    ConfigMap {
+        /// `namespace/name`.
+        configmap: String,
+        /// The data key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// A hook could not be loaded or configured, or its run failed.
+    #[error("{0}")]
+    Hook(String),
+    /// An `enabled` program failed or answered something else than true or false.
+    #[error("module {module}: enabled script: {reason}")]
+    Enabled {
+        /// The module.
+        module: String,
+        /// Why.
+        reason: String,
+    },
+    /// A module's chart or manifests could not be rendered.
+    #[error("module {module}: render: {reason}")]
+    Render {
+        /// The module.
+        module: String,
+        /// Why.
+        reason: String,
+    },
+    /// Applying or deleting objects failed.
+    #[error("module {module}: {reason}")]
+    Apply {
+        /// The module.
+        module: String,
+        /// Why.
+        reason: String,
+    },
+}

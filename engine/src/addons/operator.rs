@@ -1,0 +1,545 @@
+//! The task queue that converges modules, with addon-operator's lifecycle: global
+//! `onStartup` hooks, then a convergence (`beforeAll` hooks, discovery, ModuleDelete
+//! for each disabled module that has a release, ModuleRun for each enabled one,
+//! `afterAll` hooks), then changes: a ConfigMap change to `global` or to an enabled
+//! flag converges again, a change to one module's section runs that module; an
+//! `afterHelm` hook that changes its module's values runs the module again, an
+//! `afterAll` hook that changes the global values converges again.
+//!
+//! Unlike addon-operator, a failed ModuleRun or ModuleDelete does not hold the queue:
+//! it is retried after a backoff (5 s doubling to 32 s, shell-operator's) while the
+//! other modules go on. A failed global task (a global hook, discovery) does hold it,
+//! as the modules depend on the global values. The task bodies are in [`super::tasks`]
+//! (private), the state they share is [`Operator`].
+
+use super::AddonError;
+use super::apply::ObjectWriter;
+use super::config::{ConfigMapRef, ConfigValues};
+use super::hooks::{self, AddonHook, Lifecycle, Owner};
+use super::layout::Layout;
+use super::metrics::ModuleMetrics;
+use super::render::Renderer;
+use super::values::{Section, Source};
+use crate::cluster::{Event, Selector};
+use crate::model::WatchEvent;
+use crate::script::ScriptSandbox;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How the operator runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The modules directory.
+    pub modules_dir: PathBuf,
+    /// The global hooks directory, if any.
+    pub global_hooks_dir: Option<PathBuf>,
+    /// The ConfigMap of config values.
+    pub config_map: ConfigMapRef,
+    /// Renders charts.
+    pub renderer: Renderer,
+    /// The deadline of each hook and `enabled` program run.
+    pub hook_timeout: Duration,
+    /// The first retry delay of a failed task.
+    pub retry_first: Duration,
+    /// The longest retry delay.
+    pub retry_max: Duration,
+}
+
+/// One task of the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Task {
+    /// Runs one global hook for a lifecycle binding.
+    GlobalHookRun {
+        /// The binding.
+        binding: Lifecycle,
+        /// The hook's name.
+        hook: String,
+    },
+    /// Reads the ConfigMap, decides which modules are enabled and queues their
+    /// ModuleRun and ModuleDelete tasks and the `afterAll` hooks.
+    DiscoverModules,
+    /// `onStartup` (first run only), `beforeHelm`, render and apply, `afterHelm`.
+    ModuleRun {
+        /// The module.
+        module: String,
+    },
+    /// `beforeDeleteHelm`, delete the release's objects, `afterDeleteHelm`.
+    ModuleDelete {
+        /// The module.
+        module: String,
+    },
+}
+
+impl fmt::Display for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::GlobalHookRun { binding, hook } => {
+                write!(f, "GlobalHookRun:{}:{hook}", binding.name())
+            }
+            Self::DiscoverModules => f.write_str("DiscoverModules"),
+            Self::ModuleRun { module } => write!(f, "ModuleRun:{module}"),
+            Self::ModuleDelete { module } => write!(f, "ModuleDelete:{module}"),
+        }
+    }
+}
+
+impl Task {
+    /// Whether a failure of this task holds the queue (global tasks) or only this
+    /// module (module tasks).
+    pub fn holds_the_queue(&self) -> bool {
+        matches!(self, Self::GlobalHookRun { .. } | Self::DiscoverModules)
+    }
+}
+
+/// What the queue reports as it runs.
+#[derive(Debug, Clone)]
+pub enum QueueEvent {
+    /// A task starts; `waiting` is the rest of the queue.
+    Started {
+        /// The task.
+        task: Task,
+        /// The tasks after it, in order.
+        waiting: Vec<Task>,
+    },
+    /// A task ended.
+    Finished {
+        /// The task.
+        task: Task,
+        /// What it did, or why it failed.
+        result: Result<String, String>,
+        /// How long it ran.
+        elapsed: Duration,
+        /// When it failed: the delay before it runs again.
+        retry_in: Option<Duration>,
+    },
+    /// The ConfigMap changed; `queued` is what the change queued.
+    ConfigChanged {
+        /// The tasks queued.
+        queued: Vec<Task>,
+    },
+    /// A module's objects were applied after a ConfigMap change, `latency` after the
+    /// change was seen.
+    ConvergedAfterChange {
+        /// The module.
+        module: String,
+        /// From the watch event to the end of the apply.
+        latency: Duration,
+    },
+    /// The ConfigMap holds invalid values; nothing was queued.
+    ConfigRejected {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The state the tasks share.
+pub struct Operator {
+    pub(super) settings: Settings,
+    pub(super) layout: Layout,
+    pub(super) global_hooks: Vec<AddonHook>,
+    pub(super) module_hooks: BTreeMap<String, Vec<AddonHook>>,
+    pub(super) global: Section,
+    pub(super) modules: BTreeMap<String, Section>,
+    pub(super) config: ConfigValues,
+    /// The modules enabled by the last discovery, in module order.
+    pub(super) enabled: Vec<String>,
+    /// Modules whose `onStartup` hooks ran since they were last enabled.
+    pub(super) started: BTreeSet<String>,
+    pub(super) sandbox: ScriptSandbox,
+    pub(super) writer: ObjectWriter,
+    pub(super) metrics: ModuleMetrics,
+    pub(super) queue: VecDeque<Task>,
+    /// Failed module tasks waiting for their retry time.
+    pub(super) retries: Vec<(Instant, Task)>,
+    /// A failed global task holds the queue until then.
+    pub(super) hold_until: Option<Instant>,
+    /// Consecutive failures per task, for the backoff.
+    pub(super) failures: BTreeMap<Task, u32>,
+    /// When a ConfigMap change was seen, per module it queued: for the latency report.
+    pub(super) changed_at: BTreeMap<String, Instant>,
+    pub(super) on_event: Box<dyn Fn(&QueueEvent) + Send + Sync>,
+}
+
+impl Operator {
+    /// Reads the layout, loads and configures every hook, reads the ConfigMap through
+    /// `writer`'s cluster and queues the startup tasks: global `onStartup` hooks, then a
+    /// convergence.
+    pub async fn new(
+        settings: Settings,
+        sandbox: ScriptSandbox,
+        writer: ObjectWriter,
+        on_event: impl Fn(&QueueEvent) + Send + Sync + 'static,
+    ) -> Result<Self, AddonError> {
+        let layout = Layout::read(&settings.modules_dir, settings.global_hooks_dir.as_deref())?;
+        let global_hooks = match &layout.global.hooks_dir {
+            Some(dir) => hooks::load_dir(&sandbox, dir, Owner::Global, "global").await?,
+            None => Vec::new(),
+        };
+        let mut module_hooks = BTreeMap::new();
+        let mut modules = BTreeMap::new();
+        for module in &layout.modules {
+            let hooks = match &module.hooks_dir {
+                Some(dir) => {
+                    hooks::load_dir(
+                        &sandbox,
+                        dir,
+                        Owner::Module(module.values_key.clone()),
+                        &module.name,
+                    )
+                    .await?
+                }
+                None => Vec::new(),
+            };
+            module_hooks.insert(module.name.clone(), hooks);
+            let section_of =
+                |values: &Value| values.get(&module.values_key).cloned().unwrap_or(json!({}));
+            let section = Section::new(
+                &module.values_key,
+                &format!("module {}", module.name),
+                vec![
+                    (Source::CommonValues, section_of(&layout.common_values)),
+                    (Source::ModuleValues, section_of(&module.static_values)),
+                ],
+                module.config_schema.as_ref(),
+                module.values_schema.as_ref(),
+            )?;
+            modules.insert(module.name.clone(), section);
+        }
+        let global = Section::new(
+            "global",
+            "global",
+            vec![(
+                Source::CommonValues,
+                layout
+                    .common_values
+                    .get("global")
+                    .cloned()
+                    .unwrap_or(json!({})),
+            )],
+            layout.global.config_schema.as_ref(),
+            layout.global.values_schema.as_ref(),
+        )?;
+        let metrics = ModuleMetrics::new().map_err(|e| AddonError::Hook(e.to_string()))?;
+        let mut operator = Self {
+            settings,
+            layout,
+            global_hooks,
+            module_hooks,
+            global,
+            modules,
+            config: ConfigValues::default(),
+            enabled: Vec::new(),
+            started: BTreeSet::new(),
+            sandbox,
+            writer,
+            metrics,
+            queue: VecDeque::new(),
+            retries: Vec::new(),
+            hold_until: None,
+            failures: BTreeMap::new(),
+            changed_at: BTreeMap::new(),
+            on_event: Box::new(on_event),
+        };
+        let config = operator.read_config().await?;
+        operator.set_config(config)?;
+        for hook in hooks::with_binding(&operator.global_hooks, Lifecycle::OnStartup) {
+            operator.queue.push_back(Task::GlobalHookRun {
+                binding: Lifecycle::OnStartup,
+                hook: hook.name.clone(),
+            });
+        }
+        operator.queue_convergence();
+        Ok(operator)
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &ModuleMetrics {
+        &self.metrics
+    }
+
+    /// The modules enabled by the last discovery, in order.
+    pub fn enabled_modules(&self) -> &[String] {
+        &self.enabled
+    }
+
+    /// The tasks waiting, in order.
+    pub fn queued(&self) -> Vec<Task> {
+        self.queue.iter().cloned().collect()
+    }
+
+    /// The global values.
+    pub fn global_values(&self) -> Result<Value, AddonError> {
+        Ok(self.global.compute()?.values)
+    }
+
+    /// `module`'s values with the source of each leaf.
+    pub fn module_values(&self, module: &str) -> Result<super::values::Computed, AddonError> {
+        self.section(module)?.compute()
+    }
+
+    /// The document hooks, `enabled` programs and charts of `module` see:
+    /// `{"global": ..., "<moduleKey>": ...}`, with `global.enabledModules`.
+    pub fn values_document(&self, module: &str) -> Result<Value, AddonError> {
+        let section = self.section(module)?;
+        let mut global = self.global.compute()?.values;
+        global["enabledModules"] = json!(self.enabled);
+        Ok(json!({"global": global, (section.key.clone()): section.compute()?.values}))
+    }
+
+    /// The config values `module` sees: `{"global": ..., "<moduleKey>": ...}`.
+    pub fn config_document(&self, module: &str) -> Result<Value, AddonError> {
+        let section = self.section(module)?;
+        Ok(json!({"global": self.global.config(), (section.key.clone()): section.config()}))
+    }
+
+    pub(super) fn section(&self, module: &str) -> Result<&Section, AddonError> {
+        self.modules
+            .get(module)
+            .ok_or_else(|| AddonError::UnknownModule(module.to_owned()))
+    }
+
+    pub(super) async fn read_config(&self) -> Result<ConfigValues, AddonError> {
+        let cm = &self.settings.config_map;
+        let cluster = self.writer.cluster();
+        let resource = cluster
+            .resolve(Some("v1"), "ConfigMap")
+            .await
+            .map_err(|e| AddonError::ConfigMap {
+                configmap: cm.to_string(),
+                key: String::new(),
+                reason: e.to_string(),
+            })?;
+        let object = cluster
+            .get(&resource, Some(&cm.namespace), &cm.name)
+            .await
+            .map_err(|e| AddonError::ConfigMap {
+                configmap: cm.to_string(),
+                key: String::new(),
+                reason: e.to_string(),
+            })?;
+        ConfigValues::from_object(cm, object.as_ref())
+    }
+
+    /// Takes `config` if every section is valid; changes nothing otherwise.
+    pub(super) fn set_config(&mut self, config: ConfigValues) -> Result<(), AddonError> {
+        self.global.check_config(&config.global)?;
+        for (name, section) in &self.modules {
+            section
+                .check_config(&config.section(&section.key))
+                .map_err(|e| match e {
+                    AddonError::InvalidValues {
+                        problems, which, ..
+                    } => AddonError::InvalidValues {
+                        section: format!("module {name}"),
+                        which,
+                        problems,
+                    },
+                    other => other,
+                })?;
+        }
+        self.global.set_config(config.global.clone())?;
+        for section in self.modules.values_mut() {
+            section.set_config(config.section(&section.key))?;
+        }
+        self.config = config;
+        Ok(())
+    }
+
+    /// Queues `beforeAll` hooks, discovery (which queues the rest).
+    pub(super) fn queue_convergence(&mut self) {
+        for hook in hooks::with_binding(&self.global_hooks, Lifecycle::BeforeAll) {
+            self.queue.push_back(Task::GlobalHookRun {
+                binding: Lifecycle::BeforeAll,
+                hook: hook.name.clone(),
+            });
+        }
+        self.queue.push_back(Task::DiscoverModules);
+    }
+
+    /// Queues `task` unless it is already waiting.
+    pub(super) fn enqueue(&mut self, task: Task) -> bool {
+        if self.queue.contains(&task) {
+            return false;
+        }
+        self.retries.retain(|(_, t)| *t != task);
+        self.queue.push_back(task);
+        true
+    }
+
+    /// Takes a ConfigMap change: a changed `global` section or enabled flag converges
+    /// again, a changed module section runs that module.
+    pub fn config_changed(&mut self, object: Option<&Value>) {
+        let seen = Instant::now();
+        let config = match ConfigValues::from_object(&self.settings.config_map, object) {
+            Ok(config) => config,
+            Err(e) => {
+                self.metrics.discover_errors.inc();
+                (self.on_event)(&QueueEvent::ConfigRejected {
+                    reason: e.to_string(),
+                });
+                return;
+            }
+        };
+        if config == self.config {
+            return;
+        }
+        let old = self.config.clone();
+        if let Err(e) = self.set_config(config.clone()) {
+            (self.on_event)(&QueueEvent::ConfigRejected {
+                reason: e.to_string(),
+            });
+            return;
+        }
+        let mut queued = Vec::new();
+        // An `enabled` program reads the values: a change to its module's section may
+        // enable or disable it, which only a discovery decides.
+        let rediscover = self.layout.modules.iter().any(|m| {
+            m.enabled_script.is_some()
+                && old.section(&m.values_key) != config.section(&m.values_key)
+        });
+        if old.global != config.global || old.enabled != config.enabled || rediscover {
+            for name in self.layout.modules.iter().map(|m| m.name.clone()) {
+                self.changed_at.insert(name, seen);
+            }
+            let before = self.queue.len();
+            self.queue_convergence();
+            queued.extend(self.queue.iter().skip(before).cloned());
+        } else {
+            for module in self.layout.modules.clone() {
+                if old.section(&module.values_key) != config.section(&module.values_key)
+                    && self.enabled.contains(&module.name)
+                {
+                    let task = Task::ModuleRun {
+                        module: module.name.clone(),
+                    };
+                    self.changed_at.insert(module.name.clone(), seen);
+                    if self.enqueue(task.clone()) {
+                        queued.push(task);
+                    }
+                }
+            }
+        }
+        (self.on_event)(&QueueEvent::ConfigChanged { queued });
+    }
+
+    /// Runs every queued task and what they queue, failed module tasks excepted (they
+    /// wait for their retry); returns the tasks that failed.
+    pub async fn drain(&mut self) -> Vec<(Task, String)> {
+        let mut failed = Vec::new();
+        while let Some(task) = self.queue.pop_front() {
+            if let Err(e) = self.run_task(task.clone()).await {
+                failed.push((task.clone(), e));
+                if task.holds_the_queue() {
+                    // A scenario must end: the global task is reported, not retried.
+                    self.retries.retain(|(_, t)| *t != task);
+                    self.queue.retain(|t| *t != task);
+                }
+            }
+        }
+        failed
+    }
+
+    /// The full loop until `shutdown`: queued tasks, retries when they are due, and
+    /// ConfigMap changes as its watch reports them.
+    pub async fn run_until(
+        &mut self,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), AddonError> {
+        let cm = self.settings.config_map.clone();
+        let cluster = self.writer.cluster().clone();
+        let resource = cluster
+            .resolve(Some("v1"), "ConfigMap")
+            .await
+            .map_err(|e| AddonError::ConfigMap {
+                configmap: cm.to_string(),
+                key: String::new(),
+                reason: e.to_string(),
+            })?;
+        let selector = Selector {
+            namespaces: Some(vec![cm.namespace.clone()]),
+            names: Some(vec![cm.name.clone()]),
+            ..Selector::default()
+        };
+        let (_, mut events) = cluster
+            .list_and_watch(&resource, &selector)
+            .await
+            .map_err(|e| AddonError::ConfigMap {
+                configmap: cm.to_string(),
+                key: String::new(),
+                reason: e.to_string(),
+            })?;
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut watching = true;
+        loop {
+            while let Ok(event) = events.try_recv() {
+                self.take_event(&event);
+            }
+            let now = Instant::now();
+            let due: Vec<Task> = self
+                .retries
+                .iter()
+                .filter(|(at, _)| *at <= now)
+                .map(|(_, t)| t.clone())
+                .collect();
+            self.retries.retain(|(at, _)| *at > now);
+            for task in due {
+                self.enqueue(task);
+            }
+            let held = self.hold_until.filter(|at| *at > now);
+            if held.is_none() {
+                self.hold_until = None;
+                if let Some(task) = self.queue.pop_front() {
+                    let _ = self.run_task(task).await;
+                    continue;
+                }
+            }
+            let next_retry = self.retries.iter().map(|(at, _)| *at).chain(held).min();
+            let sleep = next_retry.map_or(Duration::from_secs(3600), |at| {
+                at.saturating_duration_since(Instant::now())
+            });
+            tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                event = events.recv(), if watching => match event {
+                    Some(event) => self.take_event(&event),
+                    None => {
+                        tracing::warn!(configmap = %cm, "the ConfigMap watch ended");
+                        watching = false;
+                    }
+                },
+                () = tokio::time::sleep(sleep) => {}
+            }
+        }
+    }
+
+    fn take_event(&mut self, event: &Event) {
+        match event.kind {
+            WatchEvent::Deleted => self.config_changed(None),
+            _ => self.config_changed(Some(&event.object)),
+        }
+    }
+
+    /// The delay before retry `n` (1-based): 5 s doubling, capped (shell-operator's).
+    pub(super) fn backoff(&self, n: u32) -> Duration {
+        let factor = 1u32 << n.saturating_sub(1).min(16);
+        (self.settings.retry_first * factor).min(self.settings.retry_max)
+    }
+}
+
+impl fmt::Debug for Operator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Operator")
+            .field("modules", &self.layout.modules.len())
+            .field("enabled", &self.enabled)
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
+}

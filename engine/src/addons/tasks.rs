@@ -1,0 +1,399 @@
+//! The bodies of the queue's tasks: global hook runs, discovery, ModuleRun and
+//! ModuleDelete, and what a hook run changes (kubernetes patches, memory values, config
+//! values written back to the ConfigMap).
+
+use super::AddonError;
+use super::apply::describe;
+use super::config::section_patch;
+use super::enabled::{self, Decision};
+use super::hooks::{self, AddonHook, HookOutcome, Lifecycle};
+use super::operator::{Operator, QueueEvent, Task};
+use super::values::{check_patch_paths, checksum, patched_config};
+use crate::model::{CreateSpec, ObjectRef, PatchOperation, PatchSpec};
+use serde_json::{Value, json};
+use std::time::Instant;
+
+impl Operator {
+    /// Runs one task, reporting it; a failed task is scheduled for its retry.
+    pub(super) async fn run_task(&mut self, task: Task) -> Result<(), String> {
+        (self.on_event)(&QueueEvent::Started {
+            task: task.clone(),
+            waiting: self.queued(),
+        });
+        let started = Instant::now();
+        let result = match &task {
+            Task::GlobalHookRun { binding, hook } => self.global_hook_run(*binding, hook).await,
+            Task::DiscoverModules => self.discover().await,
+            Task::ModuleRun { module } => {
+                let result = self.module_run(module).await;
+                let seconds = started.elapsed().as_secs_f64();
+                self.metrics
+                    .run_seconds
+                    .with_label_values(&[module.as_str()])
+                    .observe(seconds);
+                if result.is_err() {
+                    self.metrics
+                        .run_errors
+                        .with_label_values(&[module.as_str()])
+                        .inc();
+                }
+                result
+            }
+            Task::ModuleDelete { module } => {
+                let result = self.module_delete(module).await;
+                if result.is_err() {
+                    self.metrics
+                        .delete_errors
+                        .with_label_values(&[module.as_str()])
+                        .inc();
+                }
+                result
+            }
+        };
+        let elapsed = started.elapsed();
+        match result {
+            Ok(summary) => {
+                self.failures.remove(&task);
+                (self.on_event)(&QueueEvent::Finished {
+                    task,
+                    result: Ok(summary),
+                    elapsed,
+                    retry_in: None,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                let n = {
+                    let n = self.failures.entry(task.clone()).or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                let wait = self.backoff(n);
+                if task.holds_the_queue() {
+                    // The modules depend on it: it runs again first, after the delay.
+                    self.queue.push_front(task.clone());
+                    self.hold_until = Some(Instant::now() + wait);
+                } else {
+                    self.retries.push((Instant::now() + wait, task.clone()));
+                }
+                let message = e.to_string();
+                (self.on_event)(&QueueEvent::Finished {
+                    task,
+                    result: Err(message.clone()),
+                    elapsed,
+                    retry_in: Some(wait),
+                });
+                Err(message)
+            }
+        }
+    }
+
+    async fn global_hook_run(
+        &mut self,
+        binding: Lifecycle,
+        name: &str,
+    ) -> Result<String, AddonError> {
+        let Some(hook) = self.global_hooks.iter().find(|h| h.name == name).cloned() else {
+            return Err(AddonError::Hook(format!("no global hook {name}")));
+        };
+        let before = checksum(&self.global.compute()?.values);
+        let mut global = self.global.compute()?.values;
+        global["enabledModules"] = json!(self.enabled);
+        let values = json!({"global": global});
+        let config = json!({"global": self.global.config()});
+        let outcome = hook
+            .run(binding, &values, &config, self.settings.hook_timeout)
+            .await
+            .inspect_err(|_| {
+                self.metrics
+                    .hook_errors
+                    .with_label_values(&["global", name, binding.name()])
+                    .inc();
+            })?;
+        self.apply_outcome(&hook, None, outcome).await?;
+        let changed = checksum(&self.global.compute()?.values) != before;
+        if changed && binding == Lifecycle::AfterAll && !self.queue.contains(&Task::DiscoverModules)
+        {
+            self.queue_convergence();
+            return Ok("global values changed: converging again".to_owned());
+        }
+        Ok(if changed {
+            "global values changed"
+        } else {
+            "ok"
+        }
+        .to_owned())
+    }
+
+    async fn discover(&mut self) -> Result<String, AddonError> {
+        let mut enabled: Vec<String> = Vec::new();
+        let mut lines = Vec::new();
+        for module in self.layout.modules.clone() {
+            let decision = match enabled::flag(&self.layout, &module, &self.config) {
+                None => Decision::NoFlag,
+                Some((false, source)) => Decision::DisabledBy(source),
+                Some((true, _)) => {
+                    let section = self.section(&module.name)?;
+                    let mut global = self.global.compute()?.values;
+                    global["enabledModules"] = json!(enabled);
+                    let values =
+                        json!({"global": global, (section.key.clone()): section.compute()?.values});
+                    let config = self.config_document(&module.name)?;
+                    match enabled::run_script(
+                        &self.sandbox,
+                        &module,
+                        &values,
+                        &config,
+                        self.settings.hook_timeout,
+                    )
+                    .await?
+                    {
+                        None | Some((true, _)) => Decision::Enabled,
+                        Some((false, reason)) => Decision::DisabledByScript(reason),
+                    }
+                }
+            };
+            self.metrics
+                .enabled
+                .with_label_values(&[module.name.as_str()])
+                .set(i64::from(decision.enabled()));
+            if decision.enabled() {
+                enabled.push(module.name.clone());
+            }
+            lines.push(match decision {
+                Decision::Enabled => format!("{}: enabled", module.name),
+                Decision::NoFlag => format!(
+                    "{}: disabled (no {} flag)",
+                    module.name,
+                    module.enabled_key()
+                ),
+                Decision::DisabledBy(source) => format!("{}: disabled by {source}", module.name),
+                Decision::DisabledByScript(reason) => format!(
+                    "{}: disabled by its enabled script{}",
+                    module.name,
+                    reason.map(|r| format!(" ({r})")).unwrap_or_default()
+                ),
+            });
+        }
+        let mut next = Vec::new();
+        for module in self.layout.modules.iter().rev() {
+            if !enabled.contains(&module.name)
+                && (self.enabled.contains(&module.name)
+                    || self.writer.release(&module.name).await?.is_some())
+            {
+                next.push(Task::ModuleDelete {
+                    module: module.name.clone(),
+                });
+            }
+        }
+        for name in &enabled {
+            next.push(Task::ModuleRun {
+                module: name.clone(),
+            });
+        }
+        for hook in hooks::with_binding(&self.global_hooks, Lifecycle::AfterAll) {
+            next.push(Task::GlobalHookRun {
+                binding: Lifecycle::AfterAll,
+                hook: hook.name.clone(),
+            });
+        }
+        self.started.retain(|m| enabled.contains(m));
+        self.enabled = enabled;
+        // What discovery decides runs before anything queued since.
+        self.queue.retain(|t| !next.contains(t));
+        for task in next.into_iter().rev() {
+            self.retries.retain(|(_, t)| *t != task);
+            self.queue.push_front(task);
+        }
+        Ok(lines.join("; "))
+    }
+
+    async fn module_run(&mut self, name: &str) -> Result<String, AddonError> {
+        if !self.enabled.iter().any(|m| m == name) {
+            return Ok("skipped: the module is disabled".to_owned());
+        }
+        let module = self
+            .layout
+            .module(name)
+            .cloned()
+            .ok_or_else(|| AddonError::UnknownModule(name.to_owned()))?;
+        if !self.started.contains(name) {
+            self.module_hooks_run(name, Lifecycle::OnStartup).await?;
+            self.started.insert(name.to_owned());
+        }
+        self.module_hooks_run(name, Lifecycle::BeforeHelm).await?;
+        let values = self.values_document(name)?;
+        let rendered_with = checksum(&values);
+        let objects = self.settings.renderer.render(&module, &values).await?;
+        let report = self.writer.apply(name, objects).await?;
+        self.module_hooks_run(name, Lifecycle::AfterHelm).await?;
+        if let Some(seen) = self.changed_at.remove(name) {
+            (self.on_event)(&QueueEvent::ConvergedAfterChange {
+                module: name.to_owned(),
+                latency: seen.elapsed(),
+            });
+        }
+        let mut summary = if report.unchanged {
+            "objects unchanged".to_owned()
+        } else {
+            let n = report.applied.len();
+            let mut s = format!("applied {n} object{}", if n == 1 { "" } else { "s" });
+            if !report.deleted.is_empty() {
+                let deleted: Vec<String> = report.deleted.iter().map(describe).collect();
+                s.push_str(&format!(", deleted {}", deleted.join(", ")));
+            }
+            s
+        };
+        if checksum(&self.values_document(name)?) != rendered_with {
+            self.enqueue(Task::ModuleRun {
+                module: name.to_owned(),
+            });
+            summary.push_str("; afterHelm changed the values: running again");
+        }
+        Ok(summary)
+    }
+
+    async fn module_delete(&mut self, name: &str) -> Result<String, AddonError> {
+        if self.enabled.iter().any(|m| m == name) {
+            return Ok("skipped: the module is enabled again".to_owned());
+        }
+        let has_release = self.writer.release(name).await?.is_some();
+        if has_release {
+            self.module_hooks_run(name, Lifecycle::BeforeDeleteHelm)
+                .await?;
+        }
+        let deleted = self.writer.uninstall(name).await?;
+        self.module_hooks_run(name, Lifecycle::AfterDeleteHelm)
+            .await?;
+        self.started.remove(name);
+        let deleted: Vec<String> = deleted.iter().map(describe).collect();
+        Ok(if deleted.is_empty() {
+            "nothing to delete".to_owned()
+        } else {
+            format!("deleted {}", deleted.join(", "))
+        })
+    }
+
+    async fn module_hooks_run(
+        &mut self,
+        module: &str,
+        binding: Lifecycle,
+    ) -> Result<(), AddonError> {
+        let hooks: Vec<AddonHook> = self
+            .module_hooks
+            .get(module)
+            .map(|h| {
+                hooks::with_binding(h, binding)
+                    .into_iter()
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        for hook in hooks {
+            let values = self.values_document(module)?;
+            let config = self.config_document(module)?;
+            let outcome = hook
+                .run(binding, &values, &config, self.settings.hook_timeout)
+                .await
+                .inspect_err(|_| {
+                    self.metrics
+                        .hook_errors
+                        .with_label_values(&[module, hook.name.as_str(), binding.name()])
+                        .inc();
+                })?;
+            self.apply_outcome(&hook, Some(module), outcome).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies what a successful hook run submitted: its kubernetes patches in order,
+    /// then its memory values patches, then its config values patches (written to the
+    /// ConfigMap). `module` is `None` for a global hook.
+    async fn apply_outcome(
+        &mut self,
+        hook: &AddonHook,
+        module: Option<&str>,
+        outcome: HookOutcome,
+    ) -> Result<(), AddonError> {
+        for operation in &outcome.run.patches {
+            self.writer.cluster().apply(operation).await.map_err(|e| {
+                AddonError::Hook(format!("hook {}: {}: {e}", hook.name, operation.name()))
+            })?;
+        }
+        let section = match module {
+            Some(m) => self
+                .modules
+                .get_mut(m)
+                .ok_or_else(|| AddonError::UnknownModule(m.to_owned()))?,
+            None => &mut self.global,
+        };
+        let key = section.key.clone();
+        if !outcome.values_patch.is_empty() {
+            let ops = check_patch_paths(outcome.values_patch, &key, &hook.name)?;
+            section.add_patches(ops)?;
+        }
+        if !outcome.config_patch.is_empty() {
+            let ops = check_patch_paths(outcome.config_patch, &key, &hook.name)?;
+            let config = patched_config(section.config(), &key, &ops).map_err(|reason| {
+                AddonError::Patch {
+                    section: section.label.clone(),
+                    reason,
+                }
+            })?;
+            section.set_config(config.clone())?;
+            if key == "global" {
+                self.config.global = config.clone();
+            } else {
+                self.config.modules.insert(key.clone(), config.clone());
+            }
+            self.write_config_section(&key, &config).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes one section of the ConfigMap (creating the ConfigMap if needed).
+    async fn write_config_section(&self, key: &str, values: &Value) -> Result<(), AddonError> {
+        let cm = &self.settings.config_map;
+        let failed = |reason: String| AddonError::ConfigMap {
+            configmap: cm.to_string(),
+            key: key.to_owned(),
+            reason,
+        };
+        let patch = section_patch(key, values).map_err(failed)?;
+        let cluster = self.writer.cluster();
+        let resource = cluster
+            .resolve(Some("v1"), "ConfigMap")
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let exists = cluster
+            .get(&resource, Some(&cm.namespace), &cm.name)
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .is_some();
+        let operation = if exists {
+            PatchOperation::MergePatch(PatchSpec {
+                target: ObjectRef {
+                    api_version: Some("v1".to_owned()),
+                    kind: "ConfigMap".to_owned(),
+                    namespace: Some(cm.namespace.clone()),
+                    name: cm.name.clone(),
+                },
+                patch: patch.to_string(),
+                subresource: None,
+                ignore_missing_object: false,
+            })
+        } else {
+            let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": cm.name, "namespace": cm.namespace}});
+            object["data"] = patch["data"].clone();
+            PatchOperation::CreateOrUpdate(CreateSpec {
+                object: object.to_string(),
+                subresource: None,
+            })
+        };
+        cluster
+            .apply(&operation)
+            .await
+            .map_err(|e| failed(e.to_string()))
+    }
+}

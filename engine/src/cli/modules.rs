@@ -1,0 +1,436 @@
+//! `operon modules run|values|render`: addon-operator's modules directory against the
+//! local cluster (fixture objects) or an API server (`--kubeconfig`).
+
+use super::output::{self, Format};
+use anyhow::{Context as _, bail};
+use operon::addons::apply::{ObjectWriter, describe, differences, object_ref};
+use operon::addons::config::ConfigMapRef;
+use operon::addons::operator::{Operator, QueueEvent, Settings};
+use operon::addons::render::Renderer;
+use operon::addons::schema::dotted;
+use operon::cluster::Cluster;
+use operon::cluster::kube::{KubeCluster, KubeOptions};
+use operon::cluster::local::LocalCluster;
+use operon::model::WatchEvent;
+use operon::script::ScriptSandbox;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Subcommands of `operon modules`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ModulesCommand {
+    /// Run the task queue: global onStartup hooks, then beforeAll, discovery,
+    /// ModuleDelete/ModuleRun per module and afterAll, then ConfigMap changes; prints
+    /// the queue as it runs.
+    Run(RunArgs),
+    /// Print a module's merged values with the source of each key.
+    Values(ModuleArgs),
+    /// Print the objects a module would apply (with --diff: what applying would change).
+    Render(RenderArgs),
+}
+
+/// Where the modules are and which cluster they go to.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// The modules directory (`NNN-name/` modules and `values.yaml`).
+    #[arg(long, env = "MODULES_DIR")]
+    modules_dir: PathBuf,
+    /// The global hooks directory (hooks in `hooks/` when it exists, schemas in
+    /// `openapi/`).
+    #[arg(long, env = "GLOBAL_HOOKS_DIR")]
+    global_hooks_dir: Option<PathBuf>,
+    /// The ConfigMap of config values, `NAMESPACE/NAME` or `NAME` in --namespace.
+    #[arg(
+        long,
+        env = "ADDON_OPERATOR_CONFIG_MAP",
+        default_value = "addon-operator"
+    )]
+    config_map: String,
+    /// The namespace of releases, release records and the ConfigMap.
+    #[arg(
+        long,
+        short = 'n',
+        env = "ADDON_OPERATOR_NAMESPACE",
+        default_value = "default"
+    )]
+    namespace: String,
+    /// Fixture objects for the local cluster (repeatable); ignored with --kubeconfig.
+    #[arg(long)]
+    objects: Vec<PathBuf>,
+    /// Work against this API server instead of the local cluster: objects go in by
+    /// server-side apply (field manager operon).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The `helm` program that renders charts (`helm template`).
+    #[arg(long, env = "HELM_BINARY", default_value = "helm")]
+    helm_binary: PathBuf,
+    /// The deadline of each hook, `enabled` program and render.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    hook_timeout: Duration,
+    /// Refuse to run a script when any sandbox protection is unavailable.
+    #[arg(long)]
+    strict: bool,
+}
+
+/// Arguments of `operon modules run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Run until the queue is empty, then exit (1 when a task failed).
+    #[arg(long, conflicts_with = "duration")]
+    once: bool,
+    /// How long to run; without it (and without --once) until interrupted.
+    #[arg(long = "for", value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// A change to the local cluster once the startup tasks are done, as
+    /// `added|modified|deleted:FILE` (repeatable, applied in order a second apart):
+    /// a new ConfigMap, say.
+    #[arg(long = "event")]
+    events: Vec<String>,
+}
+
+/// Arguments naming one module.
+#[derive(Debug, clap::Args)]
+pub struct ModuleArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The module (its name or its values key).
+    module: String,
+    /// Run the startup tasks first, so that values patched by hooks show.
+    #[arg(long)]
+    converge: bool,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+/// Arguments of `operon modules render`.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    module: ModuleArgs,
+    /// Compare with the cluster instead: objects to create, fields to change, objects
+    /// the module's release has and the render lacks (deleted on apply). Changes
+    /// nothing.
+    #[arg(long)]
+    diff: bool,
+}
+
+/// Runs `operon modules ...`.
+pub fn run(cmd: ModulesCommand) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    match cmd {
+        ModulesCommand::Run(args) => runtime.block_on(run_queue(args)),
+        ModulesCommand::Values(args) => runtime.block_on(values(args)),
+        ModulesCommand::Render(args) => runtime.block_on(render(args)),
+    }
+}
+
+struct Target {
+    writer: ObjectWriter,
+    local: Option<Arc<LocalCluster>>,
+}
+
+async fn target(common: &Common) -> anyhow::Result<Target> {
+    if let Some(kubeconfig) = &common.kubeconfig {
+        let options = KubeOptions {
+            kubeconfig: Some(kubeconfig.clone()),
+            // A convergence applies many objects at once: don't throttle to
+            // shell-operator's 5 QPS.
+            qps: 50.0,
+            burst: 100,
+            ..KubeOptions::default()
+        };
+        let cluster = KubeCluster::connect(&options)
+            .await
+            .with_context(|| format!("connecting with {}", kubeconfig.display()))?;
+        let client = cluster.client().clone();
+        let cluster: Arc<dyn Cluster> = Arc::new(cluster);
+        return Ok(Target {
+            writer: ObjectWriter::new(cluster, Some(client), &common.namespace),
+            local: None,
+        });
+    }
+    let local = Arc::new(LocalCluster::new());
+    for file in &common.objects {
+        if let Err(problems) = local.load_file(file) {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            bail!("cannot load fixtures from {}", file.display());
+        }
+    }
+    let cluster: Arc<dyn Cluster> = local.clone();
+    Ok(Target {
+        writer: ObjectWriter::new(cluster, None, &common.namespace),
+        local: Some(local),
+    })
+}
+
+fn settings(common: &Common) -> Settings {
+    let config_map = match common.config_map.split_once('/') {
+        Some((ns, name)) => ConfigMapRef {
+            namespace: ns.to_owned(),
+            name: name.to_owned(),
+        },
+        None => ConfigMapRef {
+            namespace: common.namespace.clone(),
+            name: common.config_map.clone(),
+        },
+    };
+    Settings {
+        modules_dir: common.modules_dir.clone(),
+        global_hooks_dir: common.global_hooks_dir.clone(),
+        config_map,
+        renderer: Renderer {
+            helm: common.helm_binary.clone(),
+            namespace: common.namespace.clone(),
+            timeout: common.hook_timeout,
+        },
+        hook_timeout: common.hook_timeout,
+        retry_first: Duration::from_secs(5),
+        retry_max: Duration::from_secs(32),
+    }
+}
+
+async fn operator(
+    common: &Common,
+    target: &Target,
+    on_event: impl Fn(&QueueEvent) + Send + Sync + 'static,
+) -> anyhow::Result<Operator> {
+    let sandbox = ScriptSandbox::with_this_binary(common.strict)?;
+    Ok(Operator::new(settings(common), sandbox, target.writer.clone(), on_event).await?)
+}
+
+fn print_event(event: &QueueEvent) {
+    let now = jiff::Timestamp::now();
+    match event {
+        QueueEvent::Started { task, waiting } => {
+            let rest: Vec<String> = waiting.iter().map(ToString::to_string).collect();
+            println!("{now} queue: [{task}] {}", rest.join(" "));
+        }
+        QueueEvent::Finished {
+            task,
+            result,
+            elapsed,
+            retry_in,
+        } => match result {
+            Ok(summary) => println!("{now}   {task}: ok in {elapsed:.1?}: {summary}"),
+            Err(e) => println!(
+                "{now}   {task}: FAILED in {elapsed:.1?}: {e}; retry in {:?}",
+                retry_in.unwrap_or_default()
+            ),
+        },
+        QueueEvent::ConfigChanged { queued } => {
+            let queued: Vec<String> = queued.iter().map(ToString::to_string).collect();
+            println!("{now} ConfigMap changed: queued [{}]", queued.join(" "));
+        }
+        QueueEvent::ConvergedAfterChange { module, latency } => {
+            println!("{now}   module {module} applied {latency:.1?} after the ConfigMap change");
+        }
+        QueueEvent::ConfigRejected { reason } => {
+            println!("{now} ConfigMap change rejected, nothing queued: {reason}");
+        }
+    }
+}
+
+async fn run_queue(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let target = target(&args.common).await?;
+    let mut events = Vec::new();
+    for text in &args.events {
+        let (kind, file) = text
+            .split_once(':')
+            .with_context(|| format!("--event {text:?}: expected added|modified|deleted:FILE"))?;
+        let kind = match kind {
+            "added" => WatchEvent::Added,
+            "modified" => WatchEvent::Modified,
+            "deleted" => WatchEvent::Deleted,
+            other => bail!("--event {text:?}: unknown event {other:?}"),
+        };
+        let content = std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?;
+        for document in
+            operon::addons::render::documents(&content, file).map_err(anyhow::Error::msg)?
+        {
+            events.push((kind, document));
+        }
+    }
+    if !events.is_empty() && target.local.is_none() {
+        bail!("--event changes the local cluster; with --kubeconfig change the API server instead");
+    }
+    let mut operator = operator(&args.common, &target, print_event).await?;
+    if args.once {
+        let mut failed = operator.drain().await;
+        for (kind, object) in events {
+            if let Some(local) = &target.local {
+                local.apply_watch_event(kind, object.clone())?;
+            }
+            operator.config_changed((kind != WatchEvent::Deleted).then_some(&object));
+            failed.extend(operator.drain().await);
+        }
+        print!("{}", operator.metrics().text());
+        return Ok(if failed.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    let local = target.local.clone();
+    let changes = async move {
+        if let Some(local) = local {
+            for (kind, object) in events {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if let Err(e) = local.apply_watch_event(kind, object) {
+                    eprintln!("error: --event: {e}");
+                }
+            }
+        }
+    };
+    let stop = async move {
+        match args.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    let both = async {
+        tokio::join!(changes, stop);
+    };
+    operator.run_until(both).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn values(args: ModuleArgs) -> anyhow::Result<ExitCode> {
+    let target = target(&args.common).await?;
+    let mut operator = operator(&args.common, &target, |_| {}).await?;
+    let module = operator
+        .layout()
+        .module(&args.module)
+        .map(|m| m.name.clone())
+        .with_context(|| {
+            format!(
+                "no module {} in {}",
+                args.module,
+                args.common.modules_dir.display()
+            )
+        })?;
+    if args.converge {
+        for (task, e) in operator.drain().await {
+            eprintln!("warning: {task} failed: {e}");
+        }
+    }
+    let computed = operator.module_values(&module)?;
+    let key = operator
+        .layout()
+        .module(&module)
+        .map(|m| m.values_key.clone())
+        .unwrap_or_default();
+    let sources: Vec<Value> = computed
+        .sources
+        .iter()
+        .map(|(pointer, source)| {
+            json!({"path": dotted(&key, pointer), "value": computed.values.pointer(pointer),
+                   "source": source.to_string()})
+        })
+        .collect();
+    match args.output {
+        Format::Table => {
+            print!(
+                "{}",
+                yaml_serde::to_string(&json!({(key.clone()): computed.values}))?
+            );
+            println!();
+            let rows: Vec<Vec<String>> = sources
+                .iter()
+                .map(|s| {
+                    vec![
+                        s["path"].as_str().unwrap_or_default().to_owned(),
+                        s["value"].to_string(),
+                        s["source"].as_str().unwrap_or_default().to_owned(),
+                    ]
+                })
+                .collect();
+            print!("{}", output::table(&["PATH", "VALUE", "SOURCE"], &rows));
+        }
+        other => output::print_structured(
+            other,
+            &json!({"module": module, "values": {(key): computed.values}, "sources": sources}),
+        )?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
+    let common = &args.module.common;
+    let target = target(common).await?;
+    let mut operator = operator(common, &target, |_| {}).await?;
+    let module = operator
+        .layout()
+        .module(&args.module.module)
+        .cloned()
+        .with_context(|| {
+            format!(
+                "no module {} in {}",
+                args.module.module,
+                common.modules_dir.display()
+            )
+        })?;
+    if args.module.converge {
+        for (task, e) in operator.drain().await {
+            eprintln!("warning: {task} failed: {e}");
+        }
+    }
+    let document = operator.values_document(&module.name)?;
+    let objects = settings(common).renderer.render(&module, &document).await?;
+    let prepared = target.writer.prepare(&module.name, objects).await?;
+    if !args.diff {
+        let objects: Vec<&Value> = prepared.iter().map(|(_, o)| o).collect();
+        match args.module.output {
+            Format::Json => output::print_structured(Format::Json, &objects)?,
+            _ => {
+                for object in objects {
+                    print!("---\n{}", yaml_serde::to_string(object)?);
+                }
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cluster = target.writer.cluster();
+    let mut lines = Vec::new();
+    let mut refs = Vec::new();
+    for (resource, object) in &prepared {
+        let r = object_ref(resource, object);
+        let live = cluster
+            .get(resource, r.namespace.as_deref(), &r.name)
+            .await?;
+        match live {
+            None => lines.push(format!("+ create {}", describe(&r))),
+            Some(live) => {
+                let mut changed = Vec::new();
+                differences(object, &live, "", &mut changed);
+                if changed.is_empty() {
+                    lines.push(format!("  unchanged {}", describe(&r)));
+                } else {
+                    lines.push(format!("~ update {}: {}", describe(&r), changed.join(", ")));
+                }
+            }
+        }
+        refs.push(r);
+    }
+    if let Some(release) = target.writer.release(&module.name).await? {
+        for old in release.objects.iter().filter(|o| !refs.contains(o)) {
+            lines.push(format!("- delete {}", describe(old)));
+        }
+    }
+    for line in lines {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
