@@ -336,3 +336,152 @@ async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
     })
     .await;
 }
+
+fn built_in_operation(name: &str, path: &str) -> DynamicObject {
+    object(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Operation",
+        "metadata": {"name": name},
+        "spec": {"processor": {"timeoutSeconds": 30, "httpServer": {"path": path}}},
+    }))
+}
+
+#[tokio::test]
+async fn the_agent_s_built_ins_list_the_node_s_pods_and_cordon_only_for_an_allowed_account() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-builtins").await;
+    let ns = scratch.name.as_str();
+    let run = format!("{:08x}", getrandom_u32());
+    let (node, pods, cordon, set, role) = (
+        format!("e2e-node-{run}"),
+        format!("e2e-pods-{run}"),
+        format!("e2e-cordon-{run}"),
+        format!("e2e-repair-{run}"),
+        format!("e2e-cordoner-{run}"),
+    );
+    let _cleanup = ClusterScoped {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("node", node.clone()),
+            ("operation.operon.dev", pods.clone()),
+            ("operation.operon.dev", cordon.clone()),
+            ("operationset.operon.dev", set.clone()),
+            ("clusterrole", role.clone()),
+            ("clusterrolebinding", role.clone()),
+        ],
+    };
+    apply_operon_crds(&cluster).await;
+    let post = PostParams::default();
+    let client = cluster.client().clone();
+    let create = |value: Value| {
+        let client = client.clone();
+        async move {
+            let object: DynamicObject = serde_json::from_value(value.clone()).unwrap();
+            let (group, version) = value["apiVersion"]
+                .as_str()
+                .unwrap()
+                .rsplit_once('/')
+                .map_or(("", value["apiVersion"].as_str().unwrap()), |(g, v)| (g, v));
+            let gvk =
+                kube::api::GroupVersionKind::gvk(group, version, value["kind"].as_str().unwrap());
+            let (resource, caps) = kube::discovery::pinned_kind(&client, &gvk).await.unwrap();
+            let api: Api<DynamicObject> =
+                match (caps.scope, value["metadata"]["namespace"].as_str()) {
+                    (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                        Api::namespaced_with(client, ns, &resource)
+                    }
+                    _ => Api::all_with(client, &resource),
+                };
+            api.create(&PostParams::default(), &object).await.unwrap();
+        }
+    };
+    create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})).await;
+    create(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "on-the-node", "namespace": ns},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx"}]}}))
+    .await;
+    // Two accounts: `repairer` may patch this node, `bystander` may not.
+    for account in ["repairer", "bystander"] {
+        create(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": ns}}))
+        .await;
+    }
+    create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": role},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"],
+                   "resourceNames": [node]}]}),
+    )
+    .await;
+    create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": "repairer", "namespace": ns}]}),
+    )
+    .await;
+    operon_api(&cluster, "Operation")
+        .create(
+            &post,
+            &built_in_operation(&pods, "/processor/podListCollector"),
+        )
+        .await
+        .unwrap();
+    operon_api(&cluster, "Operation")
+        .create(&post, &built_in_operation(&cordon, "/processor/nodeCordon"))
+        .await
+        .unwrap();
+    operon_api(&cluster, "OperationSet")
+        .create(&post, &chain(&set, &[&pods, &cordon]))
+        .await
+        .unwrap();
+    let (dir, hooks) = no_hooks();
+    let flags = ["--leader-election-namespace", ns];
+    let _server = serve(&path, &hooks, &flags, "builtins-controller");
+    let _agent = agent(&path, &node, ns, dir.path());
+    let api = diagnoses(&cluster, ns);
+    let nodes: Api<Node> = Api::all(cluster.client().clone());
+
+    let spec = json!({"operationSet": set, "nodeName": node, "serviceAccountName": "bystander"});
+    api.create(&post, &new_diagnosis("refused", spec))
+        .await
+        .unwrap();
+    let refused = status_when(&api, "refused", "Failed", Duration::from_secs(90), |s| {
+        s["phase"] == "Failed"
+    })
+    .await;
+    let listed: Value = serde_json::from_str(
+        refused["operationResults"]["collector.kubernetes.pod.list"]
+            .as_str()
+            .expect("the pod list ran before the refused cordon"),
+    )
+    .unwrap();
+    assert_eq!(listed[0]["metadata"]["name"], "on-the-node");
+    assert!(
+        refused.to_string().contains(&format!(
+            "nodeCordon refused: ServiceAccount {ns}/bystander (spec.serviceAccountName of Diagnosis {ns}/refused) may not patch nodes/{node}"
+        )),
+        "{refused}"
+    );
+    let untouched = nodes.get(&node).await.unwrap();
+    assert_ne!(
+        untouched.spec.and_then(|s| s.unschedulable),
+        Some(true),
+        "a refused cordon leaves the node schedulable"
+    );
+
+    let spec = json!({"operationSet": set, "nodeName": node, "serviceAccountName": "repairer"});
+    api.create(&post, &new_diagnosis("allowed", spec))
+        .await
+        .unwrap();
+    let done = status_when(&api, "allowed", "Succeeded", Duration::from_secs(90), |s| {
+        s["phase"] == "Succeeded"
+    })
+    .await;
+    assert_eq!(
+        done["operationResults"]["recover.kubernetes.node_cordon.result.name"],
+        node.as_str()
+    );
+    let cordoned = nodes.get(&node).await.unwrap();
+    assert_eq!(cordoned.spec.and_then(|s| s.unschedulable), Some(true));
+}
