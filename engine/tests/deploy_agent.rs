@@ -365,6 +365,13 @@ fn chart_agent_can_be_turned_off_or_tuned() {
     );
     find(&objects, "Role", "operon-agent-leases");
 
+    // The node's processes for the process list: the PID namespace, nothing else.
+    let objects = helm(&["--include-crds", "--set", "agent.hostPID=true"]);
+    let pod = &daemon_set(&objects)["spec"]["template"]["spec"];
+    assert_eq!(pod["hostPID"], true);
+    assert!(pod.get("hostNetwork").is_none() && pod.get("hostIPC").is_none());
+    assert!(daemon_set(&CHART)["spec"]["template"]["spec"].get("hostPID").is_none());
+
     // Built-ins off: the agent runs, without their grants.
     let objects = helm(&["--include-crds", "--set", "agent.builtIns.enabled=false"]);
     find(&objects, "DaemonSet", AGENT);
