@@ -210,6 +210,45 @@ impl ObjectWriter {
         })
     }
 
+    /// What applying `objects` as `module`'s release would do, one line per object:
+    /// `+ create`, `~ update` with the paths that differ, `= unchanged`, and `- delete`
+    /// for what the previous release has and this one lacks. Changes nothing.
+    pub async fn diff(&self, module: &str, objects: Vec<Value>) -> Result<Vec<String>, AddonError> {
+        let prepared = self.prepare(module, objects).await?;
+        let mut lines = Vec::new();
+        let mut refs = Vec::new();
+        for (resource, object) in &prepared {
+            let r = object_ref(resource, object);
+            let live = self
+                .cluster
+                .get(resource, r.namespace.as_deref(), &r.name)
+                .await
+                .map_err(|e| AddonError::Apply {
+                    module: module.to_owned(),
+                    reason: format!("get {}: {e}", describe(&r)),
+                })?;
+            lines.push(match live {
+                None => format!("+ create {}", describe(&r)),
+                Some(live) => {
+                    let mut changed = Vec::new();
+                    differences(object, &live, "", &mut changed);
+                    if changed.is_empty() {
+                        format!("= unchanged {}", describe(&r))
+                    } else {
+                        format!("~ update {}: {}", describe(&r), changed.join(", "))
+                    }
+                }
+            });
+            refs.push(r);
+        }
+        if let Some(release) = self.release(module).await? {
+            for old in release.objects.iter().filter(|o| !refs.contains(o)) {
+                lines.push(format!("- delete {}", describe(old)));
+            }
+        }
+        Ok(lines)
+    }
+
     /// Deletes every object of `module`'s release and the record; returns what was
     /// deleted.
     pub async fn uninstall(&self, module: &str) -> Result<Vec<ObjectRef>, AddonError> {

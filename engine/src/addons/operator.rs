@@ -159,6 +159,9 @@ pub struct Operator {
     pub(super) hold_until: Option<Instant>,
     /// Consecutive failures per task, for the backoff.
     pub(super) failures: BTreeMap<Task, u32>,
+    /// Dry run: hooks run and change values in memory only (no kubernetes patches, no
+    /// ConfigMap writes), and ModuleRun and ModuleDelete report what they would change.
+    pub(super) dry_run: bool,
     /// When a ConfigMap change was seen, per module it queued: for the latency report.
     pub(super) changed_at: BTreeMap<String, Instant>,
     pub(super) on_event: Box<dyn Fn(&QueueEvent) + Send + Sync>,
@@ -240,6 +243,7 @@ impl Operator {
             queue: VecDeque::new(),
             retries: Vec::new(),
             hold_until: None,
+            dry_run: false,
             failures: BTreeMap::new(),
             changed_at: BTreeMap::new(),
             on_event: Box::new(on_event),
@@ -254,6 +258,12 @@ impl Operator {
         }
         operator.queue_convergence();
         Ok(operator)
+    }
+
+    /// Turns the dry run on or off: hooks change values in memory only, and module
+    /// tasks report the diff they would apply instead of applying it.
+    pub fn set_dry_run(&mut self, dry_run: bool) {
+        self.dry_run = dry_run;
     }
 
     /// The layout.

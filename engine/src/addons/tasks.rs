@@ -225,6 +225,10 @@ impl Operator {
         let values = self.values_document(name)?;
         let rendered_with = checksum(&values);
         let objects = self.settings.renderer.render(&module, &values).await?;
+        if self.dry_run {
+            let lines = self.writer.diff(name, objects).await?;
+            return Ok(format!("dry run: {}", lines.join("; ")));
+        }
         let report = self.writer.apply(name, objects).await?;
         self.module_hooks_run(name, Lifecycle::AfterHelm).await?;
         if let Some(seen) = self.changed_at.remove(name) {
@@ -256,6 +260,15 @@ impl Operator {
     async fn module_delete(&mut self, name: &str) -> Result<String, AddonError> {
         if self.enabled.iter().any(|m| m == name) {
             return Ok("skipped: the module is enabled again".to_owned());
+        }
+        if self.dry_run {
+            let release = self.writer.release(name).await?.unwrap_or_default();
+            let lines: Vec<String> = release
+                .objects
+                .iter()
+                .map(|o| format!("- delete {}", describe(o)))
+                .collect();
+            return Ok(format!("dry run: {}", lines.join("; ")));
         }
         let has_release = self.writer.release(name).await?.is_some();
         if has_release {
@@ -315,7 +328,7 @@ impl Operator {
         module: Option<&str>,
         outcome: HookOutcome,
     ) -> Result<(), AddonError> {
-        for operation in &outcome.run.patches {
+        for operation in outcome.run.patches.iter().filter(|_| !self.dry_run) {
             self.writer.cluster().apply(operation).await.map_err(|e| {
                 AddonError::Hook(format!("hook {}: {}: {e}", hook.name, operation.name()))
             })?;
@@ -346,7 +359,9 @@ impl Operator {
             } else {
                 self.config.modules.insert(key.clone(), config.clone());
             }
-            self.write_config_section(&key, &config).await?;
+            if !self.dry_run {
+                self.write_config_section(&key, &config).await?;
+            }
         }
         Ok(())
     }

@@ -190,6 +190,9 @@ impl Section {
                 .map(Value::take)
                 .unwrap_or_else(|| Value::Object(Map::new()));
         }
+        // A leaf recorded for an empty mapping that later layers filled is no leaf.
+        let pointers: Vec<String> = sources.keys().cloned().collect();
+        sources.retain(|p, _| !pointers.iter().any(|q| q.starts_with(&format!("{p}/"))));
         if let Some(schema) = &self.values_schema {
             let problems = schema.problems(&self.key, &values);
             if !problems.is_empty() {

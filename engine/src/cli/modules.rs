@@ -3,7 +3,7 @@
 
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
-use operon::addons::apply::{ObjectWriter, describe, differences, object_ref};
+use operon::addons::apply::ObjectWriter;
 use operon::addons::config::ConfigMapRef;
 use operon::addons::operator::{Operator, QueueEvent, Settings};
 use operon::addons::render::Renderer;
@@ -91,6 +91,11 @@ pub struct RunArgs {
     /// a new ConfigMap, say.
     #[arg(long = "event")]
     events: Vec<String>,
+    /// Change nothing: hooks change values in memory only (their kubernetes patches
+    /// and ConfigMap writes are dropped), and each ModuleRun prints the diff it would
+    /// apply.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Arguments naming one module.
@@ -100,9 +105,11 @@ pub struct ModuleArgs {
     common: Common,
     /// The module (its name or its values key).
     module: String,
-    /// Run the startup tasks first, so that values patched by hooks show.
+    /// Skip the hooks: show the static and config values only. By default the startup
+    /// tasks run first as a dry run (hooks change values in memory only, nothing is
+    /// applied), so that values patched by hooks show.
     #[arg(long)]
-    converge: bool,
+    no_hooks: bool,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -265,6 +272,7 @@ async fn run_queue(args: RunArgs) -> anyhow::Result<ExitCode> {
         bail!("--event changes the local cluster; with --kubeconfig change the API server instead");
     }
     let mut operator = operator(&args.common, &target, print_event).await?;
+    operator.set_dry_run(args.dry_run);
     if args.once {
         let mut failed = operator.drain().await;
         for (kind, object) in events {
@@ -307,6 +315,18 @@ async fn run_queue(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The startup tasks as a dry run, so that values show what hooks patch; failures
+/// are warnings (the values are shown as far as they got).
+async fn dry_startup(operator: &mut Operator, skip: bool) {
+    if skip {
+        return;
+    }
+    operator.set_dry_run(true);
+    for (task, e) in operator.drain().await {
+        eprintln!("warning: {task} failed: {e}");
+    }
+}
+
 async fn values(args: ModuleArgs) -> anyhow::Result<ExitCode> {
     let target = target(&args.common).await?;
     let mut operator = operator(&args.common, &target, |_| {}).await?;
@@ -321,11 +341,7 @@ async fn values(args: ModuleArgs) -> anyhow::Result<ExitCode> {
                 args.common.modules_dir.display()
             )
         })?;
-    if args.converge {
-        for (task, e) in operator.drain().await {
-            eprintln!("warning: {task} failed: {e}");
-        }
-    }
+    dry_startup(&mut operator, args.no_hooks).await;
     let computed = operator.module_values(&module)?;
     let key = operator
         .layout()
@@ -382,55 +398,24 @@ async fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
                 common.modules_dir.display()
             )
         })?;
-    if args.module.converge {
-        for (task, e) in operator.drain().await {
-            eprintln!("warning: {task} failed: {e}");
-        }
-    }
+    dry_startup(&mut operator, args.module.no_hooks).await;
     let document = operator.values_document(&module.name)?;
     let objects = settings(common).renderer.render(&module, &document).await?;
-    let prepared = target.writer.prepare(&module.name, objects).await?;
-    if !args.diff {
-        let objects: Vec<&Value> = prepared.iter().map(|(_, o)| o).collect();
-        match args.module.output {
-            Format::Json => output::print_structured(Format::Json, &objects)?,
-            _ => {
-                for object in objects {
-                    print!("---\n{}", yaml_serde::to_string(object)?);
-                }
-            }
+    if args.diff {
+        for line in target.writer.diff(&module.name, objects).await? {
+            println!("{line}");
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let cluster = target.writer.cluster();
-    let mut lines = Vec::new();
-    let mut refs = Vec::new();
-    for (resource, object) in &prepared {
-        let r = object_ref(resource, object);
-        let live = cluster
-            .get(resource, r.namespace.as_deref(), &r.name)
-            .await?;
-        match live {
-            None => lines.push(format!("+ create {}", describe(&r))),
-            Some(live) => {
-                let mut changed = Vec::new();
-                differences(object, &live, "", &mut changed);
-                if changed.is_empty() {
-                    lines.push(format!("  unchanged {}", describe(&r)));
-                } else {
-                    lines.push(format!("~ update {}: {}", describe(&r), changed.join(", ")));
-                }
+    let prepared = target.writer.prepare(&module.name, objects).await?;
+    let objects: Vec<&Value> = prepared.iter().map(|(_, o)| o).collect();
+    match args.module.output {
+        Format::Json => output::print_structured(Format::Json, &objects)?,
+        _ => {
+            for object in objects {
+                print!("---\n{}", yaml_serde::to_string(object)?);
             }
         }
-        refs.push(r);
-    }
-    if let Some(release) = target.writer.release(&module.name).await? {
-        for old in release.objects.iter().filter(|o| !refs.contains(o)) {
-            lines.push(format!("- delete {}", describe(old)));
-        }
-    }
-    for line in lines {
-        println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }
