@@ -370,7 +370,27 @@ fn chart_agent_can_be_turned_off_or_tuned() {
     let pod = &daemon_set(&objects)["spec"]["template"]["spec"];
     assert_eq!(pod["hostPID"], true);
     assert!(pod.get("hostNetwork").is_none() && pod.get("hostIPC").is_none());
-    assert!(daemon_set(&CHART)["spec"]["template"]["spec"].get("hostPID").is_none());
+    assert!(
+        daemon_set(&CHART)["spec"]["template"]["spec"]
+            .get("hostPID")
+            .is_none()
+    );
+
+    // The node's system bus for the systemd built-in: /run/dbus read-only.
+    let objects = helm(&["--include-crds", "--set", "agent.systemd.enabled=true"]);
+    let pod = &daemon_set(&objects)["spec"]["template"]["spec"];
+    let volumes = volumes_by_name(pod);
+    assert_eq!(
+        volumes["system-bus"]["hostPath"],
+        json!({"path": "/run/dbus", "type": "Directory"})
+    );
+    let mounts = &agent_container(&objects)["volumeMounts"];
+    assert!(
+        mounts.as_array().unwrap().iter().any(
+            |m| m == &json!({"name": "system-bus", "mountPath": "/run/dbus", "readOnly": true})
+        ),
+        "{mounts}"
+    );
 
     // Built-ins off: the agent runs, without their grants.
     let objects = helm(&["--include-crds", "--set", "agent.builtIns.enabled=false"]);

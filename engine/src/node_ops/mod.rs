@@ -8,12 +8,14 @@
 //! What only reads the node's own files is a wasm operation written with the SDK
 //! (`operations/node-collector`), run in the sandbox with `/proc` granted read-only:
 //! the process and mount lists. What reads the cluster uses the agent's credentials,
-//! which grant reading pods ([`pods`]). What changes the node (cordon, uncordon) runs
+//! which grant reading pods ([`pods`]); the systemd unit states come from systemd over
+//! the node's system bus ([`systemd`]). What changes the node (cordon, uncordon) runs
 //! only for a Diagnosis that names a ServiceAccount RBAC allows to patch the node
 //! ([`node`]).
 
 mod node;
 mod pods;
+mod systemd;
 
 use crate::api::{Operation, OperationSpec, Processor, WasmProcessor};
 use crate::runner::builtin::BuiltIns;
@@ -26,6 +28,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use node::NodeChange;
+pub use systemd::DEFAULT_BUS as DEFAULT_SYSTEMD_BUS;
 
 /// The module of the built-ins written as wasm operations, found by name in the
 /// agent's modules directory (`--modules`).
@@ -44,6 +47,8 @@ pub enum BuiltIn {
     ProcessList,
     /// The node's mounts (wasm, `/proc`).
     MountInfo,
+    /// The state of systemd units (over the system D-Bus).
+    SystemdUnits,
     /// Marks the node unschedulable.
     NodeCordon,
     /// Marks the node schedulable again.
@@ -52,17 +57,19 @@ pub enum BuiltIn {
 
 impl BuiltIn {
     /// Every built-in, in the order they are listed.
-    pub const ALL: [BuiltIn; 7] = [
+    pub const ALL: [BuiltIn; 8] = [
         BuiltIn::PodList,
         BuiltIn::PodDetail,
         BuiltIn::ContainerList,
         BuiltIn::ProcessList,
         BuiltIn::MountInfo,
+        BuiltIn::SystemdUnits,
         BuiltIn::NodeCordon,
         BuiltIn::NodeUncordon,
     ];
 
-    /// Its path, as KubeDiag's agent serves it (`nodeUncordon` is Operon's).
+    /// Its path, as KubeDiag's agent serves it (`nodeUncordon` and
+    /// `systemdUnitCollector` are Operon's).
     pub fn path(self) -> &'static str {
         match self {
             BuiltIn::PodList => "/processor/podListCollector",
@@ -70,6 +77,7 @@ impl BuiltIn {
             BuiltIn::ContainerList => "/processor/containerCollector",
             BuiltIn::ProcessList => "/processor/processCollector",
             BuiltIn::MountInfo => "/processor/mountInfoCollector",
+            BuiltIn::SystemdUnits => "/processor/systemdUnitCollector",
             BuiltIn::NodeCordon => "/processor/nodeCordon",
             BuiltIn::NodeUncordon => "/processor/nodeUncordon",
         }
@@ -86,6 +94,8 @@ impl BuiltIn {
 pub struct NodeOps {
     client: Client,
     node: String,
+    /// The D-Bus address of the node's system bus.
+    systemd_bus: String,
 }
 
 impl std::fmt::Debug for NodeOps {
@@ -102,7 +112,15 @@ impl NodeOps {
         Self {
             client,
             node: node.into(),
+            systemd_bus: systemd::DEFAULT_BUS.to_owned(),
         }
+    }
+
+    /// The same, asking systemd on the bus at `address` (a D-Bus address such as
+    /// `unix:path=/run/dbus/system_bus_socket`).
+    pub fn with_systemd_bus(mut self, address: impl Into<String>) -> Self {
+        self.systemd_bus = address.into();
+        self
     }
 
     /// The wasm Operation a collector built-in runs: the node-collector module told
@@ -146,6 +164,7 @@ impl BuiltIns for NodeOps {
             BuiltIn::PodList
             | BuiltIn::PodDetail
             | BuiltIn::ContainerList
+            | BuiltIn::SystemdUnits
             | BuiltIn::NodeCordon
             | BuiltIn::NodeUncordon => Ok(api()),
         })
@@ -172,6 +191,9 @@ impl Runner for ApiRunner {
                     BuiltIn::PodList => pods::pod_list(client, node).await,
                     BuiltIn::PodDetail => pods::pod_detail(client, &request.input).await,
                     BuiltIn::ContainerList => pods::container_list(client, node).await,
+                    BuiltIn::SystemdUnits => {
+                        systemd::unit_status(&self.ops.systemd_bus, &request.input).await
+                    }
                     BuiltIn::NodeCordon => {
                         node::change(client, node, NodeChange::Cordon, request).await
                     }
@@ -197,5 +219,7 @@ impl Runner for ApiRunner {
     }
 }
 
+#[cfg(test)]
+mod systemd_tests;
 #[cfg(test)]
 mod tests;
