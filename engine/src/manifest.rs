@@ -4,13 +4,28 @@
 //!
 //! Every problem — a file that cannot be read, a document that is not YAML, an unknown
 //! kind, a field of the wrong type, a duplicate name — is collected with the file, the
-//! document number and the field, and loading goes on with the next document.
+//! document number and the field, and loading goes on with the next document. Every
+//! field's problem of an object is listed, not only the first.
+//!
+//! Hostile input is bounded before it is deserialized ([`scan`]): a duplicate key in a
+//! mapping is refused with both places, a number JSON cannot hold is reported at its
+//! field, and a document over the [`scan::LIMITS`] (size, nesting, nodes, aliases) is
+//! refused by name. An OperationSet, the one kind that grows with its graph, is read
+//! straight from its text into its typed form, so loading it costs a small multiple of
+//! its size; a Diagnosis' or Trigger's parameters are limited to
+//! [`PARAMETERS_BYTES`].
+
+mod fields;
+pub mod scan;
 
 use crate::api::{API_VERSION, Diagnosis, Operation, OperationSet, Problem, Trigger};
 use crate::{graph, pipeline, triggers};
-use serde::Deserialize as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// The most bytes (keys and values together) of a Diagnosis' or a Trigger's
+/// `parameters`: each is copied into the input of every operation the Diagnosis runs.
+pub const PARAMETERS_BYTES: usize = 256 * 1024;
 
 /// Where an object came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +111,17 @@ impl Manifests {
                 ));
             }
         }
+        for trigger in self.triggers.values() {
+            problems.extend(parameters_size(
+                trigger.object.object_ref(),
+                &trigger.object.spec.parameters,
+            ));
+        }
         for diagnosis in self.diagnoses.values() {
+            problems.extend(parameters_size(
+                diagnosis.object.object_ref(),
+                &diagnosis.object.spec.parameters,
+            ));
             let set = &diagnosis.object.spec.operation_set;
             if !self.operation_sets.contains_key(set) {
                 problems.push(Problem::new(
@@ -122,7 +147,7 @@ pub fn validate_object(value: serde_json::Value) -> Vec<Problem> {
         file: PathBuf::from("object"),
         document: 1,
     };
-    add(value, source, false, &mut manifests, &mut problems);
+    add(value, source, false, &[], &mut manifests, &mut problems);
     for op in manifests.operations.values() {
         problems.extend(op.object.validate());
     }
@@ -133,8 +158,34 @@ pub fn validate_object(value: serde_json::Value) -> Vec<Problem> {
     }
     for trigger in manifests.triggers.values() {
         problems.extend(triggers::validate(&trigger.object));
+        problems.extend(parameters_size(
+            trigger.object.object_ref(),
+            &trigger.object.spec.parameters,
+        ));
+    }
+    for diagnosis in manifests.diagnoses.values() {
+        problems.extend(parameters_size(
+            diagnosis.object.object_ref(),
+            &diagnosis.object.spec.parameters,
+        ));
     }
     problems
+}
+
+/// A problem when `parameters` hold more than [`PARAMETERS_BYTES`].
+fn parameters_size(object: String, parameters: &BTreeMap<String, String>) -> Option<Problem> {
+    let bytes: usize = parameters.iter().map(|(k, v)| k.len() + v.len()).sum();
+    (bytes > PARAMETERS_BYTES).then(|| {
+        Problem::new(
+            object,
+            "spec.parameters",
+            format!(
+                "holds {bytes} bytes, more than the {PARAMETERS_BYTES} allowed: every \
+                 operation's input carries them; keep large data in a ConfigMap or a file \
+                 the operation reads"
+            ),
+        )
+    })
 }
 
 /// Operations resolve their relative module paths against their manifest's directory.
@@ -226,26 +277,101 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Probl
 
 /// Parses one file's documents into `manifests`.
 pub fn load_text(file: &Path, text: &str, manifests: &mut Manifests, problems: &mut Vec<Problem>) {
-    for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
+    let scanned = scan::scan(text, scan::LIMITS);
+    let count = scanned.documents.len();
+    for (index, document) in scanned.documents.iter().enumerate() {
         let source = Source {
             file: file.to_owned(),
             document: index + 1,
         };
-        let value = match serde_json::Value::deserialize(document) {
-            Ok(serde_json::Value::Null) => continue,
-            Ok(value) => value,
+        let object = format!(
+            "{source} ({}/{})",
+            document.kind.as_deref().unwrap_or(""),
+            document.name.as_deref().unwrap_or("")
+        );
+        for finding in &document.findings {
+            problems.push(Problem::new(&object, &finding.field, &finding.reason));
+        }
+        let broken = scanned.error.is_some() && index + 1 == count && document.broken;
+        if broken {
+            // The YAML stream cannot be trusted past a syntax error.
+            let error = scanned.error.as_deref().unwrap_or_default();
+            problems.push(Problem::new(
+                source.to_string(),
+                "",
+                format!("not valid YAML: {error}"),
+            ));
+            return;
+        }
+        if document.refused || document.empty {
+            continue;
+        }
+        let known: Vec<String> = document.findings.iter().map(|f| f.field.clone()).collect();
+        if known.is_empty()
+            && document.kind.as_deref() == Some("OperationSet")
+            && document.api_version.as_deref() == Some(API_VERSION)
+            && document.name.as_deref().is_some_and(|n| !n.is_empty())
+            && let Some(set) = operation_set_from_text(document.text)
+        {
+            let name = document.name.clone().unwrap_or_default();
+            insert(
+                &mut manifests.operation_sets,
+                name,
+                Loaded {
+                    object: set,
+                    source,
+                },
+                object,
+                problems,
+            );
+            continue;
+        }
+        let value = match yaml_serde::from_str::<fields::Tree>(document.text) {
+            Ok(fields::Tree(serde_json::Value::Null)) => continue,
+            Ok(fields::Tree(value)) => value,
             Err(e) => {
                 problems.push(Problem::new(
                     source.to_string(),
                     "",
-                    format!("not valid YAML: {e}"),
+                    format!(
+                        "not valid YAML: {e} (in the document starting at line {})",
+                        document.line
+                    ),
                 ));
-                // The YAML stream cannot be trusted past a syntax error.
-                break;
+                continue;
             }
         };
-        add(value, source, true, manifests, problems);
+        add(value, source, true, &known, manifests, problems);
     }
+    if let Some(error) = &scanned.error
+        && !scanned.documents.last().is_some_and(|d| d.broken)
+    {
+        let source = Source {
+            file: file.to_owned(),
+            document: count + 1,
+        };
+        problems.push(Problem::new(
+            source.to_string(),
+            "",
+            format!("not valid YAML: {error}"),
+        ));
+    }
+}
+
+/// An OperationSet read straight from its YAML text, without a JSON tree in between:
+/// a tree of a 100,000-node graph is over ten times the size of its text. `None` when
+/// it does not read; the tree path then reports every problem.
+fn operation_set_from_text(text: &str) -> Option<OperationSet> {
+    let limits = scan::LIMITS;
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = limits.depth + 1;
+    budget.max_nodes = limits.nodes;
+    budget.max_events = limits.nodes.saturating_mul(3);
+    budget.max_aliases = limits.aliases;
+    budget.max_documents = 1;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    serde_saphyr::from_str_with_options(text, options).ok()
 }
 
 /// Adds one object; its problems name it `FILE#N (Kind/name)`, or `Kind/name` when
@@ -254,6 +380,7 @@ fn add(
     value: serde_json::Value,
     source: Source,
     name_source: bool,
+    known: &[String],
     manifests: &mut Manifests,
     problems: &mut Vec<Problem>,
 ) {
@@ -314,42 +441,21 @@ fn add(
     }
     fn typed<T: serde::de::DeserializeOwned>(
         value: serde_json::Value,
+        known: &[String],
         object: &str,
         problems: &mut Vec<Problem>,
     ) -> Option<T> {
-        serde_path_to_error::deserialize(value)
-            .map_err(|e| {
-                let field = e.path().to_string();
-                problems.push(Problem::new(object, field, e.into_inner().to_string()));
+        fields::typed(value, known)
+            .map_err(|found| {
+                for (field, reason) in found {
+                    problems.push(Problem::new(object, field, reason));
+                }
             })
             .ok()
     }
-    fn insert<T>(
-        map: &mut BTreeMap<String, Loaded<T>>,
-        name: String,
-        loaded: Loaded<T>,
-        object: String,
-        problems: &mut Vec<Problem>,
-    ) {
-        if let Some(previous) = map.get(&name) {
-            problems.push(Problem::new(
-                object,
-                "metadata.name",
-                format!("duplicate name; first defined in {}", previous.source),
-            ));
-        } else {
-            map.insert(
-                name,
-                Loaded {
-                    object: loaded.object,
-                    source: loaded.source,
-                },
-            );
-        }
-    }
     match kind.as_str() {
         "Operation" => {
-            if let Some(o) = typed(value, &object, problems) {
+            if let Some(o) = typed(value, known, &object, problems) {
                 insert(
                     &mut manifests.operations,
                     name,
@@ -360,7 +466,7 @@ fn add(
             }
         }
         "OperationSet" => {
-            if let Some(o) = typed(value, &object, problems) {
+            if let Some(o) = typed(value, known, &object, problems) {
                 insert(
                     &mut manifests.operation_sets,
                     name,
@@ -371,7 +477,7 @@ fn add(
             }
         }
         "Trigger" => {
-            if let Some(o) = typed(value, &object, problems) {
+            if let Some(o) = typed(value, known, &object, problems) {
                 insert(
                     &mut manifests.triggers,
                     name,
@@ -382,7 +488,7 @@ fn add(
             }
         }
         "Diagnosis" => {
-            if let Some(mut o) = typed::<Diagnosis>(value, &object, problems) {
+            if let Some(mut o) = typed::<Diagnosis>(value, known, &object, problems) {
                 o.metadata
                     .namespace
                     .get_or_insert_with(|| "default".to_owned());
@@ -402,6 +508,25 @@ fn add(
                 "unknown kind {other:?}; expected Operation, OperationSet, Trigger or Diagnosis"
             ),
         )),
+    }
+}
+
+/// Adds `loaded` under `name` unless the name is taken.
+fn insert<T>(
+    map: &mut BTreeMap<String, Loaded<T>>,
+    name: String,
+    loaded: Loaded<T>,
+    object: String,
+    problems: &mut Vec<Problem>,
+) {
+    if let Some(previous) = map.get(&name) {
+        problems.push(Problem::new(
+            object,
+            "metadata.name",
+            format!("duplicate name; first defined in {}", previous.source),
+        ));
+    } else {
+        map.insert(name, loaded);
     }
 }
 
@@ -504,6 +629,97 @@ mod tests {
         )
         .unwrap();
         assert_eq!(validate_object(fine), []);
+    }
+
+    #[test]
+    fn every_field_problem_is_listed_with_out_of_range_numbers_and_duplicate_keys() {
+        let (m, p) = parse(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: a}\nspec:\n  processor:\n    timeoutSeconds: 99999999999999999999\n    scriptRunner: {script: 'true'}\n    scriptRunner: {script: 'false', argKeys: 5}\n  storage: [wrong]\n",
+        );
+        assert!(m.operations.is_empty());
+        let found: Vec<(&str, &str)> = p
+            .iter()
+            .map(|p| (p.field.as_str(), p.reason.as_str()))
+            .collect();
+        assert!(
+            p.iter().all(|p| p.object == "x.yaml#1 (Operation/a)"),
+            "{p:?}"
+        );
+        assert_eq!(
+            found.iter().map(|f| f.0).collect::<Vec<_>>(),
+            [
+                "spec.processor.timeoutSeconds",
+                "spec.processor.scriptRunner",
+                "spec.processor.scriptRunner.argKeys",
+                "spec.storage[0]"
+            ],
+            "{p:?}"
+        );
+        assert!(found[0].1.contains("out of range"), "{p:?}");
+        assert!(
+            found[1]
+                .1
+                .contains("line 7 column 5, again at line 8 column 5"),
+            "{p:?}"
+        );
+        assert!(!p.iter().any(|p| p.reason.contains("not valid YAML")));
+    }
+
+    #[test]
+    fn a_missing_field_does_not_hide_the_next_one() {
+        let (_, p) = parse(
+            "apiVersion: operon.dev/v1alpha1\nkind: Trigger\nmetadata: {name: t}\nspec: {parameters: {a: [1]}}\n",
+        );
+        let fields: Vec<&str> = p.iter().map(|p| p.field.as_str()).collect();
+        assert!(fields.len() >= 2, "{p:?}");
+        assert!(
+            p.iter()
+                .any(|p| p.reason.contains("missing field `operationSet`")),
+            "{p:?}"
+        );
+        assert!(fields.contains(&"spec.parameters.a"), "{p:?}");
+    }
+
+    #[test]
+    fn a_large_operation_set_is_read_straight_from_its_text_like_a_small_one() {
+        let mut text = String::from(
+            "apiVersion: operon.dev/v1alpha1\nkind: OperationSet\nmetadata: {name: s, labels: {a: 'yes'}}\nspec:\n  adjacencyList:\n  - id: 0\n    to: [1]\n",
+        );
+        for id in 1..200 {
+            text.push_str(&format!(
+                "  - id: {id}\n    operation: op\n    to: [{}]\n",
+                id + 1
+            ));
+        }
+        text.push_str("  - id: 200\n    operation: op\n");
+        let (m, p) = parse(&text);
+        assert!(p.is_empty(), "{p:?}");
+        let direct = &m.operation_sets["s"].object;
+        let value: serde_json::Value = yaml_serde::from_str(&text).unwrap();
+        let through_tree: OperationSet = serde_json::from_value(value).unwrap();
+        assert_eq!(
+            serde_json::to_value(direct).unwrap(),
+            serde_json::to_value(&through_tree).unwrap()
+        );
+        assert_eq!(direct.spec.adjacency_list.len(), 201);
+    }
+
+    #[test]
+    fn parameters_over_the_limit_are_a_problem() {
+        let big = "x".repeat(PARAMETERS_BYTES);
+        let (m, p) = parse(&format!(
+            "apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata: {{name: d}}\nspec: {{operationSet: s, parameters: {{a: {big}}}}}\n"
+        ));
+        assert!(p.is_empty(), "{p:?}");
+        let problems = m.validate();
+        let found = problems
+            .iter()
+            .find(|p| p.field == "spec.parameters")
+            .expect("a parameters problem");
+        assert!(
+            found.reason.contains("more than the 262144 allowed"),
+            "{found}"
+        );
     }
 
     #[test]

@@ -83,6 +83,19 @@ fn parse_document(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Err("the configuration is empty".to_owned());
     }
+    // A key given twice (the second silently winning), a number no JSON integer holds
+    // and a document over the limits are refused here with where they are, in JSON too.
+    let scanned = crate::manifest::scan::scan(text, crate::manifest::scan::LIMITS);
+    let findings: Vec<String> = (scanned.documents.iter())
+        .flat_map(|document| &document.findings)
+        .map(|f| match f.field.as_str() {
+            "" => f.reason.clone(),
+            field => format!("{field}: {}", f.reason),
+        })
+        .collect();
+    if !findings.is_empty() {
+        return Err(findings.join("; "));
+    }
     if text.trim_start().starts_with('{') {
         serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))
     } else {
