@@ -3,7 +3,12 @@
 # and copies it in): the operon binary, the programs shell hooks commonly use, and the
 # shared libraries they load, copied from this machine. Nothing is downloaded.
 #
-#   deploy/image/build-rootfs.sh OPERON_BINARY OUT_DIR
+#   deploy/image/build-rootfs.sh OPERON_BINARY OUT_DIR [MODULES_DIR]
+#
+# MODULES_DIR's *.wasm go to /usr/lib/operon/modules, the image's --modules directory:
+# give target/wasm32-wasip2/release after
+# `cargo build --release --target wasm32-wasip2 -p node-collector`, so that the agent's
+# process and mount built-ins find node_collector.wasm.
 #
 # OUT_DIR receives rootfs/ and the Containerfile, ready as a build context:
 #
@@ -20,9 +25,11 @@ die() {
   exit 1
 }
 
-[ $# -eq 2 ] || die "usage: build-rootfs.sh OPERON_BINARY OUT_DIR"
+[ $# -eq 2 ] || [ $# -eq 3 ] || die "usage: build-rootfs.sh OPERON_BINARY OUT_DIR [MODULES_DIR]"
 binary=$1
 out=$2
+modules=${3:-}
+[ -z "$modules" ] || [ -d "$modules" ] || die "$modules is not a directory"
 here=$(cd "$(dirname "$0")" && pwd)
 [ -x "$binary" ] || die "$binary is not an executable (build it: cargo build --release -p operon-engine)"
 command -v ldd >/dev/null || die "ldd is missing (it comes with the C library's tools)"
@@ -127,7 +134,13 @@ done
 
 # Where the Deployment mounts volumes, usable without them too (docker run): the hooks,
 # the debug socket, the module cache and $TMPDIR.
-mkdir -p "$root"/{hooks,tmp,var/run/operon,var/cache/operon,home/nonroot,root}
+mkdir -p "$root"/{hooks,tmp,var/run/operon,var/cache/operon,home/nonroot,root,usr/lib/operon/modules}
+if [ -n "$modules" ]; then
+  for module in "$modules"/*.wasm; do
+    [ -e "$module" ] || continue
+    install -m 0644 "$module" "$root/usr/lib/operon/modules/"
+  done
+fi
 chmod 1777 "$root/tmp" "$root/var/run/operon" "$root/var/cache/operon"
 chmod 0755 "$root/hooks"
 chmod 0700 "$root/root"
