@@ -185,7 +185,7 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         }
     }
     let crds = of_kind(objects, "CustomResourceDefinition");
-    assert_eq!(crds.len(), 4, "the four operon.dev CRDs");
+    assert_eq!(crds.len(), 5, "the five operon.dev CRDs");
 
     let mut expected = BTreeSet::new();
     for crd in &crds {
@@ -222,6 +222,18 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
     // Placing a Diagnosis: the Node it names, the Pod it references.
     expected.insert(grant("", "nodes", "get", ""));
     expected.insert(grant("", "pods", "get", ""));
+    // The module API: Modules written with server-side apply and removed on request,
+    // callers reviewed by the API server.
+    for verb in ["create", "patch", "delete"] {
+        expected.insert(grant("operon.dev", "modules", verb, ""));
+    }
+    expected.insert(grant("authentication.k8s.io", "tokenreviews", "create", ""));
+    expected.insert(grant(
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "create",
+        "",
+    ));
     if let Some(webhooks) = webhooks {
         // Server-side apply creates a missing configuration with a PATCH that the API
         // server authorizes as `create` of that name, so `create` is named too.
@@ -727,6 +739,7 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "CustomResourceDefinition/operationsets.operon.dev",
         "CustomResourceDefinition/triggers.operon.dev",
         "CustomResourceDefinition/diagnoses.operon.dev",
+        "CustomResourceDefinition/modules.operon.dev",
         "ServiceAccount/operon",
         "ClusterRole/operon",
         "ClusterRoleBinding/operon",

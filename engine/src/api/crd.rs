@@ -4,7 +4,7 @@
 //! `Option<enum>` field gets `null` in its `enum` list, which a v1.21 API server rejects
 //! with a misleading error, so `null` is removed from every `enum` list.
 
-use super::{Diagnosis, Operation, OperationSet, Trigger};
+use super::{Diagnosis, Module, Operation, OperationSet, Trigger};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 
@@ -15,6 +15,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         OperationSet::crd(),
         Trigger::crd(),
         Diagnosis::crd(),
+        Module::crd(),
     ]
     .into_iter()
     .map(|crd| {
@@ -57,7 +58,13 @@ mod tests {
     #[test]
     fn crds_have_explicit_plurals_and_no_null_enums() {
         let text = crds_yaml();
-        for plural in ["operations", "operationsets", "triggers", "diagnoses"] {
+        for plural in [
+            "operations",
+            "operationsets",
+            "triggers",
+            "diagnoses",
+            "modules",
+        ] {
             assert!(text.contains(&format!("plural: {plural}")), "{plural}");
         }
         assert!(!text.contains("- null"));

@@ -1,5 +1,5 @@
 //! The custom resources of group `operon.dev/v1alpha1`: Operation, OperationSet,
-//! Trigger and Diagnosis, with KubeDiag's field names, their defaults and their
+//! Trigger, Diagnosis and Module, with KubeDiag's field names, their defaults and their
 //! validation.
 //!
 //! Types only, no I/O: the graph, the pipeline and the controllers consume them. Every
@@ -9,6 +9,7 @@
 mod condition;
 mod crd;
 mod diagnosis;
+mod module;
 mod operation;
 mod operation_set;
 mod trigger;
@@ -19,6 +20,7 @@ pub use diagnosis::{
     Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisSpec, DiagnosisStatus, FailedPath, NodePhase,
     NodeRecord, PathNode, PodReference,
 };
+pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
 pub use operation::{
     EnvVar, HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ProcessorKind,
     ScriptRunner, Storage, WasmProcessor,

@@ -6,6 +6,7 @@ mod convert;
 mod debug;
 mod diagnose;
 mod hook;
+mod module;
 mod modules;
 mod op;
 mod output;
@@ -49,6 +50,9 @@ enum Command {
     /// addon-operator's modules: run the task queue, show a module's values, render it.
     #[command(subcommand)]
     Modules(modules::ModulesCommand),
+    /// Upload, list, download and remove the wasm modules of `operon serve`.
+    #[command(subcommand)]
+    Module(module::ModuleCommand),
     /// Run a Diagnosis of an OperationSet from YAML files, with no cluster.
     Run(Box<diagnose::DiagnoseArgs>),
     /// Check Operations, OperationSets, Triggers and Diagnoses; report every problem.
@@ -98,6 +102,7 @@ pub fn main() -> ExitCode {
         Command::Op(cmd) => op::run(cmd),
         Command::Hook(cmd) => hook::run(cmd),
         Command::Modules(cmd) => modules::run(cmd),
+        Command::Module(cmd) => module::run(cmd),
         Command::Run(args) => diagnose::run(*args),
         Command::Validate(args) => diagnose::validate(args),
         Command::Graph(args) => diagnose::draw(args),

@@ -226,6 +226,8 @@ pub struct ServeArgs {
     cache_dir: Option<PathBuf>,
     #[command(flatten)]
     diagnoses: DiagnosisArgs,
+    #[command(flatten)]
+    module_api: super::module::ModuleApiArgs,
 }
 
 /// How to reach the API server (`operon serve` and `operon agent`).
@@ -282,6 +284,8 @@ pub struct DiagnosisArgs {
     /// The results kept in a Diagnosis' status stay under this many bytes.
     #[arg(long, default_value_t = 512 * 1024)]
     pub results_limit: usize,
+    #[command(flatten)]
+    pub module_store: super::module::ModuleStoreArgs,
 }
 
 impl DiagnosisArgs {
@@ -296,10 +300,11 @@ impl DiagnosisArgs {
         strict: bool,
         script_store: Option<Arc<operon::script::ScriptStore>>,
     ) -> Arc<diagnosis::Context> {
+        let cache_dir = cache_dir.or_else(operon::sandbox::default_cache_dir);
         let processors = Processors::new(ProcessorSettings {
-            cache_dir: cache_dir.or_else(operon::sandbox::default_cache_dir),
+            cache_dir: cache_dir.clone(),
             strict,
-            modules: ModuleLocator::new(self.modules.clone()),
+            modules: self.locator(&client, &role, cache_dir.as_deref()),
             script_store,
             ..ProcessorSettings::default()
         });
@@ -315,6 +320,45 @@ impl DiagnosisArgs {
             Arc::new(processors),
             settings,
         ))
+    }
+}
+
+impl DiagnosisArgs {
+    /// Where wasm modules are found: --modules, and the module store named by the
+    /// cluster's Modules. An agent keeps its store in step with the Modules here (a
+    /// replica of `operon serve` does so beside its module API, see `module_api`).
+    fn locator(
+        &self,
+        client: &kube::Client,
+        role: &Role,
+        cache_dir: Option<&std::path::Path>,
+    ) -> ModuleLocator {
+        let locator = ModuleLocator::new(self.modules.clone());
+        let Some(catalog) = self.module_store.catalog(cache_dir) else {
+            return locator;
+        };
+        // An agent fetches from the replicas of `operon serve`, which needs their CA;
+        // without one it finds modules in --modules only.
+        if let Role::Agent { node } = role {
+            match self.module_store.fetcher(None) {
+                Ok(None) => {
+                    tracing::info!("no --module-source-ca: uploaded modules are not fetched");
+                    return locator;
+                }
+                Ok(fetcher) => {
+                    let replica = self.module_store.replica(format!("agent/{node}"), None);
+                    tokio::spawn(operon::store::replica::follow(
+                        client.clone(),
+                        catalog.clone(),
+                        fetcher,
+                        replica,
+                        None,
+                    ));
+                }
+                Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot fetch modules"),
+            }
+        }
+        locator.with_catalog(catalog)
     }
 }
 
@@ -353,7 +397,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         true => Some(self_signed(&args, &cluster, &namespace).await?),
         false => None,
     };
-    let options = ServeOptions {
+    let mut options = ServeOptions {
         hooks_dir: args.hooks_dir.clone(),
         listen: SocketAddr::new(args.listen_address, args.listen_port),
         debug_socket: Some(PathBuf::from(&args.debug_unix_socket))
@@ -404,6 +448,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 token_secret,
             }
         }),
+        module_api: None,
     };
     let registrar = registration(&args, &namespace, self_signed.as_ref())?.map(|registration| {
         let registrar = Registrar::new(cluster.client().clone(), registration);
@@ -460,6 +505,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             None,
         )
     });
+    if let (Some(client), Some(ctx)) = (&controllers, &diagnoses) {
+        let ca = match (&self_signed, ca_of(&args, &args.validating_webhook_ca)) {
+            (_, Some(path)) => {
+                Some(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?)
+            }
+            (Some(s), None) => Some(s.ca.borrow().clone()),
+            (None, None) => None,
+        };
+        let server_name = (self_signed.is_some() || args.webhook_cert_dir.is_some())
+            .then(|| format!("{}.{namespace}.svc", args.validating_webhook_service_name));
+        options.module_api = args
+            .module_api
+            .start(
+                client,
+                ctx,
+                &args.diagnoses.module_store,
+                args.cache_dir.as_deref(),
+                ca,
+                server_name,
+                args.validating_webhook_listen_port,
+            )
+            .await?;
+    }
     serve::run(
         options,
         &loader,

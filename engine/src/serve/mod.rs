@@ -9,6 +9,7 @@ pub mod debug;
 mod fake_lease;
 mod http;
 pub mod lease;
+pub mod modules;
 pub mod webhook;
 
 use crate::cluster::Cluster;
@@ -46,6 +47,9 @@ pub struct ServeOptions {
     /// The Alertmanager receiver on the HTTP port ([`alerts`]); `None` leaves its
     /// routes unmounted.
     pub alertmanager: Option<alerts::AlertmanagerOptions>,
+    /// The module API ([`modules`]), served on the admission server's HTTPS port;
+    /// `None` leaves its routes unmounted.
+    pub module_api: Option<Arc<modules::ModuleApi>>,
 }
 
 impl ServeOptions {
@@ -60,6 +64,7 @@ impl ServeOptions {
             conversion_webhook: None,
             webhook_timeout: Duration::from_secs(9),
             alertmanager: None,
+            module_api: None,
         }
     }
 }
@@ -215,11 +220,25 @@ pub async fn run(
         tracing::info!(address = %endpoint.listen, kind = ?kind, "serving webhooks over HTTPS");
         let watching = cert.watch(CERT_RELOAD_INTERVAL);
         let router = webhook::router(status.clone(), kind, options.webhook_timeout);
+        let router = match (&options.module_api, kind) {
+            (Some(api), WebhookKind::Admission) => {
+                tracing::info!(address = %endpoint.listen, "serving the module API at /v1/modules");
+                router.merge(modules::router(api.clone()))
+            }
+            _ => router,
+        };
         let stopped = stopped.clone();
         servers.spawn(async move {
             webhook::serve_tls(listener, config, router, stopped).await;
             watching.abort();
         });
+    }
+    if options.module_api.is_some() && options.admission_webhook.is_none() {
+        tracing::warn!(
+            "the module API is not served: it needs the admission server's HTTPS \
+            (--validating-webhook-server-cert and --validating-webhook-server-key, \
+            --webhook-cert-dir or --webhook-self-signed)"
+        );
     }
     if let Some(path) = &options.debug_socket {
         let listener = debug::bind(path).map_err(|source| ServeError::Listen {

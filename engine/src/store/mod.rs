@@ -1,8 +1,17 @@
-//! What Operon keeps between runs, and where it finds it. Today: wasm modules on disk,
-//! found by path, by name in a modules directory, or by sha256 digest
-//! ([`ModuleLocator`]). The content-addressed module store behind the upload API comes
-//! here too.
+//! What Operon keeps between runs, and where it finds it: wasm modules, found by path,
+//! by name in a modules directory, or by sha256 digest ([`ModuleLocator`]), and the
+//! content-addressed module store behind the upload API ([`BlobStore`]): modules checked
+//! at upload ([`inspect()`]), named by the cluster's Module objects ([`ModuleCatalog`]),
+//! and copied between replicas and agents by digest ([`replica`], [`fetch`]).
 
+mod blobs;
+mod catalog;
+pub mod fetch;
+mod inspect;
 mod modules;
+pub mod replica;
 
+pub use blobs::{BlobError, BlobStore, DEFAULT_MAX_MODULE_BYTES, StoredBlob};
+pub use catalog::ModuleCatalog;
+pub use inspect::{ModuleInfo, imports, inspect};
 pub use modules::{ModuleError, ModuleLocator};

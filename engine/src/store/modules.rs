@@ -1,9 +1,12 @@
-//! Finding the module file an Operation's `wasm.module` names.
+//! Finding the module file an Operation's `wasm.module` names: in the cluster's module
+//! store (through the [`ModuleCatalog`] of Module objects) when there is one, in a
+//! modules directory, or beside the manifest.
 
+use super::catalog::ModuleCatalog;
 use crate::sandbox::ModuleDigest;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Why a module reference does not lead to a file.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +36,17 @@ pub enum ModuleError {
         /// The directory searched.
         dir: PathBuf,
     },
+    /// The Module names a digest this engine's store does not hold yet (it is being
+    /// fetched from a replica that holds it).
+    #[error(
+        "module {reference:?} is {digest}, which this engine's module store does not hold yet; it is fetched from a replica that holds it (see the Module's status.sources)"
+    )]
+    NotInStore {
+        /// The reference as written.
+        reference: String,
+        /// The digest wanted.
+        digest: ModuleDigest,
+    },
     /// No candidate file exists.
     #[error("module {reference:?} not found (looked for {})", tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
     NotFound {
@@ -44,12 +58,16 @@ pub enum ModuleError {
 }
 
 /// Resolves module references: a path (relative to the manifest that names it), a name
-/// (`<name>.wasm` in the modules directory, then beside the manifest), or a digest
-/// (`sha256:...`, the module in the modules directory with that content).
+/// (the Module object of that name in the cluster, then `<name>.wasm` in the modules
+/// directory, then beside the manifest), or a digest (`sha256:...`: the module store's
+/// blob, then the module in the modules directory with that content). A digest pins
+/// the bytes; a name follows its Module.
 #[derive(Debug, Clone, Default)]
 pub struct ModuleLocator {
     /// Where named and digest-addressed modules live.
     dir: Option<PathBuf>,
+    /// The cluster's Modules and this engine's store of their bytes.
+    catalog: Option<Arc<ModuleCatalog>>,
     /// The modules of `dir` by digest, read and hashed at the first digest lookup and
     /// kept: a set naming many modules by digest must not read the directory each time.
     digests: OnceLock<HashMap<ModuleDigest, PathBuf>>,
@@ -60,14 +78,46 @@ impl ModuleLocator {
     pub fn new(dir: Option<PathBuf>) -> Self {
         Self {
             dir,
+            catalog: None,
             digests: OnceLock::new(),
         }
+    }
+
+    /// This locator, looking first in the cluster's Modules and the module store.
+    pub fn with_catalog(mut self, catalog: Arc<ModuleCatalog>) -> Self {
+        self.catalog = Some(catalog);
+        self
     }
 
     /// The file `reference` names, for an object read from a file in `base_dir`.
     pub fn locate(&self, reference: &str, base_dir: &Path) -> Result<PathBuf, ModuleError> {
         if let Some(wanted) = ModuleDigest::parse(reference) {
+            if let Some(catalog) = &self.catalog {
+                let path = catalog.blobs().path(&wanted);
+                if path.is_file() {
+                    return Ok(path);
+                }
+                if self.dir.is_none() {
+                    return Err(ModuleError::NotInStore {
+                        reference: reference.to_owned(),
+                        digest: wanted,
+                    });
+                }
+            }
             return self.by_digest(reference, wanted);
+        }
+        let is_name = !reference.contains('/') && !reference.ends_with(".wasm");
+        if let Some(catalog) = self.catalog.as_ref().filter(|_| is_name)
+            && let Some(digest) = catalog.digest_of(reference)
+        {
+            let path = catalog.blobs().path(&digest);
+            return match path.is_file() {
+                true => Ok(path),
+                false => Err(ModuleError::NotInStore {
+                    reference: reference.to_owned(),
+                    digest,
+                }),
+            };
         }
         let candidates: Vec<PathBuf> = if reference.contains('/') || reference.ends_with(".wasm") {
             // A path is relative to the manifest; the modules directory may hold the same
@@ -165,6 +215,48 @@ mod tests {
             locator.locate(&digest, manifests.path()).unwrap(),
             modules.path().join("probe.wasm")
         );
+    }
+
+    #[test]
+    fn names_follow_their_module_and_digests_pin() {
+        let store = tempfile::tempdir().unwrap();
+        let manifests = tempfile::tempdir().unwrap();
+        let blobs = super::super::BlobStore::open(store.path(), 1024).unwrap();
+        let catalog = Arc::new(ModuleCatalog::new(blobs.clone()));
+        let locator = ModuleLocator::new(None).with_catalog(catalog.clone());
+        let v1 = blobs.put(b"v1").unwrap();
+        let v2 = ModuleDigest::of(b"v2");
+        catalog.set("probe", v1);
+        assert_eq!(
+            locator.locate("probe", manifests.path()).unwrap(),
+            blobs.path(&v1)
+        );
+        // The Module now names bytes this engine has not fetched yet.
+        catalog.set("probe", v2);
+        let err = locator.locate("probe", manifests.path()).unwrap_err();
+        assert!(matches!(err, ModuleError::NotInStore { .. }), "{err}");
+        assert!(err.to_string().contains(&v2.to_string()), "{err}");
+        // A digest stays pinned to its bytes whatever the name says.
+        assert_eq!(
+            locator.locate(&v1.to_string(), manifests.path()).unwrap(),
+            blobs.path(&v1)
+        );
+        blobs.put(b"v2").unwrap();
+        assert_eq!(
+            locator.locate("probe", manifests.path()).unwrap(),
+            blobs.path(&v2)
+        );
+        // A name no Module has is still looked for beside the manifest.
+        std::fs::write(manifests.path().join("local.wasm"), b"local").unwrap();
+        assert_eq!(
+            locator.locate("local", manifests.path()).unwrap(),
+            manifests.path().join("local.wasm")
+        );
+        catalog.remove("probe");
+        assert!(matches!(
+            locator.locate("probe", manifests.path()),
+            Err(ModuleError::NotFound { .. })
+        ));
     }
 
     #[test]

@@ -1,0 +1,752 @@
+//! `operon module push/ls/rm/get`: the client of the module API of `operon serve`, and
+//! the flags with which `operon serve` and `operon agent` keep their module store.
+//!
+//! By default the CLI reaches the API through the API server's service proxy, with the
+//! kubeconfig's current context (its token goes in `X-Operon-Authorization`, as the
+//! proxy drops `Authorization`); `--server` and `--token` talk to it directly, e.g.
+//! through `kubectl port-forward`.
+
+use anyhow::{Context as _, bail};
+use http_body_util::BodyExt as _;
+use operon::serve::modules::PROXIED_AUTHORIZATION;
+use operon::store::fetch::{Fetcher, Token};
+use operon::store::replica::{self, ReplicaOptions};
+use operon::store::{BlobStore, DEFAULT_MAX_MODULE_BYTES, ModuleCatalog};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Uploads larger than this show their progress.
+const PROGRESS_FROM: usize = 1024 * 1024;
+/// The size of the chunks an upload is sent in.
+const CHUNK: usize = 64 * 1024;
+
+/// The module store of `operon serve` and `operon agent`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModuleStoreArgs {
+    /// Where uploaded and fetched modules are kept, by digest [default: CACHE_DIR/store].
+    #[arg(long, env = "OPERON_MODULE_STORE")]
+    module_store: Option<PathBuf>,
+    /// The largest module taken, in bytes.
+    #[arg(long, env = "OPERON_MODULE_MAX_BYTES", default_value_t = DEFAULT_MAX_MODULE_BYTES)]
+    module_max_bytes: u64,
+    /// How long modules no Module and no Operation refers to stay in the store.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    module_gc_grace: Duration,
+    /// The CA (PEM) of the replicas' module API, to fetch modules from them [serve:
+    /// default the admission server's CA].
+    #[arg(long, env = "OPERON_MODULE_SOURCE_CA")]
+    module_source_ca: Option<PathBuf>,
+    /// The bearer token sent when fetching modules from a replica.
+    #[arg(
+        long,
+        env = "OPERON_MODULE_FETCH_TOKEN_FILE",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    )]
+    module_fetch_token_file: PathBuf,
+    /// The catalog, opened once and shared by the runners and the module API.
+    #[arg(skip)]
+    catalog: OnceLock<Option<Arc<ModuleCatalog>>>,
+}
+
+impl ModuleStoreArgs {
+    /// The store's catalog (opened at the first call); `None`, logged, when the store
+    /// cannot be opened: modules are then found in --modules only.
+    pub fn catalog(&self, cache_dir: Option<&Path>) -> Option<Arc<ModuleCatalog>> {
+        self.catalog
+            .get_or_init(|| {
+                let dir = self
+                    .module_store
+                    .clone()
+                    .or_else(|| cache_dir.map(|d| d.join("store")))?;
+                match BlobStore::open(&dir, self.module_max_bytes) {
+                    Ok(store) => Some(Arc::new(ModuleCatalog::new(store))),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot open the module store: uploaded modules are not available");
+                        None
+                    }
+                }
+            })
+            .clone()
+    }
+
+    /// How modules are fetched from replicas: with --module-source-ca, else `ca_pem`.
+    pub fn fetcher(&self, ca_pem: Option<Vec<u8>>) -> anyhow::Result<Option<Fetcher>> {
+        let (pem, path) = match (&self.module_source_ca, ca_pem) {
+            (Some(path), _) => (
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+                path.clone(),
+            ),
+            (None, Some(pem)) => (pem, PathBuf::from("the admission server's CA")),
+            (None, None) => return Ok(None),
+        };
+        let token = Token::File(self.module_fetch_token_file.clone());
+        Ok(Some(Fetcher::new(&pem, path, token)?))
+    }
+
+    /// How this process takes part in keeping modules.
+    pub fn replica(
+        &self,
+        identity: String,
+        advertise: Option<replica::Advertised>,
+    ) -> ReplicaOptions {
+        ReplicaOptions {
+            identity,
+            advertise,
+            gc_grace: self.module_gc_grace,
+        }
+    }
+}
+
+/// The module API of `operon serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModuleApiArgs {
+    /// Do not serve the module API (nor keep the module store in step with the Modules).
+    #[arg(long, env = "OPERON_NO_MODULE_API")]
+    no_module_api: bool,
+    /// The URL at which the other replicas and the agents fetch modules from this one
+    /// [default: https://$POD_IP:<--validating-webhook-listen-port>].
+    #[arg(long, env = "OPERON_MODULE_API_URL")]
+    module_api_url: Option<String>,
+    /// The name the others check this replica's certificate against [default: the
+    /// webhook Service's DNS name with a self-signed or --webhook-cert-dir
+    /// certificate, else the URL's host].
+    #[arg(long, env = "OPERON_MODULE_API_SERVER_NAME")]
+    module_api_server_name: Option<String>,
+}
+
+impl ModuleApiArgs {
+    /// Starts keeping the module store in step with the Modules and returns the API to
+    /// serve; `None` when it is turned off, the Module CRD is not installed or the
+    /// store cannot be opened. `ca` is the admission server's CA (trusted when fetching
+    /// from the other replicas), `server_name` the name its certificate carries and
+    /// `port` its port.
+    #[allow(clippy::too_many_arguments)] // Each is one fact of `operon serve`'s setup.
+    pub async fn start(
+        &self,
+        client: &kube::Client,
+        ctx: &Arc<operon::controllers::diagnosis::Context>,
+        store: &ModuleStoreArgs,
+        cache_dir: Option<&Path>,
+        ca: Option<Vec<u8>>,
+        server_name: Option<String>,
+        port: u16,
+    ) -> anyhow::Result<Option<Arc<operon::serve::modules::ModuleApi>>> {
+        if self.no_module_api {
+            return Ok(None);
+        }
+        match replica::modules_installed(client).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!("the Module CRD is not installed: the module API is not served");
+                return Ok(None);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell whether the Module CRD is installed: the module API is not served");
+                return Ok(None);
+            }
+        }
+        let Some(catalog) = store.catalog(cache_dir) else {
+            return Ok(None);
+        };
+        let url = self.module_api_url.clone().or_else(|| {
+            let ip: std::net::IpAddr = std::env::var("POD_IP").ok()?.parse().ok()?;
+            Some(format!("https://{}", std::net::SocketAddr::new(ip, port)))
+        });
+        if url.is_none() {
+            tracing::warn!(
+                "no --module-api-url and no $POD_IP: the other replicas cannot fetch modules from this one"
+            );
+        }
+        let advertise = url.map(|url| replica::Advertised {
+            url,
+            server_name: self.module_api_server_name.clone().or(server_name),
+        });
+        let identity = std::env::var("POD_NAME")
+            .ok()
+            .filter(|n| !n.is_empty())
+            .or_else(|| advertise.as_ref().map(|a| a.url.clone()))
+            .unwrap_or_else(|| "operon-serve".to_owned());
+        let replica = store.replica(identity, advertise);
+        let fetcher = store.fetcher(ca)?;
+        let sandbox = ctx
+            .processors()
+            .wasm_sandbox()
+            .context("starting the wasm sandbox for the module API")?;
+        tokio::spawn(replica::follow(
+            client.clone(),
+            catalog.clone(),
+            fetcher,
+            replica.clone(),
+            Some(sandbox.clone()),
+        ));
+        Ok(Some(Arc::new(operon::serve::modules::ModuleApi::new(
+            client.clone(),
+            operon::serve::modules::auth::Authorizer::new(client.clone()),
+            catalog,
+            sandbox,
+            replica,
+        ))))
+    }
+}
+
+/// Work with the modules uploaded to `operon serve`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ModuleCommand {
+    /// Upload a wasm component as module NAME; prints its digest.
+    Push {
+        /// The component (`.wasm`).
+        file: PathBuf,
+        /// The module's name [default: the file's name without `.wasm`].
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// List the modules.
+    Ls {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = super::output::Format::Table)]
+        output: super::output::Format,
+    },
+    /// Remove module NAME (its bytes stay while an Operation pins their digest).
+    Rm {
+        /// The module.
+        name: String,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// Download module NAME (or a `sha256:` digest).
+    Get {
+        /// The module or digest.
+        name: String,
+        /// Where to write it.
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+}
+
+/// Where the module API is and how to authenticate.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConnectArgs {
+    /// The module API's base URL (e.g. `https://127.0.0.1:9680` through `kubectl
+    /// port-forward svc/operon-webhooks 9680:443`) [default: through the API server's
+    /// service proxy].
+    #[arg(long, env = "OPERON_SERVER")]
+    server: Option<String>,
+    /// The bearer token [default: the kubeconfig user's].
+    #[arg(long, env = "OPERON_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// A kubeconfig file [default: $KUBECONFIG, then ~/.kube/config].
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// A kubeconfig context other than the current one.
+    #[arg(long)]
+    context: Option<String>,
+    /// The namespace of Operon's Service (with the service proxy).
+    #[arg(long, default_value = "operon")]
+    operon_namespace: String,
+    /// The Service and port serving the module API (with the service proxy).
+    #[arg(long, default_value = "operon-webhooks:443")]
+    operon_service: String,
+    /// The CA (PEM) that signed the module API's certificate (with --server).
+    #[arg(long)]
+    certificate_authority: Option<PathBuf>,
+    /// The name the certificate is checked against, when not the --server host (e.g.
+    /// `operon-webhooks.operon.svc` through a port-forward).
+    #[arg(long)]
+    tls_server_name: Option<String>,
+    /// Do not check the module API's certificate (with --server; the token is then
+    /// exposed to whoever answers).
+    #[arg(long)]
+    insecure_skip_tls_verify: bool,
+}
+
+/// Runs `operon module`.
+pub fn run(command: ModuleCommand) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(execute(command))
+}
+
+async fn execute(command: ModuleCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ModuleCommand::Push {
+            file,
+            name,
+            connect,
+        } => {
+            let name = match name {
+                Some(name) => name,
+                None => file
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .map(str::to_owned)
+                    .context("give --name NAME")?,
+            };
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let api = Api::connect(&connect).await?;
+            let started = Instant::now();
+            let answer = api
+                .call("POST", &format!("/v1/modules/{name}"), Some(bytes))
+                .await?;
+            let elapsed = started.elapsed();
+            println!(
+                "{} {} ({} world, {} bytes, {:.2}s)",
+                name,
+                answer["digest"].as_str().unwrap_or_default(),
+                answer["world"].as_str().unwrap_or_default(),
+                answer["size"],
+                elapsed.as_secs_f64()
+            );
+        }
+        ModuleCommand::Ls { connect, output } => {
+            let api = Api::connect(&connect).await?;
+            let answer = api.call("GET", "/v1/modules", None).await?;
+            let items = answer["items"].as_array().cloned().unwrap_or_default();
+            match output {
+                super::output::Format::Table => {
+                    let rows: Vec<Vec<String>> = items
+                        .iter()
+                        .map(|m| {
+                            let text = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
+                            vec![
+                                text("name"),
+                                text("world"),
+                                text("digest"),
+                                m["size"].to_string(),
+                                text("uploadedBy"),
+                                text("uploadedAt"),
+                            ]
+                        })
+                        .collect();
+                    print!(
+                        "{}",
+                        super::output::table(
+                            &[
+                                "NAME",
+                                "WORLD",
+                                "DIGEST",
+                                "SIZE",
+                                "UPLOADED-BY",
+                                "UPLOADED-AT"
+                            ],
+                            &rows
+                        )
+                    );
+                }
+                other => super::output::print_structured(other, &items)?,
+            }
+        }
+        ModuleCommand::Rm { name, connect } => {
+            let api = Api::connect(&connect).await?;
+            let answer = api
+                .call("DELETE", &format!("/v1/modules/{name}"), None)
+                .await?;
+            println!(
+                "module {name} removed ({})",
+                answer["digest"].as_str().unwrap_or_default()
+            );
+        }
+        ModuleCommand::Get {
+            name,
+            output,
+            connect,
+        } => {
+            let api = Api::connect(&connect).await?;
+            let digest = match name.starts_with("sha256:") {
+                true => name.clone(),
+                false => {
+                    let module = api
+                        .call("GET", &format!("/v1/modules/{name}"), None)
+                        .await?;
+                    module["digest"]
+                        .as_str()
+                        .context("the answer names no digest")?
+                        .to_owned()
+                }
+            };
+            let wanted = operon::sandbox::ModuleDigest::parse(&digest)
+                .with_context(|| format!("{digest:?} is not a sha256 digest"))?;
+            let bytes = api
+                .fetch(&format!("/v1/modules/by-digest/{digest}"))
+                .await?;
+            let actual = operon::sandbox::ModuleDigest::of(&bytes);
+            if actual != wanted {
+                bail!("the server sent bytes with digest {actual}, not {wanted}: not written");
+            }
+            std::fs::write(&output, &bytes)
+                .with_context(|| format!("writing {}", output.display()))?;
+            println!("{} {} ({} bytes)", output.display(), wanted, bytes.len());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A connection to the module API.
+enum Api {
+    /// Straight to the module API.
+    Direct {
+        base: String,
+        host: String,
+        port: u16,
+        server_name: ServerName<'static>,
+        tls: Arc<rustls::ClientConfig>,
+        token: String,
+    },
+    /// Through the API server's service proxy.
+    Proxy {
+        client: kube::Client,
+        prefix: String,
+        token: String,
+    },
+}
+
+type RequestBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>;
+
+impl Api {
+    async fn connect(args: &ConnectArgs) -> anyhow::Result<Self> {
+        let kube_config = || async {
+            let options = kube::config::KubeConfigOptions {
+                context: args.context.clone(),
+                ..Default::default()
+            };
+            match &args.kubeconfig {
+                Some(path) => {
+                    let file = kube::config::Kubeconfig::read_from(path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    kube::Config::from_custom_kubeconfig(file, &options)
+                        .await
+                        .context("reading the kubeconfig")
+                }
+                None => kube::Config::from_kubeconfig(&options)
+                    .await
+                    .context("reading the kubeconfig"),
+            }
+        };
+        let kubeconfig_token = |config: &kube::Config| -> anyhow::Result<String> {
+            use kube::config::AuthInfo;
+            let AuthInfo {
+                token, token_file, ..
+            } = &config.auth_info;
+            if let Some(token) = token {
+                use secrecy::ExposeSecret as _;
+                return Ok(token.expose_secret().to_owned());
+            }
+            if let Some(file) = token_file {
+                return Ok(std::fs::read_to_string(file)
+                    .with_context(|| format!("reading the token file {file}"))?
+                    .trim()
+                    .to_owned());
+            }
+            bail!(
+                "the kubeconfig's user has no bearer token (a client certificate cannot be checked by the module API): give --token, e.g. $(kubectl create token NAME)"
+            )
+        };
+        match &args.server {
+            Some(server) => {
+                let token = match &args.token {
+                    Some(token) => token.clone(),
+                    None => kubeconfig_token(&kube_config().await?)?,
+                };
+                let base = server.trim_end_matches('/').to_owned();
+                let (host, port) = host_port(&base)
+                    .with_context(|| format!("--server {server:?} is not https://HOST[:PORT]"))?;
+                let name = args.tls_server_name.clone().unwrap_or_else(|| host.clone());
+                let server_name = ServerName::try_from(name.clone())
+                    .with_context(|| format!("{name:?} is not a server name"))?;
+                let tls = client_tls(args)?;
+                Ok(Api::Direct {
+                    base,
+                    host,
+                    port,
+                    server_name,
+                    tls,
+                    token,
+                })
+            }
+            None => {
+                let config = kube_config().await?;
+                let token = match &args.token {
+                    Some(token) => token.clone(),
+                    None => kubeconfig_token(&config)?,
+                };
+                let (service, port) = args
+                    .operon_service
+                    .split_once(':')
+                    .unwrap_or((&args.operon_service, "443"));
+                let prefix = format!(
+                    "/api/v1/namespaces/{}/services/https:{service}:{port}/proxy",
+                    args.operon_namespace
+                );
+                let client = kube::Client::try_from(config).context("building the client")?;
+                Ok(Api::Proxy {
+                    client,
+                    prefix,
+                    token,
+                })
+            }
+        }
+    }
+
+    /// Sends a request and returns the answer's JSON; a failure answer is an error
+    /// carrying its message.
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<serde_json::Value> {
+        let (status, bytes) = self.send(method, path, body).await?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
+        });
+        if !status.is_success() {
+            let message = value["message"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| value.to_string());
+            bail!("{method} {path}: HTTP {}: {message}", status.as_u16());
+        }
+        Ok(value)
+    }
+
+    /// GETs raw bytes.
+    async fn fetch(&self, path: &str) -> anyhow::Result<bytes::Bytes> {
+        let (status, bytes) = self.send("GET", path, None).await?;
+        if !status.is_success() {
+            let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            bail!(
+                "GET {path}: HTTP {}: {}",
+                status.as_u16(),
+                value["message"].as_str().unwrap_or_default()
+            );
+        }
+        Ok(bytes)
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<(http::StatusCode, bytes::Bytes)> {
+        match self {
+            Api::Direct {
+                base,
+                host,
+                port,
+                server_name,
+                tls,
+                token,
+            } => {
+                let tcp = tokio::net::TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .with_context(|| format!("connecting to {base}"))?;
+                let stream = tokio_rustls::TlsConnector::from(tls.clone())
+                    .connect(server_name.clone(), tcp)
+                    .await
+                    .with_context(|| format!("TLS with {base}"))?;
+                let (mut sender, connection) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                        .await?;
+                tokio::spawn(connection);
+                let size = body.as_ref().map(Vec::len);
+                let mut request = http::Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .header(http::header::HOST, host.as_str())
+                    .header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+                if let Some(size) = size {
+                    request = request
+                        .header(http::header::CONTENT_LENGTH, size)
+                        .header(http::header::CONTENT_TYPE, "application/wasm");
+                }
+                let request = request.body(upload_body(path, body))?;
+                let response = match sender.send_request(request).await {
+                    Ok(response) => response,
+                    // The API refuses an upload before reading it (no token, no
+                    // permission, too large) and closes the connection, which a client
+                    // still writing sees as a broken pipe: ask again without the bytes
+                    // to show why.
+                    Err(e) if size.is_some() => {
+                        let (status, answer) = Box::pin(self.send(method, path, None)).await?;
+                        if matches!(status.as_u16(), 401 | 403) {
+                            return Ok((status, answer));
+                        }
+                        return Err(anyhow::Error::new(e).context(format!(
+                            "{method} {base}{path}: the server closed the connection while the \
+                             module was sent (is it larger than the server's limit, \
+                             --module-max-bytes?)"
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e).context(format!("{method} {base}{path}")));
+                    }
+                };
+                let status = response.status();
+                let bytes = response.into_body().collect().await?.to_bytes();
+                Ok((status, bytes))
+            }
+            Api::Proxy {
+                client,
+                prefix,
+                token,
+            } => {
+                let request = http::Request::builder()
+                    .method(method)
+                    .uri(format!("{prefix}{path}"))
+                    .header(PROXIED_AUTHORIZATION, format!("Bearer {token}"))
+                    .header(http::header::CONTENT_TYPE, "application/wasm")
+                    .body(kube::client::Body::from(body.unwrap_or_default()))?;
+                let response = client
+                    .send(request)
+                    .await
+                    .with_context(|| format!("{method} {prefix}{path} through the API server"))?;
+                let status = response.status();
+                let bytes = response.into_body().collect().await?.to_bytes();
+                Ok((status, bytes))
+            }
+        }
+    }
+}
+
+/// The request body: `bytes` in chunks, with the progress on stderr for large uploads
+/// to a terminal.
+fn upload_body(path: &str, bytes: Option<Vec<u8>>) -> RequestBody {
+    let Some(bytes) = bytes else {
+        return http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed();
+    };
+    let total = bytes.len();
+    let show = total >= PROGRESS_FROM && std::io::stderr().is_terminal();
+    let label = path.rsplit('/').next().unwrap_or_default().to_owned();
+    let bytes = bytes::Bytes::from(bytes);
+    let chunks: Vec<bytes::Bytes> = (0..total)
+        .step_by(CHUNK)
+        .map(|start| bytes.slice(start..(start + CHUNK).min(total)))
+        .collect();
+    let mut sent = 0usize;
+    let stream = futures::stream::iter(chunks.into_iter().map(move |chunk| {
+        sent += chunk.len();
+        if show {
+            let mut err = std::io::stderr();
+            let _ = write!(
+                err,
+                "\ruploading {label}: {:>3}% ({:.1} / {:.1} MiB)",
+                sent * 100 / total.max(1),
+                sent as f64 / 1048576.0,
+                total as f64 / 1048576.0
+            );
+            if sent == total {
+                let _ = writeln!(err);
+            }
+        }
+        Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk))
+    }));
+    http_body_util::StreamBody::new(stream).boxed()
+}
+
+/// The TLS client of --server: its CA, or no check with --insecure-skip-tls-verify.
+fn client_tls(args: &ConnectArgs) -> anyhow::Result<Arc<rustls::ClientConfig>> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    if args.insecure_skip_tls_verify {
+        return Ok(Arc::new(
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
+                .with_no_client_auth(),
+        ));
+    }
+    let path = args.certificate_authority.as_ref().context(
+        "give --certificate-authority (the module API's CA, e.g. ca.crt of the Secret operon-webhook-tls) or --insecure-skip-tls-verify",
+    )?;
+    let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.with_context(|| format!("reading {}", path.display()))?)?;
+    }
+    anyhow::ensure!(!roots.is_empty(), "{} holds no certificate", path.display());
+    Ok(Arc::new(
+        builder.with_root_certificates(roots).with_no_client_auth(),
+    ))
+}
+
+/// `HOST` and `PORT` of `https://HOST[:PORT]`.
+fn host_port(url: &str) -> Option<(String, u16)> {
+    let authority = url.strip_prefix("https://")?.split('/').next()?;
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let (host, rest) = v6.split_once(']')?;
+            (host, rest.strip_prefix(':'))
+        }
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let port = port.map_or(Some(443), |p| p.parse().ok())?;
+    (!host.is_empty()).then(|| (host.to_owned(), port))
+}
+
+/// Accepts any certificate (--insecure-skip-tls-verify), still checking signatures.
+#[derive(Debug)]
+struct NoVerification(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,457 @@
+//! Keeping one engine's module store in step with the cluster's Module objects: every
+//! replica of `operon serve` and every agent watches the Modules, learns each name's
+//! digest, fetches the bytes it lacks from a replica listed in the Module's
+//! `status.sources` (checking the digest), and, when it serves the module API itself,
+//! lists itself there once it holds them. Bytes no Module and no Operation refer to
+//! any more are removed after a grace period.
+
+use super::catalog::ModuleCatalog;
+use super::fetch::Fetcher;
+use crate::api::{Module, ModuleSource, Operation};
+use crate::sandbox::{ModuleDigest, Sandbox};
+use futures::StreamExt as _;
+use kube::api::{ListParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+use kube::{Api, Client, ResourceExt as _};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often missing modules are fetched again and unreferenced ones looked for.
+const RESYNC: Duration = Duration::from_secs(10);
+/// How many times a status update is tried against concurrent writers.
+const STATUS_ATTEMPTS: usize = 8;
+
+/// How this engine takes part.
+#[derive(Debug, Clone)]
+pub struct ReplicaOptions {
+    /// This replica's name (its pod name), as listed in `status.sources`.
+    pub identity: String,
+    /// Where this replica serves its module API, when it does: it then lists itself
+    /// as a source of every module it holds.
+    pub advertise: Option<Advertised>,
+    /// How long bytes no Module or Operation refers to are kept.
+    pub gc_grace: Duration,
+}
+
+/// The module API of this replica as others reach it.
+#[derive(Debug, Clone)]
+pub struct Advertised {
+    /// Its base URL, e.g. `https://10.1.2.3:9443`.
+    pub url: String,
+    /// The name its certificate is checked against, when not the URL's host.
+    pub server_name: Option<String>,
+}
+
+impl ReplicaOptions {
+    /// The `status.sources` entry of this replica for `digest`.
+    pub fn source(&self, digest: &ModuleDigest) -> Option<ModuleSource> {
+        let advertised = self.advertise.as_ref()?;
+        Some(ModuleSource {
+            replica: self.identity.clone(),
+            url: advertised.url.clone(),
+            server_name: advertised.server_name.clone(),
+            digest: digest.to_string(),
+        })
+    }
+}
+
+/// Whether the API server serves the Module resource (its CRD is installed).
+pub async fn modules_installed(client: &Client) -> Result<bool, kube::Error> {
+    match client
+        .list_api_group_resources(crate::api::API_VERSION)
+        .await
+    {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "modules")),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Adds (or updates) `source` in the `status.sources` of Module `name`, with the
+/// resourceVersion read as precondition, trying again on a conflict.
+pub async fn record_source(
+    api: &Api<Module>,
+    name: &str,
+    source: &ModuleSource,
+) -> Result<(), kube::Error> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut module = api.get_status(name).await?;
+        let status = module.status.get_or_insert_with(Default::default);
+        if status.sources.contains(source) {
+            return Ok(());
+        }
+        status.sources.retain(|s| s.replica != source.replica);
+        status.sources.push(source.clone());
+        status.sources.sort_by(|a, b| a.replica.cmp(&b.replica));
+        let params = PostParams {
+            field_manager: Some("operon".to_owned()),
+            ..PostParams::default()
+        };
+        match api.replace_status(name, &params, &module).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < STATUS_ATTEMPTS => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Follows the Modules until the task is dropped. With `sandbox`, a fetched module is
+/// compiled (and its artifact cached) at once, so that its first run does not wait.
+pub async fn follow(
+    client: Client,
+    catalog: Arc<ModuleCatalog>,
+    fetcher: Option<Fetcher>,
+    options: ReplicaOptions,
+    sandbox: Option<Sandbox>,
+) {
+    let modules: Api<Module> = Api::all(client.clone());
+    let operations: Api<Operation> = Api::all(client);
+    let (reader, writer) = reflector::store::<Module>();
+    let events = reflector::reflector(writer, watcher(modules.clone(), watcher::Config::default()))
+        .default_backoff();
+    futures::pin_mut!(events);
+    let follower = Follower {
+        catalog,
+        fetcher,
+        options,
+        modules,
+        sandbox,
+        fetching: Arc::default(),
+        unreferenced: Mutex::default(),
+    };
+    let mut listed = false;
+    let mut resync = tokio::time::interval(RESYNC);
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                None => return,
+                // Until a (re-)list completes the cache holds part of the Modules.
+                Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
+                Some(Ok(_)) => listed = true,
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "watching Modules");
+                    continue;
+                }
+            },
+            _ = resync.tick() => {
+                if listed {
+                    follower.collect_garbage(&operations).await;
+                }
+            }
+        }
+        if listed {
+            follower.sync(&reader.state());
+        }
+    }
+}
+
+struct Follower {
+    catalog: Arc<ModuleCatalog>,
+    fetcher: Option<Fetcher>,
+    options: ReplicaOptions,
+    modules: Api<Module>,
+    /// Compiles fetched modules ahead of their first run.
+    sandbox: Option<Sandbox>,
+    /// Digests being fetched, so that events arriving meanwhile start no second fetch.
+    fetching: Arc<Mutex<HashSet<ModuleDigest>>>,
+    /// When each stored digest was first seen referenced by nothing.
+    unreferenced: Mutex<HashMap<ModuleDigest, Instant>>,
+}
+
+impl Follower {
+    fn sync(&self, modules: &[Arc<Module>]) {
+        let mut names = Vec::new();
+        for module in modules {
+            let name = module.name_any();
+            let Some(digest) = ModuleDigest::parse(&module.spec.digest) else {
+                tracing::warn!(module = %name, digest = %module.spec.digest,
+                    "Module/{name}: spec.digest is not sha256:<64 hex digits>; ignored");
+                continue;
+            };
+            names.push((name.clone(), digest));
+            if self.catalog.blobs().contains(&digest) {
+                self.advertise(module, &name, &digest);
+            } else {
+                self.fetch(module.clone(), name, digest);
+            }
+        }
+        self.catalog.replace(names);
+    }
+
+    /// Lists this replica as a source of `digest` when it is not listed yet.
+    fn advertise(&self, module: &Module, name: &str, digest: &ModuleDigest) {
+        let Some(source) = self.options.source(digest) else {
+            return;
+        };
+        let listed = module
+            .status
+            .as_ref()
+            .is_some_and(|s| s.sources.contains(&source));
+        if listed {
+            return;
+        }
+        let api = self.modules.clone();
+        let name = name.to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = record_source(&api, &name, &source).await {
+                tracing::warn!(module = %name, error = %e, "cannot list this replica as a source");
+            }
+        });
+    }
+
+    fn fetch(&self, module: Arc<Module>, name: String, digest: ModuleDigest) {
+        let Some(fetcher) = self.fetcher.clone() else {
+            tracing::warn!(module = %name, %digest, "no module source CA configured: cannot fetch modules");
+            return;
+        };
+        let sources: Vec<ModuleSource> = module
+            .status
+            .iter()
+            .flat_map(|s| &s.sources)
+            .filter(|s| s.digest == module.spec.digest && s.replica != self.options.identity)
+            .cloned()
+            .collect();
+        if sources.is_empty() {
+            tracing::debug!(module = %name, %digest, "no replica holds the module yet");
+            return;
+        }
+        if !self.lock_fetching().insert(digest) {
+            return;
+        }
+        let fetching = self.fetching.clone();
+        let blobs = self.catalog.blobs().clone();
+        let own = self.options.source(&digest);
+        let api = self.modules.clone();
+        let sandbox = self.sandbox.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            for source in &sources {
+                match fetcher.fetch(source, &digest, &blobs).await {
+                    Ok(()) => {
+                        tracing::info!(module = %name, %digest, from = %source.replica,
+                            ms = started.elapsed().as_millis() as u64, "module fetched");
+                        if let Some(sandbox) = sandbox.clone() {
+                            compile(sandbox, &blobs, &name, digest).await;
+                            tracing::info!(module = %name, %digest,
+                                ms = started.elapsed().as_millis() as u64, "module ready");
+                        }
+                        if let Some(own) = &own
+                            && let Err(e) = record_source(&api, &name, own).await
+                        {
+                            tracing::warn!(module = %name, error = %e, "cannot list this replica as a source");
+                        }
+                        break;
+                    }
+                    Err(e) => tracing::warn!(module = %name, error = %e, "cannot fetch a module"),
+                }
+            }
+            fetching
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&digest);
+        });
+    }
+
+    fn lock_fetching(&self) -> std::sync::MutexGuard<'_, HashSet<ModuleDigest>> {
+        self.fetching.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Removes stored bytes referenced by no Module and no Operation for longer than
+    /// the grace period.
+    async fn collect_garbage(&self, operations: &Api<Operation>) {
+        let pinned = match operations.list(&ListParams::default()).await {
+            Ok(list) => list
+                .items
+                .iter()
+                .filter_map(|op| op.spec.processor.wasm.as_ref())
+                .filter_map(|wasm| ModuleDigest::parse(&wasm.module))
+                .collect::<HashSet<_>>(),
+            Err(e) => {
+                // Without the Operations, nothing can be known unreferenced.
+                tracing::debug!(error = %e, "listing Operations for module garbage collection");
+                return;
+            }
+        };
+        let named: HashSet<ModuleDigest> =
+            self.catalog.names().into_iter().map(|(_, d)| d).collect();
+        let stored = match self.catalog.blobs().list() {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::warn!(error = %e, "listing the module store");
+                return;
+            }
+        };
+        let now = Instant::now();
+        let mut unreferenced = self.unreferenced.lock().unwrap_or_else(|e| e.into_inner());
+        let candidates = collectable(&stored, &named, &pinned);
+        unreferenced.retain(|digest, _| candidates.contains(digest));
+        for digest in candidates {
+            let since = *unreferenced.entry(digest).or_insert(now);
+            if now.duration_since(since) >= self.options.gc_grace {
+                match self.catalog.blobs().remove(&digest) {
+                    Ok(_) => {
+                        tracing::info!(%digest, "removed a module no Module or Operation refers to")
+                    }
+                    Err(e) => {
+                        tracing::warn!(%digest, error = %e, "cannot remove an unreferenced module")
+                    }
+                }
+                unreferenced.remove(&digest);
+            }
+        }
+    }
+}
+
+/// Compiles the stored `digest` (caching its artifact); a module that does not load is
+/// logged: its runs report the same error.
+async fn compile(sandbox: Sandbox, blobs: &super::BlobStore, name: &str, digest: ModuleDigest) {
+    let blobs = blobs.clone();
+    let label = format!("module {name:?}");
+    let outcome = tokio::task::spawn_blocking(move || {
+        let bytes = blobs
+            .get(&digest)
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        super::inspect(&sandbox, &label, &bytes).map_err(|e| e.to_string())
+    })
+    .await;
+    match outcome {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(module = %name, %digest, error = %e, "a fetched module does not load")
+        }
+        Err(e) => tracing::warn!(module = %name, %digest, error = %e, "compiling a fetched module"),
+    }
+}
+
+/// The stored digests neither a Module names nor an Operation pins.
+fn collectable(
+    stored: &[super::blobs::StoredBlob],
+    named: &HashSet<ModuleDigest>,
+    pinned: &HashSet<ModuleDigest>,
+) -> HashSet<ModuleDigest> {
+    stored
+        .iter()
+        .map(|b| b.digest)
+        .filter(|d| !named.contains(d) && !pinned.contains(d))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_bytes_nothing_refers_to_are_collectable() {
+        let blob = |bytes: &[u8]| super::super::blobs::StoredBlob {
+            digest: ModuleDigest::of(bytes),
+            size: 1,
+            stored: std::time::SystemTime::UNIX_EPOCH,
+        };
+        let stored = [blob(b"named"), blob(b"pinned"), blob(b"orphan")];
+        let named = HashSet::from([ModuleDigest::of(b"named")]);
+        let pinned = HashSet::from([ModuleDigest::of(b"pinned")]);
+        assert_eq!(
+            collectable(&stored, &named, &pinned),
+            HashSet::from([ModuleDigest::of(b"orphan")])
+        );
+    }
+
+    fn module_json(resource_version: &str, sources: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Module",
+            "metadata": {"name": "probe", "resourceVersion": resource_version},
+            "spec": {"digest": ModuleDigest::of(b"m").to_string(), "world": "operation",
+                     "witVersion": "0.2.0", "size": 1, "uploadedBy": "alice",
+                     "uploadedAt": "2026-11-24T00:00:00Z"},
+            "status": {"sources": sources},
+        })
+    }
+
+    #[tokio::test]
+    async fn a_source_is_recorded_with_the_resource_version_read_and_retried_on_conflict() {
+        let (client, mut api) = crate::cluster::kube::mock::pair();
+        let modules: Api<Module> = Api::all(client);
+        let digest = ModuleDigest::of(b"m");
+        let source = ModuleSource {
+            replica: "operon-b".into(),
+            url: "https://10.0.0.2:9680".into(),
+            server_name: Some("operon-webhooks.operon.svc".into()),
+            digest: digest.to_string(),
+        };
+        let other = serde_json::json!([{"replica": "operon-a", "url": "https://10.0.0.1:9680",
+                                         "digest": digest.to_string()}]);
+        let recording = tokio::spawn({
+            let source = source.clone();
+            async move { record_source(&modules, "probe", &source).await }
+        });
+        const STATUS: &str = "/apis/operon.dev/v1alpha1/modules/probe/status";
+        for (read, answer) in [("7", 409), ("8", 200)] {
+            let call = api.next().await;
+            assert_eq!((call.method.as_str(), call.uri.as_str()), ("GET", STATUS));
+            call.answer(200, module_json(read, other.clone()));
+            let call = api.next().await;
+            assert_eq!(
+                (call.method.as_str(), call.uri.as_str()),
+                ("PUT", format!("{STATUS}?&fieldManager=operon").as_str())
+            );
+            let body = call.json();
+            assert_eq!(body["metadata"]["resourceVersion"], read);
+            let replicas: Vec<&str> = body["status"]["sources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["replica"].as_str().unwrap())
+                .collect();
+            assert_eq!(replicas, ["operon-a", "operon-b"]);
+            assert_eq!(
+                body["status"]["sources"][1]["serverName"],
+                "operon-webhooks.operon.svc"
+            );
+            match answer {
+                409 => call.fail(409, "Conflict", "the object has been modified"),
+                _ => call.answer(200, body),
+            }
+        }
+        recording.await.unwrap().unwrap();
+        api.quiet().await;
+    }
+
+    #[tokio::test]
+    async fn a_source_already_listed_is_not_written_again() {
+        let (client, mut api) = crate::cluster::kube::mock::pair();
+        let modules: Api<Module> = Api::all(client);
+        let digest = ModuleDigest::of(b"m");
+        let listed = serde_json::json!([{"replica": "operon-a", "url": "https://10.0.0.1:9680",
+                                          "digest": digest.to_string()}]);
+        let source: ModuleSource = serde_json::from_value(listed[0].clone()).unwrap();
+        let recording =
+            tokio::spawn(async move { record_source(&modules, "probe", &source).await });
+        let call = api.next().await;
+        assert_eq!(call.method, "GET");
+        call.answer(200, module_json("3", listed));
+        recording.await.unwrap().unwrap();
+        api.quiet().await;
+    }
+
+    #[test]
+    fn a_replica_without_an_api_advertises_nothing() {
+        let digest = ModuleDigest::of(b"m");
+        let mut options = ReplicaOptions {
+            identity: "agent-a".into(),
+            advertise: None,
+            gc_grace: Duration::from_secs(60),
+        };
+        assert_eq!(options.source(&digest), None);
+        options.advertise = Some(Advertised {
+            url: "https://10.0.0.1:9443".into(),
+            server_name: Some("operon-modules.operon.svc".into()),
+        });
+        let source = options.source(&digest).unwrap();
+        assert_eq!(source.digest, digest.to_string());
+        assert_eq!(source.replica, "agent-a");
+    }
+}
