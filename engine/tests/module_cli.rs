@@ -275,3 +275,26 @@ async fn a_server_with_a_certificate_from_another_ca_is_refused() {
     assert!(!ok);
     assert!(err.contains("TLS"), "{err}");
 }
+
+#[tokio::test]
+async fn a_refusal_before_the_upload_is_read_is_reported_not_a_broken_pipe() {
+    // A server that answers from the headers alone, as the module API does for a token
+    // it refuses: it closes the connection while a large body is still being sent.
+    let refusing = Router::new().route(
+        "/v1/modules/{name}",
+        axum::routing::post(|headers: HeaderMap| async move {
+            let seen = Shared::default();
+            token(&seen, &headers).map(|()| StatusCode::CREATED)
+        }),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (url, ca) = serve(refusing, dir.path()).await;
+    let file = dir.path().join("big.wasm");
+    std::fs::write(&file, vec![0u8; 16 * 1024 * 1024]).unwrap();
+    let (ok, _, err) = operon(&["push", file.to_str().unwrap()], &url, &ca, "refused").await;
+    assert!(!ok);
+    assert!(
+        err.contains("HTTP 403") && err.contains("may not create"),
+        "{err}"
+    );
+}
