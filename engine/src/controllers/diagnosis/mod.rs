@@ -37,7 +37,7 @@ use events::Events;
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -447,21 +447,23 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
         return Ok(Action::await_change());
     }
 
-    let operations: Api<Operation> = Api::all(ctx.client.clone());
-    let operations: BTreeMap<String, Operation> = operations
-        .list(&ListParams::default())
-        .await
-        .map_err(ctx.read_error(&diagnosis, "the Operations"))?
-        .items
-        .into_iter()
-        .map(|op| (op.name_any(), op))
-        .collect();
     let used: BTreeSet<&str> = set
         .spec
         .adjacency_list
         .iter()
         .filter_map(|node| node.operation.as_deref())
         .collect();
+    // Only the Operations the set names, read afresh and at once: a list of every
+    // Operation would grow with the cluster, not with the graph.
+    let operations: Api<Operation> = Api::all(ctx.client.clone());
+    let operations: BTreeMap<String, Operation> =
+        futures::future::try_join_all(used.iter().map(|name| operations.get_opt(name)))
+            .await
+            .map_err(ctx.read_error(&diagnosis, "the Operations"))?
+            .into_iter()
+            .flatten()
+            .map(|op| (op.name_any(), op))
+            .collect();
     let missing: Vec<&str> = used
         .iter()
         .copied()
