@@ -11,6 +11,10 @@
 //!
 //! Script steps run from the agent's script store (`<data root>/scripts`, one file per
 //! Operation, kept in step with the Operations by a watch).
+//!
+//! Stopping (SIGTERM), it takes no new Diagnosis and lets the running ones go on for a
+//! grace period while it still holds the Lease, so that a rolling update does not cut
+//! steps off; losing the Lease, it stops at once, since another agent may resume them.
 
 use crate::controllers::AbortOnDrop;
 use crate::controllers::diagnosis::{self, placement};
@@ -22,6 +26,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// Why the agent stopped.
@@ -47,6 +52,9 @@ pub struct AgentOptions {
     pub namespace: String,
     /// The address of `/healthz` and `/readyz`.
     pub listen: SocketAddr,
+    /// On shutdown, how long running Diagnoses may go on before they are cut off
+    /// (the step cut off runs again when another agent resumes the Diagnosis).
+    pub shutdown_grace: Duration,
 }
 
 impl AgentOptions {
@@ -81,33 +89,63 @@ pub async fn run(
     let mut elector = LeaderElector::new(client, options.lease());
     tracing::info!(node = %options.node, lease = %elector.options().name,
         namespace = %options.namespace, "agent started");
-    let agent = async {
-        loop {
-            if !elector.acquire(&mut stopped).await {
-                return;
+    // The agent block borrows the elector: it ends before the Lease is released.
+    {
+        // Shutting down, the controller takes no new Diagnosis and lets running ones go
+        // on (for at most the grace period) while the Lease is still renewed.
+        let (drain, draining) = watch::channel(false);
+        let agent = async {
+            loop {
+                if !elector.acquire(&mut stopped).await {
+                    return;
+                }
+                ready.store(true, Ordering::Relaxed);
+                let mut until_drained = draining.clone();
+                // Aborted when dropped too: on shutdown the select below drops this block.
+                let mut controller =
+                    AbortOnDrop::spawn(diagnosis::run_controller(ctx.clone(), async move {
+                        let _ = until_drained.wait_for(|d| *d).await;
+                    }));
+                tracing::info!(node = %options.node, "running this node's Diagnoses");
+                let outcome = tokio::select! {
+                    outcome = elector.renew(&mut stopped) => outcome,
+                    () = controller.ended() => {
+                        if *draining.borrow() {
+                            Ok(())
+                        } else {
+                            tracing::error!("the Diagnosis controller stopped; starting it again");
+                            ready.store(false, Ordering::Relaxed);
+                            continue;
+                        }
+                    }
+                };
+                // Another agent may take the Lease now: stop at once, it resumes the runs.
+                drop(controller);
+                ready.store(false, Ordering::Relaxed);
+                match outcome {
+                    Ok(()) => return,
+                    Err(lost) => {
+                        tracing::error!(error = %lost, "lost this node's agent Lease; taking it again");
+                    }
+                }
             }
-            ready.store(true, Ordering::Relaxed);
-            // Aborted when dropped too: on shutdown the select below drops this block.
-            let controller = AbortOnDrop::spawn(diagnosis::run_controller(
-                ctx.clone(),
-                std::future::pending(),
-            ));
-            tracing::info!(node = %options.node, "running this node's Diagnoses");
-            let outcome = elector.renew(&mut stopped).await;
-            // Another agent may take the Lease now: stop at once, it resumes the runs.
-            drop(controller);
-            ready.store(false, Ordering::Relaxed);
-            match outcome {
-                Ok(()) => return,
-                Err(lost) => {
-                    tracing::error!(error = %lost, "lost this node's agent Lease; taking it again");
+        };
+        tokio::pin!(agent);
+        tokio::select! {
+            () = &mut agent => {}
+            () = shutdown => {
+                // Not holding the Lease, it runs nothing to wait for.
+                if ready.load(Ordering::Relaxed) {
+                    tracing::info!(grace = ?options.shutdown_grace,
+                        "stopping: no new Diagnosis; letting running ones go on");
+                    let _ = drain.send(true);
+                    if tokio::time::timeout(options.shutdown_grace, &mut agent).await.is_err() {
+                        tracing::warn!(grace = ?options.shutdown_grace,
+                            "Diagnoses still running after the grace period: they resume on another agent, and the step cut off runs again");
+                    }
                 }
             }
         }
-    };
-    tokio::select! {
-        () = agent => {}
-        () = shutdown => {}
     }
     let _ = stop.send(true);
     drop(scripts);

@@ -485,3 +485,90 @@ async fn the_agent_s_built_ins_list_the_node_s_pods_and_cordon_only_for_an_allow
     let cordoned = nodes.get(&node).await.unwrap();
     assert_eq!(cordoned.spec.and_then(|s| s.unschedulable), Some(true));
 }
+
+#[tokio::test]
+async fn a_stopping_agent_lets_the_running_diagnosis_finish() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-drain").await;
+    let run = format!("{:08x}", getrandom_u32());
+    let (node, op, set) = (
+        format!("e2e-node-{run}"),
+        format!("e2e-slow-{run}"),
+        format!("e2e-slow-{run}"),
+    );
+    let _cleanup = ClusterScoped {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("node", node.clone()),
+            ("operation.operon.dev", op.clone()),
+            ("operationset.operon.dev", set.clone()),
+        ],
+    };
+    apply_operon_crds(&cluster).await;
+    let post = PostParams::default();
+    let nodes: Api<Node> = Api::all(cluster.client().clone());
+    nodes
+        .create(
+            &post,
+            &serde_json::from_value(json!({"metadata": {"name": node}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    operon_api(&cluster, "Operation")
+        .create(
+            &post,
+            &script_operation(&op, "slow", "sleep 6; echo finished"),
+        )
+        .await
+        .unwrap();
+    operon_api(&cluster, "OperationSet")
+        .create(&post, &chain(&set, &[&op]))
+        .await
+        .unwrap();
+    let (dir, hooks) = no_hooks();
+    let flags = ["--leader-election-namespace", scratch.name.as_str()];
+    let _server = serve(&path, &hooks, &flags, "drain-controller");
+    let mut agent = agent(&path, &node, &scratch.name, dir.path());
+    let api = diagnoses(&cluster, &scratch.name);
+    let spec = json!({"operationSet": set, "nodeName": node});
+    api.create(&post, &new_diagnosis("slow", spec))
+        .await
+        .unwrap();
+    status_when(
+        &api,
+        "slow",
+        "node 1 running",
+        Duration::from_secs(60),
+        |s| s["currentNode"]["id"] == 1,
+    )
+    .await;
+
+    // SIGTERM while the step sleeps: the agent waits for it, records it, then exits.
+    let stopping = std::time::Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &agent.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || {
+        let exit = agent.0.wait().unwrap();
+        std::mem::forget(agent);
+        exit
+    })
+    .await
+    .unwrap();
+    let took = stopping.elapsed();
+    assert!(exit.success(), "the agent exits cleanly: {exit:?}");
+    assert!(
+        took < Duration::from_secs(25),
+        "it stops once the run ended, not at the grace period: {took:?}"
+    );
+    let d = api.get("slow").await.unwrap();
+    let status = &d.data["status"];
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    assert_eq!(
+        status["operationResults"]["operation.slow.output"],
+        "finished\n"
+    );
+}

@@ -1,9 +1,10 @@
 //! `operon agent`: runs the Diagnoses placed on one node (a DaemonSet pod per node).
 
-use super::serve::{DiagnosisArgs, KubeArgs, own_namespace, shutdown_signal};
+use super::serve::{DiagnosisArgs, KubeArgs, OnNode, own_namespace, shutdown_signal};
 use anyhow::Context as _;
 use operon::agent::{self, AgentOptions};
 use operon::controllers::diagnosis::Role;
+use operon::node_ops::NodeOps;
 use operon::script::ScriptStore;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -36,6 +37,14 @@ pub struct AgentArgs {
     /// Where the agent keeps its state: the script store is `DIR/scripts` (0700).
     #[arg(long, env = "OPERON_DATA_ROOT", default_value = "/var/lib/operon")]
     data_root: PathBuf,
+    /// The node's system D-Bus, where the systemd built-in
+    /// (`/processor/systemdUnitCollector`) asks systemd about units.
+    #[arg(long, env = "DBUS_SYSTEM_BUS_ADDRESS", default_value = operon::node_ops::DEFAULT_SYSTEMD_BUS)]
+    systemd_bus: String,
+    /// On SIGTERM, how long running Diagnoses may go on before they are cut off (keep
+    /// it under the pod's terminationGracePeriodSeconds).
+    #[arg(long, default_value = "25s", value_parser = humantime::parse_duration)]
+    shutdown_grace: std::time::Duration,
     #[command(flatten)]
     diagnoses: DiagnosisArgs,
 }
@@ -67,12 +76,19 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
         &namespace,
         args.cache_dir.clone(),
         args.strict,
-        Some(Arc::new(store)),
+        Some(OnNode {
+            scripts: Arc::new(store),
+            built_ins: Arc::new(
+                NodeOps::new(client.clone(), args.node_name.clone())
+                    .with_systemd_bus(args.systemd_bus.clone()),
+            ),
+        }),
     );
     let options = AgentOptions {
         node: args.node_name.clone(),
         namespace,
         listen: SocketAddr::new(args.listen_address, args.listen_port),
+        shutdown_grace: args.shutdown_grace,
     };
     agent::run(client, ctx, options, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

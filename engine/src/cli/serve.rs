@@ -264,6 +264,14 @@ impl KubeArgs {
     }
 }
 
+/// What runs steps on a node's agent besides the runners of every Diagnosis.
+pub struct OnNode {
+    /// The script store script steps run from.
+    pub scripts: Arc<operon::script::ScriptStore>,
+    /// The built-in processors of address-less `/processor/` steps.
+    pub built_ins: Arc<dyn operon::runner::builtin::BuiltIns>,
+}
+
 /// How Diagnoses run (`operon serve` and `operon agent`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiagnosisArgs {
@@ -290,7 +298,8 @@ pub struct DiagnosisArgs {
 
 impl DiagnosisArgs {
     /// The Diagnosis controller for `role`, whose runners cache compiled modules in
-    /// `cache_dir`.
+    /// `cache_dir`; on a node (the agent) they run scripts from its store and
+    /// address-less `/processor/` steps with its built-ins.
     pub fn context(
         &self,
         client: kube::Client,
@@ -298,14 +307,20 @@ impl DiagnosisArgs {
         agent_namespace: &str,
         cache_dir: Option<PathBuf>,
         strict: bool,
-        script_store: Option<Arc<operon::script::ScriptStore>>,
+        on_node: Option<OnNode>,
     ) -> Arc<diagnosis::Context> {
+        let (script_store, built_ins) = match on_node {
+            Some(on_node) => (Some(on_node.scripts), Some(on_node.built_ins)),
+            None => (None, None),
+        };
         let cache_dir = cache_dir.or_else(operon::sandbox::default_cache_dir);
         let processors = Processors::new(ProcessorSettings {
             cache_dir: cache_dir.clone(),
             strict,
             modules: self.locator(&client, &role, cache_dir.as_deref()),
             script_store,
+            built_ins,
+            kube: Some(operon::runner::processors::KubeClient(client.clone())),
             ..ProcessorSettings::default()
         });
         let mut settings = diagnosis::Settings::new(role, agent_namespace);

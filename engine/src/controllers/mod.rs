@@ -32,6 +32,11 @@ impl AbortOnDrop {
     pub fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
         Self(tokio::spawn(task))
     }
+
+    /// Waits until the task has ended (returned, panicked or been aborted).
+    pub async fn ended(&mut self) {
+        let _ = (&mut self.0).await;
+    }
 }
 
 impl Drop for AbortOnDrop {
