@@ -3,6 +3,7 @@
 //! server sends.
 
 mod apply;
+mod faults;
 mod watch;
 
 use super::KubeCluster;
