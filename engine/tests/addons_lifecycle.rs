@@ -521,3 +521,77 @@ async fn flags_decide_before_enabled_programs() {
         )
     );
 }
+
+#[tokio::test]
+async fn kubernetes_bindings_patch_values_and_run_their_module_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "modules/values.yaml", "watcherEnabled: true\n", false);
+    write(
+        d,
+        "modules/watcher/manifests/cm.yaml",
+        &config_map("watcher"),
+        false,
+    );
+    write(
+        d,
+        "modules/watcher/hooks/count.sh",
+        r#"#!/bin/bash
+if [ "$1" = --config ]; then
+  echo '{"configVersion":"v1","kubernetes":[{"name":"cms","kind":"ConfigMap","labelSelector":{"matchLabels":{"counted":"yes"}}}]}'
+  exit 0
+fi
+jq '[.[] | select(.type == "Event") | {op: "add", path: "/watcher/lastSeen", value: .object.metadata.name}]' \
+  "$BINDING_CONTEXT_PATH" > "$VALUES_JSON_PATCH_PATH"
+"#,
+        true,
+    );
+    let cluster = Arc::new(LocalCluster::new());
+    let (mut op, events) = operator(&cluster, settings(&d.join("modules"), None))
+        .await
+        .unwrap();
+    let change = {
+        let cluster = cluster.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let object = yaml(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: counted-1\n  namespace: operon-demo\n  labels: {counted: \"yes\"}\n",
+            );
+            cluster
+                .apply_watch_event(WatchEvent::Added, object)
+                .unwrap();
+        }
+    };
+    let (result, ()) = tokio::join!(
+        op.run_until(tokio::time::sleep(Duration::from_secs(4))),
+        change
+    );
+    result.unwrap();
+    assert_eq!(
+        op.module_values("watcher").unwrap().values["lastSeen"],
+        "counted-1"
+    );
+    let changed: Vec<(String, Vec<Task>)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            QueueEvent::ValuesChanged { hook, queued } => Some((hook.clone(), queued.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        changed,
+        [(
+            "watcher/count.sh".to_owned(),
+            vec![Task::ModuleRun {
+                module: "watcher".into()
+            }]
+        )]
+    );
+    let runs = task_names(&events);
+    assert_eq!(
+        runs,
+        ["DiscoverModules", "ModuleRun:watcher", "ModuleRun:watcher"]
+    );
+}

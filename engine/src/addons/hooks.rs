@@ -146,14 +146,7 @@ impl AddonHook {
             },
             binding_contexts: vec![context],
         };
-        let extra = ExtraFiles {
-            inputs: vec![
-                (VALUES, values.to_string().into_bytes()),
-                (CONFIG_VALUES, config_values.to_string().into_bytes()),
-            ],
-            outputs: vec![VALUES_PATCH, CONFIG_VALUES_PATCH],
-        };
-        let (run, outputs) = self.script.handle_with_files(&input, timeout, &extra).await;
+        let (run, patches) = self.run_input(&input, values, config_values, timeout).await;
         if let Err(e) = &run.outcome {
             return Err(AddonError::Hook(format!(
                 "hook {} ({}): {e}",
@@ -161,6 +154,31 @@ impl AddonHook {
                 binding.name()
             )));
         }
+        let (values_patch, config_patch) = patches?;
+        Ok(HookOutcome {
+            run,
+            values_patch,
+            config_patch,
+        })
+    }
+
+    /// Runs the hook once with `input` (any binding contexts) and the values files;
+    /// the run, and its memory and config values patches (empty unless it succeeded).
+    pub async fn run_input(
+        &self,
+        input: &HookInput,
+        values: &Value,
+        config_values: &Value,
+        timeout: Duration,
+    ) -> (HookRun, Result<Patches, AddonError>) {
+        let extra = ExtraFiles {
+            inputs: vec![
+                (VALUES, values.to_string().into_bytes()),
+                (CONFIG_VALUES, config_values.to_string().into_bytes()),
+            ],
+            outputs: vec![VALUES_PATCH, CONFIG_VALUES_PATCH],
+        };
+        let (run, outputs) = self.script.handle_with_files(input, timeout, &extra).await;
         let read =
             |i: usize, file: HookFile| -> Result<Vec<json_patch::PatchOperation>, AddonError> {
                 let text = String::from_utf8_lossy(outputs.get(i).map_or(&[][..], Vec::as_slice));
@@ -168,13 +186,16 @@ impl AddonHook {
                     AddonError::Hook(format!("hook {}: ${}: {reason}", self.name, file.variable))
                 })
             };
-        Ok(HookOutcome {
-            values_patch: read(0, VALUES_PATCH)?,
-            config_patch: read(1, CONFIG_VALUES_PATCH)?,
-            run,
-        })
+        let patches = read(0, VALUES_PATCH).and_then(|v| Ok((v, read(1, CONFIG_VALUES_PATCH)?)));
+        (run, patches)
     }
 }
+
+/// A run's memory values patches and config values patches.
+pub type Patches = (
+    Vec<json_patch::PatchOperation>,
+    Vec<json_patch::PatchOperation>,
+);
 
 /// What a successful lifecycle run gave.
 #[derive(Debug)]

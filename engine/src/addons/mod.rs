@@ -4,13 +4,14 @@
 //!
 //! [`layout`] reads the directories, [`values`] and [`schema`] layer and check values,
 //! [`config`] reads the ConfigMap, [`hooks`] runs lifecycle hooks with their values
-//! files, [`enabled`] decides which modules run, [`render`] turns a module into
-//! objects (a real Helm engine or plain manifests), [`apply`] applies them with
-//! server-side apply and keeps a release record per module, and [`operator`] is the
-//! task queue with its lifecycle. Named `addons` so as not to be confused with wasm
-//! modules (`store`).
+//! files and [`bindings`] their kubernetes and schedule bindings on the hook engine,
+//! [`enabled`] decides which modules run, [`render`] turns a module into objects (a
+//! real Helm engine or plain manifests), [`apply`] applies them with server-side apply
+//! and keeps a release record per module, and [`operator`] is the task queue with its
+//! lifecycle. Named `addons` so as not to be confused with wasm modules (`store`).
 
 pub mod apply;
+pub mod bindings;
 pub mod config;
 pub mod enabled;
 pub mod hooks;

@@ -14,6 +14,7 @@
 
 use super::AddonError;
 use super::apply::ObjectWriter;
+use super::bindings::{self, BindingEngine, BindingPatch, SharedValues};
 use super::config::{ConfigMapRef, ConfigValues};
 use super::hooks::{self, AddonHook, Lifecycle, Owner};
 use super::layout::Layout;
@@ -21,6 +22,7 @@ use super::metrics::ModuleMetrics;
 use super::render::Renderer;
 use super::values::{Section, Source};
 use crate::cluster::{Event, Selector};
+use crate::metrics::Metrics;
 use crate::model::WatchEvent;
 use crate::script::ScriptSandbox;
 use serde_json::{Value, json};
@@ -28,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How the operator runs.
@@ -134,6 +137,21 @@ pub enum QueueEvent {
         /// Why.
         reason: String,
     },
+    /// A kubernetes or schedule binding run changed values; `queued` is what that
+    /// queued.
+    ValuesChanged {
+        /// The hook.
+        hook: String,
+        /// The tasks queued.
+        queued: Vec<Task>,
+    },
+    /// A kubernetes or schedule binding run wrote values patches that were refused.
+    PatchRejected {
+        /// The hook.
+        hook: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The state the tasks share.
@@ -165,6 +183,16 @@ pub struct Operator {
     /// When a ConfigMap change was seen, per module it queued: for the latency report.
     pub(super) changed_at: BTreeMap<String, Instant>,
     pub(super) on_event: Box<dyn Fn(&QueueEvent) + Send + Sync>,
+    /// What binding runs see as values, refreshed after every change.
+    pub(super) shared: SharedValues,
+    pub(super) binding_tx: tokio::sync::mpsc::UnboundedSender<BindingPatch>,
+    /// Taken by [`Operator::run_until`] while it runs.
+    pub(super) binding_rx: Option<tokio::sync::mpsc::UnboundedReceiver<BindingPatch>>,
+    /// The hook engines of the global hooks' and the enabled modules' bindings, which
+    /// run only in [`Operator::run_until`].
+    pub(super) engines: BTreeMap<String, BindingEngine>,
+    pub(super) bindings_live: bool,
+    pub(super) hook_metrics: Arc<Metrics>,
 }
 
 impl Operator {
@@ -227,6 +255,8 @@ impl Operator {
             layout.global.values_schema.as_ref(),
         )?;
         let metrics = ModuleMetrics::new().map_err(|e| AddonError::Hook(e.to_string()))?;
+        let hook_metrics = Arc::new(Metrics::new().map_err(|e| AddonError::Hook(e.to_string()))?);
+        let (binding_tx, binding_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut operator = Self {
             settings,
             layout,
@@ -247,6 +277,12 @@ impl Operator {
             failures: BTreeMap::new(),
             changed_at: BTreeMap::new(),
             on_event: Box::new(on_event),
+            shared: SharedValues::default(),
+            binding_tx,
+            binding_rx: Some(binding_rx),
+            engines: BTreeMap::new(),
+            bindings_live: false,
+            hook_metrics,
         };
         let config = operator.read_config().await?;
         operator.set_config(config)?;
@@ -489,7 +525,18 @@ impl Operator {
             })?;
         let mut shutdown = std::pin::pin!(shutdown);
         let mut watching = true;
-        loop {
+        let mut patches = self
+            .binding_rx
+            .take()
+            .expect("run_until is not re-entered: it takes &mut self");
+        self.bindings_live = true;
+        self.refresh_shared();
+        let started = self.sync_engines().await;
+        if let Err(e) = started {
+            self.binding_rx = Some(patches);
+            return Err(e);
+        }
+        let result = loop {
             while let Ok(event) = events.try_recv() {
                 self.take_event(&event);
             }
@@ -509,6 +556,9 @@ impl Operator {
                 self.hold_until = None;
                 if let Some(task) = self.queue.pop_front() {
                     let _ = self.run_task(task).await;
+                    if let Err(e) = self.sync_engines().await {
+                        break Err(e);
+                    }
                     continue;
                 }
             }
@@ -517,7 +567,8 @@ impl Operator {
                 at.saturating_duration_since(Instant::now())
             });
             tokio::select! {
-                () = &mut shutdown => return Ok(()),
+                () = &mut shutdown => break Ok(()),
+                Some(patch) = patches.recv() => self.take_binding_patch(patch).await,
                 event = events.recv(), if watching => match event {
                     Some(event) => self.take_event(&event),
                     None => {
@@ -527,7 +578,82 @@ impl Operator {
                 },
                 () = tokio::time::sleep(sleep) => {}
             }
+        };
+        self.bindings_live = false;
+        self.engines.clear();
+        self.binding_rx = Some(patches);
+        result
+    }
+
+    /// The values documents binding runs see, recomputed.
+    pub(super) fn refresh_shared(&self) {
+        let mut docs = BTreeMap::new();
+        if let Ok(global) = self.global.compute() {
+            let mut global = global.values;
+            global["enabledModules"] = json!(self.enabled);
+            docs.insert(
+                "global".to_owned(),
+                (
+                    json!({"global": global}),
+                    json!({"global": self.global.config()}),
+                ),
+            );
         }
+        for name in self.modules.keys() {
+            if let (Ok(values), Ok(config)) =
+                (self.values_document(name), self.config_document(name))
+            {
+                docs.insert(name.clone(), (values, config));
+            }
+        }
+        *self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = docs;
+    }
+
+    /// Starts the binding engines of the global hooks and of every enabled module that
+    /// ran, stops those of modules no longer enabled (in the loop only).
+    pub(super) async fn sync_engines(&mut self) -> Result<(), AddonError> {
+        if !self.bindings_live {
+            return Ok(());
+        }
+        self.engines
+            .retain(|owner, _| owner == "global" || self.enabled.contains(owner));
+        let mut wanted: Vec<Option<String>> = vec![None];
+        wanted.extend(
+            self.enabled
+                .iter()
+                .filter(|m| self.started.contains(*m))
+                .map(|m| Some(m.clone())),
+        );
+        for module in wanted {
+            let owner = module.clone().unwrap_or_else(|| "global".to_owned());
+            if self.engines.contains_key(&owner) {
+                continue;
+            }
+            let hooks = match &module {
+                Some(m) => self.module_hooks.get(m).cloned().unwrap_or_default(),
+                None => self.global_hooks.clone(),
+            };
+            let engine = bindings::start(
+                &hooks,
+                module.as_deref(),
+                self.writer.cluster().clone(),
+                self.hook_metrics.clone(),
+                self.shared.clone(),
+                self.binding_tx.clone(),
+            )
+            .await
+            .map_err(|e| AddonError::Hook(format!("{owner} bindings: {e}")))?;
+            if let Some(engine) = engine {
+                self.engines.insert(owner, engine);
+            } else {
+                // Nothing to run; remembered so that it is not looked at again.
+                self.engines.insert(owner, BindingEngine::idle());
+            }
+        }
+        Ok(())
     }
 
     fn take_event(&mut self, event: &Event) {

@@ -4,6 +4,7 @@
 
 use super::AddonError;
 use super::apply::describe;
+use super::bindings::BindingPatch;
 use super::config::section_patch;
 use super::enabled::{self, Decision};
 use super::hooks::{self, AddonHook, HookOutcome, Lifecycle};
@@ -51,6 +52,7 @@ impl Operator {
             }
         };
         let elapsed = started.elapsed();
+        self.refresh_shared();
         match result {
             Ok(summary) => {
                 self.failures.remove(&task);
@@ -333,6 +335,65 @@ impl Operator {
                 AddonError::Hook(format!("hook {}: {}: {e}", hook.name, operation.name()))
             })?;
         }
+        self.apply_values_patches(
+            &hook.name,
+            module,
+            outcome.values_patch,
+            outcome.config_patch,
+        )
+        .await
+    }
+
+    /// Takes the values patches of a binding run: applied as a lifecycle hook's are;
+    /// a module whose values changed runs again, global values that changed converge
+    /// again.
+    pub(super) async fn take_binding_patch(&mut self, patch: BindingPatch) {
+        let module = patch.module.as_deref();
+        let before_global = self.global.compute().map(|c| checksum(&c.values)).ok();
+        let before = module.and_then(|m| self.values_document(m).ok().map(|v| checksum(&v)));
+        if let Err(e) = self
+            .apply_values_patches(&patch.hook, module, patch.values_patch, patch.config_patch)
+            .await
+        {
+            (self.on_event)(&QueueEvent::PatchRejected {
+                hook: patch.hook,
+                reason: e.to_string(),
+            });
+            return;
+        }
+        self.refresh_shared();
+        let after_global = self.global.compute().map(|c| checksum(&c.values)).ok();
+        let mut queued = Vec::new();
+        if after_global != before_global && !self.queue.contains(&Task::DiscoverModules) {
+            let from = self.queue.len();
+            self.queue_convergence();
+            queued.extend(self.queue.iter().skip(from).cloned());
+        } else if let Some(m) = module
+            && self.enabled.iter().any(|e| e == m)
+            && before != self.values_document(m).ok().map(|v| checksum(&v))
+        {
+            let task = Task::ModuleRun {
+                module: m.to_owned(),
+            };
+            if self.enqueue(task.clone()) {
+                queued.push(task);
+            }
+        }
+        if !queued.is_empty() {
+            (self.on_event)(&QueueEvent::ValuesChanged {
+                hook: patch.hook,
+                queued,
+            });
+        }
+    }
+
+    async fn apply_values_patches(
+        &mut self,
+        hook: &str,
+        module: Option<&str>,
+        values_patch: Vec<json_patch::PatchOperation>,
+        config_patch: Vec<json_patch::PatchOperation>,
+    ) -> Result<(), AddonError> {
         let section = match module {
             Some(m) => self
                 .modules
@@ -341,12 +402,12 @@ impl Operator {
             None => &mut self.global,
         };
         let key = section.key.clone();
-        if !outcome.values_patch.is_empty() {
-            let ops = check_patch_paths(outcome.values_patch, &key, &hook.name)?;
+        if !values_patch.is_empty() {
+            let ops = check_patch_paths(values_patch, &key, hook)?;
             section.add_patches(ops)?;
         }
-        if !outcome.config_patch.is_empty() {
-            let ops = check_patch_paths(outcome.config_patch, &key, &hook.name)?;
+        if !config_patch.is_empty() {
+            let ops = check_patch_paths(config_patch, &key, hook)?;
             let config = patched_config(section.config(), &key, &ops).map_err(|reason| {
                 AddonError::Patch {
                     section: section.label.clone(),

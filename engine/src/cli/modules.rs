@@ -242,6 +242,16 @@ fn print_event(event: &QueueEvent) {
         QueueEvent::ConvergedAfterChange { module, latency } => {
             println!("{now}   module {module} applied {latency:.1?} after the ConfigMap change");
         }
+        QueueEvent::ValuesChanged { hook, queued } => {
+            let queued: Vec<String> = queued.iter().map(ToString::to_string).collect();
+            println!(
+                "{now} hook {hook} changed values: queued [{}]",
+                queued.join(" ")
+            );
+        }
+        QueueEvent::PatchRejected { hook, reason } => {
+            println!("{now} values patch of hook {hook} refused: {reason}");
+        }
         QueueEvent::ConfigRejected { reason } => {
             println!("{now} ConfigMap change rejected, nothing queued: {reason}");
         }

@@ -1,0 +1,165 @@
+//! The `kubernetes` and `schedule` bindings of global and module hooks, run by the hook
+//! engine ([`crate::hooks::engine::Engine`]) like any shell-operator hook: one engine
+//! for the global hooks, started with the loop, and one per enabled module, started
+//! after its first successful ModuleRun and stopped when it is deleted. Each run sees
+//! the current values through `$VALUES_PATH` and `$CONFIG_VALUES_PATH`; the values
+//! patches it writes go back to the operator ([`BindingPatch`]), which applies them
+//! and runs the module (or converges, for global values) when they change the values.
+//! The engine applies the run's kubernetes patches and metrics itself.
+
+use super::hooks::AddonHook;
+use crate::cluster::Cluster;
+use crate::hooks::engine::{Engine, LoadedHook};
+use crate::hooks::load::configure;
+use crate::hooks::{Hook, HookError, HookRun};
+use crate::metrics::Metrics;
+use crate::model::{HookConfig, HookInput};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// The values documents each owner's hooks see: `global` or a module name →
+/// (values, config values).
+pub type SharedValues = Arc<Mutex<BTreeMap<String, (Value, Value)>>>;
+
+/// Values patches a binding run wrote, for the operator to apply.
+#[derive(Debug)]
+pub struct BindingPatch {
+    /// The hook.
+    pub hook: String,
+    /// `None` for a global hook, else the module.
+    pub module: Option<String>,
+    /// Patches of the memory values.
+    pub values_patch: Vec<json_patch::PatchOperation>,
+    /// Patches of the config values.
+    pub config_patch: Vec<json_patch::PatchOperation>,
+}
+
+/// An addon hook as the hook engine sees it: its shell-operator bindings only (the
+/// lifecycle ones, `onStartup` included, belong to the operator's queue).
+struct BoundHook {
+    hook: AddonHook,
+    /// `global` or the module's name: the key of its documents in `values`.
+    owner: String,
+    module: Option<String>,
+    values: SharedValues,
+    patches: tokio::sync::mpsc::UnboundedSender<BindingPatch>,
+}
+
+impl Hook for BoundHook {
+    fn name(&self) -> &str {
+        &self.hook.name
+    }
+
+    fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+        let config = HookConfig {
+            on_startup: None,
+            ..self.hook.config.clone()
+        };
+        Box::pin(async move { Ok(config) })
+    }
+
+    fn handle(&self, input: HookInput, timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
+        Box::pin(async move {
+            let (values, config) = self
+                .values
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&self.owner)
+                .cloned()
+                .unwrap_or_else(|| (json!({}), json!({})));
+            let (mut run, patches) = self.hook.run_input(&input, &values, &config, timeout).await;
+            match patches {
+                Ok((values_patch, config_patch)) => {
+                    if !values_patch.is_empty() || !config_patch.is_empty() {
+                        // The receiver is gone only when the operator stopped.
+                        let _ = self.patches.send(BindingPatch {
+                            hook: self.hook.name.clone(),
+                            module: self.module.clone(),
+                            values_patch,
+                            config_patch,
+                        });
+                    }
+                }
+                Err(e) if run.outcome.is_ok() => run.outcome = Err(HookError::Run(e.to_string())),
+                Err(_) => {}
+            }
+            (run, input)
+        })
+    }
+}
+
+/// A running hook engine for one owner's bindings (or none, for an owner without
+/// bindings); stopped when dropped: no new run starts, a run in progress has 5 s.
+pub struct BindingEngine {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl BindingEngine {
+    /// The engine of an owner whose hooks have no kubernetes or schedule binding.
+    pub fn idle() -> Self {
+        Self { stop: None }
+    }
+}
+
+impl Drop for BindingEngine {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Starts an engine for the hooks of `hooks` that have kubernetes or schedule
+/// bindings; `None` when none has.
+pub async fn start(
+    hooks: &[AddonHook],
+    module: Option<&str>,
+    cluster: Arc<dyn Cluster>,
+    metrics: Arc<Metrics>,
+    values: SharedValues,
+    patches: tokio::sync::mpsc::UnboundedSender<BindingPatch>,
+) -> Result<Option<BindingEngine>, String> {
+    let owner = module.unwrap_or("global").to_owned();
+    let mut loaded: Vec<LoadedHook> = Vec::new();
+    for hook in hooks
+        .iter()
+        .filter(|h| !h.config.kubernetes.is_empty() || !h.config.schedule.is_empty())
+    {
+        let bound: Arc<dyn Hook> = Arc::new(BoundHook {
+            hook: hook.clone(),
+            owner: owner.clone(),
+            module: module.map(str::to_owned),
+            values: values.clone(),
+            patches: patches.clone(),
+        });
+        let (ready, _) = configure(bound, cluster.as_ref())
+            .await
+            .map_err(|e| e.to_string())?;
+        loaded.push(ready);
+    }
+    if loaded.is_empty() {
+        return Ok(None);
+    }
+    let engine = Arc::new(Engine::new(loaded, cluster, metrics));
+    engine.start().await.map_err(|e| e.to_string())?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        engine
+            .run_until(
+                async {
+                    let _ = stopped.await;
+                },
+                Duration::from_secs(5),
+                move |record| {
+                    if let Err(e) = &record.run.outcome {
+                        tracing::warn!(hook = %record.hook, "binding run failed: {e}");
+                    }
+                },
+            )
+            .await;
+    });
+    Ok(Some(BindingEngine { stop: Some(stop) }))
+}
