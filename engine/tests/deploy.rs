@@ -760,6 +760,8 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "ServiceAccount/operon-agent",
         "ClusterRole/operon-agent",
         "ClusterRoleBinding/operon-agent",
+        "ClusterRole/operon-agent-builtins",
+        "ClusterRoleBinding/operon-agent-builtins",
         "Role/operon-agent",
         "RoleBinding/operon-agent",
         "DaemonSet/operon-agent",
