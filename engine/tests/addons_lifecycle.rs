@@ -595,3 +595,54 @@ jq '[.[] | select(.type == "Event") | {op: "add", path: "/watcher/lastSeen", val
         ["DiscoverModules", "ModuleRun:watcher", "ModuleRun:watcher"]
     );
 }
+
+#[tokio::test]
+async fn releases_of_vanished_modules_are_purged_and_hook_metrics_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "modules/values.yaml", "keepEnabled: true\n", false);
+    write(
+        d,
+        "modules/keep/hooks/count.sh",
+        "#!/bin/sh\nif [ \"$1\" = --config ]; then echo '{\"beforeHelm\": 1}'; exit 0; fi\n\
+         echo '{\"name\":\"keep_runs_total\",\"action\":\"add\",\"value\":1}' > \"$METRICS_PATH\"\n",
+        true,
+    );
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_yaml(
+            r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: operon-module-gone
+  namespace: operon-demo
+  labels: {operon.dev/module-release: gone}
+data:
+  module: gone
+  checksum: "0"
+  objects: '[{"apiVersion":"v1","kind":"ConfigMap","namespace":"operon-demo","name":"leftover"}]'
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: leftover, namespace: operon-demo}
+"#,
+            "test",
+        )
+        .unwrap();
+    let (mut op, events) = operator(&cluster, settings(&d.join("modules"), None))
+        .await
+        .unwrap();
+    assert!(op.drain().await.is_empty());
+    assert_eq!(
+        task_names(&events),
+        ["DiscoverModules", "ModulePurge:gone", "ModuleRun:keep"]
+    );
+    assert!(get(&cluster, "ConfigMap", "leftover").await.is_none());
+    assert!(
+        get(&cluster, "ConfigMap", "operon-module-gone")
+            .await
+            .is_none()
+    );
+    let metrics = op.hook_metrics().render_hooks();
+    assert!(metrics.contains("keep_runs_total"), "{metrics}");
+}

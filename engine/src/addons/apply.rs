@@ -9,11 +9,15 @@
 use super::AddonError;
 use super::values::checksum;
 use crate::cluster::kube::FIELD_MANAGER;
-use crate::cluster::{Cluster, Resource};
+use crate::cluster::{Cluster, Resource, Selector};
 use crate::model::{CreateSpec, ObjectRef, PatchOperation};
+use crate::model::{LabelOperator, LabelRequirement, LabelSelector};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::sync::Arc;
+
+/// The label of release records, whose value is the module.
+pub const RELEASE_LABEL: &str = "operon.dev/module-release";
 
 /// Helm's install order for the kinds that others depend on; the rest follow.
 const FIRST_KINDS: [&str; 12] = [
@@ -123,6 +127,45 @@ impl ObjectWriter {
                 .unwrap_or_default()
                 .to_owned(),
         }))
+    }
+
+    /// The modules that have a release record in the namespace.
+    pub async fn released_modules(&self) -> Result<Vec<String>, AddonError> {
+        let failed = |e: crate::cluster::ClusterError| AddonError::Apply {
+            module: String::new(),
+            reason: format!("listing release records: {e}"),
+        };
+        let resource = self
+            .cluster
+            .resolve(Some("v1"), "ConfigMap")
+            .await
+            .map_err(failed)?;
+        let selector = Selector {
+            namespaces: Some(vec![self.namespace.clone()]),
+            labels: Some(LabelSelector {
+                match_labels: Vec::new(),
+                match_expressions: vec![LabelRequirement {
+                    key: RELEASE_LABEL.to_owned(),
+                    operator: LabelOperator::Exists,
+                    values: Vec::new(),
+                }],
+            }),
+            ..Selector::default()
+        };
+        // The list is what is needed; the watch that comes with it is dropped at once.
+        let (records, _) = self
+            .cluster
+            .list_and_watch(&resource, &selector)
+            .await
+            .map_err(failed)?;
+        let mut names: Vec<String> = records
+            .iter()
+            .filter_map(|r| r.pointer("/data/module").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 
     /// Puts namespaced objects without a namespace into the release namespace and
@@ -345,7 +388,7 @@ impl ObjectWriter {
                 "namespace": self.namespace,
                 "labels": {
                     "app.kubernetes.io/managed-by": "operon",
-                    "operon.dev/module-release": module,
+                    RELEASE_LABEL: module,
                 },
             },
             "data": {

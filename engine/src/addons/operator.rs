@@ -75,6 +75,12 @@ pub enum Task {
         /// The module.
         module: String,
     },
+    /// Deletes the release of a module whose directory is gone (no hooks: it has none
+    /// any more).
+    ModulePurge {
+        /// The module.
+        module: String,
+    },
 }
 
 impl fmt::Display for Task {
@@ -86,6 +92,7 @@ impl fmt::Display for Task {
             Self::DiscoverModules => f.write_str("DiscoverModules"),
             Self::ModuleRun { module } => write!(f, "ModuleRun:{module}"),
             Self::ModuleDelete { module } => write!(f, "ModuleDelete:{module}"),
+            Self::ModulePurge { module } => write!(f, "ModulePurge:{module}"),
         }
     }
 }
@@ -310,6 +317,11 @@ impl Operator {
     /// The metrics.
     pub fn metrics(&self) -> &ModuleMetrics {
         &self.metrics
+    }
+
+    /// The metrics hooks emitted (`$METRICS_PATH`), lifecycle and binding runs alike.
+    pub fn hook_metrics(&self) -> &Metrics {
+        &self.hook_metrics
     }
 
     /// The modules enabled by the last discovery, in order.

@@ -40,6 +40,7 @@ impl Operator {
                 }
                 result
             }
+            Task::ModulePurge { module } => self.module_purge(module).await,
             Task::ModuleDelete { module } => {
                 let result = self.module_delete(module).await;
                 if result.is_err() {
@@ -178,6 +179,11 @@ impl Operator {
             });
         }
         let mut next = Vec::new();
+        for module in self.writer.released_modules().await? {
+            if self.layout.module(&module).is_none() {
+                next.push(Task::ModulePurge { module });
+            }
+        }
         for module in self.layout.modules.iter().rev() {
             if !enabled.contains(&module.name)
                 && (self.enabled.contains(&module.name)
@@ -259,6 +265,21 @@ impl Operator {
         Ok(summary)
     }
 
+    async fn module_purge(&mut self, name: &str) -> Result<String, AddonError> {
+        let deleted = if self.dry_run {
+            self.writer.release(name).await?.unwrap_or_default().objects
+        } else {
+            self.writer.uninstall(name).await?
+        };
+        let deleted: Vec<String> = deleted.iter().map(describe).collect();
+        let verb = if self.dry_run {
+            "dry run: would delete"
+        } else {
+            "deleted"
+        };
+        Ok(format!("the module is gone; {verb} {}", deleted.join(", ")))
+    }
+
     async fn module_delete(&mut self, name: &str) -> Result<String, AddonError> {
         if self.enabled.iter().any(|m| m == name) {
             return Ok("skipped: the module is enabled again".to_owned());
@@ -330,6 +351,12 @@ impl Operator {
         module: Option<&str>,
         outcome: HookOutcome,
     ) -> Result<(), AddonError> {
+        if !self.dry_run {
+            self.hook_metrics
+                .hooks
+                .apply(&hook.name, &outcome.run.metrics)
+                .map_err(|e| AddonError::Hook(format!("hook {}: metrics: {e}", hook.name)))?;
+        }
         for operation in outcome.run.patches.iter().filter(|_| !self.dry_run) {
             self.writer.cluster().apply(operation).await.map_err(|e| {
                 AddonError::Hook(format!("hook {}: {}: {e}", hook.name, operation.name()))

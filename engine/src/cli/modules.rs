@@ -292,7 +292,11 @@ async fn run_queue(args: RunArgs) -> anyhow::Result<ExitCode> {
             operator.config_changed((kind != WatchEvent::Deleted).then_some(&object));
             failed.extend(operator.drain().await);
         }
-        print!("{}", operator.metrics().text());
+        print!(
+            "{}{}",
+            operator.metrics().text(),
+            operator.hook_metrics().render_hooks()
+        );
         return Ok(if failed.is_empty() {
             ExitCode::SUCCESS
         } else {
