@@ -646,3 +646,46 @@ metadata: {name: leftover, namespace: operon-demo}
     let metrics = op.hook_metrics().render_hooks();
     assert!(metrics.contains("keep_runs_total"), "{metrics}");
 }
+
+#[tokio::test]
+async fn global_hooks_may_enable_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // b has no flag anywhere but the one a global hook sets before discovery; the
+    // ConfigMap still wins over the hook for c.
+    write(d, "modules/values.yaml", "", false);
+    std::fs::create_dir_all(d.join("modules/001-b")).unwrap();
+    std::fs::create_dir_all(d.join("modules/002-c")).unwrap();
+    write(
+        d,
+        "global/hooks/enable.sh",
+        "#!/bin/sh\nif [ \"$1\" = --config ]; then echo '{\"beforeAll\": 1}'; exit 0; fi\n\
+         echo '[{\"op\":\"add\",\"path\":\"/bEnabled\",\"value\":true},\
+         {\"op\":\"add\",\"path\":\"/cEnabled\",\"value\":true}]' > \"$VALUES_JSON_PATCH_PATH\"\n",
+        true,
+    );
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_yaml(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: addon-operator, namespace: operon-demo}\n\
+             data: {cEnabled: \"false\"}\n",
+            "test",
+        )
+        .unwrap();
+    let (mut op, events) = operator(
+        &cluster,
+        settings(&d.join("modules"), Some(&d.join("global"))),
+    )
+    .await
+    .unwrap();
+    assert!(op.drain().await.is_empty());
+    assert_eq!(op.enabled_modules(), ["b"]);
+    let runs = finished(&events);
+    let discovery = runs.iter().find(|(t, _)| t == "DiscoverModules").unwrap();
+    assert_eq!(
+        discovery.1.as_deref(),
+        Ok("b: enabled; c: disabled by the ConfigMap")
+    );
+    // The flags are not values: the global values stay as they were.
+    assert_eq!(op.global_values().unwrap(), json!({}));
+}

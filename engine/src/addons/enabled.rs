@@ -13,6 +13,7 @@ use super::layout::{Layout, ModuleDir};
 use crate::script::{OutputMode, SandboxRequest, ScriptSandbox};
 use crate::shell_operator::files::HookFile;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// `$MODULE_ENABLED_RESULT`.
@@ -46,10 +47,13 @@ impl Decision {
     }
 }
 
-/// The merged flag of `module`: `None` when no source names it.
+/// The merged flag of `module`: `None` when no source names it. Sources in
+/// addon-operator's extender order, later ones winning: `modules/values.yaml`, the
+/// module's `values.yaml`, flags global hooks set (`dynamic`), the ConfigMap.
 pub fn flag(
     layout: &Layout,
     module: &ModuleDir,
+    dynamic: &BTreeMap<String, bool>,
     config: &ConfigValues,
 ) -> Option<(bool, &'static str)> {
     let key = module.enabled_key();
@@ -59,6 +63,9 @@ pub fn flag(
     }
     if let Some(b) = module.static_values.get(&key).and_then(Value::as_bool) {
         result = Some((b, "the module's values.yaml"));
+    }
+    if let Some(b) = dynamic.get(&module.values_key) {
+        result = Some((*b, "a global hook"));
     }
     if let Some(b) = config.enabled.get(&module.values_key) {
         result = Some((*b, "the ConfigMap"));

@@ -199,6 +199,8 @@ pub struct Operator {
     /// run only in [`Operator::run_until`].
     pub(super) engines: BTreeMap<String, BindingEngine>,
     pub(super) bindings_live: bool,
+    /// `<moduleKey>Enabled` flags global hooks set, by module key.
+    pub(super) dynamic_enabled: BTreeMap<String, bool>,
     pub(super) hook_metrics: Arc<Metrics>,
 }
 
@@ -289,6 +291,7 @@ impl Operator {
             binding_rx: Some(binding_rx),
             engines: BTreeMap::new(),
             bindings_live: false,
+            dynamic_enabled: BTreeMap::new(),
             hook_metrics,
         };
         let config = operator.read_config().await?;
@@ -673,6 +676,15 @@ impl Operator {
             WatchEvent::Deleted => self.config_changed(None),
             _ => self.config_changed(Some(&event.object)),
         }
+    }
+
+    /// The checksum of what global hooks change: the global values and the enabled
+    /// flags they set.
+    pub(super) fn global_checksum(&self) -> Result<String, AddonError> {
+        Ok(super::values::checksum(&json!([
+            self.global.compute()?.values,
+            self.dynamic_enabled
+        ])))
     }
 
     /// The delay before retry `n` (1-based): 5 s doubling, capped (shell-operator's).

@@ -99,7 +99,7 @@ impl Operator {
         let Some(hook) = self.global_hooks.iter().find(|h| h.name == name).cloned() else {
             return Err(AddonError::Hook(format!("no global hook {name}")));
         };
-        let before = checksum(&self.global.compute()?.values);
+        let before = self.global_checksum()?;
         let mut global = self.global.compute()?.values;
         global["enabledModules"] = json!(self.enabled);
         let values = json!({"global": global});
@@ -114,7 +114,7 @@ impl Operator {
                     .inc();
             })?;
         self.apply_outcome(&hook, None, outcome).await?;
-        let changed = checksum(&self.global.compute()?.values) != before;
+        let changed = self.global_checksum()? != before;
         if changed && binding == Lifecycle::AfterAll && !self.queue.contains(&Task::DiscoverModules)
         {
             self.queue_convergence();
@@ -132,7 +132,12 @@ impl Operator {
         let mut enabled: Vec<String> = Vec::new();
         let mut lines = Vec::new();
         for module in self.layout.modules.clone() {
-            let decision = match enabled::flag(&self.layout, &module, &self.config) {
+            let decision = match enabled::flag(
+                &self.layout,
+                &module,
+                &self.dynamic_enabled,
+                &self.config,
+            ) {
                 None => Decision::NoFlag,
                 Some((false, source)) => Decision::DisabledBy(source),
                 Some((true, _)) => {
@@ -376,7 +381,7 @@ impl Operator {
     /// again.
     pub(super) async fn take_binding_patch(&mut self, patch: BindingPatch) {
         let module = patch.module.as_deref();
-        let before_global = self.global.compute().map(|c| checksum(&c.values)).ok();
+        let before_global = self.global_checksum().ok();
         let before = module.and_then(|m| self.values_document(m).ok().map(|v| checksum(&v)));
         if let Err(e) = self
             .apply_values_patches(&patch.hook, module, patch.values_patch, patch.config_patch)
@@ -389,7 +394,7 @@ impl Operator {
             return;
         }
         self.refresh_shared();
-        let after_global = self.global.compute().map(|c| checksum(&c.values)).ok();
+        let after_global = self.global_checksum().ok();
         let mut queued = Vec::new();
         if after_global != before_global && !self.queue.contains(&Task::DiscoverModules) {
             let from = self.queue.len();
@@ -421,6 +426,48 @@ impl Operator {
         values_patch: Vec<json_patch::PatchOperation>,
         config_patch: Vec<json_patch::PatchOperation>,
     ) -> Result<(), AddonError> {
+        let key = match module {
+            Some(m) => self.section(m)?.key.clone(),
+            None => "global".to_owned(),
+        };
+        let mut values_patch = values_patch;
+        if module.is_none() {
+            // Global hooks may also set modules' enabled flags (addon-operator's
+            // DynamicallyEnabled): `/<moduleKey>Enabled`, a boolean, or removed.
+            let (flags, rest): (Vec<_>, Vec<_>) = values_patch
+                .into_iter()
+                .partition(|op| enabled_flag_key(op).is_some());
+            values_patch = rest;
+            for op in flags {
+                let key = enabled_flag_key(&op).unwrap_or_default();
+                match &op {
+                    json_patch::PatchOperation::Remove(_) => {
+                        self.dynamic_enabled.remove(&key);
+                    }
+                    json_patch::PatchOperation::Add(json_patch::AddOperation { value, .. })
+                    | json_patch::PatchOperation::Replace(json_patch::ReplaceOperation {
+                        value,
+                        ..
+                    }) => {
+                        let flag = value.as_bool().ok_or_else(|| AddonError::Patch {
+                            section: "global".to_owned(),
+                            reason: format!(
+                                "hook {hook}: {key}Enabled must be true or false, not {value}"
+                            ),
+                        })?;
+                        self.dynamic_enabled.insert(key, flag);
+                    }
+                    _ => {
+                        return Err(AddonError::Patch {
+                            section: "global".to_owned(),
+                            reason: format!(
+                                "hook {hook}: {key}Enabled takes add, replace or remove"
+                            ),
+                        });
+                    }
+                }
+            }
+        }
         let section = match module {
             Some(m) => self
                 .modules
@@ -428,7 +475,6 @@ impl Operator {
                 .ok_or_else(|| AddonError::UnknownModule(m.to_owned()))?,
             None => &mut self.global,
         };
-        let key = section.key.clone();
         if !values_patch.is_empty() {
             let ops = check_patch_paths(values_patch, &key, hook)?;
             section.add_patches(ops)?;
@@ -499,4 +545,16 @@ impl Operator {
             .await
             .map_err(|e| failed(e.to_string()))
     }
+}
+
+/// The module key of a top-level `/<moduleKey>Enabled` path.
+fn enabled_flag_key(op: &json_patch::PatchOperation) -> Option<String> {
+    let path = match op {
+        json_patch::PatchOperation::Add(o) => o.path.to_string(),
+        json_patch::PatchOperation::Remove(o) => o.path.to_string(),
+        json_patch::PatchOperation::Replace(o) => o.path.to_string(),
+        _ => return None,
+    };
+    let key = path.strip_prefix('/')?.strip_suffix("Enabled")?;
+    (!key.is_empty() && !key.contains('/')).then(|| key.to_owned())
 }
