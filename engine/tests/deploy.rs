@@ -466,6 +466,11 @@ fn check_deployment(objects: &[Value], replicas: i64, leader_elect: bool) {
         env_var("POD_NAMESPACE")["valueFrom"],
         json!({"fieldRef": {"fieldPath": "metadata.namespace"}})
     );
+    // Where the other replicas fetch uploaded modules from this one.
+    assert_eq!(
+        env_var("POD_IP")["valueFrom"],
+        json!({"fieldRef": {"fieldPath": "status.podIP"}})
+    );
 
     let ports = container["ports"].as_array().expect("ports");
     assert_eq!(

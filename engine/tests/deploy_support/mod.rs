@@ -341,9 +341,10 @@ pub fn check_command_line(command: &str, help: &str, args: &[String], env: &[Val
     }
     for var in env {
         let var = var["name"].as_str().unwrap();
-        // POD_NAME is the Lease holder's identity, read without a flag.
+        // POD_NAME is the Lease holder's identity and POD_IP where the module API is
+        // advertised, both read without a flag.
         assert!(
-            var == "POD_NAME" || help.contains(&format!("[env: {var}=")),
+            ["POD_NAME", "POD_IP"].contains(&var) || help.contains(&format!("[env: {var}=")),
             "operon {command} does not read {var}"
         );
     }
