@@ -84,6 +84,7 @@ fn diagnosis(name: &str, namespace: &str, set: &str) -> Diagnosis {
             node_name: None,
             pod_reference: None,
             parameters: BTreeMap::new(),
+            dry_run: false,
         },
     );
     d.metadata.namespace = Some(namespace.to_owned());

@@ -99,6 +99,7 @@ fn diagnosis() -> Diagnosis {
             node_name: Some("node-a".to_owned()),
             pod_reference: None,
             parameters: BTreeMap::from([("threshold".to_owned(), "80".to_owned())]),
+            dry_run: false,
         },
     );
     d.metadata.namespace = Some("default".to_owned());

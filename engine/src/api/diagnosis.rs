@@ -37,6 +37,11 @@ pub struct DiagnosisSpec {
     /// Parameters passed to every operation (results of earlier operations override them).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parameters: BTreeMap<String, String>,
+    /// Walk the pipeline without side effects: wasm and script steps run in their
+    /// sandboxes (patches recorded, not applied; scripts without network), the other
+    /// steps only report what they would do (`status.nodes[].dryRun`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// A pod, optionally one of its containers.
@@ -120,6 +125,21 @@ pub struct NodeRecord {
     /// The result keys it set, so a resumed run can tell what came from where.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub result_keys: Vec<String>,
+    /// On a dry run: what the step did or would do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<DryRunRecord>,
+}
+
+/// What one step of a dry run did or would do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DryRunRecord {
+    /// One line: the Job or Workflow it would create, the request it would send, the
+    /// patches a sandboxed step submitted.
+    pub action: String,
+    /// The object or request as JSON text (cut at 16 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// Where a Diagnosis stands, written after every node so a restarted engine resumes

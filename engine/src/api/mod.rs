@@ -6,6 +6,7 @@
 //! check reports a [`Problem`] naming the object, the field and the reason, and checks
 //! report all problems at once rather than the first.
 
+mod cluster_processor;
 mod condition;
 mod crd;
 mod diagnosis;
@@ -14,11 +15,15 @@ mod operation;
 mod operation_set;
 mod trigger;
 
+pub use cluster_processor::{
+    ArgoParameter, ArgoWorkflowProcessor, JobProcessor, JobResources, JobResultSource,
+    WorkflowTemplateRef,
+};
 pub use condition::{Condition, ConditionStatus};
 pub use crd::{crds, crds_yaml};
 pub use diagnosis::{
-    Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisSpec, DiagnosisStatus, FailedPath, NodePhase,
-    NodeRecord, PathNode, PodReference,
+    Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisSpec, DiagnosisStatus, DryRunRecord,
+    FailedPath, NodePhase, NodeRecord, PathNode, PodReference,
 };
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
 pub use operation::{

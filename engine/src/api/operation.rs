@@ -1,6 +1,7 @@
 //! `Operation`: one step of a diagnosis pipeline and the processor that runs it.
 
 use super::Problem;
+use super::cluster_processor::{ArgoWorkflowProcessor, JobProcessor};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,8 @@ use std::collections::BTreeMap;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct OperationSpec {
-    /// How the operation runs: exactly one of `wasm`, `scriptRunner`, `httpServer`.
+    /// How the operation runs: exactly one of `wasm`, `scriptRunner`, `httpServer`,
+    /// `job`, `argoWorkflow`.
     pub processor: Processor,
     /// Where results are also written as files, one per result key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,6 +40,12 @@ pub struct Processor {
     /// POST the input to an HTTP endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_server: Option<HttpServer>,
+    /// Run a Kubernetes Job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobProcessor>,
+    /// Submit an Argo Workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argo_workflow: Option<ArgoWorkflowProcessor>,
     /// How long one run may take, in seconds (default 30, at least 1).
     #[serde(default = "default_timeout_seconds")]
     #[schemars(range(min = 1))]
@@ -46,6 +54,20 @@ pub struct Processor {
 
 fn default_timeout_seconds() -> i64 {
     30
+}
+
+impl Processor {
+    /// A processor that runs `wasm` and nothing else.
+    pub fn wasm(wasm: WasmProcessor, timeout_seconds: i64) -> Self {
+        Self {
+            wasm: Some(wasm),
+            script_runner: None,
+            http_server: None,
+            job: None,
+            argo_workflow: None,
+            timeout_seconds,
+        }
+    }
 }
 
 /// A wasm processor.
@@ -59,6 +81,12 @@ pub struct WasmProcessor {
     /// parameters (a Diagnosis' parameters and earlier results win).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub config: BTreeMap<String, String>,
+    /// Host directories (absolute) the module may read, each visible to the guest at
+    /// the same path and read-only, e.g. `/proc` for a process listing; nothing else of
+    /// the host's files is visible. On a node's agent they must also be mounted into
+    /// its pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only_paths: Vec<String>,
 }
 
 /// A script processor (KubeDiag's `scriptRunner`).
@@ -147,6 +175,10 @@ pub enum ProcessorKind {
     Script,
     /// `httpServer`.
     Http,
+    /// `job`.
+    Job,
+    /// `argoWorkflow`.
+    ArgoWorkflow,
 }
 
 impl Operation {
@@ -161,10 +193,18 @@ impl Operation {
     /// The processor kind, when exactly one is set.
     pub fn processor_kind(&self) -> Option<ProcessorKind> {
         let p = &self.spec.processor;
-        match (&p.wasm, &p.script_runner, &p.http_server) {
-            (Some(_), None, None) => Some(ProcessorKind::Wasm),
-            (None, Some(_), None) => Some(ProcessorKind::Script),
-            (None, None, Some(_)) => Some(ProcessorKind::Http),
+        let kinds = [
+            p.wasm.as_ref().map(|_| ProcessorKind::Wasm),
+            p.script_runner.as_ref().map(|_| ProcessorKind::Script),
+            p.http_server.as_ref().map(|_| ProcessorKind::Http),
+            p.job.as_ref().map(|_| ProcessorKind::Job),
+            p.argo_workflow
+                .as_ref()
+                .map(|_| ProcessorKind::ArgoWorkflow),
+        ];
+        let mut set = kinds.into_iter().flatten();
+        match (set.next(), set.next()) {
+            (Some(kind), None) => Some(kind),
             _ => None,
         }
     }
@@ -184,6 +224,8 @@ impl Operation {
             p.wasm.as_ref().map(|_| "wasm"),
             p.script_runner.as_ref().map(|_| "scriptRunner"),
             p.http_server.as_ref().map(|_| "httpServer"),
+            p.job.as_ref().map(|_| "job"),
+            p.argo_workflow.as_ref().map(|_| "argoWorkflow"),
         ]
         .into_iter()
         .flatten()
@@ -192,10 +234,10 @@ impl Operation {
             problem(
                 "spec.processor",
                 if set.is_empty() {
-                    "set exactly one of wasm, scriptRunner, httpServer (none is set)".to_owned()
+                    "set exactly one of wasm, scriptRunner, httpServer, job, argoWorkflow (none is set)".to_owned()
                 } else {
                     format!(
-                        "set exactly one of wasm, scriptRunner, httpServer (found {})",
+                        "set exactly one of wasm, scriptRunner, httpServer, job, argoWorkflow (found {})",
                         set.join(", ")
                     )
                 },
@@ -214,6 +256,13 @@ impl Operation {
                 "spec.processor.wasm.module",
                 "must name a module".to_owned(),
             );
+        }
+        if let Some(wasm) = &p.wasm {
+            for (i, path) in wasm.read_only_paths.iter().enumerate() {
+                if let Some(reason) = read_only_path_problem(path) {
+                    problem(&format!("spec.processor.wasm.readOnlyPaths[{i}]"), reason);
+                }
+            }
         }
         if let Some(script) = &p.script_runner {
             if script.script.trim().is_empty() {
@@ -292,6 +341,21 @@ impl Operation {
                     "spec.processor.httpServer.path",
                     format!("must start with '/', got {path:?}"),
                 );
+            }
+        }
+        if let Some(job) = &p.job {
+            for (field, reason) in job.problems() {
+                problem(&format!("spec.processor.job.{field}"), reason);
+            }
+        }
+        if let Some(argo) = &p.argo_workflow {
+            for (field, reason) in argo.problems() {
+                let field = if field.is_empty() {
+                    "spec.processor.argoWorkflow".to_owned()
+                } else {
+                    format!("spec.processor.argoWorkflow.{field}")
+                };
+                problem(&field, reason);
             }
         }
         if let Some(host_path) = self

@@ -50,6 +50,11 @@ pub struct DiagnoseArgs {
     /// Refuse to run a script step when any sandbox protection is unavailable.
     #[arg(long)]
     strict: bool,
+    /// Walk the pipeline without side effects: wasm and script steps run in their
+    /// sandboxes (patches recorded, not applied; scripts without network), job,
+    /// argoWorkflow and httpServer steps print what they would do.
+    #[arg(long)]
+    dry_run: bool,
     /// Output format of the final status.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -256,8 +261,15 @@ impl Progress for Console {
     fn node_finished(&mut self, record: &NodeRecord) {
         match record.phase {
             NodePhase::Succeeded => eprintln!(
-                "  ✓ node {} {} ({} ms)",
-                record.id, record.operation, record.duration_millis
+                "  ✓ node {} {} ({} ms){}",
+                record.id,
+                record.operation,
+                record.duration_millis,
+                record
+                    .dry_run
+                    .as_ref()
+                    .map(|d| format!(": {}", d.action))
+                    .unwrap_or_default()
             ),
             NodePhase::Failed => eprintln!(
                 "  ✗ node {} {} ({} ms): {}",
@@ -293,6 +305,7 @@ fn pick_diagnosis(manifests: &Manifests, args: &DiagnoseArgs) -> anyhow::Result<
                 node_name: None,
                 pod_reference: None,
                 parameters: BTreeMap::new(),
+                dry_run: false,
             },
         );
         d.metadata.namespace = Some("default".to_owned());
@@ -330,6 +343,7 @@ fn pick_diagnosis(manifests: &Manifests, args: &DiagnoseArgs) -> anyhow::Result<
     if args.node.is_some() {
         diagnosis.spec.node_name = args.node.clone();
     }
+    diagnosis.spec.dry_run |= args.dry_run;
     if diagnosis.metadata.uid.is_none() {
         // A local run has no API server to assign one; derive a stable one so that
         // results keyed by uid are reproducible.
@@ -470,6 +484,19 @@ fn print_status(diagnosis: &Diagnosis, elapsed: Duration) {
                 &rows
             )
         );
+    }
+    if diagnosis.spec.dry_run {
+        println!("\ndry run: nothing outside the sandboxes changed");
+        for r in &status.nodes {
+            if let Some(d) = &r.dry_run {
+                println!("  node {} {}: {}", r.id, r.operation, d.action);
+                if let Some(detail) = &d.detail {
+                    for line in detail.lines() {
+                        println!("      {line}");
+                    }
+                }
+            }
+        }
     }
     if !status.failed_paths.is_empty() {
         println!("\nfailed paths:");

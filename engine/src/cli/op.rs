@@ -87,6 +87,7 @@ struct RunSummary<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorSummary>,
     elapsed_ms: f64,
+    context: ContextSummary<'a>,
     results: BTreeMap<&'a str, &'a str>,
     output: &'a str,
     logs: &'a [LogRecord],
@@ -94,6 +95,17 @@ struct RunSummary<'a> {
     metrics: &'a [MetricOperation],
     stdout: &'a str,
     stderr: &'a str,
+}
+
+/// The runner context the guest got.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ContextSummary<'a> {
+    name: &'a str,
+    dry_run: bool,
+    timeout_ms: u64,
+    node: Option<&'a str>,
+    namespace: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -147,6 +159,7 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()?;
+    let context = input.context.clone();
     let report = runtime.block_on(sandbox.run_operation(&module, input, &limits));
 
     let (results, output_text) = match &report.outcome {
@@ -173,6 +186,13 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
             message: e.to_string(),
         }),
         elapsed_ms: report.elapsed.as_secs_f64() * 1e3,
+        context: ContextSummary {
+            name: &context.name,
+            dry_run: context.dry_run,
+            timeout_ms: context.timeout_ms,
+            node: context.node.as_deref(),
+            namespace: context.namespace.as_deref(),
+        },
         results,
         output: output_text,
         logs: &report.logs,
@@ -204,6 +224,15 @@ fn print_table(s: &RunSummary<'_>) {
     println!("module   {}", s.module);
     println!("digest   {}", s.digest);
     println!("status   {} in {:.2} ms", s.status, s.elapsed_ms);
+    let c = &s.context;
+    println!(
+        "context  name={} dryRun={} timeout={}ms node={} namespace={}",
+        c.name,
+        c.dry_run,
+        c.timeout_ms,
+        c.node.unwrap_or("-"),
+        c.namespace.unwrap_or("-")
+    );
     if let Some(e) = &s.error {
         println!("error    [{}] {}", e.kind, e.message);
     }

@@ -129,6 +129,7 @@ mod tests {
                 node_name: None,
                 pod_reference: None,
                 parameters: BTreeMap::new(),
+                dry_run: false,
             },
         )
     }

@@ -22,6 +22,11 @@
 //! - Results of a failed run that the runner still reports (a script's
 //!   `operation.<key>.error`) are merged too, so users see why it failed.
 //!
+//! - A dry run (`spec.dryRun`) walks the same search, but asks each runner what it
+//!   would do ([`Runner::dry_run`]): sandboxed steps still run and their results feed
+//!   later steps, the others return no results; each node records the action, and no
+//!   result is stored on the host.
+//!
 //! This module knows no processor: each Operation is a [`Step`] holding a
 //! [`Runner`].
 
@@ -34,8 +39,8 @@ pub use plan::{Operations, Plan, PlanError, plan};
 pub use storage::{StorageError, store_results};
 
 use crate::api::{
-    Checkpoint, Condition, ConditionStatus, Diagnosis, DiagnosisPhase, DiagnosisStatus, FailedPath,
-    NodePhase, NodeRecord, PathNode,
+    Checkpoint, Condition, ConditionStatus, Diagnosis, DiagnosisPhase, DiagnosisStatus,
+    DryRunRecord, FailedPath, NodePhase, NodeRecord, PathNode,
 };
 use crate::graph::Graph;
 use crate::runner::{RunRequest, Runner};
@@ -44,6 +49,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A dry run's detail (the object a step would create) is cut at this many bytes.
+pub const MAX_DRY_RUN_DETAIL: usize = 16 << 10;
 
 /// At most this many failed paths are listed in the status; the rest are counted.
 pub const MAX_FAILED_PATHS: usize = 32;
@@ -354,12 +362,34 @@ impl<'g> Search<'g> {
             .iter()
             .copied()
             .find(|&dep| !matches!(self.state[dep], State::Succeeded | State::DeadEnd));
+        let mut dry_run = None;
         let (outcome, mut results) = if let Some(dep) = unmet {
             let message = format!(
                 "dependence node {dep} ({}) has not succeeded earlier in this Diagnosis",
                 graph.operation(dep).unwrap_or("start")
             );
             (Err(message), BTreeMap::new())
+        } else if diagnosis.spec.dry_run {
+            let step = &steps[&operation];
+            let request = self.request(diagnosis, id, step);
+            match step.runner.dry_run(&request).await {
+                Ok(report) => {
+                    let mut action = report.action;
+                    if let Some(root) = &step.storage {
+                        action.push_str(&format!(
+                            "; results would be stored under {}",
+                            root.display()
+                        ));
+                    }
+                    dry_run = Some(DryRunRecord {
+                        action,
+                        detail: report.detail.map(|d| bounded_detail(&d)),
+                    });
+                    let size = report.output.size();
+                    (Ok(size), report.output.results)
+                }
+                Err(e) => (Err(e.message), e.results),
+            }
         } else {
             let step = &steps[&operation];
             let request = self.request(diagnosis, id, step);
@@ -389,6 +419,7 @@ impl<'g> Search<'g> {
             error: outcome.as_ref().err().cloned(),
             output_size: *outcome.as_ref().unwrap_or(&0),
             result_keys: results.keys().cloned().collect(),
+            dry_run,
         };
         self.state[id] = match outcome {
             Ok(_) => State::Succeeded,
@@ -430,10 +461,25 @@ impl<'g> Search<'g> {
                 name,
                 meta.uid.clone().unwrap_or_default(),
             )),
-            dry_run: false,
+            dry_run: diagnosis.spec.dry_run,
             timeout: step.timeout,
         }
     }
+}
+
+/// `detail` as pretty JSON, cut at [`MAX_DRY_RUN_DETAIL`] bytes on a character
+/// boundary.
+fn bounded_detail(detail: &serde_json::Value) -> String {
+    let mut text = serde_json::to_string_pretty(detail).unwrap_or_default();
+    if text.len() > MAX_DRY_RUN_DETAIL {
+        let mut cut = MAX_DRY_RUN_DETAIL;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n… (cut)");
+    }
+    text
 }
 
 fn record_failed_path(diagnosis: &mut Diagnosis, nodes: Vec<i64>, failed: usize, reason: String) {

@@ -95,6 +95,7 @@ mod tests {
                 node_name: None,
                 pod_reference: None,
                 parameters: BTreeMap::new(),
+                dry_run: false,
             },
         );
         d.metadata.namespace = Some("ops".to_owned());

@@ -101,6 +101,7 @@ fn diagnosis(params: &[(&str, &str)]) -> Diagnosis {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            dry_run: false,
         },
     );
     d.metadata.namespace = Some("ops".to_owned());
@@ -351,4 +352,71 @@ fn a_ladder_with_2_pow_40_failing_paths_runs_each_node_once() {
     );
     let status = d.status.as_ref().unwrap();
     assert!(status.failed_paths.len() <= MAX_FAILED_PATHS);
+}
+
+/// A runner that reaches outside its sandbox: a dry run must ask it what it would do
+/// and never run it.
+#[derive(Default)]
+struct Remote {
+    runs: Mutex<usize>,
+}
+
+impl Runner for Remote {
+    fn run<'a>(&'a self, _: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
+        *self.runs.lock().unwrap() += 1;
+        Box::pin(std::future::ready(Ok(RunOutput::default())))
+    }
+
+    fn dry_run<'a>(
+        &'a self,
+        request: &'a RunRequest,
+    ) -> BoxFuture<'a, Result<crate::runner::DryRun, RunError>> {
+        assert!(request.dry_run, "the request says it is a dry run");
+        Box::pin(std::future::ready(Ok(crate::runner::DryRun {
+            action: "would create Job ops/x".to_owned(),
+            detail: Some(serde_json::json!({"kind": "Job", "pad": "é".repeat(20_000)})),
+            output: RunOutput::default(),
+        })))
+    }
+}
+
+#[test]
+fn a_dry_run_asks_each_runner_what_it_would_do_and_stores_nothing() {
+    let g = graph(&[(&[1], &[]), (&[2], &[]), (&[], &[])]);
+    let scripted = Arc::new(Scripted::default());
+    let remote = Arc::new(Remote::default());
+    let root = tempfile::tempdir().unwrap();
+    let stored = root.path().join("results");
+    let mut steps = steps(&g, &scripted);
+    steps.insert(
+        "op2".to_owned(),
+        Step {
+            runner: remote.clone(),
+            timeout: Duration::from_secs(5),
+            storage: Some(stored.clone()),
+        },
+    );
+    let mut d = diagnosis(&[]);
+    d.spec.dry_run = true;
+    let phase = block_on(execute(&mut d, &g, &steps, &mut Quiet)).unwrap();
+    assert_eq!(phase, DiagnosisPhase::Succeeded);
+    let status = d.status.unwrap();
+    // The sandboxed step ran (the default), and its results fed the next one.
+    assert_eq!(scripted.calls(), ["op1"]);
+    assert_eq!(status.operation_results["op1.ran"], "yes");
+    let first = status.nodes[0].dry_run.as_ref().unwrap();
+    assert_eq!(first.action, "ran (the step has no side effects)");
+    assert_eq!(*remote.runs.lock().unwrap(), 0, "the remote step never ran");
+    let second = status.nodes[1].dry_run.as_ref().unwrap();
+    assert_eq!(
+        second.action,
+        format!(
+            "would create Job ops/x; results would be stored under {}",
+            stored.display()
+        )
+    );
+    let detail = second.detail.as_deref().unwrap();
+    assert!(detail.len() <= MAX_DRY_RUN_DETAIL + "\n… (cut)".len());
+    assert!(detail.ends_with("… (cut)"));
+    assert!(!stored.exists(), "nothing is written on the host");
 }

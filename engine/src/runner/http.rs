@@ -3,7 +3,7 @@
 //!
 //! Unlike KubeDiag, https verifies the server's certificate against the system's roots.
 
-use super::{RunError, RunOutput, RunRequest, Runner};
+use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
 use crate::api::HttpServer;
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -134,6 +134,22 @@ impl Runner for HttpRunner {
                 ))),
             }
         })
+    }
+
+    /// Sends nothing: the endpoint may act on the request.
+    fn dry_run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<DryRun, RunError>> {
+        Box::pin(std::future::ready(Ok(DryRun {
+            action: format!(
+                "would POST the input ({} keys) to {}",
+                request.input.len(),
+                self.uri
+            ),
+            detail: Some(serde_json::json!({
+                "method": "POST", "url": self.uri.to_string(),
+                "headers": {"content-type": "application/json"}, "body": request.input,
+            })),
+            output: RunOutput::default(),
+        })))
     }
 }
 

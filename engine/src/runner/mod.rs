@@ -4,11 +4,16 @@
 //!
 //! The implementations live beside the contract: [`wasm`] runs a component in the wasm
 //! sandbox, [`script`] runs a KubeDiag script in the script sandbox, [`http`] POSTs to
-//! an endpoint. A new kind of processor is one new module implementing [`Runner`] and
+//! an endpoint, [`job`] runs a Kubernetes Job and [`argo`] an Argo Workflow; [`context`]
+//! hands each of them the runner context. A new kind of processor is one new module implementing [`Runner`] and
 //! one arm in [`processors`], which builds the runner an Operation asks for; the
 //! pipeline does not change. Runners know nothing about graphs or Diagnoses.
 
+pub mod argo;
+pub mod builtin;
+pub mod context;
 pub mod http;
+pub mod job;
 pub mod processors;
 pub mod script;
 pub mod wasm;
@@ -76,9 +81,37 @@ impl RunError {
     }
 }
 
+/// What a step did, or would do, on a dry run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DryRun {
+    /// One line saying what a real run would do (the Job it would create, the request
+    /// it would send, the patches it would submit).
+    pub action: String,
+    /// The object or request, as JSON, when there is one.
+    pub detail: Option<serde_json::Value>,
+    /// The step's results: sandboxed steps (wasm, script) still run and return theirs;
+    /// the others return none.
+    pub output: RunOutput,
+}
+
 /// Something that runs an operation.
 pub trait Runner: Send + Sync {
     /// Runs once. Must return by `request.timeout` (plus a small grace) whatever the
     /// operation does.
     fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>>;
+
+    /// Runs `request` (whose `dry_run` is set) with no side effect outside the
+    /// sandbox, and says what a real run would do. The default runs the step as it
+    /// is, which only runners without side effects of their own may keep: every
+    /// runner that reaches beyond its sandbox overrides it.
+    fn dry_run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<DryRun, RunError>> {
+        Box::pin(async move {
+            let output = self.run(request).await?;
+            Ok(DryRun {
+                action: "ran (the step has no side effects)".to_owned(),
+                detail: None,
+                output,
+            })
+        })
+    }
 }

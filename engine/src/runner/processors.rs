@@ -1,12 +1,16 @@
 //! Builds the runner an Operation's processor asks for: the one place that maps
-//! `spec.processor` (wasm, scriptRunner, httpServer) to a [`Runner`].
+//! `spec.processor` (wasm, scriptRunner, httpServer, job, argoWorkflow) to a [`Runner`].
 //!
 //! `operon run` and the in-cluster controllers build their runners here, so an
 //! Operation runs the same way wherever it runs. The wasm and script sandboxes are
 //! created on first use and shared by every runner built here.
 
 use super::Runner;
+use super::argo::ArgoRunner;
+use super::builtin::{BuiltIns, built_in_path};
+use super::context::Platform;
 use super::http::{HttpRunner, HttpServerError};
+use super::job::JobRunner;
 use super::script::{SandboxedScriptRunner, ScriptSource};
 use super::wasm::WasmRunner;
 use crate::api::Operation;
@@ -38,6 +42,22 @@ pub enum ProcessorError {
     /// The `httpServer` fields do not make a URL.
     #[error(transparent)]
     Http(#[from] HttpServerError),
+    /// An `httpServer` step names a built-in processor where none are offered.
+    #[error(
+        "httpServer path {path} with no address is a built-in of the node agent; run the Diagnosis on a node (spec.nodeName or spec.podReference) so that the node's `operon agent` runs this step"
+    )]
+    BuiltInOffNode {
+        /// The path.
+        path: String,
+    },
+    /// An `httpServer` step names a built-in processor that does not exist.
+    #[error("httpServer path {path} with no address names no built-in processor; built-ins: {}", known.join(", "))]
+    UnknownBuiltIn {
+        /// The path.
+        path: String,
+        /// The paths served.
+        known: Vec<&'static str>,
+    },
 }
 
 /// Process-wide settings of the runners built here.
@@ -57,6 +77,24 @@ pub struct ProcessorSettings {
     /// Script steps run from this store (kept in step with the Operations by the
     /// agent) instead of from the Operation's text.
     pub script_store: Option<Arc<ScriptStore>>,
+    /// The built-in processors of this process (the node agent's), which address-less
+    /// `httpServer` steps under `/processor/` run.
+    pub built_ins: Option<Arc<dyn BuiltIns>>,
+    /// The Kubernetes API `job` and `argoWorkflow` steps use; without it they can only
+    /// dry-run.
+    pub kube: Option<KubeClient>,
+    /// The platform part of the runner context.
+    pub platform: Platform,
+}
+
+/// A `kube::Client` with a `Debug` that prints no connection details.
+#[derive(Clone)]
+pub struct KubeClient(pub kube::Client);
+
+impl std::fmt::Debug for KubeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KubeClient")
+    }
 }
 
 impl Default for ProcessorSettings {
@@ -68,6 +106,9 @@ impl Default for ProcessorSettings {
             strict: false,
             modules: ModuleLocator::default(),
             script_store: None,
+            built_ins: None,
+            kube: None,
+            platform: Platform::from_env(),
         }
     }
 }
@@ -102,11 +143,15 @@ impl Processors {
             let path = self.settings.modules.locate(&wasm.module, base_dir)?;
             let sandbox = self.wasm_sandbox()?;
             let module = sandbox.load_operation_file(&path)?;
+            let limits = crate::sandbox::CallLimits {
+                read_only_dirs: wasm.read_only_paths.iter().map(PathBuf::from).collect(),
+                ..self.settings.wasm_limits.clone()
+            };
             Ok(Arc::new(WasmRunner::new(
                 sandbox,
                 module,
                 wasm.config.clone(),
-                self.settings.wasm_limits.clone(),
+                limits,
             )))
         } else if let Some(script) = &processor.script_runner {
             let source = match &self.settings.script_store {
@@ -130,16 +175,48 @@ impl Processors {
                     .collect(),
             )
             .with_network(script.network)
+            .with_platform(self.settings.platform.clone())
             .with_read_only(script.read_only_paths.iter().map(PathBuf::from).collect());
             Ok(Arc::new(match script.strict {
                 Some(strict) => runner.with_strict(strict),
                 None => runner,
             }))
         } else if let Some(http) = &processor.http_server {
+            if let Some(path) = built_in_path(http) {
+                let built_ins = self.settings.built_ins.as_ref().ok_or_else(|| {
+                    ProcessorError::BuiltInOffNode {
+                        path: path.to_owned(),
+                    }
+                })?;
+                return built_ins.runner(path, self).unwrap_or_else(|| {
+                    Err(ProcessorError::UnknownBuiltIn {
+                        path: path.to_owned(),
+                        known: built_ins.paths(),
+                    })
+                });
+            }
             Ok(Arc::new(HttpRunner::new(http)?))
+        } else if let Some(job) = &processor.job {
+            Ok(Arc::new(JobRunner::new(
+                self.kube_client(),
+                operation.metadata.name.clone().unwrap_or_default(),
+                job.clone(),
+                self.settings.platform.clone(),
+            )))
+        } else if let Some(argo) = &processor.argo_workflow {
+            Ok(Arc::new(ArgoRunner::new(
+                self.kube_client(),
+                operation.metadata.name.clone().unwrap_or_default(),
+                argo.clone(),
+                self.settings.platform.clone(),
+            )))
         } else {
             Err(ProcessorError::NoProcessor)
         }
+    }
+
+    fn kube_client(&self) -> Option<kube::Client> {
+        self.settings.kube.as_ref().map(|k| k.0.clone())
     }
 
     /// The store script steps run from, when there is one.

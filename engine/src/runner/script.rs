@@ -5,9 +5,12 @@
 //! arguments (a missing key is an error, not a silent shift), stdout and stderr
 //! interleaved become `operation.<key>.output`, a non-zero exit or a timeout fails the
 //! run with `operation.<key>.error`, and the shebang is honoured (a script without one
-//! runs under `/bin/sh`, as KubeDiag forces).
+//! runs under `/bin/sh`, as KubeDiag forces). The runner context reaches the script as
+//! `OPERON_*` variables (see [`super::context`]); a dry run keeps the script off the
+//! network, so nothing outside the sandbox can change.
 
-use super::{RunError, RunOutput, RunRequest, Runner};
+use super::context::{Platform, RunContext};
+use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
 use crate::script::{Limits, OutputMode, RunStatus, SandboxRequest, ScriptSandbox, ScriptStore};
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
@@ -48,6 +51,8 @@ pub struct SandboxedScriptRunner {
     limits: Option<Limits>,
     /// The Operation's strict-mode field, when it has one.
     strict: Option<bool>,
+    /// The platform part of the runner context.
+    platform: Platform,
 }
 
 impl SandboxedScriptRunner {
@@ -69,7 +74,14 @@ impl SandboxedScriptRunner {
             output_limit: 1 << 20,
             limits: None,
             strict: None,
+            platform: Platform::default(),
         }
+    }
+
+    /// Tells scripts which platform they run on (`OPERON_CLUSTER`).
+    pub fn with_platform(mut self, platform: Platform) -> Self {
+        self.platform = platform;
+        self
     }
 
     /// Passes these variables to the script (the Operation's allow-list).
@@ -157,7 +169,12 @@ impl SandboxedScriptRunner {
         let mut sandboxed = SandboxRequest::new(request.name.clone(), program);
         sandboxed.args = args;
         sandboxed.env = self.env.clone();
-        sandboxed.network = self.network;
+        sandboxed
+            .env
+            .extend(RunContext::new(request, &self.platform).env());
+        // A dry run changes nothing outside the sandbox: without a network a script
+        // cannot reach the API server or anything else.
+        sandboxed.network = self.network && !request.dry_run;
         sandboxed.read_only = self.read_only.clone();
         sandboxed.timeout = request.timeout;
         sandboxed.output = OutputMode::Combined;
@@ -214,5 +231,21 @@ impl SandboxedScriptRunner {
 impl Runner for SandboxedScriptRunner {
     fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
         Box::pin(self.run_once(request))
+    }
+
+    fn dry_run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<DryRun, RunError>> {
+        Box::pin(async move {
+            let output = self.run_once(request).await?;
+            let network = if self.network {
+                "without the network it asks for"
+            } else {
+                "without network"
+            };
+            Ok(DryRun {
+                action: format!("ran in the script sandbox {network}, with OPERON_DRY_RUN=true"),
+                detail: None,
+                output,
+            })
+        })
     }
 }

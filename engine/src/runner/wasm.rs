@@ -1,7 +1,7 @@
 //! The wasm runner: an operation component called through the sandbox.
 
-use super::{RunError, RunOutput, RunRequest, Runner};
-use crate::model::{OperationInput, OwnerReference, RunnerContext};
+use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
+use crate::model::{OperationInput, OwnerReference, PatchOperation, RunnerContext};
 use crate::sandbox::{CallLimits, OperationModule, Sandbox};
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
@@ -34,50 +34,86 @@ impl WasmRunner {
     }
 }
 
-impl Runner for WasmRunner {
-    fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
-        Box::pin(async move {
-            let mut parameters = self.config.clone();
-            parameters.extend(request.input.clone());
-            let input = OperationInput {
-                context: RunnerContext {
-                    name: request.name.clone(),
-                    dry_run: request.dry_run,
-                    timeout_ms: u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX),
-                    node: request.node.clone(),
-                    namespace: request.namespace.clone(),
-                    owner: request
-                        .owner
-                        .clone()
-                        .map(|(kind, name, uid)| OwnerReference {
-                            api_version: crate::api::API_VERSION.to_owned(),
-                            kind,
-                            name,
-                            uid,
-                        }),
-                },
-                parameters,
-                results: request.results.clone(),
-                args: Vec::new(),
-            };
-            let limits = CallLimits {
-                timeout: request.timeout,
-                ..self.limits.clone()
-            };
-            let report = self
-                .sandbox
-                .run_operation(&self.module, input, &limits)
-                .await;
-            for record in &report.logs {
-                tracing::debug!(run = %request.name, level = ?record.level, "{}", record.message);
+impl WasmRunner {
+    /// One call of the guest: its output and the patch operations it submitted (which
+    /// the pipeline does not apply; a dry run reports them).
+    async fn call(
+        &self,
+        request: &RunRequest,
+    ) -> Result<(RunOutput, Vec<PatchOperation>), RunError> {
+        // A granted directory missing on this node fails the run by name rather than
+        // leaving the guest to report a file it cannot find.
+        for dir in &self.limits.read_only_dirs {
+            if !dir.is_dir() {
+                return Err(RunError::new(format!(
+                    "wasm.readOnlyPaths: {} is not a directory on this machine",
+                    dir.display()
+                )));
             }
-            match report.outcome {
-                Ok(out) => Ok(RunOutput {
+        }
+        let mut parameters = self.config.clone();
+        parameters.extend(request.input.clone());
+        let input = OperationInput {
+            context: RunnerContext {
+                name: request.name.clone(),
+                dry_run: request.dry_run,
+                timeout_ms: u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX),
+                node: request.node.clone(),
+                namespace: request.namespace.clone(),
+                owner: request
+                    .owner
+                    .clone()
+                    .map(|(kind, name, uid)| OwnerReference {
+                        api_version: crate::api::API_VERSION.to_owned(),
+                        kind,
+                        name,
+                        uid,
+                    }),
+            },
+            parameters,
+            results: request.results.clone(),
+            args: Vec::new(),
+        };
+        let limits = CallLimits {
+            timeout: request.timeout,
+            ..self.limits.clone()
+        };
+        let report = self
+            .sandbox
+            .run_operation(&self.module, input, &limits)
+            .await;
+        for record in &report.logs {
+            tracing::debug!(run = %request.name, level = ?record.level, "{}", record.message);
+        }
+        match report.outcome {
+            Ok(out) => Ok((
+                RunOutput {
                     results: out.results,
                     output: out.output,
-                }),
-                Err(e) => Err(RunError::new(e.to_string())),
-            }
+                },
+                report.patches,
+            )),
+            Err(e) => Err(RunError::new(e.to_string())),
+        }
+    }
+}
+
+impl Runner for WasmRunner {
+    fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
+        Box::pin(async move { self.call(request).await.map(|(output, _)| output) })
+    }
+
+    fn dry_run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<DryRun, RunError>> {
+        Box::pin(async move {
+            let (output, patches) = self.call(request).await?;
+            Ok(DryRun {
+                action: format!(
+                    "ran in the wasm sandbox with dryRun set; {} patch operations recorded, not applied",
+                    patches.len()
+                ),
+                detail: (!patches.is_empty()).then(|| serde_json::json!({ "patches": patches })),
+                output,
+            })
         })
     }
 }

@@ -208,6 +208,7 @@ impl CompiledTrigger {
             node_name: matcher.node_name(alert).or_else(|| self.node_name.clone()),
             pod_reference: matcher.pod_reference(alert),
             parameters,
+            dry_run: false,
         };
         let hash = new_diagnosis::short_hash(
             &self.name,
@@ -240,6 +241,7 @@ impl CompiledTrigger {
             node_name: subject.node_name.or_else(|| self.node_name.clone()),
             pod_reference: subject.pod_reference,
             parameters: self.parameters.clone(),
+            dry_run: false,
         };
         let hash = new_diagnosis::short_hash(
             &self.name,
@@ -296,6 +298,7 @@ impl CompiledTrigger {
             node_name: self.node_name.clone(),
             pod_reference: None,
             parameters: self.parameters.clone(),
+            dry_run: false,
         };
         Some(NewDiagnosis::build(
             &self.name,

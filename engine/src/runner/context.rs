@@ -1,0 +1,240 @@
+//! The runner context (Capact's: name, dry run, timeout, platform) as each kind of
+//! runner hands it on: environment variables for scripts and Jobs, a JSON file in a
+//! Job, Workflow parameters for Argo, and the WIT record for wasm guests.
+//!
+//! One [`RunContext`] is built per run from the [`RunRequest`] and the process'
+//! [`Platform`], so every runner spells the same facts the same way.
+
+use super::RunRequest;
+use crate::model::{OwnerReference, RunnerContext};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Where the engine runs: the platform part of the runner context.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Platform {
+    /// A name for the cluster, from `OPERON_CLUSTER_NAME` (Kubernetes has no name for
+    /// the cluster an API server serves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+}
+
+impl Platform {
+    /// The platform as this process' environment describes it.
+    pub fn from_env() -> Self {
+        Self {
+            cluster: std::env::var("OPERON_CLUSTER_NAME")
+                .ok()
+                .filter(|name| !name.is_empty()),
+        }
+    }
+}
+
+/// Everything a runner tells the step about its run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunContext {
+    /// The run's name (`namespace/diagnosis/node-N`).
+    pub name: String,
+    /// Whether the run must not change anything.
+    pub dry_run: bool,
+    /// The run's budget.
+    pub timeout: Duration,
+    /// The node the run is about.
+    pub node: Option<String>,
+    /// The namespace the run belongs to.
+    pub namespace: Option<String>,
+    /// The object that asked for the run.
+    pub owner: Option<OwnerReference>,
+    /// Which cluster.
+    pub platform: Platform,
+}
+
+/// The Capact-shaped JSON of a context (what a Job finds at `$RUNNER_CONTEXT_PATH`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ContextFile<'a> {
+    name: &'a str,
+    dry_run: bool,
+    timeout: String,
+    platform: PlatformFile<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlatformFile<'a> {
+    #[serde(rename = "type")]
+    type_: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_ref: Option<OwnerRefFile<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnerRefFile<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    uid: &'a str,
+}
+
+impl RunContext {
+    /// The context of `request` on `platform`.
+    pub fn new(request: &RunRequest, platform: &Platform) -> Self {
+        Self {
+            name: request.name.clone(),
+            dry_run: request.dry_run,
+            timeout: request.timeout,
+            node: request.node.clone(),
+            namespace: request.namespace.clone(),
+            owner: request
+                .owner
+                .clone()
+                .map(|(kind, name, uid)| OwnerReference {
+                    api_version: crate::api::API_VERSION.to_owned(),
+                    kind,
+                    name,
+                    uid,
+                }),
+            platform: platform.clone(),
+        }
+    }
+
+    /// The context as the WIT record a wasm guest gets. The record has no platform
+    /// field: adding one would break every guest built against the current package.
+    pub fn wasm(&self) -> RunnerContext {
+        RunnerContext {
+            name: self.name.clone(),
+            dry_run: self.dry_run,
+            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+            node: self.node.clone(),
+            namespace: self.namespace.clone(),
+            owner: self.owner.clone(),
+        }
+    }
+
+    /// The context as `(name, value)` pairs, each named `OPERON_*`; unknown facts are
+    /// empty strings so a step can test for them without `set -u` failures.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.pairs("OPERON_", |name| {
+            name.to_ascii_uppercase().replace('-', "_")
+        })
+    }
+
+    /// The context as Argo Workflow parameters, each named `operon-*`.
+    pub fn parameters(&self) -> Vec<(String, String)> {
+        self.pairs("operon-", str::to_owned)
+    }
+
+    fn pairs(&self, prefix: &str, spell: impl Fn(&str) -> String) -> Vec<(String, String)> {
+        let owner = self.owner.as_ref();
+        [
+            ("run-name", self.name.clone()),
+            ("dry-run", self.dry_run.to_string()),
+            ("timeout-seconds", self.timeout.as_secs().max(1).to_string()),
+            ("node", self.node.clone().unwrap_or_default()),
+            ("namespace", self.namespace.clone().unwrap_or_default()),
+            (
+                "owner-kind",
+                owner.map(|o| o.kind.clone()).unwrap_or_default(),
+            ),
+            (
+                "owner-name",
+                owner.map(|o| o.name.clone()).unwrap_or_default(),
+            ),
+            (
+                "owner-uid",
+                owner.map(|o| o.uid.clone()).unwrap_or_default(),
+            ),
+            ("cluster", self.platform.cluster.clone().unwrap_or_default()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (format!("{prefix}{}", spell(name)), value))
+        .collect()
+    }
+
+    /// The context as a JSON document in Capact's runner-context shape (`name`,
+    /// `dryRun`, `timeout`, `platform` with the namespace and the owner reference).
+    pub fn to_json(&self) -> String {
+        let file = ContextFile {
+            name: &self.name,
+            dry_run: self.dry_run,
+            timeout: humantime::format_duration(self.timeout).to_string(),
+            platform: PlatformFile {
+                type_: "kubernetes",
+                cluster: self.platform.cluster.as_deref(),
+                node: self.node.as_deref(),
+                namespace: self.namespace.as_deref(),
+                owner_ref: self.owner.as_ref().map(|o| OwnerRefFile {
+                    api_version: &o.api_version,
+                    kind: &o.kind,
+                    name: &o.name,
+                    uid: &o.uid,
+                }),
+            },
+        };
+        serde_json::to_string_pretty(&file).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn context() -> RunContext {
+        let request = RunRequest {
+            name: "ops/diag-1/node-2".to_owned(),
+            input: BTreeMap::new(),
+            results: BTreeMap::new(),
+            node: Some("n1".to_owned()),
+            namespace: Some("ops".to_owned()),
+            owner: Some((
+                "Diagnosis".to_owned(),
+                "diag-1".to_owned(),
+                "u-1".to_owned(),
+            )),
+            dry_run: true,
+            timeout: Duration::from_secs(90),
+        };
+        RunContext::new(
+            &request,
+            &Platform {
+                cluster: Some("prod-eu".to_owned()),
+            },
+        )
+    }
+
+    #[test]
+    fn every_fact_reaches_env_parameters_and_the_file() {
+        let c = context();
+        let env: BTreeMap<String, String> = c.env().into_iter().collect();
+        assert_eq!(env["OPERON_RUN_NAME"], "ops/diag-1/node-2");
+        assert_eq!(env["OPERON_DRY_RUN"], "true");
+        assert_eq!(env["OPERON_TIMEOUT_SECONDS"], "90");
+        assert_eq!(env["OPERON_NODE"], "n1");
+        assert_eq!(env["OPERON_NAMESPACE"], "ops");
+        assert_eq!(env["OPERON_OWNER_KIND"], "Diagnosis");
+        assert_eq!(env["OPERON_OWNER_UID"], "u-1");
+        assert_eq!(env["OPERON_CLUSTER"], "prod-eu");
+        let params: BTreeMap<String, String> = c.parameters().into_iter().collect();
+        assert_eq!(params["operon-owner-name"], "diag-1");
+        assert_eq!(params.len(), env.len());
+        let file: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+        assert_eq!(
+            file,
+            serde_json::json!({
+                "name": "ops/diag-1/node-2", "dryRun": true, "timeout": "1m 30s",
+                "platform": {"type": "kubernetes", "cluster": "prod-eu", "node": "n1",
+                    "namespace": "ops", "ownerRef": {"apiVersion": "operon.dev/v1alpha1",
+                    "kind": "Diagnosis", "name": "diag-1", "uid": "u-1"}},
+            })
+        );
+        assert_eq!(c.wasm().timeout_ms, 90_000);
+    }
+}

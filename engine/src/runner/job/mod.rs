@@ -1,0 +1,476 @@
+//! The `job` runner: a step run as a Kubernetes Job in the Diagnosis' namespace.
+//!
+//! A run creates a Secret holding the step's input (mounted as files and referred to
+//! by environment variables) and a Job, both owned by the Diagnosis, then watches the
+//! Job and its pods until the container exits. The container writes its results, a
+//! JSON object of strings, to its termination message (or, when the Operation says
+//! so, as the last line of its log). A failed pod, a Job past its deadline, an evicted
+//! pod or an image that cannot be pulled fails the step with that reason.
+//!
+//! The Job's name is derived from the run (Diagnosis uid and node), so a controller
+//! restarted while the Job runs finds it again and waits for it instead of creating a
+//! second one.
+
+mod outcome;
+mod spec;
+#[cfg(test)]
+mod tests;
+
+pub use outcome::{Assessment, MAX_TERMINATION_MESSAGE, assess, parse_results};
+pub use spec::{input_variable, job_name};
+
+use super::context::{Platform, RunContext};
+use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
+use crate::api::{JobProcessor, JobResultSource};
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DeleteParams, LogParams, PostParams, PropagationPolicy};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// At most this many bytes of a container's log are read for its result.
+pub const MAX_LOG_RESULT: usize = 1 << 20;
+
+/// Why a Job step could not run; every variant becomes the node's error.
+#[derive(Debug, thiserror::Error)]
+pub enum JobRunError {
+    /// The input does not fit in a Secret.
+    #[error("the step's input is {bytes} bytes, more than a Secret holds (1 MiB)")]
+    InputTooLarge {
+        /// Its size.
+        bytes: usize,
+    },
+    /// `onDiagnosisNode` with no node to pin to.
+    #[error("job.onDiagnosisNode is set but the Diagnosis names no node")]
+    NoDiagnosisNode,
+    /// The objects do not serialise (a bug, or a value Kubernetes' types refuse).
+    #[error("cannot build the Job: {0}")]
+    Build(#[from] serde_json::Error),
+    /// The process has no Kubernetes client.
+    #[error(
+        "the job processor needs the Kubernetes API and this process has none (`operon run` has no cluster: use --dry-run to see the Job it would create)"
+    )]
+    NoCluster,
+    /// A request failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was asked.
+        what: String,
+        /// What the API server (or the connection) said.
+        #[source]
+        source: kube::Error,
+    },
+    /// A Job of that name exists and is not this run's.
+    #[error(
+        "Job {job} exists and belongs to another run ({other}); delete it or rename the Diagnosis"
+    )]
+    Foreign {
+        /// `namespace/name`.
+        job: String,
+        /// The other run's name.
+        other: String,
+    },
+    /// The Job did not finish in time.
+    #[error("{0}")]
+    Timeout(String),
+    /// The run failed, or its result cannot be read.
+    #[error("{0}")]
+    Result(String),
+}
+
+impl From<JobRunError> for RunError {
+    fn from(e: JobRunError) -> Self {
+        RunError::new(e.to_string())
+    }
+}
+
+fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> JobRunError {
+    let what = what.into();
+    move |source| JobRunError::Api { what, source }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+fn post_params(dry_run: bool) -> PostParams {
+    PostParams {
+        dry_run,
+        field_manager: Some("operon".to_owned()),
+    }
+}
+
+/// Runs one Operation's steps as Jobs.
+#[derive(Clone)]
+pub struct JobRunner {
+    client: Option<kube::Client>,
+    operation: String,
+    processor: JobProcessor,
+    platform: Platform,
+    /// How long after the Job's deadline the runner still waits for the Job
+    /// controller to report it, before deleting the Job itself.
+    grace: Duration,
+}
+
+impl std::fmt::Debug for JobRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRunner")
+            .field("operation", &self.operation)
+            .field("image", &self.processor.image)
+            .field("cluster", &self.client.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobRunner {
+    /// A runner for `operation`'s `processor`; without a client it can only dry-run.
+    pub fn new(
+        client: Option<kube::Client>,
+        operation: impl Into<String>,
+        processor: JobProcessor,
+        platform: Platform,
+    ) -> Self {
+        Self {
+            client,
+            operation: operation.into(),
+            processor,
+            platform,
+            grace: Duration::from_secs(30),
+        }
+    }
+
+    /// Changes how long the runner waits past the Job's deadline (default 30 s).
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    fn namespace(&self, request: &RunRequest) -> String {
+        request.namespace.clone().unwrap_or_else(|| {
+            self.client
+                .as_ref()
+                .map_or("default", |c| c.default_namespace())
+                .to_owned()
+        })
+    }
+
+    /// The Secret and the Job of `request`.
+    fn objects(&self, request: &RunRequest) -> Result<(String, Secret, Job), JobRunError> {
+        let namespace = self.namespace(request);
+        let name = job_name(request);
+        let context = RunContext::new(request, &self.platform);
+        let secret = spec::input_secret(&name, &namespace, request, &context)?;
+        let job = spec::job(
+            &name,
+            &namespace,
+            &self.operation,
+            &self.processor,
+            request,
+            &context,
+        )?;
+        Ok((name, secret, job))
+    }
+
+    async fn run_job(&self, request: &RunRequest) -> Result<RunOutput, JobRunError> {
+        let client = self.client.clone().ok_or(JobRunError::NoCluster)?;
+        let namespace = self.namespace(request);
+        let (name, secret, job) = self.objects(request)?;
+        let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+        let pods: Api<Pod> = Api::namespaced(client, &namespace);
+        let job_ref = format!("{namespace}/{name}");
+
+        let existing = jobs
+            .get_opt(&name)
+            .await
+            .map_err(api_error(format!("reading Job {job_ref}")))?;
+        match existing {
+            Some(existing) => {
+                self.check_owner(&existing, &job_ref, request)?;
+                tracing::info!(job = %job_ref, run = %request.name, "re-attaching to the run's Job");
+            }
+            None => {
+                // The Secret first: the pod refers to it, and creating it after the
+                // Job would make the kubelet report a missing Secret meanwhile.
+                if let Err(e) = secrets.create(&post_params(false), &secret).await
+                    && !is_conflict(&e)
+                {
+                    return Err(api_error(format!("creating Secret {job_ref}"))(e));
+                }
+                match jobs.create(&post_params(false), &job).await {
+                    Ok(_) => tracing::info!(job = %job_ref, run = %request.name, "Job created"),
+                    // Another instance created it in between: it is this run's.
+                    Err(e) if is_conflict(&e) => {}
+                    Err(e) => return Err(api_error(format!("creating Job {job_ref}"))(e)),
+                }
+            }
+        }
+
+        let budget = request.timeout + self.grace;
+        let watched = tokio::time::timeout(budget, watch(&jobs, &pods, &name)).await;
+        let (assessment, finished) = match watched {
+            Ok(result) => result?,
+            Err(_) => {
+                self.delete(&jobs, &secrets, &name, true).await;
+                return Err(JobRunError::Timeout(format!(
+                    "Job {job_ref} did not finish within {} (timeoutSeconds plus {} for the Job controller); it was deleted",
+                    humantime::format_duration(request.timeout),
+                    humantime::format_duration(self.grace)
+                )));
+            }
+        };
+        // A Job that cannot start (an image that cannot be pulled) would otherwise
+        // hold its pod until the deadline; any other Job stays for its TTL, for
+        // `kubectl logs`.
+        let stuck = matches!(assessment, Assessment::Failed(_)) && !finished;
+        let outcome = match assessment {
+            Assessment::Succeeded { pod, message } => {
+                self.results(&pods, &job_ref, &pod, message).await
+            }
+            Assessment::Failed(reason) => Err(JobRunError::Result(reason)),
+            Assessment::Running => unreachable!("watch returns only a decided assessment"),
+        };
+        self.delete(&jobs, &secrets, &name, stuck).await;
+        outcome
+    }
+
+    /// The results the container of `pod` wrote: its termination `message`, or the
+    /// last line of its log.
+    async fn results(
+        &self,
+        pods: &Api<Pod>,
+        job_ref: &str,
+        pod: &str,
+        message: String,
+    ) -> Result<RunOutput, JobRunError> {
+        let (text, bound) = match self.processor.result_from {
+            Some(JobResultSource::Logs) => {
+                let params = LogParams {
+                    container: Some(spec::CONTAINER.to_owned()),
+                    limit_bytes: Some(MAX_LOG_RESULT as i64),
+                    tail_lines: Some(1),
+                    ..LogParams::default()
+                };
+                let log = pods.logs(pod, &params).await.map_err(api_error(format!(
+                    "reading the log of pod {pod} of Job {job_ref}"
+                )))?;
+                (log, MAX_LOG_RESULT)
+            }
+            Some(JobResultSource::TerminationMessage) | None => (message, MAX_TERMINATION_MESSAGE),
+        };
+        let results = parse_results(&text, bound).map_err(|reason| {
+            JobRunError::Result(format!("Job {job_ref} (pod {pod}): {reason}"))
+        })?;
+        Ok(RunOutput {
+            results,
+            output: text,
+        })
+    }
+
+    fn check_owner(
+        &self,
+        existing: &Job,
+        job_ref: &str,
+        request: &RunRequest,
+    ) -> Result<(), JobRunError> {
+        let theirs = existing
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(spec::RUN_NAME_ANNOTATION))
+            .cloned()
+            .unwrap_or_default();
+        if theirs == request.name {
+            Ok(())
+        } else {
+            Err(JobRunError::Foreign {
+                job: job_ref.to_owned(),
+                other: if theirs.is_empty() {
+                    "not created by Operon".to_owned()
+                } else {
+                    theirs
+                },
+            })
+        }
+    }
+
+    /// Deletes the run's Secret (its input is not needed once the pod ran) and, when
+    /// `job` is set, the Job with its pods. Failures are logged: TTL and the owner
+    /// reference remove both eventually.
+    async fn delete(&self, jobs: &Api<Job>, secrets: &Api<Secret>, name: &str, job: bool) {
+        if job {
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..DeleteParams::default()
+            };
+            if let Err(e) = jobs.delete(name, &params).await
+                && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+            {
+                tracing::warn!(job = name, error = %e, "cannot delete the Job");
+            }
+        }
+        if let Err(e) = secrets.delete(name, &DeleteParams::default()).await
+            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+        {
+            tracing::warn!(secret = name, error = %e, "cannot delete the input Secret");
+        }
+    }
+
+    async fn dry_run_job(&self, request: &RunRequest) -> Result<DryRun, JobRunError> {
+        // The object a real run would create: the same, but not told to dry-run.
+        let real = RunRequest {
+            dry_run: false,
+            ..request.clone()
+        };
+        let namespace = self.namespace(request);
+        let (name, secret, job) = self.objects(&real)?;
+        let job_ref = format!("{namespace}/{name}");
+        let mut checked = "rendered locally: no cluster to check it against";
+        if let Some(client) = &self.client {
+            // The API server validates and admits both without storing them, as
+            // `kubectl create --dry-run=server` does.
+            let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+            match secrets.create(&post_params(true), &secret).await {
+                Ok(_) => {}
+                Err(e) if is_conflict(&e) => {}
+                Err(e) => return Err(api_error(format!("Secret {job_ref} (dry run)"))(e)),
+            }
+            checked = match jobs.create(&post_params(true), &job).await {
+                Ok(_) => "accepted by the API server in a server-side dry run",
+                Err(e) if is_conflict(&e) => "the Job exists already: a run would wait for it",
+                Err(e) => return Err(api_error(format!("Job {job_ref} (dry run)"))(e)),
+            };
+        }
+        let keys: Vec<&String> = request.input.keys().collect();
+        let detail = serde_json::json!({
+            "job": job,
+            // Input values stay out of the report, as they stay out of the Job.
+            "secret": {"name": name, "namespace": namespace, "keys": ["input.json", "context.json"],
+                       "inputKeys": keys},
+        });
+        Ok(DryRun {
+            action: format!(
+                "would create Job {job_ref} running {} (deadline {}s) with its input in Secret {job_ref} ({} keys); {checked}",
+                self.processor.image,
+                request.timeout.as_secs().max(1),
+                keys.len()
+            ),
+            detail: Some(detail),
+            output: RunOutput::default(),
+        })
+    }
+}
+
+/// What one watcher has seen: the objects as of its last event, and whether its
+/// initial list is complete.
+struct Seen<K> {
+    objects: BTreeMap<String, K>,
+    listing: BTreeMap<String, K>,
+    listed: bool,
+}
+
+impl<K: kube::Resource> Seen<K> {
+    fn new() -> Self {
+        Self {
+            objects: BTreeMap::new(),
+            listing: BTreeMap::new(),
+            listed: false,
+        }
+    }
+
+    fn apply(&mut self, event: Event<K>) {
+        let key = |k: &K| k.meta().name.clone().unwrap_or_default();
+        match event {
+            Event::Init => self.listing.clear(),
+            Event::InitApply(k) => {
+                self.listing.insert(key(&k), k);
+            }
+            Event::InitDone => {
+                self.objects = std::mem::take(&mut self.listing);
+                self.listed = true;
+            }
+            Event::Apply(k) => {
+                self.objects.insert(key(&k), k);
+            }
+            Event::Delete(k) => {
+                self.objects.remove(&key(&k));
+            }
+        }
+    }
+}
+
+fn finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
+}
+
+/// Watches the Job `name` and its pods until the run is decided. Returns the
+/// assessment and whether the Job itself has finished.
+async fn watch(
+    jobs: &Api<Job>,
+    pods: &Api<Pod>,
+    name: &str,
+) -> Result<(Assessment, bool), JobRunError> {
+    // Boxed: a Pod event is far larger than a Job event.
+    enum Change {
+        Job(Box<Result<Event<Job>, watcher::Error>>),
+        Pod(Box<Result<Event<Pod>, watcher::Error>>),
+    }
+    let job_events = watcher::watcher(
+        jobs.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .map(|event| Change::Job(Box::new(event)))
+    .boxed();
+    let pod_events = watcher::watcher(
+        pods.clone(),
+        watcher::Config::default().labels(&format!("{}={name}", spec::RUN_LABEL)),
+    )
+    .default_backoff()
+    .map(|event| Change::Pod(Box::new(event)))
+    .boxed();
+    let mut events = futures::stream::select(job_events, pod_events);
+    let (mut job_seen, mut pods_seen) = (Seen::<Job>::new(), Seen::<Pod>::new());
+    while let Some(change) = events.next().await {
+        let failed = match change {
+            Change::Job(event) => (*event).map(|e| job_seen.apply(e)).err(),
+            Change::Pod(event) => (*event).map(|e| pods_seen.apply(e)).err(),
+        };
+        if let Some(e) = failed {
+            tracing::warn!(job = name, error = %e, "watching the Job's progress failed; retrying");
+            continue;
+        }
+        if job_seen.listed && pods_seen.listed {
+            let job = job_seen.objects.get(name);
+            let assessment = assess(name, job, &pods_seen.objects);
+            if assessment != Assessment::Running {
+                return Ok((assessment, job.is_none_or(finished)));
+            }
+        }
+    }
+    Ok((
+        Assessment::Failed(format!("the watch of Job {name} ended")),
+        false,
+    ))
+}
+
+impl Runner for JobRunner {
+    fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
+        Box::pin(async move { Ok(self.run_job(request).await?) })
+    }
+
+    fn dry_run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<DryRun, RunError>> {
+        Box::pin(async move { Ok(self.dry_run_job(request).await?) })
+    }
+}

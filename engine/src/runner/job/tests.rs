@@ -1,0 +1,439 @@
+//! The Job runner against a mock API server: the exact Secret and Job created, the
+//! result read back, failures, re-attaching after a restart, and the dry run.
+
+use super::*;
+use crate::api::{EnvVar, JobResources};
+use crate::cluster::kube::mock::{self, Call, MockApi};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+fn request() -> RunRequest {
+    RunRequest {
+        name: "ops/disk/node-3".to_owned(),
+        input: [
+            ("node".to_owned(), "n1".to_owned()),
+            ("operation.df.output".to_owned(), "87%".to_owned()),
+        ]
+        .into(),
+        results: BTreeMap::new(),
+        node: Some("n1".to_owned()),
+        namespace: Some("ops".to_owned()),
+        owner: Some((
+            "Diagnosis".to_owned(),
+            "disk".to_owned(),
+            "uid-1".to_owned(),
+        )),
+        dry_run: false,
+        timeout: Duration::from_secs(300),
+    }
+}
+
+fn processor() -> JobProcessor {
+    JobProcessor {
+        image: "registry.local/fsck:1.2".to_owned(),
+        command: vec!["/bin/fsck-report".to_owned()],
+        args: vec!["--json".to_owned()],
+        env: vec![EnvVar {
+            name: "MODE".to_owned(),
+            value: "fast".to_owned(),
+        }],
+        resources: Some(JobResources {
+            requests: [("cpu".to_owned(), "500m".to_owned())].into(),
+            limits: [("memory".to_owned(), "256Mi".to_owned())].into(),
+        }),
+        node_selector: BTreeMap::new(),
+        on_diagnosis_node: true,
+        service_account_name: Some("fsck".to_owned()),
+        image_pull_policy: None,
+        ttl_seconds_after_finished: None,
+        result_from: None,
+    }
+}
+
+fn job_runner(client: Option<kube::Client>, processor: JobProcessor) -> Arc<JobRunner> {
+    Arc::new(JobRunner::new(
+        client,
+        "fsck",
+        processor,
+        Platform {
+            cluster: Some("lab".to_owned()),
+        },
+    ))
+}
+
+fn name() -> String {
+    job_name(&request())
+}
+
+fn expected_job() -> Value {
+    let name = name();
+    let labels = json!({"app.kubernetes.io/managed-by": "operon", "operon.dev/run": name,
+                        "operon.dev/diagnosis": "disk"});
+    let plain = |n: &str, v: &str| json!({"name": n, "value": v});
+    let secret_ref =
+        |n: &str| json!({"name": n, "valueFrom": {"secretKeyRef": {"name": name, "key": n}}});
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {
+            "name": name, "namespace": "ops", "labels": labels,
+            "annotations": {"operon.dev/run-name": "ops/disk/node-3", "operon.dev/operation": "fsck"},
+            "ownerReferences": [{"apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+                "name": "disk", "uid": "uid-1", "blockOwnerDeletion": false, "controller": false}],
+        },
+        "spec": {
+            "backoffLimit": 0, "activeDeadlineSeconds": 300, "ttlSecondsAfterFinished": 600,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": "fsck",
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}},
+                    "volumes": [{"name": "operon-input", "secret": {"secretName": name}}],
+                    "containers": [{
+                        "name": "step", "image": "registry.local/fsck:1.2",
+                        "command": ["/bin/fsck-report"], "args": ["--json"],
+                        "resources": {"requests": {"cpu": "500m"}, "limits": {"memory": "256Mi"}},
+                        "terminationMessagePath": "/dev/termination-log",
+                        "terminationMessagePolicy": "File",
+                        "volumeMounts": [{"name": "operon-input", "mountPath": "/var/run/operon", "readOnly": true}],
+                        "env": [
+                            plain("MODE", "fast"),
+                            plain("OPERON_RUN_NAME", "ops/disk/node-3"),
+                            plain("OPERON_DRY_RUN", "false"),
+                            plain("OPERON_TIMEOUT_SECONDS", "300"),
+                            plain("OPERON_NODE", "n1"),
+                            plain("OPERON_NAMESPACE", "ops"),
+                            plain("OPERON_OWNER_KIND", "Diagnosis"),
+                            plain("OPERON_OWNER_NAME", "disk"),
+                            plain("OPERON_OWNER_UID", "uid-1"),
+                            plain("OPERON_CLUSTER", "lab"),
+                            plain("OPERON_INPUT_PATH", "/var/run/operon/input.json"),
+                            plain("OPERON_CONTEXT_PATH", "/var/run/operon/context.json"),
+                            plain("OPERON_RESULT_PATH", "/dev/termination-log"),
+                            plain("RUNNER_ARGS_PATH", "/var/run/operon/input.json"),
+                            plain("RUNNER_CONTEXT_PATH", "/var/run/operon/context.json"),
+                            secret_ref("OPERON_INPUT_NODE"),
+                            secret_ref("OPERON_INPUT_OPERATION_DF_OUTPUT"),
+                        ],
+                    }],
+                },
+            },
+        },
+    })
+}
+
+fn pod(status: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{}-x1", name()), "namespace": "ops",
+                     "labels": {"operon.dev/run": name()}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "step", "image": "registry.local/fsck:1.2"}]},
+        "status": status})
+}
+
+fn terminated(phase: &str, code: i32, message: &str) -> Value {
+    json!({"phase": phase, "containerStatuses": [{"name": "step", "image": "registry.local/fsck:1.2",
+        "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"terminated": {"exitCode": code, "message": message}}}]})
+}
+
+fn list(kind: &str, items: Vec<Value>) -> Value {
+    json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "7"}, "items": items})
+}
+
+/// What the mock saw, as `METHOD path?query`.
+type Seen = Vec<String>;
+
+/// Answers the runner's requests after the create step: the two watchers' lists with
+/// `job` and `pods` (their watches are held open), log reads with `log`, deletes with
+/// success, until `stop` requests of the given kind have been answered.
+async fn serve_watches(
+    api: &mut MockApi,
+    job: Option<Value>,
+    pods: Vec<Value>,
+    log: &str,
+    stop_after_deletes: usize,
+) -> (Seen, Vec<Call>) {
+    let (mut seen, mut held, mut deletes) = (Vec::new(), Vec::new(), 0);
+    while deletes < stop_after_deletes {
+        let call = api.next().await;
+        seen.push(format!("{} {}", call.method, call.uri));
+        if call.uri.contains("watch=true") {
+            held.push(call);
+        } else if call.method == "DELETE" {
+            deletes += 1;
+            let body: Value = serde_json::from_slice(&call.body).unwrap_or_default();
+            let policy = body["propagationPolicy"].as_str().unwrap_or("-").to_owned();
+            seen.last_mut().unwrap().push_str(&format!(" {policy}"));
+            call.answer(
+                200,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            );
+        } else if call.uri.contains("/log?") {
+            call.answer_raw(200, log.as_bytes().to_vec());
+        } else if call.uri.contains("/jobs?") {
+            call.answer(200, list("JobList", job.clone().into_iter().collect()));
+        } else if call.uri.contains("/pods?") {
+            call.answer(200, list("PodList", pods.clone()));
+        } else {
+            panic!("unexpected {} {}", call.method, call.uri);
+        }
+    }
+    (seen, held)
+}
+
+#[tokio::test]
+async fn creates_the_secret_and_the_job_and_reads_the_termination_message() {
+    let (client, mut api) = mock::pair();
+    let runner = job_runner(Some(client), processor());
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(&request()).await }
+    });
+    let name = name();
+    let get = api.next().await;
+    assert_eq!(
+        (get.method.as_str(), get.uri.as_str()),
+        (
+            "GET",
+            format!("/apis/batch/v1/namespaces/ops/jobs/{name}").as_str()
+        )
+    );
+    get.fail(404, "NotFound", "not found");
+
+    let secret = api.next().await;
+    assert_eq!(secret.method, "POST");
+    assert_eq!(
+        secret.uri,
+        "/api/v1/namespaces/ops/secrets?&fieldManager=operon"
+    );
+    let body = secret.json();
+    assert_eq!(body["metadata"]["name"], name.as_str());
+    assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+    let data = &body["stringData"];
+    assert_eq!(data["OPERON_INPUT_OPERATION_DF_OUTPUT"], "87%");
+    assert_eq!(
+        serde_json::from_str::<Value>(data["input.json"].as_str().unwrap()).unwrap(),
+        json!({"node": "n1", "operation.df.output": "87%"})
+    );
+    let context: Value = serde_json::from_str(data["context.json"].as_str().unwrap()).unwrap();
+    assert_eq!(context["platform"]["cluster"], "lab");
+    assert_eq!(context["timeout"], "5m");
+    secret.answer(201, body);
+
+    let job = api.next().await;
+    assert_eq!(job.method, "POST");
+    assert_eq!(
+        job.uri,
+        "/apis/batch/v1/namespaces/ops/jobs?&fieldManager=operon"
+    );
+    assert_eq!(job.json(), expected_job());
+    let created = job.json();
+    job.answer(201, created.clone());
+
+    let done = pod(terminated(
+        "Succeeded",
+        0,
+        r#"{"fsck":"clean","blocks":"12"}"#,
+    ));
+    let (seen, _held) = serve_watches(&mut api, Some(created), vec![done], "", 1).await;
+    let out = task.await.unwrap().unwrap();
+    assert_eq!(out.results["fsck"], "clean");
+    assert_eq!(out.results["blocks"], "12");
+    // The finished Job stays for its TTL; only the input Secret goes at once.
+    let deletes: Vec<&String> = seen.iter().filter(|s| s.starts_with("DELETE")).collect();
+    assert_eq!(
+        deletes,
+        [&format!("DELETE /api/v1/namespaces/ops/secrets/{name}? -")]
+    );
+}
+
+#[tokio::test]
+async fn a_restarted_controller_re_attaches_instead_of_creating_a_second_job() {
+    let (client, mut api) = mock::pair();
+    let runner = job_runner(Some(client), processor());
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(&request()).await }
+    });
+    let existing = expected_job();
+    api.next().await.answer(200, existing.clone());
+    let mut failed = existing;
+    failed["status"] = json!({"conditions": [{"type": "Failed", "status": "True",
+        "reason": "DeadlineExceeded", "message": "Job was active longer than specified deadline"}]});
+    let (seen, _held) = serve_watches(&mut api, Some(failed), vec![], "", 1).await;
+    assert!(!seen.iter().any(|s| s.starts_with("POST")), "{seen:?}");
+    let err = task.await.unwrap().unwrap_err();
+    assert!(
+        err.message.ends_with("ran past its deadline (the Operation's timeoutSeconds): DeadlineExceeded: Job was active longer than specified deadline"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn an_image_that_cannot_be_pulled_fails_the_step_and_removes_the_job() {
+    let (client, mut api) = mock::pair();
+    let runner = job_runner(Some(client), processor());
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(&request()).await }
+    });
+    api.next().await.answer(200, expected_job());
+    let stuck = pod(
+        json!({"phase": "Pending", "containerStatuses": [{"name": "step",
+        "image": "registry.local/fsck:1.2", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"waiting": {"reason": "ImagePullBackOff",
+                              "message": "Back-off pulling image \"registry.local/fsck:1.2\""}}}]}),
+    );
+    let (seen, _held) = serve_watches(&mut api, Some(expected_job()), vec![stuck], "", 2).await;
+    let err = task.await.unwrap().unwrap_err();
+    assert!(
+        err.message
+            .contains("cannot be pulled (ImagePullBackOff): Back-off pulling image"),
+        "{}",
+        err.message
+    );
+    let name = name();
+    let deletes: Vec<&String> = seen.iter().filter(|s| s.starts_with("DELETE")).collect();
+    assert_eq!(
+        deletes,
+        [
+            &format!("DELETE /apis/batch/v1/namespaces/ops/jobs/{name}? Background"),
+            &format!("DELETE /api/v1/namespaces/ops/secrets/{name}? -")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn results_can_come_from_the_last_log_line_and_bad_results_say_so() {
+    let (client, mut api) = mock::pair();
+    let mut from_logs = processor();
+    from_logs.result_from = Some(JobResultSource::Logs);
+    let runner = job_runner(Some(client), from_logs);
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(&request()).await }
+    });
+    api.next().await.answer(200, expected_job());
+    let done = pod(terminated("Succeeded", 0, ""));
+    let (seen, _held) = serve_watches(
+        &mut api,
+        Some(expected_job()),
+        vec![done],
+        "{\"fsck\":\"dirty\"}\n",
+        1,
+    )
+    .await;
+    let out = task.await.unwrap().unwrap();
+    assert_eq!(out.results["fsck"], "dirty");
+    let log = seen.iter().find(|s| s.contains("/log?")).unwrap();
+    assert!(log.contains("container=step"), "{log}");
+    assert!(log.contains("limitBytes=1048576"), "{log}");
+    assert!(log.contains("tailLines=1"), "{log}");
+
+    let (client, mut api) = mock::pair();
+    let runner = job_runner(Some(client), processor());
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(&request()).await }
+    });
+    api.next().await.answer(200, expected_job());
+    let done = pod(terminated("Succeeded", 0, "all good"));
+    serve_watches(&mut api, Some(expected_job()), vec![done], "", 1).await;
+    let err = task.await.unwrap().unwrap_err();
+    assert!(
+        err.message.contains("is not a JSON object of strings"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn a_job_of_another_run_is_not_adopted() {
+    let (client, mut api) = mock::pair();
+    let runner = job_runner(Some(client), processor());
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(&request()).await }
+    });
+    let mut other = expected_job();
+    other["metadata"]["annotations"] = json!({});
+    api.next().await.answer(200, other);
+    let err = task.await.unwrap().unwrap_err();
+    assert!(
+        err.message
+            .contains("belongs to another run (not created by Operon)"),
+        "{}",
+        err.message
+    );
+    api.quiet().await;
+}
+
+#[tokio::test]
+async fn dry_run_renders_and_asks_the_server_to_validate_without_storing() {
+    let offline = job_runner(None, processor())
+        .dry_run(&request())
+        .await
+        .unwrap();
+    let detail = offline.detail.unwrap();
+    assert_eq!(detail["job"], expected_job());
+    assert_eq!(
+        detail["secret"]["inputKeys"],
+        json!(["node", "operation.df.output"])
+    );
+    assert!(
+        !detail.to_string().contains("87%"),
+        "input values stay out of the report"
+    );
+    assert!(
+        offline
+            .action
+            .contains("running registry.local/fsck:1.2 (deadline 300s)")
+    );
+    assert!(offline.output.results.is_empty());
+
+    let (client, mut api) = mock::pair();
+    let runner = job_runner(Some(client), processor());
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.dry_run(&request()).await }
+    });
+    for path in [
+        "/api/v1/namespaces/ops/secrets",
+        "/apis/batch/v1/namespaces/ops/jobs",
+    ] {
+        let call = api.next().await;
+        assert_eq!(call.method, "POST");
+        assert_eq!(call.uri, format!("{path}?&dryRun=All&fieldManager=operon"));
+        let body = call.json();
+        call.answer(201, body);
+    }
+    let report = task.await.unwrap().unwrap();
+    assert!(
+        report
+            .action
+            .ends_with("accepted by the API server in a server-side dry run")
+    );
+    api.quiet().await;
+}
+
+#[tokio::test]
+async fn without_a_cluster_a_real_run_says_how_to_see_the_job() {
+    let err = job_runner(None, processor())
+        .run(&request())
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("use --dry-run"), "{}", err.message);
+    let mut unpinned = request();
+    unpinned.node = None;
+    let err = job_runner(None, processor())
+        .dry_run(&unpinned)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "job.onDiagnosisNode is set but the Diagnosis names no node"
+    );
+}
