@@ -222,6 +222,19 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
     // Placing a Diagnosis: the Node it names, the Pod it references.
     expected.insert(grant("", "nodes", "get", ""));
     expected.insert(grant("", "pods", "get", ""));
+    // job steps: their Job and input ConfigMap, the pods watched and a log read for
+    // the result; argoWorkflow steps: their Workflow, watched and told to terminate.
+    for verb in ["get", "list", "watch", "create", "delete"] {
+        expected.insert(grant("batch", "jobs", verb, ""));
+    }
+    expected.insert(grant("", "configmaps", "delete", ""));
+    for verb in ["list", "watch"] {
+        expected.insert(grant("", "pods", verb, ""));
+    }
+    expected.insert(grant("", "pods/log", "get", ""));
+    for verb in ["get", "list", "watch", "create", "patch"] {
+        expected.insert(grant("argoproj.io", "workflows", verb, ""));
+    }
     // The module API: Modules written with server-side apply and removed on request,
     // callers reviewed by the API server.
     for verb in ["create", "patch", "delete"] {

@@ -8,7 +8,7 @@
 //! There is no kubelet: the test plays it, writing the status of the Job's pod.
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use operon::api::JobProcessor;
@@ -149,7 +149,7 @@ async fn wasm_script_and_job_steps_run_to_succeeded_across_a_controller_restart(
         Api::namespaced_with(client.clone(), &scratch.name, &operon_resource("Diagnosis"));
     let jobs: Api<Job> = Api::namespaced(client.clone(), &scratch.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &scratch.name);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &scratch.name);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &scratch.name);
 
     // The dry run first: every step says what it would do, and nothing is created.
     diagnoses
@@ -216,8 +216,7 @@ async fn wasm_script_and_job_steps_run_to_succeeded_across_a_controller_restart(
             .is_empty()
     );
     assert!(
-        secrets
-            .list(&ListParams::default().labels("app.kubernetes.io/managed-by=operon"))
+        maps.list(&ListParams::default().labels("app.kubernetes.io/managed-by=operon"))
             .await
             .unwrap()
             .items
@@ -268,12 +267,11 @@ async fn wasm_script_and_job_steps_run_to_succeeded_across_a_controller_restart(
     );
     assert_eq!(env["OPERON_OWNER_KIND"]["value"], "Diagnosis");
     assert_eq!(
-        env["OPERON_INPUT_OPERATION_HELLO_OUTPUT"]["valueFrom"]["secretKeyRef"]["name"],
+        env["OPERON_INPUT_OPERATION_HELLO_OUTPUT"]["valueFrom"]["configMapKeyRef"]["name"],
         job_name.as_str()
     );
-    let secret = secrets.get(&job_name).await.unwrap();
-    let input = secret.data.unwrap()["input.json"].0.clone();
-    let input: Value = serde_json::from_slice(&input).unwrap();
+    let map = maps.get(&job_name).await.unwrap();
+    let input: Value = serde_json::from_str(&map.data.unwrap()["input.json"]).unwrap();
     assert_eq!(input["level"], "3");
     assert_eq!(
         input["operation.hello.output"],
@@ -308,18 +306,11 @@ async fn wasm_script_and_job_steps_run_to_succeeded_across_a_controller_restart(
         .map(|n| n["id"].as_i64().unwrap())
         .collect();
     assert_eq!(ids, [1, 2, 3], "each node recorded once: {done}");
-    // The input Secret goes once the pod ran; the Job stays for its TTL.
+    // The input ConfigMap goes once the pod ran; the Job stays for its TTL.
     eventually(
-        "the input Secret deleted",
+        "the input ConfigMap deleted",
         Duration::from_secs(30),
-        async || {
-            secrets
-                .get_opt(&job_name)
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
+        async || maps.get_opt(&job_name).await.ok()?.is_none().then_some(()),
     )
     .await;
 }
@@ -440,7 +431,7 @@ async fn the_argo_runner_submits_watches_and_maps_outputs_against_the_crd() {
 
 /// The controller-side cost of a Job step: from the run's start until its Job exists,
 /// and from the pod's completion until the run returns (detection, the result read,
-/// the Secret's deletion). The pod's own run time and the Job controller's creating
+/// the input's deletion). The pod's own run time and the Job controller's creating
 /// the pod are not Operon's and are left out.
 #[tokio::test]
 async fn job_step_overhead() {

@@ -1,6 +1,6 @@
 //! The `job` runner: a step run as a Kubernetes Job in the Diagnosis' namespace.
 //!
-//! A run creates a Secret holding the step's input (mounted as files and referred to
+//! A run creates a ConfigMap holding the step's input (mounted as files and referred to
 //! by environment variables) and a Job, both owned by the Diagnosis, then watches the
 //! Job and its pods until the container exits. The container writes its results, a
 //! JSON object of strings, to its termination message (or, when the Operation says
@@ -25,7 +25,7 @@ use crate::api::{JobProcessor, JobResultSource};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, LogParams, PostParams, PropagationPolicy};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
@@ -38,8 +38,8 @@ pub const MAX_LOG_RESULT: usize = 1 << 20;
 /// Why a Job step could not run; every variant becomes the node's error.
 #[derive(Debug, thiserror::Error)]
 pub enum JobRunError {
-    /// The input does not fit in a Secret.
-    #[error("the step's input is {bytes} bytes, more than a Secret holds (1 MiB)")]
+    /// The input does not fit in a ConfigMap.
+    #[error("the step's input is {bytes} bytes, more than a ConfigMap holds (1 MiB)")]
     InputTooLarge {
         /// Its size.
         bytes: usize,
@@ -158,12 +158,12 @@ impl JobRunner {
         })
     }
 
-    /// The Secret and the Job of `request`.
-    fn objects(&self, request: &RunRequest) -> Result<(String, Secret, Job), JobRunError> {
+    /// The input ConfigMap and the Job of `request`.
+    fn objects(&self, request: &RunRequest) -> Result<(String, ConfigMap, Job), JobRunError> {
         let namespace = self.namespace(request);
         let name = job_name(request);
         let context = RunContext::new(request, &self.platform);
-        let secret = spec::input_secret(&name, &namespace, request, &context)?;
+        let input = spec::input_config_map(&name, &namespace, request, &context)?;
         let job = spec::job(
             &name,
             &namespace,
@@ -172,15 +172,15 @@ impl JobRunner {
             request,
             &context,
         )?;
-        Ok((name, secret, job))
+        Ok((name, input, job))
     }
 
     async fn run_job(&self, request: &RunRequest) -> Result<RunOutput, JobRunError> {
         let client = self.client.clone().ok_or(JobRunError::NoCluster)?;
         let namespace = self.namespace(request);
-        let (name, secret, job) = self.objects(request)?;
+        let (name, input, job) = self.objects(request)?;
         let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
         let pods: Api<Pod> = Api::namespaced(client, &namespace);
         let job_ref = format!("{namespace}/{name}");
 
@@ -194,12 +194,12 @@ impl JobRunner {
                 tracing::info!(job = %job_ref, run = %request.name, "re-attaching to the run's Job");
             }
             None => {
-                // The Secret first: the pod refers to it, and creating it after the
-                // Job would make the kubelet report a missing Secret meanwhile.
-                if let Err(e) = secrets.create(&post_params(false), &secret).await
+                // The input first: the pod refers to it, and creating it after the
+                // Job would make the kubelet report a missing ConfigMap meanwhile.
+                if let Err(e) = maps.create(&post_params(false), &input).await
                     && !is_conflict(&e)
                 {
-                    return Err(api_error(format!("creating Secret {job_ref}"))(e));
+                    return Err(api_error(format!("creating ConfigMap {job_ref}"))(e));
                 }
                 match jobs.create(&post_params(false), &job).await {
                     Ok(_) => tracing::info!(job = %job_ref, run = %request.name, "Job created"),
@@ -215,7 +215,7 @@ impl JobRunner {
         let (assessment, finished) = match watched {
             Ok(result) => result?,
             Err(_) => {
-                self.delete(&jobs, &secrets, &name, true).await;
+                self.delete(&jobs, &maps, &name, true).await;
                 return Err(JobRunError::Timeout(format!(
                     "Job {job_ref} did not finish within {} (timeoutSeconds plus {} for the Job controller); it was deleted",
                     humantime::format_duration(request.timeout),
@@ -234,7 +234,7 @@ impl JobRunner {
             Assessment::Failed(reason) => Err(JobRunError::Result(reason)),
             Assessment::Running => unreachable!("watch returns only a decided assessment"),
         };
-        self.delete(&jobs, &secrets, &name, stuck).await;
+        self.delete(&jobs, &maps, &name, stuck).await;
         outcome
     }
 
@@ -298,10 +298,10 @@ impl JobRunner {
         }
     }
 
-    /// Deletes the run's Secret (its input is not needed once the pod ran) and, when
+    /// Deletes the run's input ConfigMap (not needed once the pod ran) and, when
     /// `job` is set, the Job with its pods. Failures are logged: TTL and the owner
     /// reference remove both eventually.
-    async fn delete(&self, jobs: &Api<Job>, secrets: &Api<Secret>, name: &str, job: bool) {
+    async fn delete(&self, jobs: &Api<Job>, maps: &Api<ConfigMap>, name: &str, job: bool) {
         if job {
             let params = DeleteParams {
                 propagation_policy: Some(PropagationPolicy::Background),
@@ -313,10 +313,10 @@ impl JobRunner {
                 tracing::warn!(job = name, error = %e, "cannot delete the Job");
             }
         }
-        if let Err(e) = secrets.delete(name, &DeleteParams::default()).await
+        if let Err(e) = maps.delete(name, &DeleteParams::default()).await
             && !matches!(&e, kube::Error::Api(s) if s.code == 404)
         {
-            tracing::warn!(secret = name, error = %e, "cannot delete the input Secret");
+            tracing::warn!(config_map = name, error = %e, "cannot delete the input ConfigMap");
         }
     }
 
@@ -327,18 +327,18 @@ impl JobRunner {
             ..request.clone()
         };
         let namespace = self.namespace(request);
-        let (name, secret, job) = self.objects(&real)?;
+        let (name, input, job) = self.objects(&real)?;
         let job_ref = format!("{namespace}/{name}");
         let mut checked = "rendered locally: no cluster to check it against";
         if let Some(client) = &self.client {
             // The API server validates and admits both without storing them, as
             // `kubectl create --dry-run=server` does.
             let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-            let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-            match secrets.create(&post_params(true), &secret).await {
+            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+            match maps.create(&post_params(true), &input).await {
                 Ok(_) => {}
                 Err(e) if is_conflict(&e) => {}
-                Err(e) => return Err(api_error(format!("Secret {job_ref} (dry run)"))(e)),
+                Err(e) => return Err(api_error(format!("ConfigMap {job_ref} (dry run)"))(e)),
             }
             checked = match jobs.create(&post_params(true), &job).await {
                 Ok(_) => "accepted by the API server in a server-side dry run",
@@ -349,13 +349,13 @@ impl JobRunner {
         let keys: Vec<&String> = request.input.keys().collect();
         let detail = serde_json::json!({
             "job": job,
-            // Input values stay out of the report, as they stay out of the Job.
-            "secret": {"name": name, "namespace": namespace, "keys": ["input.json", "context.json"],
+            // Input values are the Diagnosis' own; the report names their keys.
+            "configMap": {"name": name, "namespace": namespace, "keys": ["input.json", "context.json"],
                        "inputKeys": keys},
         });
         Ok(DryRun {
             action: format!(
-                "would create Job {job_ref} running {} (deadline {}s) with its input in Secret {job_ref} ({} keys); {checked}",
+                "would create Job {job_ref} running {} (deadline {}s) with its input in ConfigMap {job_ref} ({} keys); {checked}",
                 self.processor.image,
                 request.timeout.as_secs().max(1),
                 keys.len()

@@ -1,4 +1,4 @@
-//! The objects a Job step creates: the Secret holding its input and the Job itself,
+//! The objects a Job step creates: the ConfigMap holding its input and the Job itself,
 //! with the deterministic name that lets a restarted controller find them again.
 
 use super::JobRunError;
@@ -6,7 +6,7 @@ use crate::api::JobProcessor;
 use crate::runner::RunRequest;
 use crate::runner::context::RunContext;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
@@ -19,16 +19,16 @@ pub const RUN_NAME_ANNOTATION: &str = "operon.dev/run-name";
 pub const OPERATION_ANNOTATION: &str = "operon.dev/operation";
 /// The container's name.
 pub const CONTAINER: &str = "step";
-/// Where the Secret is mounted.
+/// Where the input ConfigMap is mounted.
 pub const INPUT_DIR: &str = "/var/run/operon";
 /// Where the container writes its results: its termination message file.
 pub const RESULT_PATH: &str = "/dev/termination-log";
 /// A finished Job is kept this long unless the Operation says otherwise.
 pub const DEFAULT_TTL_SECONDS: i32 = 600;
-/// The API server refuses Secrets larger than 1 MiB.
-const MAX_SECRET_BYTES: usize = 1 << 20;
+/// The API server refuses ConfigMaps larger than 1 MiB.
+const MAX_INPUT_BYTES: usize = 1 << 20;
 
-/// The name of the Job (and its Secret) for `request`: readable, at most 63
+/// The name of the Job (and its input ConfigMap) for `request`: readable, at most 63
 /// characters, and the same every time the same run asks, so a restarted controller
 /// finds the Job it created instead of creating a second one.
 pub fn job_name(request: &RunRequest) -> String {
@@ -71,14 +71,16 @@ pub fn input_variable(key: &str) -> String {
     format!("OPERON_INPUT_{spelled}")
 }
 
-/// The Secret holding a run's input: `input.json`, `context.json`, and one key per
-/// input variable (the container's environment refers to them).
-pub fn input_secret(
+/// The ConfigMap holding a run's input: `input.json`, `context.json`, and one key per
+/// input variable (the container's environment refers to them). A ConfigMap, not a
+/// Secret: the input is the Diagnosis' parameters and results, which its status shows
+/// anyway, and the controller is granted no Secrets outside its own namespace.
+pub fn input_config_map(
     name: &str,
     namespace: &str,
     request: &RunRequest,
     context: &RunContext,
-) -> Result<Secret, JobRunError> {
+) -> Result<ConfigMap, JobRunError> {
     let mut data = BTreeMap::new();
     let input = serde_json::to_string_pretty(&request.input).unwrap_or_default();
     data.insert("input.json".to_owned(), input);
@@ -90,20 +92,19 @@ pub fn input_secret(
             .or_insert_with(|| value.clone());
     }
     let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
-    if size > MAX_SECRET_BYTES {
+    if size > MAX_INPUT_BYTES {
         return Err(JobRunError::InputTooLarge { bytes: size });
     }
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
+    let map = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {
             "name": name, "namespace": namespace,
             "labels": labels(name, request),
             "ownerReferences": owner_references(request),
         },
-        "type": "Opaque",
-        "stringData": data,
+        "data": data,
     });
-    Ok(serde_json::from_value(secret)?)
+    Ok(serde_json::from_value(map)?)
 }
 
 fn labels(name: &str, request: &RunRequest) -> Value {
@@ -121,7 +122,7 @@ fn labels(name: &str, request: &RunRequest) -> Value {
 }
 
 /// The owner (the Diagnosis) owns what a run creates, so deleting it deletes the Job,
-/// its pods and the Secret: that is how a deleted Diagnosis cancels its steps.
+/// its pods and the ConfigMap: that is how a deleted Diagnosis cancels its steps.
 fn owner_references(request: &RunRequest) -> Value {
     match &request.owner {
         Some((kind, name, uid)) if !uid.is_empty() => json!([{
@@ -169,7 +170,7 @@ pub fn job(
     for key in request.input.keys() {
         let variable = input_variable(key);
         if seen.insert(variable.clone()) {
-            env.push(json!({"name": variable, "valueFrom": {"secretKeyRef": {
+            env.push(json!({"name": variable, "valueFrom": {"configMapKeyRef": {
                 "name": name, "key": variable}}}));
         }
     }
@@ -198,7 +199,7 @@ pub fn job(
     let mut pod_spec = json!({
         "restartPolicy": "Never",
         "containers": [container],
-        "volumes": [{"name": "operon-input", "secret": {"secretName": name}}],
+        "volumes": [{"name": "operon-input", "configMap": {"name": name}}],
     });
     if !processor.node_selector.is_empty() {
         pod_spec["nodeSelector"] = json!(processor.node_selector);

@@ -1,4 +1,4 @@
-//! The Job runner against a mock API server: the exact Secret and Job created, the
+//! The Job runner against a mock API server: the exact ConfigMap and Job created, the
 //! result read back, failures, re-attaching after a restart, and the dry run.
 
 use super::*;
@@ -70,8 +70,8 @@ fn expected_job() -> Value {
     let labels = json!({"app.kubernetes.io/managed-by": "operon", "operon.dev/run": name,
                         "operon.dev/diagnosis": "disk"});
     let plain = |n: &str, v: &str| json!({"name": n, "value": v});
-    let secret_ref =
-        |n: &str| json!({"name": n, "valueFrom": {"secretKeyRef": {"name": name, "key": n}}});
+    let map_ref =
+        |n: &str| json!({"name": n, "valueFrom": {"configMapKeyRef": {"name": name, "key": n}}});
     json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {
@@ -90,7 +90,7 @@ fn expected_job() -> Value {
                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [{"matchFields": [
                             {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}},
-                    "volumes": [{"name": "operon-input", "secret": {"secretName": name}}],
+                    "volumes": [{"name": "operon-input", "configMap": {"name": name}}],
                     "containers": [{
                         "name": "step", "image": "registry.local/fsck:1.2",
                         "command": ["/bin/fsck-report"], "args": ["--json"],
@@ -114,8 +114,8 @@ fn expected_job() -> Value {
                             plain("OPERON_RESULT_PATH", "/dev/termination-log"),
                             plain("RUNNER_ARGS_PATH", "/var/run/operon/input.json"),
                             plain("RUNNER_CONTEXT_PATH", "/var/run/operon/context.json"),
-                            secret_ref("OPERON_INPUT_NODE"),
-                            secret_ref("OPERON_INPUT_OPERATION_DF_OUTPUT"),
+                            map_ref("OPERON_INPUT_NODE"),
+                            map_ref("OPERON_INPUT_OPERATION_DF_OUTPUT"),
                         ],
                     }],
                 },
@@ -184,7 +184,7 @@ async fn serve_watches(
 }
 
 #[tokio::test]
-async fn creates_the_secret_and_the_job_and_reads_the_termination_message() {
+async fn creates_the_input_and_the_job_and_reads_the_termination_message() {
     let (client, mut api) = mock::pair();
     let runner = job_runner(Some(client), processor());
     let task = tokio::spawn({
@@ -202,16 +202,16 @@ async fn creates_the_secret_and_the_job_and_reads_the_termination_message() {
     );
     get.fail(404, "NotFound", "not found");
 
-    let secret = api.next().await;
-    assert_eq!(secret.method, "POST");
+    let input = api.next().await;
+    assert_eq!(input.method, "POST");
     assert_eq!(
-        secret.uri,
-        "/api/v1/namespaces/ops/secrets?&fieldManager=operon"
+        input.uri,
+        "/api/v1/namespaces/ops/configmaps?&fieldManager=operon"
     );
-    let body = secret.json();
+    let body = input.json();
     assert_eq!(body["metadata"]["name"], name.as_str());
     assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "uid-1");
-    let data = &body["stringData"];
+    let data = &body["data"];
     assert_eq!(data["OPERON_INPUT_OPERATION_DF_OUTPUT"], "87%");
     assert_eq!(
         serde_json::from_str::<Value>(data["input.json"].as_str().unwrap()).unwrap(),
@@ -220,7 +220,7 @@ async fn creates_the_secret_and_the_job_and_reads_the_termination_message() {
     let context: Value = serde_json::from_str(data["context.json"].as_str().unwrap()).unwrap();
     assert_eq!(context["platform"]["cluster"], "lab");
     assert_eq!(context["timeout"], "5m");
-    secret.answer(201, body);
+    input.answer(201, body);
 
     let job = api.next().await;
     assert_eq!(job.method, "POST");
@@ -241,11 +241,13 @@ async fn creates_the_secret_and_the_job_and_reads_the_termination_message() {
     let out = task.await.unwrap().unwrap();
     assert_eq!(out.results["fsck"], "clean");
     assert_eq!(out.results["blocks"], "12");
-    // The finished Job stays for its TTL; only the input Secret goes at once.
+    // The finished Job stays for its TTL; only the input ConfigMap goes at once.
     let deletes: Vec<&String> = seen.iter().filter(|s| s.starts_with("DELETE")).collect();
     assert_eq!(
         deletes,
-        [&format!("DELETE /api/v1/namespaces/ops/secrets/{name}? -")]
+        [&format!(
+            "DELETE /api/v1/namespaces/ops/configmaps/{name}? -"
+        )]
     );
 }
 
@@ -301,7 +303,7 @@ async fn an_image_that_cannot_be_pulled_fails_the_step_and_removes_the_job() {
         deletes,
         [
             &format!("DELETE /apis/batch/v1/namespaces/ops/jobs/{name}? Background"),
-            &format!("DELETE /api/v1/namespaces/ops/secrets/{name}? -")
+            &format!("DELETE /api/v1/namespaces/ops/configmaps/{name}? -")
         ]
     );
 }
@@ -380,7 +382,7 @@ async fn dry_run_renders_and_asks_the_server_to_validate_without_storing() {
     let detail = offline.detail.unwrap();
     assert_eq!(detail["job"], expected_job());
     assert_eq!(
-        detail["secret"]["inputKeys"],
+        detail["configMap"]["inputKeys"],
         json!(["node", "operation.df.output"])
     );
     assert!(
@@ -401,7 +403,7 @@ async fn dry_run_renders_and_asks_the_server_to_validate_without_storing() {
         async move { runner.dry_run(&request()).await }
     });
     for path in [
-        "/api/v1/namespaces/ops/secrets",
+        "/api/v1/namespaces/ops/configmaps",
         "/apis/batch/v1/namespaces/ops/jobs",
     ] {
         let call = api.next().await;
