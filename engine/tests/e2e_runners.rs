@@ -313,6 +313,18 @@ async fn wasm_script_and_job_steps_run_to_succeeded_across_a_controller_restart(
         async || maps.get_opt(&job_name).await.ok()?.is_none().then_some(()),
     )
     .await;
+
+    // The Job is owned by the Diagnosis: deleting the Diagnosis deletes it (the garbage
+    // collector), as it would cancel a Job still running.
+    assert!(jobs.get_opt(&job_name).await.unwrap().is_some());
+    diagnoses
+        .delete("mixed", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Job collected", Duration::from_secs(60), async || {
+        jobs.get_opt(&job_name).await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
 
 /// A CRD for Argo's Workflow as Argo's own minimal CRDs declare it: any spec and
