@@ -84,6 +84,7 @@ fn diagnosis(name: &str, namespace: &str, set: &str) -> Diagnosis {
             node_name: None,
             pod_reference: None,
             parameters: BTreeMap::new(),
+            service_account_name: None,
             dry_run: false,
         },
     );

@@ -20,6 +20,7 @@
 //! - [`controllers`]: the kube-runtime controllers of Operon's own resources (OperationSet status, Diagnoses).
 //! - [`addons`]: addon-operator's modules: layout, layered values, enabled programs, lifecycle hooks, rendering, the task queue.
 //! - [`agent`]: `operon agent`, the per-node runner of the Diagnoses placed on its node.
+//! - [`node_ops`]: the agent's built-in operations under KubeDiag's `/processor/` paths.
 //! - [`kubediag`]: KubeDiag objects rewritten into Operon's group (`operon convert kubediag`).
 //! - [`serve`]: `operon serve`, the controller: the hook engine over a cluster, endpoints, leader election.
 
@@ -35,6 +36,7 @@ pub mod kubediag;
 pub mod manifest;
 pub mod metrics;
 pub mod model;
+pub mod node_ops;
 pub mod pipeline;
 pub mod runner;
 pub mod sandbox;

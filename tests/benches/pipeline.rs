@@ -99,6 +99,7 @@ fn diagnosis() -> Diagnosis {
             node_name: Some("node-a".to_owned()),
             pod_reference: None,
             parameters: BTreeMap::from([("threshold".to_owned(), "80".to_owned())]),
+            service_account_name: None,
             dry_run: false,
         },
     );

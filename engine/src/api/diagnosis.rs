@@ -37,6 +37,11 @@ pub struct DiagnosisSpec {
     /// Parameters passed to every operation (results of earlier operations override them).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parameters: BTreeMap<String, String>,
+    /// A ServiceAccount of the Diagnosis' namespace whose RBAC permissions steps that
+    /// change the cluster act under: the node agent's built-in `nodeCordon` and
+    /// `nodeUncordon` patch the node only when this account may `patch` it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
     /// Walk the pipeline without side effects: wasm and script steps run in their
     /// sandboxes (patches recorded, not applied; scripts without network), the other
     /// steps only report what they would do (`status.nodes[].dryRun`).

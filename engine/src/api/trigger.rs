@@ -29,6 +29,10 @@ pub struct TriggerSpec {
     /// Parameters of the created Diagnoses.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parameters: BTreeMap<String, String>,
+    /// The `spec.serviceAccountName` of the created Diagnoses: a ServiceAccount of the
+    /// Trigger's namespace whose RBAC permissions their node-changing steps act under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
     /// Exactly one source.
     pub source_template: SourceTemplate,
     /// How many Diagnoses this Trigger may create in a time window; a match over the

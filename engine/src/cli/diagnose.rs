@@ -305,6 +305,7 @@ fn pick_diagnosis(manifests: &Manifests, args: &DiagnoseArgs) -> anyhow::Result<
                 node_name: None,
                 pod_reference: None,
                 parameters: BTreeMap::new(),
+                service_account_name: None,
                 dry_run: false,
             },
         );

@@ -129,6 +129,7 @@ mod tests {
                 node_name: None,
                 pod_reference: None,
                 parameters: BTreeMap::new(),
+                service_account_name: None,
                 dry_run: false,
             },
         )

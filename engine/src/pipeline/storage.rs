@@ -95,6 +95,7 @@ mod tests {
                 node_name: None,
                 pod_reference: None,
                 parameters: BTreeMap::new(),
+                service_account_name: None,
                 dry_run: false,
             },
         );

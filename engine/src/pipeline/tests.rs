@@ -101,6 +101,7 @@ fn diagnosis(params: &[(&str, &str)]) -> Diagnosis {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            service_account_name: None,
             dry_run: false,
         },
     );

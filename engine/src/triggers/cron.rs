@@ -191,6 +191,19 @@ mod tests {
         assert_eq!(new.labels[SOURCE_LABEL], "cron");
         assert_eq!(new.spec.node_name.as_deref(), Some("node-1"));
         assert_eq!(new.spec.operation_set, "s");
+        assert_eq!(new.spec.service_account_name, None);
+    }
+
+    #[test]
+    fn scheduled_diagnoses_name_the_trigger_s_service_account() {
+        let yaml = "metadata: {name: nightly}\nspec:\n  operationSet: s\n  \
+                    serviceAccountName: repairer\n  sourceTemplate:\n    \
+                    cronTemplate: {schedule: '@hourly'}\n";
+        let t = CompiledTrigger::new(&trigger(yaml)).unwrap();
+        let new = t
+            .scheduled_diagnosis(at("2024-05-01T13:00:00Z"))
+            .expect("a cron trigger");
+        assert_eq!(new.spec.service_account_name.as_deref(), Some("repairer"));
     }
 
     #[test]

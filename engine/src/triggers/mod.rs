@@ -75,6 +75,8 @@ pub struct CompiledTrigger {
     node_name: Option<String>,
     /// The base parameters; alert labels may be injected on top.
     parameters: BTreeMap<String, String>,
+    /// The ServiceAccount the created Diagnoses name.
+    service_account_name: Option<String>,
     /// Exactly one source, as validated.
     source: Source,
     /// `spec.rateLimit`, or the default.
@@ -157,6 +159,7 @@ impl CompiledTrigger {
                 operation_set: spec.operation_set.clone(),
                 node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
                 parameters: spec.parameters.clone(),
+                service_account_name: spec.service_account_name.clone().filter(|a| !a.is_empty()),
                 source,
                 rate_limit,
             }),
@@ -208,6 +211,7 @@ impl CompiledTrigger {
             node_name: matcher.node_name(alert).or_else(|| self.node_name.clone()),
             pod_reference: matcher.pod_reference(alert),
             parameters,
+            service_account_name: self.service_account_name.clone(),
             dry_run: false,
         };
         let hash = new_diagnosis::short_hash(
@@ -241,6 +245,7 @@ impl CompiledTrigger {
             node_name: subject.node_name.or_else(|| self.node_name.clone()),
             pod_reference: subject.pod_reference,
             parameters: self.parameters.clone(),
+            service_account_name: self.service_account_name.clone(),
             dry_run: false,
         };
         let hash = new_diagnosis::short_hash(
@@ -298,6 +303,7 @@ impl CompiledTrigger {
             node_name: self.node_name.clone(),
             pod_reference: None,
             parameters: self.parameters.clone(),
+            service_account_name: self.service_account_name.clone(),
             dry_run: false,
         };
         Some(NewDiagnosis::build(

@@ -287,6 +287,7 @@ pub(crate) mod tests {
             node_name: Some("n".into()),
             pod_reference: None,
             parameters: BTreeMap::new(),
+            service_account_name: None,
             dry_run: false,
         };
         let new = NewDiagnosis::build("t", SourceKind::Cron, "60", spec.clone(), "c".into());
