@@ -6,8 +6,8 @@
 use crate::runner::{RunError, RunOutput};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use zbus::proxy::CacheProperties;
 use zbus::OwnedObjectPath;
+use zbus::proxy::CacheProperties;
 
 /// The result key: a JSON array, one object per unit.
 pub const UNITS: &str = "collector.system.systemd.units";
