@@ -254,26 +254,36 @@ fn agent(kubeconfig: &Path, node: &str, namespace: &str, data_root: &Path) -> Ag
     Agent(child)
 }
 
-#[tokio::test]
-async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
-    let Some(path) = kubeconfig() else { return };
-    let cluster = connect(&path).await;
-    let scratch = Scratch::new(&cluster, &path, "operon-e2e-agent").await;
+/// A Node and a one-step OperationSet whose script step records its output under
+/// `key`; removed when dropped.
+struct OneStep {
+    node: String,
+    op: String,
+    set: String,
+    _cleanup: ClusterScoped,
+}
+
+async fn one_step_on_a_node(
+    cluster: &operon::cluster::kube::KubeCluster,
+    path: &Path,
+    key: &str,
+    script: &str,
+) -> OneStep {
     let run = format!("{:08x}", getrandom_u32());
     let (node, op, set) = (
         format!("e2e-node-{run}"),
-        format!("e2e-where-{run}"),
+        format!("e2e-{key}-{run}"),
         format!("e2e-one-{run}"),
     );
-    let _cleanup = ClusterScoped {
-        kubeconfig: path.clone(),
+    let cleanup = ClusterScoped {
+        kubeconfig: path.to_owned(),
         objects: vec![
             ("node", node.clone()),
             ("operation.operon.dev", op.clone()),
             ("operationset.operon.dev", set.clone()),
         ],
     };
-    apply_operon_crds(&cluster).await;
+    apply_operon_crds(cluster).await;
     let post = PostParams::default();
     let nodes: Api<Node> = Api::all(cluster.client().clone());
     nodes
@@ -283,14 +293,31 @@ async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
         )
         .await
         .unwrap();
-    operon_api(&cluster, "Operation")
-        .create(&post, &script_operation(&op, "where", "echo here"))
+    operon_api(cluster, "Operation")
+        .create(&post, &script_operation(&op, key, script))
         .await
         .unwrap();
-    operon_api(&cluster, "OperationSet")
+    operon_api(cluster, "OperationSet")
         .create(&post, &chain(&set, &[&op]))
         .await
         .unwrap();
+    OneStep {
+        node,
+        op,
+        set,
+        _cleanup: cleanup,
+    }
+}
+
+#[tokio::test]
+async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-agent").await;
+    // Bound whole: its cleanup runs when the test ends.
+    let one = one_step_on_a_node(&cluster, &path, "where", "echo here").await;
+    let (node, op, set) = (one.node.clone(), one.op.clone(), one.set.clone());
+    let post = PostParams::default();
     let (dir, hooks) = no_hooks();
     let flags = ["--leader-election-namespace", scratch.name.as_str()];
     let _server = serve(&path, &hooks, &flags, "agent-controller");
@@ -491,41 +518,9 @@ async fn a_stopping_agent_lets_the_running_diagnosis_finish() {
     let Some(path) = kubeconfig() else { return };
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-drain").await;
-    let run = format!("{:08x}", getrandom_u32());
-    let (node, op, set) = (
-        format!("e2e-node-{run}"),
-        format!("e2e-slow-{run}"),
-        format!("e2e-slow-{run}"),
-    );
-    let _cleanup = ClusterScoped {
-        kubeconfig: path.clone(),
-        objects: vec![
-            ("node", node.clone()),
-            ("operation.operon.dev", op.clone()),
-            ("operationset.operon.dev", set.clone()),
-        ],
-    };
-    apply_operon_crds(&cluster).await;
+    let one = one_step_on_a_node(&cluster, &path, "slow", "sleep 6; echo finished").await;
+    let (node, set) = (one.node.clone(), one.set.clone());
     let post = PostParams::default();
-    let nodes: Api<Node> = Api::all(cluster.client().clone());
-    nodes
-        .create(
-            &post,
-            &serde_json::from_value(json!({"metadata": {"name": node}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    operon_api(&cluster, "Operation")
-        .create(
-            &post,
-            &script_operation(&op, "slow", "sleep 6; echo finished"),
-        )
-        .await
-        .unwrap();
-    operon_api(&cluster, "OperationSet")
-        .create(&post, &chain(&set, &[&op]))
-        .await
-        .unwrap();
     let (dir, hooks) = no_hooks();
     let flags = ["--leader-election-namespace", scratch.name.as_str()];
     let _server = serve(&path, &hooks, &flags, "drain-controller");
