@@ -3,6 +3,7 @@
 //!
 //! - [`api`]: the custom resources (Operation, OperationSet, Trigger, Diagnosis) and their own checks.
 //! - [`manifest`]: objects read from YAML files, and checked together, for commands with no cluster.
+//! - [`yaml_scan`]: a first pass over YAML text: documents, duplicate keys, out-of-range numbers, size limits.
 //! - [`model`]: Operon's data model for what crosses module boundaries (contexts, patches, metrics, configs).
 //! - [`graph`]: an OperationSet's DAG checked, its paths walked lazily and drawn.
 //! - [`pipeline`]: a Diagnosis planned and run over the graph, node by node, with checkpoints.
@@ -46,3 +47,4 @@ pub mod serve;
 pub mod shell_operator;
 pub mod store;
 pub mod triggers;
+pub mod yaml_scan;

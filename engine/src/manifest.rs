@@ -16,7 +16,8 @@
 //! [`PARAMETERS_BYTES`].
 
 mod fields;
-pub mod scan;
+/// The YAML pre-pass documents are read with ([`crate::yaml_scan`]).
+pub use crate::yaml_scan as scan;
 
 use crate::api::{API_VERSION, Diagnosis, Operation, OperationSet, Problem, Trigger};
 use crate::{graph, pipeline, triggers};

@@ -14,6 +14,11 @@ use std::time::Duration;
 mod e2e_support;
 use e2e_support::*;
 
+/// Each test's `operon serve` leads in a namespace of its own and reconciles every
+/// Diagnosis of the cluster, looking for agents' Leases in its namespace: run side by
+/// side, one test's controller would mark another's Diagnosis as having no agent.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
 }
@@ -93,6 +98,7 @@ fn node_ids(status: &Value) -> Vec<i64> {
 #[tokio::test]
 async fn a_killed_controller_resumes_a_diagnosis_without_rerunning_finished_nodes() {
     let Some(path) = kubeconfig() else { return };
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-diagnosis").await;
     let run = format!("{:08x}", getrandom_u32());
@@ -312,6 +318,7 @@ async fn one_step_on_a_node(
 #[tokio::test]
 async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
     let Some(path) = kubeconfig() else { return };
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-agent").await;
     // Bound whole: its cleanup runs when the test ends.
@@ -375,6 +382,7 @@ fn built_in_operation(name: &str, path: &str) -> DynamicObject {
 #[tokio::test]
 async fn the_agent_s_built_ins_list_the_node_s_pods_and_cordon_only_for_an_allowed_account() {
     let Some(path) = kubeconfig() else { return };
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-builtins").await;
     let ns = scratch.name.as_str();
@@ -516,6 +524,7 @@ async fn the_agent_s_built_ins_list_the_node_s_pods_and_cordon_only_for_an_allow
 #[tokio::test]
 async fn a_stopping_agent_lets_the_running_diagnosis_finish() {
     let Some(path) = kubeconfig() else { return };
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-drain").await;
     let one = one_step_on_a_node(&cluster, &path, "slow", "sleep 6; echo finished").await;
@@ -561,7 +570,8 @@ async fn a_stopping_agent_lets_the_running_diagnosis_finish() {
     );
     let d = api.get("slow").await.unwrap();
     let status = &d.data["status"];
-    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let log = std::fs::read_to_string(dir.path().join("agent.log")).unwrap_or_default();
+    assert_eq!(status["phase"], "Succeeded", "{status}\nagent log:\n{log}");
     assert_eq!(
         status["operationResults"]["operation.slow.output"],
         "finished\n"

@@ -85,7 +85,7 @@ fn parse_document(text: &str) -> Result<Value, String> {
     }
     // A key given twice (the second silently winning), a number no JSON integer holds
     // and a document over the limits are refused here with where they are, in JSON too.
-    let scanned = crate::manifest::scan::scan(text, crate::manifest::scan::LIMITS);
+    let scanned = crate::yaml_scan::scan(text, crate::yaml_scan::LIMITS);
     let findings: Vec<String> = (scanned.documents.iter())
         .flat_map(|document| &document.findings)
         .map(|f| match f.field.as_str() {
