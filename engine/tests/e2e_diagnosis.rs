@@ -48,23 +48,6 @@ fn script_operation(name: &str, key: &str, script: &str) -> DynamicObject {
     }))
 }
 
-/// A chain start → 1 → 2 → … over `operations`.
-fn chain(name: &str, operations: &[&str]) -> DynamicObject {
-    let mut nodes = vec![json!({"id": 0, "to": [1]})];
-    for (i, op) in operations.iter().enumerate() {
-        let id = i + 1;
-        let mut node = json!({"id": id, "operation": op});
-        if id < operations.len() {
-            node["to"] = json!([id + 1]);
-        }
-        nodes.push(node);
-    }
-    object(json!({
-        "apiVersion": "operon.dev/v1alpha1", "kind": "OperationSet",
-        "metadata": {"name": name}, "spec": {"adjacencyList": nodes},
-    }))
-}
-
 fn diagnoses(cluster: &operon::cluster::kube::KubeCluster, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
         cluster.client().clone(),

@@ -51,22 +51,6 @@ fn operations(run: &str, module: &str) -> Vec<DynamicObject> {
     ]
 }
 
-fn chain(name: &str, operations: &[String]) -> DynamicObject {
-    let mut nodes = vec![json!({"id": 0, "to": [1]})];
-    for (i, op) in operations.iter().enumerate() {
-        let id = i + 1;
-        let mut node = json!({"id": id, "operation": op});
-        if id < operations.len() {
-            node["to"] = json!([id + 1]);
-        }
-        nodes.push(node);
-    }
-    object(
-        json!({"apiVersion": "operon.dev/v1alpha1", "kind": "OperationSet",
-        "metadata": {"name": name}, "spec": {"adjacencyList": nodes}}),
-    )
-}
-
 /// Plays the kubelet: the pod ran and its container wrote `message`.
 async fn complete_pod(pods: &Api<Pod>, pod: &Pod, message: &str) {
     let name = pod.metadata.name.clone().unwrap();

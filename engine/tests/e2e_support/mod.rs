@@ -217,3 +217,21 @@ pub fn operon_resource(kind: &str) -> kube::api::ApiResource {
         .unwrap_or_else(|| panic!("no operon.dev kind {kind}"));
     kube::api::ApiResource::from_gvk_with_plural(&gvk, &plural)
 }
+
+/// An OperationSet named `name` chaining `operations`: start → 1 → 2 → ….
+pub fn chain<S: AsRef<str>>(name: &str, operations: &[S]) -> kube::api::DynamicObject {
+    let mut nodes = vec![json!({"id": 0, "to": [1]})];
+    for (i, op) in operations.iter().enumerate() {
+        let id = i + 1;
+        let mut node = json!({"id": id, "operation": op.as_ref()});
+        if id < operations.len() {
+            node["to"] = json!([id + 1]);
+        }
+        nodes.push(node);
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "OperationSet",
+        "metadata": {"name": name}, "spec": {"adjacencyList": nodes},
+    }))
+    .unwrap()
+}
