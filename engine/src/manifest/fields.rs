@@ -1,10 +1,10 @@
 //! From a document's JSON tree to a typed object, with every field's problem rather
 //! than the first: a deserializer stops at the first error, so each bad field is
 //! recorded, replaced by a value that lets deserialization go past it, and the object
-//! is read again, until it reads or no placeholder helps.
+//! is read again, until it reads or no stand-in value gets past the field.
 //!
 //! Also the tree itself: [`Tree`] reads YAML into a JSON value and turns numbers JSON
-//! cannot hold into nulls (the scan in [`super::scan`] reports them by field), so that
+//! cannot hold into nulls (the scan in [`crate::yaml_scan`] reports them by field), so that
 //! one such number does not hide the object's other problems.
 
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -61,7 +61,7 @@ fn attempt<T: DeserializeOwned>(value: &Value) -> Result<T, (serde_path_to_error
 }
 
 /// Replaces the value at `path` (or adds the missing field `reason` names) with the
-/// first placeholder that moves the first error elsewhere. Returns false when none does.
+/// first stand-in value that moves the first error elsewhere. Returns false when none does.
 fn step_past<T: DeserializeOwned>(
     value: &mut Value,
     path: &serde_path_to_error::Path,
@@ -113,7 +113,7 @@ fn step_past<T: DeserializeOwned>(
     };
     for candidate in candidates {
         set(value, &segments, &last, candidate);
-        // The slot failing again, for the placeholder's sake, is no progress.
+        // The slot failing again, because of the stand-in value, is no progress.
         match attempt::<T>(value) {
             Ok(_) => return true,
             Err((p, r)) => {
