@@ -460,7 +460,7 @@ impl Api {
                     None => kubeconfig_token(&kube_config().await?)?,
                 };
                 let base = server.trim_end_matches('/').to_owned();
-                let (host, port) = host_port(&base)
+                let (host, port) = operon::store::fetch::host_port(&base)
                     .with_context(|| format!("--server {server:?} is not https://HOST[:PORT]"))?;
                 let name = args.tls_server_name.clone().unwrap_or_else(|| host.clone());
                 let server_name = ServerName::try_from(name.clone())
@@ -683,23 +683,6 @@ fn client_tls(args: &ConnectArgs) -> anyhow::Result<Arc<rustls::ClientConfig>> {
     Ok(Arc::new(
         builder.with_root_certificates(roots).with_no_client_auth(),
     ))
-}
-
-/// `HOST` and `PORT` of `https://HOST[:PORT]`.
-fn host_port(url: &str) -> Option<(String, u16)> {
-    let authority = url.strip_prefix("https://")?.split('/').next()?;
-    let (host, port) = match authority.strip_prefix('[') {
-        Some(v6) => {
-            let (host, rest) = v6.split_once(']')?;
-            (host, rest.strip_prefix(':'))
-        }
-        None => match authority.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (authority, None),
-        },
-    };
-    let port = port.map_or(Some(443), |p| p.parse().ok())?;
-    (!host.is_empty()).then(|| (host.to_owned(), port))
 }
 
 /// Accepts any certificate (--insecure-skip-tls-verify), still checking signatures.

@@ -124,8 +124,9 @@ impl NodeOps {
     }
 
     /// The wasm Operation a collector built-in runs: the node-collector module told
-    /// what to collect, with `/proc` readable.
-    fn collector(&self, what: &str, timeout_seconds: i64) -> Operation {
+    /// what to collect, with `/proc` readable. Its timeout is never used: a run takes
+    /// the step's, from the request.
+    fn collector(&self, what: &str) -> Operation {
         Operation::new(
             &format!("builtin-{what}"),
             OperationSpec {
@@ -135,11 +136,44 @@ impl NodeOps {
                         config: BTreeMap::from([("collect".to_owned(), what.to_owned())]),
                         read_only_paths: vec!["/proc".to_owned()],
                     },
-                    timeout_seconds,
+                    30,
                 ),
                 storage: None,
             },
         )
+    }
+}
+
+/// How a built-in runs.
+enum Action {
+    /// The node-collector wasm operation, told what to collect.
+    Collect(&'static str),
+    /// Through the API server or the system bus, here.
+    Api(ApiOp),
+}
+
+/// The built-ins that run in the agent itself.
+#[derive(Debug, Clone, Copy)]
+enum ApiOp {
+    PodList,
+    PodDetail,
+    ContainerList,
+    SystemdUnits,
+    Node(NodeChange),
+}
+
+impl BuiltIn {
+    fn action(self) -> Action {
+        match self {
+            BuiltIn::ProcessList => Action::Collect("processes"),
+            BuiltIn::MountInfo => Action::Collect("mounts"),
+            BuiltIn::PodList => Action::Api(ApiOp::PodList),
+            BuiltIn::PodDetail => Action::Api(ApiOp::PodDetail),
+            BuiltIn::ContainerList => Action::Api(ApiOp::ContainerList),
+            BuiltIn::SystemdUnits => Action::Api(ApiOp::SystemdUnits),
+            BuiltIn::NodeCordon => Action::Api(ApiOp::Node(NodeChange::Cordon)),
+            BuiltIn::NodeUncordon => Action::Api(ApiOp::Node(NodeChange::Uncordon)),
+        }
     }
 }
 
@@ -150,23 +184,13 @@ impl BuiltIns for NodeOps {
         processors: &Processors,
     ) -> Option<Result<Arc<dyn Runner>, ProcessorError>> {
         let built_in = BuiltIn::from_path(path)?;
-        let api = || -> Arc<dyn Runner> {
-            Arc::new(ApiRunner {
+        Some(match built_in.action() {
+            Action::Collect(what) => processors.runner(&self.collector(what), Path::new(".")),
+            Action::Api(op) => Ok(Arc::new(ApiRunner {
                 ops: self.clone(),
-                built_in,
-            })
-        };
-        Some(match built_in {
-            BuiltIn::ProcessList => {
-                processors.runner(&self.collector("processes", 30), Path::new("."))
-            }
-            BuiltIn::MountInfo => processors.runner(&self.collector("mounts", 30), Path::new(".")),
-            BuiltIn::PodList
-            | BuiltIn::PodDetail
-            | BuiltIn::ContainerList
-            | BuiltIn::SystemdUnits
-            | BuiltIn::NodeCordon
-            | BuiltIn::NodeUncordon => Ok(api()),
+                path: built_in.path(),
+                op,
+            })),
         })
     }
 
@@ -175,10 +199,12 @@ impl BuiltIns for NodeOps {
     }
 }
 
-/// A built-in that talks to the API server with the agent's credentials.
+/// A built-in that runs in the agent itself, with its credentials.
 struct ApiRunner {
     ops: NodeOps,
-    built_in: BuiltIn,
+    /// Its path, for messages.
+    path: &'static str,
+    op: ApiOp,
 }
 
 impl Runner for ApiRunner {
@@ -187,23 +213,14 @@ impl Runner for ApiRunner {
             let work = async {
                 let client = &self.ops.client;
                 let node = &self.ops.node;
-                match self.built_in {
-                    BuiltIn::PodList => pods::pod_list(client, node).await,
-                    BuiltIn::PodDetail => pods::pod_detail(client, &request.input).await,
-                    BuiltIn::ContainerList => pods::container_list(client, node).await,
-                    BuiltIn::SystemdUnits => {
+                match self.op {
+                    ApiOp::PodList => pods::pod_list(client, node).await,
+                    ApiOp::PodDetail => pods::pod_detail(client, &request.input).await,
+                    ApiOp::ContainerList => pods::container_list(client, node).await,
+                    ApiOp::SystemdUnits => {
                         systemd::unit_status(&self.ops.systemd_bus, &request.input).await
                     }
-                    BuiltIn::NodeCordon => {
-                        node::change(client, node, NodeChange::Cordon, request).await
-                    }
-                    BuiltIn::NodeUncordon => {
-                        node::change(client, node, NodeChange::Uncordon, request).await
-                    }
-                    BuiltIn::ProcessList | BuiltIn::MountInfo => Err(RunError::new(format!(
-                        "{} runs as a wasm operation, not through the API",
-                        self.built_in.path()
-                    ))),
+                    ApiOp::Node(change) => node::change(client, node, change, request).await,
                 }
             };
             tokio::time::timeout(request.timeout, work)
@@ -211,7 +228,7 @@ impl Runner for ApiRunner {
                 .unwrap_or_else(|_| {
                     Err(RunError::new(format!(
                         "{} did not finish within {}s",
-                        self.built_in.path(),
+                        self.path,
                         request.timeout.as_secs()
                     )))
                 })

@@ -9,6 +9,7 @@
 //! be the one the run is for (same uid).
 
 use crate::api::Diagnosis;
+use crate::cluster::kube::FIELD_MANAGER;
 use crate::runner::{RunError, RunOutput, RunRequest};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -17,9 +18,6 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::collections::BTreeMap;
-
-/// The field manager of Operon's writes.
-const FIELD_MANAGER: &str = "operon";
 
 /// A change of the node's schedulability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

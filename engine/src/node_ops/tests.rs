@@ -23,9 +23,13 @@ fn request(dry_run: bool) -> RunRequest {
 }
 
 fn runner(client: Client, built_in: BuiltIn) -> ApiRunner {
+    let Action::Api(op) = built_in.action() else {
+        panic!("{built_in:?} is not run by the agent itself");
+    };
     ApiRunner {
         ops: NodeOps::new(client, "node-a"),
-        built_in,
+        path: built_in.path(),
+        op,
     }
 }
 

@@ -182,12 +182,7 @@ impl ArgoRunner {
     }
 
     fn namespace(&self, request: &RunRequest) -> String {
-        request.namespace.clone().unwrap_or_else(|| {
-            self.client
-                .as_ref()
-                .map_or("default", |c| c.default_namespace())
-                .to_owned()
-        })
+        super::context::namespace(request, self.client.as_ref())
     }
 
     /// The Workflow of one run.
@@ -301,7 +296,7 @@ impl ArgoRunner {
             None => {
                 let params = PostParams {
                     dry_run: false,
-                    field_manager: Some("operon".to_owned()),
+                    field_manager: Some(crate::cluster::kube::FIELD_MANAGER.to_owned()),
                 };
                 match api.create(&params, &workflow).await {
                     Ok(_) => tracing::info!(workflow = %reference, "Workflow submitted"),
@@ -320,7 +315,7 @@ impl ArgoRunner {
             Ok(WorkflowState::Running) => unreachable!("watch returns a decided state"),
             Err(_) => {
                 let stop = json!({"spec": {"shutdown": "Terminate"}});
-                let params = PatchParams::apply("operon");
+                let params = PatchParams::apply(crate::cluster::kube::FIELD_MANAGER);
                 if let Err(e) = api.patch(&name, &params, &Patch::Merge(&stop)).await {
                     tracing::warn!(workflow = %reference, error = %e, "cannot terminate the Workflow");
                 }
@@ -349,7 +344,7 @@ impl ArgoRunner {
                 Api::namespaced_with(client.clone(), &namespace, &workflow_resource());
             let params = PostParams {
                 dry_run: true,
-                field_manager: Some("operon".to_owned()),
+                field_manager: Some(crate::cluster::kube::FIELD_MANAGER.to_owned()),
             };
             checked = match api.create(&params, &workflow).await {
                 Ok(_) => "accepted by the API server in a server-side dry run",

@@ -182,6 +182,16 @@ impl RunContext {
     }
 }
 
+/// The namespace a run's cluster objects go to: the run's own, else the client's
+/// default one, else `default`.
+pub(crate) fn namespace(request: &RunRequest, client: Option<&kube::Client>) -> String {
+    request.namespace.clone().unwrap_or_else(|| {
+        client
+            .map_or("default", |c| c.default_namespace())
+            .to_owned()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

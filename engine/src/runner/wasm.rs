@@ -1,7 +1,8 @@
 //! The wasm runner: an operation component called through the sandbox.
 
+use super::context::{Platform, RunContext};
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
-use crate::model::{OperationInput, OwnerReference, PatchOperation, RunnerContext};
+use crate::model::{OperationInput, PatchOperation};
 use crate::sandbox::{CallLimits, OperationModule, Sandbox};
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
@@ -54,22 +55,8 @@ impl WasmRunner {
         let mut parameters = self.config.clone();
         parameters.extend(request.input.clone());
         let input = OperationInput {
-            context: RunnerContext {
-                name: request.name.clone(),
-                dry_run: request.dry_run,
-                timeout_ms: u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX),
-                node: request.node.clone(),
-                namespace: request.namespace.clone(),
-                owner: request
-                    .owner
-                    .clone()
-                    .map(|(kind, name, uid)| OwnerReference {
-                        api_version: crate::api::API_VERSION.to_owned(),
-                        kind,
-                        name,
-                        uid,
-                    }),
-            },
+            // The WIT record has no platform: an empty one changes nothing.
+            context: RunContext::new(request, &Platform::default()).wasm(),
             parameters,
             results: request.results.clone(),
             args: Vec::new(),

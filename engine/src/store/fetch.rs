@@ -244,7 +244,7 @@ impl Fetcher {
 }
 
 /// `HOST` and `PORT` of `https://HOST[:PORT][/...]` (443 by default).
-fn host_port(url: &str) -> Option<(String, u16)> {
+pub fn host_port(url: &str) -> Option<(String, u16)> {
     let authority = url.strip_prefix("https://")?.split('/').next()?;
     let (host, port) = match authority.strip_prefix('[') {
         Some(v6) => {

@@ -87,7 +87,7 @@ pub async fn record_source(
         status.sources.push(source.clone());
         status.sources.sort_by(|a, b| a.replica.cmp(&b.replica));
         let params = PostParams {
-            field_manager: Some("operon".to_owned()),
+            field_manager: Some(crate::cluster::kube::FIELD_MANAGER.to_owned()),
             ..PostParams::default()
         };
         match api.replace_status(name, &params, &module).await {

@@ -100,7 +100,7 @@ fn is_conflict(e: &kube::Error) -> bool {
 fn post_params(dry_run: bool) -> PostParams {
     PostParams {
         dry_run,
-        field_manager: Some("operon".to_owned()),
+        field_manager: Some(crate::cluster::kube::FIELD_MANAGER.to_owned()),
     }
 }
 
@@ -150,12 +150,7 @@ impl JobRunner {
     }
 
     fn namespace(&self, request: &RunRequest) -> String {
-        request.namespace.clone().unwrap_or_else(|| {
-            self.client
-                .as_ref()
-                .map_or("default", |c| c.default_namespace())
-                .to_owned()
-        })
+        crate::runner::context::namespace(request, self.client.as_ref())
     }
 
     /// The input ConfigMap and the Job of `request`.

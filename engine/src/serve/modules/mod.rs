@@ -421,7 +421,7 @@ async fn upload(
         _ => spec,
     };
     let module = Module::new(&name, spec);
-    let params = PatchParams::apply("operon").force();
+    let params = PatchParams::apply(crate::cluster::kube::FIELD_MANAGER).force();
     api.modules
         .patch(&name, &params, &Patch::Apply(&module))
         .await
