@@ -14,10 +14,24 @@
 //! [`prelude`] rewrites the operators into jq's definitions and [`paths`] implements
 //! `setpath`, `delpaths` and the update loop. jq's outputs for a table of filters are in
 //! `engine/tests/jq_compat.rs`, with the differences that remain.
+//!
+//! A filter is untrusted input, so every run is bounded ([`budget`]): by default it may
+//! take 1 s ([`Limits::time`]) and 16 MiB of stack for its recursion ([`Limits::stack`];
+//! a run that needs more than the calling thread has is run again on a stack of its
+//! own), build values nested at most [`MAX_DEPTH`] levels and arrays of at most
+//! [`MAX_ARRAY_LENGTH`] elements, call a recursive definition with filter parameters
+//! at most [`MAX_CLOSURE_CALLS`] times, and yield at most 100,000 outputs; its text may
+//! be at most [`MAX_TEXT_BYTES`] long. Over a limit, the run fails with
+//! [`JqError::Limit`], which names the filter and the limit, whatever `try` or `?` the
+//! filter wraps around the loop; the process is never taken down.
 
+mod budget;
+mod instrument;
 mod paths;
 mod prelude;
 mod value;
+
+pub use budget::{Limit, Limits, MAX_ARRAY_LENGTH, MAX_CLOSURE_CALLS, MAX_DEPTH};
 
 use jaq_core::load::parse::Def;
 use jaq_core::load::{Arena, File, Loader};
@@ -44,6 +58,35 @@ const MAIN: &str = "_operon_main";
 
 /// Native filters that are not offered to hook authors.
 const EXCLUDED_NATIVES: &[&str] = &["env"];
+
+/// The longest filter text accepted. Parsing and compiling recurse once per level of
+/// nesting, on a stack of [`COMPILE_STACK`] bytes, which this bounds; a hook's filters
+/// are a few hundred bytes.
+pub const MAX_TEXT_BYTES: usize = 16 << 10;
+
+/// The stack a filter is compiled on.
+const COMPILE_STACK: usize = 256 << 20;
+
+/// jaq natives kept under another name, so that definitions that check what they build
+/// can take their name ([`PRE_DEFS`]).
+const RENAMED_NATIVES: &[(&str, &str)] = &[
+    ("fromjson", "_jaq_fromjson"),
+    ("group_by", "_jaq_group_by"),
+    ("key_values", "_jaq_key_values"),
+    ("path_value", "_jaq_path_value"),
+    // Replaced by the guarded `range` of `budget`.
+    ("range", "_jaq_range"),
+];
+
+/// Definitions loaded before jaq's, so that jaq's own definitions use them too: the
+/// natives above whose outputs nest deeper than their inputs, with the nesting checked
+/// (`fromjson` before jaq's recursive parser sees the text).
+const PRE_DEFS: &str = r#"
+def fromjson: _json_depth | _jaq_fromjson;
+def group_by(f): _jaq_group_by(f) | _nest;
+def key_values: _jaq_key_values | _nest;
+def path_value(f): _jaq_path_value(f) | _nest;
+"#;
 
 type Compiled = jaq_core::Filter<JustLut<Val>>;
 
@@ -86,6 +129,14 @@ pub enum JqError {
         /// The limit.
         limit: usize,
     },
+    /// A run or the filter's text went over one of the limits.
+    #[error("jq filter {filter:?} {limit}")]
+    Limit {
+        /// The filter text (shortened when long).
+        filter: String,
+        /// The limit, with its value.
+        limit: Limit,
+    },
     /// [`Filter::run_one`] got no output or several.
     #[error("jq filter {filter:?} yielded {count} outputs, expected exactly one")]
     NotOneOutput {
@@ -121,13 +172,27 @@ impl Filter {
         &self.inner.text
     }
 
-    /// Runs the filter on `input` and returns every output, in order. A runtime error
-    /// anywhere fails the whole run, as in `jq`.
+    /// Runs the filter on `input` within the default [`Limits`] and returns every
+    /// output, in order. A runtime error anywhere fails the whole run, as in `jq`.
     pub fn run(&self, input: &Value) -> Result<Vec<Value>, JqError> {
+        self.run_within(input, &Limits::default())
+    }
+
+    /// [`Filter::run`] within `limits`.
+    pub fn run_within(&self, input: &Value, limits: &Limits) -> Result<Vec<Value>, JqError> {
+        match budget::within(limits, || self.run_unbounded(input)) {
+            Ok(outputs) => outputs,
+            Err(limit) => Err(self.limit_error(limit)),
+        }
+    }
+
+    fn run_unbounded(&self, input: &Value) -> Result<Vec<Value>, JqError> {
         let compiled = &self.inner.compiled;
         let ctx = Ctx::<JustLut<Val>>::new(&compiled.lut, Vars::new([]));
+        let input = to_val(input, MAX_DEPTH)
+            .ok_or_else(|| self.limit_error(Limit::InputDepth(MAX_DEPTH)))?;
         let mut outputs = Vec::new();
-        for output in compiled.id.run((ctx, to_val(input))) {
+        for output in compiled.id.run((ctx, input)) {
             let value = output.map_err(|exn| self.runtime_error(exn))?;
             if outputs.len() == MAX_OUTPUTS {
                 return Err(JqError::TooManyOutputs {
@@ -135,10 +200,12 @@ impl Filter {
                     limit: MAX_OUTPUTS,
                 });
             }
-            outputs.push(from_val(&value).map_err(|reason| JqError::NotJson {
-                filter: self.short_text(),
-                reason,
-            })?);
+            outputs.push(
+                from_val(&value, MAX_DEPTH).map_err(|reason| JqError::NotJson {
+                    filter: self.short_text(),
+                    reason,
+                })?,
+            );
         }
         Ok(outputs)
     }
@@ -174,6 +241,13 @@ impl Filter {
     fn short_text(&self) -> String {
         shorten(&self.inner.text)
     }
+
+    fn limit_error(&self, limit: Limit) -> JqError {
+        JqError::Limit {
+            filter: self.short_text(),
+            limit,
+        }
+    }
 }
 
 /// Compiles `text`, or returns the filter compiled earlier from the same text.
@@ -189,6 +263,16 @@ pub fn compile(text: &str) -> Result<Filter, JqError> {
 
 /// Compiles `text` without looking at or filling the cache.
 pub fn compile_uncached(text: &str) -> Result<Filter, JqError> {
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(JqError::Limit {
+            filter: shorten(text),
+            limit: Limit::TextLength(MAX_TEXT_BYTES),
+        });
+    }
+    stacker::grow(COMPILE_STACK, || compile_on_this_stack(text))
+}
+
+fn compile_on_this_stack(text: &str) -> Result<Filter, JqError> {
     // jaq keeps the modules it loads to itself, so the text is loaded once on its own,
     // which reports syntax errors at their positions, then parsed again as a term whose
     // assignments are rewritten (see `prelude`); the result joins the prelude as a
@@ -204,25 +288,39 @@ pub fn compile_uncached(text: &str) -> Result<Filter, JqError> {
             vec![(text, "module directives are not supported".to_owned())],
         )
     })?;
-    let main = Def {
+    let main = instrument::def(Def {
         name: MAIN,
         args: Vec::new(),
         body: prelude::rewrite(term),
+    });
+    let parse_defs = |text| {
+        jaq_core::load::parse(text, |parser| parser.defs())
+            .expect("the prelude's definitions parse (a unit test compiles them)")
     };
-    let ours = jaq_core::load::parse(prelude::DEFS, |parser| parser.defs())
-        .expect("the prelude's definitions parse (a unit test compiles them)");
-    let defs = jaq_core::defs()
+    let defs = parse_defs(PRE_DEFS)
+        .into_iter()
+        .chain(jaq_core::defs())
         .chain(jaq_std::defs())
         .chain(jaq_json::defs())
-        .chain(ours.into_iter().map(prelude::rewrite_def))
+        .chain(
+            parse_defs(prelude::DEFS)
+                .into_iter()
+                .map(prelude::rewrite_def),
+        )
+        .map(instrument::def)
         .map(borrowed)
         .chain([main]);
     let funs = jaq_core::funs()
         .chain(jaq_std::funs())
         .chain(jaq_json::funs())
         .filter(|(name, ..)| !EXCLUDED_NATIVES.contains(name))
+        .map(|(name, args, native)| {
+            let renamed = RENAMED_NATIVES.iter().find(|(jaq, _)| *jaq == name);
+            (renamed.map_or(name, |(_, ours)| ours), args, native)
+        })
         .chain(paths::funs())
-        .chain(value::funs());
+        .chain(value::funs())
+        .chain(budget::funs());
     let modules = Loader::new(defs)
         .load(&arena, main_file(MAIN))
         .map_err(|errors| load_error(text, errors))?;

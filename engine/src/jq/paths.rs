@@ -11,6 +11,7 @@
 //! An update whose right-hand side yields nothing deletes the path, all such paths at
 //! the end and together, as gojq and jq 1.7 do (so `[1,2,3] | .[] |= empty` is `[]`).
 
+use super::budget::{self, Limit, MAX_DEPTH};
 use jaq_core::box_iter::box_once;
 use jaq_core::data::JustLut;
 use jaq_core::native::{Fun, v};
@@ -43,6 +44,13 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 4] {
             Native::new(|mut cv| {
                 let value = cv.0.pop_var();
                 let path = cv.0.pop_var();
+                let length = match &path {
+                    Val::Arr(keys) => keys.len(),
+                    _ => 0,
+                };
+                if too_deep(length, &value) {
+                    return box_once(Err(budget::trip(Limit::Depth(MAX_DEPTH))));
+                }
                 box_once(set_path(cv.1, &path, value).map_err(Exn::from))
             }),
         ),
@@ -66,6 +74,12 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 4] {
             }),
         ),
     ]
+}
+
+/// Whether `new` put `length` levels down would nest deeper than [`MAX_DEPTH`] (what is
+/// already there is within it, or was refused when it was built).
+fn too_deep(length: usize, new: &Val) -> bool {
+    length > MAX_DEPTH || budget::deeper_than(new, MAX_DEPTH - length)
 }
 
 /// `path`'s output as jq writes it: jaq leaves out a slice's absent bound (`.[1:]` is
@@ -106,6 +120,9 @@ fn modify<'a>(
             .iter()
             .try_fold(value.clone(), |at, key| at.index(key))?;
         match update(old)? {
+            Some(new) if too_deep(keys.len(), &new) => {
+                return Err(budget::trip(Limit::Depth(MAX_DEPTH)));
+            }
             Some(new) => value = set(value, keys, new)?,
             None => doomed.push(keys),
         }

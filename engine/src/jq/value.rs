@@ -9,8 +9,10 @@ use jaq_core::{Native, ValT};
 use jaq_json::{Num, Val};
 use serde_json::Value;
 
-pub(super) fn to_val(value: &Value) -> Val {
-    match value {
+/// `value` as jaq's value, or `None` when it nests deeper than `depth` levels.
+pub(super) fn to_val(value: &Value, depth: usize) -> Option<Val> {
+    let nested = |depth: usize| depth.checked_sub(1);
+    Some(match value {
         Value::Null => Val::Null,
         Value::Bool(b) => Val::Bool(*b),
         Value::Number(n) => {
@@ -23,16 +25,32 @@ pub(super) fn to_val(value: &Value) -> Val {
             }
         }
         Value::String(s) => Val::from(s.clone()),
-        Value::Array(items) => items.iter().map(to_val).collect(),
-        Value::Object(map) => Val::obj(
-            map.iter()
-                .map(|(k, v)| (Val::from(k.clone()), to_val(v)))
-                .collect(),
-        ),
-    }
+        Value::Array(items) => {
+            let depth = nested(depth)?;
+            items
+                .iter()
+                .map(|item| to_val(item, depth))
+                .collect::<Option<_>>()?
+        }
+        Value::Object(map) => {
+            let depth = nested(depth)?;
+            Val::obj(
+                map.iter()
+                    .map(|(k, v)| Some((Val::from(k.clone()), to_val(v, depth)?)))
+                    .collect::<Option<_>>()?,
+            )
+        }
+    })
 }
 
-pub(super) fn from_val(value: &Val) -> Result<Value, String> {
+/// `value` as JSON; an error when it nests deeper than `depth` levels or has an object
+/// key that is not a string.
+pub(super) fn from_val(value: &Val, depth: usize) -> Result<Value, String> {
+    let nested = || {
+        depth
+            .checked_sub(1)
+            .ok_or_else(|| "a value nested too deep".to_owned())
+    };
     Ok(match value {
         Val::Null => Value::Null,
         Val::Bool(b) => Value::Bool(*b),
@@ -40,8 +58,17 @@ pub(super) fn from_val(value: &Val) -> Result<Value, String> {
         Val::TStr(bytes) | Val::BStr(bytes) => {
             Value::String(String::from_utf8_lossy(bytes).into_owned())
         }
-        Val::Arr(items) => Value::Array(items.iter().map(from_val).collect::<Result<_, _>>()?),
+        Val::Arr(items) => {
+            let depth = nested()?;
+            Value::Array(
+                items
+                    .iter()
+                    .map(|item| from_val(item, depth))
+                    .collect::<Result<_, _>>()?,
+            )
+        }
         Val::Obj(map) => {
+            let depth = nested()?;
             let mut object = serde_json::Map::with_capacity(map.len());
             for (key, value) in map.iter() {
                 let key = match key {
@@ -50,7 +77,7 @@ pub(super) fn from_val(value: &Val) -> Result<Value, String> {
                     }
                     other => return Err(format!("object key {other} is not a string")),
                 };
-                object.insert(key, from_val(value)?);
+                object.insert(key, from_val(value, depth)?);
             }
             Value::Object(object)
         }

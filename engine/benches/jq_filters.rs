@@ -1,0 +1,90 @@
+//! What jq filters cost per run and per compile, the run limits included.
+//!
+//! Each case runs a compiled filter on a Pod (about 1 KB of JSON) in batches of
+//! `BATCH` runs and prints the median time per run over `ROUNDS` batches; compiling is
+//! measured the same way without the cache (`jq::compile_uncached`). The run limits
+//! (`jq::budget`: a guard at the start of every definition and loop, arrays and
+//! objects checked as they are built) are what this watches.
+//!
+//! `cargo bench -p operon-engine --bench jq_filters`
+
+use operon::jq;
+use serde_json::{Value, json};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 31;
+const BATCH: usize = 200;
+
+fn pod() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-1", "namespace": "default", "uid": "6f1b6a51-9c1e-4a43-9d8e-0a6f6b0f2c11",
+            "resourceVersion": "123456",
+            "labels": {"app": "web", "tier": "front", "pod-template-hash": "7d4b9c8f6"},
+            "annotations": {"checksum/config": "0f3a9b", "prometheus.io/scrape": "true"}
+        },
+        "spec": {
+            "nodeName": "node-1",
+            "containers": [
+                {"name": "app", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
+                 "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}}},
+                {"name": "sidecar", "image": "envoy:1.31", "args": ["--config", "/etc/envoy.yaml"]}
+            ]
+        },
+        "status": {"phase": "Running", "podIP": "10.0.0.7",
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    })
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn per_call(mut call: impl FnMut()) -> Duration {
+    for _ in 0..BATCH {
+        call();
+    }
+    let samples = (0..ROUNDS)
+        .map(|_| {
+            let started = Instant::now();
+            for _ in 0..BATCH {
+                call();
+            }
+            started.elapsed() / BATCH as u32
+        })
+        .collect();
+    median(samples)
+}
+
+fn main() {
+    let pod = pod();
+    let cases = [
+        r#".metadata.labels.foo = "bar""#,
+        ".metadata.labels.app",
+        "{name: .metadata.name, labels: .metadata.labels}",
+        "[.spec.containers[] | .image]",
+        r#".spec.containers |= map(select(.name != "sidecar"))"#,
+        r#"walk(if type == "string" then ascii_downcase else . end)"#,
+    ];
+    println!("{:<62} {:>12}", "run (median per run)", "time");
+    for text in cases {
+        let filter = jq::compile(text).expect("the bench's filters compile");
+        let time = per_call(|| {
+            black_box(filter.run(black_box(&pod)).expect("runs"));
+        });
+        println!("{text:<62} {:>9.2} µs", time.as_secs_f64() * 1e6);
+    }
+    let text = r#".metadata.labels.foo = "bar""#;
+    let time = per_call(|| {
+        black_box(jq::compile_uncached(black_box(text)).expect("compiles"));
+    });
+    println!(
+        "{:<62} {:>9.2} µs",
+        format!("compile {text} (uncached)"),
+        time.as_secs_f64() * 1e6
+    );
+}
