@@ -57,6 +57,20 @@ impl Call {
         self.respond.send_response(response);
     }
 
+    /// Answers with an API `Status` failure that carries `Retry-After: seconds`.
+    pub(crate) fn fail_retry_after(self, code: u16, reason: &str, seconds: &str) {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                          "status": "Failure", "code": code, "reason": reason,
+                          "message": reason, "details": {"retryAfterSeconds": 1}});
+        let response = Response::builder()
+            .status(StatusCode::from_u16(code).unwrap())
+            .header("content-type", "application/json")
+            .header("retry-after", seconds)
+            .body(Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap();
+        self.respond.send_response(response);
+    }
+
     /// Answers with an API `Status` failure.
     pub(crate) fn fail(self, code: u16, reason: &str, message: &str) {
         self.answer(

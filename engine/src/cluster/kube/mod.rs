@@ -2,13 +2,15 @@
 //! standard kubeconfig resolution. Kept thin: kinds come from API discovery
 //! ([`discovery`]), lists and watches are shared per distinct request ([`watch`]), and
 //! patch operations map onto API calls with shell-operator's semantics ([`apply`]); what
-//! a binding does with the objects stays in `hooks/`.
+//! a binding does with the objects stays in `hooks/`. Every request waits out an
+//! answer's `Retry-After` and times out when no answer comes ([`retry`]).
 //!
 //! Every write carries the field manager `operon`. Objects travel as JSON values, as
 //! everywhere in the engine.
 
 mod apply;
 mod discovery;
+mod retry;
 mod throttle;
 mod watch;
 
@@ -17,6 +19,7 @@ pub(crate) mod mock;
 #[cfg(test)]
 mod tests;
 
+pub use retry::{MAX_RETRY_AFTER, Patient, REQUEST_TIMEOUT};
 pub use throttle::Throttle;
 
 use crate::cluster::{Cluster, ClusterError, EventStream, Resource, Selector, namespaced_name};
@@ -124,10 +127,13 @@ impl KubeCluster {
             None => Config::infer().await.map_err(KubeConnectError::Infer)?,
         };
         let throttle = Throttle::new(options.qps, options.burst);
+        let namespace = config.default_namespace.clone();
         let client = ::kube::client::ClientBuilder::try_from(config)
             .map_err(KubeConnectError::Client)?
             .with_layer(&throttle)
             .build();
+        // Outside the throttle, so that a request sent again waits for a token too.
+        let client = Patient::new(client).into_client(&namespace);
         let mut cluster = Self::new(client);
         cluster.delete_wait = options.delete_wait;
         Ok(cluster)

@@ -1,6 +1,7 @@
 //! Faults of the API server under shared watches and patches: 500s and 429s on the
-//! list (the wait before a retry is kube-runtime's backoff; a `Retry-After` header is
-//! not read), a watch stream that ends mid-way, a create answered with 500. Asserted: no event is lost or repeated, a list that fails for a while is
+//! list (without `Retry-After` the wait before a retry is kube-runtime's backoff; with
+//! one, see `slow`), a watch stream that ends mid-way, a create answered with 500.
+//! Asserted: no event is lost or repeated, a list that fails for a while is
 //! retried until it succeeds (a binding gets its objects, not an error), and a failed
 //! write is not sent twice.
 

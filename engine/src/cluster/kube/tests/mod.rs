@@ -4,6 +4,7 @@
 
 mod apply;
 mod faults;
+mod slow;
 mod watch;
 
 use super::KubeCluster;
