@@ -75,6 +75,12 @@ impl ObjectWriter {
         }
     }
 
+    /// Whether objects go in by server-side apply (an API server), not to the local
+    /// cluster.
+    pub fn server_side(&self) -> bool {
+        self.client.is_some()
+    }
+
     /// The cluster written to.
     pub fn cluster(&self) -> &Arc<dyn Cluster> {
         &self.cluster
@@ -335,7 +341,11 @@ impl ObjectWriter {
         Ok(true)
     }
 
-    async fn apply_one(&self, resource: &Resource, object: &Value) -> Result<(), String> {
+    pub(super) async fn apply_one(
+        &self,
+        resource: &Resource,
+        object: &Value,
+    ) -> Result<(), String> {
         let Some(client) = &self.client else {
             let op = PatchOperation::CreateOrUpdate(CreateSpec {
                 object: object.to_string(),

@@ -1,7 +1,8 @@
 //! The `kubernetes` and `schedule` bindings of global and module hooks, run by the hook
 //! engine ([`crate::hooks::engine::Engine`]) like any shell-operator hook: one engine
-//! for the global hooks, started with the loop, and one per enabled module, started
-//! after its first successful ModuleRun and stopped when it is deleted. Each run sees
+//! for the global hooks, started once the global `onStartup` hooks ran, and one per
+//! enabled module, started by its first ModuleRun after its `onStartup` hooks and
+//! stopped when it is deleted ([`super::sync`] waits for their Synchronization). Each run sees
 //! the current values through `$VALUES_PATH` and `$CONFIG_VALUES_PATH`; the values
 //! patches it writes go back to the operator ([`BindingPatch`]), which applies them
 //! and runs the module (or converges, for global values) when they change the values.
@@ -95,12 +96,43 @@ impl Hook for BoundHook {
 /// bindings); stopped when dropped: no new run starts, a run in progress has 5 s.
 pub struct BindingEngine {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    engine: Option<Arc<Engine>>,
+    /// `(hook, binding)` of the kubernetes bindings whose Synchronization a ModuleRun
+    /// waits for: those on the `main` queue and those with `waitForSynchronization`
+    /// (addon-operator waits for no other).
+    waited: Vec<(String, String)>,
 }
 
 impl BindingEngine {
     /// The engine of an owner whose hooks have no kubernetes or schedule binding.
     pub fn idle() -> Self {
-        Self { stop: None }
+        Self {
+            stop: None,
+            engine: None,
+            waited: Vec::new(),
+        }
+    }
+
+    /// The waited-for bindings whose Synchronization is not done yet, as
+    /// `hook/binding`.
+    pub fn pending_synchronization(&self) -> Vec<String> {
+        let Some(engine) = &self.engine else {
+            return Vec::new();
+        };
+        let mut pending = Vec::new();
+        for hook in engine.hook_infos() {
+            for binding in &hook.bindings {
+                if binding.synchronized == Some(false)
+                    && self
+                        .waited
+                        .iter()
+                        .any(|(h, b)| *h == hook.name && *b == binding.name)
+                {
+                    pending.push(format!("{}/{}", hook.name, binding.name));
+                }
+            }
+        }
+        pending
     }
 }
 
@@ -124,10 +156,17 @@ pub async fn start(
 ) -> Result<Option<BindingEngine>, String> {
     let owner = module.unwrap_or("global").to_owned();
     let mut loaded: Vec<LoadedHook> = Vec::new();
+    let mut waited = Vec::new();
     for hook in hooks
         .iter()
         .filter(|h| !h.config.kubernetes.is_empty() || !h.config.schedule.is_empty())
     {
+        for binding in &hook.config.kubernetes {
+            let main = binding.queue.as_deref().is_none_or(|q| q == "main");
+            if main || binding.wait_for_synchronization.unwrap_or(true) {
+                waited.push((hook.name.clone(), binding.name.clone()));
+            }
+        }
         let bound: Arc<dyn Hook> = Arc::new(BoundHook {
             hook: hook.clone(),
             owner: owner.clone(),
@@ -146,8 +185,9 @@ pub async fn start(
     let engine = Arc::new(Engine::new(loaded, cluster, metrics));
     engine.start().await.map_err(|e| e.to_string())?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = engine.clone();
     tokio::spawn(async move {
-        engine
+        running
             .run_until(
                 async {
                     let _ = stopped.await;
@@ -161,5 +201,9 @@ pub async fn start(
             )
             .await;
     });
-    Ok(Some(BindingEngine { stop: Some(stop) }))
+    Ok(Some(BindingEngine {
+        stop: Some(stop),
+        engine: Some(engine),
+        waited,
+    }))
 }

@@ -1,6 +1,6 @@
 //! addon-operator's directory layout: a modules directory of `NNN-name/` modules (each
-//! with `hooks/`, `values.yaml`, `openapi/`, an `enabled` program and a Helm chart or
-//! plain manifests) beside `values.yaml`, and a global hooks directory (its hooks in
+//! with `hooks/`, `values.yaml`, `openapi/`, an `enabled` program, `crds/` and a Helm
+//! chart or plain manifests) beside `values.yaml`, and a global hooks directory (its hooks in
 //! `hooks/` when that exists, its schemas in `openapi/`). Reading the layout runs
 //! nothing.
 
@@ -44,6 +44,10 @@ pub struct ModuleDir {
     pub hooks_dir: Option<PathBuf>,
     /// What it deploys.
     pub payload: Payload,
+    /// The CRD files of `crds/` (`*.yaml`, `*.yml`, `*.json`, but not `doc-*` or
+    /// `_*`, addon-operator's filters), in name order: applied when the module is
+    /// enabled, before its first ModuleRun, and never deleted.
+    pub crds: Vec<PathBuf>,
 }
 
 impl ModuleDir {
@@ -188,6 +192,7 @@ fn read_module(path: &Path, dir_name: &str) -> Result<ModuleDir, AddonError> {
         Payload::None
     };
     Ok(ModuleDir {
+        crds: crd_files(&path.join("crds"))?,
         static_values: read_yaml_or_empty(&path.join("values.yaml"))?,
         config_schema: read_yaml_if_present(&path.join("openapi/config-values.yaml"))?,
         values_schema: read_yaml_if_present(&path.join("openapi/values.yaml"))?,
@@ -199,6 +204,41 @@ fn read_module(path: &Path, dir_name: &str) -> Result<ModuleDir, AddonError> {
         order,
         path: path.to_owned(),
     })
+}
+
+fn crd_files(dir: &Path) -> Result<Vec<PathBuf>, AddonError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(AddonError::Io {
+                path: dir.to_owned(),
+                source,
+            });
+        }
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|source| AddonError::Io {
+                path: dir.to_owned(),
+                source,
+            })?
+            .path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let manifest = path
+            .extension()
+            .and_then(|x| x.to_str())
+            .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"));
+        if manifest && path.is_file() && !name.starts_with("doc-") && !name.starts_with('_') {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
 }
 
 fn read_global(dir: &Path) -> Result<GlobalDir, AddonError> {
@@ -291,6 +331,23 @@ mod tests {
         let names: Vec<&str> = layout.modules.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["d", "c", "b", "a"]);
         assert_eq!(layout.common_values["dEnabled"], true);
+    }
+
+    #[test]
+    fn crd_files_skip_docs_and_underscored_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let crds = dir.path().join("001-echo/crds");
+        std::fs::create_dir_all(&crds).unwrap();
+        for name in ["b.yaml", "a.json", "doc-b.yaml", "_draft.yaml", "notes.txt"] {
+            std::fs::write(crds.join(name), "{}").unwrap();
+        }
+        let layout = Layout::read(dir.path(), None).unwrap();
+        let names: Vec<String> = layout.modules[0]
+            .crds
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["a.json", "b.yaml"]);
     }
 
     #[test]

@@ -83,6 +83,18 @@ impl ModuleMetrics {
         })
     }
 
+    /// Registers the same metrics in `registry` too (`operon serve`'s, which
+    /// `/metrics` serves).
+    pub fn register_in(&self, registry: &Registry) -> Result<(), prometheus::Error> {
+        registry.register(Box::new(self.run_seconds.clone()))?;
+        registry.register(Box::new(self.run_errors.clone()))?;
+        registry.register(Box::new(self.delete_errors.clone()))?;
+        registry.register(Box::new(self.discover_errors.clone()))?;
+        registry.register(Box::new(self.enabled.clone()))?;
+        registry.register(Box::new(self.hook_errors.clone()))?;
+        Ok(())
+    }
+
     /// The metrics in Prometheus' text format.
     pub fn text(&self) -> String {
         let mut out = String::new();

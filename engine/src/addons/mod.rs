@@ -7,12 +7,14 @@
 //! files and [`bindings`] their kubernetes and schedule bindings on the hook engine,
 //! [`enabled`] decides which modules run, [`render`] turns a module into objects (a
 //! real Helm engine or plain manifests), [`apply`] applies them with server-side apply
-//! and keeps a release record per module, and [`operator`] is the task queue with its
-//! lifecycle. Named `addons` so as not to be confused with wasm modules (`store`).
+//! and keeps a release record per module ([`crds`] applies its `crds/` first), and
+//! [`operator`] is the task queue with its lifecycle ([`status`] shows it from
+//! outside). Named `addons` so as not to be confused with wasm modules (`store`).
 
 pub mod apply;
 pub mod bindings;
 pub mod config;
+pub mod crds;
 pub mod enabled;
 pub mod hooks;
 pub mod layout;
@@ -20,6 +22,8 @@ pub mod metrics;
 pub mod operator;
 pub mod render;
 pub mod schema;
+pub mod status;
+mod sync;
 mod tasks;
 pub mod values;
 

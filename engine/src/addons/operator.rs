@@ -14,12 +14,13 @@
 
 use super::AddonError;
 use super::apply::ObjectWriter;
-use super::bindings::{self, BindingEngine, BindingPatch, SharedValues};
+use super::bindings::{BindingEngine, BindingPatch, SharedValues};
 use super::config::{ConfigMapRef, ConfigValues};
 use super::hooks::{self, AddonHook, Lifecycle, Owner};
 use super::layout::Layout;
 use super::metrics::ModuleMetrics;
 use super::render::Renderer;
+use super::status::QueueView;
 use super::values::{Section, Source};
 use crate::cluster::{Event, Selector};
 use crate::metrics::Metrics;
@@ -65,7 +66,14 @@ pub enum Task {
     /// Reads the ConfigMap, decides which modules are enabled and queues their
     /// ModuleRun and ModuleDelete tasks and the `afterAll` hooks.
     DiscoverModules,
-    /// `onStartup` (first run only), `beforeHelm`, render and apply, `afterHelm`.
+    /// Applies the CRDs of a module's `crds/` (a module just enabled), before its
+    /// ModuleRun.
+    ModuleEnsureCrds {
+        /// The module.
+        module: String,
+    },
+    /// `onStartup` (first run only), the Synchronization of its kubernetes bindings
+    /// (first run only), `beforeHelm`, render and apply, `afterHelm`.
     ModuleRun {
         /// The module.
         module: String,
@@ -90,6 +98,7 @@ impl fmt::Display for Task {
                 write!(f, "GlobalHookRun:{}:{hook}", binding.name())
             }
             Self::DiscoverModules => f.write_str("DiscoverModules"),
+            Self::ModuleEnsureCrds { module } => write!(f, "ModuleEnsureCRDs:{module}"),
             Self::ModuleRun { module } => write!(f, "ModuleRun:{module}"),
             Self::ModuleDelete { module } => write!(f, "ModuleDelete:{module}"),
             Self::ModulePurge { module } => write!(f, "ModulePurge:{module}"),
@@ -202,6 +211,10 @@ pub struct Operator {
     /// `<moduleKey>Enabled` flags global hooks set, by module key.
     pub(super) dynamic_enabled: BTreeMap<String, bool>,
     pub(super) hook_metrics: Arc<Metrics>,
+    /// Modules whose CRDs were applied since they were last enabled.
+    pub(super) crds_ensured: BTreeSet<String>,
+    /// What the queue looks like, for whoever watches it.
+    pub(super) view: QueueView,
 }
 
 impl Operator {
@@ -293,6 +306,8 @@ impl Operator {
             bindings_live: false,
             dynamic_enabled: BTreeMap::new(),
             hook_metrics,
+            crds_ensured: BTreeSet::new(),
+            view: QueueView::default(),
         };
         let config = operator.read_config().await?;
         operator.set_config(config)?;
@@ -325,6 +340,43 @@ impl Operator {
     /// The metrics hooks emitted (`$METRICS_PATH`), lifecycle and binding runs alike.
     pub fn hook_metrics(&self) -> &Metrics {
         &self.hook_metrics
+    }
+
+    /// Reports to `metrics` instead of the operator's own registry: the module metrics
+    /// are registered there and hooks' runs and metrics go there (`operon serve`'s
+    /// `/metrics`). Call it before [`Operator::run_until`].
+    pub fn report_to(&mut self, metrics: Arc<Metrics>) -> Result<(), AddonError> {
+        self.metrics
+            .register_in(metrics.registry())
+            .map_err(|e| AddonError::Hook(format!("module metrics: {e}")))?;
+        self.hook_metrics = metrics;
+        Ok(())
+    }
+
+    /// The queue as it runs, for a debug endpoint.
+    pub fn queue_view(&self) -> QueueView {
+        self.view.clone()
+    }
+
+    /// Publishes the queue to `view` from now on (one made before the operator, say).
+    pub fn publish_to(&mut self, view: QueueView) {
+        self.view = view;
+        self.publish(None);
+    }
+
+    /// Publishes the queue's state to [`Operator::queue_view`].
+    pub(super) fn publish(&self, running: Option<&Task>) {
+        self.view.update(|p| {
+            p.running = running.map(|t| (t.clone(), Instant::now()));
+            p.waiting = self.queue.iter().cloned().collect();
+            p.retries = self
+                .retries
+                .iter()
+                .map(|(at, t)| (t.clone(), *at, self.failures.get(t).copied().unwrap_or(0)))
+                .collect();
+            p.held_until = self.hold_until;
+            p.enabled = self.enabled.clone();
+        });
     }
 
     /// The modules enabled by the last discovery, in order.
@@ -540,17 +592,20 @@ impl Operator {
             })?;
         let mut shutdown = std::pin::pin!(shutdown);
         let mut watching = true;
+        self.bindings_live = true;
+        self.view.update(|p| p.started = true);
+        self.refresh_shared();
+        // Tasks wait for Synchronization runs and take their values patches: the
+        // receiver is the operator's while a task runs, the loop's in between.
+        if let Err(e) = self.sync_engines().await {
+            self.bindings_live = false;
+            self.engines.clear();
+            return Err(e);
+        }
         let mut patches = self
             .binding_rx
             .take()
             .expect("run_until is not re-entered: it takes &mut self");
-        self.bindings_live = true;
-        self.refresh_shared();
-        let started = self.sync_engines().await;
-        if let Err(e) = started {
-            self.binding_rx = Some(patches);
-            return Err(e);
-        }
         let result = loop {
             while let Ok(event) = events.try_recv() {
                 self.take_event(&event);
@@ -570,13 +625,20 @@ impl Operator {
             if held.is_none() {
                 self.hold_until = None;
                 if let Some(task) = self.queue.pop_front() {
+                    self.binding_rx = Some(patches);
                     let _ = self.run_task(task).await;
-                    if let Err(e) = self.sync_engines().await {
+                    let synced = self.sync_engines().await;
+                    patches = self
+                        .binding_rx
+                        .take()
+                        .expect("tasks leave the receiver in place");
+                    if let Err(e) = synced {
                         break Err(e);
                     }
                     continue;
                 }
             }
+            self.publish(None);
             let next_retry = self.retries.iter().map(|(at, _)| *at).chain(held).min();
             let sleep = next_retry.map_or(Duration::from_secs(3600), |at| {
                 at.saturating_duration_since(Instant::now())
@@ -597,6 +659,7 @@ impl Operator {
         self.bindings_live = false;
         self.engines.clear();
         self.binding_rx = Some(patches);
+        self.view.update(|p| p.started = false);
         result
     }
 
@@ -625,50 +688,6 @@ impl Operator {
             .shared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = docs;
-    }
-
-    /// Starts the binding engines of the global hooks and of every enabled module that
-    /// ran, stops those of modules no longer enabled (in the loop only).
-    pub(super) async fn sync_engines(&mut self) -> Result<(), AddonError> {
-        if !self.bindings_live {
-            return Ok(());
-        }
-        self.engines
-            .retain(|owner, _| owner == "global" || self.enabled.contains(owner));
-        let mut wanted: Vec<Option<String>> = vec![None];
-        wanted.extend(
-            self.enabled
-                .iter()
-                .filter(|m| self.started.contains(*m))
-                .map(|m| Some(m.clone())),
-        );
-        for module in wanted {
-            let owner = module.clone().unwrap_or_else(|| "global".to_owned());
-            if self.engines.contains_key(&owner) {
-                continue;
-            }
-            let hooks = match &module {
-                Some(m) => self.module_hooks.get(m).cloned().unwrap_or_default(),
-                None => self.global_hooks.clone(),
-            };
-            let engine = bindings::start(
-                &hooks,
-                module.as_deref(),
-                self.writer.cluster().clone(),
-                self.hook_metrics.clone(),
-                self.shared.clone(),
-                self.binding_tx.clone(),
-            )
-            .await
-            .map_err(|e| AddonError::Hook(format!("{owner} bindings: {e}")))?;
-            if let Some(engine) = engine {
-                self.engines.insert(owner, engine);
-            } else {
-                // Nothing to run; remembered so that it is not looked at again.
-                self.engines.insert(owner, BindingEngine::idle());
-            }
-        }
-        Ok(())
     }
 
     fn take_event(&mut self, event: &Event) {

@@ -1,8 +1,10 @@
 //! The OpenAPI v3 schemas of values (`openapi/config-values.yaml`,
 //! `openapi/values.yaml`), read as addon-operator reads them: `nullable` allowed,
 //! `additionalProperties: false` unless a schema says otherwise, `x-extend` merging the
-//! config schema into the values schema, and `default`s applied before validation.
-//! Validation itself is the `jsonschema` crate's (draft 4, OpenAPI 3.0's base).
+//! config schema into the values schema, `default`s applied before validation, and
+//! `x-required-for-helm` (properties required only when the chart is rendered: they
+//! join `required` in a second validator used just before rendering). Validation
+//! itself is the `jsonschema` crate's (draft 4, OpenAPI 3.0's base).
 
 use jsonschema::{Draft, Validator};
 use serde_json::{Map, Value};
@@ -13,6 +15,9 @@ pub struct Schema {
     /// The schema as read, for defaults (validation uses the compiled form).
     raw: Value,
     validator: Validator,
+    /// The validator with `x-required-for-helm` merged into `required`; `None` when
+    /// the schema has no such key (the plain validator is then the same).
+    helm_validator: Option<Validator>,
 }
 
 impl Schema {
@@ -28,13 +33,38 @@ impl Schema {
                 merge_properties(&mut raw, config);
             }
         }
-        let mut compiled = raw.clone();
-        openapi_to_json_schema(&mut compiled);
-        let validator = jsonschema::options()
-            .with_draft(Draft::Draft4)
-            .build(&compiled)
-            .map_err(|e| format!("the schema does not compile: {e}"))?;
-        Ok(Self { raw, validator })
+        let compile = |schema: &Value| {
+            let mut compiled = schema.clone();
+            openapi_to_json_schema(&mut compiled);
+            jsonschema::options()
+                .with_draft(Draft::Draft4)
+                .build(&compiled)
+                .map_err(|e| format!("the schema does not compile: {e}"))
+        };
+        let validator = compile(&raw)?;
+        let mut for_helm = raw.clone();
+        let helm_validator = if required_for_helm(&mut for_helm)? {
+            Some(compile(&for_helm)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            raw,
+            validator,
+            helm_validator,
+        })
+    }
+
+    /// Whether the schema names values required for rendering (`x-required-for-helm`).
+    pub fn has_helm_requirements(&self) -> bool {
+        self.helm_validator.is_some()
+    }
+
+    /// Every problem of `value` for rendering: [`Schema::problems`] with the
+    /// `x-required-for-helm` properties required.
+    pub fn helm_problems(&self, prefix: &str, value: &Value) -> Vec<String> {
+        let validator = self.helm_validator.as_ref().unwrap_or(&self.validator);
+        report(validator, prefix, value)
     }
 
     /// Sets every absent property that has a `default` (recursively, through objects
@@ -47,15 +77,57 @@ impl Schema {
 
     /// Every problem of `value`, as `PATH: REASON` with `PATH` dotted from `prefix`.
     pub fn problems(&self, prefix: &str, value: &Value) -> Vec<String> {
-        self.validator
-            .iter_errors(value)
-            .map(|e| {
-                let pointer = e.instance_path().as_str().to_owned();
-                let path = dotted(prefix, &pointer);
-                format!("{path}: {e}")
-            })
-            .collect()
+        report(&self.validator, prefix, value)
     }
+}
+
+fn report(validator: &Validator, prefix: &str, value: &Value) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .map(|e| {
+            let pointer = e.instance_path().as_str().to_owned();
+            let path = dotted(prefix, &pointer);
+            format!("{path}: {e}")
+        })
+        .collect()
+}
+
+/// Merges `x-required-for-helm` (a property name or a list of them) into `required`,
+/// at the root and down through `properties`, as addon-operator's
+/// `RequiredForHelmTransformer` does; whether any schema had the key.
+fn required_for_helm(schema: &mut Value) -> Result<bool, String> {
+    let Value::Object(map) = schema else {
+        return Ok(false);
+    };
+    let mut found = false;
+    if let Some(extra) = map.get("x-required-for-helm") {
+        let names: Vec<Value> = match extra {
+            Value::String(name) => vec![Value::String(name.clone())],
+            Value::Array(names) if names.iter().all(Value::is_string) => names.clone(),
+            other => {
+                return Err(format!(
+                    "x-required-for-helm: {other} is not a property name or a list of them"
+                ));
+            }
+        };
+        let required = map
+            .entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(required) = required {
+            for name in names {
+                if !required.contains(&name) {
+                    required.push(name);
+                }
+            }
+        }
+        found = true;
+    }
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        for prop in props.values_mut() {
+            found |= required_for_helm(prop)?;
+        }
+    }
+    Ok(found)
 }
 
 /// `prefix` and a JSON pointer as a dotted path (`echo` + `/a/0/b` → `echo.a[0].b`).
@@ -217,6 +289,37 @@ mod tests {
         let schema = Schema::new(&values, config.as_object().map(|_| &config)).unwrap();
         assert!(schema.problems("m", &json!({"a": "x", "b": 1})).is_empty());
         assert_eq!(schema.problems("m", &json!({"a": 1})).len(), 1);
+    }
+
+    #[test]
+    fn required_for_helm_is_checked_only_for_rendering() {
+        let raw = json!({
+            "type": "object",
+            "x-required-for-helm": "image",
+            "properties": {
+                "image": {"type": "string"},
+                "tls": {"type": "object", "x-required-for-helm": ["cert", "key"],
+                        "properties": {"cert": {"type": "string"}, "key": {"type": "string"}}},
+            }
+        });
+        let schema = Schema::new(&raw, None).unwrap();
+        assert!(schema.has_helm_requirements());
+        let value = json!({"tls": {"cert": "c"}});
+        assert!(schema.problems("m", &value).is_empty());
+        let mut problems = schema.helm_problems("m", &value);
+        problems.sort();
+        assert_eq!(
+            problems,
+            [
+                "m.tls: \"key\" is a required property",
+                "m: \"image\" is a required property"
+            ]
+        );
+        let complete = json!({"image": "i", "tls": {"cert": "c", "key": "k"}});
+        assert!(schema.helm_problems("m", &complete).is_empty());
+        let err =
+            Schema::new(&json!({"type": "object", "x-required-for-helm": 3}), None).unwrap_err();
+        assert!(err.contains("x-required-for-helm: 3"), "{err}");
     }
 
     #[test]

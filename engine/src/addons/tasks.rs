@@ -21,10 +21,12 @@ impl Operator {
             task: task.clone(),
             waiting: self.queued(),
         });
+        self.publish(Some(&task));
         let started = Instant::now();
         let result = match &task {
             Task::GlobalHookRun { binding, hook } => self.global_hook_run(*binding, hook).await,
             Task::DiscoverModules => self.discover().await,
+            Task::ModuleEnsureCrds { module } => self.ensure_crds(module).await,
             Task::ModuleRun { module } => {
                 let result = self.module_run(module).await;
                 let seconds = started.elapsed().as_secs_f64();
@@ -54,7 +56,7 @@ impl Operator {
         };
         let elapsed = started.elapsed();
         self.refresh_shared();
-        match result {
+        let result = match result {
             Ok(summary) => {
                 self.failures.remove(&task);
                 (self.on_event)(&QueueEvent::Finished {
@@ -88,7 +90,9 @@ impl Operator {
                 });
                 Err(message)
             }
-        }
+        };
+        self.publish(None);
+        result
     }
 
     async fn global_hook_run(
@@ -99,6 +103,9 @@ impl Operator {
         let Some(hook) = self.global_hooks.iter().find(|h| h.name == name).cloned() else {
             return Err(AddonError::Hook(format!("no global hook {name}")));
         };
+        if binding == Lifecycle::BeforeAll {
+            self.synchronize(None).await?;
+        }
         let before = self.global_checksum()?;
         let mut global = self.global.compute()?.values;
         global["enabledModules"] = json!(self.enabled);
@@ -129,6 +136,7 @@ impl Operator {
     }
 
     async fn discover(&mut self) -> Result<String, AddonError> {
+        self.synchronize(None).await?;
         let mut enabled: Vec<String> = Vec::new();
         let mut lines = Vec::new();
         for module in self.layout.modules.clone() {
@@ -200,6 +208,12 @@ impl Operator {
             }
         }
         for name in &enabled {
+            let has_crds = self.layout.module(name).is_some_and(|m| !m.crds.is_empty());
+            if has_crds && !self.crds_ensured.contains(name) {
+                next.push(Task::ModuleEnsureCrds {
+                    module: name.clone(),
+                });
+            }
             next.push(Task::ModuleRun {
                 module: name.clone(),
             });
@@ -230,11 +244,17 @@ impl Operator {
             .module(name)
             .cloned()
             .ok_or_else(|| AddonError::UnknownModule(name.to_owned()))?;
+        if !module.crds.is_empty() && !self.crds_ensured.contains(name) {
+            // Its ModuleEnsureCRDs failed (or was dropped): the chart may need them.
+            self.ensure_crds(name).await?;
+        }
         if !self.started.contains(name) {
             self.module_hooks_run(name, Lifecycle::OnStartup).await?;
             self.started.insert(name.to_owned());
         }
+        self.synchronize(Some(name)).await?;
         self.module_hooks_run(name, Lifecycle::BeforeHelm).await?;
+        self.section(name)?.check_for_helm()?;
         let values = self.values_document(name)?;
         let rendered_with = checksum(&values);
         let objects = self.settings.renderer.render(&module, &values).await?;
@@ -268,6 +288,23 @@ impl Operator {
             summary.push_str("; afterHelm changed the values: running again");
         }
         Ok(summary)
+    }
+
+    async fn ensure_crds(&mut self, name: &str) -> Result<String, AddonError> {
+        let module = self
+            .layout
+            .module(name)
+            .cloned()
+            .ok_or_else(|| AddonError::UnknownModule(name.to_owned()))?;
+        if self.dry_run {
+            return Ok(format!(
+                "dry run: would apply {} CRD file(s)",
+                module.crds.len()
+            ));
+        }
+        let names = self.writer.ensure_crds(&module).await?;
+        self.crds_ensured.insert(name.to_owned());
+        Ok(format!("applied {}", names.join(", ")))
     }
 
     async fn module_purge(&mut self, name: &str) -> Result<String, AddonError> {
@@ -307,6 +344,7 @@ impl Operator {
         self.module_hooks_run(name, Lifecycle::AfterDeleteHelm)
             .await?;
         self.started.remove(name);
+        self.crds_ensured.remove(name);
         let deleted: Vec<String> = deleted.iter().map(describe).collect();
         Ok(if deleted.is_empty() {
             "nothing to delete".to_owned()
@@ -419,7 +457,7 @@ impl Operator {
         }
     }
 
-    async fn apply_values_patches(
+    pub(super) async fn apply_values_patches(
         &mut self,
         hook: &str,
         module: Option<&str>,

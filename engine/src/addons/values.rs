@@ -146,6 +146,27 @@ impl Section {
         Ok(())
     }
 
+    /// Checks the merged values for rendering: the values schema (the config schema
+    /// when there is none) with its `x-required-for-helm` properties required.
+    pub fn check_for_helm(&self) -> Result<(), AddonError> {
+        let values = self.compute()?.values;
+        let Some(schema) = self.values_schema.as_ref().or(self.config_schema.as_ref()) else {
+            return Ok(());
+        };
+        if !schema.has_helm_requirements() {
+            return Ok(());
+        }
+        let problems = schema.helm_problems(&self.key, &values);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(AddonError::InvalidValues {
+            section: self.label.clone(),
+            which: "values for rendering (x-required-for-helm)".to_owned(),
+            problems,
+        })
+    }
+
     /// The merged, validated values.
     pub fn compute(&self) -> Result<Computed, AddonError> {
         let mut values = Value::Object(Map::new());
@@ -442,6 +463,30 @@ mod tests {
             err.contains("module echo") && err.contains("echo.replicas"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn values_required_for_helm_are_checked_apart() {
+        let mut s = Section::new(
+            "echo",
+            "module echo",
+            vec![],
+            None,
+            Some(&json!({"type": "object", "x-required-for-helm": ["host"],
+                         "properties": {"host": {"type": "string"}}})),
+        )
+        .unwrap();
+        s.compute().unwrap();
+        let err = s.check_for_helm().unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "module echo values for rendering (x-required-for-helm) are not valid: echo: "
+            ) && err.contains("\"host\""),
+            "{err}"
+        );
+        let ops = parse_patch_file(r#"[{"op":"add","path":"/echo/host","value":"h"}]"#).unwrap();
+        s.add_patches(ops).unwrap();
+        s.check_for_helm().unwrap();
     }
 
     #[test]

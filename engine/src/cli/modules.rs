@@ -1,5 +1,7 @@
 //! `operon modules run|values|render`: addon-operator's modules directory against the
-//! local cluster (fixture objects) or an API server (`--kubeconfig`).
+//! local cluster (fixture objects) or an API server (`--kubeconfig`); `operon modules
+//! queue`: the module queue of a running `operon serve`; and the modules flags of
+//! `operon serve` ([`ServeModulesArgs`]).
 
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
@@ -8,11 +10,13 @@ use operon::addons::config::ConfigMapRef;
 use operon::addons::operator::{Operator, QueueEvent, Settings};
 use operon::addons::render::Renderer;
 use operon::addons::schema::dotted;
+use operon::addons::status::{QueueStatus, QueueView};
 use operon::cluster::Cluster;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::cluster::local::LocalCluster;
 use operon::model::WatchEvent;
 use operon::script::ScriptSandbox;
+use operon::serve::addons::ModulesOptions;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +34,93 @@ pub enum ModulesCommand {
     Values(ModuleArgs),
     /// Print the objects a module would apply (with --diff: what applying would change).
     Render(RenderArgs),
+    /// Print the module task queue of a running `operon serve` (its debug socket), as
+    /// addon-operator's `queue list` does.
+    Queue(QueueArgs),
+}
+
+/// Arguments of `operon modules queue`.
+#[derive(Debug, clap::Args)]
+pub struct QueueArgs {
+    /// The debug socket of `operon serve`.
+    #[arg(long, env = "DEBUG_UNIX_SOCKET", default_value = operon::serve::debug::DEFAULT_SOCKET)]
+    debug_unix_socket: PathBuf,
+    /// Output format (`table` prints one line per task).
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+/// The modules flags of `operon serve` (addon-operator's names and variables).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeModulesArgs {
+    /// addon-operator's modules directory (`NNN-name/` modules and `values.yaml`); the
+    /// leader converges them. Without it `operon serve` runs no modules.
+    #[arg(long, env = "MODULES_DIR")]
+    modules_dir: Option<PathBuf>,
+    /// The global hooks directory (hooks in `hooks/` when it exists, schemas in
+    /// `openapi/`).
+    #[arg(long, env = "GLOBAL_HOOKS_DIR", requires = "modules_dir")]
+    global_hooks_dir: Option<PathBuf>,
+    /// The ConfigMap of the modules' config values, `NAMESPACE/NAME` or `NAME` in the
+    /// modules' namespace; watched: a change converges again.
+    #[arg(
+        long,
+        env = "ADDON_OPERATOR_CONFIG_MAP",
+        default_value = "addon-operator"
+    )]
+    config_map: String,
+    /// The namespace of the modules' release records, of their namespaced objects
+    /// without a namespace and of the ConfigMap [default: the engine's namespace].
+    #[arg(long, env = "ADDON_OPERATOR_NAMESPACE")]
+    modules_namespace: Option<String>,
+    /// The `helm` program that renders charts (`helm template`).
+    #[arg(long, env = "HELM_BINARY", default_value = "helm")]
+    helm_binary: PathBuf,
+    /// The deadline of each module hook, `enabled` program and render, and of the wait
+    /// for a module's bindings to synchronize.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    module_hook_timeout: Duration,
+}
+
+impl ServeModulesArgs {
+    /// The modules of `operon serve`, when --modules-dir is given; `namespace` is the
+    /// engine's, `client` applies objects.
+    pub fn options(
+        &self,
+        namespace: &str,
+        client: &kube::Client,
+        strict: bool,
+    ) -> anyhow::Result<Option<Arc<ModulesOptions>>> {
+        let Some(modules_dir) = &self.modules_dir else {
+            return Ok(None);
+        };
+        // The layout is read at once so that a bad directory stops the engine at start,
+        // on every replica, not only when one leads.
+        operon::addons::layout::Layout::read(modules_dir, self.global_hooks_dir.as_deref())
+            .with_context(|| format!("reading the modules directory {}", modules_dir.display()))?;
+        let namespace = self
+            .modules_namespace
+            .clone()
+            .unwrap_or_else(|| namespace.to_owned());
+        let common = Common {
+            modules_dir: modules_dir.clone(),
+            global_hooks_dir: self.global_hooks_dir.clone(),
+            config_map: self.config_map.clone(),
+            namespace: namespace.clone(),
+            objects: Vec::new(),
+            kubeconfig: None,
+            helm_binary: self.helm_binary.clone(),
+            hook_timeout: self.module_hook_timeout,
+            strict,
+        };
+        Ok(Some(Arc::new(ModulesOptions {
+            settings: settings(&common),
+            namespace,
+            client: Some(client.clone()),
+            sandbox: ScriptSandbox::with_this_binary(strict)?,
+            view: QueueView::default(),
+        })))
+    }
 }
 
 /// Where the modules are and which cluster they go to.
@@ -137,7 +228,26 @@ pub fn run(cmd: ModulesCommand) -> anyhow::Result<ExitCode> {
         ModulesCommand::Run(args) => runtime.block_on(run_queue(args)),
         ModulesCommand::Values(args) => runtime.block_on(values(args)),
         ModulesCommand::Render(args) => runtime.block_on(render(args)),
+        ModulesCommand::Queue(args) => runtime.block_on(queue(args)),
     }
+}
+
+async fn queue(args: QueueArgs) -> anyhow::Result<ExitCode> {
+    let answer = match operon::serve::debug::request(&args.debug_unix_socket, "/queue/main").await {
+        Err(operon::serve::debug::DebugError::Answer(text)) if text.is_empty() => {
+            bail!("this operon serve runs no modules (it has no --modules-dir)")
+        }
+        other => other?,
+    };
+    match args.output {
+        Format::Table => {
+            let status: QueueStatus = serde_json::from_value(answer)
+                .context("the debug socket's answer is not a module queue")?;
+            print!("{}", QueueView::text(&status));
+        }
+        other => output::print_structured(other, &answer)?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 struct Target {

@@ -228,6 +228,8 @@ pub struct ServeArgs {
     diagnoses: DiagnosisArgs,
     #[command(flatten)]
     module_api: super::module::ModuleApiArgs,
+    #[command(flatten)]
+    addon_modules: super::modules::ServeModulesArgs,
 }
 
 /// How to reach the API server (`operon serve` and `operon agent`).
@@ -464,6 +466,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             }
         }),
         module_api: None,
+        modules: args
+            .addon_modules
+            .options(&namespace, cluster.client(), args.strict)?,
     };
     let registrar = registration(&args, &namespace, self_signed.as_ref())?.map(|registration| {
         let registrar = Registrar::new(cluster.client().clone(), registration);

@@ -64,6 +64,7 @@ pub(super) fn bind(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
 pub(super) async fn serve(
     listener: tokio::net::UnixListener,
     status: Arc<Status>,
+    modules: Option<Router>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let router = Router::new()
@@ -71,6 +72,11 @@ pub(super) async fn serve(
         .route("/hook/list", get(hooks))
         .route("/hook/{name}/snapshot", get(snapshot))
         .with_state(status);
+    // addon-operator's module queue (`/queue/main`), when modules run.
+    let router = match modules {
+        Some(modules) => router.merge(modules),
+        None => router,
+    };
     let shutdown = async move {
         let _ = stopped.wait_for(|s| *s).await;
     };

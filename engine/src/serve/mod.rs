@@ -3,6 +3,7 @@
 //! the HTTP endpoints (metrics, health, readiness), the debug endpoint on a unix
 //! socket, and a graceful shutdown.
 
+pub mod addons;
 pub mod alerts;
 pub mod debug;
 #[cfg(test)]
@@ -50,6 +51,9 @@ pub struct ServeOptions {
     /// The module API ([`modules`]), served on the admission server's HTTPS port;
     /// `None` leaves its routes unmounted.
     pub module_api: Option<Arc<modules::ModuleApi>>,
+    /// addon-operator's modules ([`addons`]), converged by the leader; `None` without
+    /// `--modules-dir`.
+    pub modules: Option<Arc<addons::ModulesOptions>>,
 }
 
 impl ServeOptions {
@@ -65,6 +69,7 @@ impl ServeOptions {
             webhook_timeout: Duration::from_secs(9),
             alertmanager: None,
             module_api: None,
+            modules: None,
         }
     }
 }
@@ -105,6 +110,10 @@ pub enum ServeError {
         /// The flags that configure it.
         flags: &'static str,
     },
+    /// The modules' task queue could not start or stopped (a bad modules directory, a
+    /// hook whose configuration is invalid, an unreadable ConfigMap).
+    #[error("modules: {0}")]
+    Modules(#[from] crate::addons::AddonError),
     /// An endpoint could not listen.
     #[error("cannot listen on {address}: {source}")]
     Listen {
@@ -246,7 +255,16 @@ pub async fn run(
             source,
         })?;
         tracing::info!(socket = %path.display(), "serving the debug endpoint");
-        servers.spawn(debug::serve(listener, status.clone(), stopped.clone()));
+        let modules = options
+            .modules
+            .as_ref()
+            .map(|m| addons::debug_routes(m.view.clone()));
+        servers.spawn(debug::serve(
+            listener,
+            status.clone(),
+            modules,
+            stopped.clone(),
+        ));
     }
 
     let outcome = run_engine(
@@ -333,6 +351,7 @@ async fn run_engine(
             });
         }
     }
+    let modules_cluster = cluster.clone();
     let engine = Arc::new(Engine::new(hooks, cluster, metrics));
     let mut shutdown = std::pin::pin!(shutdown);
     // Every replica lists and watches, so that a standby's webhooks see the same
@@ -421,11 +440,20 @@ async fn run_engine(
                 std::future::pending(),
             ))
         });
+        // Dropped (aborted) with this block when leadership is lost.
+        let mut modules = options
+            .modules
+            .clone()
+            .map(|m| addons::spawn(m, modules_cluster.clone(), status.metrics.clone()));
         engine.take_over();
         tracing::info!("running hooks");
-        engine
-            .run_until(&mut shutdown, options.grace, log_run)
-            .await;
+        tokio::select! {
+            () = engine.run_until(&mut shutdown, options.grace, log_run) => {}
+            error = addons::failed(&mut modules) => return Err(error.into()),
+        }
+        if let Some(modules) = modules {
+            modules.stop(options.grace).await;
+        }
         Ok::<(), ServeError>(())
     };
     let outcome = tokio::select! {

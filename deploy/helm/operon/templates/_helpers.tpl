@@ -54,3 +54,7 @@ app.kubernetes.io/part-of: operon
 {{- define "operon.alertmanagerTokenSecret" -}}
 {{- default (printf "%s-alertmanager-token" (include "operon.fullname" .)) .Values.alertmanager.tokenSecret -}}
 {{- end -}}
+
+{{- define "operon.modulesConfigMap" -}}
+{{- .Values.modules.configMap.name | default (printf "%s-modules" (include "operon.fullname" .)) }}
+{{- end }}

@@ -9,7 +9,7 @@ fi
 binding=$(jq -r '.[0].binding' "$BINDING_CONTEXT_PATH")
 if [[ "$binding" == "afterHelm" ]]; then
   jq -c '{operation: "MergePatch", apiVersion: "v1",
-      kind: "ConfigMap", namespace: "operon-demo", name: "config-reporter",
+      kind: "ConfigMap", namespace: .configReporter.namespace, name: "config-reporter",
       mergePatch: {data: {enabledModules: (.global.enabledModules | join(",")),
                           clusterName: .global.clusterName}}}' "$VALUES_PATH" \
     > "$KUBERNETES_PATCH_PATH"

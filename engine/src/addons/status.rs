@@ -1,0 +1,173 @@
+//! What the task queue looks like from outside while it runs: the task in progress,
+//! the tasks waiting, failed module tasks waiting for their retry and a queue held by
+//! a failed global task; published by the operator after every change, for `operon
+//! serve`'s debug endpoint (`operon modules queue`, addon-operator's `queue list`).
+
+use super::operator::Task;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+/// A handle on the queue's published state; clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct QueueView(Arc<Mutex<Published>>);
+
+#[derive(Debug, Default)]
+pub(super) struct Published {
+    pub(super) running: Option<(Task, Instant)>,
+    pub(super) waiting: Vec<Task>,
+    pub(super) retries: Vec<(Task, Instant, u32)>,
+    pub(super) held_until: Option<Instant>,
+    pub(super) enabled: Vec<String>,
+    pub(super) started: bool,
+}
+
+/// The queue at one moment, as the debug endpoint answers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// Whether this replica runs the queue (it leads); a standby's queue is empty.
+    pub running_queue: bool,
+    /// The task in progress, if any.
+    pub current: Option<CurrentTask>,
+    /// The tasks waiting, head first.
+    pub waiting: Vec<String>,
+    /// Failed module tasks and when they run again.
+    pub retries: Vec<RetryingTask>,
+    /// When a failed global task holds the queue: milliseconds until it runs again.
+    pub held_for_ms: Option<u64>,
+    /// The modules the last discovery enabled, in order.
+    pub enabled_modules: Vec<String>,
+}
+
+/// The task in progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CurrentTask {
+    /// The task (`ModuleRun:echo-server`).
+    pub task: String,
+    /// How long it has run.
+    pub running_ms: u64,
+}
+
+/// A failed module task waiting for its retry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryingTask {
+    /// The task.
+    pub task: String,
+    /// Its consecutive failures.
+    pub failures: u32,
+    /// Milliseconds until it is queued again.
+    pub retry_in_ms: u64,
+}
+
+fn millis(from: Instant, to: Instant) -> u64 {
+    u64::try_from(to.saturating_duration_since(from).as_millis()).unwrap_or(u64::MAX)
+}
+
+impl QueueView {
+    pub(super) fn update(&self, f: impl FnOnce(&mut Published)) {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// The queue now.
+    pub fn status(&self) -> QueueStatus {
+        let now = Instant::now();
+        let p = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        QueueStatus {
+            running_queue: p.started,
+            current: p.running.as_ref().map(|(task, since)| CurrentTask {
+                task: task.to_string(),
+                running_ms: millis(*since, now),
+            }),
+            waiting: p.waiting.iter().map(ToString::to_string).collect(),
+            retries: p
+                .retries
+                .iter()
+                .map(|(task, at, failures)| RetryingTask {
+                    task: task.to_string(),
+                    failures: *failures,
+                    retry_in_ms: millis(now, *at),
+                })
+                .collect(),
+            held_for_ms: p
+                .held_until
+                .filter(|at| *at > now)
+                .map(|at| millis(now, at)),
+            enabled_modules: p.enabled.clone(),
+        }
+    }
+
+    /// The queue as text, one line per task: what `operon modules queue` prints.
+    pub fn text(status: &QueueStatus) -> String {
+        let mut out = String::new();
+        if !status.running_queue {
+            out.push_str("the module queue is not running here (a standby replica, or modules are starting)\n");
+        }
+        match &status.current {
+            Some(c) => out.push_str(&format!("running  {} ({} ms)\n", c.task, c.running_ms)),
+            None => out.push_str("running  -\n"),
+        }
+        for (i, task) in status.waiting.iter().enumerate() {
+            out.push_str(&format!("{:>7}  {task}\n", i + 1));
+        }
+        for r in &status.retries {
+            out.push_str(&format!(
+                "retry    {} in {} ms (failed {} time{})\n",
+                r.task,
+                r.retry_in_ms,
+                r.failures,
+                if r.failures == 1 { "" } else { "s" }
+            ));
+        }
+        if let Some(ms) = status.held_for_ms {
+            out.push_str(&format!("held     {ms} ms by a failed global task\n"));
+        }
+        out.push_str(&format!(
+            "enabled  {}\n",
+            if status.enabled_modules.is_empty() {
+                "-".to_owned()
+            } else {
+                status.enabled_modules.join(", ")
+            }
+        ));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_status_shows_running_waiting_and_retrying_tasks() {
+        let view = QueueView::default();
+        let now = Instant::now();
+        view.update(|p| {
+            p.started = true;
+            p.running = Some((Task::DiscoverModules, now));
+            p.waiting = vec![Task::ModuleRun {
+                module: "echo".into(),
+            }];
+            p.retries = vec![(
+                Task::ModuleDelete {
+                    module: "old".into(),
+                },
+                now + Duration::from_secs(5),
+                2,
+            )];
+            p.enabled = vec!["echo".into()];
+        });
+        let status = view.status();
+        assert_eq!(status.current.as_ref().unwrap().task, "DiscoverModules");
+        assert_eq!(status.waiting, ["ModuleRun:echo"]);
+        assert_eq!(status.retries[0].task, "ModuleDelete:old");
+        assert!(status.retries[0].retry_in_ms > 4000);
+        let text = QueueView::text(&status);
+        assert!(text.contains("      1  ModuleRun:echo\n"), "{text}");
+        assert!(text.contains("retry    ModuleDelete:old in "), "{text}");
+        assert!(text.contains("(failed 2 times)"), "{text}");
+    }
+}

@@ -1,0 +1,203 @@
+//! addon-operator's modules under `operon serve` (`--modules-dir`): the task queue of
+//! [`crate::addons`] runs on the leader only (a replica that takes over builds it
+//! afresh: global `onStartup` hooks, then a convergence), against the cluster `serve`
+//! watches, objects going in by server-side apply. Its ConfigMap is watched, so a
+//! change converges again; its metrics and its hooks' metrics are on serve's
+//! `/metrics`; its queue is on the debug socket at `/queue/main` (addon-operator's
+//! path; `operon modules queue` prints it).
+
+use crate::addons::AddonError;
+use crate::addons::apply::ObjectWriter;
+use crate::addons::operator::{Operator, QueueEvent, Settings};
+use crate::addons::status::QueueView;
+use crate::cluster::Cluster;
+use crate::metrics::Metrics;
+use crate::script::ScriptSandbox;
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What the modules of `operon serve` need.
+#[derive(Clone)]
+pub struct ModulesOptions {
+    /// The directories, the ConfigMap, the renderer, the deadlines.
+    pub settings: Settings,
+    /// Where release records live and namespaced objects without a namespace go.
+    pub namespace: String,
+    /// Server-side apply goes through this client; `None` writes through the cluster
+    /// layer instead (the local cluster, in tests).
+    pub client: Option<kube::Client>,
+    /// Runs `enabled` programs and shell hooks.
+    pub sandbox: ScriptSandbox,
+    /// Where the queue is published, for the debug socket.
+    pub view: QueueView,
+}
+
+impl std::fmt::Debug for ModulesOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModulesOptions")
+            .field("settings", &self.settings)
+            .field("namespace", &self.namespace)
+            .field("server_side_apply", &self.client.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The modules' task queue, running in the background; aborted when dropped (a
+/// replica that stops leading stops converging at once).
+pub(super) struct RunningModules {
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<Result<(), AddonError>>>,
+}
+
+/// Builds the operator (reading the layout, loading every hook, reading the ConfigMap)
+/// and runs its queue until stopped.
+pub(super) fn spawn(
+    options: Arc<ModulesOptions>,
+    cluster: Arc<dyn Cluster>,
+    metrics: Arc<Metrics>,
+) -> RunningModules {
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let writer = ObjectWriter::new(cluster, options.client.clone(), &options.namespace);
+        let mut operator = Operator::new(
+            options.settings.clone(),
+            options.sandbox.clone(),
+            writer,
+            log_event,
+        )
+        .await?;
+        operator.report_to(metrics)?;
+        operator.publish_to(options.view.clone());
+        tracing::info!(
+            modules = operator.layout().modules.len(),
+            dir = %options.settings.modules_dir.display(),
+            configmap = %options.settings.config_map,
+            "running the modules' task queue"
+        );
+        operator
+            .run_until(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    RunningModules {
+        stop,
+        task: Some(task),
+    }
+}
+
+impl RunningModules {
+    /// Resolves with the error that stopped the queue; pending while it runs (and
+    /// after it stopped without error).
+    pub(super) async fn failed(&mut self) -> AddonError {
+        let Some(task) = &mut self.task else {
+            return std::future::pending().await;
+        };
+        let outcome = task.await;
+        self.task = None;
+        match outcome {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => std::future::pending().await,
+            Err(e) => AddonError::Hook(format!("the modules' task queue panicked: {e}")),
+        }
+    }
+
+    /// Stops taking tasks; the task in progress has `grace` to finish.
+    pub(super) async fn stop(mut self, grace: Duration) {
+        let _ = self.stop.send(true);
+        let Some(task) = self.task.take() else { return };
+        let abort = task.abort_handle();
+        match tokio::time::timeout(grace, task).await {
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "the modules' task queue stopped with an error")
+            }
+            Ok(_) => tracing::info!("the modules' task queue stopped"),
+            Err(_) => {
+                abort.abort();
+                tracing::warn!(
+                    "the modules' task in progress did not finish within the grace period"
+                );
+            }
+        }
+    }
+}
+
+/// [`RunningModules::failed`] of the modules, when they run; pending otherwise.
+pub(super) async fn failed(modules: &mut Option<RunningModules>) -> AddonError {
+    match modules {
+        Some(modules) => modules.failed().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Drop for RunningModules {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// The debug socket's routes for the modules: `/queue/main` (JSON) and
+/// `/queue/main.text`.
+pub(super) fn debug_routes(view: QueueView) -> Router {
+    Router::new()
+        .route("/queue/main", get(queue))
+        .route("/queue/main.text", get(queue_text))
+        .with_state(view)
+}
+
+async fn queue(State(view): State<QueueView>) -> Response {
+    Json(view.status()).into_response()
+}
+
+async fn queue_text(State(view): State<QueueView>) -> Response {
+    QueueView::text(&view.status()).into_response()
+}
+
+/// One log line per queue event, with the fields an operator filters on.
+fn log_event(event: &QueueEvent) {
+    match event {
+        QueueEvent::Started { task, waiting } => {
+            tracing::debug!(task = %task, waiting = waiting.len(), "module task started");
+        }
+        QueueEvent::Finished {
+            task,
+            result: Ok(summary),
+            elapsed,
+            ..
+        } => tracing::info!(task = %task, duration_ms = elapsed.as_secs_f64() * 1000.0,
+            summary = %summary, "module task done"),
+        QueueEvent::Finished {
+            task,
+            result: Err(error),
+            elapsed,
+            retry_in,
+        } => tracing::warn!(task = %task, duration_ms = elapsed.as_secs_f64() * 1000.0,
+            retry_in_s = retry_in.map(|d| d.as_secs_f64()), error = %error, "module task failed"),
+        QueueEvent::ConfigChanged { queued } => {
+            let queued: Vec<String> = queued.iter().map(ToString::to_string).collect();
+            tracing::info!(queued = %queued.join(" "), "the modules' ConfigMap changed");
+        }
+        QueueEvent::ConvergedAfterChange { module, latency } => {
+            tracing::info!(module = %module, latency_ms = latency.as_secs_f64() * 1000.0,
+                "module applied after the ConfigMap change");
+        }
+        QueueEvent::ConfigRejected { reason } => {
+            tracing::warn!(reason = %reason, "the modules' ConfigMap change is refused; nothing queued");
+        }
+        QueueEvent::ValuesChanged { hook, queued } => {
+            let queued: Vec<String> = queued.iter().map(ToString::to_string).collect();
+            tracing::info!(hook = %hook, queued = %queued.join(" "), "a hook changed values");
+        }
+        QueueEvent::PatchRejected { hook, reason } => {
+            tracing::warn!(hook = %hook, reason = %reason, "a hook's values patch is refused");
+        }
+    }
+}

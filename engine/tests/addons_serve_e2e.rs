@@ -1,0 +1,283 @@
+//! `operon serve --modules-dir` against a real Kubernetes API server: runs only when
+//! `OPERON_E2E_KUBECONFIG` names a kubeconfig (cluster-admin), and is skipped with a
+//! message otherwise (CI has no API server). Charts are rendered by Helm's engine from
+//! `helm-python-sdk` (skipped with a message when it is missing).
+//!
+//! The example modules directory (global hooks, a Helm chart module with an `enabled`
+//! script and a `beforeHelm` hook, a plain-manifests module whose `enabled` script
+//! needs the first and whose `afterHelm` hook patches its ConfigMap), values from a
+//! ConfigMap, converged by the leader of `operon serve` in a scratch namespace: the
+//! same task order as `operon modules run`, the objects applied with the values the
+//! hooks computed, the queue on the debug socket, the module metrics on `/metrics`; a
+//! ConfigMap change converges again (the time it took is printed), and disabling the
+//! chart's module deletes its objects and, through the other's `enabled` script, the
+//! other's.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod e2e_support;
+use e2e_support::*;
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../operations/addon-modules")
+}
+
+fn helm() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/addons/helm")
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+fn get(kubeconfig: &Path, ns: &str, kind: &str, name: &str) -> Option<Value> {
+    let out = kubectl(kubeconfig, &["-n", ns, "get", kind, name, "-o", "json"]);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// Writes the ConfigMap `addon-operator` of `ns` (server-side apply, as a user would).
+fn set_config(kubeconfig: &Path, ns: &str, echo_server: &str, echo_enabled: bool) {
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "addon-operator", "namespace": ns},
+        "data": {
+            "global": "clusterName: e2e\n",
+            "echoServer": echo_server,
+            "echoServerEnabled": echo_enabled.to_string(),
+            "configReporter": format!("namespace: {ns}\n"),
+            "configReporterEnabled": "true",
+        },
+    });
+    let mut apply = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "apply",
+            "--server-side",
+            "--field-manager=e2e-user",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(config.to_string().as_bytes())
+        .unwrap();
+    assert!(apply.wait().unwrap().success());
+}
+
+/// The module tasks `operon serve` logged as done, in order.
+fn tasks_done(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("module task done"))
+        .filter_map(|l| {
+            let start = l.find("task=")? + "task=".len();
+            let rest = &l[start..];
+            Some(rest.split_whitespace().next()?.trim_matches('"').to_owned())
+        })
+        .collect()
+}
+
+fn modules_args<'a>(ex: &'a Path, ns: &'a str) -> Vec<String> {
+    vec![
+        "--modules-dir".into(),
+        ex.join("modules").display().to_string(),
+        "--global-hooks-dir".into(),
+        ex.join("global-hooks").display().to_string(),
+        "--helm-binary".into(),
+        helm().display().to_string(),
+        "--config-map".into(),
+        format!("{ns}/addon-operator"),
+    ]
+}
+
+#[tokio::test]
+async fn serve_converges_modules_and_follows_the_config_map() {
+    let Some(kubeconfig) = kubeconfig() else {
+        return;
+    };
+    let helm_ok = Command::new("python3")
+        .args(["-c", "import helm_python"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !helm_ok {
+        eprintln!("skipped: helm-python-sdk is not installed");
+        return;
+    }
+    let cluster = connect(&kubeconfig).await;
+    let scratch = Scratch::new(&cluster, &kubeconfig, "operon-serve-modules").await;
+    let ns = scratch.name.clone();
+    let ex = example();
+    set_config(&kubeconfig, &ns, "replicas: 2\nmessage: hi\n", true);
+
+    // What `operon modules run` does with the same directory and ConfigMap (a dry run:
+    // it changes nothing), for the task order serve must follow.
+    let local = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args([
+            "modules",
+            "run",
+            "--once",
+            "--dry-run",
+            "-n",
+            &ns,
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .args(modules_args(&ex, &ns))
+        .output()
+        .unwrap();
+    let local_log = String::from_utf8_lossy(&local.stdout).into_owned();
+    assert!(local.status.success(), "{local_log}");
+    let local_order: Vec<String> = local_log
+        .lines()
+        .filter_map(|l| {
+            let task = l.split_whitespace().nth(1)?.strip_suffix(':')?;
+            l.contains(": ok in ").then(|| task.to_owned())
+        })
+        .collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("hooks")).unwrap();
+    let mut extra = modules_args(&ex, &ns);
+    extra.extend([
+        "--modules-namespace".into(),
+        ns.clone(),
+        "--leader-elect".into(),
+        "--leader-election-namespace".into(),
+        ns.clone(),
+        "--no-controllers".into(),
+        "--kube-client-qps".into(),
+        "0".into(),
+    ]);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let served = serve(&kubeconfig, &dir.path().join("hooks"), &extra, "modules");
+    let log_path = dir.path().join("modules.log");
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    let deployment = eventually(
+        "the echo-server Deployment",
+        Duration::from_secs(90),
+        async || get(&kubeconfig, &ns, "deployment", "echo-server"),
+    )
+    .await;
+    assert_eq!(deployment["spec"]["replicas"], 2, "{}", log());
+    // The beforeHelm hook's greeting, from the ConfigMap's message and global values.
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"][1],
+        "-text=hi from e2e"
+    );
+    // config-reporter's afterHelm hook patched its ConfigMap with the values it saw.
+    let report = eventually(
+        "config-reporter's afterHelm patch",
+        Duration::from_secs(60),
+        async || {
+            get(&kubeconfig, &ns, "configmap", "config-reporter")
+                .filter(|cm| cm["data"].get("enabledModules").is_some())
+        },
+    )
+    .await;
+    assert_eq!(
+        report["data"]["enabledModules"],
+        "echo-server,config-reporter"
+    );
+    assert_eq!(report["data"]["clusterName"], "e2e");
+    assert_eq!(
+        report["data"]["purpose"],
+        "plain manifests, applied as written"
+    );
+    eventually("the afterAll hook", Duration::from_secs(30), async || {
+        tasks_done(&log())
+            .iter()
+            .any(|t| t.starts_with("GlobalHookRun:afterAll"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(tasks_done(&log()), local_order, "{}", log());
+
+    // The module queue on the debug socket, the module metrics on /metrics.
+    let queue = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["modules", "queue", "-o", "json", "--debug-unix-socket"])
+        .arg(dir.path().join("modules.socket"))
+        .output()
+        .unwrap();
+    assert!(
+        queue.status.success(),
+        "{}",
+        String::from_utf8_lossy(&queue.stderr)
+    );
+    let queue: Value = serde_json::from_slice(&queue.stdout).unwrap();
+    assert_eq!(queue["runningQueue"], true, "{queue}");
+    assert_eq!(
+        queue["enabledModules"],
+        serde_json::json!(["echo-server", "config-reporter"])
+    );
+    let (status, metrics) = http_get(served.port, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("operon_module_enabled{module=\"echo-server\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("operon_module_run_seconds_count{module=\"config-reporter\"} 1"),
+        "{metrics}"
+    );
+
+    // A values change converges again.
+    let changed = Instant::now();
+    set_config(&kubeconfig, &ns, "replicas: 3\nmessage: hi again\n", true);
+    eventually(
+        "the Deployment with the new values",
+        Duration::from_secs(60),
+        async || {
+            get(&kubeconfig, &ns, "deployment", "echo-server")
+                .filter(|d| d["spec"]["replicas"] == 3)
+        },
+    )
+    .await;
+    eprintln!(
+        "ConfigMap change to the Deployment updated, seen by kubectl polling: {:?}",
+        changed.elapsed()
+    );
+
+    // Disabling the chart's module deletes what it applied; the other module's enabled
+    // script now says false, so its objects go too.
+    set_config(&kubeconfig, &ns, "replicas: 3\n", false);
+    for (kind, name) in [
+        ("deployment", "echo-server"),
+        ("service", "echo-server"),
+        ("configmap", "operon-module-echo-server"),
+        ("configmap", "config-reporter"),
+        ("configmap", "operon-module-config-reporter"),
+    ] {
+        eventually(
+            &format!("{kind} {name} deleted"),
+            Duration::from_secs(60),
+            async || get(&kubeconfig, &ns, kind, name).is_none().then_some(()),
+        )
+        .await;
+    }
+    let log = log();
+    assert!(log.contains("ModuleDelete:echo-server"), "{log}");
+    assert!(
+        log.contains("module applied after the ConfigMap change"),
+        "{log}"
+    );
+    drop(served);
+}
