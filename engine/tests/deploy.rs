@@ -185,7 +185,7 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         }
     }
     let crds = of_kind(objects, "CustomResourceDefinition");
-    assert_eq!(crds.len(), 5, "the five operon.dev CRDs");
+    assert_eq!(crds.len(), 6, "the six operon.dev CRDs");
 
     let mut expected = BTreeSet::new();
     for crd in &crds {
@@ -295,7 +295,32 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         expected,
         "the controller's ClusterRole"
     );
-    assert_eq!(of_kind(objects, "ClusterRole").len(), 1);
+    // Besides Operon's own, the role for people who write Hooks and push modules: not
+    // aggregated into admin or edit (a Hook acts with Operon's account).
+    let author = of_kind(objects, "ClusterRole")
+        .into_iter()
+        .find(|r| name(r).ends_with("hook-author"))
+        .expect("the hook author ClusterRole");
+    let mut authoring = BTreeSet::new();
+    for verb in [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ] {
+        authoring.insert(grant("operon.dev", "hooks", verb, ""));
+    }
+    for verb in ["get", "list", "watch", "create", "delete"] {
+        authoring.insert(grant("operon.dev", "modules", verb, ""));
+    }
+    assert_eq!(grants(author), authoring, "the hook author ClusterRole");
+    assert!(author["aggregationRule"].is_null());
+    assert!(
+        !author["metadata"]["labels"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("rbac.authorization.k8s.io/aggregate-to")),
+        "not aggregated"
+    );
+    assert_eq!(of_kind(objects, "ClusterRole").len(), 2);
     assert!(
         !grants(cluster_role).iter().any(|g| g.1 == "leases"),
         "Leases belong in a Role"
@@ -758,8 +783,10 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "CustomResourceDefinition/triggers.operon.dev",
         "CustomResourceDefinition/diagnoses.operon.dev",
         "CustomResourceDefinition/modules.operon.dev",
+        "CustomResourceDefinition/hooks.operon.dev",
         "ServiceAccount/operon",
         "ClusterRole/operon",
+        "ClusterRole/operon-hook-author",
         "ClusterRoleBinding/operon",
         "Role/operon-leader-election",
         "RoleBinding/operon-leader-election",

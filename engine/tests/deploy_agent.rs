@@ -76,6 +76,11 @@ fn expected_agent_grants() -> (BTreeSet<Grant>, BTreeSet<Grant>) {
     for verb in ["create", "patch"] {
         cluster.insert(grant("events.k8s.io", "events", verb, ""));
     }
+    // Uploaded modules: the Modules followed, their bytes fetched from a replica (whose
+    // module API asks whether this account may `get` them).
+    for verb in ["get", "list", "watch"] {
+        cluster.insert(grant("operon.dev", "modules", verb, ""));
+    }
     // The Lease operon-agent-<node>: no name to limit `create`, and names that depend
     // on the node for the rest.
     let namespaced = ["create", "get", "update"]
@@ -234,8 +239,10 @@ fn check_daemon_set(objects: &[Value]) {
     assert!(is_port_name(port_name), "{port_name:?}");
     check_probes_and_resources(container, port_name);
 
-    // emptyDirs for every path it writes (the root filesystem is read-only), nothing
-    // else: no hostPath (check_hardened), no ConfigMap or Secret.
+    // emptyDirs for every path it writes (the root filesystem is read-only), and the
+    // CA of the replicas' module API: ca.crt of the webhook certificate's Secret,
+    // nothing else of it, read-only, named by OPERON_MODULE_SOURCE_CA. No hostPath
+    // (check_hardened), no ConfigMap.
     let volumes = volumes_by_name(pod);
     let mounts: BTreeMap<&str, &str> = container["volumeMounts"]
         .as_array()
@@ -249,15 +256,47 @@ fn check_daemon_set(objects: &[Value]) {
         })
         .collect();
     let cache = env_var(env, "OPERON_CACHE_DIR")["value"].as_str().unwrap();
+    let ca = env_var(env, "OPERON_MODULE_SOURCE_CA")["value"]
+        .as_str()
+        .unwrap();
+    let ca_dir = ca
+        .strip_suffix("/ca.crt")
+        .expect("OPERON_MODULE_SOURCE_CA names ca.crt");
     // The data root is the flag's default: the script store lives on this volume.
     assert_eq!(
         mounts.keys().copied().collect::<BTreeSet<_>>(),
-        BTreeSet::from(["/tmp", cache, "/var/lib/operon"])
+        BTreeSet::from(["/tmp", cache, "/var/lib/operon", ca_dir])
     );
     for (path, volume) in &mounts {
+        if *path == ca_dir {
+            let secret = &volumes[volume]["secret"];
+            assert_eq!(
+                secret["items"],
+                json!([{"key": "ca.crt", "path": "ca.crt"}])
+            );
+            assert_eq!(
+                secret["optional"], true,
+                "the agent starts before the Secret exists"
+            );
+            assert!(
+                secret["secretName"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("webhook-tls"),
+                "{secret}"
+            );
+            continue;
+        }
         let keys: Vec<&String> = volumes[volume].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["emptyDir", "name"], "{path} is an emptyDir");
     }
+    let ca_mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == ca_dir)
+        .unwrap();
+    assert_eq!(ca_mount["readOnly"], true);
     assert_eq!(volumes.len(), mounts.len(), "every volume is mounted once");
 }
 

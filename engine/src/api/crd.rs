@@ -4,7 +4,7 @@
 //! `Option<enum>` field gets `null` in its `enum` list, which a v1.21 API server rejects
 //! with a misleading error, so `null` is removed from every `enum` list.
 
-use super::{Diagnosis, Module, Operation, OperationSet, Trigger};
+use super::{Diagnosis, Hook, Module, Operation, OperationSet, Trigger};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 
@@ -16,6 +16,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Trigger::crd(),
         Diagnosis::crd(),
         Module::crd(),
+        Hook::crd(),
     ]
     .into_iter()
     .map(|crd| {
@@ -64,6 +65,7 @@ mod tests {
             "triggers",
             "diagnoses",
             "modules",
+            "hooks",
         ] {
             assert!(text.contains(&format!("plural: {plural}")), "{plural}");
         }

@@ -1,5 +1,5 @@
 //! The custom resources of group `operon.dev/v1alpha1`: Operation, OperationSet,
-//! Trigger, Diagnosis and Module, with KubeDiag's field names, their defaults and their
+//! Trigger, Diagnosis, Module and Hook, with KubeDiag's field names, their defaults and their
 //! validation.
 //!
 //! Types only, no I/O: the graph, the pipeline and the controllers consume them. Every
@@ -10,6 +10,7 @@ mod cluster_processor;
 mod condition;
 mod crd;
 mod diagnosis;
+mod hook;
 mod module;
 mod operation;
 mod operation_set;
@@ -24,6 +25,11 @@ pub use crd::{crds, crds_yaml};
 pub use diagnosis::{
     Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisSpec, DiagnosisStatus, DryRunRecord,
     FailedPath, NodePhase, NodeRecord, PathNode, PodReference,
+};
+pub use hook::{
+    Hook, HookBindingStatus, HookOverrides, HookPermissions, HookRunOutcome, HookRunStatus,
+    HookSpec, HookStatus, KubernetesOverride, PatchOperationName, PatchPermission,
+    ScheduleOverride, WatchPermission,
 };
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
 pub use operation::{

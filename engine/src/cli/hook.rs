@@ -3,14 +3,18 @@
 
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
+use operon::api::Hook;
+use operon::cluster::Cluster;
 use operon::cluster::local::LocalCluster;
 use operon::hooks::engine::{Engine, LoadedHook, RunRecord};
 use operon::hooks::load::{self, HookLoadError, HookLoader};
 use operon::metrics::Metrics;
 use operon::model::{HookConfig, WatchEvent};
 use operon::sandbox::{self, CallLimits, Sandbox, SandboxConfig};
+use operon::serve::hook_objects::prepare;
 use operon::serve::webhook::review as webhook_review;
 use operon::shell_operator::{self, responses};
+use operon::store::ModuleLocator;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,9 +62,15 @@ fn scenario_event(text: &str) -> Result<ScenarioEvent, String> {
 /// Arguments of `operon hook test`.
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
-    /// The hook: a wasm component of the `hook` world, or an executable
-    /// shell-operator hook (run with `--config`, then with binding context files).
+    /// The hook: a wasm component of the `hook` world, an executable shell-operator
+    /// hook (run with `--config`, then with binding context files), a module name or
+    /// `sha256:` digest (found in --modules), or a Hook object's YAML (its
+    /// `spec.module` found the same way, its overrides and permissions applied).
     hook: PathBuf,
+    /// Directory of wasm modules named `<name>.wasm`, where module names and digests
+    /// are found (as `operon run --modules` finds an Operation's `wasm.module`).
+    #[arg(long, env = "OPERON_MODULES_DIR")]
+    modules: Option<PathBuf>,
     /// Fixture objects (multi-document YAML; `kind: List` accepted), repeatable.
     #[arg(long)]
     objects: Vec<PathBuf>,
@@ -167,6 +177,77 @@ async fn configure(
     }
 }
 
+/// The hook `args.hook` names, configured, and the cluster its patches go to: a hook
+/// file; a module name or `sha256:` digest found in --modules; or a Hook object's YAML,
+/// whose `spec.module` is found the same way (or beside the YAML) and whose patches
+/// are held to its permissions, as `operon serve` holds them.
+async fn hook_under_test(
+    args: &TestArgs,
+    loader: &HookLoader,
+    cluster: &Arc<LocalCluster>,
+) -> anyhow::Result<(LoadedHook, HookConfig, Arc<dyn Cluster>)> {
+    let locator = ModuleLocator::new(args.modules.clone());
+    if let Some(object) = hook_object(&args.hook)? {
+        let name = format!(
+            "Hook {}/{}",
+            object.metadata.namespace.as_deref().unwrap_or_default(),
+            object.metadata.name.as_deref().unwrap_or_default()
+        );
+        let base = args.hook.parent().unwrap_or(Path::new("."));
+        let path = locator
+            .locate(&object.spec.module, base)
+            .with_context(|| format!("{name}: spec.module"))?;
+        let prepared = prepare::prepare(&object, &path, loader, cluster.clone())
+            .await
+            .map_err(|refusal| {
+                anyhow::anyhow!(
+                    "{name} does not load ({}): {}",
+                    refusal.reason,
+                    refusal.message
+                )
+            })?;
+        for warning in &prepared.loaded.config.warnings {
+            eprintln!("warning: {warning}");
+        }
+        return Ok((prepared.loaded, prepared.declared, prepared.cluster));
+    }
+    let path = match args.hook.exists() {
+        true => args.hook.clone(),
+        false => locator
+            .locate(&args.hook.to_string_lossy(), Path::new("."))
+            .context("the hook is neither a file nor a module of --modules")?,
+    };
+    let hooks_dir = path.parent().unwrap_or(Path::new(".")).to_owned();
+    let hook = loader.hook(&path, &hooks_dir)?;
+    let (loaded, declared) = configure(hook, cluster).await?;
+    Ok((loaded, declared, cluster.clone()))
+}
+
+/// The Hook object in `path`, when it is a YAML or JSON file of one (in the namespace
+/// `default` when it names none, as kubectl would create it).
+fn hook_object(path: &Path) -> anyhow::Result<Option<Hook>> {
+    let is_manifest = path
+        .extension()
+        .is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+    if !is_manifest || !path.is_file() {
+        return Ok(None);
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let value: Value =
+        yaml_serde::from_str(&text).with_context(|| format!("{} is not YAML", path.display()))?;
+    if value["kind"] != "Hook" {
+        return Ok(None);
+    }
+    let mut object: Hook = serde_json::from_value(value)
+        .with_context(|| format!("{} is not a valid Hook", path.display()))?;
+    object
+        .metadata
+        .namespace
+        .get_or_insert_with(|| "default".to_owned());
+    Ok(Some(object))
+}
+
 fn record_json(record: &RunRecord) -> Value {
     json!({
         "hook": record.hook,
@@ -261,9 +342,7 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let loader = loader(args.cache_dir.clone(), args.strict)?;
     let cluster = Arc::new(LocalCluster::new());
     load_fixtures(&cluster, &args.objects)?;
-    let hooks_dir = args.hook.parent().unwrap_or(Path::new(".")).to_owned();
-    let hook = loader.hook(&args.hook, &hooks_dir)?;
-    let (loaded, declared) = configure(hook, &cluster).await?;
+    let (loaded, declared, engine_cluster) = hook_under_test(&args, &loader, &cluster).await?;
     // Printed as shell-operator's v1 document, the form hook authors write.
     let raw = shell_operator::config::to_json(&declared);
     let schedule_index: Vec<usize> = args
@@ -284,7 +363,7 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         println!("{}", indent(&serde_json::to_string_pretty(&raw)?));
     }
     let metrics = Arc::new(Metrics::new()?);
-    let engine = Engine::new(vec![loaded], cluster.clone(), metrics);
+    let engine = Engine::new(vec![loaded], engine_cluster, metrics);
     engine.start().await?;
     let mut records: Vec<RunRecord> = Vec::new();
     let mut collect = |r: &RunRecord| {

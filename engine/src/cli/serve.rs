@@ -4,8 +4,10 @@ use super::hook::loader;
 use anyhow::Context as _;
 use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::controllers::diagnosis::{self, Role, status::Limits};
+use operon::hooks::load::HookLoader;
 use operon::hooks::runner::{AccessScope, ClusterAccess, ClusterAccessError};
 use operon::runner::processors::{ProcessorSettings, Processors};
+use operon::sandbox::CallLimits;
 use operon::serve::alerts::{AlertmanagerOptions, SecretRef};
 use operon::serve::lease::{LeaderElector, LeaseOptions};
 use operon::serve::webhook::WebhookEndpoint;
@@ -548,15 +550,34 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             )
             .await?;
     }
+    let cluster = Arc::new(cluster);
+    let hook_objects = match (&controllers, &diagnoses) {
+        (Some(client), Some(ctx)) => {
+            let catalog = args
+                .diagnoses
+                .module_store
+                .catalog(args.cache_dir.as_deref());
+            let mut modules = ModuleLocator::new(args.diagnoses.modules.clone());
+            if let Some(catalog) = catalog.clone() {
+                modules = modules.with_catalog(catalog);
+            }
+            let sandbox = ctx.processors().wasm_sandbox()?;
+            let loader = HookLoader::new(sandbox, CallLimits::default(), args.strict);
+            serve::hook_objects::setup(client, modules, catalog.as_deref(), loader, cluster.clone())
+                .await
+        }
+        _ => None,
+    };
     serve::run(
         options,
         &loader,
-        Arc::new(cluster),
+        cluster,
         Coordination {
             elector,
             registrar,
             controllers,
             diagnoses,
+            hook_objects,
         },
         shutdown_signal(),
     )

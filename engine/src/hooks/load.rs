@@ -171,6 +171,24 @@ impl HookLoader {
         Ok(Arc::new(hook))
     }
 
+    /// The wasm hook at `path`, named `name`: a module of the cluster's module store,
+    /// which has no hooks directory to be named after and is never a script.
+    pub fn wasm_hook(&self, name: String, path: &Path) -> Result<Arc<dyn Hook>, HookLoadError> {
+        let module = self
+            .wasm
+            .load_hook_file(path)
+            .map_err(|source| HookLoadError::Wasm {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(Arc::new(WasmHook::new(
+            name,
+            self.wasm.clone(),
+            module,
+            self.limits.clone(),
+        )))
+    }
+
     /// Every hook of `dir` (see [`hook_files`]).
     pub fn hooks_in(&self, dir: &Path) -> Result<Vec<Arc<dyn Hook>>, HookLoadError> {
         let hooks = hook_files(dir)?

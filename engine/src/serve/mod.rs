@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod debug;
 #[cfg(test)]
 mod fake_lease;
+pub mod hook_objects;
 mod http;
 pub mod lease;
 pub mod modules;
@@ -137,6 +138,8 @@ pub struct Coordination {
     pub controllers: Option<::kube::Client>,
     /// The Diagnosis controller the leader runs, when the operon.dev CRDs are installed.
     pub diagnoses: Option<Arc<crate::controllers::diagnosis::Context>>,
+    /// The Hook objects the leader runs, when the Hook CRD is installed.
+    pub hook_objects: Option<Arc<hook_objects::HookObjects>>,
 }
 
 /// How often webhook certificate files are looked at.
@@ -299,6 +302,7 @@ async fn run_engine(
         registrar,
         controllers,
         diagnoses,
+        hook_objects,
     } = coordination;
     // shell-operator starts with an empty hooks directory (hooks may come later with a
     // new ConfigMap and a rollout); so does `operon serve`, with a warning.
@@ -438,6 +442,13 @@ async fn run_engine(
             crate::controllers::AbortOnDrop::spawn(crate::controllers::diagnosis::run_controller(
                 ctx,
                 std::future::pending(),
+            ))
+        });
+        // Dropped with the Diagnosis controller: each Hook object's engine stops too.
+        let _hook_objects = hook_objects.clone().map(|objects| {
+            crate::controllers::AbortOnDrop::spawn(hook_objects::run(
+                objects,
+                status.metrics.clone(),
             ))
         });
         // Dropped (aborted) with this block when leadership is lost.

@@ -218,6 +218,7 @@ fn replica(
                 registrar: None,
                 controllers: None,
                 diagnoses: None,
+                hook_objects: None,
             },
             shutdown,
         )

@@ -12,6 +12,9 @@ use std::sync::RwLock;
 pub struct ModuleCatalog {
     blobs: BlobStore,
     names: RwLock<HashMap<String, ModuleDigest>>,
+    /// Counts changes of the names, so that what follows a name (a Hook object) learns
+    /// that it points to new bytes without polling.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl ModuleCatalog {
@@ -20,7 +23,17 @@ impl ModuleCatalog {
         Self {
             blobs,
             names: RwLock::default(),
+            changes: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Wakes up whenever a name is added, removed or pointed to other bytes.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// The store of module bytes.
@@ -35,17 +48,28 @@ impl ModuleCatalog {
 
     /// Records that `name` points to `digest`.
     pub fn set(&self, name: &str, digest: ModuleDigest) {
-        self.write().insert(name.to_owned(), digest);
+        let before = self.write().insert(name.to_owned(), digest);
+        if before != Some(digest) {
+            self.changed();
+        }
     }
 
     /// Forgets `name`.
     pub fn remove(&self, name: &str) {
-        self.write().remove(name);
+        if self.write().remove(name).is_some() {
+            self.changed();
+        }
     }
 
     /// Replaces every name at once (after a list of the Module objects).
     pub fn replace(&self, names: impl IntoIterator<Item = (String, ModuleDigest)>) {
-        *self.write() = names.into_iter().collect();
+        let names: HashMap<String, ModuleDigest> = names.into_iter().collect();
+        let mut current = self.write();
+        if *current != names {
+            *current = names;
+            drop(current);
+            self.changed();
+        }
     }
 
     /// Every name and its digest, by name.
@@ -55,6 +79,11 @@ impl ModuleCatalog {
         names
     }
 
+    #[cfg(test)]
+    pub(crate) fn change_count(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, ModuleDigest>> {
         // Writers replace whole entries, so a poisoned lock still guards a whole map.
         self.names.read().unwrap_or_else(|e| e.into_inner())
@@ -62,5 +91,30 @@ impl ModuleCatalog {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, ModuleDigest>> {
         self.names.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_real_changes_wake_followers() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = ModuleCatalog::new(BlobStore::open(dir.path(), 1024).unwrap());
+        let (a, b) = (ModuleDigest::of(b"a"), ModuleDigest::of(b"b"));
+        catalog.set("m", a);
+        catalog.set("m", a);
+        assert_eq!(catalog.change_count(), 1);
+        catalog.replace([("m".to_owned(), a)]);
+        assert_eq!(
+            catalog.change_count(),
+            1,
+            "the same names again change nothing"
+        );
+        catalog.replace([("m".to_owned(), b)]);
+        catalog.remove("m");
+        catalog.remove("m");
+        assert_eq!(catalog.change_count(), 3);
     }
 }

@@ -47,6 +47,21 @@ pub enum ModuleError {
         /// The digest wanted.
         digest: ModuleDigest,
     },
+    /// An object of the cluster (a Hook) names a file: only names and digests mean the
+    /// same on every replica.
+    #[error(
+        "module {reference:?} is a file path; name a Module (operon module push) or a sha256: digest"
+    )]
+    PathNotAllowed {
+        /// The reference as written.
+        reference: String,
+    },
+    /// No Module has the name (and there is no modules directory to look in).
+    #[error("no Module is named {reference:?} (push one with `operon module push`)")]
+    NoModule {
+        /// The name.
+        reference: String,
+    },
     /// No candidate file exists.
     #[error("module {reference:?} not found (looked for {})", tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
     NotFound {
@@ -141,6 +156,42 @@ impl ModuleLocator {
             None => Err(ModuleError::NotFound {
                 reference: reference.to_owned(),
                 tried: candidates,
+            }),
+        }
+    }
+
+    /// The file a module name or `sha256:` digest names, never looking beside a
+    /// manifest: how objects of the cluster (Hooks) name modules. A name is the Module
+    /// of that name, else `<name>.wasm` in the modules directory; a path is refused.
+    pub fn locate_named(&self, reference: &str) -> Result<PathBuf, ModuleError> {
+        if reference.contains('/') || reference.ends_with(".wasm") {
+            return Err(ModuleError::PathNotAllowed {
+                reference: reference.to_owned(),
+            });
+        }
+        if let Some(dir) = &self.dir {
+            // The base directory is the modules directory: nothing beside a manifest.
+            return self.locate(reference, dir);
+        }
+        if ModuleDigest::parse(reference).is_some() {
+            return self.locate(reference, Path::new(""));
+        }
+        let Some(catalog) = &self.catalog else {
+            return Err(ModuleError::NoModule {
+                reference: reference.to_owned(),
+            });
+        };
+        let digest = catalog
+            .digest_of(reference)
+            .ok_or_else(|| ModuleError::NoModule {
+                reference: reference.to_owned(),
+            })?;
+        let path = catalog.blobs().path(&digest);
+        match path.is_file() {
+            true => Ok(path),
+            false => Err(ModuleError::NotInStore {
+                reference: reference.to_owned(),
+                digest,
             }),
         }
     }
@@ -257,6 +308,43 @@ mod tests {
             locator.locate("probe", manifests.path()),
             Err(ModuleError::NotFound { .. })
         ));
+    }
+
+    #[test]
+    fn objects_of_the_cluster_name_modules_never_paths() {
+        let store = tempfile::tempdir().unwrap();
+        let blobs = super::super::BlobStore::open(store.path(), 1024).unwrap();
+        let catalog = Arc::new(ModuleCatalog::new(blobs.clone()));
+        let locator = ModuleLocator::new(None).with_catalog(catalog.clone());
+        let v1 = blobs.put(b"v1").unwrap();
+        catalog.set("labeler", v1);
+        assert_eq!(locator.locate_named("labeler").unwrap(), blobs.path(&v1));
+        assert_eq!(
+            locator.locate_named(&v1.to_string()).unwrap(),
+            blobs.path(&v1)
+        );
+        for path in ["./labeler.wasm", "/etc/passwd", "labeler.wasm"] {
+            let err = locator.locate_named(path).unwrap_err();
+            assert!(matches!(err, ModuleError::PathNotAllowed { .. }), "{err}");
+        }
+        let err = locator.locate_named("missing").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no Module is named \"missing\" (push one with `operon module push`)"
+        );
+        // A modules directory (operon hook test --modules) holds `<name>.wasm`.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("local.wasm"), b"local").unwrap();
+        let local = ModuleLocator::new(Some(dir.path().to_owned()));
+        assert_eq!(
+            local.locate_named("local").unwrap(),
+            dir.path().join("local.wasm")
+        );
+        let digest = ModuleDigest::of(b"local").to_string();
+        assert_eq!(
+            local.locate_named(&digest).unwrap(),
+            dir.path().join("local.wasm")
+        );
     }
 
     #[test]

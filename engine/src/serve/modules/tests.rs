@@ -35,7 +35,7 @@ async fn harness(limit: u64) -> Harness {
     let (client, api) = mock::pair();
     let module_api = ModuleApi::new(
         client.clone(),
-        Authorizer::new(client),
+        Authorizer::uncached(client),
         Arc::new(ModuleCatalog::new(store.clone())),
         sandbox(),
         ReplicaOptions {
@@ -548,7 +548,7 @@ async fn a_replica_fetches_over_https_with_its_token_and_checks_the_digest() {
     let (client, mut api) = mock::pair();
     let module_api = ModuleApi::new(
         client.clone(),
-        Authorizer::new(client),
+        Authorizer::uncached(client),
         Arc::new(ModuleCatalog::new(store.clone())),
         sandbox(),
         ReplicaOptions {

@@ -1,0 +1,314 @@
+//! `Hook`: a hook run in the cluster from an uploaded module (namespaced). The spec
+//! names the module (a Module name, which follows the Module, or a `sha256:` digest,
+//! which pins), overrides some of what the hook declares, and grants what the hook may
+//! do: the kinds it may watch and the patch operations it may apply, on which kinds and
+//! namespaces. The status shows the digest loaded, the bindings, the last run and the
+//! last error, with `Loaded` and `Ready` conditions.
+
+use super::condition::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A Hook: the module `spec.module` run by the hook engine of `operon serve` (its
+/// leader), with `spec.permissions` bounding what it may watch and patch.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "operon.dev",
+    version = "v1alpha1",
+    kind = "Hook",
+    plural = "hooks",
+    shortname = "hk",
+    namespaced,
+    status = "HookStatus",
+    printcolumn = r#"{"name":"Module","type":"string","jsonPath":".spec.module"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Last-Run","type":"date","jsonPath":".status.lastRun.time"}"#,
+    printcolumn = r#"{"name":"Outcome","type":"string","jsonPath":".status.lastRun.outcome"}"#,
+    printcolumn = r#"{"name":"Digest","type":"string","priority":1,"jsonPath":".status.digest"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HookSpec {
+    /// The module: the name of a Module (the hook is reloaded when the Module points to
+    /// new bytes) or `sha256:<64 hex digits>` (pinned). It must be of the `hook` world.
+    #[schemars(length(min = 1))]
+    pub module: String,
+    /// Changes to what the hook declares, made without rebuilding it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<HookOverrides>,
+    /// What the hook may watch and patch. A binding outside `watch` keeps the hook from
+    /// loading; a patch outside `patch` fails the run that submitted it.
+    #[serde(default)]
+    pub permissions: HookPermissions,
+}
+
+/// Overrides of a hook's declared configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookOverrides {
+    /// The queue of every schedule and kubernetes binding (unless a binding's own
+    /// override names another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// The budget of one run, e.g. `30s` (the hook's `settings.timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// The least time between two runs, e.g. `5s` (shell-operator's
+    /// `settings.executionMinInterval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_min_interval: Option<String>,
+    /// Runs allowed back to back before `executionMinInterval` applies
+    /// (`settings.executionBurst`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub execution_burst: Option<u32>,
+    /// Overrides of schedule bindings, by binding name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedule: Vec<ScheduleOverride>,
+    /// Overrides of kubernetes bindings, by binding name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kubernetes: Vec<KubernetesOverride>,
+}
+
+/// An override of one schedule binding.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleOverride {
+    /// The binding's name, as the hook declares it.
+    pub name: String,
+    /// Its crontab instead of the declared one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crontab: Option<String>,
+    /// Its queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Whether a failed run is counted and not retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_failure: Option<bool>,
+}
+
+/// An override of one kubernetes binding.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubernetesOverride {
+    /// The binding's name, as the hook declares it.
+    pub name: String,
+    /// Watch only these namespaces (the binding's `namespace.nameSelector.matchNames`),
+    /// e.g. to keep a hook declared for every namespace within the ones it may watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
+    /// Its queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Whether a failed run is counted and not retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_failure: Option<bool>,
+}
+
+/// What a hook may do. Namespaces: none listed means the Hook's own namespace, `*`
+/// every namespace; they do not apply to cluster-scoped kinds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookPermissions {
+    /// The kinds its kubernetes bindings may watch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch: Vec<WatchPermission>,
+    /// The patch operations it may apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patch: Vec<PatchPermission>,
+}
+
+/// Permission to watch one kind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchPermission {
+    /// The kind's `apiVersion`, e.g. `v1` or `apps/v1` (any version of the group is
+    /// accepted: they are the same objects).
+    pub api_version: String,
+    /// The kind, e.g. `Pod`.
+    pub kind: String,
+    /// The namespaces (none: the Hook's own; `*`: every namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+}
+
+/// Permission to apply some patch operations to one kind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchPermission {
+    /// The kind's `apiVersion`, e.g. `v1` or `apps/v1`.
+    pub api_version: String,
+    /// The kind, e.g. `ConfigMap`.
+    pub kind: String,
+    /// The namespaces (none: the Hook's own; `*`: every namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// The operations allowed.
+    #[schemars(length(min = 1))]
+    pub operations: Vec<PatchOperationName>,
+}
+
+/// A patch operation, in shell-operator's spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum PatchOperationName {
+    /// `Create`.
+    Create,
+    /// `CreateOrUpdate`.
+    CreateOrUpdate,
+    /// `CreateIfNotExists`.
+    CreateIfNotExists,
+    /// `Delete`, and its `DeleteInBackground` and `DeleteNonCascading` forms.
+    Delete,
+    /// `MergePatch`.
+    MergePatch,
+    /// `JSONPatch`.
+    #[serde(rename = "JSONPatch")]
+    JsonPatch,
+    /// `JQPatch`.
+    #[serde(rename = "JQPatch")]
+    JqPatch,
+}
+
+impl PatchOperationName {
+    /// The name as written in the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "Create",
+            Self::CreateOrUpdate => "CreateOrUpdate",
+            Self::CreateIfNotExists => "CreateIfNotExists",
+            Self::Delete => "Delete",
+            Self::MergePatch => "MergePatch",
+            Self::JsonPatch => "JSONPatch",
+            Self::JqPatch => "JQPatch",
+        }
+    }
+}
+
+/// What the engine made of a Hook.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookStatus {
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The digest of the module loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The bindings the hook runs with (after overrides).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bindings: Vec<HookBindingStatus>,
+    /// The last run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<HookRunStatus>,
+    /// The last error: of loading the hook, or of its last failed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// `Loaded` (the module loaded, its configuration is valid and within the
+    /// permissions) and `Ready` (its bindings are watched and its last run succeeded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// One binding of a loaded hook.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookBindingStatus {
+    /// Its name.
+    pub name: String,
+    /// `onStartup`, `schedule` or `kubernetes`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// What a kubernetes binding watches: `apiVersion/kind` as resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watches: Option<String>,
+    /// The namespaces a kubernetes binding watches (none: every namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// A schedule binding's crontab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crontab: Option<String>,
+    /// The queue its runs go to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+}
+
+/// One run of a hook.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookRunStatus {
+    /// When it ended.
+    pub time: Time,
+    /// The binding of its first binding context.
+    pub binding: String,
+    /// How it ended.
+    pub outcome: HookRunOutcome,
+    /// How long the hook ran, in milliseconds.
+    pub duration_ms: u64,
+    /// How many patch operations it submitted.
+    pub patches: u32,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum HookRunOutcome {
+    /// The hook succeeded and its patches and metrics were applied.
+    Succeeded,
+    /// The hook or applying what it submitted failed; the run is retried.
+    Failed,
+    /// It failed on a binding with `allowFailure`: counted, not retried.
+    AllowedFailure,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt as _;
+
+    #[test]
+    fn the_crd_is_namespaced_with_a_status_and_printer_columns() {
+        let crd = Hook::crd();
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(crd.spec.names.plural, "hooks");
+        let version = &crd.spec.versions[0];
+        assert!(version.subresources.as_ref().unwrap().status.is_some());
+        let columns: Vec<String> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.clone())
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                "Module", "Ready", "Reason", "Last-Run", "Outcome", "Digest", "Age"
+            ]
+            .map(String::from)
+        );
+    }
+
+    #[test]
+    fn permissions_read_shell_operator_operation_names() {
+        let spec: HookSpec = serde_json::from_value(serde_json::json!({
+            "module": "pod-labeler",
+            "permissions": {
+                "watch": [{"apiVersion": "v1", "kind": "Pod"}],
+                "patch": [{"apiVersion": "v1", "kind": "Pod", "namespaces": ["*"],
+                           "operations": ["MergePatch", "JSONPatch", "JQPatch", "Delete"]}],
+            },
+        }))
+        .unwrap();
+        assert_eq!(
+            spec.permissions.patch[0].operations,
+            [
+                PatchOperationName::MergePatch,
+                PatchOperationName::JsonPatch,
+                PatchOperationName::JqPatch,
+                PatchOperationName::Delete
+            ]
+        );
+        assert!(spec.permissions.watch[0].namespaces.is_empty());
+    }
+}

@@ -1,0 +1,212 @@
+//! Hook objects' permissions, on the in-memory cluster with the pod labeler (watches
+//! Pods, merge-patches their labels): a binding outside `spec.permissions.watch` keeps
+//! the hook from loading, naming the binding and what is missing; overrides bring it
+//! within them; a patch outside `spec.permissions.patch` fails the run with a message
+//! naming the permission and changes nothing; a permitted patch is applied.
+
+use operon::api::Hook;
+use operon::cluster::Cluster;
+use operon::cluster::local::LocalCluster;
+use operon::hooks::engine::{Engine, RunRecord};
+use operon::hooks::load::HookLoader;
+use operon::metrics::Metrics;
+use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
+use operon::serve::hook_objects::prepare::{self, Prepared};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+const PODS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: demo, labels: {app: web}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-2, namespace: other, labels: {app: web}}
+"#;
+
+fn loader() -> HookLoader {
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    HookLoader::new(sandbox, CallLimits::default(), false)
+}
+
+fn hook(spec: Value) -> Hook {
+    serde_json::from_value(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Hook",
+        "metadata": {"name": "labeler", "namespace": "demo", "generation": 1},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn cluster() -> Arc<LocalCluster> {
+    let cluster = Arc::new(LocalCluster::new());
+    cluster.load_yaml(PODS, "pods").unwrap();
+    cluster
+}
+
+async fn prepare(spec: Value, cluster: &Arc<LocalCluster>) -> Result<Prepared, prepare::Refusal> {
+    prepare::prepare(
+        &hook(spec),
+        Path::new(operon_tests::POD_LABELER),
+        &loader(),
+        cluster.clone(),
+    )
+    .await
+}
+
+/// Runs the Synchronization of the hook and what it causes (the labels it sets change
+/// the pods it watches); returns the Synchronization run.
+async fn synchronize(prepared: Prepared) -> RunRecord {
+    let engine = Engine::new(
+        vec![prepared.loaded],
+        prepared.cluster,
+        Arc::new(Metrics::new().unwrap()),
+    );
+    engine.start().await.unwrap();
+    let mut records = Vec::new();
+    engine.drain(|r| records.push(r.clone())).await;
+    let first = records.remove(0);
+    assert!(first.synchronizes.is_some(), "the first run synchronizes");
+    first
+}
+
+fn label(cluster: &LocalCluster, name: &str) -> Value {
+    cluster
+        .objects()
+        .into_iter()
+        .find(|o| o["metadata"]["name"] == name)
+        .unwrap()["metadata"]["labels"]["operon.dev/seen"]
+        .clone()
+}
+
+#[tokio::test]
+async fn a_binding_outside_the_watch_permissions_is_refused() {
+    let cluster = cluster();
+    // The labeler watches Pods of every namespace; the Hook may watch its own only.
+    let spec = json!({"module": "pod-labeler",
+                      "permissions": {"watch": [{"apiVersion": "v1", "kind": "Pod"}]}});
+    let refusal = prepare(spec, &cluster).await.err().unwrap();
+    assert_eq!(refusal.reason, "BindingNotPermitted");
+    assert!(
+        refusal.message.starts_with("binding \"pods\" watches v1/Pod in every namespace, but spec.permissions.watch grants v1/Pod in namespace demo only"),
+        "{}",
+        refusal.message
+    );
+    // No entry for the kind at all.
+    let spec = json!({"module": "pod-labeler",
+                      "permissions": {"watch": [{"apiVersion": "v1", "kind": "ConfigMap", "namespaces": ["*"]}]}});
+    let refusal = prepare(spec, &cluster).await.err().unwrap();
+    assert_eq!(
+        refusal.message,
+        "binding \"pods\" watches v1/Pod, but spec.permissions.watch has no entry for v1/Pod"
+    );
+    // An override naming a binding the hook does not have.
+    let spec = json!({"module": "pod-labeler",
+                      "overrides": {"kubernetes": [{"name": "pod", "namespaces": ["demo"]}]},
+                      "permissions": {"watch": [{"apiVersion": "v1", "kind": "Pod"}]}});
+    let refusal = prepare(spec, &cluster).await.err().unwrap();
+    assert_eq!(refusal.reason, "InvalidOverride");
+    assert!(
+        refusal.message.contains(
+            "spec.overrides.kubernetes[0].name: the hook has no kubernetes binding \"pod\" (it has: pods)"
+        ),
+        "{}",
+        refusal.message
+    );
+}
+
+#[tokio::test]
+async fn a_patch_outside_the_permissions_fails_the_run_naming_the_permission() {
+    let cluster = cluster();
+    let spec = json!({"module": "pod-labeler",
+    "overrides": {"kubernetes": [{"name": "pods", "namespaces": ["demo"]}]},
+    "permissions": {
+        "watch": [{"apiVersion": "v1", "kind": "Pod"}],
+        "patch": [{"apiVersion": "v1", "kind": "ConfigMap", "operations": ["MergePatch"]}],
+    }});
+    let prepared = prepare(spec, &cluster).await.unwrap();
+    let pods = &prepared.bindings[1];
+    assert_eq!(pods.name, "pods");
+    assert_eq!(pods.watches.as_deref(), Some("v1/Pod"));
+    assert_eq!(pods.namespaces, ["demo"]);
+    let record = synchronize(prepared).await;
+    assert!(record.failed);
+    let error = record.apply_error.unwrap().to_string();
+    assert_eq!(
+        error,
+        "patch operation 1 of 1: not permitted: Hook demo/labeler may not MergePatch Pod demo/web-1: spec.permissions.patch does not grant MergePatch on v1/Pod in namespace demo"
+    );
+    assert_eq!(label(&cluster, "web-1"), Value::Null, "nothing was applied");
+}
+
+#[tokio::test]
+async fn a_permitted_patch_is_applied() {
+    let cluster = cluster();
+    let spec = json!({"module": "pod-labeler",
+    "overrides": {"kubernetes": [{"name": "pods", "namespaces": ["demo"]}],
+                  "queue": "labels", "timeout": "5s"},
+    "permissions": {
+        "watch": [{"apiVersion": "v1", "kind": "Pod"}],
+        "patch": [{"apiVersion": "v1", "kind": "pods", "operations": ["MergePatch"]}],
+    }});
+    let prepared = prepare(spec, &cluster).await.unwrap();
+    assert_eq!(prepared.bindings[1].queue.as_deref(), Some("labels"));
+    assert_eq!(
+        prepared.loaded.config.settings.timeout,
+        std::time::Duration::from_secs(5)
+    );
+    assert_eq!(prepared.loaded.config.kubernetes[0].queue, "labels");
+    let record = synchronize(prepared).await;
+    assert!(!record.failed, "{:?}", record.apply_error);
+    // Synchronization runs on `main`, as in shell-operator; events on the binding's queue.
+    assert_eq!(record.queue, "main");
+    assert_eq!(label(&cluster, "web-1"), "true");
+    // The pod of the namespace the binding does not watch is not touched.
+    assert_eq!(label(&cluster, "web-2"), Value::Null);
+}
+
+#[tokio::test]
+async fn every_namespace_is_granted_with_a_star() {
+    let cluster = cluster();
+    let spec = json!({"module": "pod-labeler",
+    "permissions": {
+        "watch": [{"apiVersion": "v1", "kind": "Pod", "namespaces": ["*"]}],
+        "patch": [{"apiVersion": "v1", "kind": "Pod", "namespaces": ["demo"],
+                   "operations": ["MergePatch"]}],
+    }});
+    let record = synchronize(prepare(spec, &cluster).await.unwrap()).await;
+    // The first patch (demo/web-1) is applied, the second (other/web-2) refused.
+    let error = record.apply_error.unwrap().to_string();
+    assert!(
+        error.starts_with("patch operation 2 of 2: not permitted: Hook demo/labeler may not MergePatch Pod other/web-2"),
+        "{error}"
+    );
+    assert_eq!(label(&cluster, "web-1"), "true");
+    assert_eq!(label(&cluster, "web-2"), Value::Null);
+}
+
+#[tokio::test]
+async fn a_module_of_another_world_is_refused() {
+    let cluster = cluster();
+    let refusal = prepare::prepare(
+        &hook(json!({"module": "trivial"})),
+        Path::new(operon_tests::TRIVIAL),
+        &loader(),
+        cluster.clone() as Arc<dyn Cluster>,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(refusal.reason, "NotAHook");
+    assert!(
+        refusal.message.starts_with("spec.module trivial: "),
+        "{}",
+        refusal.message
+    );
+}
