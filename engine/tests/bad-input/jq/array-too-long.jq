@@ -1,0 +1,1 @@
+[range(1e9)] | length

@@ -1,0 +1,1 @@
+last(range(1e18))

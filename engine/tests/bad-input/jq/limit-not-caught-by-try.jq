@@ -1,0 +1,1 @@
+try last(range(1e18)) catch "caught"

@@ -1,0 +1,1 @@
+reduce range(100000) as $i (0; [.])
