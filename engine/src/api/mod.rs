@@ -34,7 +34,7 @@ pub use hook::{
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
 pub use operation::{
     EnvVar, HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ProcessorKind,
-    ScriptRunner, Storage, WasmProcessor,
+    ScriptRunner, Storage, WasmJob, WasmProcessor, WasmRunOn,
 };
 pub use operation_set::{Node, OperationSet, OperationSetSpec, OperationSetStatus};
 pub use trigger::{

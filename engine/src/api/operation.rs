@@ -1,7 +1,7 @@
 //! `Operation`: one step of a diagnosis pipeline and the processor that runs it.
 
 use super::Problem;
-use super::cluster_processor::{ArgoWorkflowProcessor, JobProcessor};
+use super::cluster_processor::{ArgoWorkflowProcessor, JobProcessor, JobResources};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -87,6 +87,83 @@ pub struct WasmProcessor {
     /// its pod.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_paths: Vec<String>,
+    /// Where the module runs: `Sandbox` (default), in the engine's wasm sandbox, or
+    /// `Job`, offloaded to a Kubernetes Job running Operon's own image, which fetches
+    /// the module by digest from the module API and runs it with `operon op run`, so a
+    /// long step leaves the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_on: Option<WasmRunOn>,
+    /// The Job's settings when `runOn` is `Job`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<WasmJob>,
+}
+
+/// Where a wasm step runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum WasmRunOn {
+    /// In the engine's wasm sandbox (the default).
+    Sandbox,
+    /// In a Kubernetes Job of Operon's image, in the Diagnosis' namespace.
+    Job,
+}
+
+/// The Job an offloaded wasm step runs in: the settings of the `job` processor that
+/// make sense for Operon's own image (the image, command and result source are the
+/// engine's).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WasmJob {
+    /// Resource requests and limits of the container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<JobResources>,
+    /// Labels a node must have to run the pod.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Run the pod on the node the Diagnosis is about.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_diagnosis_node: bool,
+    /// The pod's ServiceAccount (the namespace's `default` when unset). It fetches the
+    /// module with its token, so it needs `get` on `modules.operon.dev` (the ClusterRole
+    /// `operon-module-reader`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// How long a finished Job is kept, in seconds (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds_after_finished: Option<i32>,
+    /// `Always`, `IfNotPresent` or `Never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+}
+
+impl WasmProcessor {
+    /// Whether the step is offloaded to a Job.
+    pub fn offloaded(&self) -> bool {
+        self.run_on == Some(WasmRunOn::Job)
+    }
+
+    /// The `job` processor of an offloaded step running `image` with `command` and
+    /// `args`: this step's Job settings, the rest the engine's.
+    pub fn job_processor(
+        &self,
+        image: &str,
+        command: Vec<String>,
+        args: Vec<String>,
+    ) -> JobProcessor {
+        let settings = self.job.clone().unwrap_or_default();
+        JobProcessor {
+            image: image.to_owned(),
+            command,
+            args,
+            env: Vec::new(),
+            resources: settings.resources,
+            node_selector: settings.node_selector,
+            on_diagnosis_node: settings.on_diagnosis_node,
+            service_account_name: settings.service_account_name,
+            image_pull_policy: settings.image_pull_policy,
+            ttl_seconds_after_finished: settings.ttl_seconds_after_finished,
+            result_from: None,
+        }
+    }
 }
 
 /// A script processor (KubeDiag's `scriptRunner`).
@@ -263,6 +340,26 @@ impl Operation {
                     problem(&format!("spec.processor.wasm.readOnlyPaths[{i}]"), reason);
                 }
             }
+            if wasm.job.is_some() && !wasm.offloaded() {
+                problem(
+                    "spec.processor.wasm.job",
+                    "is only used with runOn: Job; set runOn: Job or remove it".to_owned(),
+                );
+            }
+            if wasm.offloaded() {
+                if !wasm.read_only_paths.is_empty() {
+                    problem(
+                        "spec.processor.wasm.readOnlyPaths",
+                        "a step with runOn: Job runs in a pod, where the engine's host directories are not mounted".to_owned(),
+                    );
+                }
+                // The engine's image, command and result source are fixed; the rest
+                // is checked as the job processor checks it.
+                let job = wasm.job_processor("operon", Vec::new(), Vec::new());
+                for (field, reason) in job.problems() {
+                    problem(&format!("spec.processor.wasm.job.{field}"), reason);
+                }
+            }
         }
         if let Some(script) = &p.script_runner {
             if script.script.trim().is_empty() {
@@ -431,5 +528,42 @@ mod tests {
             ]
         );
         assert_eq!(op.processor_kind(), None);
+    }
+
+    #[test]
+    fn an_offloaded_wasm_step_takes_job_settings() {
+        let op = operation(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: scan}\nspec:\n  processor:\n    wasm:\n      module: scan\n      runOn: Job\n      job: {serviceAccountName: scanner, nodeSelector: {pool: batch}, ttlSecondsAfterFinished: 60}\n",
+        );
+        assert!(op.validate().is_empty(), "{:?}", op.validate());
+        let wasm = op.spec.processor.wasm.as_ref().unwrap();
+        assert!(wasm.offloaded());
+        let job = wasm.job_processor("img", vec!["operon".into()], vec!["op".into()]);
+        assert_eq!(job.service_account_name.as_deref(), Some("scanner"));
+        assert_eq!(job.node_selector["pool"], "batch");
+        assert_eq!(job.ttl_seconds_after_finished, Some(60));
+        assert_eq!(job.image, "img");
+    }
+
+    #[test]
+    fn offload_settings_are_checked_with_their_fields() {
+        let op = operation(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: scan}\nspec:\n  processor:\n    wasm:\n      module: scan\n      readOnlyPaths: [/proc]\n      runOn: Job\n      job: {serviceAccountName: Not_Valid, ttlSecondsAfterFinished: -1}\n",
+        );
+        let fields: Vec<String> = op.validate().into_iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.processor.wasm.readOnlyPaths",
+                "spec.processor.wasm.job.serviceAccountName",
+                "spec.processor.wasm.job.ttlSecondsAfterFinished",
+            ]
+        );
+        let op = operation(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: scan}\nspec:\n  processor:\n    wasm: {module: scan, job: {}}\n",
+        );
+        let problems = op.validate();
+        assert_eq!(problems[0].field, "spec.processor.wasm.job");
+        assert!(problems[0].reason.contains("runOn: Job"), "{problems:?}");
     }
 }

@@ -8,6 +8,7 @@ mod diagnose;
 mod hook;
 mod module;
 mod modules;
+mod offload;
 mod op;
 mod output;
 mod serve;

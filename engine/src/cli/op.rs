@@ -1,11 +1,16 @@
-//! `operon op ...`: run one operation component locally, with no cluster.
+//! `operon op ...`: run one operation component locally, with no cluster; or, as the
+//! container of an offloaded wasm step (`wasm.runOn: Job`), a module fetched by digest
+//! from the module API of `operon serve`, with the step's input and runner context
+//! read from the files the Job runner mounts and its results written as the
+//! container's termination message.
 
 use super::output::{self, Format};
 use anyhow::Context as _;
 use operon::model::MetricOperation;
 use operon::model::PatchOperation;
-use operon::model::{LogRecord, OperationInput, RunnerContext};
-use operon::sandbox::{self, CallLimits, Sandbox, SandboxConfig};
+use operon::model::{LogRecord, OperationInput, OwnerReference};
+use operon::runner::context::RunContext;
+use operon::sandbox::{self, CallLimits, ModuleDigest, Sandbox, SandboxConfig};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +28,40 @@ pub enum OpCommand {
 #[derive(Debug, clap::Args)]
 pub struct OpRunArgs {
     /// The operation component (a `.wasm` built for wasm32-wasip2).
-    module: PathBuf,
+    #[arg(required_unless_present = "digest", conflicts_with = "digest")]
+    module: Option<PathBuf>,
+    /// Run the module with this digest (`sha256:<hex>`), fetched from --module-url;
+    /// bytes of any other digest are refused.
+    #[arg(long, requires_all = ["module_url", "module_ca"], value_parser = parse_digest)]
+    digest: Option<ModuleDigest>,
+    /// The module API to fetch --digest from, e.g. `https://operon-webhooks.operon.svc`.
+    #[arg(long)]
+    module_url: Option<String>,
+    /// The name the module API's certificate is checked against [default: the URL's
+    /// host].
+    #[arg(long)]
+    module_server_name: Option<String>,
+    /// The CA (PEM) of the module API's certificate.
+    #[arg(long)]
+    module_ca: Option<PathBuf>,
+    /// The bearer token sent to the module API, re-read at the fetch.
+    #[arg(long, default_value = operon::runner::offload::TOKEN_FILE)]
+    token_file: PathBuf,
+    /// A JSON object of strings: the parameters, overlaying --param (an offloaded
+    /// step's `input.json`).
+    #[arg(long)]
+    input_file: Option<PathBuf>,
+    /// A JSON object of strings: the earlier results, overlaying --result.
+    #[arg(long)]
+    results_file: Option<PathBuf>,
+    /// The runner context as a Job step gets it (`context.json`: name, dryRun, timeout,
+    /// platform); --name, --node, --namespace, --dry-run and --timeout override it.
+    #[arg(long)]
+    context_file: Option<PathBuf>,
+    /// Write the results (a JSON object) to this file, or the error when the run
+    /// fails: a Job step's termination message, at most 4096 bytes.
+    #[arg(long)]
+    result_file: Option<PathBuf>,
     /// A parameter passed to the operation, as KEY=VALUE (repeatable).
     #[arg(long = "param", short = 'p', value_parser = key_value)]
     params: Vec<(String, String)>,
@@ -34,9 +72,10 @@ pub struct OpRunArgs {
     /// A positional argument (repeatable), as resolved from an Operation's argKeys.
     #[arg(long = "arg")]
     args: Vec<String>,
-    /// Wall-clock limit of the run, e.g. `500ms`, `5s`, `2m`.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
-    timeout: Duration,
+    /// Wall-clock limit of the run, e.g. `500ms`, `5s`, `2m` [default: the context
+    /// file's, else 30s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    timeout: Option<Duration>,
     /// Memory limit of the run, e.g. `64MiB`.
     #[arg(long, default_value = "64MiB")]
     memory: bytesize::ByteSize,
@@ -69,6 +108,11 @@ pub fn key_value(text: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("expected KEY=VALUE, got {text:?}")),
     }
+}
+
+fn parse_digest(text: &str) -> Result<ModuleDigest, String> {
+    ModuleDigest::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a digest: expected sha256:<64 hex digits>"))
 }
 
 /// Runs `operon op ...`.
@@ -106,6 +150,8 @@ struct ContextSummary<'a> {
     timeout_ms: u64,
     node: Option<&'a str>,
     namespace: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a OwnerReference>,
 }
 
 #[derive(Serialize)]
@@ -128,37 +174,21 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
         },
         ..defaults
     };
-    let sandbox = Sandbox::new(config)?;
-    let module = sandbox
-        .load_operation_file(&args.module)
-        .with_context(|| format!("cannot load {}", args.module.display()))?;
-
-    let mut parameters: BTreeMap<String, String> = args.params.iter().cloned().collect();
-    parameters.extend(args.results.iter().cloned());
-    let input = OperationInput {
-        context: RunnerContext {
-            name: args
-                .name
-                .clone()
-                .unwrap_or_else(|| module_name(&args.module)),
-            dry_run: args.dry_run,
-            timeout_ms: u64::try_from(args.timeout.as_millis()).unwrap_or(u64::MAX),
-            node: args.node.clone(),
-            namespace: args.namespace.clone(),
-            owner: None,
-        },
-        parameters,
-        results: args.results.iter().cloned().collect(),
-        args: args.args.clone(),
-    };
-    let limits = CallLimits {
-        timeout: args.timeout,
-        memory_bytes: memory,
-        ..CallLimits::default()
-    };
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()?;
+    let prepared = prepare(&args, config, &runtime);
+    let (sandbox, module, source, input, limits) = match prepared {
+        Ok(prepared) => prepared,
+        // The Job runner reports the termination message's last line as the step's
+        // error: a fetch or load failure must reach it too.
+        Err(e) => {
+            if let Some(path) = &args.result_file {
+                write_result_file(path, &format!("error: {e:#}"))?;
+            }
+            return Err(e);
+        }
+    };
     let context = input.context.clone();
     let report = runtime.block_on(sandbox.run_operation(&module, input, &limits));
 
@@ -174,7 +204,7 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
         Err(_) => (BTreeMap::new(), ""),
     };
     let summary = RunSummary {
-        module: args.module.display().to_string(),
+        module: source,
         digest: module.digest().to_string(),
         status: if report.outcome.is_ok() {
             "Succeeded"
@@ -192,6 +222,7 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
             timeout_ms: context.timeout_ms,
             node: context.node.as_deref(),
             namespace: context.namespace.as_deref(),
+            owner: context.owner.as_ref(),
         },
         results,
         output: output_text,
@@ -205,6 +236,22 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
         Format::Table => print_table(&summary),
         other => output::print_structured(other, &summary)?,
     }
+    if let Some(path) = &args.result_file {
+        let text = match &report.outcome {
+            Ok(_) => result_message(&summary.results),
+            Err(e) => Err(format!("error: operation {} failed: {e}", summary.module)),
+        };
+        match text {
+            Ok(text) => write_result_file(path, &text)?,
+            Err(message) => {
+                write_result_file(path, &message)?;
+                if report.outcome.is_ok() {
+                    eprintln!("{message}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
+    }
     Ok(match &report.outcome {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
@@ -212,6 +259,154 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         }
     })
+}
+
+/// The module, its description for the report, the input and the limits of a run.
+type Prepared = (
+    Sandbox,
+    operon::sandbox::OperationModule,
+    String,
+    OperationInput,
+    CallLimits,
+);
+
+/// Loads the module (from its file or, by digest, from the module API) and builds
+/// the input from the flags and the files.
+fn prepare(
+    args: &OpRunArgs,
+    config: SandboxConfig,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<Prepared> {
+    let sandbox = Sandbox::new(config)?;
+    let (module, source) = match (&args.module, &args.digest) {
+        (Some(path), _) => (
+            sandbox
+                .load_operation_file(path)
+                .with_context(|| format!("cannot load {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        (None, Some(digest)) => {
+            let bytes = runtime.block_on(fetch(args, digest))?;
+            let module = sandbox
+                .load_operation(&digest.to_string(), &bytes)
+                .with_context(|| format!("cannot load module {digest}"))?;
+            (module, digest.to_string())
+        }
+        (None, None) => anyhow::bail!("name a module file or --digest"),
+    };
+    let context =
+        match &args.context_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                Some(RunContext::from_json(&text).map_err(|e| {
+                    anyhow::anyhow!("{}: not a runner context: {e}", path.display())
+                })?)
+            }
+            None => None,
+        };
+    let timeout = args
+        .timeout
+        .or(context.as_ref().map(|c| c.timeout))
+        .unwrap_or(Duration::from_secs(30));
+    let mut context = context.unwrap_or_else(|| RunContext {
+        name: String::new(),
+        dry_run: false,
+        timeout,
+        node: None,
+        namespace: None,
+        owner: None,
+        platform: Default::default(),
+    });
+    context.timeout = timeout;
+    context.dry_run |= args.dry_run;
+    if let Some(name) = &args.name {
+        context.name = name.clone();
+    }
+    if context.name.is_empty() {
+        context.name = match &args.module {
+            Some(path) => module_name(path),
+            None => "operation".to_owned(),
+        };
+    }
+    if args.node.is_some() {
+        context.node = args.node.clone();
+    }
+    if args.namespace.is_some() {
+        context.namespace = args.namespace.clone();
+    }
+    let mut parameters: BTreeMap<String, String> = args.params.iter().cloned().collect();
+    let mut results: BTreeMap<String, String> = args.results.iter().cloned().collect();
+    if let Some(path) = &args.results_file {
+        results.extend(string_map(path)?);
+    }
+    parameters.extend(results.clone());
+    if let Some(path) = &args.input_file {
+        parameters.extend(string_map(path)?);
+    }
+    let input = OperationInput {
+        context: context.wasm(),
+        parameters,
+        results,
+        args: args.args.clone(),
+    };
+    let limits = CallLimits {
+        timeout,
+        memory_bytes: args.memory.as_u64(),
+        ..CallLimits::default()
+    };
+    Ok((sandbox, module, source, input, limits))
+}
+
+/// A JSON object of strings from `path`.
+fn string_map(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: expected a JSON object of strings", path.display()))
+}
+
+/// The bytes of `digest` from the module API, checked against the digest.
+async fn fetch(args: &OpRunArgs, digest: &ModuleDigest) -> anyhow::Result<Vec<u8>> {
+    use operon::store::fetch::{Fetcher, Token};
+    let (Some(url), Some(ca)) = (&args.module_url, &args.module_ca) else {
+        anyhow::bail!("--digest needs --module-url and --module-ca");
+    };
+    let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+    let fetcher = Fetcher::new(&pem, ca.clone(), Token::File(args.token_file.clone()))?;
+    // The fetcher keeps only bytes whose sha256 is the digest, in a store of its own
+    // that lives as long as this run.
+    let dir = tempfile::tempdir().context("creating a directory for the module")?;
+    let store =
+        operon::store::BlobStore::open(dir.path(), operon::store::DEFAULT_MAX_MODULE_BYTES)?;
+    let source = operon::api::ModuleSource {
+        replica: String::new(),
+        url: url.clone(),
+        server_name: args.module_server_name.clone(),
+        digest: digest.to_string(),
+    };
+    fetcher.fetch(&source, digest, &store).await?;
+    store
+        .get(digest)?
+        .ok_or_else(|| anyhow::anyhow!("module {digest} went missing after its fetch"))
+}
+
+/// The termination message of a successful run: its results as a JSON object, or why
+/// they do not fit.
+fn result_message(results: &BTreeMap<&str, &str>) -> Result<String, String> {
+    let text = serde_json::to_string(results).unwrap_or_default();
+    let bound = operon::runner::job::MAX_TERMINATION_MESSAGE;
+    if text.len() > bound {
+        return Err(format!(
+            "error: the results are {} bytes as JSON, more than a termination message holds ({bound}); return fewer or shorter results",
+            text.len()
+        ));
+    }
+    Ok(text)
+}
+
+fn write_result_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 fn module_name(path: &Path) -> String {
@@ -233,6 +428,9 @@ fn print_table(s: &RunSummary<'_>) {
         c.node.unwrap_or("-"),
         c.namespace.unwrap_or("-")
     );
+    if let Some(o) = c.owner {
+        println!("owner    {}/{} (uid {})", o.kind, o.name, o.uid);
+    }
     if let Some(e) = &s.error {
         println!("error    [{}] {}", e.kind, e.message);
     }

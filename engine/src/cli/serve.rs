@@ -232,6 +232,8 @@ pub struct ServeArgs {
     module_api: super::module::ModuleApiArgs,
     #[command(flatten)]
     addon_modules: super::modules::ServeModulesArgs,
+    #[command(flatten)]
+    offload: super::offload::OffloadArgs,
 }
 
 /// How to reach the API server (`operon serve` and `operon agent`).
@@ -549,6 +551,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 args.validating_webhook_listen_port,
             )
             .await?;
+        // Offloaded wasm steps fetch their modules from the module API, so only a
+        // replica serving it offloads them.
+        if options.module_api.is_some() {
+            let ca = match (&self_signed, ca_of(&args, &args.validating_webhook_ca)) {
+                (_, Some(path)) => Some(tokio::sync::watch::channel(std::fs::read(&path)?).1),
+                (Some(s), None) => Some(s.ca.clone()),
+                (None, None) => None,
+            };
+            let service = format!(
+                "https://{}.{namespace}.svc:{}",
+                args.validating_webhook_service_name, args.validating_webhook_service_port
+            );
+            let catalog = args
+                .diagnoses
+                .module_store
+                .catalog(args.cache_dir.as_deref());
+            args.offload.apply(ctx.processors(), service, ca, catalog)?;
+        }
     }
     let cluster = Arc::new(cluster);
     let hook_objects = match (&controllers, &diagnoses) {

@@ -135,6 +135,8 @@ impl NodeOps {
                         module: COLLECTOR_MODULE.to_owned(),
                         config: BTreeMap::from([("collect".to_owned(), what.to_owned())]),
                         read_only_paths: vec!["/proc".to_owned()],
+                        run_on: None,
+                        job: None,
                     },
                     30,
                 ),

@@ -7,7 +7,7 @@
 
 use super::RunRequest;
 use crate::model::{OwnerReference, RunnerContext};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Where the engine runs: the platform part of the runner context.
@@ -50,37 +50,39 @@ pub struct RunContext {
 }
 
 /// The Capact-shaped JSON of a context (what a Job finds at `$RUNNER_CONTEXT_PATH`).
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ContextFile<'a> {
-    name: &'a str,
+struct ContextFile {
+    name: String,
+    #[serde(default)]
     dry_run: bool,
     timeout: String,
-    platform: PlatformFile<'a>,
+    platform: PlatformFile,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PlatformFile<'a> {
-    #[serde(rename = "type")]
-    type_: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cluster: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    node: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespace: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    owner_ref: Option<OwnerRefFile<'a>>,
+struct PlatformFile {
+    #[serde(rename = "type", default)]
+    type_: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cluster: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner_ref: Option<OwnerReferenceFile>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct OwnerRefFile<'a> {
-    api_version: &'a str,
-    kind: &'a str,
-    name: &'a str,
-    uid: &'a str,
+struct OwnerReferenceFile {
+    api_version: String,
+    kind: String,
+    name: String,
+    #[serde(default)]
+    uid: String,
 }
 
 impl RunContext {
@@ -162,23 +164,47 @@ impl RunContext {
     /// `dryRun`, `timeout`, `platform` with the namespace and the owner reference).
     pub fn to_json(&self) -> String {
         let file = ContextFile {
-            name: &self.name,
+            name: self.name.clone(),
             dry_run: self.dry_run,
             timeout: humantime::format_duration(self.timeout).to_string(),
             platform: PlatformFile {
-                type_: "kubernetes",
-                cluster: self.platform.cluster.as_deref(),
-                node: self.node.as_deref(),
-                namespace: self.namespace.as_deref(),
-                owner_ref: self.owner.as_ref().map(|o| OwnerRefFile {
-                    api_version: &o.api_version,
-                    kind: &o.kind,
-                    name: &o.name,
-                    uid: &o.uid,
+                type_: "kubernetes".to_owned(),
+                cluster: self.platform.cluster.clone(),
+                node: self.node.clone(),
+                namespace: self.namespace.clone(),
+                owner_ref: self.owner.as_ref().map(|o| OwnerReferenceFile {
+                    api_version: o.api_version.clone(),
+                    kind: o.kind.clone(),
+                    name: o.name.clone(),
+                    uid: o.uid.clone(),
                 }),
             },
         };
         serde_json::to_string_pretty(&file).unwrap_or_default()
+    }
+
+    /// The context a document made by [`Self::to_json`] describes: how the container
+    /// of an offloaded wasm step learns its run's context.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let file: ContextFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let timeout = humantime::parse_duration(&file.timeout)
+            .map_err(|e| format!("timeout {:?}: {e}", file.timeout))?;
+        Ok(Self {
+            name: file.name,
+            dry_run: file.dry_run,
+            timeout,
+            node: file.platform.node,
+            namespace: file.platform.namespace,
+            owner: file.platform.owner_ref.map(|o| OwnerReference {
+                api_version: o.api_version,
+                kind: o.kind,
+                name: o.name,
+                uid: o.uid,
+            }),
+            platform: Platform {
+                cluster: file.platform.cluster,
+            },
+        })
     }
 }
 
@@ -246,5 +272,18 @@ mod tests {
             })
         );
         assert_eq!(c.wasm().timeout_ms, 90_000);
+    }
+
+    #[test]
+    fn the_file_reads_back_as_the_context() {
+        let c = context();
+        assert_eq!(RunContext::from_json(&c.to_json()).unwrap(), c);
+        let bare =
+            RunContext::from_json(r#"{"name": "x", "timeout": "5s", "platform": {}}"#).unwrap();
+        assert_eq!(bare.timeout, Duration::from_secs(5));
+        assert!(!bare.dry_run && bare.owner.is_none());
+        let err = RunContext::from_json(r#"{"name": "x", "timeout": "soon", "platform": {}}"#)
+            .unwrap_err();
+        assert!(err.contains("timeout \"soon\""), "{err}");
     }
 }

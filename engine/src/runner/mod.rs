@@ -4,7 +4,8 @@
 //!
 //! The implementations live beside the contract: [`wasm`] runs a component in the wasm
 //! sandbox, [`script`] runs a KubeDiag script in the script sandbox, [`http`] POSTs to
-//! an endpoint, [`job`] runs a Kubernetes Job and [`argo`] an Argo Workflow; [`context`]
+//! an endpoint, [`job`] runs a Kubernetes Job (and, through [`offload`], a wasm step in
+//! Operon's own image) and [`argo`] an Argo Workflow; [`context`]
 //! hands each of them the runner context. A new kind of processor is one new module implementing [`Runner`] and
 //! one arm in [`processors`], which builds the runner an Operation asks for; the
 //! pipeline does not change. Runners know nothing about graphs or Diagnoses.
@@ -14,6 +15,7 @@ pub mod builtin;
 pub mod context;
 pub mod http;
 pub mod job;
+pub mod offload;
 pub mod processors;
 pub mod script;
 pub mod wasm;

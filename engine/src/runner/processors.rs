@@ -11,6 +11,7 @@ use super::builtin::{BuiltIns, built_in_path};
 use super::context::Platform;
 use super::http::{HttpRunner, HttpServerError};
 use super::job::JobRunner;
+use super::offload::{OffloadError, OffloadTarget};
 use super::script::{SandboxedScriptRunner, ScriptSource};
 use super::wasm::WasmRunner;
 use crate::api::Operation;
@@ -18,7 +19,7 @@ use crate::sandbox::{self, CallLimits, EngineError, LoadError, Sandbox, SandboxC
 use crate::script::{LazyScriptSandbox, SandboxError, ScriptSandbox, ScriptStore};
 use crate::store::{ModuleError, ModuleLocator};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Why an Operation's processor cannot be built.
@@ -39,6 +40,9 @@ pub enum ProcessorError {
     /// The script sandbox cannot be started.
     #[error(transparent)]
     ScriptSandbox(#[from] SandboxError),
+    /// A wasm step cannot be offloaded to a Job.
+    #[error(transparent)]
+    Offload(#[from] OffloadError),
     /// The `httpServer` fields do not make a URL.
     #[error(transparent)]
     Http(#[from] HttpServerError),
@@ -119,6 +123,9 @@ pub struct Processors {
     settings: ProcessorSettings,
     wasm: Mutex<Option<Sandbox>>,
     scripts: LazyScriptSandbox,
+    /// Where `wasm.runOn: Job` steps go; known only once `operon serve` has set up its
+    /// module API, after the runners' factory exists.
+    offload: RwLock<Option<OffloadTarget>>,
 }
 
 impl Processors {
@@ -128,7 +135,16 @@ impl Processors {
             scripts: LazyScriptSandbox::new(settings.strict),
             settings,
             wasm: Mutex::new(None),
+            offload: RwLock::new(None),
         }
+    }
+
+    /// Lets `wasm.runOn: Job` steps run: as Jobs of `target`'s image fetching their
+    /// modules from its module API.
+    pub fn set_offload(&self, target: OffloadTarget) {
+        tracing::info!(image = %target.image, module_api = %target.module_url,
+            "wasm steps with runOn: Job run as Jobs");
+        *self.offload.write().unwrap_or_else(|e| e.into_inner()) = Some(target);
     }
 
     /// The runner of `operation`, whose relative module paths are resolved against
@@ -142,7 +158,20 @@ impl Processors {
         if let Some(wasm) = &processor.wasm {
             let path = self.settings.modules.locate(&wasm.module, base_dir)?;
             let sandbox = self.wasm_sandbox()?;
+            // Loaded even when offloaded: a module that is no operation is refused
+            // here, by name, not in a pod minutes later.
             let module = sandbox.load_operation_file(&path)?;
+            if wasm.offloaded() {
+                let target = self.offload.read().unwrap_or_else(|e| e.into_inner());
+                let target = target.as_ref().ok_or(OffloadError::NoTarget)?;
+                return Ok(Arc::new(target.runner(
+                    self.kube_client(),
+                    operation.metadata.name.as_deref().unwrap_or_default(),
+                    wasm,
+                    module.digest(),
+                    self.settings.platform.clone(),
+                )?));
+            }
             let limits = crate::sandbox::CallLimits {
                 read_only_dirs: wasm.read_only_paths.iter().map(PathBuf::from).collect(),
                 ..self.settings.wasm_limits.clone()

@@ -17,7 +17,7 @@ mod spec;
 mod tests;
 
 pub use outcome::{Assessment, MAX_TERMINATION_MESSAGE, assess, parse_results};
-pub use spec::{input_variable, job_name};
+pub use spec::{INPUT_DIR, RESULT_PATH, input_variable, job_name};
 
 use super::context::{Platform, RunContext};
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
@@ -114,6 +114,14 @@ pub struct JobRunner {
     /// How long after the Job's deadline the runner still waits for the Job
     /// controller to report it, before deleting the Job itself.
     grace: Duration,
+    /// Files besides the input and the context in the input ConfigMap (an offloaded
+    /// wasm step's module API CA).
+    files: BTreeMap<String, String>,
+    /// The ConfigMap key holding the earlier steps' results alone, when the container
+    /// needs them apart from the input.
+    results_file: Option<String>,
+    /// What the container runs, for the dry run's report (the image when unset).
+    description: Option<String>,
 }
 
 impl std::fmt::Debug for JobRunner {
@@ -140,7 +148,46 @@ impl JobRunner {
             processor,
             platform,
             grace: Duration::from_secs(30),
+            files: BTreeMap::new(),
+            results_file: None,
+            description: None,
         }
+    }
+
+    /// Says what the container runs in the dry run's report, instead of its image.
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Adds a file to the input ConfigMap (mounted with the input at `INPUT_DIR`).
+    pub fn with_file(mut self, name: impl Into<String>, content: impl Into<String>) -> Self {
+        self.files.insert(name.into(), content.into());
+        self
+    }
+
+    /// Adds the earlier steps' results alone, as JSON, to the input ConfigMap as
+    /// `name`.
+    pub fn with_results_file(mut self, name: impl Into<String>) -> Self {
+        self.results_file = Some(name.into());
+        self
+    }
+
+    /// The processor the Jobs are made from.
+    pub fn processor(&self) -> &JobProcessor {
+        &self.processor
+    }
+
+    /// The extra files of the input ConfigMap of `request`.
+    fn files(&self, request: &RunRequest) -> Result<BTreeMap<String, String>, JobRunError> {
+        let mut files = self.files.clone();
+        if let Some(name) = &self.results_file {
+            files.insert(
+                name.clone(),
+                serde_json::to_string_pretty(&request.results)?,
+            );
+        }
+        Ok(files)
     }
 
     /// Changes how long the runner waits past the Job's deadline (default 30 s).
@@ -158,7 +205,8 @@ impl JobRunner {
         let namespace = self.namespace(request);
         let name = job_name(request);
         let context = RunContext::new(request, &self.platform);
-        let input = spec::input_config_map(&name, &namespace, request, &context)?;
+        let files = self.files(request)?;
+        let input = spec::input_config_map(&name, &namespace, request, &context, &files)?;
         let job = spec::job(
             &name,
             &namespace,
@@ -342,16 +390,18 @@ impl JobRunner {
             };
         }
         let keys: Vec<&String> = request.input.keys().collect();
+        let mut files = vec!["input.json".to_owned(), "context.json".to_owned()];
+        files.extend(self.files(request)?.into_keys());
         let detail = serde_json::json!({
             "job": job,
             // Input values are the Diagnosis' own; the report names their keys.
-            "configMap": {"name": name, "namespace": namespace, "keys": ["input.json", "context.json"],
+            "configMap": {"name": name, "namespace": namespace, "keys": files,
                        "inputKeys": keys},
         });
         Ok(DryRun {
             action: format!(
                 "would create Job {job_ref} running {} (deadline {}s) with its input in ConfigMap {job_ref} ({} keys); {checked}",
-                self.processor.image,
+                self.description.as_deref().unwrap_or(&self.processor.image),
                 request.timeout.as_secs().max(1),
                 keys.len()
             ),

@@ -71,8 +71,8 @@ pub fn input_variable(key: &str) -> String {
     format!("OPERON_INPUT_{spelled}")
 }
 
-/// The ConfigMap holding a run's input: `input.json`, `context.json`, and one key per
-/// input variable (the container's environment refers to them). A ConfigMap, not a
+/// The ConfigMap holding a run's input: `input.json`, `context.json`, the runner's
+/// extra `files`, and one key per input variable (the container's environment refers to them). A ConfigMap, not a
 /// Secret: the input is the Diagnosis' parameters and results, which its status shows
 /// anyway, and the controller is granted no Secrets outside its own namespace.
 pub fn input_config_map(
@@ -80,8 +80,9 @@ pub fn input_config_map(
     namespace: &str,
     request: &RunRequest,
     context: &RunContext,
+    files: &BTreeMap<String, String>,
 ) -> Result<ConfigMap, JobRunError> {
-    let mut data = BTreeMap::new();
+    let mut data = files.clone();
     let input = serde_json::to_string_pretty(&request.input).unwrap_or_default();
     data.insert("input.json".to_owned(), input);
     data.insert("context.json".to_owned(), context.to_json());

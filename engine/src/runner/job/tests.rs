@@ -4,6 +4,7 @@
 use super::*;
 use crate::api::{EnvVar, JobResources};
 use crate::cluster::kube::mock::{self, Call, MockApi};
+use crate::runner::offload::OffloadTarget;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -437,5 +438,205 @@ async fn without_a_cluster_a_real_run_says_how_to_see_the_job() {
     assert_eq!(
         err.message,
         "job.onDiagnosisNode is set but the Diagnosis names no node"
+    );
+}
+
+/// An offloaded wasm step (`wasm.runOn: Job`): the target it goes to.
+fn offload_target(catalog: Option<Arc<crate::store::ModuleCatalog>>) -> OffloadTarget {
+    OffloadTarget {
+        image: "ghcr.io/operon-dev/operon:0.1.0".to_owned(),
+        module_url: "https://operon-webhooks.operon.svc:443".to_owned(),
+        server_name: None,
+        ca: tokio::sync::watch::channel(b"-----BEGIN CERTIFICATE-----\n".to_vec()).1,
+        catalog,
+    }
+}
+
+fn offloaded_wasm() -> crate::api::WasmProcessor {
+    crate::api::WasmProcessor {
+        module: "disk-scan".to_owned(),
+        config: [("depth".to_owned(), "2".to_owned())].into(),
+        read_only_paths: Vec::new(),
+        run_on: Some(crate::api::WasmRunOn::Job),
+        job: Some(crate::api::WasmJob {
+            service_account_name: Some("scanner".to_owned()),
+            ttl_seconds_after_finished: Some(60),
+            ..crate::api::WasmJob::default()
+        }),
+    }
+}
+
+#[tokio::test]
+async fn an_offloaded_wasm_step_is_a_job_of_operons_image_running_the_digest() {
+    let digest = crate::sandbox::ModuleDigest::of(b"the module");
+    let hex = digest.to_string();
+    let (client, mut api) = mock::pair();
+    let runner = Arc::new(
+        offload_target(None)
+            .runner(
+                Some(client),
+                "disk-scan",
+                &offloaded_wasm(),
+                digest,
+                Platform {
+                    cluster: Some("lab".to_owned()),
+                },
+            )
+            .unwrap(),
+    );
+    let mut request = request();
+    request.results = [("operation.df.output".to_owned(), "87%".to_owned())].into();
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        let request = request.clone();
+        async move { runner.run(&request).await }
+    });
+    let name = name();
+    api.next().await.fail(404, "NotFound", "not found");
+
+    let input = api.next().await;
+    let body = input.json();
+    let data = &body["data"];
+    assert_eq!(data["module-ca.crt"], "-----BEGIN CERTIFICATE-----\n");
+    assert_eq!(
+        serde_json::from_str::<Value>(data["results.json"].as_str().unwrap()).unwrap(),
+        json!({"operation.df.output": "87%"})
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(data["input.json"].as_str().unwrap()).unwrap(),
+        json!({"node": "n1", "operation.df.output": "87%"})
+    );
+    input.answer(201, body);
+
+    let job = api.next().await;
+    let labels = json!({"app.kubernetes.io/managed-by": "operon", "operon.dev/run": name,
+                        "operon.dev/diagnosis": "disk"});
+    let plain = |n: &str, v: &str| json!({"name": n, "value": v});
+    let map_ref =
+        |n: &str| json!({"name": n, "valueFrom": {"configMapKeyRef": {"name": name, "key": n}}});
+    let expected = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {
+            "name": name, "namespace": "ops", "labels": labels,
+            "annotations": {"operon.dev/run-name": "ops/disk/node-3", "operon.dev/operation": "disk-scan"},
+            "ownerReferences": [{"apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+                "name": "disk", "uid": "uid-1", "blockOwnerDeletion": false, "controller": false}],
+        },
+        "spec": {
+            "backoffLimit": 0, "activeDeadlineSeconds": 300, "ttlSecondsAfterFinished": 60,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": "scanner",
+                    "volumes": [{"name": "operon-input", "configMap": {"name": name}}],
+                    "containers": [{
+                        "name": "step", "image": "ghcr.io/operon-dev/operon:0.1.0",
+                        "command": ["operon"],
+                        "args": ["op", "run", "--digest", hex,
+                            "--module-url", "https://operon-webhooks.operon.svc:443",
+                            "--module-ca", "/var/run/operon/module-ca.crt",
+                            "--token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                            "--input-file", "/var/run/operon/input.json",
+                            "--results-file", "/var/run/operon/results.json",
+                            "--context-file", "/var/run/operon/context.json",
+                            "--result-file", "/dev/termination-log",
+                            "--no-cache", "--param", "depth=2"],
+                        "terminationMessagePath": "/dev/termination-log",
+                        "terminationMessagePolicy": "File",
+                        "volumeMounts": [{"name": "operon-input", "mountPath": "/var/run/operon", "readOnly": true}],
+                        "env": [
+                            plain("OPERON_RUN_NAME", "ops/disk/node-3"),
+                            plain("OPERON_DRY_RUN", "false"),
+                            plain("OPERON_TIMEOUT_SECONDS", "300"),
+                            plain("OPERON_NODE", "n1"),
+                            plain("OPERON_NAMESPACE", "ops"),
+                            plain("OPERON_OWNER_KIND", "Diagnosis"),
+                            plain("OPERON_OWNER_NAME", "disk"),
+                            plain("OPERON_OWNER_UID", "uid-1"),
+                            plain("OPERON_CLUSTER", "lab"),
+                            plain("OPERON_INPUT_PATH", "/var/run/operon/input.json"),
+                            plain("OPERON_CONTEXT_PATH", "/var/run/operon/context.json"),
+                            plain("OPERON_RESULT_PATH", "/dev/termination-log"),
+                            plain("RUNNER_ARGS_PATH", "/var/run/operon/input.json"),
+                            plain("RUNNER_CONTEXT_PATH", "/var/run/operon/context.json"),
+                            map_ref("OPERON_INPUT_NODE"),
+                            map_ref("OPERON_INPUT_OPERATION_DF_OUTPUT"),
+                        ],
+                    }],
+                },
+            },
+        },
+    });
+    assert_eq!(job.json(), expected);
+    let created = job.json();
+    job.answer(201, created.clone());
+    let done = pod(terminated("Succeeded", 0, r#"{"scanned":"41"}"#));
+    serve_watches(&mut api, Some(created), vec![done], "", 1).await;
+    let out = task.await.unwrap().unwrap();
+    assert_eq!(out.results["scanned"], "41");
+}
+
+#[tokio::test]
+async fn an_offloaded_dry_run_names_the_module_and_the_image() {
+    let digest = crate::sandbox::ModuleDigest::of(b"the module");
+    let runner = offload_target(None)
+        .runner(
+            None,
+            "disk-scan",
+            &offloaded_wasm(),
+            digest,
+            Platform::default(),
+        )
+        .unwrap();
+    let mut request = request();
+    request.dry_run = true;
+    let dry = runner.dry_run(&request).await.unwrap();
+    assert!(
+        dry.action.contains(&format!(
+            "running `operon op run` on module {digest} in ghcr.io/operon-dev/operon:0.1.0"
+        )),
+        "{}",
+        dry.action
+    );
+    let detail = dry.detail.unwrap();
+    assert_eq!(
+        detail["configMap"]["keys"],
+        json!([
+            "input.json",
+            "context.json",
+            "module-ca.crt",
+            "results.json"
+        ])
+    );
+    assert_eq!(
+        detail["job"]["spec"]["template"]["spec"]["containers"][0]["args"][3],
+        digest.to_string()
+    );
+}
+
+#[test]
+fn a_module_the_module_api_does_not_serve_is_refused_when_the_runner_is_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = crate::store::BlobStore::open(dir.path(), 1 << 20).unwrap();
+    let held = blobs.put(b"held").unwrap();
+    let catalog = Arc::new(crate::store::ModuleCatalog::new(blobs));
+    let target = offload_target(Some(catalog));
+    let wasm = offloaded_wasm();
+    assert!(
+        target
+            .runner(None, "disk-scan", &wasm, held, Platform::default())
+            .is_ok()
+    );
+    let missing = crate::sandbox::ModuleDigest::of(b"not uploaded");
+    let err = target
+        .runner(None, "disk-scan", &wasm, missing, Platform::default())
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("\"disk-scan\"")
+            && text.contains(&missing.to_string())
+            && text.contains("operon module push"),
+        "{text}"
     );
 }
