@@ -281,3 +281,111 @@ async fn serve_converges_modules_and_follows_the_config_map() {
     );
     drop(served);
 }
+
+/// A module with `crds/` and a custom resource of that CRD in its manifests: the CRD
+/// goes in (ModuleEnsureCRDs) and is established before the ModuleRun applies the
+/// resource; disabling the module deletes the resource and keeps the CRD.
+#[tokio::test]
+async fn serve_applies_a_modules_crds_before_its_objects() {
+    let Some(kubeconfig) = kubeconfig() else {
+        return;
+    };
+    let cluster = connect(&kubeconfig).await;
+    let scratch = Scratch::new(&cluster, &kubeconfig, "operon-serve-crds").await;
+    let ns = scratch.name.clone();
+    let group = format!("{ns}.example.com");
+    let crd_name = format!("gadgets.{group}");
+    let _crd = ClusterScoped {
+        kubeconfig: kubeconfig.clone(),
+        objects: vec![("customresourcedefinition", crd_name.clone())],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |path: &str, text: &str| {
+        let path = d.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("hooks/.keep", "");
+    write("modules/values.yaml", "gadgetsEnabled: true\n");
+    write(
+        "modules/001-gadgets/crds/gadgets.yaml",
+        &format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+             metadata:\n  name: {crd_name}\nspec:\n  group: {group}\n  scope: Namespaced\n\
+             \x20 names: {{plural: gadgets, singular: gadget, kind: Gadget}}\n  versions:\n\
+             \x20 - name: v1\n    served: true\n    storage: true\n    schema:\n\
+             \x20     openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
+        ),
+    );
+    write(
+        "modules/001-gadgets/manifests/gadget.yaml",
+        &format!(
+            "apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: first\nspec:\n  size: 3\n"
+        ),
+    );
+    let served = serve(
+        &kubeconfig,
+        &d.join("hooks"),
+        &[
+            "--modules-dir",
+            d.join("modules").to_str().unwrap(),
+            "--modules-namespace",
+            &ns,
+            "--no-controllers",
+        ],
+        "crds",
+    );
+    let log = || std::fs::read_to_string(d.join("crds.log")).unwrap_or_default();
+    let gadget = eventually("the Gadget", Duration::from_secs(60), async || {
+        get(&kubeconfig, &ns, &format!("gadgets.{group}"), "first")
+    })
+    .await;
+    assert_eq!(gadget["spec"]["size"], 3);
+    let done = tasks_done(&log());
+    assert_eq!(
+        done,
+        [
+            "DiscoverModules",
+            "ModuleEnsureCRDs:gadgets",
+            "ModuleRun:gadgets"
+        ],
+        "{}",
+        log()
+    );
+
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "addon-operator", "namespace": ns},
+        "data": {"gadgetsEnabled": "false"},
+    });
+    let mut apply = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(config.to_string().as_bytes())
+        .unwrap();
+    assert!(apply.wait().unwrap().success());
+    eventually("the Gadget deleted", Duration::from_secs(60), async || {
+        get(&kubeconfig, &ns, &format!("gadgets.{group}"), "first")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        kubectl(&kubeconfig, &["get", "crd", &crd_name])
+            .status
+            .success(),
+        "the CRD stays"
+    );
+    drop(served);
+}

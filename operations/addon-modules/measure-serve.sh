@@ -7,6 +7,9 @@
 #
 #   measure-serve.sh KUBECONFIG [ROUNDS]
 #
+# With MODE=run the same rounds go through `operon modules run` instead (the local
+# loop with --kubeconfig), for a comparison on the same machine at the same time.
+#
 # Needs kubectl, jq, python3, a built `operon` (OPERON, default target/debug/operon)
 # and a `helm` (HELM, default the test tree's helm-python-sdk wrapper).
 set -euo pipefail
@@ -32,11 +35,15 @@ k -n "$ns" create configmap addon-operator \
   --from-literal=echoServer=$'replicas: 1\nmessage: hi\n' \
   --from-literal=configReporter="namespace: $ns" >/dev/null
 mkdir "$work/hooks"
-"$operon" serve --kubeconfig "$kubeconfig" --hooks-dir "$work/hooks" \
-  --listen-address 127.0.0.1 --listen-port 0 --debug-unix-socket "$work/debug.socket" \
-  --no-controllers --kube-client-qps 0 \
-  --modules-dir "$here/modules" --global-hooks-dir "$here/global-hooks" \
-  --modules-namespace "$ns" --helm-binary "$helm" 2>"$work/serve.log" &
+dirs=(--modules-dir "$here/modules" --global-hooks-dir "$here/global-hooks" --helm-binary "$helm")
+if [[ "${MODE:-serve}" == run ]]; then
+  "$operon" modules run --kubeconfig "$kubeconfig" -n "$ns" "${dirs[@]}" >"$work/serve.log" 2>&1 &
+else
+  "$operon" serve --kubeconfig "$kubeconfig" --hooks-dir "$work/hooks" \
+    --listen-address 127.0.0.1 --listen-port 0 --debug-unix-socket "$work/debug.socket" \
+    --no-controllers --kube-client-qps 0 --modules-namespace "$ns" "${dirs[@]}" \
+    2>"$work/serve.log" &
+fi
 serve_pid=$!
 for _ in $(seq 300); do
   k -n "$ns" get deployment echo-server >/dev/null 2>&1 && break
@@ -64,8 +71,11 @@ for i in $(seq "$rounds"); do
   sleep 1
 done
 echo "operon's part (ConfigMap watch event to apply done), from its log:"
-grep 'module applied after the ConfigMap change' "$work/serve.log" |
-  sed -E 's/.*latency_ms=([0-9.]+).*/\1/' |
+# serve logs `latency_ms=N`, modules run prints `module M applied 503.2ms after ...`.
+grep -E 'module applied after the ConfigMap change|module echo-server applied .* after the ConfigMap change' "$work/serve.log" |
+  grep -v 'module=config-reporter' |
+  sed -E -e 's/.*latency_ms=([0-9.]+).*/\1/' \
+    -e 's/.*applied ([0-9.]+)ms after.*/\1/' -e 's/.*applied ([0-9.]+)s after.*/\1e3/' |
   python3 -c 'import sys, statistics as s
 v = sorted(float(x) for x in sys.stdin)
 print(f"  {len(v)} changes: {v[0]:.0f}-{v[-1]:.0f} ms, median {s.median(v):.0f} ms")'
