@@ -2,12 +2,12 @@
 //! replica of `operon serve` and every agent watches the Modules, learns each name's
 //! digest, fetches the bytes it lacks from a replica listed in the Module's
 //! `status.sources` (checking the digest), and, when it serves the module API itself,
-//! lists itself there once it holds them. Bytes no Module and no Operation refer to
-//! any more are removed after a grace period.
+//! lists itself there once it holds them. Bytes no Module, no Operation and no Hook
+//! refer to any more are removed after a grace period.
 
 use super::catalog::ModuleCatalog;
 use super::fetch::Fetcher;
-use crate::api::{Module, ModuleSource, Operation};
+use crate::api::{Hook, Module, ModuleSource, Operation};
 use crate::sandbox::{ModuleDigest, Sandbox};
 use futures::StreamExt as _;
 use kube::api::{ListParams, PostParams};
@@ -108,7 +108,8 @@ pub async fn follow(
     sandbox: Option<Sandbox>,
 ) {
     let modules: Api<Module> = Api::all(client.clone());
-    let operations: Api<Operation> = Api::all(client);
+    let operations: Api<Operation> = Api::all(client.clone());
+    let hooks: Api<Hook> = Api::all(client);
     let (reader, writer) = reflector::store::<Module>();
     let events = reflector::reflector(writer, watcher(modules.clone(), watcher::Config::default()))
         .default_backoff();
@@ -138,7 +139,7 @@ pub async fn follow(
             },
             _ = resync.tick() => {
                 if listed {
-                    follower.collect_garbage(&operations).await;
+                    follower.collect_garbage(&operations, &hooks).await;
                 }
             }
         }
@@ -259,10 +260,10 @@ impl Follower {
         self.fetching.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Removes stored bytes referenced by no Module and no Operation for longer than
-    /// the grace period.
-    async fn collect_garbage(&self, operations: &Api<Operation>) {
-        let pinned = match operations.list(&ListParams::default()).await {
+    /// Removes stored bytes referenced by no Module, no Operation and no Hook for longer
+    /// than the grace period.
+    async fn collect_garbage(&self, operations: &Api<Operation>, hooks: &Api<Hook>) {
+        let mut pinned = match operations.list(&ListParams::default()).await {
             Ok(list) => list
                 .items
                 .iter()
@@ -275,6 +276,20 @@ impl Follower {
                 return;
             }
         };
+        match hooks.list(&ListParams::default()).await {
+            Ok(list) => pinned.extend(
+                list.items
+                    .iter()
+                    .filter_map(|hook| ModuleDigest::parse(&hook.spec.module)),
+            ),
+            // An agent may not read Hooks (it runs none), and an older cluster may
+            // have no Hook CRD: no Hook pins anything there.
+            Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "listing Hooks for module garbage collection");
+                return;
+            }
+        }
         let named: HashSet<ModuleDigest> =
             self.catalog.names().into_iter().map(|(_, d)| d).collect();
         let stored = match self.catalog.blobs().list() {
@@ -293,7 +308,7 @@ impl Follower {
             if now.duration_since(since) >= self.options.gc_grace {
                 match self.catalog.blobs().remove(&digest) {
                     Ok(_) => {
-                        tracing::info!(%digest, "removed a module no Module or Operation refers to")
+                        tracing::info!(%digest, "removed a module no Module, Operation or Hook refers to")
                     }
                     Err(e) => {
                         tracing::warn!(%digest, error = %e, "cannot remove an unreferenced module")
@@ -434,6 +449,84 @@ mod tests {
         assert_eq!(call.method, "GET");
         call.answer(200, module_json("3", listed));
         recording.await.unwrap().unwrap();
+        api.quiet().await;
+    }
+
+    /// Answers the lists garbage collection makes: no Operation, and `hooks` (a list of
+    /// Hook specs) or, with `None`, a 403 as an agent gets.
+    async fn answer_lists(
+        api: &mut crate::cluster::kube::mock::MockApi,
+        hooks: Option<Vec<serde_json::Value>>,
+    ) {
+        let call = api.next().await;
+        assert!(
+            call.uri
+                .starts_with("/apis/operon.dev/v1alpha1/operations?"),
+            "{}",
+            call.uri
+        );
+        call.answer(
+            200,
+            serde_json::json!({"apiVersion": "operon.dev/v1alpha1", "kind": "OperationList",
+                                             "metadata": {"resourceVersion": "1"}, "items": []}),
+        );
+        let call = api.next().await;
+        assert!(
+            call.uri.starts_with("/apis/operon.dev/v1alpha1/hooks?"),
+            "{}",
+            call.uri
+        );
+        match hooks {
+            Some(specs) => {
+                let items: Vec<serde_json::Value> = specs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, spec)| {
+                        serde_json::json!({
+                        "apiVersion": "operon.dev/v1alpha1", "kind": "Hook",
+                        "metadata": {"name": format!("h{i}"), "namespace": "demo"}, "spec": spec})
+                    })
+                    .collect();
+                call.answer(200, serde_json::json!({"apiVersion": "operon.dev/v1alpha1", "kind": "HookList",
+                                                     "metadata": {"resourceVersion": "1"}, "items": items}));
+            }
+            None => call.fail(403, "Forbidden", "hooks.operon.dev is forbidden"),
+        }
+    }
+
+    #[tokio::test]
+    async fn bytes_a_hook_pins_by_digest_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = super::super::BlobStore::open(dir.path(), 1024).unwrap();
+        let (pinned, orphan) = (blobs.put(b"pinned").unwrap(), blobs.put(b"orphan").unwrap());
+        let (client, mut api) = crate::cluster::kube::mock::pair();
+        let follower = Follower {
+            catalog: Arc::new(ModuleCatalog::new(blobs.clone())),
+            fetcher: None,
+            options: ReplicaOptions {
+                identity: "operon-a".into(),
+                advertise: None,
+                gc_grace: Duration::ZERO,
+            },
+            modules: Api::all(client.clone()),
+            sandbox: None,
+            fetching: Arc::default(),
+            unreferenced: Mutex::default(),
+        };
+        let (operations, hooks) = (Api::all(client.clone()), Api::all(client));
+        let collecting = async {
+            follower.collect_garbage(&operations, &hooks).await;
+        };
+        let hook = serde_json::json!({"module": pinned.to_string()});
+        tokio::join!(collecting, answer_lists(&mut api, Some(vec![hook])));
+        assert!(blobs.contains(&pinned));
+        assert!(!blobs.contains(&orphan));
+        // An agent, which may not list Hooks, still collects (it runs no Hook).
+        let collecting = async {
+            follower.collect_garbage(&operations, &hooks).await;
+        };
+        tokio::join!(collecting, answer_lists(&mut api, None));
+        assert!(!blobs.contains(&pinned));
         api.quiet().await;
     }
 

@@ -317,3 +317,54 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
     assert_eq!(label(&cluster, "web-2"), Value::Null);
     server.api.quiet().await;
 }
+
+#[tokio::test]
+async fn a_hook_naming_a_module_follows_it_to_new_bytes() {
+    let store = tempfile::tempdir().unwrap();
+    let blobs = crate::store::BlobStore::open(store.path(), 64 << 20).unwrap();
+    let labeler = std::fs::read(operon_tests::POD_LABELER).unwrap();
+    // The same component with a custom section: other bytes, another digest.
+    let mut changed = labeler.clone();
+    changed.extend_from_slice(&[0x00, 0x04, 0x01, b'x', b'v', b'2']);
+    let (v1, v2) = (blobs.put(&labeler).unwrap(), blobs.put(&changed).unwrap());
+    let catalog = Arc::new(crate::store::ModuleCatalog::new(blobs));
+    catalog.set("labeler", v1);
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let (client, api) = pair();
+    let objects = HookObjects::new(
+        client,
+        ModuleLocator::new(None).with_catalog(catalog.clone()),
+        HookLoader::new(sandbox, CallLimits::default(), false),
+        Arc::new(LocalCluster::new()),
+    )
+    .with_catalog_changes(catalog.subscribe());
+    let _running = AbortOnDrop::spawn(run(Arc::new(objects), Arc::new(Metrics::new().unwrap())));
+    let mut server = Server {
+        api,
+        watches: Vec::new(),
+        writes: Vec::new(),
+    };
+    let spec = json!({"module": "labeler", "permissions": {"watch": [
+        {"apiVersion": "v1", "kind": "Pod", "namespaces": ["*"]}]}});
+    let loaded = |digest: crate::sandbox::ModuleDigest| {
+        move |b: &Value| {
+            b["status"]["digest"] == digest.to_string() && condition(b, "Ready")["status"] == "True"
+        }
+    };
+    server.until(&[hook(1, "1", spec)], loaded(v1)).await;
+    // The Module now names other bytes: the Hook runs them, with no change of its own.
+    catalog.set("labeler", v2);
+    let body = server.until(&[], loaded(v2)).await;
+    assert_eq!(body["status"]["observedGeneration"], 1);
+    // The Module gone: the Hook says so and runs nothing.
+    catalog.remove("labeler");
+    let body = server
+        .until(&[], |b| condition(b, "Loaded")["status"] == "False")
+        .await;
+    assert_eq!(condition(&body, "Loaded")["reason"], "ModuleNotFound");
+    assert!(body["status"].get("digest").is_none(), "{body}");
+}
