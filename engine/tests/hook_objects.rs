@@ -210,3 +210,25 @@ async fn a_module_of_another_world_is_refused() {
         refusal.message
     );
 }
+
+#[tokio::test]
+async fn admission_bindings_are_refused_in_hook_objects() {
+    let cluster = cluster();
+    let refusal = prepare::prepare(
+        &hook(json!({"module": "admission"})),
+        Path::new(operon_tests::ADMISSION),
+        &loader(),
+        cluster.clone() as Arc<dyn Cluster>,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(refusal.reason, "WebhookBindingUnsupported");
+    assert!(
+        refusal
+            .message
+            .starts_with("bindings [\"images.operon.dev\"] are admission or conversion webhooks"),
+        "{}",
+        refusal.message
+    );
+}
