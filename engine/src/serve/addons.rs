@@ -201,3 +201,196 @@ fn log_event(event: &QueueEvent) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addons::config::ConfigMapRef;
+    use crate::addons::render::Renderer;
+    use crate::cluster::local::LocalCluster;
+    use crate::hooks::load::HookLoader;
+    use crate::model::WatchEvent;
+    use crate::sandbox::{CallLimits, Sandbox, SandboxConfig};
+    use crate::script::{Launcher, ScriptSandboxConfig};
+    use crate::serve::{Coordination, ServeError, ServeOptions};
+    use std::net::SocketAddr;
+    use std::path::Path;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    fn write(root: &Path, path: &str, text: &str) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Modules of manifests only: no script runs, so the sandbox's launcher is never
+    /// started.
+    fn options(modules: &Path) -> Arc<ModulesOptions> {
+        let launcher = Launcher {
+            program: "/nonexistent/launcher".into(),
+            args: Vec::new(),
+        };
+        Arc::new(ModulesOptions {
+            settings: Settings {
+                modules_dir: modules.to_owned(),
+                global_hooks_dir: None,
+                config_map: ConfigMapRef {
+                    namespace: "ops".into(),
+                    name: "addon-operator".into(),
+                },
+                renderer: Renderer {
+                    helm: "helm".into(),
+                    namespace: "ops".into(),
+                    timeout: Duration::from_secs(10),
+                },
+                hook_timeout: Duration::from_secs(10),
+                retry_first: Duration::from_millis(100),
+                retry_max: Duration::from_secs(1),
+            },
+            namespace: "ops".into(),
+            client: None,
+            sandbox: ScriptSandbox::new(ScriptSandboxConfig::new(launcher)).unwrap(),
+            view: QueueView::default(),
+        })
+    }
+
+    fn loader() -> HookLoader {
+        let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+        HookLoader::new(sandbox, CallLimits::default(), false)
+    }
+
+    async fn get(address: SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    async fn config_map(cluster: &LocalCluster, name: &str) -> Option<serde_json::Value> {
+        let resource = cluster.resolve(Some("v1"), "ConfigMap").unwrap();
+        Cluster::get(cluster, &resource, Some("ops"), name)
+            .await
+            .unwrap()
+    }
+
+    async fn until<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+        for _ in 0..200 {
+            if let Some(found) = check().await {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serve_converges_modules_shows_their_queue_and_metrics_and_follows_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        write(d, "modules/values.yaml", "appEnabled: true\n");
+        write(
+            d,
+            "modules/001-app/manifests/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: b\n",
+        );
+        let cluster = Arc::new(LocalCluster::new());
+        let address: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let listener = std::net::TcpListener::bind(address).unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let socket = d.join("debug.socket");
+        let options = ServeOptions {
+            debug_socket: Some(socket.clone()),
+            grace: Duration::from_secs(5),
+            modules: Some(options(&d.join("modules"))),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(options, &loader(), served, Coordination::default(), async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+
+        let applied = until("the module's ConfigMap", async || {
+            config_map(&cluster, "app").await
+        })
+        .await;
+        assert_eq!(applied["data"]["a"], "b");
+        let queue = until("the queue after the convergence", async || {
+            let answer = crate::serve::debug::request(&socket, "/queue/main")
+                .await
+                .ok()?;
+            (answer["enabledModules"] == serde_json::json!(["app"])).then_some(answer)
+        })
+        .await;
+        assert_eq!(queue["runningQueue"], true);
+        let metrics = get(address, "/metrics").await;
+        assert!(
+            metrics.contains("operon_module_enabled{module=\"app\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("operon_module_run_seconds_count{module=\"app\"} 1"),
+            "{metrics}"
+        );
+
+        // The ConfigMap disables the module: its objects and release record go.
+        let config: serde_json::Value = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "addon-operator", "namespace": "ops"},
+            "data": {"appEnabled": "false"},
+        });
+        cluster
+            .apply_watch_event(WatchEvent::Added, config)
+            .unwrap();
+        until("the module's objects deleted", async || {
+            let gone = config_map(&cluster, "app").await.is_none()
+                && config_map(&cluster, "operon-module-app").await.is_none();
+            gone.then_some(())
+        })
+        .await;
+        let metrics = get(address, "/metrics").await;
+        assert!(
+            metrics.contains("operon_module_enabled{module=\"app\"} 0"),
+            "{metrics}"
+        );
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_bad_modules_directory_stops_serve_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        write(d, "modules/001-app/values.yaml", "app: [not, a, mapping\n");
+        let address: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let options = ServeOptions {
+            modules: Some(options(&d.join("modules"))),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let error = crate::serve::run(
+            options,
+            &loader(),
+            Arc::new(LocalCluster::new()),
+            Coordination::default(),
+            std::future::pending(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(error, ServeError::Modules(_)), "{error}");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("modules: ") && message.contains("001-app/values.yaml"),
+            "{message}"
+        );
+    }
+}
