@@ -120,8 +120,15 @@ fn target(operation: &PatchOperation) -> Result<ObjectRef, ClusterError> {
 }
 
 impl Permissions {
-    /// The permissions of the Hook `name` in `namespace`.
-    pub fn new(namespace: &str, name: &str, declared: &HookPermissions) -> Self {
+    /// The permissions of the Hook `name` in `namespace`, or every problem of them (a
+    /// malformed `apiVersion`, an empty kind or operation list): a permission that
+    /// cannot be read grants nothing, and the Hook does not load.
+    pub fn new(
+        namespace: &str,
+        name: &str,
+        declared: &HookPermissions,
+    ) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
         let namespaces = |listed: &[String]| -> Option<Vec<String>> {
             if listed.iter().any(|n| n == ALL_NAMESPACES) {
                 None
@@ -131,31 +138,67 @@ impl Permissions {
                 Some(listed.to_vec())
             }
         };
-        let grant = |api_version: &str, kind: &str, listed: &[String]| Grant {
-            api_version: api_version.to_owned(),
-            group: split_api_version(api_version)
-                .map(|(group, _)| group)
-                .unwrap_or_default(),
-            kind: kind.to_owned(),
-            namespaces: namespaces(listed),
-            operations: Vec::new(),
+        let mut grant = |field: String, api_version: &str, kind: &str, listed: &[String]| {
+            let group = match split_api_version(api_version) {
+                Ok((group, _)) => group,
+                Err(reason) => {
+                    problems.push(format!("{field}.apiVersion: {reason}"));
+                    String::new()
+                }
+            };
+            if kind.trim().is_empty() {
+                problems.push(format!("{field}.kind: empty"));
+            }
+            Grant {
+                api_version: api_version.to_owned(),
+                group,
+                kind: kind.to_owned(),
+                namespaces: namespaces(listed),
+                operations: Vec::new(),
+            }
         };
-        Self {
-            hook: format!("{namespace}/{name}"),
-            watch: declared
-                .watch
-                .iter()
-                .map(|w| grant(&w.api_version, &w.kind, &w.namespaces))
-                .collect(),
-            patch: declared
-                .patch
-                .iter()
-                .map(|p| Grant {
-                    operations: p.operations.clone(),
-                    ..grant(&p.api_version, &p.kind, &p.namespaces)
-                })
-                .collect(),
+        let watch = declared
+            .watch
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                grant(
+                    format!("spec.permissions.watch[{i}]"),
+                    &w.api_version,
+                    &w.kind,
+                    &w.namespaces,
+                )
+            })
+            .collect();
+        let patch = declared
+            .patch
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Grant {
+                operations: p.operations.clone(),
+                ..grant(
+                    format!("spec.permissions.patch[{i}]"),
+                    &p.api_version,
+                    &p.kind,
+                    &p.namespaces,
+                )
+            })
+            .collect();
+        for (i, p) in declared.patch.iter().enumerate() {
+            if p.operations.is_empty() {
+                problems.push(format!(
+                    "spec.permissions.patch[{i}].operations: empty (list the operations it grants)"
+                ));
+            }
         }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Self {
+            hook: format!("{namespace}/{name}"),
+            watch,
+            patch,
+        })
     }
 
     /// Checks that the kubernetes binding `binding`, watching `resource`, stays within
@@ -345,6 +388,7 @@ mod tests {
                 }],
             },
         )
+        .unwrap()
     }
 
     fn merge(kind: &str, namespace: Option<&str>) -> PatchOperation {
@@ -423,6 +467,32 @@ mod tests {
                 "may not DeleteNonCascading ConfigMap kube-system/coredns: spec.permissions.patch does not grant Delete on v1/ConfigMap in namespace kube-system"
             ),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn unreadable_permissions_grant_nothing_and_say_why() {
+        let declared = HookPermissions {
+            watch: vec![WatchPermission {
+                api_version: "apps/v1/extra".into(),
+                kind: "Deployment".into(),
+                namespaces: vec![],
+            }],
+            patch: vec![PatchPermission {
+                api_version: "v1".into(),
+                kind: "".into(),
+                namespaces: vec![],
+                operations: vec![],
+            }],
+        };
+        let problems = Permissions::new("demo", "h", &declared).unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                "spec.permissions.watch[0].apiVersion: apiVersion \"apps/v1/extra\" is not of the form `version` or `group/version`",
+                "spec.permissions.patch[0].kind: empty",
+                "spec.permissions.patch[0].operations: empty (list the operations it grants)",
+            ]
         );
     }
 

@@ -103,11 +103,9 @@ pub async fn prepare(
         apply_overrides(&mut config, overrides)
             .map_err(|problems| Refusal::new("InvalidOverride", problems.join("; ")))?;
     }
-    let permissions = Arc::new(Permissions::new(
-        &namespace,
-        &hook.name_any(),
-        &hook.spec.permissions,
-    ));
+    let permissions = Permissions::new(&namespace, &hook.name_any(), &hook.spec.permissions)
+        .map(Arc::new)
+        .map_err(|problems| Refusal::new("InvalidPermissions", problems.join("; ")))?;
     let permitted: Arc<dyn Cluster> = Arc::new(PermittedCluster::new(cluster, permissions.clone()));
     let configured = Arc::new(Configured {
         inner: module,
