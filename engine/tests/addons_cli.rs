@@ -151,3 +151,62 @@ fn an_unknown_module_is_named() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no module nginx in "), "{stderr}");
 }
+
+#[test]
+fn render_refuses_values_required_for_helm_that_are_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |path: &str, text: &str| {
+        let path = d.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("modules/values.yaml", "ingressEnabled: true\n");
+    write(
+        "modules/001-ingress/openapi/config-values.yaml",
+        "type: object\nx-required-for-helm: host\nproperties:\n  host: {type: string}\n",
+    );
+    write(
+        "modules/001-ingress/manifests/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ingress\n",
+    );
+    let render = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_operon"))
+            .args([
+                "modules",
+                "render",
+                "ingress",
+                "--no-hooks",
+                "--modules-dir",
+            ])
+            .arg(d.join("modules"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = render(&[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("module ingress values for rendering (x-required-for-helm) are not valid")
+            && stderr.contains("\"host\" is a required property"),
+        "{stderr}"
+    );
+    // The values say nothing against it as config: `operon modules values` shows them.
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args([
+            "modules",
+            "values",
+            "ingress",
+            "--no-hooks",
+            "--modules-dir",
+        ])
+        .arg(d.join("modules"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

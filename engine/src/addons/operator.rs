@@ -399,6 +399,12 @@ impl Operator {
         self.section(module)?.compute()
     }
 
+    /// Checks `module`'s values for rendering (`x-required-for-helm` included), as a
+    /// ModuleRun does after its `beforeHelm` hooks.
+    pub fn check_for_helm(&self, module: &str) -> Result<(), AddonError> {
+        self.section(module)?.check_for_helm()
+    }
+
     /// The document hooks, `enabled` programs and charts of `module` see:
     /// `{"global": ..., "<moduleKey>": ...}`, with `global.enabledModules`.
     pub fn values_document(&self, module: &str) -> Result<Value, AddonError> {

@@ -523,6 +523,7 @@ async fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
     dry_startup(&mut operator, args.module.no_hooks).await;
+    operator.check_for_helm(&module.name)?;
     let document = operator.values_document(&module.name)?;
     let objects = settings(common).renderer.render(&module, &document).await?;
     if args.diff {
