@@ -40,7 +40,8 @@ pub struct HookObjects {
     client: Client,
     /// Resolves `spec.module` (the cluster's Modules, and --modules).
     modules: ModuleLocator,
-    /// Loads wasm hooks (shared with nothing else: its sandbox is the one given).
+    /// Loads wasm hooks, in the wasm sandbox it was given (`operon serve` gives the
+    /// Diagnosis runners' one, so a module is compiled once for both).
     loader: HookLoader,
     /// The cluster each Hook's engine watches and patches through its permissions.
     cluster: Arc<dyn Cluster>,
