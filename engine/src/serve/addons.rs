@@ -366,6 +366,119 @@ mod tests {
         server.await.unwrap().unwrap();
     }
 
+    struct Replica {
+        server: tokio::task::JoinHandle<Result<(), ServeError>>,
+        stop: tokio::sync::oneshot::Sender<()>,
+        socket: std::path::PathBuf,
+    }
+
+    fn replica(
+        name: &str,
+        dir: &Path,
+        cluster: &Arc<LocalCluster>,
+        leases: &Arc<std::sync::Mutex<crate::serve::fake_lease::FakeLeases>>,
+    ) -> Replica {
+        let socket = dir.join(format!("{name}.socket"));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let options = ServeOptions {
+            debug_socket: Some(socket.clone()),
+            grace: Duration::from_secs(5),
+            modules: Some(options(&dir.join("modules"))),
+            ..ServeOptions::new(dir.join("hooks"), address)
+        };
+        let mut lease = crate::serve::lease::LeaseOptions::new("operon", "ops");
+        lease.identity = name.to_owned();
+        lease.lease_duration = Duration::from_secs(2);
+        lease.renew_deadline = Duration::from_secs(1);
+        lease.retry_period = Duration::from_millis(100);
+        let elector = crate::serve::lease::LeaderElector::new(
+            crate::serve::fake_lease::client(leases.clone()),
+            lease,
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let cluster: Arc<dyn Cluster> = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(
+                options,
+                &loader(),
+                cluster,
+                Coordination {
+                    elector: Some(elector),
+                    ..Coordination::default()
+                },
+                async {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+        });
+        Replica {
+            server,
+            stop,
+            socket,
+        }
+    }
+
+    /// Whether the replica's module queue runs, once its debug socket answers.
+    async fn runs_queue(replica: &Replica) -> Option<bool> {
+        let answer = crate::serve::debug::request(&replica.socket, "/queue/main")
+            .await
+            .ok()?;
+        answer["runningQueue"].as_bool()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_the_leader_converges_modules_and_a_new_leader_starts_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        write(d, "modules/values.yaml", "appEnabled: true\n");
+        write(
+            d,
+            "modules/001-app/manifests/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n",
+        );
+        let cluster = Arc::new(LocalCluster::new());
+        let leases = Arc::new(std::sync::Mutex::new(
+            crate::serve::fake_lease::FakeLeases::default(),
+        ));
+        let a = replica("a", d, &cluster, &leases);
+        until("a leads and converges", async || {
+            (runs_queue(&a).await == Some(true) && config_map(&cluster, "app").await.is_some())
+                .then_some(())
+        })
+        .await;
+        let b = replica("b", d, &cluster, &leases);
+        until("b answers on its debug socket", async || {
+            runs_queue(&b).await
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(runs_queue(&b).await, Some(false), "b stands by");
+
+        // a goes; the config disables the module; b takes over, reads the config
+        // afresh and deletes what a applied.
+        a.stop.send(()).unwrap();
+        a.server.await.unwrap().unwrap();
+        let config = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "addon-operator", "namespace": "ops"},
+            "data": {"appEnabled": "false"},
+        });
+        cluster
+            .apply_watch_event(WatchEvent::Added, config)
+            .unwrap();
+        until("b leads and deletes the module's objects", async || {
+            (runs_queue(&b).await == Some(true) && config_map(&cluster, "app").await.is_none())
+                .then_some(())
+        })
+        .await;
+        b.stop.send(()).unwrap();
+        b.server.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn a_bad_modules_directory_stops_serve_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();
