@@ -1,16 +1,19 @@
 //! jq filters: compilation and execution. The first line is the filter, the rest the
 //! JSON input (`null` when it is not JSON).
 //!
-//! Beyond not panicking: a compile error names a line and a column inside the filter;
-//! a filter runs the same twice (no state leaks between runs); the cached and uncached
-//! compilations agree. Runs are bounded by the engine's output limit; libFuzzer's
-//! `-timeout` reports a filter that runs too long.
+//! Each run is bounded by the engine's run limits (`operon::jq::Limits`) with a time
+//! limit of 100 ms, so a filter that loops or recurses forever ends as
+//! `JqError::Limit` instead of a libFuzzer timeout or a crash. Beyond not panicking: a
+//! compile error names a line and a column inside the filter; a limit error names the
+//! filter; a filter runs the same twice (no state leaks between runs, in particular
+//! none from a run stopped at a limit); the cached and uncached compilations agree.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use operon::jq::{self, JqError};
+use operon::jq::{self, JqError, Limit, Limits};
 use serde_json::Value;
+use std::time::Duration;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -33,9 +36,34 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(other) => panic!("compiling gave a non-compile error: {other}"),
     };
-    let first = compiled.run(&input);
-    let second = compiled.run(&input);
-    assert_eq!(first, second, "two runs of {filter:?} differ");
-    let cached = jq::compile(filter).expect("compiles like the uncached filter");
-    assert_eq!(cached.run(&input), first);
+    let limits = Limits {
+        time: Duration::from_millis(100),
+        ..Limits::default()
+    };
+    let timed_out = |result: &Result<Vec<Value>, JqError>| {
+        matches!(
+            result,
+            Err(JqError::Limit {
+                limit: Limit::Time(_),
+                ..
+            })
+        )
+    };
+    let first = compiled.run_within(&input, &limits);
+    if let Err(JqError::Limit { filter: named, .. }) = &first {
+        assert!(
+            filter.trim().starts_with(named.trim_end_matches('…')),
+            "the limit error names {named:?}, not the filter {filter:?}"
+        );
+    }
+    let second = compiled.run_within(&input, &limits);
+    // How far a run gets before its time limit depends on the machine's load.
+    if !timed_out(&first) && !timed_out(&second) {
+        assert_eq!(first, second, "two runs of {filter:?} differ");
+        let cached = jq::compile(filter).expect("compiles like the uncached filter");
+        let third = cached.run_within(&input, &limits);
+        if !timed_out(&third) {
+            assert_eq!(third, first);
+        }
+    }
 });
