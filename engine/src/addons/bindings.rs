@@ -2,8 +2,8 @@
 //! engine ([`crate::hooks::engine::Engine`]) like any shell-operator hook: one engine
 //! for the global hooks, started once the global `onStartup` hooks ran, and one per
 //! enabled module, started by its first ModuleRun after its `onStartup` hooks and
-//! stopped when it is deleted ([`super::sync`] waits for their Synchronization). Each run sees
-//! the current values through `$VALUES_PATH` and `$CONFIG_VALUES_PATH`; the values
+//! stopped when it is deleted (the operator waits for their Synchronization). Each run
+//! sees the current values through `$VALUES_PATH` and `$CONFIG_VALUES_PATH`; the values
 //! patches it writes go back to the operator ([`BindingPatch`]), which applies them
 //! and runs the module (or converges, for global values) when they change the values.
 //! The engine applies the run's kubernetes patches and metrics itself.

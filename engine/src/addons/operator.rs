@@ -9,8 +9,9 @@
 //! Unlike addon-operator, a failed ModuleRun or ModuleDelete does not hold the queue:
 //! it is retried after a backoff (5 s doubling to 32 s, shell-operator's) while the
 //! other modules go on. A failed global task (a global hook, discovery) does hold it,
-//! as the modules depend on the global values. The task bodies are in [`super::tasks`]
-//! (private), the state they share is [`Operator`].
+//! as the modules depend on the global values. The task bodies are in the private
+//! `tasks` module (the binding engines' phases in `sync`), the state they share is
+//! [`Operator`].
 
 use super::AddonError;
 use super::apply::ObjectWriter;

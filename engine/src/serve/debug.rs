@@ -1,6 +1,7 @@
 //! The debug endpoint (shell-operator's idea): HTTP on a unix socket, so only who may
 //! open the socket file (mode 0600, the engine's user) can ask, with `operon debug
-//! queue list`, `operon debug hook list` and `operon debug hook snapshot NAME`. This
+//! queue list`, `operon debug hook list` and `operon debug hook snapshot NAME` (and,
+//! with modules, `operon modules queue`: `/queue/main`, see [`super::addons`]). This
 //! module has both sides: the server routes and the client request.
 
 use super::Status;
