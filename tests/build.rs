@@ -43,6 +43,16 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "fixture-legacy-operation",
         "fixture_legacy_operation.wasm",
     ),
+    (
+        "V0_2_OPERATION",
+        "fixture-v0-2-operation",
+        "fixture_v0_2_operation.wasm",
+    ),
+    (
+        "VALUES_HOOK",
+        "fixture-values-hook",
+        "fixture_values_hook.wasm",
+    ),
 ];
 
 /// Variables the outer cargo sets for this script that would leak into the nested build:

@@ -61,6 +61,7 @@ fn input(contexts: Vec<BindingContext>) -> HookInput {
             node: None,
             namespace: None,
             owner: None,
+            cluster: None,
         },
         binding_contexts: contexts,
     }

@@ -1,4 +1,4 @@
-//! The bindings wit-bindgen generates from `wit/` (`operon:engine@0.2.0`), one module
+//! The bindings wit-bindgen generates from `wit/` (`operon:engine@0.3.0`), one module
 //! per world.
 //!
 //! Only the current version is generated: a guest is built against one version, and the
@@ -28,15 +28,15 @@ pub mod operation {
         // PartialEq lets guest unit tests compare the operations a builder produces.
         additional_derives: [PartialEq],
         additional_type_attributes: {
-            "operon:engine/types@0.2.0/runner-context": [#[derive(Default)]],
-            "operon:engine/types@0.2.0/operation-input": [#[derive(Default)]],
-            "operon:engine/types@0.2.0/operation-output": [#[derive(Default)]],
-            "operon:engine/types@0.2.0/hook-config": [#[derive(Default)]],
-            "operon:engine/types@0.2.0/hook-settings": [#[derive(Default)]],
-            "operon:engine/types@0.2.0/hook-input": [#[derive(Default)]],
-            "operon:engine/types@0.2.0/hook-output": [#[derive(Default)]],
-            "operon:engine/types@0.2.0/label-selector": [#[derive(Default)]],
-            "operon:engine/types@0.2.0/namespace-selector": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/runner-context": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/operation-input": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/operation-output": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/hook-config": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/hook-settings": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/hook-input": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/hook-output": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/label-selector": [#[derive(Default)]],
+            "operon:engine/types@0.3.0/namespace-selector": [#[derive(Default)]],
         },
         pub_export_macro: true,
         export_macro_name: "__export_operation",
@@ -52,10 +52,10 @@ pub mod hook {
         path: "../wit",
         world: "hook",
         with: {
-            "operon:engine/types@0.2.0": crate::bindings::operation::operon::engine::types,
-            "operon:engine/log@0.2.0": crate::bindings::operation::operon::engine::log,
-            "operon:engine/kubernetes@0.2.0": crate::bindings::operation::operon::engine::kubernetes,
-            "operon:engine/metrics@0.2.0": crate::bindings::operation::operon::engine::metrics,
+            "operon:engine/types@0.3.0": crate::bindings::operation::operon::engine::types,
+            "operon:engine/log@0.3.0": crate::bindings::operation::operon::engine::log,
+            "operon:engine/kubernetes@0.3.0": crate::bindings::operation::operon::engine::kubernetes,
+            "operon:engine/metrics@0.3.0": crate::bindings::operation::operon::engine::metrics,
         },
         pub_export_macro: true,
         export_macro_name: "__export_hook",

@@ -147,6 +147,21 @@ impl HookConfig {
         self
     }
 
+    /// Adds an addon-operator lifecycle binding (`beforeHelm`, `afterAll`, ...) with its
+    /// order, for the hooks of addon modules and global hooks.
+    ///
+    /// ```
+    /// use operon_sdk::{HookConfig, LifecycleBinding};
+    ///
+    /// let config = HookConfig::new().lifecycle(LifecycleBinding::BeforeHelm, 10.0);
+    /// assert_eq!(config.lifecycle[0].order, 10.0);
+    /// ```
+    pub fn lifecycle(mut self, binding: crate::LifecycleBinding, order: f64) -> Self {
+        self.lifecycle
+            .push(crate::types::LifecycleOrder { binding, order });
+        self
+    }
+
     /// Adds a crontab binding.
     ///
     /// ```

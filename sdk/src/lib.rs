@@ -12,7 +12,9 @@
 //!   admission webhooks (validating and mutating bindings, their answers and JSON
 //!   patches) are in [`admission`];
 //! - changes to the cluster are [`Patch`]es, metrics are [`Metric`]s, and logs go through
-//!   [`info!`] and its siblings.
+//!   [`info!`] and its siblings;
+//! - the hooks of addon-operator modules read and patch their module's values through
+//!   [`values`], and declare lifecycle bindings with [`HookConfig::lifecycle`].
 //!
 //! A guest is a `cdylib` crate built with `cargo build --target wasm32-wasip2 --release`:
 //!
@@ -31,9 +33,10 @@
 //! # fn main() {}
 //! ```
 //!
-//! The SDK speaks version 0.2.0 of the contract (`operon:engine@0.2.0`, which added
-//! mutating admission bindings). Guests built with an older SDK, against 0.1.0, keep
-//! running: the host links every published version.
+//! The SDK speaks version 0.3.0 of the contract (`operon:engine@0.3.0`, which added the
+//! runner context's `cluster`, the `values` interface and lifecycle bindings). Guests
+//! built with an older SDK, against 0.1.0 or 0.2.0, keep running: the host links every
+//! published version.
 //!
 //! Host calls (patches, metrics, logs) only work inside the sandbox: on other targets they
 //! compile but panic, so keep the logic worth unit-testing in plain functions.
@@ -51,8 +54,9 @@ pub mod log;
 pub mod metrics;
 mod object;
 mod operation;
+pub mod values;
 
-/// The values of the WIT contract (`operon:engine@0.2.0`), as generated from
+/// The values of the WIT contract (`operon:engine@0.3.0`), as generated from
 /// `wit/types.wit`.
 pub mod types {
     pub use crate::bindings::operation::operon::engine::types::*;
@@ -66,8 +70,8 @@ pub use object::{Object, ObjectMeta};
 pub use operation::{Input, Output};
 pub use types::{
     BindingContext, BindingType, HookConfig, HookInput, HookOutput, HookSettings,
-    KubernetesBinding, LabelSelector, MatchCondition, MutatingBinding, ObjectAndFilter,
-    OwnerReference, RunnerContext, ScheduleBinding, Snapshot, ValidatingBinding,
+    KubernetesBinding, LabelSelector, LifecycleBinding, MatchCondition, MutatingBinding,
+    ObjectAndFilter, OwnerReference, RunnerContext, ScheduleBinding, Snapshot, ValidatingBinding,
     ValidatingResponse, WatchEvent, WebhookRule,
 };
 

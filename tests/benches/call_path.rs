@@ -54,6 +54,7 @@ fn input() -> OperationInput {
             node: None,
             namespace: None,
             owner: None,
+            cluster: None,
         },
         parameters: BTreeMap::from([("node".to_owned(), "node-a".to_owned())]),
         results: BTreeMap::new(),

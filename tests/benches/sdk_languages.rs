@@ -51,6 +51,7 @@ fn event_input() -> HookInput {
             node: None,
             namespace: None,
             owner: None,
+            cluster: None,
         },
         binding_contexts: vec![BindingContext {
             binding: "pods".to_owned(),

@@ -91,6 +91,18 @@ pub const LEGACY_HOOK: &str = guests::LEGACY_HOOK;
 /// `greeting=hello, NAME` for its parameter `name`.
 pub const LEGACY_OPERATION: &str = guests::LEGACY_OPERATION;
 
+/// `fixture-v0-2-operation`: an operation built against `operon:engine@0.2.0` without the
+/// SDK; it logs `0.2.0 run` and returns `contract=0.2.0`, `context.name` and
+/// `context.namespace`.
+pub const V0_2_OPERATION: &str = guests::V0_2_OPERATION;
+
+/// `fixture-values-hook`: an addon module hook of `operon:engine@0.3.0` (beforeHelm,
+/// order 10) that reads its values and patches
+/// `/<section>/internal/wasmReplicas` (twice `replicas`) and `wasmRuns` through the
+/// `values` interface; with `patchConfig: true` it also sets `/<section>/wasmSeen` in
+/// the config values. Its validating message is the values it saw.
+pub const VALUES_HOOK: &str = guests::VALUES_HOOK;
+
 /// A directory for the engine's compiled-module cache that outlives one test run, so each
 /// guest is compiled once rather than once per test; created if missing.
 ///

@@ -31,6 +31,7 @@ fn input(params: &[(&str, &str)]) -> OperationInput {
             node: Some("node-a".to_owned()),
             namespace: Some("ops".to_owned()),
             owner: None,
+            cluster: None,
         },
         parameters: params
             .iter()

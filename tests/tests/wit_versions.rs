@@ -1,8 +1,9 @@
 //! Every published version of the `operon:engine` WIT contract keeps working: guests
-//! built against 0.1.0 (without the SDK, from `wit/legacy/v0.1.0`) load, are detected as
-//! 0.1.0, and their exports and host calls behave as before; guests of 0.2.0 use what it
-//! added (mutating bindings). The mutating example and its shell twin build the same
-//! patch.
+//! built against 0.1.0 and 0.2.0 (without the SDK, from `wit/legacy/`) load, are
+//! detected as their version, and their exports and host calls behave as before; guests
+//! of 0.2.0 and later use what it added (mutating bindings), guests of 0.3.0 what 0.3.0
+//! added (the runner context's cluster, the `values` interface, lifecycle bindings).
+//! The mutating example and its shell twin build the same patch.
 
 mod common;
 
@@ -35,6 +36,7 @@ fn runner_context() -> RunnerContext {
         node: None,
         namespace: Some("shop".to_owned()),
         owner: None,
+        cluster: Some("prod-eu".to_owned()),
     }
 }
 
@@ -130,7 +132,112 @@ fn sdk_guests_are_detected_as_the_current_version() {
     let operation = sandbox
         .load_operation_file(operon_tests::ECHO.as_ref())
         .unwrap();
-    assert_eq!(operation.wit_version(), WitVersion::V0_2);
+    assert_eq!(operation.wit_version(), WitVersion::V0_3);
+    assert_eq!(WitVersion::CURRENT, WitVersion::V0_3);
+}
+
+#[test]
+fn a_0_3_0_operation_sees_the_cluster() {
+    let sandbox = sandbox();
+    let module = sandbox
+        .load_operation_file(operon_tests::ECHO.as_ref())
+        .unwrap();
+    let input = OperationInput {
+        context: runner_context(),
+        parameters: BTreeMap::new(),
+        results: BTreeMap::new(),
+        args: vec![],
+    };
+    let output = block_on(sandbox.run_operation(&module, input, &limits()))
+        .outcome
+        .expect("run succeeds");
+    assert_eq!(output.results["context.cluster"], "prod-eu");
+    assert_eq!(output.results["context.namespace"], "shop");
+}
+
+#[test]
+fn a_0_2_0_operation_runs_with_the_0_2_0_types() {
+    let sandbox = sandbox();
+    let module = sandbox
+        .load_operation_file(operon_tests::V0_2_OPERATION.as_ref())
+        .expect("0.2.0 operation loads");
+    assert_eq!(module.wit_version(), WitVersion::V0_2);
+    let input = OperationInput {
+        context: runner_context(),
+        parameters: BTreeMap::new(),
+        results: BTreeMap::new(),
+        args: vec![],
+    };
+    let report = block_on(sandbox.run_operation(&module, input, &limits()));
+    let output = report.outcome.expect("run succeeds");
+    assert_eq!(output.results["contract"], "0.2.0");
+    assert_eq!(output.results["context.name"], "wit-versions");
+    assert_eq!(output.results["context.namespace"], "shop");
+    assert_eq!(report.logs[0].message, "0.2.0 run");
+}
+
+#[test]
+fn a_0_3_0_hook_declares_lifecycle_bindings_only_for_addon_modules() {
+    let sandbox = sandbox();
+    let module = load_hook(&sandbox, operon_tests::VALUES_HOOK);
+    assert_eq!(module.wit_version(), WitVersion::V0_3);
+    let report = block_on(sandbox.configure_addon_hook(&module, "configure", &limits()));
+    let (_, lifecycle) = report.outcome.expect("configure succeeds");
+    assert_eq!(lifecycle, [("beforeHelm".to_owned(), 10.0)]);
+    // Anywhere else a lifecycle binding is an error naming it.
+    let report = block_on(sandbox.configure_hook(&module, "configure", &limits()));
+    let err = report.outcome.unwrap_err().to_string();
+    assert!(
+        err.contains("beforeHelm") && err.contains("addon modules"),
+        "{err}"
+    );
+    // A hook of an older version declares none.
+    let legacy = load_hook(&sandbox, operon_tests::LEGACY_HOOK);
+    let report = block_on(sandbox.configure_addon_hook(&legacy, "configure", &limits()));
+    assert!(report.outcome.unwrap().1.is_empty());
+}
+
+#[test]
+fn a_0_3_0_hook_reads_and_patches_its_values() {
+    let sandbox = sandbox();
+    let module = load_hook(&sandbox, operon_tests::VALUES_HOOK);
+    let values = operon::sandbox::HookValues {
+        values: json!({"global": {}, "echo": {"replicas": 3, "patchConfig": true}}).to_string(),
+        config_values: json!({"global": {}}).to_string(),
+    };
+    let input = HookInput {
+        context: runner_context(),
+        binding_contexts: vec![context("beforeHelm", BindingType::OnStartup)],
+    };
+    let (report, back) =
+        block_on(sandbox.handle_hook_with_values(&module, input.clone(), Some(values), &limits()));
+    assert_eq!(back, input, "the input comes back unchanged");
+    let output = report.outcome.expect("handle succeeds");
+    let seen: Value =
+        serde_json::from_str(output.validating.unwrap().message.as_deref().unwrap()).unwrap();
+    assert_eq!(seen["echo"]["replicas"], 3);
+    let patches = serde_json::to_value(&report.values_patches.values).unwrap();
+    assert_eq!(
+        patches,
+        json!([
+            {"op": "add", "path": "/echo/internal", "value": {}},
+            {"op": "add", "path": "/echo/internal/wasmReplicas", "value": 6},
+            {"op": "add", "path": "/echo/internal/wasmRuns", "value": 1},
+        ])
+    );
+    let config = serde_json::to_value(&report.values_patches.config_values).unwrap();
+    assert_eq!(
+        config,
+        json!([
+            {"op": "add", "path": "/echo", "value": {}},
+            {"op": "add", "path": "/echo/wasmSeen", "value": true},
+        ])
+    );
+    // Outside an addon module the interface answers with an error, which fails the run.
+    let (report, _) = block_on(sandbox.handle_hook(&module, input, &limits()));
+    let err = report.outcome.unwrap_err().to_string();
+    assert!(err.contains("addon modules"), "{err}");
+    assert!(report.values_patches.values.is_empty());
 }
 
 #[test]
@@ -286,10 +393,11 @@ fn legacy_guests_are_refused_for_the_other_world() {
 }
 
 #[test]
-fn a_0_2_0_hook_declares_a_mutating_binding() {
+fn an_sdk_hook_declares_a_mutating_binding() {
+    // Mutating bindings came with 0.2.0; the SDK builds the current version.
     let sandbox = sandbox();
     let module = load_hook(&sandbox, operon_tests::MUTATING);
-    assert_eq!(module.wit_version(), WitVersion::V0_2);
+    assert_eq!(module.wit_version(), WitVersion::CURRENT);
 
     let config = configure(&sandbox, &module);
     assert!(config.kubernetes_validating.is_empty() && config.kubernetes.is_empty());
@@ -326,7 +434,7 @@ fn wasm_patch(sandbox: &Sandbox, module: &HookModule, object: &Value) -> Option<
 }
 
 #[test]
-fn a_0_2_0_hook_answers_a_mutating_review_with_a_json_patch() {
+fn an_sdk_hook_answers_a_mutating_review_with_a_json_patch() {
     let sandbox = sandbox();
     let module = load_hook(&sandbox, operon_tests::MUTATING);
 

@@ -5,6 +5,11 @@
 //! patches to `$VALUES_JSON_PATCH_PATH` and `$CONFIG_VALUES_JSON_PATCH_PATH`. They run
 //! in the script sandbox through the hook engine's [`ScriptHook`]; the rest of their
 //! configuration is shell-operator's and is read by its reader.
+//!
+//! Wasm hooks (`*.wasm` components of the `hook` world, `operon:engine@0.3.0` or later
+//! for values) run in the wasm sandbox: they declare their lifecycle bindings in their
+//! configuration and read and patch the same values through the WIT `values`
+//! interface, so both kinds give the task queue the same patches.
 
 use super::AddonError;
 use super::values::parse_patch_file;
@@ -12,6 +17,7 @@ use crate::hooks::HookRun;
 use crate::hooks::load::{hook_files, is_wasm};
 use crate::hooks::runner::{ExtraFiles, ScriptHook};
 use crate::model::{BindingContext, BindingType, HookConfig, HookInput, RunnerContext};
+use crate::sandbox::{CallLimits, HookModule, HookValues, Sandbox, SandboxConfig};
 use crate::script::ScriptSandbox;
 use crate::shell_operator::files::HookFile;
 use serde_json::Value;
@@ -72,6 +78,14 @@ impl Lifecycle {
         }
     }
 
+    /// The binding named `name` (as a configuration writes it), beyond `onStartup`.
+    fn named(name: &str) -> Option<Self> {
+        Self::GLOBAL_ONLY
+            .into_iter()
+            .chain(Self::MODULE_ONLY)
+            .find(|b| b.name() == name)
+    }
+
     const GLOBAL_ONLY: [Self; 2] = [Self::BeforeAll, Self::AfterAll];
     const MODULE_ONLY: [Self; 4] = [
         Self::BeforeHelm,
@@ -103,7 +117,19 @@ pub struct AddonHook {
     pub lifecycle: Vec<(Lifecycle, f64)>,
     /// The rest of its configuration (kubernetes and schedule bindings, settings).
     pub config: HookConfig,
-    script: ScriptHook,
+    program: Program,
+}
+
+/// What runs a hook.
+#[derive(Debug, Clone)]
+enum Program {
+    /// An executable in the script sandbox, with values files.
+    Script(ScriptHook),
+    /// A component in the wasm sandbox, with the `values` interface.
+    Wasm {
+        sandbox: Sandbox,
+        module: HookModule,
+    },
 }
 
 impl AddonHook {
@@ -143,6 +169,7 @@ impl AddonHook {
                 node: None,
                 namespace: None,
                 owner: None,
+                cluster: None,
             },
             binding_contexts: vec![context],
         };
@@ -171,6 +198,14 @@ impl AddonHook {
         config_values: &Value,
         timeout: Duration,
     ) -> (HookRun, Result<Patches, AddonError>) {
+        let script = match &self.program {
+            Program::Script(script) => script,
+            Program::Wasm { sandbox, module } => {
+                return self
+                    .run_wasm(sandbox, module, input, values, config_values, timeout)
+                    .await;
+            }
+        };
         let extra = ExtraFiles {
             inputs: vec![
                 (VALUES, values.to_string().into_bytes()),
@@ -178,7 +213,7 @@ impl AddonHook {
             ],
             outputs: vec![VALUES_PATCH, CONFIG_VALUES_PATCH],
         };
-        let (run, outputs) = self.script.handle_with_files(input, timeout, &extra).await;
+        let (run, outputs) = script.handle_with_files(input, timeout, &extra).await;
         let read =
             |i: usize, file: HookFile| -> Result<Vec<json_patch::PatchOperation>, AddonError> {
                 let text = String::from_utf8_lossy(outputs.get(i).map_or(&[][..], Vec::as_slice));
@@ -189,6 +224,66 @@ impl AddonHook {
         let patches = read(0, VALUES_PATCH).and_then(|v| Ok((v, read(1, CONFIG_VALUES_PATCH)?)));
         (run, patches)
     }
+
+    /// [`Self::run_input`] of a wasm hook: the values through the `values` interface,
+    /// the patches it submitted there (kept only when the run succeeded, as a shell
+    /// hook's files are read only then).
+    async fn run_wasm(
+        &self,
+        sandbox: &Sandbox,
+        module: &HookModule,
+        input: &HookInput,
+        values: &Value,
+        config_values: &Value,
+        timeout: Duration,
+    ) -> (HookRun, Result<Patches, AddonError>) {
+        let given = HookValues {
+            values: values.to_string(),
+            config_values: config_values.to_string(),
+        };
+        let limits = CallLimits {
+            timeout,
+            ..CallLimits::default()
+        };
+        let (report, _) = sandbox
+            .handle_hook_with_values(module, input.clone(), Some(given), &limits)
+            .await;
+        let patches = match &report.outcome {
+            Ok(_) => (
+                report.values_patches.values,
+                report.values_patches.config_values,
+            ),
+            Err(_) => (Vec::new(), Vec::new()),
+        };
+        let run = HookRun {
+            outcome: report
+                .outcome
+                .map_err(|e| crate::hooks::runner::HookError::Run(e.to_string())),
+            patches: report.patches,
+            metrics: report.metrics,
+            logs: report.logs,
+            stdout: report.stdout,
+            stderr: report.stderr,
+            elapsed: report.elapsed,
+        };
+        (run, Ok(patches))
+    }
+}
+
+/// The wasm sandbox module hooks run in, started at the first wasm hook and shared by
+/// every operator of the process.
+fn wasm_sandbox() -> Result<Sandbox, AddonError> {
+    static SANDBOX: std::sync::OnceLock<Result<Sandbox, String>> = std::sync::OnceLock::new();
+    SANDBOX
+        .get_or_init(|| {
+            Sandbox::new(SandboxConfig {
+                cache_dir: crate::sandbox::default_cache_dir(),
+                ..SandboxConfig::default()
+            })
+            .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(|e| AddonError::Hook(format!("cannot start the wasm sandbox: {e}")))
 }
 
 /// A run's memory values patches and config values patches.
@@ -233,28 +328,43 @@ pub async fn load_dir(
             .display()
             .to_string();
         let name = format!("{prefix}/{relative}");
-        if is_wasm(&file) {
-            return Err(AddonError::Hook(format!(
-                "hook {name}: wasm hooks in modules are not supported yet (they have no \
-                 values interface); use an executable"
-            )));
-        }
-        let script = ScriptHook::new(sandbox.clone(), &dir, &file);
-        hooks.push(configure(name, owner.clone(), script).await?);
+        let program = if is_wasm(&file) {
+            let sandbox = wasm_sandbox()?;
+            let module = sandbox
+                .load_hook_file(&file)
+                .map_err(|e| AddonError::Hook(format!("hook {name}: {e}")))?;
+            Program::Wasm { sandbox, module }
+        } else {
+            Program::Script(ScriptHook::new(sandbox.clone(), &dir, &file))
+        };
+        hooks.push(configure(name, owner.clone(), program).await?);
     }
     Ok(hooks)
 }
 
-async fn configure(
-    name: String,
-    owner: Owner,
-    script: ScriptHook,
-) -> Result<AddonHook, AddonError> {
+async fn configure(name: String, owner: Owner, program: Program) -> Result<AddonHook, AddonError> {
     let mut lifecycle = Vec::new();
-    let config = script
-        .configure_with(|text| split_lifecycle(text, &mut lifecycle))
-        .await
-        .map_err(|e| AddonError::Hook(format!("hook {name}: {e}")))?;
+    let config = match &program {
+        Program::Script(script) => script
+            .configure_with(|text| split_lifecycle(text, &mut lifecycle))
+            .await
+            .map_err(|e| AddonError::Hook(format!("hook {name}: {e}")))?,
+        Program::Wasm { sandbox, module } => {
+            let report = sandbox
+                .configure_addon_hook(module, &name, &CallLimits::default())
+                .await;
+            let (config, declared) = report
+                .outcome
+                .map_err(|e| AddonError::Hook(format!("hook {name}: configure: {e}")))?;
+            for (binding, order) in declared {
+                let binding = Lifecycle::named(&binding).ok_or_else(|| {
+                    AddonError::Hook(format!("hook {name}: unknown lifecycle binding {binding}"))
+                })?;
+                lifecycle.push((binding, order));
+            }
+            config
+        }
+    };
     if let Some(order) = config.on_startup {
         lifecycle.push((Lifecycle::OnStartup, f64::from(order)));
     }
@@ -278,7 +388,7 @@ async fn configure(
         owner,
         lifecycle,
         config,
-        script,
+        program,
     })
 }
 

@@ -562,6 +562,7 @@ impl Engine {
                 node: None,
                 namespace: None,
                 owner: None,
+                cluster: None,
             },
             binding_contexts: contexts,
         }

@@ -32,6 +32,8 @@ pub struct RunnerContext {
     pub namespace: Option<String>,
     /// The object that asked for this run, when there is one.
     pub owner: Option<OwnerReference>,
+    /// The cluster the run happens in, when the engine names it (`OPERON_CLUSTER_NAME`).
+    pub cluster: Option<String>,
 }
 
 /// What an operation receives.

@@ -107,8 +107,8 @@ impl RunContext {
         }
     }
 
-    /// The context as the WIT record a wasm guest gets. The record has no platform
-    /// field: adding one would break every guest built against the current package.
+    /// The context as the WIT record a wasm guest gets (guests built against
+    /// `operon:engine@0.3.0` and later also see the cluster).
     pub fn wasm(&self) -> RunnerContext {
         RunnerContext {
             name: self.name.clone(),
@@ -117,6 +117,7 @@ impl RunContext {
             node: self.node.clone(),
             namespace: self.namespace.clone(),
             owner: self.owner.clone(),
+            cluster: self.platform.cluster.clone(),
         }
     }
 
@@ -272,6 +273,7 @@ mod tests {
             })
         );
         assert_eq!(c.wasm().timeout_ms, 90_000);
+        assert_eq!(c.wasm().cluster.as_deref(), Some("prod-eu"));
     }
 
     #[test]

@@ -176,12 +176,10 @@ impl Processors {
                 read_only_dirs: wasm.read_only_paths.iter().map(PathBuf::from).collect(),
                 ..self.settings.wasm_limits.clone()
             };
-            Ok(Arc::new(WasmRunner::new(
-                sandbox,
-                module,
-                wasm.config.clone(),
-                limits,
-            )))
+            Ok(Arc::new(
+                WasmRunner::new(sandbox, module, wasm.config.clone(), limits)
+                    .with_platform(self.settings.platform.clone()),
+            ))
         } else if let Some(script) = &processor.script_runner {
             let source = match &self.settings.script_store {
                 Some(store) => ScriptSource::Stored {

@@ -16,6 +16,8 @@ pub struct WasmRunner {
     config: BTreeMap<String, String>,
     /// Limits besides the timeout, which comes with each request.
     limits: CallLimits,
+    /// The platform part of the runner context (the cluster's name).
+    platform: Platform,
 }
 
 impl WasmRunner {
@@ -31,7 +33,14 @@ impl WasmRunner {
             module,
             config,
             limits,
+            platform: Platform::default(),
         }
+    }
+
+    /// The runner, telling guests they run on `platform`.
+    pub fn with_platform(mut self, platform: Platform) -> Self {
+        self.platform = platform;
+        self
     }
 }
 
@@ -55,8 +64,7 @@ impl WasmRunner {
         let mut parameters = self.config.clone();
         parameters.extend(request.input.clone());
         let input = OperationInput {
-            // The WIT record has no platform: an empty one changes nothing.
-            context: RunContext::new(request, &Platform::default()).wasm(),
+            context: RunContext::new(request, &self.platform).wasm(),
             parameters,
             results: request.results.clone(),
             args: Vec::new(),

@@ -25,8 +25,10 @@ pub(super) type Outcome<T> = Result<Result<T, String>, Phase>;
 /// An operation component, prepared with the typed exports of its WIT version.
 #[derive(Clone)]
 pub(super) enum OperationPre {
+    /// Built against `operon:engine@0.3.0`.
+    V0_3(bindings::operation::OperationPre<CallState>),
     /// Built against `operon:engine@0.2.0`.
-    V0_2(bindings::operation::OperationPre<CallState>),
+    V0_2(bindings::v0_2::operation::OperationPre<CallState>),
     /// Built against `operon:engine@0.1.0`.
     V0_1(bindings::v0_1::operation::OperationPre<CallState>),
 }
@@ -34,6 +36,7 @@ pub(super) enum OperationPre {
 impl OperationPre {
     pub(super) fn version(&self) -> WitVersion {
         match self {
+            Self::V0_3(_) => WitVersion::V0_3,
             Self::V0_2(_) => WitVersion::V0_2,
             Self::V0_1(_) => WitVersion::V0_1,
         }
@@ -43,8 +46,10 @@ impl OperationPre {
 /// A hook component, prepared with the typed exports of its WIT version.
 #[derive(Clone)]
 pub(super) enum HookPre {
+    /// Built against `operon:engine@0.3.0`.
+    V0_3(bindings::hook::HookPre<CallState>),
     /// Built against `operon:engine@0.2.0`.
-    V0_2(bindings::hook::HookPre<CallState>),
+    V0_2(bindings::v0_2::hook::HookPre<CallState>),
     /// Built against `operon:engine@0.1.0`.
     V0_1(bindings::v0_1::hook::HookPre<CallState>),
 }
@@ -52,11 +57,16 @@ pub(super) enum HookPre {
 impl HookPre {
     pub(super) fn version(&self) -> WitVersion {
         match self {
+            Self::V0_3(_) => WitVersion::V0_3,
             Self::V0_2(_) => WitVersion::V0_2,
             Self::V0_1(_) => WitVersion::V0_1,
         }
     }
 }
+
+/// A hook's configuration with its addon-operator lifecycle bindings (by name, with
+/// their orders), which the model's configuration does not hold.
+pub(super) type Configured = (model::HookConfig, Vec<(String, f64)>);
 
 /// The `operation` world's export, in one WIT version.
 pub(super) trait OperationExports {
@@ -82,7 +92,7 @@ pub(super) trait HookExports {
     fn input_back(input: Self::Input) -> model::HookInput;
 
     /// Instantiates the component in `store` and calls `configure`.
-    async fn configure(&self, store: &mut Store<CallState>) -> Outcome<model::HookConfig>;
+    async fn configure(&self, store: &mut Store<CallState>) -> Outcome<Configured>;
 
     /// Instantiates the component in `store` and calls `handle`.
     async fn handle(
@@ -126,7 +136,7 @@ macro_rules! impl_exports {
                 $($convert)+::hook_input_back(input)
             }
 
-            async fn configure(&self, store: &mut Store<CallState>) -> Outcome<model::HookConfig> {
+            async fn configure(&self, store: &mut Store<CallState>) -> Outcome<Configured> {
                 let guest = self
                     .instantiate_async(&mut *store)
                     .await
@@ -135,7 +145,10 @@ macro_rules! impl_exports {
                     .call_configure(&mut *store)
                     .await
                     .map_err(Phase::Call)?;
-                Ok(config.map($($convert)+::hook_config))
+                Ok(config.map(|config| {
+                    let lifecycle = $($convert)+::lifecycle(&config);
+                    ($($convert)+::hook_config(config), lifecycle)
+                }))
             }
 
             async fn handle(
@@ -162,6 +175,13 @@ impl_exports!(
     bindings::hook::HookPre<CallState>,
     bindings::types::HookInput,
     convert
+);
+
+impl_exports!(
+    bindings::v0_2::operation::OperationPre<CallState>,
+    bindings::v0_2::hook::HookPre<CallState>,
+    bindings::v0_2::types::HookInput,
+    convert::v0_2
 );
 
 impl_exports!(

@@ -14,8 +14,8 @@
 //! in one place ([`convert`]).
 //!
 //! Every published version of the `operon:engine` WIT package is linked ([`WitVersion`]:
-//! 0.1.0 and 0.2.0): a component built against an older version keeps loading and
-//! running, its version detected when it is loaded.
+//! 0.1.0, 0.2.0 and 0.3.0): a component built against an older version keeps loading
+//! and running, its version detected when it is loaded.
 
 pub mod bindings;
 mod cache;
@@ -31,6 +31,7 @@ mod output;
 pub use cache::{ArtifactCache, CacheError, ModuleDigest};
 pub use engine::{AllocatorChoice, AllocatorKind, EngineError, SandboxConfig};
 pub use error::{CallError, LoadError, OutputKind};
+pub use host::values::{HookValues, ValuesPatches};
 pub use limits::CallLimits;
 pub use module::{HookModule, OperationModule, WASM_MAGIC, WitVersion, World};
 
@@ -70,6 +71,9 @@ pub struct CallReport<T> {
     pub patches: Vec<PatchOperation>,
     /// Metric operations submitted, in order.
     pub metrics: Vec<MetricOperation>,
+    /// JSON patches of addon module values submitted, in order (hooks given values
+    /// only).
+    pub values_patches: ValuesPatches,
     /// Captured stdout (lossy UTF-8).
     pub stdout: String,
     /// Captured stderr (lossy UTF-8).
@@ -179,8 +183,14 @@ impl Sandbox {
         self.modules.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn new_store(&self, limits: &CallLimits, run: &str) -> Store<CallState> {
-        let mut store = Store::new(&self.inner.engine, CallState::new(limits, run.to_owned()));
+    fn new_store(
+        &self,
+        limits: &CallLimits,
+        run: &str,
+        values: Option<HookValues>,
+    ) -> Store<CallState> {
+        let state = CallState::new(limits, run.to_owned(), values);
+        let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(self.inner.epoch_ticks(limits.timeout));
         store
@@ -196,8 +206,19 @@ impl Sandbox {
         limits: &CallLimits,
         body: impl AsyncFnOnce(&mut Store<CallState>) -> Outcome<T>,
     ) -> CallReport<T> {
+        self.call_with(run, limits, None, body).await
+    }
+
+    /// [`Self::call`] with the addon module `values` the guest may read.
+    async fn call_with<T>(
+        &self,
+        run: &str,
+        limits: &CallLimits,
+        values: Option<HookValues>,
+        body: impl AsyncFnOnce(&mut Store<CallState>) -> Outcome<T>,
+    ) -> CallReport<T> {
         let started = Instant::now();
-        let mut store = self.new_store(limits, run);
+        let mut store = self.new_store(limits, run, values);
         let raw = tokio::time::timeout(limits.timeout, body(&mut store)).await;
         self.finish(store, raw, limits, started)
     }
@@ -211,6 +232,10 @@ impl Sandbox {
     ) -> CallReport<OperationOutput> {
         let run = input.context.name.clone();
         let mut report = match &module.pre {
+            OperationPre::V0_3(pre) => {
+                self.call(&run, limits, async |store| pre.run(store, input).await)
+                    .await
+            }
             OperationPre::V0_2(pre) => {
                 self.call(&run, limits, async |store| pre.run(store, input).await)
                     .await
@@ -240,14 +265,38 @@ impl Sandbox {
         report
     }
 
-    /// Calls a hook's `configure` export in a fresh store.
+    /// Calls a hook's `configure` export in a fresh store. A hook declaring
+    /// addon-operator lifecycle bindings is refused: only addon modules run them
+    /// ([`Self::configure_addon_hook`]).
     pub async fn configure_hook(
         &self,
         module: &HookModule,
         run: &str,
         limits: &CallLimits,
     ) -> CallReport<HookConfig> {
+        let report = self.configure_addon_hook(module, run, limits).await;
+        map_outcome(report, |(config, lifecycle)| match lifecycle.first() {
+            None => Ok(config),
+            Some((binding, _)) => Err(CallError::Failed(format!(
+                "lifecycle binding {binding} is only for the hooks of addon modules"
+            ))),
+        })
+    }
+
+    /// Calls the `configure` export of an addon module's hook (or a global hook) in a
+    /// fresh store: its configuration and its lifecycle bindings (`beforeHelm`, ...,
+    /// with their orders; none from guests built before `operon:engine@0.3.0`).
+    pub async fn configure_addon_hook(
+        &self,
+        module: &HookModule,
+        run: &str,
+        limits: &CallLimits,
+    ) -> CallReport<(HookConfig, Vec<(String, f64)>)> {
         match &module.pre {
+            HookPre::V0_3(pre) => {
+                self.call(run, limits, async |store| pre.configure(store).await)
+                    .await
+            }
             HookPre::V0_2(pre) => {
                 self.call(run, limits, async |store| pre.configure(store).await)
                     .await
@@ -267,31 +316,53 @@ impl Sandbox {
         input: HookInput,
         limits: &CallLimits,
     ) -> (CallReport<HookOutput>, HookInput) {
+        self.handle_hook_with_values(module, input, None, limits)
+            .await
+    }
+
+    /// [`Self::handle_hook`] for the hook of an addon module (or a global hook), which
+    /// reads `values` and submits patches to them through the `values` interface
+    /// (reported in [`CallReport::values_patches`]). A guest built before
+    /// `operon:engine@0.3.0` has no such interface and submits none.
+    pub async fn handle_hook_with_values(
+        &self,
+        module: &HookModule,
+        input: HookInput,
+        values: Option<HookValues>,
+        limits: &CallLimits,
+    ) -> (CallReport<HookOutput>, HookInput) {
         match &module.pre {
-            HookPre::V0_2(pre) => self.handle_with(pre, input, limits).await,
-            HookPre::V0_1(pre) => self.handle_with(pre, input, limits).await,
+            HookPre::V0_3(pre) => self.handle_with(pre, input, values, limits).await,
+            HookPre::V0_2(pre) => self.handle_with(pre, input, values, limits).await,
+            HookPre::V0_1(pre) => self.handle_with(pre, input, values, limits).await,
         }
     }
 
-    /// [`Self::handle_hook`] in the WIT version of `pre`.
+    /// [`Self::handle_hook_with_values`] in the WIT version of `pre`.
     async fn handle_with<P: HookExports>(
         &self,
         pre: &P,
         input: HookInput,
+        values: Option<HookValues>,
         limits: &CallLimits,
     ) -> (CallReport<HookOutput>, HookInput) {
         let run = input.context.name.clone();
-        // An older version may lack a binding type (0.1.0 has no `mutating`) and carry a
-        // neighbouring one instead; the caller gets back the types it sent.
+        // An older version may lack a binding type (0.1.0 has no `mutating`) or a
+        // context field (before 0.3.0, `cluster`) and carry a neighbouring value or none
+        // instead; the caller gets back the input it sent.
         let types: Vec<BindingType> = input.binding_contexts.iter().map(|c| c.type_).collect();
+        let cluster = input.context.cluster.clone();
         let input = P::input(input);
         let report = self
-            .call(&run, limits, async |store| pre.handle(store, &input).await)
+            .call_with(&run, limits, values, async |store| {
+                pre.handle(store, &input).await
+            })
             .await;
         let mut input = P::input_back(input);
         for (context, type_) in input.binding_contexts.iter_mut().zip(types) {
             context.type_ = type_;
         }
+        input.context.cluster = cluster;
         (report, input)
     }
 
@@ -322,6 +393,7 @@ impl Sandbox {
             logs: state.log.records,
             patches: state.kubernetes.operations,
             metrics: state.metrics.operations,
+            values_patches: state.values.patches,
             elapsed,
             memory_bytes,
         }
@@ -375,6 +447,24 @@ impl Sandbox {
 
 /// Recovers a Rust guest's panic message from its stderr
 /// (`thread '...' panicked at FILE:LINE:COL:\nMESSAGE\nnote: ...`).
+/// `report` with its successful outcome passed through `f`.
+fn map_outcome<T, U>(
+    report: CallReport<T>,
+    f: impl FnOnce(T) -> Result<U, CallError>,
+) -> CallReport<U> {
+    CallReport {
+        outcome: report.outcome.and_then(f),
+        logs: report.logs,
+        patches: report.patches,
+        metrics: report.metrics,
+        values_patches: report.values_patches,
+        stdout: report.stdout,
+        stderr: report.stderr,
+        elapsed: report.elapsed,
+        memory_bytes: report.memory_bytes,
+    }
+}
+
 fn panic_message(stderr: &str) -> Option<String> {
     let start = stderr.rfind("panicked at ")?;
     let rest = &stderr[start + "panicked at ".len()..];

@@ -1,7 +1,7 @@
 //! Loading a component: header checks, compile-or-load-from-cache, world and version
 //! detection, and the `InstancePre` kept per digest.
 //!
-//! The host links `operon:engine@0.1.0` and `@0.2.0` (see [`WitVersion`]). A component's
+//! The host links `operon:engine@0.1.0`, `@0.2.0` and `@0.3.0` (see [`WitVersion`]). A component's
 //! version is read from the names of the Operon interfaces it imports
 //! (`operon:engine/log@0.1.0`, ...); a component that imports none of them (it neither
 //! logs, patches nor counts) is tried against each version's typed exports, newest
@@ -44,21 +44,26 @@ pub enum WitVersion {
     /// `match-conditions` on validating bindings.
     #[serde(rename = "0.2.0")]
     V0_2,
+    /// `0.3.0`: adds `cluster` to the runner context, the `values` interface (hooks) and
+    /// addon-operator's `lifecycle` bindings in `hook-config`.
+    #[serde(rename = "0.3.0")]
+    V0_3,
 }
 
 impl WitVersion {
     /// Every linked version, newest first: the order in which a component that does not
     /// say its version is tried.
-    pub const ALL: [WitVersion; 2] = [WitVersion::V0_2, WitVersion::V0_1];
+    pub const ALL: [WitVersion; 3] = [WitVersion::V0_3, WitVersion::V0_2, WitVersion::V0_1];
 
     /// The version guests built from source today get.
-    pub const CURRENT: WitVersion = WitVersion::V0_2;
+    pub const CURRENT: WitVersion = WitVersion::V0_3;
 
     /// The version as written in WIT, e.g. `0.2.0`.
     pub fn as_str(self) -> &'static str {
         match self {
             WitVersion::V0_1 => "0.1.0",
             WitVersion::V0_2 => "0.2.0",
+            WitVersion::V0_3 => "0.3.0",
         }
     }
 
@@ -70,7 +75,7 @@ impl WitVersion {
 
 /// The linked versions as error messages name them; a test keeps it in step with
 /// [`WitVersion::ALL`].
-pub(super) const LINKED_VERSIONS: &str = "0.1.0 or 0.2.0";
+pub(super) const LINKED_VERSIONS: &str = "0.1.0, 0.2.0 or 0.3.0";
 
 impl std::fmt::Display for WitVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -299,14 +304,20 @@ fn typed(
 ) -> wasmtime::Result<Typed> {
     let pre = pre.clone();
     Ok(match (world, version) {
-        (World::Operation, WitVersion::V0_2) => Typed::Operation(OperationPre::V0_2(
+        (World::Operation, WitVersion::V0_3) => Typed::Operation(OperationPre::V0_3(
             bindings::operation::OperationPre::new(pre)?,
+        )),
+        (World::Operation, WitVersion::V0_2) => Typed::Operation(OperationPre::V0_2(
+            bindings::v0_2::operation::OperationPre::new(pre)?,
         )),
         (World::Operation, WitVersion::V0_1) => Typed::Operation(OperationPre::V0_1(
             bindings::v0_1::operation::OperationPre::new(pre)?,
         )),
+        (World::Hook, WitVersion::V0_3) => {
+            Typed::Hook(HookPre::V0_3(bindings::hook::HookPre::new(pre)?))
+        }
         (World::Hook, WitVersion::V0_2) => {
-            Typed::Hook(HookPre::V0_2(bindings::hook::HookPre::new(pre)?))
+            Typed::Hook(HookPre::V0_2(bindings::v0_2::hook::HookPre::new(pre)?))
         }
         (World::Hook, WitVersion::V0_1) => {
             Typed::Hook(HookPre::V0_1(bindings::v0_1::hook::HookPre::new(pre)?))
@@ -370,10 +381,15 @@ mod tests {
             "operon:engine/log@0.1.0",
         ];
         assert_eq!(declared_version(legacy.into_iter()), Some(WitVersion::V0_1));
-        let current = ["operon:engine/kubernetes@0.2.0", "wasi:cli/stderr@0.2.6"];
+        let previous = ["operon:engine/kubernetes@0.2.0", "wasi:cli/stderr@0.2.6"];
+        assert_eq!(
+            declared_version(previous.into_iter()),
+            Some(WitVersion::V0_2)
+        );
+        let current = ["operon:engine/values@0.3.0", "operon:engine/log@0.3.0"];
         assert_eq!(
             declared_version(current.into_iter()),
-            Some(WitVersion::V0_2)
+            Some(WitVersion::V0_3)
         );
         assert_eq!(
             declared_version(["wasi:cli/stdout@0.2.6"].into_iter()),

@@ -23,7 +23,7 @@ import type {
   ObjectAndFilter,
   ScheduleBinding,
   WatchEvent,
-} from "operon:engine/types@0.2.0";
+} from "operon:engine/types@0.3.0";
 
 import { OperonError } from "./errors.ts";
 import { toJson } from "./format.ts";
@@ -82,6 +82,7 @@ export function config(parts: Partial<HookConfig>): HookConfig {
     kubernetesValidating: [],
     kubernetesMutating: [],
     kubernetesConversion: [],
+    lifecycle: [],
     ...parts,
   };
 }

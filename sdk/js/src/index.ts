@@ -44,4 +44,4 @@ export type {
   OperationOutput,
   RunnerContext,
   WatchEvent,
-} from "operon:engine/types@0.2.0";
+} from "operon:engine/types@0.3.0";

@@ -9,7 +9,7 @@ import {
   type ObjectRef,
   type PatchOperation,
   submit as hostSubmit,
-} from "operon:engine/kubernetes@0.2.0";
+} from "operon:engine/kubernetes@0.3.0";
 
 import { OperonError, messageOf } from "./errors.ts";
 import { toJson } from "./format.ts";

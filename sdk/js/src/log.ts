@@ -6,7 +6,7 @@
  * log.info(`labelled ${count} pods`, { namespace: "default" });
  * ```
  */
-import { log as hostLog, type Level } from "operon:engine/log@0.2.0";
+import { log as hostLog, type Level } from "operon:engine/log@0.3.0";
 
 import { type Displayable, display } from "./format.ts";
 

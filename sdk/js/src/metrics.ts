@@ -8,7 +8,7 @@
  * Metric.histogram("scan_seconds", [0.1, 1, 10]).observe(0.4);
  * ```
  */
-import { type MetricOperation, submit as hostSubmit } from "operon:engine/metrics@0.2.0";
+import { type MetricOperation, submit as hostSubmit } from "operon:engine/metrics@0.3.0";
 
 import { OperonError } from "./errors.ts";
 import { hostError } from "./kubernetes.ts";

@@ -14,7 +14,7 @@ import type {
   OperationInput,
   OperationOutput,
   RunnerContext,
-} from "operon:engine/types@0.2.0";
+} from "operon:engine/types@0.3.0";
 
 import { OperonError, messageOf } from "./errors.ts";
 import { type Displayable, display } from "./format.ts";

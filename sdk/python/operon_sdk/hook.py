@@ -107,7 +107,7 @@ def config(
     ``on_startup`` runs the hook once at start (hooks run in ascending order, then by
     name); ``settings`` holds the rate limit and the per-run budget.
     """
-    result = HookConfig(on_startup, [], [], [], [], [], settings)
+    result = HookConfig(on_startup, [], [], [], [], [], settings, [])
     for binding in bindings:
         if isinstance(binding, KubernetesBinding):
             result.kubernetes.append(binding)

@@ -48,7 +48,7 @@ class Input:
         context: RunnerContext | None = None,
     ) -> None:
         self.raw: OperationInput = OperationInput(
-            context or RunnerContext("test", False, 60_000, None, None, None),
+            context or RunnerContext("test", False, 60_000, None, None, None, None),
             list(parameters) + list(results),
             list(results),
             list(args),

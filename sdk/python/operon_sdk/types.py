@@ -1,4 +1,4 @@
-"""The values of the WIT contract (``operon:engine@0.2.0``), as componentize-py generates
+"""The values of the WIT contract (``operon:engine@0.3.0``), as componentize-py generates
 them from ``wit/types.wit``: dataclasses with every field spelled out, and enums.
 
 The helpers in :mod:`operon_sdk.hook` build the common ones with defaults; every field

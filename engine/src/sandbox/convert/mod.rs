@@ -3,7 +3,8 @@
 //!
 //! Inputs go to the guest as WIT values; whatever the guest returns or submits comes
 //! back as model values. Every linked version of the package has its translations:
-//! `operon:engine@0.2.0` at this module's root, `operon:engine@0.1.0` in [`v0_1`]. What
+//! `operon:engine@0.3.0` at this module's root, `operon:engine@0.2.0` in [`v0_2`] and
+//! `operon:engine@0.1.0` in [`v0_1`]. What
 //! reads the same in both is written once (the macro in `shared`, instantiated per
 //! version); only what changed between versions (binding types, validating and
 //! mutating bindings) is written per version. When the WIT package gains a version, its
@@ -16,11 +17,56 @@
 
 mod shared;
 pub mod v0_1;
+pub mod v0_2;
 
 use super::bindings::{kubernetes as wk, log as wl, metrics as wm, types as wt};
 use crate::model;
 
 shared::shared_conversions!();
+
+fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
+    wt::RunnerContext {
+        name: context.name,
+        dry_run: context.dry_run,
+        timeout_ms: context.timeout_ms,
+        node: context.node,
+        namespace: context.namespace,
+        owner: context.owner.map(owner_to_wit),
+        cluster: context.cluster,
+    }
+}
+
+fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
+    model::RunnerContext {
+        name: context.name,
+        dry_run: context.dry_run,
+        timeout_ms: context.timeout_ms,
+        node: context.node,
+        namespace: context.namespace,
+        owner: context.owner.map(owner_back),
+        cluster: context.cluster,
+    }
+}
+
+/// A hook's addon-operator lifecycle bindings, by addon-operator's names (`beforeHelm`,
+/// ...), with their orders.
+pub fn lifecycle(config: &wt::HookConfig) -> Vec<(String, f64)> {
+    config
+        .lifecycle
+        .iter()
+        .map(|l| {
+            let name = match l.binding {
+                wt::LifecycleBinding::BeforeAll => "beforeAll",
+                wt::LifecycleBinding::AfterAll => "afterAll",
+                wt::LifecycleBinding::BeforeHelm => "beforeHelm",
+                wt::LifecycleBinding::AfterHelm => "afterHelm",
+                wt::LifecycleBinding::BeforeDeleteHelm => "beforeDeleteHelm",
+                wt::LifecycleBinding::AfterDeleteHelm => "afterDeleteHelm",
+            };
+            (name.to_owned(), l.order)
+        })
+        .collect()
+}
 
 fn binding_type_to_wit(type_: model::BindingType) -> wt::BindingType {
     match type_ {
@@ -146,6 +192,7 @@ mod tests {
                 node: None,
                 namespace: Some("ns".to_owned()),
                 owner: None,
+                cluster: Some("prod".to_owned()),
             },
             binding_contexts: vec![context],
         };
@@ -190,6 +237,10 @@ mod tests {
             }],
             kubernetes_conversion: vec![],
             settings: None,
+            lifecycle: vec![wt::LifecycleOrder {
+                binding: wt::LifecycleBinding::BeforeHelm,
+                order: 5.0,
+            }],
         });
         assert!(config.kubernetes_validating.is_empty());
         let binding = &config.kubernetes_mutating[0];

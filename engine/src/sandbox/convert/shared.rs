@@ -5,7 +5,8 @@
 //! to exist once per version. [`shared_conversions!`] is that body: each version's
 //! module brings its bindings into scope as `wt` (types), `wk` (kubernetes), `wl` (log)
 //! and `wm` (metrics), defines what differs (`binding_type_to_wit`,
-//! `binding_type_from_wit`, `hook_config`), and invokes the macro.
+//! `binding_type_from_wit`, `hook_config`, `lifecycle`, `runner_context`,
+//! `runner_context_back`), and invokes the macro.
 
 /// Defines the version-independent translations against the `wt`, `wk`, `wl`, `wm` and
 /// `model` paths in scope where it is invoked.
@@ -70,35 +71,21 @@ macro_rules! shared_conversions {
             }
         }
 
-        fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
-            wt::RunnerContext {
-                name: context.name,
-                dry_run: context.dry_run,
-                timeout_ms: context.timeout_ms,
-                node: context.node,
-                namespace: context.namespace,
-                owner: context.owner.map(|o| wt::OwnerReference {
-                    api_version: o.api_version,
-                    kind: o.kind,
-                    name: o.name,
-                    uid: o.uid,
-                }),
+        fn owner_to_wit(o: model::OwnerReference) -> wt::OwnerReference {
+            wt::OwnerReference {
+                api_version: o.api_version,
+                kind: o.kind,
+                name: o.name,
+                uid: o.uid,
             }
         }
 
-        fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
-            model::RunnerContext {
-                name: context.name,
-                dry_run: context.dry_run,
-                timeout_ms: context.timeout_ms,
-                node: context.node,
-                namespace: context.namespace,
-                owner: context.owner.map(|o| model::OwnerReference {
-                    api_version: o.api_version,
-                    kind: o.kind,
-                    name: o.name,
-                    uid: o.uid,
-                }),
+        fn owner_back(o: wt::OwnerReference) -> model::OwnerReference {
+            model::OwnerReference {
+                api_version: o.api_version,
+                kind: o.kind,
+                name: o.name,
+                uid: o.uid,
             }
         }
 

@@ -10,6 +10,36 @@ use crate::sandbox::bindings::v0_1::{kubernetes as wk, log as wl, metrics as wm,
 
 super::shared::shared_conversions!();
 
+fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
+    // This version's record has no cluster; the sandbox gives the caller back the
+    // context it sent.
+    wt::RunnerContext {
+        name: context.name,
+        dry_run: context.dry_run,
+        timeout_ms: context.timeout_ms,
+        node: context.node,
+        namespace: context.namespace,
+        owner: context.owner.map(owner_to_wit),
+    }
+}
+
+fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
+    model::RunnerContext {
+        name: context.name,
+        dry_run: context.dry_run,
+        timeout_ms: context.timeout_ms,
+        node: context.node,
+        namespace: context.namespace,
+        owner: context.owner.map(owner_back),
+        cluster: None,
+    }
+}
+
+/// This version has no lifecycle bindings.
+pub fn lifecycle(_config: &wt::HookConfig) -> Vec<(String, f64)> {
+    Vec::new()
+}
+
 fn binding_type_to_wit(type_: model::BindingType) -> wt::BindingType {
     match type_ {
         model::BindingType::OnStartup => wt::BindingType::OnStartup,
@@ -106,6 +136,7 @@ mod tests {
                 node: None,
                 namespace: None,
                 owner: None,
+                cluster: None,
             },
             binding_contexts: vec![
                 context(model::BindingType::Validating),

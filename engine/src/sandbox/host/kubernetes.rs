@@ -111,6 +111,15 @@ impl bindings::kubernetes::Host for KubernetesState {
     }
 }
 
+impl bindings::v0_2::kubernetes::Host for KubernetesState {
+    fn submit(
+        &mut self,
+        operation: bindings::v0_2::kubernetes::PatchOperation,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.queue(convert::v0_2::patch_operation(operation))
+    }
+}
+
 impl bindings::v0_1::kubernetes::Host for KubernetesState {
     fn submit(
         &mut self,

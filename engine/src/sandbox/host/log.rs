@@ -83,3 +83,14 @@ impl bindings::v0_1::log::Host for LogState {
         self.record(convert::v0_1::log_level(level), message, fields)
     }
 }
+
+impl bindings::v0_2::log::Host for LogState {
+    fn log(
+        &mut self,
+        level: bindings::v0_2::log::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        self.record(convert::v0_2::log_level(level), message, fields)
+    }
+}

@@ -96,6 +96,15 @@ impl bindings::metrics::Host for MetricsState {
     }
 }
 
+impl bindings::v0_2::metrics::Host for MetricsState {
+    fn submit(
+        &mut self,
+        operation: bindings::v0_2::metrics::MetricOperation,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.queue(convert::v0_2::metric_operation(operation))
+    }
+}
+
 impl bindings::v0_1::metrics::Host for MetricsState {
     fn submit(
         &mut self,

@@ -1,6 +1,6 @@
 //! The per-call host state and the one place where every host interface is linked.
 //!
-//! Each WIT host interface (`log`, `kubernetes`, `metrics`) is its own module with its
+//! Each WIT host interface (`log`, `kubernetes`, `metrics`, `values`) is its own module with its
 //! own state; adding an interface adds a module and a line in [`link`], nothing else.
 //! Every published version of the WIT package is linked at once (see [`link`]).
 //! WASI is linked with a context that grants nothing but the read-only directories a
@@ -10,6 +10,7 @@
 pub mod kubernetes;
 pub mod log;
 pub mod metrics;
+pub mod values;
 
 use super::limits::{CallLimits, MemoryLimiter};
 use super::output::BoundedOutput;
@@ -64,11 +65,14 @@ pub struct CallState {
     pub kubernetes: kubernetes::KubernetesState,
     /// The `metrics` interface.
     pub metrics: metrics::MetricsState,
+    /// The `values` interface (addon module hooks).
+    pub values: values::ValuesState,
 }
 
 impl CallState {
-    /// A fresh state for one call named `run` under `limits`.
-    pub fn new(limits: &CallLimits, run: String) -> Self {
+    /// A fresh state for one call named `run` under `limits`, with the addon module
+    /// `values` a module or global hook sees (none for any other call).
+    pub fn new(limits: &CallLimits, run: String, values: Option<values::HookValues>) -> Self {
         let stdout = BoundedOutput::new(limits.stdout_bytes);
         let stderr = BoundedOutput::new(limits.stderr_bytes);
         // The builder's defaults already deny what matters: no preopens, no env, no
@@ -98,6 +102,7 @@ impl CallState {
                 limits.patch_bytes,
             ),
             metrics: metrics::MetricsState::new(limits.metric_operations),
+            values: values::ValuesState::new(values, limits.patch_operations, limits.patch_bytes),
         }
     }
 }
@@ -119,9 +124,18 @@ impl WasiView for CallState {
 /// guests of every version, and they share one state per interface: a call's records,
 /// patches and metrics land in the same buffers whichever version the guest speaks.
 pub fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    use super::bindings::operation::operon::engine as v0_2;
+    use super::bindings::operation::operon::engine as v0_3;
     use super::bindings::v0_1::operation::operon::engine as v0_1;
+    use super::bindings::v0_2::operation::operon::engine as v0_2;
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    v0_3::log::add_to_linker::<_, HasSelf<log::LogState>>(linker, |s| &mut s.log)?;
+    v0_3::kubernetes::add_to_linker::<_, HasSelf<kubernetes::KubernetesState>>(linker, |s| {
+        &mut s.kubernetes
+    })?;
+    v0_3::metrics::add_to_linker::<_, HasSelf<metrics::MetricsState>>(linker, |s| &mut s.metrics)?;
+    super::bindings::values::add_to_linker::<_, HasSelf<values::ValuesState>>(linker, |s| {
+        &mut s.values
+    })?;
     v0_2::log::add_to_linker::<_, HasSelf<log::LogState>>(linker, |s| &mut s.log)?;
     v0_2::kubernetes::add_to_linker::<_, HasSelf<kubernetes::KubernetesState>>(linker, |s| {
         &mut s.kubernetes
