@@ -176,6 +176,7 @@ async fn a_module_fetched_by_digest_runs_with_the_steps_files() {
     assert_eq!(report["context"]["namespace"], "ops");
     assert_eq!(report["context"]["timeoutMs"], 20_000);
     assert_eq!(report["context"]["owner"]["kind"], "Diagnosis");
+    assert_eq!(report["context"]["cluster"], "lab");
     // The termination message: the results as a JSON object of strings.
     let message = std::fs::read_to_string(dir.path().join("termination-log")).unwrap();
     let results: Value = serde_json::from_str(&message).unwrap();
@@ -188,6 +189,8 @@ async fn a_module_fetched_by_digest_runs_with_the_steps_files() {
     assert_eq!(results["context.name"], "ops/disk/node-3", "{results}");
     assert_eq!(results["context.owner"], "Diagnosis/disk", "{results}");
     assert_eq!(results["context.node"], "n1", "{results}");
+    // The platform of the context file reaches a 0.3.0 guest.
+    assert_eq!(results["context.cluster"], "lab", "{results}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

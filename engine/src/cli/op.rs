@@ -152,6 +152,8 @@ struct ContextSummary<'a> {
     namespace: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     owner: Option<&'a OwnerReference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -223,6 +225,7 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
             node: context.node.as_deref(),
             namespace: context.namespace.as_deref(),
             owner: context.owner.as_ref(),
+            cluster: context.cluster.as_deref(),
         },
         results,
         output: output_text,
@@ -421,12 +424,13 @@ fn print_table(s: &RunSummary<'_>) {
     println!("status   {} in {:.2} ms", s.status, s.elapsed_ms);
     let c = &s.context;
     println!(
-        "context  name={} dryRun={} timeout={}ms node={} namespace={}",
+        "context  name={} dryRun={} timeout={}ms node={} namespace={} cluster={}",
         c.name,
         c.dry_run,
         c.timeout_ms,
         c.node.unwrap_or("-"),
-        c.namespace.unwrap_or("-")
+        c.namespace.unwrap_or("-"),
+        c.cluster.unwrap_or("-")
     );
     if let Some(o) = c.owner {
         println!("owner    {}/{} (uid {})", o.kind, o.name, o.uid);
