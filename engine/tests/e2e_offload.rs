@@ -1,0 +1,354 @@
+//! End to end against a real Kubernetes API server (only with `OPERON_E2E_KUBECONFIG`,
+//! skipped otherwise): a wasm step offloaded to a Job (`wasm.runOn: Job`). `operon
+//! serve` with its module API creates a Job of Operon's image running `operon op run`
+//! on the pushed module's digest; with no kubelet here, the test runs the container's
+//! command itself (fetching the module by digest from `operon serve` with the step's
+//! ServiceAccount token) and writes the pod's status with the termination message it
+//! wrote; the Diagnosis reaches Succeeded with the module's results.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+mod e2e_support;
+use e2e_support::*;
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).unwrap()
+}
+
+/// Plays the kubelet: the pod ran and its container wrote `message`.
+async fn complete_pod(pods: &Api<Pod>, pod: &Pod, message: &str) {
+    let name = pod.metadata.name.clone().unwrap();
+    let status = json!({"status": {
+        "phase": "Succeeded",
+        "containerStatuses": [{"name": "step", "image": "ghcr.io/operon-dev/operon:e2e",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message,
+                "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}}],
+    }});
+    pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+async fn the_pod(pods: &Api<Pod>, job: &str) -> Pod {
+    eventually("the Job's pod", Duration::from_secs(60), async || {
+        let list = pods
+            .list(&ListParams::default().labels(&format!("operon.dev/run={job}")))
+            .await
+            .ok()?;
+        list.items.into_iter().next()
+    })
+    .await
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "kubectl {args:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// A CA and a serving certificate for 127.0.0.1 in `dir`: (ca, cert, key).
+fn certificates(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let paths = [dir.join("ca.crt"), dir.join("tls.crt"), dir.join("tls.key")];
+    std::fs::write(&paths[0], ca.pem()).unwrap();
+    std::fs::write(&paths[1], cert.pem()).unwrap();
+    std::fs::write(&paths[2], key.serialize_pem()).unwrap();
+    paths
+}
+
+/// Plays the kubelet for an offloaded step's pod: runs the Job's container command
+/// (`operon op run` on the digest) on this machine, with the pod's files (the input
+/// ConfigMap's keys, the ServiceAccount token) in `dir`, and returns what it wrote as
+/// its termination message.
+fn run_container(
+    job: &Job,
+    data: &BTreeMap<String, String>,
+    token: &str,
+    dir: &std::path::Path,
+) -> String {
+    let container = &job
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0];
+    assert_eq!(
+        container.command.as_deref(),
+        Some(&["operon".to_owned()][..])
+    );
+    for (key, value) in data {
+        std::fs::write(dir.join(key), value).unwrap();
+    }
+    std::fs::write(dir.join("token"), token).unwrap();
+    let termination = dir.join("termination-log");
+    let local = |arg: &String| -> String {
+        if arg == "/dev/termination-log" {
+            termination.display().to_string()
+        } else if arg == "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+            dir.join("token").display().to_string()
+        } else if let Some(file) = arg.strip_prefix("/var/run/operon/") {
+            dir.join(file).display().to_string()
+        } else {
+            arg.clone()
+        }
+    };
+    let args: Vec<String> = container.args.iter().flatten().map(local).collect();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(&args)
+        .output()
+        .unwrap();
+    eprintln!(
+        "$ operon {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "the container's command failed");
+    std::fs::read_to_string(termination).unwrap()
+}
+
+#[tokio::test]
+async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_digest() {
+    let Some(path) = kubeconfig() else { return };
+    let cluster = connect(&path).await;
+    let scratch = Scratch::new(&cluster, &path, "operon-e2e-offload").await;
+    let ns = scratch.name.clone();
+    let run = format!("{:08x}", getrandom_u32());
+    let (module, op, set, role) = (
+        format!("e2e-echo-off-{run}"),
+        format!("e2e-offloaded-{run}"),
+        format!("e2e-offload-set-{run}"),
+        format!("e2e-module-reader-{run}"),
+    );
+    let _cleanup = ClusterScoped {
+        kubeconfig: path.clone(),
+        objects: vec![
+            ("module.operon.dev", module.clone()),
+            ("operation.operon.dev", op.clone()),
+            ("operationset.operon.dev", set.clone()),
+            ("clusterrole", role.clone()),
+            ("clusterrolebinding", role.clone()),
+        ],
+    };
+    apply_operon_crds(&cluster).await;
+    // The offloaded step's ServiceAccount may read modules (and, here, push one).
+    kubectl(&path, &["-n", &ns, "create", "serviceaccount", "offloader"]);
+    kubectl(
+        &path,
+        &[
+            "create",
+            "clusterrole",
+            &role,
+            "--verb=create,get,list",
+            "--resource=modules.operon.dev",
+        ],
+    );
+    kubectl(
+        &path,
+        &[
+            "create",
+            "clusterrolebinding",
+            &role,
+            "--clusterrole",
+            &role,
+            "--serviceaccount",
+            &format!("{ns}:offloader"),
+        ],
+    );
+    let token = kubectl(&path, &["-n", &ns, "create", "token", "offloader"])
+        .trim()
+        .to_owned();
+
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let [ca, cert, key] = certificates(dir.path());
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, &token).unwrap();
+    let port = free_port();
+    let module_url = format!("https://127.0.0.1:{port}");
+    let args: Vec<String> = [
+        "--leader-election-namespace",
+        &ns,
+        "--leader-election-lease-name",
+        &format!("e2e-offload-{run}"),
+        "--validating-webhook-listen-address",
+        "127.0.0.1",
+        "--validating-webhook-listen-port",
+        &port.to_string(),
+        "--module-api-url",
+        &module_url,
+        "--image",
+        "ghcr.io/operon-dev/operon:e2e",
+        "--offload-module-url",
+        &module_url,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(
+        [
+            ("--validating-webhook-server-cert", &cert),
+            ("--validating-webhook-server-key", &key),
+            ("--module-source-ca", &ca),
+            ("--offload-module-ca", &ca),
+            ("--module-fetch-token-file", &token_file),
+            ("--module-store", &dir.path().join("store")),
+        ]
+        .into_iter()
+        .flat_map(|(flag, path)| [flag.to_owned(), path.display().to_string()]),
+    )
+    .collect();
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = serve(&path, &hooks, &refs, "offload");
+    eventually(
+        "the module API served",
+        Duration::from_secs(60),
+        async || std::net::TcpStream::connect(("127.0.0.1", port)).ok(),
+    )
+    .await;
+    let _ = server.port;
+
+    // The module, pushed: the Operation names it, and the Job pins its digest.
+    let bytes = std::fs::read(operon_tests::ECHO).unwrap();
+    let digest = operon::sandbox::ModuleDigest::of(&bytes);
+    let pushed = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["module", "push", operon_tests::ECHO, "--name", &module])
+        .args([
+            "--server",
+            &module_url,
+            "--token",
+            &token,
+            "--certificate-authority",
+        ])
+        .arg(&ca)
+        .output()
+        .unwrap();
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+
+    let post = PostParams::default();
+    operon_api(&cluster, "Operation")
+        .create(
+            &post,
+            &object(json!({
+                "apiVersion": "operon.dev/v1alpha1", "kind": "Operation",
+                "metadata": {"name": op},
+                "spec": {"processor": {"timeoutSeconds": 120, "wasm": {
+                    "module": module, "config": {"greeting": "hi"},
+                    "runOn": "Job", "job": {"serviceAccountName": "offloader",
+                        "ttlSecondsAfterFinished": 60}}}},
+            })),
+        )
+        .await
+        .unwrap();
+    operon_api(&cluster, "OperationSet")
+        .create(&post, &chain(&set, &[op.as_str()]))
+        .await
+        .unwrap();
+    let client = cluster.client().clone();
+    let diagnoses: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &operon_resource("Diagnosis"));
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    diagnoses
+        .create(
+            &post,
+            &object(
+                json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+                "metadata": {"name": "offload"},
+                "spec": {"operationSet": set, "parameters": {"level": "3"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let job = eventually(
+        "the offloaded step's Job",
+        Duration::from_secs(90),
+        async || {
+            jobs.list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .next()
+        },
+    )
+    .await;
+    let job_name = job.metadata.name.clone().unwrap();
+    let pod_spec = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(pod_spec.service_account_name.as_deref(), Some("offloader"));
+    let container = &pod_spec.containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        Some("ghcr.io/operon-dev/operon:e2e")
+    );
+    let args = container.args.clone().unwrap();
+    assert_eq!(args[..4], ["op", "run", "--digest", &digest.to_string()]);
+    let data = maps.get(&job_name).await.unwrap().data.unwrap();
+    assert_eq!(data["module-ca.crt"], std::fs::read_to_string(&ca).unwrap());
+
+    // No kubelet here: the test runs the container's command itself, which fetches the
+    // module by digest from `operon serve` with the ServiceAccount's token, and writes
+    // the pod's status with the termination message it wrote.
+    let pod = the_pod(&pods, &job_name).await;
+    let work = tempfile::tempdir().unwrap();
+    let message = tokio::task::spawn_blocking({
+        let (job, data, token, work) = (
+            job.clone(),
+            data.clone(),
+            token.clone(),
+            work.path().to_owned(),
+        );
+        move || run_container(&job, &data, &token, &work)
+    })
+    .await
+    .unwrap();
+    complete_pod(&pods, &pod, &message).await;
+
+    let done = eventually("offload Succeeded", Duration::from_secs(90), async || {
+        let d = diagnoses.get("offload").await.ok()?;
+        let status = d.data.get("status")?.clone();
+        matches!(status["phase"].as_str(), Some("Succeeded" | "Failed")).then_some(status)
+    })
+    .await;
+    assert_eq!(done["phase"], "Succeeded", "{done}");
+    let results = &done["operationResults"];
+    // The echo guest's results: its parameters (wasm.config under the input) and the
+    // runner context it got in the pod.
+    assert_eq!(results["greeting"], "hi", "{done}");
+    assert_eq!(results["level"], "3", "{done}");
+    assert_eq!(
+        results["context.name"],
+        format!("{ns}/offload/node-1"),
+        "{done}"
+    );
+    assert_eq!(results["context.owner"], "Diagnosis/offload", "{done}");
+    assert_eq!(results["context.namespace"], ns.as_str(), "{done}");
+}
