@@ -7,6 +7,11 @@
 //! patches it writes go back to the operator ([`BindingPatch`]), which applies them
 //! and runs the module (or converges, for global values) when they change the values.
 //! The engine applies the run's kubernetes patches and metrics itself.
+//!
+//! As addon-operator's EnableScheduleBindings step, schedule bindings fire only once
+//! their owner's Synchronization is done ([`BindingEngine::enable_schedules`]): a
+//! crontab tick before that runs nothing. Lifecycle runs read the snapshots of the
+//! hook's kubernetes bindings from the engine ([`lifecycle_snapshots`]).
 
 use super::hooks::AddonHook;
 use crate::cluster::Cluster;
@@ -14,10 +19,11 @@ use crate::hooks::engine::{Engine, LoadedHook};
 use crate::hooks::load::configure;
 use crate::hooks::{Hook, HookError, HookRun};
 use crate::metrics::Metrics;
-use crate::model::{HookConfig, HookInput};
+use crate::model::{BindingType, HookConfig, HookInput, Snapshot};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -47,6 +53,8 @@ struct BoundHook {
     module: Option<String>,
     values: SharedValues,
     patches: tokio::sync::mpsc::UnboundedSender<BindingPatch>,
+    /// Set once the owner's Synchronization is done: schedule contexts run from then.
+    schedules: Arc<AtomicBool>,
 }
 
 impl Hook for BoundHook {
@@ -64,6 +72,25 @@ impl Hook for BoundHook {
 
     fn handle(&self, input: HookInput, timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
         Box::pin(async move {
+            let mut input = input;
+            if !self.schedules.load(Ordering::Acquire) {
+                input
+                    .binding_contexts
+                    .retain(|c| c.type_ != BindingType::Schedule);
+                if input.binding_contexts.is_empty() {
+                    // A tick of a schedule not enabled yet: nothing runs.
+                    let run = HookRun {
+                        outcome: Ok(crate::model::HookOutput::default()),
+                        patches: Vec::new(),
+                        metrics: Vec::new(),
+                        logs: Vec::new(),
+                        stdout: String::new(),
+                        stderr: String::new(),
+                        elapsed: Duration::ZERO,
+                    };
+                    return (run, input);
+                }
+            }
             let (values, config) = self
                 .values
                 .lock()
@@ -101,6 +128,7 @@ pub struct BindingEngine {
     /// waits for: those on the `main` queue and those with `waitForSynchronization`
     /// (addon-operator waits for no other).
     waited: Vec<(String, String)>,
+    schedules: Arc<AtomicBool>,
 }
 
 impl BindingEngine {
@@ -110,7 +138,18 @@ impl BindingEngine {
             stop: None,
             engine: None,
             waited: Vec::new(),
+            schedules: Arc::new(AtomicBool::new(true)),
         }
+    }
+
+    /// Lets schedule bindings run: the owner's Synchronization is done.
+    pub fn enable_schedules(&self) {
+        self.schedules.store(true, Ordering::Release);
+    }
+
+    /// Whether schedule bindings run.
+    pub fn schedules_enabled(&self) -> bool {
+        self.schedules.load(Ordering::Acquire)
     }
 
     /// The waited-for bindings whose Synchronization is not done yet, as
@@ -136,6 +175,34 @@ impl BindingEngine {
     }
 }
 
+/// The snapshots a lifecycle run of `hook` carries: one per kubernetes binding of the
+/// hook, by binding name, with the objects `engine` holds for it (none when its owner's
+/// engine does not run: a module being deleted, or a run without live bindings), as
+/// addon-operator's `KubernetesSnapshots` gives them.
+pub fn lifecycle_snapshots(engine: Option<&BindingEngine>, hook: &AddonHook) -> Vec<Snapshot> {
+    let held = engine
+        .and_then(|e| e.engine.as_ref())
+        .and_then(|e| e.hook_snapshot(&hook.name));
+    match held {
+        Some(snapshots) => snapshots
+            .into_iter()
+            .map(|s| Snapshot {
+                binding: s.binding,
+                objects: s.objects,
+            })
+            .collect(),
+        None => hook
+            .config
+            .kubernetes
+            .iter()
+            .map(|k| Snapshot {
+                binding: k.name.clone(),
+                objects: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
 impl Drop for BindingEngine {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -157,6 +224,7 @@ pub async fn start(
     let owner = module.unwrap_or("global").to_owned();
     let mut loaded: Vec<LoadedHook> = Vec::new();
     let mut waited = Vec::new();
+    let schedules = Arc::new(AtomicBool::new(false));
     for hook in hooks
         .iter()
         .filter(|h| !h.config.kubernetes.is_empty() || !h.config.schedule.is_empty())
@@ -173,6 +241,7 @@ pub async fn start(
             module: module.map(str::to_owned),
             values: values.clone(),
             patches: patches.clone(),
+            schedules: schedules.clone(),
         });
         let (ready, _) = configure(bound, cluster.as_ref())
             .await
@@ -205,5 +274,6 @@ pub async fn start(
         stop: Some(stop),
         engine: Some(engine),
         waited,
+        schedules,
     }))
 }

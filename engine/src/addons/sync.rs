@@ -5,6 +5,8 @@
 //! Synchronization runs finish (values patches applied) before its first `beforeHelm`.
 //! Bindings with `executeHookOnSynchronization: false` count as synchronized at once;
 //! those on a named queue with `waitForSynchronization: false` are not waited for.
+//! Once an owner's waited-for Synchronization is done its schedule bindings are
+//! enabled (addon-operator's EnableScheduleBindings), not before.
 //!
 //! A wait that outlasts the hook timeout fails the task, which is retried with its
 //! backoff while the engine goes on synchronizing: a module whose hook cannot
@@ -51,6 +53,11 @@ impl Operator {
         for module in started {
             if let Err(e) = self.start_engine(Some(&module)).await {
                 tracing::warn!(module = %module, error = %e, "cannot start the module's bindings");
+            }
+        }
+        for engine in self.engines.values() {
+            if !engine.schedules_enabled() && engine.pending_synchronization().is_empty() {
+                engine.enable_schedules();
             }
         }
         Ok(())
@@ -103,6 +110,9 @@ impl Operator {
             // counted as finished: this drain sees them all.
             self.take_patches(module).await;
             if pending.is_empty() {
+                if let Some(engine) = self.engines.get(owner) {
+                    engine.enable_schedules();
+                }
                 return Ok(());
             }
             if Instant::now() >= deadline {

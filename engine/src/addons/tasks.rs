@@ -4,13 +4,16 @@
 
 use super::AddonError;
 use super::apply::describe;
-use super::bindings::BindingPatch;
+use super::bindings::{BindingPatch, lifecycle_snapshots};
 use super::config::section_patch;
 use super::enabled::{self, Decision};
 use super::hooks::{self, AddonHook, HookOutcome, Lifecycle};
 use super::operator::{Operator, QueueEvent, Task};
 use super::values::{check_patch_paths, checksum, patched_config};
-use crate::model::{CreateSpec, ObjectRef, PatchOperation, PatchSpec};
+use crate::model::{
+    BindingContext, BindingType, CreateSpec, HookInput, ObjectRef, PatchOperation, PatchSpec,
+    RunnerContext,
+};
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -111,8 +114,8 @@ impl Operator {
         global["enabledModules"] = json!(self.enabled);
         let values = json!({"global": global});
         let config = json!({"global": self.global.config()});
-        let outcome = hook
-            .run(binding, &values, &config, self.settings.hook_timeout)
+        let outcome = self
+            .run_lifecycle(&hook, None, binding, &values, &config)
             .await
             .inspect_err(|_| {
                 self.metrics
@@ -371,8 +374,8 @@ impl Operator {
         for hook in hooks {
             let values = self.values_document(module)?;
             let config = self.config_document(module)?;
-            let outcome = hook
-                .run(binding, &values, &config, self.settings.hook_timeout)
+            let outcome = self
+                .run_lifecycle(&hook, Some(module), binding, &values, &config)
                 .await
                 .inspect_err(|_| {
                     self.metrics
@@ -383,6 +386,61 @@ impl Operator {
             self.apply_outcome(&hook, Some(module), outcome).await?;
         }
         Ok(())
+    }
+
+    /// Runs `hook` for a lifecycle `binding` of its owner (`module`, or `None` for a
+    /// global hook). Every binding but `onStartup` carries the snapshots of the hook's
+    /// kubernetes bindings, as addon-operator gives them to `beforeAll`, `afterAll`,
+    /// `beforeHelm`, `afterHelm`, `beforeDeleteHelm` and `afterDeleteHelm`.
+    async fn run_lifecycle(
+        &self,
+        hook: &AddonHook,
+        module: Option<&str>,
+        binding: Lifecycle,
+        values: &Value,
+        config: &Value,
+    ) -> Result<HookOutcome, AddonError> {
+        let snapshots = if binding == Lifecycle::OnStartup {
+            Vec::new()
+        } else {
+            lifecycle_snapshots(self.engines.get(module.unwrap_or("global")), hook)
+        };
+        let timeout = self.settings.hook_timeout;
+        let input = HookInput {
+            context: RunnerContext {
+                name: format!("{}/{}", hook.name, binding.name()),
+                dry_run: false,
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                node: None,
+                namespace: None,
+                owner: None,
+                cluster: None,
+            },
+            binding_contexts: vec![BindingContext {
+                binding: binding.name().to_owned(),
+                type_: BindingType::OnStartup,
+                group: None,
+                watch_event: None,
+                object: None,
+                objects: Vec::new(),
+                snapshots,
+                review: None,
+            }],
+        };
+        let (run, patches) = hook.run_input(&input, values, config, timeout).await;
+        if let Err(e) = &run.outcome {
+            return Err(AddonError::Hook(format!(
+                "hook {} ({}): {e}",
+                hook.name,
+                binding.name()
+            )));
+        }
+        let (values_patch, config_patch) = patches?;
+        Ok(HookOutcome {
+            run,
+            values_patch,
+            config_patch,
+        })
     }
 
     /// Applies what a successful hook run submitted: its kubernetes patches in order,

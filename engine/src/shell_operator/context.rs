@@ -10,6 +10,7 @@
 //! | type            | fields besides `binding`                                           |
 //! |-----------------|--------------------------------------------------------------------|
 //! | onStartup       | none (no `type`)                                                   |
+//! | lifecycle       | `snapshots` (`{}` when empty; no `type`)                           |
 //! | Schedule        | `type`, `snapshots`?                                               |
 //! | Synchronization | `type`, `objects` (`[]` when empty), `snapshots`?                  |
 //! | Event           | `type`, `watchEvent`, `object`, `filterResult`?, `snapshots`?      |
@@ -23,7 +24,13 @@
 //! `resourceEvent` (`add`, `update`, `delete`) with the object's `resourceNamespace`,
 //! `resourceKind` and `resourceName`.
 //!
-//! `snapshots` appears when the context carries at least one snapshot. In each
+//! A lifecycle context is addon-operator's (`beforeAll`, `afterAll`, `beforeHelm`,
+//! `afterHelm`, `beforeDeleteHelm`, `afterDeleteHelm`): typed as onStartup (no
+//! `type`) but named after its binding, it carries every snapshot of the hook's
+//! kubernetes bindings, so `snapshots` is always written, as addon-operator's
+//! `IncludeAllSnapshots` does.
+//!
+//! Otherwise `snapshots` appears when the context carries at least one snapshot. In each
 //! `{object, filterResult}` item `object` is absent when the binding does not keep full
 //! objects, and `filterResult` is absent when the binding has no jq filter, `null` when
 //! the filter produced nothing, and an array when it produced several values.
@@ -33,6 +40,22 @@ use crate::model::{
     BindingContext, BindingType, ConfigVersion, ObjectAndFilter, Snapshot, WatchEvent,
 };
 use serde_json::{Map, Value};
+
+/// addon-operator's lifecycle bindings, whose contexts carry all the hook's snapshots.
+pub const LIFECYCLE_BINDINGS: [&str; 6] = [
+    "beforeAll",
+    "afterAll",
+    "beforeHelm",
+    "afterHelm",
+    "beforeDeleteHelm",
+    "afterDeleteHelm",
+];
+
+/// Whether `context` is one of addon-operator's lifecycle contexts.
+fn is_lifecycle(context: &BindingContext) -> bool {
+    context.type_ == BindingType::OnStartup
+        && LIFECYCLE_BINDINGS.contains(&context.binding.as_str())
+}
 
 /// Why a JSON document is not a list of v1 binding contexts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -137,6 +160,10 @@ pub fn context_to_json_v0(context: &BindingContext) -> Value {
 pub fn context_to_json(context: &BindingContext) -> Value {
     let mut out = Map::new();
     out.insert("binding".into(), Value::String(context.binding.clone()));
+    if is_lifecycle(context) {
+        out.insert("snapshots".into(), snapshots_json(context));
+        return Value::Object(out);
+    }
     let type_name = match context.type_ {
         BindingType::OnStartup => return Value::Object(out),
         BindingType::Schedule => "Schedule",
@@ -182,17 +209,21 @@ pub fn context_to_json(context: &BindingContext) -> Value {
         BindingType::OnStartup | BindingType::Schedule => {}
     }
     if !context.snapshots.is_empty() {
-        let snapshots = context
-            .snapshots
-            .iter()
-            .map(|s| {
-                let items = s.objects.iter().map(item_to_json).collect();
-                (s.binding.clone(), Value::Array(items))
-            })
-            .collect();
-        out.insert("snapshots".into(), Value::Object(snapshots));
+        out.insert("snapshots".into(), snapshots_json(context));
     }
     Value::Object(out)
+}
+
+fn snapshots_json(context: &BindingContext) -> Value {
+    let snapshots = context
+        .snapshots
+        .iter()
+        .map(|s| {
+            let items = s.objects.iter().map(item_to_json).collect();
+            (s.binding.clone(), Value::Array(items))
+        })
+        .collect();
+    Value::Object(snapshots)
 }
 
 fn insert_item(out: &mut Map<String, Value>, item: &ObjectAndFilter) {
@@ -269,7 +300,9 @@ fn context_from_json(index: usize, value: &Value) -> Result<BindingContext, Cont
         }
     };
     let type_ = match map.get("type") {
-        None if binding == "onStartup" => BindingType::OnStartup,
+        None if binding == "onStartup" || LIFECYCLE_BINDINGS.contains(&binding.as_str()) => {
+            BindingType::OnStartup
+        }
         None => {
             return Err(ContextError::Missing {
                 index,
@@ -384,5 +417,60 @@ fn item_from_map(map: &Map<String, Value>) -> ObjectAndFilter {
             .filter(|object| !object.is_null())
             .map(Value::to_string),
         filter_result: map.get("filterResult").map(Value::to_string),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lifecycle(binding: &str, snapshots: Vec<Snapshot>) -> BindingContext {
+        BindingContext {
+            binding: binding.to_owned(),
+            type_: BindingType::OnStartup,
+            group: None,
+            watch_event: None,
+            object: None,
+            objects: Vec::new(),
+            snapshots,
+            review: None,
+        }
+    }
+
+    #[test]
+    fn lifecycle_contexts_always_carry_snapshots_and_read_back() {
+        let pods = Snapshot {
+            binding: "pods".to_owned(),
+            objects: vec![ObjectAndFilter {
+                object: None,
+                filter_result: Some(r#""web""#.to_owned()),
+            }],
+        };
+        let written = to_json(&[
+            lifecycle("beforeHelm", vec![pods]),
+            lifecycle("afterAll", Vec::new()),
+            lifecycle("onStartup", Vec::new()),
+        ]);
+        assert_eq!(
+            written,
+            serde_json::json!([
+                {"binding": "beforeHelm", "snapshots": {"pods": [{"filterResult": "web"}]}},
+                {"binding": "afterAll", "snapshots": {}},
+                {"binding": "onStartup"},
+            ])
+        );
+        let read = from_json(&written).unwrap();
+        assert_eq!(read[0].type_, BindingType::OnStartup);
+        assert_eq!(read[0].snapshots[0].binding, "pods");
+        assert_eq!(to_json(&read), written);
+        // Any other binding without a type is still refused.
+        let err = from_json(&serde_json::json!([{"binding": "pods"}])).unwrap_err();
+        assert_eq!(
+            err,
+            ContextError::Missing {
+                index: 0,
+                field: "type"
+            }
+        );
     }
 }
