@@ -362,6 +362,8 @@ impl Operator {
     /// Publishes the queue to `view` from now on (one made before the operator, say).
     pub fn publish_to(&mut self, view: QueueView) {
         self.view = view;
+        // A new operator (a replica that took over) converges afresh.
+        self.view.update(|p| p.converged = false);
         self.publish(None);
     }
 
@@ -644,6 +646,11 @@ impl Operator {
                     }
                     continue;
                 }
+            }
+            if held.is_none() && self.retries.is_empty() {
+                // The queue is empty and nothing failed: the startup convergence (or a
+                // later one) is done. Readiness only ever needs the first.
+                self.view.update(|p| p.converged = true);
             }
             self.publish(None);
             let next_retry = self.retries.iter().map(|(at, _)| *at).chain(held).min();

@@ -1,7 +1,9 @@
 //! What the task queue looks like from outside while it runs: the task in progress,
 //! the tasks waiting, failed module tasks waiting for their retry and a queue held by
 //! a failed global task; published by the operator after every change, for `operon
-//! serve`'s debug endpoint (`operon modules queue`, addon-operator's `queue list`).
+//! serve`'s debug endpoint (`operon modules queue`, addon-operator's `queue list`)
+//! and its readiness: ready once the startup convergence is done, addon-operator's
+//! `STARTUP_CONVERGE_DONE` ([`QueueView::startup_converged`]).
 
 use super::operator::Task;
 use serde::{Deserialize, Serialize};
@@ -20,6 +22,9 @@ pub(super) struct Published {
     pub(super) held_until: Option<Instant>,
     pub(super) enabled: Vec<String>,
     pub(super) started: bool,
+    /// Set once the queue of this run was first empty with nothing failed: every task
+    /// of the startup convergence succeeded. Stays set until a new operator publishes.
+    pub(super) converged: bool,
 }
 
 /// The queue at one moment, as the debug endpoint answers it.
@@ -38,6 +43,10 @@ pub struct QueueStatus {
     pub held_for_ms: Option<u64>,
     /// The modules the last discovery enabled, in order.
     pub enabled_modules: Vec<String>,
+    /// Whether the startup convergence is done (global `onStartup` hooks, the first
+    /// convergence and what it queued, all succeeded): `operon serve`'s readiness.
+    #[serde(default)]
+    pub startup_converged: bool,
 }
 
 /// The task in progress.
@@ -96,7 +105,36 @@ impl QueueView {
                 .filter(|at| *at > now)
                 .map(|at| millis(now, at)),
             enabled_modules: p.enabled.clone(),
+            startup_converged: p.converged,
         }
+    }
+
+    /// `Ok` once the startup convergence is done, as addon-operator's readiness;
+    /// otherwise what it waits for.
+    pub fn startup_converged(&self) -> Result<(), String> {
+        let status = self.status();
+        if status.startup_converged {
+            return Ok(());
+        }
+        if !status.running_queue {
+            return Err("the modules' task queue is starting".to_owned());
+        }
+        let mut waiting: Vec<String> = status.current.into_iter().map(|c| c.task).collect();
+        waiting.extend(status.waiting);
+        waiting.extend(
+            status
+                .retries
+                .iter()
+                .map(|r| format!("{} (failed {} times)", r.task, r.failures)),
+        );
+        Err(format!(
+            "waiting for the modules' startup convergence: {}",
+            if waiting.is_empty() {
+                "-".to_owned()
+            } else {
+                waiting.join(", ")
+            }
+        ))
     }
 
     /// The queue as text, one line per task: what `operon modules queue` prints.
@@ -123,6 +161,9 @@ impl QueueView {
         }
         if let Some(ms) = status.held_for_ms {
             out.push_str(&format!("held     {ms} ms by a failed global task\n"));
+        }
+        if status.running_queue && !status.startup_converged {
+            out.push_str("startup convergence in progress\n");
         }
         out.push_str(&format!(
             "enabled  {}\n",
@@ -169,5 +210,15 @@ mod tests {
         assert!(text.contains("      1  ModuleRun:echo\n"), "{text}");
         assert!(text.contains("retry    ModuleDelete:old in "), "{text}");
         assert!(text.contains("(failed 2 times)"), "{text}");
+        assert!(text.contains("startup convergence in progress"), "{text}");
+        let waiting = view.startup_converged().unwrap_err();
+        assert_eq!(
+            waiting,
+            "waiting for the modules' startup convergence: DiscoverModules, ModuleRun:echo, \
+             ModuleDelete:old (failed 2 times)"
+        );
+        view.update(|p| p.converged = true);
+        assert_eq!(view.startup_converged(), Ok(()));
+        assert!(view.status().startup_converged);
     }
 }

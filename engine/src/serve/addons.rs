@@ -479,6 +479,71 @@ mod tests {
         b.server.await.unwrap().unwrap();
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readyz_waits_for_the_modules_startup_convergence() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        write(d, "modules/values.yaml", "appEnabled: true\n");
+        // A kind the cluster does not serve: the ModuleRun fails and is retried.
+        let manifest = "modules/001-app/manifests/object.yaml";
+        write(
+            d,
+            manifest,
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: app\n",
+        );
+        let cluster = Arc::new(LocalCluster::new());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let options = ServeOptions {
+            grace: Duration::from_secs(5),
+            modules: Some(options(&d.join("modules"))),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(options, &loader(), served, Coordination::default(), async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        // The listener may not be bound yet: wait for it before asking.
+        until("the listener", async || {
+            tokio::net::TcpStream::connect(address).await.ok()
+        })
+        .await;
+        let waiting = until("a retried ModuleRun named by /readyz", async || {
+            let answer = get(address, "/readyz").await;
+            answer.contains("(failed 2 times)").then_some(answer)
+        })
+        .await;
+        assert!(
+            waiting.lines().next().unwrap().contains(" 503 "),
+            "{waiting}"
+        );
+        assert!(
+            waiting.contains("waiting for the modules' startup convergence: ModuleRun:app"),
+            "{waiting}"
+        );
+        // The manifest is fixed: the next retry succeeds and the convergence is done.
+        write(
+            d,
+            manifest,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n",
+        );
+        let ready = until("/readyz ready", async || {
+            let answer = get(address, "/readyz").await;
+            let ok = answer.lines().next().is_some_and(|l| l.contains(" 200 "));
+            ok.then_some(answer)
+        })
+        .await;
+        assert!(config_map(&cluster, "app").await.is_some(), "{ready}");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn a_bad_modules_directory_stops_serve_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();

@@ -821,6 +821,7 @@ mod tests {
             metrics,
             engine: watch::Sender::new(None),
             leading: watch::Sender::new(None),
+            modules: None,
         });
         let router = super::super::http::router(status, None);
         let (code, _) = send(&router, request("/api/v2/alerts", Some(TOKEN), FIRING)).await;

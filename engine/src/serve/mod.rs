@@ -153,6 +153,8 @@ pub(crate) struct Status {
     engine: watch::Sender<Option<Arc<Engine>>>,
     /// With leader election: whether this replica leads.
     leading: watch::Sender<Option<bool>>,
+    /// With modules: their queue, whose startup convergence readiness waits for.
+    modules: Option<crate::addons::status::QueueView>,
 }
 
 impl Status {
@@ -160,8 +162,9 @@ impl Status {
         self.engine.borrow().clone()
     }
 
-    /// Ready once the engine runs and every binding synchronized; a follower is ready
-    /// as a standby once its hooks loaded.
+    /// Ready once the engine runs, every binding synchronized and the modules' startup
+    /// convergence is done (addon-operator's readiness); a follower is ready as a
+    /// standby once its hooks loaded.
     fn ready(&self) -> Result<(), String> {
         let leading = *self.leading.borrow();
         match self.engine() {
@@ -170,7 +173,10 @@ impl Status {
             Some(engine) if !engine.synchronized() => {
                 Err("waiting for the Synchronization of every kubernetes binding".to_owned())
             }
-            Some(_) => Ok(()),
+            Some(_) => self
+                .modules
+                .as_ref()
+                .map_or(Ok(()), |view| view.startup_converged()),
         }
     }
 }
@@ -195,6 +201,7 @@ pub async fn run(
         metrics: metrics.clone(),
         engine: watch::Sender::new(None),
         leading: watch::Sender::new(coordination.elector.as_ref().map(|_| false)),
+        modules: options.modules.as_ref().map(|m| m.view.clone()),
     });
     let (stop, stopped) = watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();

@@ -329,6 +329,7 @@ pub async fn serve_engine(
         metrics,
         engine: watch::Sender::new(Some(engine)),
         leading: watch::Sender::new(None),
+        modules: None,
     });
     serve_tls(listener, tls, router(status, kind, timeout), stopped).await;
 }

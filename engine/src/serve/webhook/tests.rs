@@ -194,6 +194,7 @@ async fn start(
         metrics,
         engine: watch::Sender::new(Some(engine)),
         leading: watch::Sender::new(None),
+        modules: None,
     });
     let router = router(status.clone(), WebhookKind::Admission, timeout).merge(
         Router::new()
