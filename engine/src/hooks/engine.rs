@@ -26,6 +26,7 @@ use crate::model::{
     BindingContext, BindingType, ConfigVersion, HookInput, ObjectAndFilter, RunnerContext,
     WatchEvent,
 };
+use crate::runner::context::Platform;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash as _, Hasher as _};
@@ -137,6 +138,8 @@ pub struct Engine {
     hooks: Vec<LoadedHook>,
     cluster: Arc<dyn Cluster>,
     metrics: Arc<Metrics>,
+    /// Which cluster, for every run's context (Diagnoses get it the same way).
+    platform: Platform,
     state: Mutex<State>,
     wake: tokio::sync::Notify,
     /// Set by a shutdown: workers take no new task.
@@ -176,11 +179,19 @@ impl Engine {
             hooks,
             cluster,
             metrics,
+            platform: Platform::from_env(),
             state: Mutex::default(),
             wake: tokio::sync::Notify::new(),
             stopping: AtomicBool::new(false),
             running: AtomicBool::new(false),
         }
+    }
+
+    /// The same engine naming `platform` in its runs' context instead of the one
+    /// `OPERON_CLUSTER_NAME` describes.
+    pub fn with_platform(mut self, platform: Platform) -> Self {
+        self.platform = platform;
+        self
     }
 
     /// The hooks, in load order.
@@ -562,7 +573,7 @@ impl Engine {
                 node: None,
                 namespace: None,
                 owner: None,
-                cluster: None,
+                cluster: self.platform.cluster.clone(),
             },
             binding_contexts: contexts,
         }

@@ -22,6 +22,8 @@ struct Scripted {
     metrics: Vec<crate::model::MetricOperation>,
     runs: AtomicUsize,
     seen: Mutex<Vec<Vec<BindingContext>>>,
+    /// The runner context of every run.
+    contexts: Mutex<Vec<crate::model::RunnerContext>>,
 }
 
 impl Scripted {
@@ -33,6 +35,7 @@ impl Scripted {
             metrics: Vec::new(),
             runs: AtomicUsize::new(0),
             seen: Mutex::default(),
+            contexts: Mutex::default(),
         }
     }
 }
@@ -68,6 +71,7 @@ impl Hook for Scripted {
                 .lock()
                 .unwrap()
                 .push(input.binding_contexts.clone());
+            self.contexts.lock().unwrap().push(input.context.clone());
             let patches = input
                 .binding_contexts
                 .iter()
@@ -535,4 +539,40 @@ async fn a_standby_keeps_snapshots_current_and_runs_nothing_until_it_takes_over(
         "the Synchronization run carries the current objects"
     );
     assert!(engine.synchronized());
+}
+
+#[tokio::test]
+async fn every_run_names_the_platforms_cluster() {
+    let hook = Arc::new(Scripted::new(hook_config(vec![pods_binding("pods")])));
+    let cluster = Arc::new(LocalCluster::new());
+    cluster.load_yaml(PODS, "fixtures").unwrap();
+    let validated = config::validate("scripted", &hook.config, &config::any_kind).unwrap();
+    let loaded = LoadedHook {
+        hook: hook.clone(),
+        config: validated,
+    };
+    let engine = Engine::new(
+        vec![loaded],
+        cluster.clone(),
+        Arc::new(Metrics::new().unwrap()),
+    )
+    .with_platform(Platform {
+        cluster: Some("east-1".to_owned()),
+    });
+    let engine = Arc::new(engine);
+    engine.start().await.unwrap();
+    drain(&engine).await;
+    cluster
+        .apply_watch_event(WatchEvent::Added, pod("c", "{}"))
+        .unwrap();
+    engine.pump();
+    drain(&engine).await;
+
+    let contexts = hook.contexts.lock().unwrap();
+    // Synchronization, the new pod, and the runs the hook's own labels cause.
+    assert!(contexts.len() >= 2, "{contexts:?}");
+    for context in contexts.iter() {
+        assert_eq!(context.cluster.as_deref(), Some("east-1"));
+        assert_eq!(context.name, "scripted");
+    }
 }
