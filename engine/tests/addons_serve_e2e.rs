@@ -11,7 +11,8 @@
 //! hooks computed, the queue on the debug socket, the module metrics on `/metrics`; a
 //! ConfigMap change converges again (the time it took is printed), and disabling the
 //! chart's module deletes its objects and, through the other's `enabled` script, the
-//! other's.
+//! other's. `/readyz` waits for the startup convergence, and a `beforeHelm` hook reads
+//! its kubernetes binding's snapshot.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -386,6 +387,127 @@ async fn serve_applies_a_modules_crds_before_its_objects() {
             .status
             .success(),
         "the CRD stays"
+    );
+    drop(served);
+}
+
+/// `/readyz` answers 503 naming the ModuleRun that keeps failing (a manifest of a kind
+/// the API server does not serve) and 200 once the fixed manifest is applied; the
+/// module's `beforeHelm` hook reads the snapshot of its kubernetes binding (the
+/// labelled ConfigMaps, by namespace then name), as addon-operator gives it.
+#[tokio::test]
+async fn serve_is_ready_after_the_startup_convergence_and_before_helm_reads_snapshots() {
+    let Some(kubeconfig) = kubeconfig() else {
+        return;
+    };
+    let cluster = connect(&kubeconfig).await;
+    let scratch = Scratch::new(&cluster, &kubeconfig, "operon-serve-ready").await;
+    let ns = scratch.name.clone();
+    for name in ["backend-b", "backend-a", "other"] {
+        let role = if name == "other" { "other" } else { "backend" };
+        let cm = kubectl(
+            &kubeconfig,
+            &["-n", &ns, "create", "configmap", name, "--from-literal=x=1"],
+        );
+        assert!(cm.status.success(), "{cm:?}");
+        let label = kubectl(
+            &kubeconfig,
+            &[
+                "-n",
+                &ns,
+                "label",
+                "configmap",
+                name,
+                &format!("role={role}"),
+            ],
+        );
+        assert!(label.status.success(), "{label:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |path: &str, text: &str| {
+        let path = d.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = if path.extension().is_some_and(|e| e == "sh") {
+            0o755
+        } else {
+            0o644
+        };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write("hooks/.keep", "");
+    write("modules/values.yaml", "webEnabled: true\n");
+    write(
+        "modules/001-web/hooks/backends.sh",
+        &format!(
+            r#"#!/bin/bash
+if [ "$1" = --config ]; then
+  echo '{{"configVersion":"v1","beforeHelm":1,"kubernetes":[{{"name":"backends","kind":"ConfigMap",
+    "namespace":{{"nameSelector":{{"matchNames":["{ns}"]}}}},
+    "labelSelector":{{"matchLabels":{{"role":"backend"}}}},
+    "jqFilter":".metadata.name","keepFullObjectsInMemory":false}}]}}'
+  exit 0
+fi
+if [ "$(jq -r '.[0].binding' "$BINDING_CONTEXT_PATH")" = beforeHelm ]; then
+  jq -c '{{operation: "CreateOrUpdate", object: {{apiVersion: "v1", kind: "ConfigMap",
+    metadata: {{name: "seen-before-helm", namespace: "{ns}"}}, data: {{contexts: tojson}}}}}}' \
+    "$BINDING_CONTEXT_PATH" > "$KUBERNETES_PATCH_PATH"
+fi
+"#
+        ),
+    );
+    let manifest = "modules/001-web/manifests/app.yaml";
+    write(
+        manifest,
+        "apiVersion: unserved.example.com/v1\nkind: Widget\nmetadata:\n  name: app\n",
+    );
+    let served = serve(
+        &kubeconfig,
+        &d.join("hooks"),
+        &[
+            "--modules-dir",
+            d.join("modules").to_str().unwrap(),
+            "--modules-namespace",
+            &ns,
+            "--no-controllers",
+        ],
+        "ready",
+    );
+    let log = || std::fs::read_to_string(d.join("ready.log")).unwrap_or_default();
+    let (status, body) = eventually(
+        "a failed ModuleRun on /readyz",
+        Duration::from_secs(60),
+        async || http_get(served.port, "/readyz").filter(|(_, body)| body.contains("(failed")),
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with(
+            "waiting for the modules' startup convergence: ModuleRun:web (failed 1 time"
+        ),
+        "{body}"
+    );
+    write(
+        manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: b\n",
+    );
+    eventually("/readyz ready", Duration::from_secs(60), async || {
+        http_get(served.port, "/readyz").filter(|(status, _)| *status == 200)
+    })
+    .await;
+    assert!(
+        get(&kubeconfig, &ns, "configmap", "app").is_some(),
+        "{}",
+        log()
+    );
+    let seen = get(&kubeconfig, &ns, "configmap", "seen-before-helm").expect("the hook ran");
+    let contexts: Value = serde_json::from_str(seen["data"]["contexts"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        contexts,
+        serde_json::json!([{"binding": "beforeHelm", "snapshots": {"backends": [
+            {"filterResult": "backend-a"}, {"filterResult": "backend-b"}]}}])
     );
     drop(served);
 }

@@ -121,12 +121,10 @@ impl QueueView {
         }
         let mut waiting: Vec<String> = status.current.into_iter().map(|c| c.task).collect();
         waiting.extend(status.waiting);
-        waiting.extend(
-            status
-                .retries
-                .iter()
-                .map(|r| format!("{} (failed {} times)", r.task, r.failures)),
-        );
+        waiting.extend(status.retries.iter().map(|r| {
+            let times = if r.failures == 1 { "time" } else { "times" };
+            format!("{} (failed {} {times})", r.task, r.failures)
+        }));
         Err(format!(
             "waiting for the modules' startup convergence: {}",
             if waiting.is_empty() {
