@@ -4,7 +4,8 @@
 //! `BATCH` runs and prints the median time per run over `ROUNDS` batches; compiling is
 //! measured the same way without the cache (`jq::compile_uncached`). The run limits
 //! (`jq::budget`: a guard at the start of every definition and loop, arrays and
-//! objects checked as they are built) are what this watches.
+//! objects checked as they are built; `jq::memory`: `+`, `*` and interpolation
+//! charging what they build) are what this watches.
 //!
 //! `cargo bench -p operon-engine --bench jq_filters`
 
@@ -69,6 +70,10 @@ fn main() {
         "[.spec.containers[] | .image]",
         r#".spec.containers |= map(select(.name != "sidecar"))"#,
         r#"walk(if type == "string" then ascii_downcase else . end)"#,
+        // `+`, `*` and interpolation, which charge the memory budget.
+        r#""\(.metadata.namespace)/\(.metadata.name)""#,
+        r#".metadata.labels + {"x": "y"} | to_entries | map("\(.key)=\(.value)") | join(",")"#,
+        r#"reduce .spec.containers[] as $c (0; . + ($c.ports // [] | length)) * 2"#,
     ];
     println!("{:<62} {:>12}", "run (median per run)", "time");
     for text in cases {

@@ -2,8 +2,10 @@
 //! JSON input (`null` when it is not JSON).
 //!
 //! Each run is bounded by the engine's run limits (`operon::jq::Limits`) with a time
-//! limit of 100 ms, so a filter that loops or recurses forever ends as
-//! `JqError::Limit` instead of a libFuzzer timeout or a crash. Beyond not panicking: a
+//! limit of 100 ms and a memory budget of 64 MiB, so a filter that loops or recurses
+//! forever, or builds values without end, ends as `JqError::Limit` instead of a
+//! libFuzzer timeout, an out-of-memory report or a crash. A memory limit reported is
+//! the run's own budget, and the run that reached it stopped within it. Beyond not panicking: a
 //! compile error names a line and a column inside the filter; a limit error names the
 //! filter; a filter runs the same twice (no state leaks between runs, in particular
 //! none from a run stopped at a limit); the cached and uncached compilations agree.
@@ -14,6 +16,10 @@ use libfuzzer_sys::fuzz_target;
 use operon::jq::{self, JqError, Limit, Limits};
 use serde_json::Value;
 use std::time::Duration;
+
+/// The memory budget of a run here: low enough that runs within it stay far below
+/// libFuzzer's RSS limit.
+const MEMORY: usize = 64 << 20;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -38,6 +44,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let limits = Limits {
         time: Duration::from_millis(100),
+        memory: MEMORY,
         ..Limits::default()
     };
     let timed_out = |result: &Result<Vec<Value>, JqError>| {
@@ -55,6 +62,13 @@ fuzz_target!(|data: &[u8]| {
             filter.trim().starts_with(named.trim_end_matches('…')),
             "the limit error names {named:?}, not the filter {filter:?}"
         );
+    }
+    if let Err(JqError::Limit {
+        limit: Limit::Memory(bytes),
+        ..
+    }) = &first
+    {
+        assert_eq!(*bytes, MEMORY, "the memory limit reported is the run's");
     }
     let second = compiled.run_within(&input, &limits);
     // How far a run gets before its time limit depends on the machine's load.

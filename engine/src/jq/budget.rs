@@ -77,6 +77,10 @@ const CLOCK_EVERY: u32 = 64;
 /// mistaken for one.
 const HALT_CODE: i32 = -0x6a71;
 
+/// The default of [`Limits::memory`]: far above what a hook's filter builds from the
+/// objects it is given (a few times their size), far below a process's memory.
+pub const DEFAULT_MEMORY: usize = 256 << 20;
+
 /// The limits of one run of a filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -85,6 +89,10 @@ pub struct Limits {
     /// Stack the evaluation may use. Recursion of jq definitions takes stack (a few
     /// kilobytes per level in an optimised build, more in a debug one).
     pub stack: usize,
+    /// Bytes of values a run may build with the operations that grow values (see
+    /// `memory`: `+`, `*`, interpolation, `[f]`, `tostring`, `tojson`), added up over
+    /// the run.
+    pub memory: usize,
 }
 
 impl Default for Limits {
@@ -92,6 +100,7 @@ impl Default for Limits {
         Self {
             time: Duration::from_secs(1),
             stack: 16 << 20,
+            memory: DEFAULT_MEMORY,
         }
     }
 }
@@ -113,6 +122,8 @@ pub enum Limit {
     TextLength(usize),
     /// It called definitions with filter parameters recursively more than this.
     ClosureCalls(u32),
+    /// It built values of more than this many bytes in all.
+    Memory(usize),
 }
 
 impl std::fmt::Display for Limit {
@@ -141,6 +152,11 @@ impl std::fmt::Display for Limit {
                 f,
                 "called a recursive definition with filter parameters more than the limit of {calls} times"
             ),
+            Limit::Memory(bytes) => write!(
+                f,
+                "built values of more than its memory limit of {} MiB",
+                bytes >> 20
+            ),
         }
     }
 }
@@ -164,6 +180,10 @@ struct State {
     stack: Cell<usize>,
     /// Calls of recursive definitions with filter parameters so far.
     closure_calls: Cell<u32>,
+    /// Bytes the run may still build ([`Limits::memory`]).
+    memory_left: Cell<usize>,
+    /// The memory budget, for the report.
+    memory: Cell<usize>,
     /// Guard calls left before the clock is read again.
     countdown: Cell<u32>,
     /// The limit reached, once one is; every later guard fails too.
@@ -179,6 +199,8 @@ impl State {
             floor_is_budget: Cell::new(true),
             stack: Cell::new(0),
             closure_calls: Cell::new(0),
+            memory_left: Cell::new(usize::MAX),
+            memory: Cell::new(usize::MAX),
             countdown: Cell::new(0),
             tripped: Cell::new(None),
         }
@@ -232,6 +254,8 @@ fn attempt<T>(limits: &Limits, deadline: Instant, run: &impl Fn() -> T) -> Outco
             s.floor_is_budget.replace(floor_is_budget),
             s.stack.replace(limits.stack),
             s.closure_calls.replace(0),
+            s.memory_left.replace(limits.memory),
+            s.memory.replace(limits.memory),
             s.countdown.replace(0),
             s.tripped.replace(None),
         )
@@ -246,8 +270,10 @@ fn attempt<T>(limits: &Limits, deadline: Instant, run: &impl Fn() -> T) -> Outco
         s.floor_is_budget.set(saved.3);
         s.stack.set(saved.4);
         s.closure_calls.set(saved.5);
-        s.countdown.set(saved.6);
-        s.tripped.set(saved.7);
+        s.memory_left.set(saved.6);
+        s.memory.set(saved.7);
+        s.countdown.set(saved.8);
+        s.tripped.set(saved.9);
         match tripped {
             None => Outcome::Done(result),
             Some(Limit::Stack(_)) if !is_budget => Outcome::NeedsStack,
@@ -305,6 +331,31 @@ fn check_closure_call() -> bool {
         s.tripped.set(Some(limit));
         false
     })
+}
+
+/// Takes `bytes` from the run's memory budget; the limit when that is more than is
+/// left. Outside a run (a filter's natives called by a unit test) nothing is counted.
+pub(super) fn charge(bytes: usize) -> Option<Limit> {
+    STATE.with(|s| {
+        let left = s.memory_left.get();
+        match left.checked_sub(bytes) {
+            Some(left) => {
+                s.memory_left.set(left);
+                None
+            }
+            None => Some(Limit::Memory(s.memory.get())),
+        }
+    })
+}
+
+/// Bytes the run may still build.
+pub(super) fn memory_left() -> usize {
+    STATE.with(|s| s.memory_left.get())
+}
+
+/// The run's memory budget.
+pub(super) fn memory_limit() -> usize {
+    STATE.with(|s| s.memory.get())
 }
 
 /// Records that the run reached `limit` and returns the exception that ends it.
@@ -372,10 +423,14 @@ fn text_depth(text: &[u8]) -> usize {
 
 fn nested<'a>(value: Val) -> ValX<'a, Val> {
     if deeper_than(&value, MAX_DEPTH) {
-        Err(trip(Limit::Depth(MAX_DEPTH)))
-    } else {
-        Ok(value)
+        return Err(trip(Limit::Depth(MAX_DEPTH)));
     }
+    if let Val::Obj(fields) = &value
+        && let Some(limit) = charge(super::memory::items_size(fields.values()))
+    {
+        return Err(trip(limit));
+    }
+    Ok(value)
 }
 
 /// `range($from; $upto; $by)` as jaq's, checking the guard on every value.
@@ -465,6 +520,12 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 6] {
                     }
                     if deeper_than(&item, MAX_DEPTH - 1) {
                         return box_once(Err(trip(Limit::Depth(MAX_DEPTH))));
+                    }
+                    // Charged as gathered, so that copies of a large value do not
+                    // pile up before the array is done.
+                    let bytes = super::memory::VAL_BYTES + super::memory::top_size(&item);
+                    if let Some(limit) = charge(bytes) {
+                        return box_once(Err(trip(limit)));
                     }
                     items.push(item);
                 }

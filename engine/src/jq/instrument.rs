@@ -4,13 +4,17 @@
 //! call (`_guard | body`: the body stays in tail position, so jaq's tail calls still
 //! run in constant stack), and so does every [`GUARD_EVERY`]th level of nesting of the
 //! syntax tree. Arrays are built by `_collect(f)` instead of `[f]`, and objects pass
-//! through `_nest`, which bound their length and nesting. The pass applies to jaq's
+//! through `_nest`, which bound their length and nesting; `+` and `*` become calls of
+//! `_add` and `_mul`, and computed strings pass through `_grown`, which charge what
+//! they build to the run's memory budget ([`super::memory`]). The pass applies to jaq's
 //! own definitions as much as to the user's, since `repeat`, `while`, `recurse` and
 //! the rest loop through them.
 
 use super::budget::{CLOSURE_GUARD, COLLECT, GUARD, GUARD_EVERY, NEST};
+use super::memory::{ADD, GROWN, MUL};
 use jaq_core::load::lex::StrPart;
 use jaq_core::load::parse::{BinaryOp, Def, Pattern, Term};
+use jaq_core::ops::Math;
 use jaq_core::path::{Part, Path};
 
 /// `_guard | term`.
@@ -122,17 +126,26 @@ fn inner<'s>(t: Term<&'s str>, depth: usize) -> Term<&'s str> {
                 .collect();
             pipe(Term::Obj(entries), Term::Call(NEST, Vec::new()))
         }
-        Term::Str(format, parts) => Term::Str(
-            format,
-            parts
+        Term::Str(format, parts) => {
+            let computed = parts.iter().any(|part| matches!(part, StrPart::Term(_)));
+            let parts = parts
                 .into_iter()
                 .map(|part| match part {
                     StrPart::Term(t) => StrPart::Term(term(t, next)),
                     other => other,
                 })
-                .collect(),
-        ),
+                .collect();
+            if computed {
+                pipe(Term::Str(format, parts), Term::Call(GROWN, Vec::new()))
+            } else {
+                Term::Str(format, parts)
+            }
+        }
         Term::Neg(t) => Term::Neg(Box::new(term(*t, next))),
+        Term::BinOp(l, BinaryOp::Math(op @ (Math::Add | Math::Mul)), r) => Term::Call(
+            if op == Math::Add { ADD } else { MUL },
+            vec![term(*l, next), term(*r, next)],
+        ),
         Term::BinOp(l, op, r) => {
             let op = match op {
                 BinaryOp::Pipe(Some(pattern)) => BinaryOp::Pipe(Some(pattern_(pattern, next))),

@@ -20,18 +20,21 @@
 //! a run that needs more than the calling thread has is run again on a stack of its
 //! own), build values nested at most [`MAX_DEPTH`] levels and arrays of at most
 //! [`MAX_ARRAY_LENGTH`] elements, call a recursive definition with filter parameters
-//! at most [`MAX_CLOSURE_CALLS`] times, and yield at most 100,000 outputs; its text may
+//! at most [`MAX_CLOSURE_CALLS`] times, build at most [`DEFAULT_MEMORY`] bytes of
+//! values with the operations that grow them ([`Limits::memory`]: `+`, `*`,
+//! interpolation, `[f]`, `tostring`, `tojson`), and yield at most 100,000 outputs; its text may
 //! be at most [`MAX_TEXT_BYTES`] long. Over a limit, the run fails with
 //! [`JqError::Limit`], which names the filter and the limit, whatever `try` or `?` the
 //! filter wraps around the loop; the process is never taken down.
 
 mod budget;
 mod instrument;
+mod memory;
 mod paths;
 mod prelude;
 mod value;
 
-pub use budget::{Limit, Limits, MAX_ARRAY_LENGTH, MAX_CLOSURE_CALLS, MAX_DEPTH};
+pub use budget::{DEFAULT_MEMORY, Limit, Limits, MAX_ARRAY_LENGTH, MAX_CLOSURE_CALLS, MAX_DEPTH};
 
 use jaq_core::load::parse::Def;
 use jaq_core::load::{Arena, File, Loader};
@@ -320,7 +323,8 @@ fn compile_on_this_stack(text: &str) -> Result<Filter, JqError> {
         })
         .chain(paths::funs())
         .chain(value::funs())
-        .chain(budget::funs());
+        .chain(budget::funs())
+        .chain(memory::funs());
     let modules = Loader::new(defs)
         .load(&arena, main_file(MAIN))
         .map_err(|errors| load_error(text, errors))?;

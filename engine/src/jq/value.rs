@@ -2,6 +2,7 @@
 //! of a value (`tostring`, `tojson`), both with jq's number printing: integral doubles
 //! without a fraction, NaN as `null`.
 
+use super::memory;
 use jaq_core::box_iter::box_once;
 use jaq_core::data::JustLut;
 use jaq_core::native::{Fun, v};
@@ -126,12 +127,17 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 2] {
         (
             "_tostring",
             v(0),
-            Native::new(|cv| box_once(Ok(to_string(cv.1)))),
+            Native::new(|cv| {
+                box_once(match &cv.1 {
+                    Val::TStr(_) | Val::BStr(_) => Ok(cv.1),
+                    value => memory::spend_text(value).map(|()| to_string(cv.1)),
+                })
+            }),
         ),
         (
             "_tojson",
             v(0),
-            Native::new(|cv| box_once(Ok(to_json(cv.1)))),
+            Native::new(|cv| box_once(memory::spend_text(&cv.1).map(|()| to_json(cv.1)))),
         ),
     ]
 }

@@ -1,0 +1,182 @@
+//! The memory budget of a run: bytes of the values built by the operations that can
+//! grow a value past its inputs.
+//!
+//! The time limit alone does not bound memory: `"x" * 1000000000` allocates a
+//! gigabyte in one step, and `reduce range(60) as $_ ("x"; . + .)` doubles a string
+//! far past any machine's memory well within a second. So every operation that can
+//! build a value larger than its inputs charges the size of what it builds to the run
+//! before building it: `+` and `*` (which [`super::instrument`] turns into calls of
+//! [`ADD`] and [`MUL`]) what they add beyond the larger operand, string interpolation
+//! and `tostring`/`tojson` the text they build (a value made of shared parts,
+//! `[range(1e5) | $big]`, prints far larger than it is), and arrays (`[f]`) and
+//! objects (`{...}`) their elements and what those hold at their top level. Sizes are
+//! approximate, from lengths: a string's bytes, an array's elements and an object's
+//! entries times the size of a value. The charge adds up over the run (values dropped
+//! are not given back). Charging `+` only what it adds keeps the usual loops cheap:
+//! `reduce .[] as $x ([]; . + [$x])` and `join` are charged the size of their result,
+//! not the quadratic sum of the copies jaq makes on the way.
+//!
+//! Over the budget the run stops with jaq's uncatchable halt, reporting
+//! [`Limit::Memory`].
+
+use super::budget::{Limit, charge, trip};
+use jaq_core::box_iter::box_once;
+use jaq_core::data::JustLut;
+use jaq_core::native::{Fun, v};
+use jaq_core::{Exn, Native, ValX};
+use jaq_json::{Num, Val};
+
+/// The native that `l + r` is rewritten to (`_add(l; r)`, same order of outputs).
+pub(super) const ADD: &str = "_add";
+/// The native that `l * r` is rewritten to.
+pub(super) const MUL: &str = "_mul";
+/// The native that charges the string an interpolation built (`"\(f)..." | _grown`).
+pub(super) const GROWN: &str = "_grown";
+
+/// The approximate bytes of one array element or object key or value.
+pub(super) const VAL_BYTES: usize = size_of::<Val>();
+
+/// The approximate bytes `value` holds at its top level (shared parts below are not
+/// counted: they were charged when they were built).
+pub(super) fn top_size(value: &Val) -> usize {
+    match value {
+        Val::TStr(s) | Val::BStr(s) => s.len(),
+        Val::Arr(items) => items.len().saturating_mul(VAL_BYTES),
+        Val::Obj(fields) => fields.len().saturating_mul(2 * VAL_BYTES),
+        _ => 0,
+    }
+}
+
+/// What `l + r` adds to memory, in bytes: the shorter operand, copied after the
+/// longer (0 when it builds nothing new).
+fn add_size(l: &Val, r: &Val) -> usize {
+    match (l, r) {
+        (Val::TStr(_) | Val::BStr(_), Val::TStr(_) | Val::BStr(_))
+        | (Val::Arr(_), Val::Arr(_))
+        | (Val::Obj(_), Val::Obj(_)) => top_size(l).min(top_size(r)),
+        _ => 0,
+    }
+}
+
+/// What `l * r` adds to memory, in bytes: a string's further copies, or the smaller of
+/// two objects merged into the other.
+fn mul_size(l: &Val, r: &Val) -> usize {
+    match (l, r) {
+        (s @ (Val::TStr(_) | Val::BStr(_)), Val::Num(n))
+        | (Val::Num(n), s @ (Val::TStr(_) | Val::BStr(_))) => {
+            let times = match n {
+                Num::Int(i) => usize::try_from(*i).unwrap_or(0),
+                // Saturated by jaq to the largest machine integer.
+                Num::BigInt(_) => usize::MAX,
+                _ => 0,
+            };
+            top_size(s).saturating_mul(times.saturating_sub(1))
+        }
+        (Val::Obj(_), Val::Obj(_)) => top_size(l).min(top_size(r)),
+        _ => 0,
+    }
+}
+
+/// What the elements of an array or the values of an object hold at their top level:
+/// charged when they are gathered into one (`[f]`, `{...}`), so that many copies of a
+/// large value built by an operation that was charged only what it added
+/// (`[range(1000) | $s + "y"]`) do not escape the budget.
+pub(super) fn items_size<'v>(items: impl Iterator<Item = &'v Val>) -> usize {
+    items.fold(0usize, |sum, item| sum.saturating_add(top_size(item)))
+}
+
+/// Charges `bytes` to the run; the exception that ends it when over the budget.
+pub(super) fn spend<'a>(bytes: usize) -> Result<(), Exn<'a, Val>> {
+    match charge(bytes) {
+        None => Ok(()),
+        Some(limit) => Err(trip(limit)),
+    }
+}
+
+fn math<'a>(l: Val, r: Val, size: usize, op: fn(Val, Val) -> jaq_json::ValR) -> ValX<'a, Val> {
+    if size > 0 {
+        spend(size)?;
+    }
+    Ok(op(l, r)?)
+}
+
+/// Whether the JSON text of `value` is longer than `max` bytes, found without
+/// printing it: a walk that stops as soon as the text passes `max`, so it never
+/// takes longer than printing `max` bytes would.
+pub(super) fn text_over(value: &Val, max: usize) -> Option<usize> {
+    let mut total = 0usize;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        total = total.saturating_add(match value {
+            Val::Null | Val::Bool(_) => 5,
+            // Numbers print in at most a few dozen bytes, except big ones.
+            Val::Num(n) => match n {
+                Num::BigInt(_) | Num::Dec(_) => n.to_string().len(),
+                _ => 24,
+            },
+            // Escaping may take up to six bytes a byte; the plain case is one.
+            Val::TStr(s) | Val::BStr(s) => s.len() + 2,
+            Val::Arr(items) => {
+                pending.extend(items.iter());
+                items.len() + 2
+            }
+            Val::Obj(fields) => {
+                for (k, v) in fields.iter() {
+                    pending.push(k);
+                    pending.push(v);
+                }
+                fields.len() * 2 + 2
+            }
+        });
+        if total > max {
+            return None;
+        }
+    }
+    Some(total)
+}
+
+/// Charges the JSON text of `value` before it is printed.
+pub(super) fn spend_text<'a>(value: &Val) -> Result<(), Exn<'a, Val>> {
+    match text_over(value, super::budget::memory_left()) {
+        Some(bytes) => spend(bytes),
+        None => Err(trip(Limit::Memory(super::budget::memory_limit()))),
+    }
+}
+
+/// `_add(l; r)`, `_mul(l; r)` and `_grown`: the operators and interpolation, charged.
+pub(super) fn funs() -> [Fun<JustLut<Val>>; 3] {
+    [
+        (
+            ADD,
+            v(2),
+            Native::new(|mut cv| {
+                let r = cv.0.pop_var();
+                let l = cv.0.pop_var();
+                let size = add_size(&l, &r);
+                box_once(math(l, r, size, |l, r| l + r))
+            }),
+        ),
+        (
+            MUL,
+            v(2),
+            Native::new(|mut cv| {
+                let r = cv.0.pop_var();
+                let l = cv.0.pop_var();
+                let size = mul_size(&l, &r);
+                box_once(math(l, r, size, |l, r| l * r))
+            }),
+        ),
+        (
+            GROWN,
+            v(0),
+            Native::new(|cv| {
+                let size = top_size(&cv.1);
+                box_once(spend(size).map(|()| cv.1))
+            }),
+        ),
+    ]
+}
+
+#[cfg(test)]
+#[path = "memory_tests.rs"]
+mod tests;

@@ -1,0 +1,1 @@
+[limit(40; "x" | recurse(. + .))] | length
