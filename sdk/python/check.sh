@@ -15,10 +15,11 @@ export MYPYPATH="$bindings:$here"
 "$python" -m mypy --strict --no-error-summary --cache-dir "$bindings/.mypy_cache" \
   "$here/operon_sdk" "$here/operon_build.py" \
   "$repo/operations/pod-labeler-py/pod_labeler.py" \
-  "$repo/operations/disk-pressure-py/disk_pressure.py"
+  "$repo/operations/disk-pressure-py/disk_pressure.py" \
+  "$repo/operations/values-hook-py/values_hook.py"
 PYTHONPATH="$bindings:$here" "$python" -c '
 import doctest, importlib, sys
-names = ["operon_build", "operon_sdk.errors", "operon_sdk._format", "operon_sdk.operation"]
+names = ["operon_build", "operon_sdk.errors", "operon_sdk._format", "operon_sdk.operation", "operon_sdk.values"]
 results = [doctest.testmod(importlib.import_module(name)) for name in names]
 print(f"python sdk: mypy --strict passed, {sum(r.attempted for r in results)} doctests run")
 sys.exit(sum(r.failed for r in results))'

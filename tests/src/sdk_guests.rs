@@ -188,3 +188,25 @@ pub fn typescript_disk_pressure() -> Option<&'static Path> {
         "operations/disk-pressure-ts/disk_pressure.ts",
     )
 }
+
+/// `operations/values-hook-py` (the twin of the values-hook fixture), built once per
+/// process; `None` without componentize-py.
+pub fn python_values_hook() -> Option<&'static Path> {
+    static CELL: OnceLock<Option<PathBuf>> = OnceLock::new();
+    once(
+        &CELL,
+        Language::Python,
+        "operations/values-hook-py/values_hook.py",
+    )
+}
+
+/// `operations/values-hook-ts` (the twin of the values-hook fixture), built once per
+/// process; `None` without the npm tools.
+pub fn typescript_values_hook() -> Option<&'static Path> {
+    static CELL: OnceLock<Option<PathBuf>> = OnceLock::new();
+    once(
+        &CELL,
+        Language::TypeScript,
+        "operations/values-hook-ts/values_hook.ts",
+    )
+}

@@ -12,11 +12,16 @@
 //! checks (`mypy --strict`, `tsc`) run here too. Built components are reused across runs
 //! ([`operon_tests::sdk_guests`]).
 
+mod common;
+
+use common::block_on;
+use operon::model::{BindingContext, BindingType, HookInput, RunnerContext};
+use operon::sandbox::{CallLimits, HookValues, Sandbox, SandboxConfig};
 use operon_tests::sdk_guests::{
-    Language, python_disk_pressure, python_pod_labeler, repo, typescript_disk_pressure,
-    typescript_pod_labeler,
+    Language, python_disk_pressure, python_pod_labeler, python_values_hook, repo,
+    typescript_disk_pressure, typescript_pod_labeler, typescript_values_hook,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -230,4 +235,124 @@ fn the_typescript_sdk_and_examples_type_check() {
         text(&out.stdout),
         text(&out.stderr)
     );
+}
+
+/// Room for an interpreter (CPython, StarlingMonkey) in the guest.
+fn limits() -> CallLimits {
+    CallLimits {
+        timeout: std::time::Duration::from_secs(30),
+        memory_bytes: 512 << 20,
+        ..common::limits()
+    }
+}
+
+/// What a run of a values hook gives, comparable across languages: the lifecycle
+/// bindings it declares, then per values document the values it saw, its values and
+/// config values patches and its logs (or the error), and the error outside a module.
+fn values_hook_runs(sandbox: &Sandbox, path: &Path) -> Value {
+    let module = sandbox.load_hook_file(path).expect("hook loads");
+    let configured = block_on(sandbox.configure_addon_hook(&module, "configure", &limits()));
+    let (_, lifecycle) = configured.outcome.expect("configure succeeds");
+    let input = HookInput {
+        context: RunnerContext {
+            name: "values".to_owned(),
+            dry_run: false,
+            timeout_ms: 10_000,
+            node: None,
+            namespace: None,
+            owner: None,
+            cluster: None,
+        },
+        binding_contexts: vec![BindingContext {
+            binding: "beforeHelm".to_owned(),
+            type_: BindingType::OnStartup,
+            group: None,
+            watch_event: None,
+            object: None,
+            objects: vec![],
+            snapshots: vec![],
+            review: None,
+        }],
+    };
+    let documents = [
+        (
+            json!({"global": {}, "echo": {"replicas": 3, "patchConfig": true}}),
+            json!({"global": {}}),
+        ),
+        (
+            json!({"global": {"x": 1}, "myModule": {"internal": {"wasmRuns": 4}}}),
+            json!({"global": {}, "myModule": {"a": true}}),
+        ),
+        (json!({"global": {"replicas": 2}}), json!({"global": {}})),
+    ];
+    let mut runs = Vec::new();
+    for (values, config_values) in documents {
+        let values = HookValues {
+            values: values.to_string(),
+            config_values: config_values.to_string(),
+        };
+        let (report, _) = block_on(sandbox.handle_hook_with_values(
+            &module,
+            input.clone(),
+            Some(values),
+            &limits(),
+        ));
+        let output = report.outcome.expect("handle succeeds");
+        let message = output
+            .validating
+            .and_then(|v| v.message)
+            .unwrap_or_default();
+        let seen: Value = serde_json::from_str(&message).expect("the values seen, as JSON");
+        runs.push(json!({
+            "seen": seen,
+            "values": serde_json::to_value(&report.values_patches.values).unwrap(),
+            "configValues": serde_json::to_value(&report.values_patches.config_values).unwrap(),
+            "logs": report.logs.iter().map(|l| json!([
+                format!("{:?}", l.level), l.message, l.fields,
+            ])).collect::<Vec<_>>(),
+        }));
+    }
+    let (outside, _) = block_on(sandbox.handle_hook(&module, input, &limits()));
+    let outside = outside
+        .outcome
+        .expect_err("no values outside an addon module");
+    json!({"lifecycle": lifecycle, "runs": runs, "outside": outside.to_string()})
+}
+
+#[test]
+fn the_values_helpers_in_rust_python_and_typescript_behave_identically() {
+    let sandbox = Sandbox::new(SandboxConfig {
+        max_concurrent_calls: 2,
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .expect("engine");
+    let rust = values_hook_runs(&sandbox, Path::new(operon_tests::VALUES_HOOK));
+    assert_eq!(rust["lifecycle"], json!([["beforeHelm", 10.0]]));
+    assert_eq!(
+        rust["runs"][1]["values"],
+        json!([
+            {"op": "add", "path": "/myModule/internal/wasmReplicas", "value": 2},
+            {"op": "add", "path": "/myModule/internal/wasmRuns", "value": 5},
+        ])
+    );
+    assert_eq!(
+        rust["runs"][0]["configValues"],
+        json!([
+            {"op": "add", "path": "/echo", "value": {}},
+            {"op": "add", "path": "/echo/wasmSeen", "value": true},
+        ])
+    );
+    assert!(
+        rust["outside"].as_str().unwrap().contains("addon modules"),
+        "{rust:#}"
+    );
+    for (language, component) in [
+        ("Python", python_values_hook()),
+        ("TypeScript", typescript_values_hook()),
+    ] {
+        let Some(component) = component else { continue };
+        let runs = values_hook_runs(&sandbox, component);
+        assert_eq!(runs, rust, "{language} differs from Rust");
+    }
 }

@@ -12,7 +12,9 @@
  *   `export const { configure, handle } = hook({...})`; {@link objects} yields every
  *   object a run is about, whatever its binding type;
  * - changes to the cluster are {@link Patch}es, metrics {@link Metric}s, logs go through
- *   {@link log}, and {@link OperonError} fails a run with a message.
+ *   {@link log}, and {@link OperonError} fails a run with a message;
+ * - the hooks of addon modules read and patch their module's values through
+ *   {@link values}.
  *
  * Build a guest with `sdk/js/build.sh guest.ts -o guest.wasm`.
  */
@@ -32,6 +34,7 @@ export {
 } from "./hook.ts";
 export { Patch } from "./kubernetes.ts";
 export { Metric, expireGroup } from "./metrics.ts";
+export * as values from "./values.ts";
 export { Input, Output, type RunExport, operation } from "./operation.ts";
 export type {
   BindingContext,

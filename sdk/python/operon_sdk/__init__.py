@@ -10,7 +10,9 @@ concepts of the Rust SDK:
   :func:`config`, :func:`kubernetes` and :func:`schedule`; :func:`objects` yields every
   object a run is about, whatever its binding type;
 - changes to the cluster are :class:`Patch`\\ es, metrics are :class:`Metric`\\ s, logs go
-  through :mod:`operon_sdk.log`, and :class:`Error` fails a run with a message.
+  through :mod:`operon_sdk.log`, and :class:`Error` fails a run with a message;
+- the hooks of addon modules read and patch their module's values through
+  :mod:`operon_sdk.values`.
 
 Build a guest with ``sdk/python/build.sh guest.py -o guest.wasm`` (it runs
 ``operon_build.py`` beside this package). The generated bindings exist only inside the build
@@ -18,7 +20,7 @@ Build a guest with ``sdk/python/build.sh guest.py -o guest.wasm`` (it runs
 the component, not by a plain interpreter.
 """
 
-from . import log
+from . import log, values
 from .errors import Error
 from .hook import (
     Hook,
@@ -69,4 +71,5 @@ __all__ = [
     "objects",
     "operation",
     "schedule",
+    "values",
 ]

@@ -34,6 +34,8 @@ from wit_world.imports.types import (
     HookSettings,
     KubernetesBinding,
     LabelSelector,
+    LifecycleBinding,
+    LifecycleOrder,
     MutatingBinding,
     NamespaceSelector,
     ObjectAndFilter,
@@ -97,17 +99,39 @@ Binding = Union[
 """Any binding :func:`config` accepts."""
 
 
+_LIFECYCLE = {
+    "beforeAll": LifecycleBinding.BEFORE_ALL,
+    "afterAll": LifecycleBinding.AFTER_ALL,
+    "beforeHelm": LifecycleBinding.BEFORE_HELM,
+    "afterHelm": LifecycleBinding.AFTER_HELM,
+    "beforeDeleteHelm": LifecycleBinding.BEFORE_DELETE_HELM,
+    "afterDeleteHelm": LifecycleBinding.AFTER_DELETE_HELM,
+}
+
+
 def config(
     *bindings: Binding,
     on_startup: int | None = None,
     settings: HookSettings | None = None,
+    lifecycle: Mapping[str | LifecycleBinding, float] | None = None,
 ) -> HookConfig:
     """A configuration with these bindings, sorted into their lists by type.
 
     ``on_startup`` runs the hook once at start (hooks run in ascending order, then by
-    name); ``settings`` holds the rate limit and the per-run budget.
+    name); ``settings`` holds the rate limit and the per-run budget. ``lifecycle`` maps
+    addon-operator's lifecycle bindings (``"beforeHelm"``, ... or
+    :class:`LifecycleBinding`) to their order; only the hooks of addon modules may
+    declare them.
     """
-    result = HookConfig(on_startup, [], [], [], [], [], settings, [])
+    orders = []
+    for key, order in (lifecycle or {}).items():
+        if isinstance(key, LifecycleBinding):
+            orders.append(LifecycleOrder(key, float(order)))
+        elif key in _LIFECYCLE:
+            orders.append(LifecycleOrder(_LIFECYCLE[key], float(order)))
+        else:
+            raise Error(f"unknown lifecycle binding {key!r}: expected one of {', '.join(_LIFECYCLE)}")
+    result = HookConfig(on_startup, [], [], [], [], [], settings, orders)
     for binding in bindings:
         if isinstance(binding, KubernetesBinding):
             result.kubernetes.append(binding)
