@@ -253,6 +253,20 @@ impl Filter {
     }
 }
 
+/// Runs `run` (a filter's run) where it cannot starve the async runtime: a run may
+/// take up to its time limit, and on a worker of a multi-thread tokio runtime that
+/// would stall every task queued on that worker, so there the worker's other tasks are
+/// handed to another thread while it runs (`tokio::task::block_in_place`). Elsewhere
+/// (no runtime, a current-thread runtime, a blocking thread) it just runs.
+pub fn without_blocking_runtime<T>(run: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(run)
+        }
+        _ => run(),
+    }
+}
+
 /// Compiles `text`, or returns the filter compiled earlier from the same text.
 pub fn compile(text: &str) -> Result<Filter, JqError> {
     if let Some(filter) = lock_cache().get(text) {

@@ -287,3 +287,61 @@ fn update_operators_inside_definitions_and_strings_are_rewritten() {
     );
     assert_eq!(one(r#""\(4 / 2)""#, &Value::Null), json!("2"));
 }
+
+/// A filter running to its time limit on a runtime worker leaves the worker's other
+/// tasks running: on a runtime of one worker, a ticking task goes on while it runs.
+#[test]
+fn a_long_run_does_not_starve_the_runtime() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let ticks = Arc::new(AtomicU32::new(0));
+        let ticker = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    ticks.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        // Let the ticker start, then run a hostile filter on the only worker.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let hostile = tokio::spawn(async {
+            let filter = compile("last(range(1e18))").unwrap();
+            let limits = Limits {
+                time: Duration::from_millis(500),
+                ..Limits::default()
+            };
+            let before = std::time::Instant::now();
+            let result = without_blocking_runtime(|| filter.run_within(&Value::Null, &limits));
+            (result, before.elapsed())
+        });
+        let at_start = ticks.load(Ordering::SeqCst);
+        let (result, took) = hostile.await.unwrap();
+        let during = ticks.load(Ordering::SeqCst) - at_start;
+        ticker.abort();
+        assert!(
+            matches!(
+                result,
+                Err(JqError::Limit {
+                    limit: Limit::Time(_),
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+        assert!(took >= Duration::from_millis(500));
+        // 50 ticks fit in the run; a starved ticker gets none.
+        assert!(
+            during >= 10,
+            "the other task ticked {during} times during the run"
+        );
+    });
+}

@@ -251,7 +251,7 @@ async fn jq_patch(cluster: &KubeCluster, spec: &JqPatchSpec) -> Result<(), Clust
             }
             other => other?,
         };
-        let patched = match filter.run_one(&current) {
+        let patched = match crate::jq::without_blocking_runtime(|| filter.run_one(&current)) {
             Ok(patched) => patched,
             Err(e) => {
                 return Ok(Some(ClusterError::Invalid {
