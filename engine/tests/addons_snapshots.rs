@@ -1,8 +1,9 @@
 //! What lifecycle hooks and schedule bindings see of the kubernetes bindings, against
 //! the local cluster, as addon-operator gives it: `beforeHelm` and `afterAll`
 //! contexts carry the snapshots of the hook's own kubernetes bindings (every binding
-//! named, `{}` for a hook without one), and a module's schedule bindings run only
-//! once its Synchronization is done (addon-operator's EnableScheduleBindings).
+//! named, `{}` for a hook without one; a disabled module's delete hooks too), and a
+//! module's schedule bindings run only once its Synchronization is done
+//! (addon-operator's EnableScheduleBindings).
 
 use operon::addons::apply::ObjectWriter;
 use operon::addons::config::ConfigMapRef;
@@ -286,4 +287,77 @@ esac
         values.get("tickBeforeSync").is_none(),
         "a tick ran before the Synchronization was done: {values}"
     );
+}
+
+#[tokio::test]
+async fn delete_hooks_of_a_disabled_module_read_its_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "modules/values.yaml", "webEnabled: true\n", false);
+    write(
+        d,
+        "modules/001-web/manifests/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: operon-demo\n",
+        false,
+    );
+    write(
+        d,
+        "modules/001-web/hooks/pods.sh",
+        &format!(
+            r#"#!/bin/bash
+if [ "$1" = --config ]; then
+  echo '{{"configVersion":"v1","beforeDeleteHelm":1,"afterDeleteHelm":1,"kubernetes":[
+    {{"name":"backends","kind":"ConfigMap","labelSelector":{{"matchLabels":{{"role":"backend"}}}},
+     "jqFilter":".metadata.name","keepFullObjectsInMemory":false}}]}}'
+  exit 0
+fi
+case "$(jq -r '.[0].binding' "$BINDING_CONTEXT_PATH")" in
+  beforeDeleteHelm) {} ;;
+  afterDeleteHelm) {} ;;
+esac
+"#,
+            save_contexts("seen-before-delete"),
+            save_contexts("seen-after-delete"),
+        ),
+        true,
+    );
+    let cluster = Arc::new(LocalCluster::new());
+    add(
+        &cluster,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: operon-demo\n  labels: {role: backend}\n",
+    );
+    let (mut op, events) = operator(&cluster, d).await;
+    let disabling = cluster.clone();
+    let disable = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        add(
+            &disabling,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: addon-operator\n  namespace: operon-demo\ndata:\n  webEnabled: \"false\"\n",
+        );
+    });
+    op.run_until(tokio::time::sleep(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    disable.await.unwrap();
+    let done = finished(&events);
+    assert!(done.iter().all(|(_, r)| r.is_ok()), "{done:?}");
+    assert!(
+        done.iter().any(|(t, _)| t == "ModuleDelete:web"),
+        "{done:?}"
+    );
+    assert!(config_map(&cluster, "web").await.is_none(), "{done:?}");
+    for (name, binding) in [
+        ("seen-before-delete", "beforeDeleteHelm"),
+        ("seen-after-delete", "afterDeleteHelm"),
+    ] {
+        let object = config_map(&cluster, name)
+            .await
+            .unwrap_or_else(|| panic!("no ConfigMap {name}: {done:?}"));
+        let contexts: Value =
+            serde_json::from_str(object["data"]["contexts"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            contexts,
+            json!([{"binding": binding, "snapshots": {"backends": [{"filterResult": "a"}]}}])
+        );
+    }
 }

@@ -147,6 +147,12 @@ impl BindingEngine {
         self.schedules.store(true, Ordering::Release);
     }
 
+    /// Stops schedule bindings from running: the owner is being deleted (its
+    /// kubernetes bindings stay until its `afterDeleteHelm` hooks ran).
+    pub fn disable_schedules(&self) {
+        self.schedules.store(false, Ordering::Release);
+    }
+
     /// Whether schedule bindings run.
     pub fn schedules_enabled(&self) -> bool {
         self.schedules.load(Ordering::Acquire)
@@ -177,8 +183,8 @@ impl BindingEngine {
 
 /// The snapshots a lifecycle run of `hook` carries: one per kubernetes binding of the
 /// hook, by binding name, with the objects `engine` holds for it (none when its owner's
-/// engine does not run: a module being deleted, or a run without live bindings), as
-/// addon-operator's `KubernetesSnapshots` gives them.
+/// engine does not run: a run without live bindings), as addon-operator's
+/// `KubernetesSnapshots` gives them.
 pub fn lifecycle_snapshots(engine: Option<&BindingEngine>, hook: &AddonHook) -> Vec<Snapshot> {
     let held = engine
         .and_then(|e| e.engine.as_ref())

@@ -6,7 +6,9 @@
 //! Bindings with `executeHookOnSynchronization: false` count as synchronized at once;
 //! those on a named queue with `waitForSynchronization: false` are not waited for.
 //! Once an owner's waited-for Synchronization is done its schedule bindings are
-//! enabled (addon-operator's EnableScheduleBindings), not before.
+//! enabled (addon-operator's EnableScheduleBindings), not before. A disabled module's
+//! engine stays, schedules stopped, until its ModuleDelete ran its `afterDeleteHelm`
+//! hooks, which read its snapshots.
 //!
 //! A wait that outlasts the hook timeout fails the task, which is retried with its
 //! backoff while the engine goes on synchronizing: a module whose hook cannot
@@ -16,6 +18,7 @@ use super::AddonError;
 use super::bindings::{self, BindingEngine};
 use super::hooks::Lifecycle;
 use super::operator::{Operator, Task};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// How often a wait looks at the engine.
@@ -28,8 +31,23 @@ impl Operator {
         if !self.bindings_live {
             return Ok(());
         }
-        self.engines
-            .retain(|owner, _| owner == "global" || self.enabled.contains(owner));
+        // A disabled module keeps its kubernetes bindings until its ModuleDelete ran
+        // its `afterDeleteHelm` hooks (they read the snapshots), as addon-operator does;
+        // its schedules stop at once.
+        let deleting: BTreeSet<String> = self
+            .queue
+            .iter()
+            .chain(self.retries.iter().map(|(_, t)| t))
+            .filter_map(|t| match t {
+                Task::ModuleDelete { module } if !self.enabled.contains(module) => {
+                    Some(module.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        self.engines.retain(|owner, _| {
+            owner == "global" || self.enabled.contains(owner) || deleting.contains(owner)
+        });
         let startup_waiting = self.queue.iter().any(|t| {
             matches!(
                 t,
@@ -55,8 +73,10 @@ impl Operator {
                 tracing::warn!(module = %module, error = %e, "cannot start the module's bindings");
             }
         }
-        for engine in self.engines.values() {
-            if !engine.schedules_enabled() && engine.pending_synchronization().is_empty() {
+        for (owner, engine) in &self.engines {
+            if deleting.contains(owner) {
+                engine.disable_schedules();
+            } else if !engine.schedules_enabled() && engine.pending_synchronization().is_empty() {
                 engine.enable_schedules();
             }
         }

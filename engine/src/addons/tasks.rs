@@ -346,6 +346,8 @@ impl Operator {
         let deleted = self.writer.uninstall(name).await?;
         self.module_hooks_run(name, Lifecycle::AfterDeleteHelm)
             .await?;
+        // Its hooks read their snapshots: its bindings may stop now.
+        self.engines.remove(name);
         self.started.remove(name);
         self.crds_ensured.remove(name);
         let deleted: Vec<String> = deleted.iter().map(describe).collect();
