@@ -502,11 +502,26 @@ fn add(
                 );
             }
         }
+        // Checked, not kept: a Hook runs a module of the cluster's module store, which
+        // nothing here loads or runs.
+        "Hook" => {
+            let found = crate::api::hook_spec_problems(&value);
+            let mut listed: Vec<String> = known.to_vec();
+            listed.extend(found.iter().map(|(field, _)| field.clone()));
+            let typing = fields::typed::<crate::api::Hook>(value, &listed).err();
+            // A field already reported (e.g. an unknown operation name) can also be
+            // the one that stopped deserialization: it is listed once.
+            let typing = typing.into_iter().flatten().filter(|(f, _)| !listed.contains(f));
+            for (field, reason) in found.into_iter().chain(typing) {
+                problems.push(Problem::new(&object, field, reason));
+            }
+        }
         other => problems.push(Problem::new(
             object,
             "kind",
             format!(
-                "unknown kind {other:?}; expected Operation, OperationSet, Trigger or Diagnosis"
+                "unknown kind {other:?}; expected Operation, OperationSet, Trigger, \
+                 Diagnosis or Hook"
             ),
         )),
     }

@@ -262,6 +262,199 @@ pub enum HookRunOutcome {
     AllowedFailure,
 }
 
+/// The operation names [`PatchOperationName`] reads, as written in a spec.
+const OPERATION_NAMES: [&str; 7] = [
+    "Create",
+    "CreateOrUpdate",
+    "CreateIfNotExists",
+    "Delete",
+    "MergePatch",
+    "JSONPatch",
+    "JQPatch",
+];
+
+/// Every problem of a Hook's spec that shows without its module, as `(field, reason)`:
+/// the form of `spec.module`, permissions that cannot be read (a malformed
+/// `apiVersion`, an empty kind or namespace, a patch grant without operations or with
+/// an operation of no known name) and overrides that cannot apply to any hook
+/// (durations and crontabs that do not parse, a binding named twice or not at all).
+/// Whether an override's binding exists is the module's to say: the engine reports it
+/// in the `Loaded` condition. Works on the JSON tree, so that one field of the wrong
+/// type does not hide the others' problems.
+pub fn spec_problems(object: &serde_json::Value) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    let Some(spec) = object.get("spec") else {
+        return problems;
+    };
+    if let Some(module) = spec.get("module").and_then(|v| v.as_str())
+        && let Some(reason) = module_reference_problem(module)
+    {
+        problems.push(("spec.module".to_owned(), reason));
+    }
+    let permissions = spec.get("permissions");
+    for list in ["watch", "patch"] {
+        for (i, grant) in items(permissions.and_then(|p| p.get(list))) {
+            let at = format!("spec.permissions.{list}[{i}]");
+            grant_problems(&at, grant, list == "patch", &mut problems);
+        }
+    }
+    if let Some(overrides) = spec.get("overrides") {
+        override_problems(overrides, &mut problems);
+    }
+    problems
+}
+
+fn items(list: Option<&serde_json::Value>) -> impl Iterator<Item = (usize, &serde_json::Value)> {
+    list.and_then(|l| l.as_array())
+        .into_iter()
+        .flatten()
+        .enumerate()
+}
+
+fn module_reference_problem(module: &str) -> Option<String> {
+    if module.is_empty() {
+        return Some("empty: name a Module, or pin its bytes with sha256:<64 hex digits>".into());
+    }
+    if let Some(hex) = module.strip_prefix("sha256:") {
+        let ok = hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        return (!ok).then(|| {
+            format!("{module:?} is not a digest: sha256: is followed by 64 lowercase hex digits")
+        });
+    }
+    if module.contains('/') || module.ends_with(".wasm") {
+        return Some(format!(
+            "{module:?} is a path: a Hook runs a module of the module store; name its Module \
+             or its sha256: digest (`operon module push` uploads a file)"
+        ));
+    }
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    (module.len() > 253 || !module.split('.').all(label_ok)).then(|| {
+        format!(
+            "{module:?} is not a Module name (lowercase letters, digits, '-' and '.', starting \
+             and ending with a letter or digit, at most 253 characters) nor a sha256: digest"
+        )
+    })
+}
+
+fn grant_problems(
+    at: &str,
+    grant: &serde_json::Value,
+    patch: bool,
+    problems: &mut Vec<(String, String)>,
+) {
+    if let Some(api_version) = grant.get("apiVersion").and_then(|v| v.as_str())
+        && let Err(reason) = crate::cluster::split_api_version(api_version)
+    {
+        problems.push((format!("{at}.apiVersion"), reason));
+    }
+    if let Some(kind) = grant.get("kind").and_then(|v| v.as_str())
+        && kind.trim().is_empty()
+    {
+        problems.push((format!("{at}.kind"), "empty: name a kind, e.g. Pod".into()));
+    }
+    for (j, namespace) in items(grant.get("namespaces")) {
+        if namespace.as_str().is_some_and(|n| n.trim().is_empty()) {
+            problems.push((
+                format!("{at}.namespaces[{j}]"),
+                "empty: name a namespace, or * for every namespace".into(),
+            ));
+        }
+    }
+    if !patch {
+        return;
+    }
+    match grant.get("operations").and_then(|v| v.as_array()) {
+        Some(operations) if operations.is_empty() => problems.push((
+            format!("{at}.operations"),
+            "empty: list the operations it grants".into(),
+        )),
+        Some(operations) => {
+            for (j, name) in operations.iter().enumerate() {
+                if let Some(name) = name.as_str().filter(|n| !OPERATION_NAMES.contains(n)) {
+                    problems.push((
+                        format!("{at}.operations[{j}]"),
+                        format!(
+                            "unknown operation {name:?}; expected one of {}",
+                            OPERATION_NAMES.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        None => {}
+    }
+}
+
+fn override_problems(overrides: &serde_json::Value, problems: &mut Vec<(String, String)>) {
+    for field in ["timeout", "executionMinInterval"] {
+        if let Some(text) = overrides.get(field).and_then(|v| v.as_str())
+            && let Err(e) = humantime::parse_duration(text)
+        {
+            problems.push((
+                format!("spec.overrides.{field}"),
+                format!("{text:?} is not a duration, e.g. 30s or 1m30s ({e})"),
+            ));
+        }
+    }
+    if let Some(queue) = overrides.get("queue").and_then(|v| v.as_str())
+        && queue.trim().is_empty()
+    {
+        problems.push(("spec.overrides.queue".into(), "empty: name a queue".into()));
+    }
+    for list in ["schedule", "kubernetes"] {
+        let mut seen: Vec<(&str, usize)> = Vec::new();
+        for (i, binding) in items(overrides.get(list)) {
+            let at = format!("spec.overrides.{list}[{i}]");
+            if let Some(name) = binding.get("name").and_then(|v| v.as_str()) {
+                if name.is_empty() {
+                    problems.push((
+                        format!("{at}.name"),
+                        format!("empty: name the {list} binding it overrides"),
+                    ));
+                } else if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+                    problems.push((
+                        format!("{at}.name"),
+                        format!(
+                            "the binding {name:?} is overridden already by \
+                             spec.overrides.{list}[{first}]: merge the two"
+                        ),
+                    ));
+                } else {
+                    seen.push((name, i));
+                }
+            }
+            if let Some(queue) = binding.get("queue").and_then(|v| v.as_str())
+                && queue.trim().is_empty()
+            {
+                problems.push((format!("{at}.queue"), "empty: name a queue".into()));
+            }
+            if let Some(crontab) = binding.get("crontab").and_then(|v| v.as_str())
+                && let Err(e) = crate::schedule::Schedule::parse(crontab)
+            {
+                problems.push((format!("{at}.crontab"), format!("{crontab:?}: {e}")));
+            }
+            for (j, namespace) in items(binding.get("namespaces")) {
+                if namespace.as_str().is_some_and(|n| n.trim().is_empty()) {
+                    problems.push((
+                        format!("{at}.namespaces[{j}]"),
+                        "empty: name a namespace".into(),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

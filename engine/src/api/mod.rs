@@ -29,7 +29,7 @@ pub use diagnosis::{
 pub use hook::{
     Hook, HookBindingStatus, HookOverrides, HookPermissions, HookRunOutcome, HookRunStatus,
     HookSpec, HookStatus, KubernetesOverride, PatchOperationName, PatchPermission,
-    ScheduleOverride, WatchPermission,
+    ScheduleOverride, WatchPermission, spec_problems as hook_spec_problems,
 };
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
 pub use operation::{

@@ -1,8 +1,9 @@
-//! Admission for Operon's own resources: Operations, OperationSets, Triggers and
-//! Diagnoses are checked on create and update with the same rules as `operon validate`
+//! Admission for Operon's own resources: Operations, OperationSets, Triggers, Diagnoses
+//! and Hooks are checked on create and update with the same rules as `operon validate`
 //! ([`crate::manifest::validate_object`]), and refused with every problem listed, field
 //! by field. API servers before 1.25 drop a CRD's CEL rules, so this webhook is where an
-//! OperationSet with a self-loop or an Operation with two processors is refused.
+//! OperationSet with a self-loop, an Operation with two processors or a Hook whose
+//! permissions cannot be read ([`crate::api::hook_spec_problems`]) is refused.
 //!
 //! Served at `POST /operon/validate` on the admission server by every replica, whether
 //! or not hooks have loaded: it needs nothing but the object. References to other
@@ -21,7 +22,13 @@ pub const PATH: &str = "/operon/validate";
 pub const WEBHOOK_NAME: &str = "resources.operon.dev";
 
 /// The resources of group `operon.dev` it checks.
-pub const RESOURCES: [&str; 4] = ["operations", "operationsets", "triggers", "diagnoses"];
+pub const RESOURCES: [&str; 5] = [
+    "operations",
+    "operationsets",
+    "triggers",
+    "diagnoses",
+    "hooks",
+];
 
 /// How long the API server waits for it: the check is local and fast, and a short
 /// timeout bounds how long a create waits while no replica answers.
@@ -177,14 +184,131 @@ mod tests {
         );
     }
 
+    fn hook(spec: Value) -> Value {
+        json!({
+            "apiVersion": "operon.dev/v1alpha1",
+            "kind": "Hook",
+            "metadata": {"name": "labeler", "namespace": "demo"},
+            "spec": spec,
+        })
+    }
+
     #[test]
-    fn the_webhook_covers_the_four_kinds_on_create_and_update() {
+    fn a_hook_is_denied_with_every_problem_of_its_reference_permissions_and_overrides() {
+        let answer = answer(&review(hook(json!({
+            "module": "sha256:abc",
+            "permissions": {
+                "watch": [{"apiVersion": "apps/v1/x", "kind": "Deployment"},
+                          {"apiVersion": "v1", "kind": " ", "namespaces": [""]}],
+                "patch": [{"apiVersion": "/v1", "kind": "ConfigMap", "operations": []},
+                          {"apiVersion": "v1", "kind": "Pod",
+                           "operations": ["MergePatch", "Patch"]}],
+            },
+            "overrides": {
+                "timeout": "soon",
+                "schedule": [{"name": "tick", "crontab": "61 * * * *"},
+                             {"name": "tick"}],
+                "kubernetes": [{"name": ""}],
+            },
+        }))));
+        let response = &answer["response"];
+        assert_eq!(response["allowed"], false);
+        let message = response["status"]["message"].as_str().unwrap();
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines[0], "Hook/labeler has 11 problems:", "{message}");
+        let fields: Vec<&str> = lines[1..]
+            .iter()
+            .map(|l| l.trim_start_matches("- ").split(": ").next().unwrap())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.module",
+                "spec.permissions.watch[0].apiVersion",
+                "spec.permissions.watch[1].kind",
+                "spec.permissions.watch[1].namespaces[0]",
+                "spec.permissions.patch[0].apiVersion",
+                "spec.permissions.patch[0].operations",
+                "spec.permissions.patch[1].operations[1]",
+                "spec.overrides.timeout",
+                "spec.overrides.schedule[0].crontab",
+                "spec.overrides.schedule[1].name",
+                "spec.overrides.kubernetes[0].name",
+            ],
+            "{message}"
+        );
+        assert!(
+            message.contains("unknown operation \"Patch\"; expected one of Create, "),
+            "{message}"
+        );
+        assert!(message.contains("sha256: is followed by 64 lowercase hex digits"));
+    }
+
+    #[test]
+    fn a_hook_naming_a_path_or_no_module_name_is_denied() {
+        for (module, reason) in [
+            ("hooks/labeler.wasm", "is a path"),
+            ("Labeler", "is not a Module name"),
+            ("", "empty"),
+        ] {
+            let answer = answer(&review(hook(json!({"module": module}))));
+            let message = answer["response"]["status"]["message"].as_str().unwrap();
+            assert!(
+                message.starts_with("Hook/labeler is invalid:\n- spec.module: "),
+                "{message}"
+            );
+            assert!(message.contains(reason), "{module}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_hook_of_the_wrong_types_is_denied_naming_the_field() {
+        let answer = answer(&review(hook(json!({
+            "module": "labeler",
+            "permissions": {"watch": [{"apiVersion": "v1"}]},
+            "overrides": {"executionBurst": "many"},
+        }))));
+        let message = answer["response"]["status"]["message"].as_str().unwrap();
+        assert!(message.contains("- spec.permissions.watch[0]"), "{message}");
+        assert!(message.contains("kind"), "{message}");
+        assert!(
+            message.contains("- spec.overrides.executionBurst: "),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_valid_hook_is_allowed_whatever_bindings_its_overrides_name() {
+        let answer = answer(&review(hook(json!({
+            "module": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "permissions": {
+                "watch": [{"apiVersion": "v1", "kind": "Pod", "namespaces": ["*"]}],
+                "patch": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                           "operations": ["MergePatch", "JSONPatch", "JQPatch", "Delete"]}],
+            },
+            "overrides": {
+                "timeout": "30s", "executionMinInterval": "1m30s", "executionBurst": 2,
+                "schedule": [{"name": "not-known-here", "crontab": "*/5 * * * *"}],
+                "kubernetes": [{"name": "pods", "namespaces": ["demo"]}],
+            },
+        }))));
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    }
+
+    #[test]
+    fn the_webhook_covers_the_five_kinds_on_create_and_update() {
         let webhook = webhook(json!({"url": "https://x/operon/validate"}));
         assert_eq!(webhook["failurePolicy"], "Fail");
         assert_eq!(webhook["rules"][0]["apiGroups"], json!(["operon.dev"]));
         assert_eq!(
             webhook["rules"][0]["resources"],
-            json!(["operations", "operationsets", "triggers", "diagnoses"])
+            json!([
+                "operations",
+                "operationsets",
+                "triggers",
+                "diagnoses",
+                "hooks"
+            ])
         );
         assert_eq!(
             webhook["rules"][0]["operations"],
