@@ -58,8 +58,11 @@ pub struct Metrics {
     pub hook_run_allowed_errors_total: Labeled<IntCounterVec, 3>,
     /// `operon_hook_run_success_total{hook, binding, queue}`: successful runs.
     pub hook_run_success_total: Labeled<IntCounterVec, 3>,
-    /// `operon_tasks_queue_length{queue}`: tasks waiting per queue.
-    pub tasks_queue_length: Labeled<IntGaugeVec, 1>,
+    /// `operon_tasks_queue_length{queue, hook}`: tasks waiting per queue. `hook` is
+    /// empty for the queues of the hooks directory (shared by its hooks, as in
+    /// shell-operator) and names the Hook object (`Hook/<ns>/<name>`) for the queues of
+    /// its own engine, so that two engines' queues of one name are two series.
+    pub tasks_queue_length: QueueGauge,
     /// `operon_task_wait_in_queue_seconds_total{hook, binding, queue}`: time tasks
     /// waited before running.
     pub task_wait_in_queue_seconds_total: Labeled<CounterVec, 3>,
@@ -95,6 +98,27 @@ impl<T: MetricVecBuilder, const N: usize> Labeled<MetricVec<T>, N> {
     pub fn remove_label_values(&self, values: &[&str; N]) {
         // A series never touched is absent; that is not an error worth reporting.
         let _ = self.0.remove_label_values(values);
+    }
+}
+
+/// The queue-length gauge of one hook engine: `with_label_values(&[queue])` adds the
+/// engine's `hook` label.
+#[derive(Debug, Clone)]
+pub struct QueueGauge {
+    gauge: IntGaugeVec,
+    hook: std::sync::Arc<str>,
+}
+
+impl QueueGauge {
+    /// The series of `queue` of this engine.
+    pub fn with_label_values(&self, [queue]: &[&str; 1]) -> prometheus::IntGauge {
+        self.gauge.with_label_values(&[*queue, &*self.hook])
+    }
+
+    /// Removes the series of `queue` of this engine, if it exists.
+    pub fn remove_label_values(&self, [queue]: &[&str; 1]) {
+        // A series never touched is absent; that is not an error worth reporting.
+        let _ = self.gauge.remove_label_values(&[*queue, &*self.hook]);
     }
 }
 
@@ -174,13 +198,20 @@ impl Metrics {
         )?;
         let hook_run_success_total =
             binding_counter("operon_hook_run_success_total", "Hook runs that succeeded.")?;
-        let tasks_queue_length = labeled(
-            r,
-            IntGaugeVec::new(
-                Opts::new("operon_tasks_queue_length", "Tasks waiting in each queue."),
-                &["queue"],
-            ),
-        )?;
+        let tasks_queue_length = QueueGauge {
+            gauge: register(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "operon_tasks_queue_length",
+                        "Tasks waiting in each queue (hook: the Hook object whose engine \
+                         the queue is, empty for the hooks directory).",
+                    ),
+                    &["queue", "hook"],
+                ),
+            )?,
+            hook: "".into(),
+        };
         let task_wait_in_queue_seconds_total = labeled(
             r,
             CounterVec::new(
@@ -268,6 +299,14 @@ impl Metrics {
                 .kube_jq_filter_duration_seconds
                 .with_label_values(&labels),
         }
+    }
+
+    /// The same metrics for the engine of the Hook object `hook` (`Hook/<ns>/<name>`):
+    /// its queues' lengths are series of their own.
+    pub fn for_hook_object(&self, hook: &str) -> Self {
+        let mut scoped = self.clone();
+        scoped.tasks_queue_length.hook = hook.into();
+        scoped
     }
 
     /// Removes one binding's series, e.g. when its hook is unloaded.
@@ -372,7 +411,7 @@ mod tests {
             r#"operon_hook_run_seconds_count{binding="pods",hook="pods.sh",queue="main"} 3"#,
             r#"operon_task_wait_in_queue_seconds_total{binding="pods",hook="pods.sh",queue="main"} 1.5"#,
             r#"operon_kube_jq_filter_duration_seconds_count{binding="pods",hook="pods.sh",queue="main"} 1"#,
-            r#"operon_tasks_queue_length{queue="main"} 4"#,
+            r#"operon_tasks_queue_length{hook="",queue="main"} 4"#,
             r#"operon_kube_snapshot_objects{binding="pods",hook="pods.sh"} 12"#,
             "operon_live_ticks 1",
         ] {
@@ -384,6 +423,40 @@ mod tests {
 
         metrics.forget_binding("pods.sh", "pods", "main");
         assert!(!metrics.render().contains("pods.sh"));
+    }
+
+    #[test]
+    fn each_hook_objects_queues_are_series_of_their_own() {
+        let metrics = Metrics::new().expect("metrics");
+        let first = metrics.for_hook_object("Hook/demo/a");
+        let second = metrics.for_hook_object("Hook/other/a");
+        metrics
+            .tasks_queue_length
+            .with_label_values(&["main"])
+            .set(1);
+        first.tasks_queue_length.with_label_values(&["main"]).set(2);
+        second
+            .tasks_queue_length
+            .with_label_values(&["main"])
+            .set(3);
+        let text = metrics.render();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("operon_tasks_queue_length{"))
+            .collect();
+        assert_eq!(
+            series,
+            [
+                r#"operon_tasks_queue_length{hook="",queue="main"} 1"#,
+                r#"operon_tasks_queue_length{hook="Hook/demo/a",queue="main"} 2"#,
+                r#"operon_tasks_queue_length{hook="Hook/other/a",queue="main"} 3"#,
+            ],
+            "{text}"
+        );
+        first.tasks_queue_length.remove_label_values(&["main"]);
+        let text = metrics.render();
+        assert!(!text.contains("Hook/demo/a"), "{text}");
+        assert!(text.contains(r#"{hook="Hook/other/a",queue="main"} 3"#));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 pub mod prepare;
 pub mod status;
 
-use crate::api::{ConditionStatus, Hook, HookStatus};
+use crate::api::{ConditionStatus, Hook, HookBindingStatus, HookStatus};
 use crate::cluster::Cluster;
 use crate::controllers::AbortOnDrop;
 use crate::hooks::engine::Engine;
@@ -312,6 +312,12 @@ async fn run_hook(
             "listing and watching the kubernetes bindings",
         );
     });
+    let metrics = Arc::new(metrics.for_hook_object(&name));
+    let _series = ForgetSeries {
+        metrics: metrics.clone(),
+        hook: name.clone(),
+        bindings: prepared.bindings.clone(),
+    };
     let mut backoff = BACKOFF;
     let engine = loop {
         let engine = Arc::new(Engine::new(
@@ -354,6 +360,30 @@ async fn run_hook(
             handle.send_modify(|status| status::record_run(status, record));
         })
         .await;
+}
+
+/// Removes the series of a Hook's engine when it stops (the Hook changed or went), so
+/// that `/metrics` does not keep reporting an engine that no longer runs.
+struct ForgetSeries {
+    metrics: Arc<Metrics>,
+    hook: String,
+    bindings: Vec<HookBindingStatus>,
+}
+
+impl Drop for ForgetSeries {
+    fn drop(&mut self) {
+        let gauge = &self.metrics.tasks_queue_length;
+        gauge.remove_label_values(&[crate::hooks::config::MAIN_QUEUE]);
+        for binding in &self.bindings {
+            let queue = binding
+                .queue
+                .as_deref()
+                .unwrap_or(crate::hooks::config::MAIN_QUEUE);
+            gauge.remove_label_values(&[queue]);
+            self.metrics
+                .forget_binding(&self.hook, &binding.name, queue);
+        }
+    }
 }
 
 #[cfg(test)]
