@@ -71,6 +71,18 @@ impl Call {
         self.respond.send_response(response);
     }
 
+    /// Answers with a 429 or 5xx whose `Retry-After` is an HTTP-date, with the
+    /// response's own `Date`.
+    pub(crate) fn fail_retry_at(self, code: u16, retry_after: &str, date: &str) {
+        let response = Response::builder()
+            .status(StatusCode::from_u16(code).unwrap())
+            .header("retry-after", retry_after)
+            .header("date", date)
+            .body(Body::empty())
+            .unwrap();
+        self.respond.send_response(response);
+    }
+
     /// Answers with an API `Status` failure.
     pub(crate) fn fail(self, code: u16, reason: &str, message: &str) {
         self.answer(

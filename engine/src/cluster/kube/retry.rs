@@ -2,7 +2,8 @@
 //! in front of every request the client sends.
 //!
 //! An API server that sheds load (API Priority and Fairness, a 429) or cannot serve for
-//! a while (a 5xx) says how long to wait in `Retry-After`. Like client-go, a response
+//! a while (a 5xx) says how long to wait in `Retry-After`, in seconds or as an
+//! HTTP-date (RFC 9110; a proxy in front of the server may send either). Like client-go, a response
 //! with a 429 or 5xx status *and* that header is waited out (at most
 //! [`MAX_RETRY_AFTER`]) and the request sent again, whatever its method: the server
 //! asked for it, having not acted on the request. Without the header the response goes
@@ -160,22 +161,36 @@ impl Patient {
 }
 
 /// How long a 429 or 5xx response asks to wait before the request is sent again:
-/// `Retry-After` in seconds, at most [`MAX_RETRY_AFTER`]; `None` for other responses
-/// or without a readable header.
+/// `Retry-After` in either form of RFC 9110, delay-seconds (`7`) or an HTTP-date
+/// (`Fri, 31 Dec 1999 23:59:59 GMT`), at most [`MAX_RETRY_AFTER`]; `None` for other
+/// responses or without a readable header. A date is taken relative to the response's
+/// own `Date` when it has one, so that the two clocks need not agree, else to this
+/// machine's clock; a date already past asks for no wait.
 fn retry_after<B>(response: &Response<B>) -> Option<Duration> {
     let status = response.status();
     if status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error() {
         return None;
     }
-    let seconds: u64 = response
+    let value = response
         .headers()
         .get(http::header::RETRY_AFTER)?
         .to_str()
         .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
+        .trim();
+    let wait = match value.parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        Err(_) => {
+            let until = httpdate::parse_http_date(value).ok()?;
+            let now = response
+                .headers()
+                .get(http::header::DATE)
+                .and_then(|date| date.to_str().ok())
+                .and_then(|date| httpdate::parse_http_date(date.trim()).ok())
+                .unwrap_or_else(std::time::SystemTime::now);
+            until.duration_since(now).unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 #[cfg(test)]
@@ -208,9 +223,57 @@ mod tests {
         assert_eq!(retry_after(&response(429, Some("soon"))), None);
         assert_eq!(
             retry_after(&response(429, Some("Wed, 21 Oct 2015 07:28:00 GMT"))),
+            Some(Duration::ZERO),
+            "a date already past asks for no wait"
+        );
+        assert_eq!(
+            retry_after(&response(429, Some("Fri, 31 Dec 1999 25:00:00 GMT"))),
             None
         );
+        assert_eq!(retry_after(&response(429, Some("-3"))), None);
         assert_eq!(retry_after(&response(409, Some("1"))), None);
         assert_eq!(retry_after(&response(200, Some("1"))), None);
+    }
+
+    fn dated(retry_after: &str, date: Option<&str>) -> Response<()> {
+        let mut builder = Response::builder()
+            .status(503)
+            .header("Retry-After", retry_after);
+        if let Some(date) = date {
+            builder = builder.header("Date", date);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn an_http_date_is_read_against_the_responses_date_and_bounded() {
+        let date = Some("Fri, 31 Dec 1999 23:59:52 GMT");
+        // The three forms RFC 9110 lets a recipient read.
+        for form in [
+            "Fri, 31 Dec 1999 23:59:59 GMT",
+            "Friday, 31-Dec-99 23:59:59 GMT",
+            "Fri Dec 31 23:59:59 1999",
+        ] {
+            assert_eq!(
+                retry_after(&dated(form, date)),
+                Some(Duration::from_secs(7)),
+                "{form}"
+            );
+        }
+        assert_eq!(
+            retry_after(&dated("Sat, 01 Jan 2000 01:00:00 GMT", date)),
+            Some(MAX_RETRY_AFTER)
+        );
+        assert_eq!(
+            retry_after(&dated("Fri, 31 Dec 1999 23:00:00 GMT", date)),
+            Some(Duration::ZERO)
+        );
+        // Without a Date, against this machine's clock.
+        let soon = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(30));
+        let wait = retry_after(&dated(&soon, None)).expect("a date");
+        assert!(
+            wait > Duration::from_secs(27) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
     }
 }

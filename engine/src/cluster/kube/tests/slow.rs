@@ -76,6 +76,25 @@ async fn a_429_with_retry_after_is_sent_again_after_exactly_that_wait() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_retry_after_date_is_waited_until() {
+    let (cluster, mut server) = patient();
+    let c = cluster.clone();
+    let getting = tokio::spawn(async move { c.get(&pods(), Some("default"), "a").await });
+    let first = server.after_waiting().await;
+    let answered = Instant::now();
+    first.fail_retry_at(
+        503,
+        "Fri, 31 Dec 1999 23:59:59 GMT",
+        "Fri, 31 Dec 1999 23:59:54 GMT",
+    );
+    let second = server.after_waiting().await;
+    assert_request(&second, "GET", GET_A);
+    assert_eq!(answered.elapsed(), Duration::from_secs(5));
+    second.answer(200, pod("a", "3"));
+    assert!(getting.await.unwrap().unwrap().is_some());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_long_retry_after_is_bounded() {
     let (cluster, mut server) = patient();
     let c = cluster.clone();
