@@ -476,7 +476,11 @@ impl Api {
                 })
             }
             None => {
-                let config = kube_config().await?;
+                let mut config = kube_config().await?;
+                // kube's default retries a 503 for minutes; through the proxy a 503 means
+                // no replica is there to answer (no endpoints), which waiting rarely fixes
+                // and a person at a terminal should hear at once.
+                config.default_retry = false;
                 let token = match &args.token {
                     Some(token) => token.clone(),
                     None => kubeconfig_token(&config)?,
@@ -512,10 +516,18 @@ impl Api {
             serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
         });
         if !status.is_success() {
-            let message = value["message"]
+            let mut message = value["message"]
                 .as_str()
                 .map(str::to_owned)
                 .unwrap_or_else(|| value.to_string());
+            if let Api::Proxy { prefix, .. } = self
+                && status == http::StatusCode::SERVICE_UNAVAILABLE
+            {
+                message.push_str(&format!(
+                    " (no replica of operon serve answers behind {prefix}: is it running \
+                     and ready? --operon-namespace and --operon-service name the Service)"
+                ));
+            }
             bail!("{method} {path}: HTTP {}: {message}", status.as_u16());
         }
         Ok(value)
