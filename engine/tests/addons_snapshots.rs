@@ -270,6 +270,23 @@ esac
 "#,
         true,
     );
+    // A grouped schedule fires Group contexts: held the same way.
+    write(
+        d,
+        "modules/001-clock/hooks/grouped.sh",
+        r#"#!/bin/bash
+if [ "$1" = --config ]; then
+  echo '{"configVersion":"v1","schedule":[{"name":"grouped","crontab":"* * * * * *","group":"g"}]}'
+  exit 0
+fi
+if [ "$(jq -r '.clock.synced // false' "$VALUES_PATH")" = true ]; then
+  echo '[{"op":"add","path":"/clock/groupAfterSync","value":true}]' > "$VALUES_JSON_PATCH_PATH"
+else
+  echo '[{"op":"add","path":"/clock/groupBeforeSync","value":true}]' > "$VALUES_JSON_PATCH_PATH"
+fi
+"#,
+        true,
+    );
     let cluster = Arc::new(LocalCluster::new());
     let (mut op, events) = operator(&cluster, d).await;
     op.run_until(tokio::time::sleep(Duration::from_secs(6)))
@@ -286,6 +303,11 @@ esac
     assert!(
         values.get("tickBeforeSync").is_none(),
         "a tick ran before the Synchronization was done: {values}"
+    );
+    assert_eq!(values["groupAfterSync"], true, "{values}");
+    assert!(
+        values.get("groupBeforeSync").is_none(),
+        "a grouped tick ran before the Synchronization was done: {values}"
     );
 }
 

@@ -19,7 +19,7 @@ use crate::hooks::engine::{Engine, LoadedHook};
 use crate::hooks::load::configure;
 use crate::hooks::{Hook, HookError, HookRun};
 use crate::metrics::Metrics;
-use crate::model::{BindingType, HookConfig, HookInput, Snapshot};
+use crate::model::{BindingContext, BindingType, HookConfig, HookInput, Snapshot};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -57,6 +57,22 @@ struct BoundHook {
     schedules: Arc<AtomicBool>,
 }
 
+impl BoundHook {
+    /// Whether a schedule binding fired `context`: a Schedule context, or a Group one
+    /// whose binding is one of the hook's schedules.
+    fn fired_by_schedule(&self, context: &BindingContext) -> bool {
+        match context.type_ {
+            BindingType::Schedule => true,
+            BindingType::Group => {
+                let config = &self.hook.config;
+                config.schedule.iter().any(|s| s.name == context.binding)
+                    && !config.kubernetes.iter().any(|k| k.name == context.binding)
+            }
+            _ => false,
+        }
+    }
+}
+
 impl Hook for BoundHook {
     fn name(&self) -> &str {
         &self.hook.name
@@ -76,7 +92,7 @@ impl Hook for BoundHook {
             if !self.schedules.load(Ordering::Acquire) {
                 input
                     .binding_contexts
-                    .retain(|c| c.type_ != BindingType::Schedule);
+                    .retain(|c| !self.fired_by_schedule(c));
                 if input.binding_contexts.is_empty() {
                     // A tick of a schedule not enabled yet: nothing runs.
                     let run = HookRun {
