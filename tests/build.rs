@@ -53,6 +53,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "fixture-values-hook",
         "fixture_values_hook.wasm",
     ),
+    (
+        "ENABLED_PROGRAM",
+        "fixture-enabled-program",
+        "fixture_enabled_program.wasm",
+    ),
 ];
 
 /// Variables the outer cargo sets for this script that would leak into the nested build:

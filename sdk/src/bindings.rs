@@ -63,3 +63,20 @@ pub mod hook {
         runtime_path: "::operon_sdk::__private::wit_bindgen::rt",
     });
 }
+
+/// The `module-enabled` world: `log` and `values` plus `export enabled`.
+pub mod module_enabled {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "module-enabled",
+        with: {
+            "operon:engine/types@0.3.0": crate::bindings::operation::operon::engine::types,
+            "operon:engine/log@0.3.0": crate::bindings::operation::operon::engine::log,
+            "operon:engine/values@0.3.0": crate::bindings::hook::operon::engine::values,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__export_module_enabled",
+        default_bindings_module: "::operon_sdk::__private::module_enabled",
+        runtime_path: "::operon_sdk::__private::wit_bindgen::rt",
+    });
+}

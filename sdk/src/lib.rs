@@ -47,6 +47,7 @@ extern crate self as operon_sdk;
 
 pub mod admission;
 mod bindings;
+pub mod enabled;
 mod error;
 pub mod hook;
 pub mod kubernetes;
@@ -62,6 +63,7 @@ pub mod types {
     pub use crate::bindings::operation::operon::engine::types::*;
 }
 
+pub use enabled::ModuleEnabled;
 pub use error::{Error, ResultExt};
 pub use hook::Hook;
 pub use kubernetes::Patch;
@@ -69,7 +71,7 @@ pub use metrics::Metric;
 pub use object::{Object, ObjectMeta};
 pub use operation::{Input, Output};
 pub use types::{
-    BindingContext, BindingType, HookConfig, HookInput, HookOutput, HookSettings,
+    BindingContext, BindingType, EnabledResult, HookConfig, HookInput, HookOutput, HookSettings,
     KubernetesBinding, LabelSelector, LifecycleBinding, MatchCondition, MutatingBinding,
     ObjectAndFilter, OwnerReference, RunnerContext, ScheduleBinding, Snapshot, ValidatingBinding,
     ValidatingResponse, WatchEvent, WebhookRule,
@@ -79,6 +81,7 @@ pub use types::{
 #[doc(hidden)]
 pub mod __private {
     pub use crate::bindings::hook::{self, Guest as HookGuest};
+    pub use crate::bindings::module_enabled::{self, Guest as ModuleEnabledGuest};
     pub use crate::bindings::operation::{self, Guest as OperationGuest};
     pub use crate::operation::run as run_operation;
     pub use wit_bindgen;

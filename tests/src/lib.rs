@@ -103,6 +103,14 @@ pub const V0_2_OPERATION: &str = guests::V0_2_OPERATION;
 /// the config values. Its validating message is the values it saw.
 pub const VALUES_HOOK: &str = guests::VALUES_HOOK;
 
+/// `fixture-enabled-program`: an addon module's `enabled` program of
+/// `operon:engine@0.3.0` (the `module-enabled` world). It disables the module when its
+/// section's `requires` is missing from `global.enabledModules` (`needs <name>, which
+/// is not enabled`) or the config section has `off: true` (`switched off in the
+/// config`); `fail: true` fails it (`asked to fail`), `patch: true` makes it submit a
+/// values patch.
+pub const ENABLED_PROGRAM: &str = guests::ENABLED_PROGRAM;
+
 /// A directory for the engine's compiled-module cache that outlives one test run, so each
 /// guest is compiled once rather than once per test; created if missing.
 ///

@@ -4,7 +4,10 @@
 //! its `enabled` program, run in the script sandbox with `$VALUES_PATH`,
 //! `$CONFIG_VALUES_PATH` (`global.enabledModules` lists the modules enabled before it)
 //! and `$MODULE_ENABLED_RESULT`, where it writes `true` or `false`. The program can
-//! only disable.
+//! only disable. An `enabled` file that is a wasm component runs in the wasm sandbox
+//! instead (the `module-enabled` world of `operon:engine@0.3.0`): it reads the same
+//! values through the `values` interface, may not patch them, and returns the decision
+//! with its reason.
 
 use super::AddonError;
 use super::config::ConfigValues;
@@ -89,6 +92,12 @@ pub async fn run_script(
         module: module.name.clone(),
         reason,
     };
+    if crate::hooks::load::is_wasm(program) {
+        return run_wasm(module, program, values, config_values, timeout)
+            .await
+            .map(Some)
+            .map_err(failed);
+    }
     let program = std::path::absolute(program).map_err(|e| failed(e.to_string()))?;
     let module_dir = std::path::absolute(&module.path).map_err(|e| failed(e.to_string()))?;
     let dir = sandbox.prepare().map_err(|e| failed(e.to_string()))?;
@@ -142,4 +151,38 @@ pub async fn run_script(
             ENABLED_RESULT.variable
         ))),
     }
+}
+
+/// [`run_script`] of an `enabled` component, in the wasm sandbox module hooks share.
+async fn run_wasm(
+    module: &ModuleDir,
+    program: &std::path::Path,
+    values: &Value,
+    config_values: &Value,
+    timeout: Duration,
+) -> Result<(bool, Option<String>), String> {
+    let sandbox = super::hooks::wasm_sandbox().map_err(|e| e.to_string())?;
+    let component = sandbox
+        .load_enabled_file(program)
+        .map_err(|e| e.to_string())?;
+    let given = crate::sandbox::HookValues {
+        values: values.to_string(),
+        config_values: config_values.to_string(),
+    };
+    let limits = crate::sandbox::CallLimits {
+        timeout,
+        ..crate::sandbox::CallLimits::default()
+    };
+    let report = sandbox
+        .run_enabled(
+            &component,
+            &format!("{}/enabled", module.name),
+            given,
+            &limits,
+        )
+        .await;
+    for record in &report.logs {
+        tracing::info!(module = %module.name, level = ?record.level, fields = ?record.fields, "enabled: {}", record.message);
+    }
+    report.outcome.map_err(|e| e.to_string())
 }

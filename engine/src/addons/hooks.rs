@@ -272,7 +272,7 @@ impl AddonHook {
 
 /// The wasm sandbox module hooks run in, started at the first wasm hook and shared by
 /// every operator of the process.
-fn wasm_sandbox() -> Result<Sandbox, AddonError> {
+pub(super) fn wasm_sandbox() -> Result<Sandbox, AddonError> {
     static SANDBOX: std::sync::OnceLock<Result<Sandbox, String>> = std::sync::OnceLock::new();
     SANDBOX
         .get_or_init(|| {

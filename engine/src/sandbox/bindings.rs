@@ -1,8 +1,9 @@
 //! Host bindings generated from `wit/`: the `operation` and `hook` worlds of every
 //! published version of `operon:engine`.
 //!
-//! - `operon:engine@0.3.0` (`wit/`), the current contract: [`operation`], [`hook`] and
-//!   the interface re-exports at this module's root ([`types`], [`log`], [`values`], ...).
+//! - `operon:engine@0.3.0` (`wit/`), the current contract: [`operation`], [`hook`],
+//!   [`module_enabled`] and the interface re-exports at this module's root ([`types`],
+//!   [`log`], [`values`], ...).
 //! - `operon:engine@0.2.0` (`wit/legacy/v0.2.0/`), the contract before the runner
 //!   context's cluster, the `values` interface and lifecycle bindings: [`v0_2`].
 //! - `operon:engine@0.1.0` (`wit/legacy/v0.1.0/`), the contract before mutating
@@ -47,6 +48,23 @@ pub mod hook {
             "operon:engine/metrics": super::operation::operon::engine::metrics,
         },
         additional_derives: [serde::Serialize, PartialEq],
+    });
+}
+
+/// Bindings of the `operon:engine/module-enabled@0.3.0` world: an addon module's
+/// `enabled` program.
+#[allow(missing_docs)]
+pub mod module_enabled {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "operon:engine/module-enabled",
+        imports: { default: trappable },
+        exports: { default: async },
+        with: {
+            "operon:engine/types": super::operation::operon::engine::types,
+            "operon:engine/log": super::operation::operon::engine::log,
+            "operon:engine/values": super::hook::operon::engine::values,
+        },
     });
 }
 

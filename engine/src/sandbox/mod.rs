@@ -20,6 +20,7 @@
 pub mod bindings;
 mod cache;
 pub mod convert;
+mod enabled;
 mod engine;
 mod error;
 mod exports;
@@ -29,6 +30,7 @@ mod module;
 mod output;
 
 pub use cache::{ArtifactCache, CacheError, ModuleDigest};
+pub use enabled::EnabledModule;
 pub use engine::{AllocatorChoice, AllocatorKind, EngineError, SandboxConfig};
 pub use error::{CallError, LoadError, OutputKind};
 pub use host::values::{HookValues, ValuesPatches};

@@ -210,6 +210,18 @@ fn compile(
     Ok(component)
 }
 
+/// `bytes` compiled (or read from the artifact cache) once their header says they are a
+/// component.
+pub(super) fn checked_component(
+    state: &EngineState,
+    name: &str,
+    digest: &ModuleDigest,
+    bytes: &[u8],
+) -> Result<Component, LoadError> {
+    check_header(name, bytes)?;
+    compile(state, name, digest, bytes)
+}
+
 /// What a component's exports say about the world it implements.
 fn detect_world(state: &EngineState, component: &Component) -> Option<String> {
     let ty = component.component_type();
@@ -218,6 +230,8 @@ fn detect_world(state: &EngineState, component: &Component) -> Option<String> {
         Some("operation".to_owned())
     } else if names.contains(&"handle") || names.contains(&"configure") {
         Some("hook".to_owned())
+    } else if names.contains(&"enabled") {
+        Some("module-enabled".to_owned())
     } else if names.iter().any(|n| n.starts_with("wasi:cli/run")) {
         Some("wasi:cli/command".to_owned())
     } else if names
@@ -245,6 +259,7 @@ pub(super) fn load(
         let hint = match (world, found.as_str()) {
             (_, "hook") => "; run hooks with `operon hook test`",
             (_, "operation") => "; run operations with `operon op run`",
+            (_, "module-enabled") => "; it is an addon module's `enabled` program",
             (_, "wasi:cli/command") => {
                 "; a program with `fn main` is a command: export `run` with `operon_sdk::operation!` instead"
             }
