@@ -96,6 +96,33 @@ pub struct TestArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     output: Format,
+    #[command(flatten)]
+    jq: JqArgs,
+}
+
+/// The jq run limits a command sets for the process.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JqArgs {
+    /// How long one run of a jq filter (a binding's jqFilter, a JQPatch) may take
+    /// before it fails with a limit error, e.g. `500ms`, `3s` (at most 60s).
+    #[arg(long = "jq-timeout", env = "OPERON_JQ_TIMEOUT", default_value = "1s", value_parser = jq_timeout)]
+    pub jq_timeout: Duration,
+}
+
+impl JqArgs {
+    /// Sets the limits for every jq run of this process.
+    pub fn apply(&self) {
+        operon::jq::set_time_limit(self.jq_timeout);
+    }
+}
+
+/// A jq time limit: a duration from 1 ms to 60 s.
+fn jq_timeout(text: &str) -> Result<Duration, String> {
+    let time = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if time < Duration::from_millis(1) || time > Duration::from_secs(60) {
+        return Err(format!("{text} is not between 1ms and 60s"));
+    }
+    Ok(time)
 }
 
 /// Arguments of `operon hook run`.
@@ -116,6 +143,8 @@ pub struct HookRunArgs {
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
     #[arg(long, env = "OPERON_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    jq: JqArgs,
 }
 
 /// Runs `operon hook ...`.
@@ -125,8 +154,14 @@ pub fn run(cmd: HookCommand) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     match cmd {
-        HookCommand::Test(args) => runtime.block_on(test(args)),
-        HookCommand::Run(args) => runtime.block_on(run_dir(args)),
+        HookCommand::Test(args) => {
+            args.jq.apply();
+            runtime.block_on(test(args))
+        }
+        HookCommand::Run(args) => {
+            args.jq.apply();
+            runtime.block_on(run_dir(args))
+        }
     }
 }
 
@@ -488,4 +523,43 @@ async fn run_dir(args: HookRunArgs) -> anyhow::Result<ExitCode> {
         .await;
     println!("\n{}{}", metrics.render(), metrics.render_hooks());
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod jq_args_tests {
+    use super::JqArgs;
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        jq: JqArgs,
+    }
+
+    #[test]
+    fn the_jq_timeout_is_a_bounded_duration() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["operon"], args].concat());
+        assert_eq!(
+            parse(&["--jq-timeout", "250ms"]).unwrap().jq.jq_timeout,
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse(&["--jq-timeout", "5s"]).unwrap().jq.jq_timeout,
+            Duration::from_secs(5)
+        );
+        if std::env::var_os("OPERON_JQ_TIMEOUT").is_none() {
+            assert_eq!(parse(&[]).unwrap().jq.jq_timeout, Duration::from_secs(1));
+        }
+        for bad in ["0s", "2m", "soon"] {
+            let error = parse(&["--jq-timeout", bad]).unwrap_err().to_string();
+            assert!(error.contains("--jq-timeout"), "{error}");
+        }
+        assert!(
+            parse(&["--jq-timeout", "2m"])
+                .unwrap_err()
+                .to_string()
+                .contains("not between 1ms and 60s")
+        );
+    }
 }

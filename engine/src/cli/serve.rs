@@ -28,6 +28,8 @@ use std::time::Duration;
 /// Arguments of `operon serve` (shell-operator's flag names where it has them).
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
+    #[command(flatten)]
+    jq: super::hook::JqArgs,
     /// The hooks: `*.wasm` components and executables (shell-operator's discovery rules).
     #[arg(long, env = "OPERON_HOOKS_DIR", default_value = "/hooks")]
     hooks_dir: PathBuf,
@@ -401,6 +403,7 @@ pub(super) fn own_namespace(given: Option<String>, client: &kube::Client) -> Str
 
 /// Runs `operon serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    args.jq.apply();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

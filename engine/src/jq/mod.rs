@@ -43,6 +43,7 @@ use jaq_json::Val;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
 use value::{from_val, to_val};
 
 /// How many compiled filters the process keeps; a hook set rarely has more than a few
@@ -175,10 +176,11 @@ impl Filter {
         &self.inner.text
     }
 
-    /// Runs the filter on `input` within the default [`Limits`] and returns every
-    /// output, in order. A runtime error anywhere fails the whole run, as in `jq`.
+    /// Runs the filter on `input` within the process's limits ([`configured_limits`])
+    /// and returns every output, in order. A runtime error anywhere fails the whole
+    /// run, as in `jq`.
     pub fn run(&self, input: &Value) -> Result<Vec<Value>, JqError> {
-        self.run_within(input, &Limits::default())
+        self.run_within(input, &configured_limits())
     }
 
     /// [`Filter::run`] within `limits`.
@@ -250,6 +252,30 @@ impl Filter {
             filter: self.short_text(),
             limit,
         }
+    }
+}
+
+/// The time limit set for the process ([`set_time_limit`]), in microseconds; 0 when
+/// none was set.
+static TIME_LIMIT_MICROS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets the time limit of every later [`Filter::run`] and [`Filter::run_one`] in this
+/// process (`operon serve --jq-timeout`, `OPERON_JQ_TIMEOUT`); [`Limits::default`]'s
+/// 1 s until then.
+pub fn set_time_limit(time: Duration) {
+    let micros = u64::try_from(time.as_micros()).unwrap_or(u64::MAX).max(1);
+    TIME_LIMIT_MICROS.store(micros, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The limits [`Filter::run`] runs within: the defaults, with the process's time limit.
+pub fn configured_limits() -> Limits {
+    let limits = Limits::default();
+    match TIME_LIMIT_MICROS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => limits,
+        micros => Limits {
+            time: Duration::from_micros(micros),
+            ..limits
+        },
     }
 }
 
