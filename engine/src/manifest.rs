@@ -511,7 +511,10 @@ fn add(
             let typing = fields::typed::<crate::api::Hook>(value, &listed).err();
             // A field already reported (e.g. an unknown operation name) can also be
             // the one that stopped deserialization: it is listed once.
-            let typing = typing.into_iter().flatten().filter(|(f, _)| !listed.contains(f));
+            let typing = typing
+                .into_iter()
+                .flatten()
+                .filter(|(f, _)| !listed.contains(f));
             for (field, reason) in found.into_iter().chain(typing) {
                 problems.push(Problem::new(&object, field, reason));
             }
