@@ -25,16 +25,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Any, TypeVar
 
 from componentize_py_types import Err
-from wit_world.imports import values as _wit
 
 from .errors import Error
 
 __all__ = ["add", "get", "get_config", "patch", "patch_config", "remove", "replace"]
 
 _T = TypeVar("_T")
+
+
+# Imported with the package, as a component has no files to import from later; only
+# the hook world imports the values interface, and an operation importing this package
+# (through ``operon_sdk``) must still build.
+_wit: ModuleType | None
+try:
+    from wit_world.imports import values as _imported
+
+    _wit = _imported
+except ImportError:
+    _wit = None
+
+
+def _host() -> ModuleType:
+    if _wit is None:
+        raise Error("the values interface is only in the hook world")
+    return _wit
 
 
 def _call(call: Callable[[], _T]) -> _T:
@@ -57,24 +75,24 @@ def _parse(text: str, what: str) -> dict[str, Any]:
 
 def get() -> dict[str, Any]:
     """The values the hook sees (every layer and earlier patches merged)."""
-    return _parse(_call(_wit.get), "values")
+    return _parse(_call(_host().get), "values")
 
 
 def get_config() -> dict[str, Any]:
     """The config values the hook sees (the configuration's layers)."""
-    return _parse(_call(_wit.get_config), "config values")
+    return _parse(_call(_host().get_config), "config values")
 
 
 def patch(operations: Iterable[dict[str, Any]]) -> None:
     """Submits a JSON Patch of the values (memory values)."""
     text = json.dumps(list(operations), separators=(",", ":"))
-    _call(lambda: _wit.patch(text))
+    _call(lambda: _host().patch(text))
 
 
 def patch_config(operations: Iterable[dict[str, Any]]) -> None:
     """Submits a JSON Patch of the config values, which the engine writes back."""
     text = json.dumps(list(operations), separators=(",", ":"))
-    _call(lambda: _wit.patch_config(text))
+    _call(lambda: _host().patch_config(text))
 
 
 def add(path: str, value: Any) -> dict[str, Any]:
