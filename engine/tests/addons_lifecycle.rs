@@ -5,6 +5,8 @@
 //! it applied, and a failing module not blocking the others. Charts are rendered by
 //! Helm's own engine (`tests/fixtures/addons/helm` over `helm-python-sdk`).
 
+mod addons_support;
+use addons_support::sandbox;
 use operon::addons::apply::ObjectWriter;
 use operon::addons::config::ConfigMapRef;
 use operon::addons::operator::{Operator, QueueEvent, Settings, Task};
@@ -13,7 +15,6 @@ use operon::addons::values::Source;
 use operon::cluster::local::LocalCluster;
 use operon::cluster::{Cluster, Resource};
 use operon::model::WatchEvent;
-use operon::script::{Launcher, ScriptSandbox, ScriptSandboxConfig};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -24,22 +25,6 @@ use std::time::Duration;
 #[test]
 fn sandbox_launcher_entry() {
     operon::script::launcher::run_if_invoked();
-}
-
-fn sandbox() -> ScriptSandbox {
-    let launcher = Launcher {
-        program: std::env::current_exe().unwrap(),
-        args: [
-            "--exact",
-            "sandbox_launcher_entry",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    };
-    ScriptSandbox::new(ScriptSandboxConfig::new(launcher)).unwrap()
 }
 
 fn example() -> PathBuf {

@@ -6,13 +6,14 @@
 //! ModuleRun; values marked `x-required-for-helm` are required only for rendering, and
 //! their absence fails the ModuleRun with the module and the path named.
 
+mod addons_support;
+use addons_support::sandbox;
 use operon::addons::apply::ObjectWriter;
 use operon::addons::config::ConfigMapRef;
 use operon::addons::operator::{Operator, QueueEvent, Settings};
 use operon::addons::render::Renderer;
 use operon::cluster::local::LocalCluster;
 use operon::cluster::{Cluster, Resource};
-use operon::script::{Launcher, ScriptSandbox, ScriptSandboxConfig};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -23,22 +24,6 @@ use std::time::Duration;
 #[test]
 fn sandbox_launcher_entry() {
     operon::script::launcher::run_if_invoked();
-}
-
-fn sandbox() -> ScriptSandbox {
-    let launcher = Launcher {
-        program: std::env::current_exe().unwrap(),
-        args: [
-            "--exact",
-            "sandbox_launcher_entry",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    };
-    ScriptSandbox::new(ScriptSandboxConfig::new(launcher)).unwrap()
 }
 
 fn settings(root: &Path) -> Settings {

@@ -5,12 +5,13 @@
 //! program's `false` disables its module with the reason it gave, beside a shell
 //! `enabled` script doing the same through `$MODULE_ENABLED_RESULT`.
 
+mod addons_support;
+use addons_support::sandbox;
 use operon::addons::apply::ObjectWriter;
 use operon::addons::config::ConfigMapRef;
 use operon::addons::operator::{Operator, QueueEvent, Settings};
 use operon::addons::render::Renderer;
 use operon::cluster::local::LocalCluster;
-use operon::script::{Launcher, ScriptSandbox, ScriptSandboxConfig};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -20,22 +21,6 @@ use std::time::Duration;
 #[test]
 fn sandbox_launcher_entry() {
     operon::script::launcher::run_if_invoked();
-}
-
-fn sandbox() -> ScriptSandbox {
-    let launcher = Launcher {
-        program: std::env::current_exe().unwrap(),
-        args: [
-            "--exact",
-            "sandbox_launcher_entry",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    };
-    ScriptSandbox::new(ScriptSandboxConfig::new(launcher)).unwrap()
 }
 
 fn write(root: &Path, path: &str, text: &[u8], executable: bool) {

@@ -4,13 +4,14 @@
 //! whose shell hook does the same through addon-operator's files; both reach the same
 //! values, against the local cluster.
 
+mod addons_support;
+use addons_support::sandbox;
 use operon::addons::apply::ObjectWriter;
 use operon::addons::config::ConfigMapRef;
 use operon::addons::operator::{Operator, QueueEvent, Settings};
 use operon::addons::render::Renderer;
 use operon::cluster::local::LocalCluster;
 use operon::cluster::{Cluster, Resource};
-use operon::script::{Launcher, ScriptSandbox, ScriptSandboxConfig};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -21,22 +22,6 @@ use std::time::Duration;
 #[test]
 fn sandbox_launcher_entry() {
     operon::script::launcher::run_if_invoked();
-}
-
-fn sandbox() -> ScriptSandbox {
-    let launcher = Launcher {
-        program: std::env::current_exe().unwrap(),
-        args: [
-            "--exact",
-            "sandbox_launcher_entry",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
-    };
-    ScriptSandbox::new(ScriptSandboxConfig::new(launcher)).unwrap()
 }
 
 fn write(root: &Path, path: &str, text: &[u8], executable: bool) {

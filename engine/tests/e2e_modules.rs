@@ -6,8 +6,8 @@
 
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod e2e_support;
@@ -15,36 +15,6 @@ use e2e_support::*;
 
 fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let output = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "kubectl {args:?}");
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// A CA and a serving certificate for 127.0.0.1 in `dir`: (ca, cert, key).
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let paths = (dir.join("ca.crt"), dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&paths.0, ca.pem()).unwrap();
-    std::fs::write(&paths.1, cert.pem()).unwrap();
-    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
-    paths
 }
 
 /// `operon module ARGS` against `server`; (success, stdout, stderr).

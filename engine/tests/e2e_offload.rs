@@ -46,36 +46,6 @@ async fn the_pod(pods: &Api<Pod>, job: &str) -> Pod {
     .await
 }
 
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let output = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "kubectl {args:?}");
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// A CA and a serving certificate for 127.0.0.1 in `dir`: (ca, cert, key).
-fn certificates(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let paths = [dir.join("ca.crt"), dir.join("tls.crt"), dir.join("tls.key")];
-    std::fs::write(&paths[0], ca.pem()).unwrap();
-    std::fs::write(&paths[1], cert.pem()).unwrap();
-    std::fs::write(&paths[2], key.serialize_pem()).unwrap();
-    paths
-}
-
 /// Plays the kubelet for an offloaded step's pod: runs the Job's container command
 /// (`operon op run` on the digest) on this machine, with the pod's files (the input
 /// ConfigMap's keys, the ServiceAccount token) in `dir`, and returns what it wrote as
@@ -185,7 +155,7 @@ async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_dig
     let dir = tempfile::tempdir().unwrap();
     let hooks = dir.path().join("hooks");
     std::fs::create_dir(&hooks).unwrap();
-    let [ca, cert, key] = certificates(dir.path());
+    let (ca, cert, key) = certificates(dir.path());
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, &token).unwrap();
     let port = free_port();
