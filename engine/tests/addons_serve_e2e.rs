@@ -343,7 +343,14 @@ async fn serve_applies_a_modules_crds_before_its_objects() {
     })
     .await;
     assert_eq!(gadget["spec"]["size"], 3);
-    let done = tasks_done(&log());
+    // The object is applied before its ModuleRun logs that it is done.
+    let done = eventually("the ModuleRun", Duration::from_secs(30), async || {
+        let done = tasks_done(&log());
+        done.iter()
+            .any(|t| t.starts_with("ModuleRun"))
+            .then_some(done)
+    })
+    .await;
     assert_eq!(
         done,
         [
