@@ -139,7 +139,7 @@ pub async fn follow(
             },
             _ = resync.tick() => {
                 if listed {
-                    follower.collect_garbage(&operations, &hooks).await;
+                    follower.collect_garbage(&operations, &hooks, &reader.state()).await;
                 }
             }
         }
@@ -256,13 +256,69 @@ impl Follower {
         });
     }
 
+    /// Fetches each pinned digest that no Module names (a named one comes through
+    /// [`Self::sync`]) and this store lacks, from the other replicas serving the module
+    /// API: they keep pinned bytes after their Module moved on to other bytes, so a
+    /// replica started since can still run a Hook or Operation pinning them.
+    fn fetch_pinned(
+        &self,
+        pinned: &HashSet<ModuleDigest>,
+        named: &HashSet<ModuleDigest>,
+        modules: &[Arc<Module>],
+    ) {
+        let Some(fetcher) = self.fetcher.clone() else {
+            return;
+        };
+        let blobs = self.catalog.blobs();
+        let missing: Vec<ModuleDigest> = pinned
+            .iter()
+            .filter(|d| !named.contains(d) && !blobs.contains(d))
+            .copied()
+            .collect();
+        let peers = peers(modules, &self.options.identity);
+        if missing.is_empty() || peers.is_empty() {
+            return;
+        }
+        for digest in missing {
+            if !self.lock_fetching().insert(digest) {
+                continue;
+            }
+            let (fetcher, peers) = (fetcher.clone(), peers.clone());
+            let (fetching, blobs) = (self.fetching.clone(), blobs.clone());
+            let sandbox = self.sandbox.clone();
+            tokio::spawn(async move {
+                match fetch_from_peers(&fetcher, &peers, &digest, &blobs).await {
+                    Ok(peer) => {
+                        tracing::info!(%digest, from = %peer, "pinned module fetched");
+                        if let Some(sandbox) = sandbox {
+                            compile(sandbox, &blobs, &digest.to_string(), digest).await;
+                        }
+                    }
+                    Err(errors) => tracing::warn!(%digest, errors = %errors.join("; "),
+                        "no replica could give a pinned module"),
+                }
+                fetching
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&digest);
+            });
+        }
+    }
+
     fn lock_fetching(&self) -> std::sync::MutexGuard<'_, HashSet<ModuleDigest>> {
         self.fetching.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Removes stored bytes referenced by no Module, no Operation and no Hook for longer
     /// than the grace period.
-    async fn collect_garbage(&self, operations: &Api<Operation>, hooks: &Api<Hook>) {
+    /// Removes the bytes nothing refers to after the grace period, and fetches the
+    /// digests Operations and Hooks pin that this store lacks (see [`Self::fetch_pinned`]).
+    async fn collect_garbage(
+        &self,
+        operations: &Api<Operation>,
+        hooks: &Api<Hook>,
+        modules: &[Arc<Module>],
+    ) {
         let mut pinned = match operations.list(&ListParams::default()).await {
             Ok(list) => list
                 .items
@@ -292,6 +348,7 @@ impl Follower {
         }
         let named: HashSet<ModuleDigest> =
             self.catalog.names().into_iter().map(|(_, d)| d).collect();
+        self.fetch_pinned(&pinned, &named, modules);
         let stored = match self.catalog.blobs().list() {
             Ok(stored) => stored,
             Err(e) => {
@@ -318,6 +375,45 @@ impl Follower {
             }
         }
     }
+}
+
+/// The replicas other than `identity` that serve the module API, one per URL, as the
+/// Modules' `status.sources` list them.
+pub(crate) fn peers(modules: &[Arc<Module>], identity: &str) -> Vec<ModuleSource> {
+    let mut peers: Vec<ModuleSource> = Vec::new();
+    let listed = modules
+        .iter()
+        .filter_map(|m| m.status.as_ref())
+        .flat_map(|s| &s.sources);
+    for source in listed {
+        if source.replica != identity && !peers.iter().any(|p| p.url == source.url) {
+            peers.push(source.clone());
+        }
+    }
+    peers
+}
+
+/// Fetches `digest` into `blobs` from the first of `peers` that gives it (bytes of
+/// another digest are refused by the store); the replica it came from, or what each
+/// peer answered.
+pub(crate) async fn fetch_from_peers(
+    fetcher: &Fetcher,
+    peers: &[ModuleSource],
+    digest: &ModuleDigest,
+    blobs: &super::BlobStore,
+) -> Result<String, Vec<String>> {
+    let mut errors = Vec::new();
+    for peer in peers {
+        let source = ModuleSource {
+            digest: digest.to_string(),
+            ..peer.clone()
+        };
+        match fetcher.fetch(&source, digest, blobs).await {
+            Ok(()) => return Ok(peer.replica.clone()),
+            Err(e) => errors.push(format!("{}: {e}", peer.replica)),
+        }
+    }
+    Err(errors)
 }
 
 /// Compiles the stored `digest` (caching its artifact); a module that does not load is
@@ -515,7 +611,7 @@ mod tests {
         };
         let (operations, hooks) = (Api::all(client.clone()), Api::all(client));
         let collecting = async {
-            follower.collect_garbage(&operations, &hooks).await;
+            follower.collect_garbage(&operations, &hooks, &[]).await;
         };
         let hook = serde_json::json!({"module": pinned.to_string()});
         tokio::join!(collecting, answer_lists(&mut api, Some(vec![hook])));
@@ -523,11 +619,37 @@ mod tests {
         assert!(!blobs.contains(&orphan));
         // An agent, which may not list Hooks, still collects (it runs no Hook).
         let collecting = async {
-            follower.collect_garbage(&operations, &hooks).await;
+            follower.collect_garbage(&operations, &hooks, &[]).await;
         };
         tokio::join!(collecting, answer_lists(&mut api, None));
         assert!(!blobs.contains(&pinned));
         api.quiet().await;
+    }
+
+    #[test]
+    fn peers_are_the_other_replicas_once_each() {
+        let module = |sources: serde_json::Value| -> Arc<Module> {
+            Arc::new(serde_json::from_value(module_json("1", sources)).unwrap())
+        };
+        let entry = |replica: &str, url: &str, digest: &[u8]| {
+            serde_json::json!({"replica": replica, "url": url,
+                               "digest": ModuleDigest::of(digest).to_string()})
+        };
+        let modules = [
+            module(serde_json::json!([
+                entry("operon-a", "https://10.0.0.1:9680", b"m"),
+                entry("operon-b", "https://10.0.0.2:9680", b"m")
+            ])),
+            module(serde_json::json!([
+                entry("operon-b", "https://10.0.0.2:9680", b"n"),
+                entry("operon-c", "https://10.0.0.3:9680", b"n")
+            ])),
+        ];
+        let found: Vec<String> = peers(&modules, "operon-a")
+            .into_iter()
+            .map(|p| p.replica)
+            .collect();
+        assert_eq!(found, ["operon-b", "operon-c"]);
     }
 
     #[test]

@@ -622,3 +622,50 @@ async fn a_peer_with_a_certificate_from_another_ca_is_not_trusted() {
     assert!(matches!(err, FetchError::Transport { .. }), "{err}");
     assert!(err.to_string().contains("TLS"), "{err}");
 }
+
+#[tokio::test]
+async fn a_pinned_digest_is_fetched_from_the_first_peer_that_has_it() {
+    let (ca, tls) = tls_pair();
+    let bytes = b"\0asm\x0d\0\x01\0pinned".to_vec();
+    let digest = ModuleDigest::of(&bytes);
+    // One peer no longer holds the bytes, the next one does.
+    let gone = serve_tls_router(Router::new(), tls.clone()).await;
+    let holder = serve_tls_router(
+        Router::new().route(
+            "/v1/modules/by-digest/{digest}",
+            get(move || {
+                let bytes = bytes.clone();
+                async move { bytes }
+            }),
+        ),
+        tls,
+    )
+    .await;
+    let peers = [
+        crate::api::ModuleSource {
+            replica: "operon-1".into(),
+            ..source(&gone, &ModuleDigest::of(b"other"))
+        },
+        crate::api::ModuleSource {
+            replica: "operon-2".into(),
+            ..source(&holder, &ModuleDigest::of(b"other"))
+        },
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(dir.path(), 1 << 20).unwrap();
+    let fetcher =
+        Fetcher::new(ca.as_bytes(), "ca.crt".into(), Token::Static(TOKEN.into())).unwrap();
+    let from = crate::store::replica::fetch_from_peers(&fetcher, &peers, &digest, &store)
+        .await
+        .unwrap();
+    assert_eq!(from, "operon-2");
+    assert!(store.contains(&digest));
+    // No peer has these bytes: every peer's answer is given.
+    let absent = ModuleDigest::of(b"absent");
+    let errors = crate::store::replica::fetch_from_peers(&fetcher, &peers[..1], &absent, &store)
+        .await
+        .unwrap_err();
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].starts_with("operon-1: "), "{errors:?}");
+    assert!(!store.contains(&absent));
+}
