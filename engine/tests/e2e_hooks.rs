@@ -93,35 +93,12 @@ async fn a_pushed_hook_runs_within_its_permissions_and_stops_when_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let hooks_dir = dir.path().join("hooks");
     std::fs::create_dir(&hooks_dir).unwrap();
-    let (ca, cert, key) = certificates(dir.path());
+    let certs = certificates(dir.path());
+    let ca = certs.0.clone();
     let port = free_port();
     let store = dir.path().join("store");
-    let args: Vec<String> = [
-        "--leader-elect",
-        "--leader-election-namespace",
-        ns,
-        "--leader-election-lease-name",
-        &format!("e2e-hooks-{run}"),
-        "--validating-webhook-listen-address",
-        "127.0.0.1",
-        "--validating-webhook-listen-port",
-        &port.to_string(),
-        "--module-api-url",
-        &format!("https://127.0.0.1:{port}"),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain(
-        [
-            ("--validating-webhook-server-cert", &cert),
-            ("--validating-webhook-server-key", &key),
-            ("--module-source-ca", &ca),
-            ("--module-store", &store),
-        ]
-        .into_iter()
-        .flat_map(|(flag, path)| [flag.to_owned(), path.display().to_string()]),
-    )
-    .collect();
+    let mut args = module_api_args(ns, &format!("e2e-hooks-{run}"), port, &certs, &store, None);
+    args.push("--leader-elect".to_owned());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let serving = serve(&path, &hooks_dir, &refs, "hooks");
     eventually("operon serve ready", Duration::from_secs(60), async || {

@@ -102,39 +102,16 @@ async fn a_pushed_module_runs_by_name_and_reaches_a_second_replica() {
     let dir = tempfile::tempdir().unwrap();
     let hooks = dir.path().join("hooks");
     std::fs::create_dir(&hooks).unwrap();
-    let (ca, cert, key) = certificates(dir.path());
+    let certs = certificates(dir.path());
+    let ca = certs.0.clone();
     // The replicas fetch from each other with the uploader's token (it may `get`).
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, &uploader).unwrap();
     let replica = |id: &str, port: u16| {
         let store = dir.path().join(format!("store-{id}"));
-        let args: Vec<String> = [
-            "--leader-elect",
-            "--leader-election-namespace",
-            ns,
-            "--leader-election-lease-name",
-            &format!("e2e-modules-{run}"),
-            "--validating-webhook-listen-address",
-            "127.0.0.1",
-            "--validating-webhook-listen-port",
-            &port.to_string(),
-            "--module-api-url",
-            &format!("https://127.0.0.1:{port}"),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(
-            [
-                ("--validating-webhook-server-cert", &cert),
-                ("--validating-webhook-server-key", &key),
-                ("--module-source-ca", &ca),
-                ("--module-fetch-token-file", &token_file),
-                ("--module-store", &store),
-            ]
-            .into_iter()
-            .flat_map(|(flag, path)| [flag.to_owned(), path.display().to_string()]),
-        )
-        .collect();
+        let lease = format!("e2e-modules-{run}");
+        let mut args = module_api_args(ns, &lease, port, &certs, &store, Some(&token_file));
+        args.push("--leader-elect".to_owned());
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         (serve(&path, &hooks, &refs, &format!("modules-{id}")), store)
     };

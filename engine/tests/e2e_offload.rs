@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,32 +18,6 @@ use e2e_support::*;
 
 fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
-}
-
-/// Plays the kubelet: the pod ran and its container wrote `message`.
-async fn complete_pod(pods: &Api<Pod>, pod: &Pod, message: &str) {
-    let name = pod.metadata.name.clone().unwrap();
-    let status = json!({"status": {
-        "phase": "Succeeded",
-        "containerStatuses": [{"name": "step", "image": "ghcr.io/operon-dev/operon:e2e",
-            "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message,
-                "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}}],
-    }});
-    pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
-}
-
-async fn the_pod(pods: &Api<Pod>, job: &str) -> Pod {
-    eventually("the Job's pod", Duration::from_secs(60), async || {
-        let list = pods
-            .list(&ListParams::default().labels(&format!("operon.dev/run={job}")))
-            .await
-            .ok()?;
-        list.items.into_iter().next()
-    })
-    .await
 }
 
 /// Plays the kubelet for an offloaded step's pod: runs the Job's container command
@@ -155,42 +129,25 @@ async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_dig
     let dir = tempfile::tempdir().unwrap();
     let hooks = dir.path().join("hooks");
     std::fs::create_dir(&hooks).unwrap();
-    let (ca, cert, key) = certificates(dir.path());
+    let certs = certificates(dir.path());
+    let ca = certs.0.clone();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, &token).unwrap();
     let port = free_port();
     let module_url = format!("https://127.0.0.1:{port}");
-    let args: Vec<String> = [
-        "--leader-election-namespace",
-        &ns,
-        "--leader-election-lease-name",
-        &format!("e2e-offload-{run}"),
-        "--validating-webhook-listen-address",
-        "127.0.0.1",
-        "--validating-webhook-listen-port",
-        &port.to_string(),
-        "--module-api-url",
-        &module_url,
-        "--image",
-        "ghcr.io/operon-dev/operon:e2e",
-        "--offload-module-url",
-        &module_url,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain(
+    let lease = format!("e2e-offload-{run}");
+    let store = dir.path().join("store");
+    let mut args = module_api_args(&ns, &lease, port, &certs, &store, Some(&token_file));
+    args.extend(
         [
-            ("--validating-webhook-server-cert", &cert),
-            ("--validating-webhook-server-key", &key),
-            ("--module-source-ca", &ca),
-            ("--offload-module-ca", &ca),
-            ("--module-fetch-token-file", &token_file),
-            ("--module-store", &dir.path().join("store")),
+            "--image",
+            "ghcr.io/operon-dev/operon:e2e",
+            "--offload-module-url",
+            &module_url,
         ]
-        .into_iter()
-        .flat_map(|(flag, path)| [flag.to_owned(), path.display().to_string()]),
-    )
-    .collect();
+        .map(str::to_owned),
+    );
+    args.extend(["--offload-module-ca".to_owned(), ca.display().to_string()]);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = serve(&path, &hooks, &refs, "offload");
     eventually(
@@ -300,7 +257,7 @@ async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_dig
     })
     .await
     .unwrap();
-    complete_pod(&pods, &pod, &message).await;
+    complete_pod(&pods, &pod, "ghcr.io/operon-dev/operon:e2e", &message).await;
 
     let done = eventually("offload Succeeded", Duration::from_secs(90), async || {
         let d = diagnoses.get("offload").await.ok()?;

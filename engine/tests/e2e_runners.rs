@@ -51,32 +51,6 @@ fn operations(run: &str, module: &str) -> Vec<DynamicObject> {
     ]
 }
 
-/// Plays the kubelet: the pod ran and its container wrote `message`.
-async fn complete_pod(pods: &Api<Pod>, pod: &Pod, message: &str) {
-    let name = pod.metadata.name.clone().unwrap();
-    let status = json!({"status": {
-        "phase": "Succeeded",
-        "containerStatuses": [{"name": "step", "image": "registry.local/report:1",
-            "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message,
-                "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}}],
-    }});
-    pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
-}
-
-async fn the_pod(pods: &Api<Pod>, job: &str) -> Pod {
-    eventually("the Job's pod", Duration::from_secs(60), async || {
-        let list = pods
-            .list(&ListParams::default().labels(&format!("operon.dev/run={job}")))
-            .await
-            .ok()?;
-        list.items.into_iter().next()
-    })
-    .await
-}
-
 fn echo_module() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(operon_tests::ECHO, dir.path().join("echo.wasm")).unwrap();
@@ -270,7 +244,13 @@ async fn wasm_script_and_job_steps_run_to_succeeded_across_a_controller_restart(
     let all = jobs.list(&ListParams::default()).await.unwrap().items;
     assert_eq!(all.len(), 1, "no second Job");
     assert_eq!(all[0].metadata.uid, job.metadata.uid);
-    complete_pod(&pods, &pod, r#"{"verdict":"clean","blocks":"12"}"#).await;
+    complete_pod(
+        &pods,
+        &pod,
+        "registry.local/report:1",
+        r#"{"verdict":"clean","blocks":"12"}"#,
+    )
+    .await;
 
     let done = eventually("mixed Succeeded", Duration::from_secs(90), async || {
         let d = diagnoses.get("mixed").await.ok()?;
@@ -464,7 +444,7 @@ async fn job_step_overhead() {
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
         let pod = the_pod(&pods, &job_name).await;
-        complete_pod(&pods, &pod, r#"{"n":"1"}"#).await;
+        complete_pod(&pods, &pod, "registry.local/report:1", r#"{"n":"1"}"#).await;
         let completed = Instant::now();
         let out = task.await.unwrap().unwrap();
         let returned = Instant::now();

@@ -266,3 +266,85 @@ pub fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(&paths.2, key.serialize_pem()).unwrap();
     paths
 }
+
+/// The flags of an `operon serve` replica whose module API listens on 127.0.0.1:`port`
+/// with `certs` (as [`certificates`] writes them), keeping modules in `store` and
+/// fetching the ones it lacks with `token_file` when given; its Lease is `lease` in
+/// `namespace`.
+pub fn module_api_args(
+    namespace: &str,
+    lease: &str,
+    port: u16,
+    certs: &(PathBuf, PathBuf, PathBuf),
+    store: &Path,
+    token_file: Option<&Path>,
+) -> Vec<String> {
+    let (ca, cert, key) = certs;
+    let mut args: Vec<String> = [
+        "--leader-election-namespace",
+        namespace,
+        "--leader-election-lease-name",
+        lease,
+        "--validating-webhook-listen-address",
+        "127.0.0.1",
+        "--validating-webhook-listen-port",
+        &port.to_string(),
+        "--module-api-url",
+        &format!("https://127.0.0.1:{port}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let paths = [
+        ("--validating-webhook-server-cert", Some(cert.as_path())),
+        ("--validating-webhook-server-key", Some(key.as_path())),
+        ("--module-source-ca", Some(ca.as_path())),
+        ("--module-fetch-token-file", token_file),
+        ("--module-store", Some(store)),
+    ];
+    for (flag, path) in paths {
+        if let Some(path) = path {
+            args.extend([flag.to_owned(), path.display().to_string()]);
+        }
+    }
+    args
+}
+
+/// Plays the kubelet: the pod ran `image` and its container `step` wrote `message`.
+pub async fn complete_pod(
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+    pod: &k8s_openapi::api::core::v1::Pod,
+    image: &str,
+    message: &str,
+) {
+    let name = pod.metadata.name.clone().unwrap();
+    let status = json!({"status": {
+        "phase": "Succeeded",
+        "containerStatuses": [{"name": "step", "image": image,
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message,
+                "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}}],
+    }});
+    pods.patch_status(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&status),
+    )
+    .await
+    .unwrap();
+}
+
+/// The pod of the Job running `job` (its `operon.dev/run` label), once it exists.
+pub async fn the_pod(
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+    job: &str,
+) -> k8s_openapi::api::core::v1::Pod {
+    eventually("the Job's pod", Duration::from_secs(60), async || {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels(&format!("operon.dev/run={job}")))
+            .await
+            .ok()?;
+        list.items.into_iter().next()
+    })
+    .await
+}
