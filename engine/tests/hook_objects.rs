@@ -56,6 +56,7 @@ async fn prepare(spec: Value, cluster: &Arc<LocalCluster>) -> Result<Prepared, p
         Path::new(operon_tests::POD_LABELER),
         &loader(),
         cluster.clone(),
+        None,
     )
     .await
 }
@@ -199,6 +200,7 @@ async fn a_module_of_another_world_is_refused() {
         Path::new(operon_tests::TRIVIAL),
         &loader(),
         cluster.clone() as Arc<dyn Cluster>,
+        None,
     )
     .await
     .err()
@@ -219,6 +221,7 @@ async fn admission_bindings_are_refused_in_hook_objects() {
         Path::new(operon_tests::ADMISSION),
         &loader(),
         cluster.clone() as Arc<dyn Cluster>,
+        None,
     )
     .await
     .err()

@@ -43,6 +43,26 @@ pub struct HookSpec {
     /// loading; a patch outside `patch` fails the run that submitted it.
     #[serde(default)]
     pub permissions: HookPermissions,
+    /// Where each run happens: `Sandbox` (default), in the engine's wasm sandbox, or
+    /// `Job`, a Kubernetes Job of Operon's image in the Hook's namespace that fetches
+    /// the module by digest from the module API and runs it on the run's binding
+    /// contexts, for hooks that need minutes of CPU or more memory than the engine
+    /// grants. The engine still watches, queues, and applies the run's patches under
+    /// `permissions`; a run's binding contexts must fit in a ConfigMap (1 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_on: Option<super::WasmRunOn>,
+    /// The Job's settings when `runOn` is `Job` (`onDiagnosisNode` does not apply: a
+    /// Hook is about no node). Its ServiceAccount fetches the module, so it needs `get`
+    /// on `modules.operon.dev` (the ClusterRole `operon-module-reader`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<super::WasmJob>,
+}
+
+impl HookSpec {
+    /// Whether each run is a Job.
+    pub fn offloaded(&self) -> bool {
+        self.run_on == Some(super::WasmRunOn::Job)
+    }
 }
 
 /// Overrides of a hook's declared configuration.
@@ -301,7 +321,47 @@ pub fn spec_problems(object: &serde_json::Value) -> Vec<(String, String)> {
     if let Some(overrides) = spec.get("overrides") {
         override_problems(overrides, &mut problems);
     }
+    job_problems(spec, &mut problems);
     problems
+}
+
+/// `spec.job` is used only with `runOn: Job`, where a Hook's runs are Jobs of
+/// Operon's image: its settings are checked as an offloaded step's are, and
+/// `onDiagnosisNode`, which needs a Diagnosis, is refused.
+fn job_problems(spec: &serde_json::Value, problems: &mut Vec<(String, String)>) {
+    let Some(job) = spec.get("job") else {
+        return;
+    };
+    if spec.get("runOn").and_then(|v| v.as_str()) != Some("Job") {
+        problems.push((
+            "spec.job".to_owned(),
+            "is only used with runOn: Job; set runOn: Job or remove it".to_owned(),
+        ));
+        return;
+    }
+    // A job that does not deserialize is reported by the typed check.
+    let Ok(job) = serde_json::from_value::<super::WasmJob>(job.clone()) else {
+        return;
+    };
+    if job.on_diagnosis_node {
+        problems.push((
+            "spec.job.onDiagnosisNode".to_owned(),
+            "a Hook is about no node, so its Jobs cannot follow one; use nodeSelector".to_owned(),
+        ));
+    }
+    let processor = super::WasmProcessor {
+        module: String::new(),
+        config: Default::default(),
+        read_only_paths: Vec::new(),
+        run_on: Some(super::WasmRunOn::Job),
+        job: Some(job),
+    };
+    for (field, reason) in processor
+        .job_processor("operon", Vec::new(), Vec::new())
+        .problems()
+    {
+        problems.push((format!("spec.job.{field}"), reason));
+    }
 }
 
 fn items(list: Option<&serde_json::Value>) -> impl Iterator<Item = (usize, &serde_json::Value)> {
@@ -503,5 +563,34 @@ mod tests {
             ]
         );
         assert!(spec.permissions.watch[0].namespaces.is_empty());
+    }
+
+    #[test]
+    fn job_settings_need_run_on_job_and_no_diagnosis_node() {
+        let problems = |spec: serde_json::Value| {
+            spec_problems(&serde_json::json!({"spec": spec}))
+                .into_iter()
+                .map(|(field, _)| field)
+                .collect::<Vec<_>>()
+        };
+        let ok = serde_json::json!({"module": "heavy", "runOn": "Job",
+            "job": {"serviceAccountName": "hook-runner", "nodeSelector": {"pool": "batch"}}});
+        assert!(problems(ok.clone()).is_empty());
+        let spec: HookSpec = serde_json::from_value(ok).unwrap();
+        assert!(spec.offloaded());
+        assert_eq!(
+            problems(serde_json::json!({"module": "heavy", "job": {}})),
+            ["spec.job"]
+        );
+        assert_eq!(
+            problems(serde_json::json!({"module": "heavy", "runOn": "Job",
+                "job": {"onDiagnosisNode": true, "imagePullPolicy": "Sometimes",
+                        "serviceAccountName": "Not_A_Name"}})),
+            [
+                "spec.job.onDiagnosisNode",
+                "spec.job.serviceAccountName",
+                "spec.job.imagePullPolicy"
+            ]
+        );
     }
 }

@@ -103,7 +103,8 @@ pub struct WasmProcessor {
 pub enum WasmRunOn {
     /// In the engine's wasm sandbox (the default).
     Sandbox,
-    /// In a Kubernetes Job of Operon's image, in the Diagnosis' namespace.
+    /// In a Kubernetes Job of Operon's image, in the namespace of the Diagnosis (or of
+    /// the Hook).
     Job,
 }
 

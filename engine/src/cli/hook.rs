@@ -30,6 +30,9 @@ pub enum HookCommand {
     /// Run the full engine loop (queues, schedules, retries) over a hooks directory
     /// against fixture objects, printing runs as they happen.
     Run(HookRunArgs),
+    /// Run a wasm hook once on the binding contexts of a file and print the run's
+    /// report as one JSON line: the container of a Hook run offloaded to a Job.
+    Handle(Box<super::hook_handle::HandleArgs>),
 }
 
 /// A scenario event: `added|modified|deleted:FILE`.
@@ -162,6 +165,7 @@ pub fn run(cmd: HookCommand) -> anyhow::Result<ExitCode> {
             args.jq.apply();
             runtime.block_on(run_dir(args))
         }
+        HookCommand::Handle(args) => runtime.block_on(super::hook_handle::run(*args)),
     }
 }
 
@@ -232,7 +236,15 @@ async fn hook_under_test(
         let path = locator
             .locate(&object.spec.module, base)
             .with_context(|| format!("{name}: spec.module"))?;
-        let prepared = prepare::prepare(&object, &path, loader, cluster.clone())
+        let mut object = object;
+        if object.spec.offloaded() {
+            // The hook's logic is what is tested: its runs stay in this sandbox.
+            eprintln!(
+                "note: {name} has runOn: Job; here its runs are in the sandbox, under `operon serve` each is a Job"
+            );
+            object.spec.run_on = None;
+        }
+        let prepared = prepare::prepare(&object, &path, loader, cluster.clone(), None)
             .await
             .map_err(|refusal| {
                 anyhow::anyhow!(

@@ -6,6 +6,7 @@ mod convert;
 mod debug;
 mod diagnose;
 mod hook;
+mod hook_handle;
 mod module;
 mod modules;
 mod offload;

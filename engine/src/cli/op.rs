@@ -34,19 +34,8 @@ pub struct OpRunArgs {
     /// bytes of any other digest are refused.
     #[arg(long, requires_all = ["module_url", "module_ca"], value_parser = parse_digest)]
     digest: Option<ModuleDigest>,
-    /// The module API to fetch --digest from, e.g. `https://operon-webhooks.operon.svc`.
-    #[arg(long)]
-    module_url: Option<String>,
-    /// The name the module API's certificate is checked against [default: the URL's
-    /// host].
-    #[arg(long)]
-    module_server_name: Option<String>,
-    /// The CA (PEM) of the module API's certificate.
-    #[arg(long)]
-    module_ca: Option<PathBuf>,
-    /// The bearer token sent to the module API, re-read at the fetch.
-    #[arg(long, default_value = operon::runner::offload::TOKEN_FILE)]
-    token_file: PathBuf,
+    #[command(flatten)]
+    module_api: ModuleApiArgs,
     /// A JSON object of strings: the parameters, overlaying --param (an offloaded
     /// step's `input.json`).
     #[arg(long)]
@@ -102,6 +91,51 @@ pub struct OpRunArgs {
     output: Format,
 }
 
+/// Where a module is fetched by digest: the module API of `operon serve`.
+#[derive(Debug, clap::Args)]
+pub struct ModuleApiArgs {
+    /// The module API to fetch --digest from, e.g. `https://operon-webhooks.operon.svc`.
+    #[arg(long)]
+    module_url: Option<String>,
+    /// The name the module API's certificate is checked against [default: the URL's
+    /// host].
+    #[arg(long)]
+    module_server_name: Option<String>,
+    /// The CA (PEM) of the module API's certificate.
+    #[arg(long)]
+    module_ca: Option<PathBuf>,
+    /// The bearer token sent to the module API, re-read at the fetch.
+    #[arg(long, default_value = operon::runner::offload::TOKEN_FILE)]
+    token_file: PathBuf,
+}
+
+impl ModuleApiArgs {
+    /// The bytes of `digest` from the module API, checked against the digest.
+    pub async fn fetch(&self, digest: &ModuleDigest) -> anyhow::Result<Vec<u8>> {
+        use operon::store::fetch::{Fetcher, Token};
+        let (Some(url), Some(ca)) = (&self.module_url, &self.module_ca) else {
+            anyhow::bail!("--digest needs --module-url and --module-ca");
+        };
+        let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+        let fetcher = Fetcher::new(&pem, ca.clone(), Token::File(self.token_file.clone()))?;
+        // The fetcher keeps only bytes whose sha256 is the digest, in a store of its
+        // own that lives as long as this run.
+        let dir = tempfile::tempdir().context("creating a directory for the module")?;
+        let store =
+            operon::store::BlobStore::open(dir.path(), operon::store::DEFAULT_MAX_MODULE_BYTES)?;
+        let source = operon::api::ModuleSource {
+            replica: String::new(),
+            url: url.clone(),
+            server_name: self.module_server_name.clone(),
+            digest: digest.to_string(),
+        };
+        fetcher.fetch(&source, digest, &store).await?;
+        store
+            .get(digest)?
+            .ok_or_else(|| anyhow::anyhow!("module {digest} went missing after its fetch"))
+    }
+}
+
 /// Parses `KEY=VALUE` (the value may contain `=`).
 pub fn key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
@@ -110,7 +144,7 @@ pub fn key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
-fn parse_digest(text: &str) -> Result<ModuleDigest, String> {
+pub(super) fn parse_digest(text: &str) -> Result<ModuleDigest, String> {
     ModuleDigest::parse(text)
         .ok_or_else(|| format!("{text:?} is not a digest: expected sha256:<64 hex digits>"))
 }
@@ -289,7 +323,7 @@ fn prepare(
             path.display().to_string(),
         ),
         (None, Some(digest)) => {
-            let bytes = runtime.block_on(fetch(args, digest))?;
+            let bytes = runtime.block_on(args.module_api.fetch(digest))?;
             let module = sandbox
                 .load_operation(&digest.to_string(), &bytes)
                 .with_context(|| format!("cannot load module {digest}"))?;
@@ -367,31 +401,6 @@ fn string_map(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("{}: expected a JSON object of strings", path.display()))
-}
-
-/// The bytes of `digest` from the module API, checked against the digest.
-async fn fetch(args: &OpRunArgs, digest: &ModuleDigest) -> anyhow::Result<Vec<u8>> {
-    use operon::store::fetch::{Fetcher, Token};
-    let (Some(url), Some(ca)) = (&args.module_url, &args.module_ca) else {
-        anyhow::bail!("--digest needs --module-url and --module-ca");
-    };
-    let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
-    let fetcher = Fetcher::new(&pem, ca.clone(), Token::File(args.token_file.clone()))?;
-    // The fetcher keeps only bytes whose sha256 is the digest, in a store of its own
-    // that lives as long as this run.
-    let dir = tempfile::tempdir().context("creating a directory for the module")?;
-    let store =
-        operon::store::BlobStore::open(dir.path(), operon::store::DEFAULT_MAX_MODULE_BYTES)?;
-    let source = operon::api::ModuleSource {
-        replica: String::new(),
-        url: url.clone(),
-        server_name: args.module_server_name.clone(),
-        digest: digest.to_string(),
-    };
-    fetcher.fetch(&source, digest, &store).await?;
-    store
-        .get(digest)?
-        .ok_or_else(|| anyhow::anyhow!("module {digest} went missing after its fetch"))
 }
 
 /// The termination message of a successful run: its results as a JSON object, or why

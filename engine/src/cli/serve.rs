@@ -586,8 +586,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             }
             let sandbox = ctx.processors().wasm_sandbox()?;
             let loader = HookLoader::new(sandbox, CallLimits::default(), args.strict);
-            serve::hook_objects::setup(client, modules, catalog.as_deref(), loader, cluster.clone())
-                .await
+            // Hooks with runOn: Job go where offloaded steps go.
+            let offload = ctx.processors().offload_target().map(|target| {
+                serve::hook_objects::prepare::HookOffload {
+                    target,
+                    client: client.clone(),
+                    platform: ctx.processors().platform().clone(),
+                }
+            });
+            serve::hook_objects::setup(
+                client,
+                modules,
+                catalog.as_deref(),
+                loader,
+                cluster.clone(),
+                offload,
+            )
+            .await
         }
         _ => None,
     };

@@ -108,6 +108,11 @@ pub struct HookLoader {
 }
 
 impl HookLoader {
+    /// The limits wasm hooks run with.
+    pub fn limits(&self) -> &CallLimits {
+        &self.limits
+    }
+
     /// A loader running wasm hooks in `wasm` with `limits`.
     pub fn new(wasm: Sandbox, limits: CallLimits, strict: bool) -> Self {
         Self {

@@ -1,10 +1,10 @@
 //! Binding contexts: what caused a hook run and the objects it concerns.
 
 use super::selector::WatchEvent;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What caused a hook run (shell-operator's binding context `type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BindingType {
     /// The `onStartup` binding.
     OnStartup,
@@ -41,7 +41,7 @@ impl BindingType {
 }
 
 /// An object with the result of the binding's jq filter.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectAndFilter {
     /// The full object as JSON text; `None` when the binding drops full objects.
     pub object: Option<String>,
@@ -51,7 +51,7 @@ pub struct ObjectAndFilter {
 }
 
 /// The snapshot of one kubernetes binding, sorted by namespace then name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// The kubernetes binding the snapshot belongs to.
     pub binding: String,
@@ -60,7 +60,7 @@ pub struct Snapshot {
 }
 
 /// One binding context, in shell-operator's v1 shape.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BindingContext {
     /// The binding that fired; for `Group` contexts too (the group is in `group`).
     pub binding: String,

@@ -1,11 +1,11 @@
 //! What an operation or a hook receives and returns, and the logs it leaves.
 
 use super::context::BindingContext;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The object on whose behalf a run happens, e.g. the Diagnosis or the Hook.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnerReference {
     /// `apiVersion` of the owner, e.g. `operon.dev/v1alpha1`.
     pub api_version: String,
@@ -18,7 +18,7 @@ pub struct OwnerReference {
 }
 
 /// Where and how a run happens: the fields of Capact's runner context.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunnerContext {
     /// A name for this run, unique enough to correlate logs (e.g. `diagnosis-x/node-3`).
     pub name: String,
@@ -37,7 +37,7 @@ pub struct RunnerContext {
 }
 
 /// What an operation receives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationInput {
     /// Where and how the operation runs.
     pub context: RunnerContext,
@@ -50,7 +50,7 @@ pub struct OperationInput {
 }
 
 /// What an operation returns when it succeeds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationOutput {
     /// Results merged into the Diagnosis' `operationResults`; when a guest repeats a
     /// key the last value wins.
@@ -60,7 +60,7 @@ pub struct OperationOutput {
 }
 
 /// What a hook receives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookInput {
     /// Where and how the hook runs.
     pub context: RunnerContext,
@@ -69,7 +69,7 @@ pub struct HookInput {
 }
 
 /// The answer to an admission review, validating or mutating.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValidatingResponse {
     /// Whether the request is admitted.
     pub allowed: bool,
@@ -83,7 +83,7 @@ pub struct ValidatingResponse {
 }
 
 /// The answer to a conversion review.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversionResponse {
     /// Set when the conversion failed; the API server reports it to the client.
     pub failed_message: Option<String>,
@@ -92,7 +92,7 @@ pub struct ConversionResponse {
 }
 
 /// What a hook returns when it succeeds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookOutput {
     /// The answer for a `Validating` or `Mutating` binding context.
     pub validating: Option<ValidatingResponse>,
@@ -101,7 +101,7 @@ pub struct HookOutput {
 }
 
 /// The severity of a log record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum LogLevel {
     /// Very detailed tracing.
     Trace,
@@ -129,7 +129,7 @@ impl LogLevel {
 }
 
 /// One log record emitted by a guest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogRecord {
     /// The severity the guest gave.
     pub level: LogLevel,

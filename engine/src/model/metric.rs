@@ -1,10 +1,10 @@
 //! Metric operations: what a hook or an operation asks the metrics registry for, in
 //! shell-operator's `$METRICS_PATH` vocabulary.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A value for one metric series.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// The metric name, e.g. `myhook_pods_total`.
     pub name: String,
@@ -17,7 +17,7 @@ pub struct Sample {
 }
 
 /// A histogram observation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     /// The metric name.
     pub name: String,
@@ -32,7 +32,7 @@ pub struct Observation {
 }
 
 /// The metric operations of shell-operator's `$METRICS_PATH`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum MetricOperation {
     /// Adds to a counter.
     Add(Sample),

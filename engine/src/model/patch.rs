@@ -1,10 +1,10 @@
 //! Patch operations: the changes a hook or an operation asks the cluster for, in
 //! shell-operator's `$KUBERNETES_PATCH_PATH` vocabulary.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Identifies an existing object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectRef {
     /// `apiVersion`, e.g. `v1` or `apps/v1`; `None` picks the preferred version.
     pub api_version: Option<String>,
@@ -17,7 +17,7 @@ pub struct ObjectRef {
 }
 
 /// An object to create.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreateSpec {
     /// The full object as JSON text.
     pub object: String,
@@ -26,7 +26,7 @@ pub struct CreateSpec {
 }
 
 /// A patch to apply to an existing object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PatchSpec {
     /// The object to patch.
     pub target: ObjectRef,
@@ -40,7 +40,7 @@ pub struct PatchSpec {
 }
 
 /// A jq filter whose output replaces the object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JqPatchSpec {
     /// The object to patch.
     pub target: ObjectRef,
@@ -53,7 +53,7 @@ pub struct JqPatchSpec {
 }
 
 /// The patch operations of shell-operator's `$KUBERNETES_PATCH_PATH`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PatchOperation {
     /// `Create`: fails if the object exists.
     Create(CreateSpec),

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// The kinds of Kubernetes watch events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub enum WatchEvent {
     /// The object was created (or seen for the first time).
     Added,

@@ -147,6 +147,19 @@ impl Processors {
         *self.offload.write().unwrap_or_else(|e| e.into_inner()) = Some(target);
     }
 
+    /// Where `wasm.runOn: Job` steps go, once set.
+    pub fn offload_target(&self) -> Option<OffloadTarget> {
+        self.offload
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The platform runs report in their runner context.
+    pub fn platform(&self) -> &Platform {
+        &self.settings.platform
+    }
+
     /// The runner of `operation`, whose relative module paths are resolved against
     /// `base_dir` (the directory of the manifest it was read from).
     pub fn runner(

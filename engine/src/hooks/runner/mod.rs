@@ -8,6 +8,7 @@
 //! the script sandbox, whose files become the same typed values).
 
 pub mod cluster_access;
+pub mod job;
 pub mod script;
 pub mod wasm;
 

@@ -178,9 +178,15 @@ impl JobRunner {
         &self.processor
     }
 
-    /// The extra files of the input ConfigMap of `request`.
-    fn files(&self, request: &RunRequest) -> Result<BTreeMap<String, String>, JobRunError> {
+    /// The extra files of the input ConfigMap of `request`, with the run's own
+    /// `extra` files.
+    fn files(
+        &self,
+        request: &RunRequest,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, JobRunError> {
         let mut files = self.files.clone();
+        files.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
         if let Some(name) = &self.results_file {
             files.insert(
                 name.clone(),
@@ -201,11 +207,15 @@ impl JobRunner {
     }
 
     /// The input ConfigMap and the Job of `request`.
-    fn objects(&self, request: &RunRequest) -> Result<(String, ConfigMap, Job), JobRunError> {
+    fn objects(
+        &self,
+        request: &RunRequest,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<(String, ConfigMap, Job), JobRunError> {
         let namespace = self.namespace(request);
         let name = job_name(request);
         let context = RunContext::new(request, &self.platform);
-        let files = self.files(request)?;
+        let files = self.files(request, extra)?;
         let input = spec::input_config_map(&name, &namespace, request, &context, &files)?;
         let job = spec::job(
             &name,
@@ -219,9 +229,28 @@ impl JobRunner {
     }
 
     async fn run_job(&self, request: &RunRequest) -> Result<RunOutput, JobRunError> {
+        let (job_ref, pod, text, bound) = self.run_for_text(request, &BTreeMap::new()).await?;
+        let results = parse_results(&text, bound).map_err(|reason| {
+            JobRunError::Result(format!("Job {job_ref} (pod {pod}): {reason}"))
+        })?;
+        Ok(RunOutput {
+            results,
+            output: text,
+        })
+    }
+
+    /// Runs `request` as a Job whose input ConfigMap also holds `files`, and returns
+    /// what its container left: the Job (`namespace/name`), the pod, the text (its
+    /// termination message, or the last line of its log) and the bound that text was
+    /// read under. The caller parses the text: a step's results, a hook's report.
+    pub async fn run_for_text(
+        &self,
+        request: &RunRequest,
+        files: &BTreeMap<String, String>,
+    ) -> Result<(String, String, String, usize), JobRunError> {
         let client = self.client.clone().ok_or(JobRunError::NoCluster)?;
         let namespace = self.namespace(request);
-        let (name, input, job) = self.objects(request)?;
+        let (name, input, job) = self.objects(request, files)?;
         let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
         let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
         let pods: Api<Pod> = Api::namespaced(client, &namespace);
@@ -271,9 +300,10 @@ impl JobRunner {
         // `kubectl logs`.
         let stuck = matches!(assessment, Assessment::Failed(_)) && !finished;
         let outcome = match assessment {
-            Assessment::Succeeded { pod, message } => {
-                self.results(&pods, &job_ref, &pod, message).await
-            }
+            Assessment::Succeeded { pod, message } => self
+                .result_text(&pods, &job_ref, &pod, message)
+                .await
+                .map(|(text, bound)| (job_ref.clone(), pod, text, bound)),
             Assessment::Failed(reason) => Err(JobRunError::Result(reason)),
             Assessment::Running => unreachable!("watch returns only a decided assessment"),
         };
@@ -281,37 +311,26 @@ impl JobRunner {
         outcome
     }
 
-    /// The results the container of `pod` wrote: its termination `message`, or the
-    /// last line of its log.
-    async fn results(
+    /// The text the container of `pod` left for its caller, with the bound it was
+    /// read under: its termination `message`, or the last line of its log.
+    async fn result_text(
         &self,
         pods: &Api<Pod>,
         job_ref: &str,
         pod: &str,
         message: String,
-    ) -> Result<RunOutput, JobRunError> {
-        let (text, bound) = match self.processor.result_from {
+    ) -> Result<(String, usize), JobRunError> {
+        match self.processor.result_from {
             Some(JobResultSource::Logs) => {
-                let params = LogParams {
-                    container: Some(spec::CONTAINER.to_owned()),
-                    limit_bytes: Some(MAX_LOG_RESULT as i64),
-                    tail_lines: Some(1),
-                    ..LogParams::default()
-                };
-                let log = pods.logs(pod, &params).await.map_err(api_error(format!(
+                let text = last_log_line(pods, pod).await.map_err(api_error(format!(
                     "reading the log of pod {pod} of Job {job_ref}"
                 )))?;
-                (log, MAX_LOG_RESULT)
+                Ok((text, MAX_LOG_RESULT))
             }
-            Some(JobResultSource::TerminationMessage) | None => (message, MAX_TERMINATION_MESSAGE),
-        };
-        let results = parse_results(&text, bound).map_err(|reason| {
-            JobRunError::Result(format!("Job {job_ref} (pod {pod}): {reason}"))
-        })?;
-        Ok(RunOutput {
-            results,
-            output: text,
-        })
+            Some(JobResultSource::TerminationMessage) | None => {
+                Ok((message, MAX_TERMINATION_MESSAGE))
+            }
+        }
     }
 
     fn check_owner(
@@ -370,7 +389,7 @@ impl JobRunner {
             ..request.clone()
         };
         let namespace = self.namespace(request);
-        let (name, input, job) = self.objects(&real)?;
+        let (name, input, job) = self.objects(&real, &BTreeMap::new())?;
         let job_ref = format!("{namespace}/{name}");
         let mut checked = "rendered locally: no cluster to check it against";
         if let Some(client) = &self.client {
@@ -391,7 +410,7 @@ impl JobRunner {
         }
         let keys: Vec<&String> = request.input.keys().collect();
         let mut files = vec!["input.json".to_owned(), "context.json".to_owned()];
-        files.extend(self.files(request)?.into_keys());
+        files.extend(self.files(request, &BTreeMap::new())?.into_keys());
         let detail = serde_json::json!({
             "job": job,
             // Input values are the Diagnosis' own; the report names their keys.
@@ -409,6 +428,43 @@ impl JobRunner {
             output: RunOutput::default(),
         })
     }
+}
+
+/// The last line of the log of `pod`'s step container, whole. The container runtime
+/// splits a line longer than 16 KiB into parts that the kubelet joins again when it
+/// serves the whole log, but a request for the last line gets only the last part: so
+/// when that line is not a whole JSON value, the log is read from its start (up to
+/// [`MAX_LOG_RESULT`] bytes) and its last line taken.
+async fn last_log_line(pods: &Api<Pod>, pod: &str) -> Result<String, kube::Error> {
+    let params = LogParams {
+        container: Some(spec::CONTAINER.to_owned()),
+        limit_bytes: Some(MAX_LOG_RESULT as i64),
+        tail_lines: Some(1),
+        ..LogParams::default()
+    };
+    let tail = pods.logs(pod, &params).await?;
+    if tail.trim().is_empty() || serde_json::from_str::<serde::de::IgnoredAny>(tail.trim()).is_ok()
+    {
+        return Ok(tail);
+    }
+    let whole = pods
+        .logs(
+            pod,
+            &LogParams {
+                tail_lines: None,
+                ..params
+            },
+        )
+        .await?;
+    Ok(last_line(&whole).to_owned())
+}
+
+/// The last non-empty line of `log`.
+fn last_line(log: &str) -> &str {
+    log.lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("")
 }
 
 /// What one watcher has seen: the objects as of its last event, and whether its

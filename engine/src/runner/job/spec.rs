@@ -17,6 +17,8 @@ pub const RUN_LABEL: &str = "operon.dev/run";
 pub const RUN_NAME_ANNOTATION: &str = "operon.dev/run-name";
 /// The annotation naming the Operation the Job runs.
 pub const OPERATION_ANNOTATION: &str = "operon.dev/operation";
+/// The annotation naming the Hook whose run the Job is (instead of the Operation's).
+pub const HOOK_ANNOTATION: &str = "operon.dev/hook";
 /// The container's name.
 pub const CONTAINER: &str = "step";
 /// Where the input ConfigMap is mounted.
@@ -221,11 +223,15 @@ pub fn job(
         pod_spec["serviceAccountName"] = json!(sa);
     }
     let labels = labels(name, request);
+    let subject = match &request.owner {
+        Some((kind, _, _)) if kind == "Hook" => HOOK_ANNOTATION,
+        _ => OPERATION_ANNOTATION,
+    };
     let job = json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {
             "name": name, "namespace": namespace, "labels": labels,
-            "annotations": {RUN_NAME_ANNOTATION: request.name, OPERATION_ANNOTATION: operation},
+            "annotations": {RUN_NAME_ANNOTATION: request.name, subject: operation},
             "ownerReferences": owner_references(request),
         },
         "spec": {

@@ -143,6 +143,18 @@ fn list(kind: &str, items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "7"}, "items": items})
 }
 
+/// What the kubelet serves for the last line of `log`: the container runtime stores a
+/// line longer than 16 KiB as parts, and the tail is counted in parts.
+fn kubelet_tail(log: &str) -> String {
+    const PART: usize = 16 * 1024;
+    let line = log.trim_end_matches('\n').rsplit('\n').next().unwrap_or("");
+    let last_part = match line.len() % PART {
+        0 if !line.is_empty() => line.len() - PART,
+        rest => line.len() - rest,
+    };
+    format!("{}\n", &line[last_part..])
+}
+
 /// What the mock saw, as `METHOD path?query`.
 type Seen = Vec<String>;
 
@@ -172,7 +184,11 @@ async fn serve_watches(
                 json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
             );
         } else if call.uri.contains("/log?") {
-            call.answer_raw(200, log.as_bytes().to_vec());
+            let body = match call.uri.contains("tailLines=1") {
+                true => kubelet_tail(log),
+                false => log.to_owned(),
+            };
+            call.answer_raw(200, body.into_bytes());
         } else if call.uri.contains("/jobs?") {
             call.answer(200, list("JobList", job.clone().into_iter().collect()));
         } else if call.uri.contains("/pods?") {
@@ -335,6 +351,27 @@ async fn results_can_come_from_the_last_log_line_and_bad_results_say_so() {
     assert!(log.contains("container=step"), "{log}");
     assert!(log.contains("limitBytes=1048576"), "{log}");
     assert!(log.contains("tailLines=1"), "{log}");
+
+    // A result line longer than the runtime's 16 KiB parts: the last part alone is
+    // no JSON, so the whole log is read and its last line taken.
+    let (client, mut api) = mock::pair();
+    let mut from_logs = processor();
+    from_logs.result_from = Some(JobResultSource::Logs);
+    let runner = job_runner(Some(client), from_logs);
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(&request()).await }
+    });
+    api.next().await.answer(200, expected_job());
+    let big = "x".repeat(40_000);
+    let log = format!("starting\n{{\"fsck\":\"{big}\"}}\n");
+    let done = pod(terminated("Succeeded", 0, ""));
+    let (seen, _held) = serve_watches(&mut api, Some(expected_job()), vec![done], &log, 1).await;
+    let out = task.await.unwrap().unwrap();
+    assert_eq!(out.results["fsck"], big);
+    let reads: Vec<&String> = seen.iter().filter(|s| s.contains("/log?")).collect();
+    assert_eq!(reads.len(), 2, "{reads:?}");
+    assert!(!reads[1].contains("tailLines"), "{}", reads[1]);
 
     let (client, mut api) = mock::pair();
     let runner = job_runner(Some(client), processor());

@@ -47,6 +47,8 @@ pub struct HookObjects {
     cluster: Arc<dyn Cluster>,
     /// Wakes the loop when a Module points to new bytes.
     catalog_changes: Option<tokio::sync::watch::Receiver<u64>>,
+    /// Where the runs of Hooks with `runOn: Job` go, when this engine offloads.
+    offload: Option<prepare::HookOffload>,
 }
 
 impl std::fmt::Debug for HookObjects {
@@ -70,7 +72,14 @@ impl HookObjects {
             loader,
             cluster,
             catalog_changes: None,
+            offload: None,
         }
+    }
+
+    /// Lets Hooks with `runOn: Job` run, in Jobs of `offload`.
+    pub fn with_offload(mut self, offload: Option<prepare::HookOffload>) -> Self {
+        self.offload = offload;
+        self
     }
 
     /// Reloads the Hooks naming a module when the module's name points to new bytes.
@@ -89,6 +98,7 @@ pub async fn setup(
     catalog: Option<&crate::store::ModuleCatalog>,
     loader: HookLoader,
     cluster: Arc<dyn Cluster>,
+    offload: Option<prepare::HookOffload>,
 ) -> Option<Arc<HookObjects>> {
     match hooks_installed(client).await {
         Ok(true) => {}
@@ -101,7 +111,8 @@ pub async fn setup(
             return None;
         }
     }
-    let mut objects = HookObjects::new(client.clone(), modules, loader, cluster);
+    let mut objects =
+        HookObjects::new(client.clone(), modules, loader, cluster).with_offload(offload);
     if let Some(catalog) = catalog {
         objects = objects.with_catalog_changes(catalog.subscribe());
     }
@@ -282,11 +293,18 @@ async fn run_hook(
     writer: &StatusWriter,
 ) {
     let name = prepare::run_name(hook);
-    let prepared =
-        match prepare::prepare(hook, path, &objects.loader, objects.cluster.clone()).await {
-            Ok(prepared) => prepared,
-            Err(refusal) => return refuse(hook, writer, &refusal),
-        };
+    let prepared = match prepare::prepare(
+        hook,
+        path,
+        &objects.loader,
+        objects.cluster.clone(),
+        objects.offload.as_ref(),
+    )
+    .await
+    {
+        Ok(prepared) => prepared,
+        Err(refusal) => return refuse(hook, writer, &refusal),
+    };
     tracing::info!(hook = %name, digest = %prepared.digest, bindings = prepared.bindings.len(), "Hook loaded");
     writer.update(|status| {
         *status = HookStatus {

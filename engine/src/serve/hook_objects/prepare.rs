@@ -9,8 +9,11 @@ use crate::cluster::Cluster;
 use crate::hooks::engine::LoadedHook;
 use crate::hooks::load::{self, HookLoadError, HookLoader};
 use crate::hooks::permitted::{Permissions, PermittedCluster, hook_name};
+use crate::hooks::runner::job::{self, JobHook, JobOwner};
 use crate::hooks::{HookError, HookRun};
 use crate::model::{HookConfig, HookInput, HookSettings, NamespaceSelector};
+use crate::runner::context::Platform;
+use crate::runner::offload::OffloadTarget;
 use crate::sandbox::ModuleDigest;
 use crate::store::{ModuleError, ModuleLocator};
 use futures::future::BoxFuture;
@@ -34,6 +37,18 @@ impl Refusal {
             message: message.into(),
         }
     }
+}
+
+/// Where the runs of Hooks with `runOn: Job` go: the engine's offload target (its
+/// image and module API), with the client that creates the Jobs.
+#[derive(Clone)]
+pub struct HookOffload {
+    /// The image and module API the Jobs use.
+    pub target: OffloadTarget,
+    /// Creates and watches the Jobs.
+    pub client: kube::Client,
+    /// The platform the runs report in their runner context.
+    pub platform: Platform,
 }
 
 /// A Hook object ready to run.
@@ -70,12 +85,14 @@ pub fn locate(locator: &ModuleLocator, hook: &Hook) -> Result<std::path::PathBuf
     })
 }
 
-/// Loads `hook`'s module from `path` and checks it against its spec.
+/// Loads `hook`'s module from `path` and checks it against its spec. A Hook with
+/// `runOn: Job` runs in Jobs of `offload`, and is refused without it.
 pub async fn prepare(
     hook: &Hook,
     path: &std::path::Path,
     loader: &HookLoader,
     cluster: Arc<dyn Cluster>,
+    offload: Option<&HookOffload>,
 ) -> Result<Prepared, Refusal> {
     let namespace = hook.namespace().unwrap_or_default();
     let bytes = tokio::fs::read(path).await.map_err(|e| {
@@ -92,6 +109,10 @@ pub async fn prepare(
             format!("spec.module {}: {}", hook.spec.module, chain(&e)),
         )
     })?;
+    let module = match hook.spec.offloaded() {
+        true => offloaded(hook, module, &digest, loader, offload)?,
+        false => module,
+    };
     let declared = module.configure().await.map_err(|e| {
         Refusal::new(
             "ConfigureFailed",
@@ -190,6 +211,48 @@ pub async fn prepare(
         bindings,
         cluster: permitted,
     })
+}
+
+/// `module`, whose runs go to Jobs of `offload`: configured here, run there.
+fn offloaded(
+    hook: &Hook,
+    module: Arc<dyn crate::hooks::Hook>,
+    digest: &ModuleDigest,
+    loader: &HookLoader,
+    offload: Option<&HookOffload>,
+) -> Result<Arc<dyn crate::hooks::Hook>, Refusal> {
+    let offload = offload.ok_or_else(|| {
+        Refusal::new(
+            "CannotOffload",
+            "spec.runOn is Job but this engine cannot create such Jobs: `operon serve` needs its module API and the engine's image (--image, env OPERON_IMAGE)",
+        )
+    })?;
+    if let Some(catalog) = &offload.target.catalog
+        && !catalog.blobs().contains(digest)
+    {
+        return Err(Refusal::new(
+            "ModuleNotServed",
+            format!(
+                "spec.runOn is Job but module {:?} ({digest}) is not in the module store the module API serves, so a Job could not fetch it: upload it with `operon module push`",
+                hook.spec.module
+            ),
+        ));
+    }
+    let runner = job::job_runner(
+        &offload.target,
+        Some(offload.client.clone()),
+        &run_name(hook),
+        &hook.spec.job.clone().unwrap_or_default(),
+        digest,
+        loader.limits(),
+        offload.platform.clone(),
+    );
+    let owner = JobOwner {
+        namespace: hook.namespace().unwrap_or_default(),
+        name: hook.name_any(),
+        uid: hook.uid().unwrap_or_default(),
+    };
+    Ok(Arc::new(JobHook::new(module, runner, owner)))
 }
 
 /// An error and its causes on one line (a cause its error already prints is skipped).

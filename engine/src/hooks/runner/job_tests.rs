@@ -1,0 +1,303 @@
+//! Offloaded hook runs: the report's round trip and its refusals, and a run against a
+//! mock API server (the exact Job, the input it carries, the report read back).
+
+use super::*;
+use crate::cluster::kube::mock::{self, Call};
+use crate::model::{
+    BindingContext, BindingType, LogLevel, ObjectAndFilter, ObjectRef, OwnerReference, PatchSpec,
+    RunnerContext, Sample,
+};
+use serde_json::{Value, json};
+
+fn run() -> HookRun {
+    HookRun {
+        outcome: Ok(HookOutput::default()),
+        patches: vec![PatchOperation::MergePatch(PatchSpec {
+            target: ObjectRef {
+                api_version: Some("v1".into()),
+                kind: "ConfigMap".into(),
+                namespace: Some("ops".into()),
+                name: "seen".into(),
+            },
+            patch: r#"{"data":{"pods":"3"}}"#.into(),
+            subresource: None,
+            ignore_missing_object: false,
+        })],
+        metrics: vec![MetricOperation::Set(Sample {
+            name: "pods_seen".into(),
+            value: 3.0,
+            labels: vec![("ns".into(), "ops".into())],
+            group: Some("g".into()),
+        })],
+        logs: vec![LogRecord {
+            level: LogLevel::Info,
+            message: "counted".into(),
+            fields: vec![("pods".into(), "3".into())],
+        }],
+        stdout: "é".repeat(MAX_REPORTED_OUTPUT),
+        stderr: String::new(),
+        elapsed: Duration::from_millis(12),
+    }
+}
+
+#[test]
+fn a_report_carries_the_run_back_whole() {
+    let original = run();
+    let report = HookReport::of(&original);
+    assert_eq!(report.elapsed_ms, 12);
+    // Cut to its last bytes, on a character boundary.
+    assert_eq!(report.stdout.len(), MAX_REPORTED_OUTPUT);
+    let line = report.to_line().unwrap();
+    assert!(!line.contains('\n'));
+    let back = HookReport::parse(&format!("{line}\n"))
+        .unwrap()
+        .into_run(Duration::from_secs(2));
+    assert_eq!(back.outcome, Ok(HookOutput::default()));
+    assert_eq!(back.patches, original.patches);
+    assert_eq!(back.metrics, original.metrics);
+    assert_eq!(back.logs, original.logs);
+    assert_eq!(back.elapsed, Duration::from_secs(2));
+
+    let failed = HookRun {
+        outcome: Err(HookError::Run("hook trapped: unreachable".into())),
+        ..run()
+    };
+    let back = HookReport::parse(&HookReport::of(&failed).to_line().unwrap())
+        .unwrap()
+        .into_run(Duration::ZERO);
+    assert_eq!(
+        back.outcome,
+        Err(HookError::Run("hook trapped: unreachable".into()))
+    );
+}
+
+#[test]
+fn reports_that_cannot_be_read_or_sent_say_why() {
+    assert!(
+        HookReport::parse("  \n")
+            .unwrap_err()
+            .contains("printed no report")
+    );
+    assert!(
+        HookReport::parse("Error: cannot fetch")
+            .unwrap_err()
+            .contains("is not a hook report")
+    );
+    let mut other = HookReport::of(&run());
+    other.format = 2;
+    let line = serde_json::to_string(&other).unwrap();
+    assert!(
+        HookReport::parse(&line)
+            .unwrap_err()
+            .contains("another version of Operon's image")
+    );
+    let mut huge = run();
+    huge.patches = vec![huge.patches[0].clone(); 20_000];
+    let e = HookReport::of(&huge).to_line().unwrap_err();
+    assert!(e.contains("20000 patches"), "{e}");
+    assert!(e.contains("more than an offloaded run returns"), "{e}");
+}
+
+struct Declared;
+
+impl Hook for Declared {
+    fn name(&self) -> &str {
+        "Hook/ops/counter"
+    }
+
+    fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+        Box::pin(async { Ok(HookConfig::default()) })
+    }
+
+    fn handle(&self, _: HookInput, _: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
+        unreachable!("an offloaded hook's runs are Jobs")
+    }
+}
+
+fn input() -> HookInput {
+    HookInput {
+        context: RunnerContext {
+            name: "Hook/ops/counter".into(),
+            dry_run: false,
+            timeout_ms: 120_000,
+            node: None,
+            namespace: Some("ops".into()),
+            owner: Some(OwnerReference {
+                api_version: "operon.dev/v1alpha1".into(),
+                kind: "Hook".into(),
+                name: "counter".into(),
+                uid: "uid-7".into(),
+            }),
+            cluster: None,
+        },
+        binding_contexts: vec![BindingContext {
+            binding: "pods".into(),
+            type_: BindingType::Synchronization,
+            group: None,
+            watch_event: None,
+            object: None,
+            objects: vec![ObjectAndFilter {
+                object: Some(r#"{"kind":"Pod"}"#.into()),
+                filter_result: Some("\"p1\"".into()),
+            }],
+            snapshots: vec![],
+            review: None,
+        }],
+    }
+}
+
+fn hook(client: kube::Client) -> JobHook {
+    let target = OffloadTarget {
+        image: "ghcr.io/operon-dev/operon:0.1.0".into(),
+        module_url: "https://operon-webhooks.operon.svc:443".into(),
+        server_name: None,
+        ca: tokio::sync::watch::channel(b"-----BEGIN CERTIFICATE-----".to_vec()).1,
+        catalog: None,
+    };
+    let digest = ModuleDigest::of(b"counter");
+    let job = WasmJob {
+        service_account_name: Some("hook-runner".into()),
+        ..WasmJob::default()
+    };
+    let limits = CallLimits::default();
+    let runner = job_runner(
+        &target,
+        Some(client),
+        "Hook/ops/counter",
+        &job,
+        &digest,
+        &limits,
+        Platform::default(),
+    );
+    let owner = JobOwner {
+        namespace: "ops".into(),
+        name: "counter".into(),
+        uid: "uid-7".into(),
+    };
+    JobHook::new(Arc::new(Declared), runner, owner)
+}
+
+fn list(kind: &str, items: Vec<Value>) -> Value {
+    json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "7"}, "items": items})
+}
+
+#[tokio::test]
+async fn each_run_is_a_job_of_the_hook_and_its_report_comes_back() {
+    let (client, mut api) = mock::pair();
+    let hook = Arc::new(hook(client));
+    let task = tokio::spawn({
+        let hook = hook.clone();
+        async move { hook.handle(input(), Duration::from_secs(120)).await }
+    });
+    let get = api.next().await;
+    assert_eq!(get.method, "GET");
+    let name = get.uri.rsplit('/').next().unwrap().to_owned();
+    assert!(name.starts_with("counter-run-"), "{name}");
+    get.fail(404, "NotFound", "not found");
+
+    let map = api.next().await;
+    assert_eq!(
+        map.uri,
+        "/api/v1/namespaces/ops/configmaps?&fieldManager=operon"
+    );
+    let body = map.json();
+    let sent: HookInput = serde_json::from_str(body["data"][INPUT_FILE].as_str().unwrap()).unwrap();
+    assert_eq!(sent, input());
+    assert_eq!(body["data"][CA_FILE], "-----BEGIN CERTIFICATE-----");
+    map.answer(201, body);
+
+    let job = api.next().await;
+    let body = job.json();
+    assert_eq!(
+        body["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "operon.dev/v1alpha1", "kind": "Hook", "name": "counter",
+                "uid": "uid-7", "blockOwnerDeletion": false, "controller": false}])
+    );
+    assert_eq!(
+        body["metadata"]["annotations"]["operon.dev/hook"],
+        "Hook/ops/counter"
+    );
+    assert!(
+        body["metadata"]["labels"]
+            .get("operon.dev/diagnosis")
+            .is_none()
+    );
+    let pod_spec = &body["spec"]["template"]["spec"];
+    assert_eq!(pod_spec["serviceAccountName"], "hook-runner");
+    assert_eq!(body["spec"]["activeDeadlineSeconds"], 120);
+    let container = &pod_spec["containers"][0];
+    assert_eq!(container["image"], "ghcr.io/operon-dev/operon:0.1.0");
+    assert_eq!(container["command"], json!(["operon"]));
+    let digest = ModuleDigest::of(b"counter").to_string();
+    assert_eq!(
+        container["args"],
+        json!([
+            "hook",
+            "handle",
+            "--digest",
+            digest,
+            "--module-url",
+            "https://operon-webhooks.operon.svc:443",
+            "--module-ca",
+            "/var/run/operon/module-ca.crt",
+            "--token-file",
+            "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            "--input-file",
+            "/var/run/operon/hook-input.json",
+            "--result-file",
+            "/dev/termination-log",
+            "--memory",
+            "67108864",
+            "--no-cache"
+        ])
+    );
+    job.answer(201, body.clone());
+
+    let report = HookReport::of(&run()).to_line().unwrap();
+    let log = format!("WARN something the container logged\n{report}\n");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{name}-x1"), "namespace": "ops",
+                     "labels": {"operon.dev/run": name}},
+        "spec": {"containers": [{"name": "step", "image": "i"}]},
+        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "step", "image": "i",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "message": "hook ran"}}}]}});
+    let mut held: Vec<Call> = Vec::new();
+    loop {
+        let call = api.next().await;
+        if call.uri.contains("watch=true") {
+            held.push(call);
+        } else if call.uri.contains("/jobs?") {
+            call.answer(200, list("JobList", vec![body.clone()]));
+        } else if call.uri.contains("/pods?") {
+            call.answer(200, list("PodList", vec![pod.clone()]));
+        } else if call.uri.contains("/log?") {
+            call.answer_raw(200, log.clone().into_bytes());
+        } else if call.method == "DELETE" {
+            assert!(call.uri.contains("/configmaps/"), "{}", call.uri);
+            call.answer(200, json!({"kind": "Status", "status": "Success"}));
+            break;
+        } else {
+            panic!("unexpected {} {}", call.method, call.uri);
+        }
+    }
+    let (run, back) = task.await.unwrap();
+    assert_eq!(back, input());
+    assert_eq!(run.outcome, Ok(HookOutput::default()));
+    assert_eq!(run.patches, self::run().patches);
+    assert_eq!(run.metrics, self::run().metrics);
+
+    // The next run is another Job.
+    let task = tokio::spawn({
+        let hook = hook.clone();
+        async move { hook.handle(input(), Duration::from_secs(120)).await }
+    });
+    let get = api.next().await;
+    let second = get.uri.rsplit('/').next().unwrap().to_owned();
+    assert_ne!(second, name);
+    get.fail(403, "Forbidden", "jobs.batch is forbidden");
+    let (run, _) = task.await.unwrap();
+    let error = run.outcome.unwrap_err().to_string();
+    assert!(error.contains("reading Job ops/"), "{error}");
+    assert!(error.contains("forbidden"), "{error}");
+}
