@@ -1,5 +1,6 @@
 //! `operon agent`: runs the Diagnoses placed on one node (a DaemonSet pod per node).
 
+use super::offload::{ModuleCa, OffloadDefaults};
 use super::serve::{DiagnosisArgs, KubeArgs, OnNode, own_namespace, shutdown_signal};
 use anyhow::Context as _;
 use operon::agent::{self, AgentOptions};
@@ -47,6 +48,8 @@ pub struct AgentArgs {
     shutdown_grace: std::time::Duration,
     #[command(flatten)]
     diagnoses: DiagnosisArgs,
+    #[command(flatten)]
+    offload: super::offload::OffloadArgs,
 }
 
 /// Runs `operon agent`.
@@ -84,6 +87,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
             ),
         }),
     );
+    offload(&args, &ctx)?;
     let options = AgentOptions {
         node: args.node_name.clone(),
         namespace,
@@ -92,4 +96,31 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
     };
     agent::run(client, ctx, options, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Lets the agent offload `wasm.runOn: Job` steps of the Diagnoses on its node to Jobs
+/// fetching their modules from the module API of `operon serve`, which the agent does
+/// not serve: --offload-module-url is required, and the CA is the one it fetches
+/// modules with unless --offload-module-ca names another.
+fn offload(args: &AgentArgs, ctx: &operon::controllers::diagnosis::Context) -> anyhow::Result<()> {
+    let store = &args.diagnoses.module_store;
+    let source_ca = store.source_ca();
+    // The agent's store holds what it fetched from the replicas, so a module missing
+    // there is missing from the module API too; without --module-source-ca it fetches
+    // nothing and its store says nothing about what the replicas hold.
+    let cache_dir = args
+        .cache_dir
+        .clone()
+        .or_else(operon::sandbox::default_cache_dir);
+    let catalog = source_ca.and_then(|_| store.catalog(cache_dir.as_deref()));
+    args.offload.apply(
+        ctx.processors(),
+        OffloadDefaults {
+            process: "operon agent",
+            module_url: None,
+            ca: source_ca.map(|path| ModuleCa::File(path.to_owned())),
+            ca_named_by: "--module-source-ca (OPERON_MODULE_SOURCE_CA)",
+            catalog,
+        },
+    )
 }

@@ -88,6 +88,11 @@ impl ModuleStoreArgs {
         Ok(Some(Fetcher::new(&pem, path, token)?))
     }
 
+    /// The --module-source-ca file, if given.
+    pub fn source_ca(&self) -> Option<&Path> {
+        self.module_source_ca.as_deref()
+    }
+
     /// How this process takes part in keeping modules.
     pub fn replica(
         &self,

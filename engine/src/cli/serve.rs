@@ -558,8 +558,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // replica serving it offloads them.
         if options.module_api.is_some() {
             let ca = match (&self_signed, ca_of(&args, &args.validating_webhook_ca)) {
-                (_, Some(path)) => Some(tokio::sync::watch::channel(std::fs::read(&path)?).1),
-                (Some(s), None) => Some(s.ca.clone()),
+                (_, Some(path)) => Some(super::offload::ModuleCa::File(path)),
+                (Some(s), None) => Some(super::offload::ModuleCa::Live(s.ca.clone())),
                 (None, None) => None,
             };
             let service = format!(
@@ -570,7 +570,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .diagnoses
                 .module_store
                 .catalog(args.cache_dir.as_deref());
-            args.offload.apply(ctx.processors(), service, ca, catalog)?;
+            args.offload.apply(
+                ctx.processors(),
+                super::offload::OffloadDefaults {
+                    process: "operon serve",
+                    module_url: Some(service),
+                    ca,
+                    ca_named_by: "admission server's CA (self-signed, --validating-webhook-ca or ca.crt of --webhook-cert-dir)",
+                    catalog,
+                },
+            )?;
         }
     }
     let cluster = Arc::new(cluster);

@@ -26,7 +26,8 @@ pub const RESULTS_FILE: &str = "results.json";
 /// The ServiceAccount token the kubelet mounts in every pod that does not opt out.
 pub const TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
-/// Where offloaded steps run and fetch their modules from; set by `operon serve`.
+/// Where offloaded steps run and fetch their modules from; set by `operon serve` (its
+/// own module API) and by `operon agent` (the module API of `operon serve`).
 #[derive(Clone)]
 pub struct OffloadTarget {
     /// Operon's own image (the engine's), e.g. `ghcr.io/operon-dev/operon:0.1.0`.
@@ -40,8 +41,9 @@ pub struct OffloadTarget {
     /// The CA (PEM) of the module API's certificate; a receiver so a rotated
     /// self-signed CA reaches the Jobs created after the rotation.
     pub ca: tokio::sync::watch::Receiver<Vec<u8>>,
-    /// The store the module API serves: a module it does not hold cannot be fetched by
-    /// the Job, which is refused when the runner is built rather than in the pod.
+    /// The store the module API serves (on an agent, its own copy, which follows the
+    /// same Modules): a module it does not hold cannot be fetched by the Job, which is
+    /// refused when the runner is built rather than in the pod.
     pub catalog: Option<Arc<ModuleCatalog>>,
 }
 
@@ -58,9 +60,10 @@ impl std::fmt::Debug for OffloadTarget {
 /// Why an offloaded step cannot be built.
 #[derive(Debug, thiserror::Error)]
 pub enum OffloadError {
-    /// This process cannot offload (no image or no module API).
+    /// This process cannot offload (no image, no module API, or no CA for it); its log
+    /// at start says which.
     #[error(
-        "wasm.runOn is Job but this process cannot offload steps: `operon serve` with its module API and the engine's image (--image, env OPERON_IMAGE) creates such Jobs"
+        "wasm.runOn is Job but this process cannot offload steps (its log at start says why): `operon serve` offloads them while it serves the module API, given the engine's image (--image, env OPERON_IMAGE); `operon agent` given the image (--image), the module API's URL (--offload-module-url, env OPERON_OFFLOAD_MODULE_URL) and its CA (--offload-module-ca, else --module-source-ca)"
     )]
     NoTarget,
     /// The module is not in the store the module API serves.
@@ -225,5 +228,55 @@ mod tests {
             .position(|a| *a == "--module-server-name")
             .unwrap();
         assert_eq!(args[at + 1], "operon-webhooks.operon.svc");
+    }
+
+    /// On an agent, a Diagnosis' node is the node the agent serves: with
+    /// `onDiagnosisNode` the Job's pod is pinned there by name.
+    #[tokio::test]
+    async fn on_diagnosis_node_pins_the_pod_to_the_diagnosis_node() {
+        let mut op = offloaded(operon_tests::ECHO);
+        let wasm = op.spec.processor.wasm.as_mut().unwrap();
+        wasm.job = Some(crate::api::WasmJob {
+            on_diagnosis_node: true,
+            ..Default::default()
+        });
+        let processors = Processors::new(ProcessorSettings {
+            cache_dir: None,
+            ..ProcessorSettings::default()
+        });
+        processors.set_offload(OffloadTarget {
+            image: "operon:dev".to_owned(),
+            module_url: "https://operon-webhooks.operon.svc:443".to_owned(),
+            server_name: None,
+            ca: tokio::sync::watch::channel(b"-----BEGIN CERTIFICATE-----\n".to_vec()).1,
+            catalog: None,
+        });
+        let runner = processors.runner(&op, std::path::Path::new("/")).unwrap();
+        let mut request = RunRequest {
+            name: "ops/d/node-1".to_owned(),
+            input: Default::default(),
+            results: Default::default(),
+            node: Some("local-node".to_owned()),
+            namespace: Some("ops".to_owned()),
+            owner: None,
+            dry_run: true,
+            timeout: Duration::from_secs(30),
+        };
+        let dry = runner.dry_run(&request).await.unwrap();
+        let pod = &dry.detail.unwrap()["job"]["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["affinity"],
+            serde_json::json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["local-node"]}]}]}}})
+        );
+        assert_eq!(pod.get("nodeName"), None, "the scheduler still places it");
+
+        request.node = None;
+        let err = runner.dry_run(&request).await.unwrap_err();
+        assert_eq!(
+            err.message,
+            "job.onDiagnosisNode is set but the Diagnosis names no node"
+        );
     }
 }

@@ -348,3 +348,50 @@ pub async fn the_pod(
     })
     .await
 }
+
+/// Plays the kubelet for an offloaded wasm step's pod (`wasm.runOn: Job`): runs the
+/// Job's container command (`operon op run` on the digest) on this machine, with the
+/// pod's files (the input ConfigMap's `data`, the ServiceAccount `token`) in `dir`, and
+/// returns what it wrote as its termination message.
+pub fn run_offloaded_container(
+    job: &k8s_openapi::api::batch::v1::Job,
+    data: &std::collections::BTreeMap<String, String>,
+    token: &str,
+    dir: &Path,
+) -> String {
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let container = &pod.containers[0];
+    assert_eq!(
+        container.command.as_deref(),
+        Some(&["operon".to_owned()][..])
+    );
+    for (key, value) in data {
+        std::fs::write(dir.join(key), value).unwrap();
+    }
+    std::fs::write(dir.join("token"), token).unwrap();
+    let termination = dir.join("termination-log");
+    let local = |arg: &String| -> String {
+        if arg == "/dev/termination-log" {
+            termination.display().to_string()
+        } else if arg == "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+            dir.join("token").display().to_string()
+        } else if let Some(file) = arg.strip_prefix("/var/run/operon/") {
+            dir.join(file).display().to_string()
+        } else {
+            arg.clone()
+        }
+    };
+    let args: Vec<String> = container.args.iter().flatten().map(local).collect();
+    let output = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(&args)
+        .output()
+        .unwrap();
+    eprintln!(
+        "$ operon {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "the container's command failed");
+    std::fs::read_to_string(termination).unwrap()
+}
