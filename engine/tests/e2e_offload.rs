@@ -3,8 +3,9 @@
 //! serve` with its module API creates a Job of Operon's image running `operon op run`
 //! on the pushed module's digest; with no kubelet here, the test runs the container's
 //! command itself (fetching the module by digest from `operon serve` with the step's
-//! ServiceAccount token) and writes the pod's status with the termination message it
-//! wrote; the Diagnosis reaches Succeeded with the module's results.
+//! ServiceAccount token, which may read modules through a RoleBinding in its namespace
+//! only) and writes the pod's status with the termination message it wrote; the
+//! Diagnosis reaches Succeeded with the module's results.
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -81,11 +82,12 @@ async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_dig
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-offload").await;
     let ns = scratch.name.clone();
     let run = format!("{:08x}", getrandom_u32());
-    let (module, op, set, role) = (
+    let (module, op, set, role, pusher) = (
         format!("e2e-echo-off-{run}"),
         format!("e2e-offloaded-{run}"),
         format!("e2e-offload-set-{run}"),
         format!("e2e-module-reader-{run}"),
+        format!("e2e-module-pusher-{run}"),
     );
     let _cleanup = ClusterScoped {
         kubeconfig: path.clone(),
@@ -94,19 +96,32 @@ async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_dig
             ("operation.operon.dev", op.clone()),
             ("operationset.operon.dev", set.clone()),
             ("clusterrole", role.clone()),
-            ("clusterrolebinding", role.clone()),
+            ("clusterrole", pusher.clone()),
+            ("clusterrolebinding", pusher.clone()),
         ],
     };
     apply_operon_crds(&cluster).await;
-    // The offloaded step's ServiceAccount may read modules (and, here, push one).
+    // The offloaded step's ServiceAccount pushes the module here, which only a
+    // cluster-wide grant allows; reading comes below, granted as the deploy docs do.
     kubectl(&path, &["-n", &ns, "create", "serviceaccount", "offloader"]);
+    let account = format!("{ns}:offloader");
     kubectl(
         &path,
         &[
             "create",
             "clusterrole",
             &role,
-            "--verb=create,get,list",
+            "--verb=get",
+            "--resource=modules.operon.dev",
+        ],
+    );
+    kubectl(
+        &path,
+        &[
+            "create",
+            "clusterrole",
+            &pusher,
+            "--verb=create",
             "--resource=modules.operon.dev",
         ],
     );
@@ -115,11 +130,11 @@ async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_dig
         &[
             "create",
             "clusterrolebinding",
-            &role,
+            &pusher,
             "--clusterrole",
-            &role,
+            &pusher,
             "--serviceaccount",
-            &format!("{ns}:offloader"),
+            &account,
         ],
     );
     let token = kubectl(&path, &["-n", &ns, "create", "token", "offloader"])
@@ -178,6 +193,83 @@ async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_dig
         "{}",
         String::from_utf8_lossy(&pushed.stderr)
     );
+
+    // Not bound yet: the module API refuses the account's read, naming where a grant
+    // would count.
+    let fetched = dir.path().join("fetched.wasm");
+    let fetch = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+            .args(["module", "get", &digest.to_string(), "-o"])
+            .arg(&fetched)
+            .args([
+                "--server",
+                &module_url,
+                "--token",
+                &token,
+                "--certificate-authority",
+            ])
+            .arg(&ca)
+            .output()
+            .unwrap()
+    };
+    let refused = fetch();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "system:serviceaccount:{account} may not get modules.operon.dev \
+             (neither cluster-wide nor in namespace {ns}, where a RoleBinding can grant it)"
+        )),
+        "{stderr}"
+    );
+    // Read access as the deploy docs grant it: a ClusterRole bound by a RoleBinding in
+    // the account's own namespace only. Modules are cluster-scoped, so only the module
+    // API's second question, in that namespace, sees it.
+    kubectl(
+        &path,
+        &[
+            "-n",
+            &ns,
+            "create",
+            "rolebinding",
+            &role,
+            "--clusterrole",
+            &role,
+            "--serviceaccount",
+            &account,
+        ],
+    );
+    // What the API server says: no cluster-wide read, a read in its namespace.
+    let user = format!("--as=system:serviceaccount:{account}");
+    let can_i = |namespace: Option<&str>| {
+        let mut args = vec!["auth", "can-i", "get", "modules.operon.dev", user.as_str()];
+        if let Some(namespace) = namespace {
+            args.extend(["-n", namespace]);
+        }
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&path)
+            .args(&args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(can_i(None), "no");
+    assert_eq!(can_i(Some(&ns)), "yes");
+    // The refusal is remembered for DENIED_TTL (10 s); then the read is allowed.
+    eventually(
+        "the account reads the module through its namespace",
+        Duration::from_secs(30),
+        async || {
+            let read = fetch().status.success();
+            if !read {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            read.then_some(())
+        },
+    )
+    .await;
+    assert_eq!(std::fs::read(&fetched).unwrap(), bytes);
 
     let post = PostParams::default();
     operon_api(&cluster, "Operation")
