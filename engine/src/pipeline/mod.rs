@@ -11,7 +11,8 @@
 //! - A node's input is the Diagnosis' parameters, overlaid by the results of every
 //!   operation that succeeded so far (later ones win), plus the built-ins
 //!   `diagnosis.name`, `diagnosis.namespace`, `diagnosis.uid`, `node`, `pod.namespace`,
-//!   `pod.name` and `container` (when known).
+//!   `pod.name` and `container` (when known). `node`, like the run's node, is the node
+//!   the Diagnosis is about: `spec.nodeName`, else its pod's node as placed.
 //! - A node's `dependences` must have succeeded earlier in the Diagnosis, or the node
 //!   fails with that reason (without running).
 //! - After every node the status carries a record of it and a checkpoint. The status
@@ -136,6 +137,19 @@ fn set_condition(status: &mut DiagnosisStatus, condition: Condition) {
     status.conditions.push(condition);
 }
 
+/// The node `diagnosis` is about: `spec.nodeName`, else the node it was placed on
+/// (`status.nodeName`: its `podReference`'s pod's node, resolved once at placement, as
+/// KubeDiag writes the pod's node into the Diagnosis' `nodeName`); `None` for one that
+/// names neither.
+fn subject_node(diagnosis: &Diagnosis) -> Option<String> {
+    diagnosis.spec.node_name.clone().or_else(|| {
+        diagnosis
+            .status
+            .as_ref()
+            .and_then(|status| status.node_name.clone())
+    })
+}
+
 /// The input of one node: parameters, overlaid by results, plus built-ins.
 fn node_input(diagnosis: &Diagnosis) -> BTreeMap<String, String> {
     let status = diagnosis.status.as_ref();
@@ -149,7 +163,7 @@ fn node_input(diagnosis: &Diagnosis) -> BTreeMap<String, String> {
         ("diagnosis.name", meta.name.clone()),
         ("diagnosis.namespace", meta.namespace.clone()),
         ("diagnosis.uid", meta.uid.clone()),
-        ("node", diagnosis.spec.node_name.clone()),
+        ("node", subject_node(diagnosis)),
         ("pod.namespace", pod.map(|p| p.namespace.clone())),
         ("pod.name", pod.map(|p| p.name.clone())),
         ("container", pod.and_then(|p| p.container.clone())),
@@ -454,7 +468,7 @@ impl<'g> Search<'g> {
                 .as_ref()
                 .map(|s| s.operation_results.clone())
                 .unwrap_or_default(),
-            node: diagnosis.spec.node_name.clone(),
+            node: subject_node(diagnosis),
             namespace: meta.namespace.clone(),
             owner: Some((
                 "Diagnosis".to_owned(),

@@ -421,3 +421,120 @@ fn a_dry_run_asks_each_runner_what_it_would_do_and_stores_nothing() {
     assert!(detail.ends_with("… (cut)"));
     assert!(!stored.exists(), "nothing is written on the host");
 }
+
+/// A runner recording the node each request is about and the `node` of its input.
+#[derive(Default)]
+struct NodeSeen {
+    seen: Mutex<Vec<(Option<String>, Option<String>)>>,
+}
+
+impl Runner for NodeSeen {
+    fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
+        let input = request.input.get("node").cloned();
+        self.seen
+            .lock()
+            .unwrap()
+            .push((request.node.clone(), input));
+        Box::pin(std::future::ready(Ok(RunOutput::default())))
+    }
+}
+
+/// A Diagnosis of `pod` in `default`, placed on `placed` when given (what the
+/// controller writes in `status.nodeName` when it places it).
+fn pod_diagnosis(placed: Option<&str>) -> Diagnosis {
+    let mut d = diagnosis(&[]);
+    d.spec.node_name = None;
+    d.spec.pod_reference = Some(crate::api::PodReference {
+        namespace: "default".to_owned(),
+        name: "web-0".to_owned(),
+        container: None,
+    });
+    d.status = placed.map(|node| DiagnosisStatus {
+        node_name: Some(node.to_owned()),
+        ..DiagnosisStatus::default()
+    });
+    d
+}
+
+fn nodes_seen(d: &mut Diagnosis) -> Vec<(Option<String>, Option<String>)> {
+    let g = graph(&[(&[1], &[]), (&[], &[])]);
+    let runner = Arc::new(NodeSeen::default());
+    let step = Step {
+        runner: runner.clone(),
+        timeout: Duration::from_secs(5),
+        storage: None,
+    };
+    let steps = [("op1".to_owned(), step)].into();
+    let phase = block_on(execute(d, &g, &steps, &mut Quiet)).unwrap();
+    assert_eq!(phase, DiagnosisPhase::Succeeded);
+    runner.seen.lock().unwrap().clone()
+}
+
+#[test]
+fn a_pod_referenced_diagnosis_runs_about_the_node_its_pod_was_placed_on() {
+    let on = |node: &str| (Some(node.to_owned()), Some(node.to_owned()));
+    // KubeDiag fills the Diagnosis' nodeName from the pod: the run and the `node`
+    // built-in name the node the Diagnosis was placed on.
+    assert_eq!(
+        nodes_seen(&mut pod_diagnosis(Some("node-b"))),
+        [on("node-b")]
+    );
+    // spec.nodeName is the node (the placement, then, is the same node).
+    let mut named = diagnosis(&[]);
+    assert_eq!(nodes_seen(&mut named), [on("node-a")]);
+    // Not placed (`operon run`, with no cluster to find the pod in): no node.
+    assert_eq!(nodes_seen(&mut pod_diagnosis(None)), [(None, None)]);
+    // A Diagnosis naming neither runs in the controller, about no node.
+    let mut neither = diagnosis(&[]);
+    neither.spec.node_name = None;
+    assert_eq!(nodes_seen(&mut neither), [(None, None)]);
+}
+
+#[test]
+fn an_offloaded_step_of_a_pod_referenced_diagnosis_is_pinned_to_the_pods_node() {
+    let g = graph(&[(&[1], &[]), (&[], &[])]);
+    let processor: crate::api::JobProcessor = serde_json::from_value(serde_json::json!({
+        "image": "registry.local/fsck:1.2", "onDiagnosisNode": true,
+    }))
+    .unwrap();
+    let runner = crate::runner::job::JobRunner::new(
+        None,
+        "op1",
+        processor,
+        crate::runner::context::Platform::default(),
+    );
+    let step = Step {
+        runner: Arc::new(runner),
+        timeout: Duration::from_secs(60),
+        storage: None,
+    };
+    let steps: BTreeMap<String, Step> = [("op1".to_owned(), step)].into();
+    let mut d = pod_diagnosis(Some("node-b"));
+    d.spec.dry_run = true;
+    let phase = block_on(execute(&mut d, &g, &steps, &mut Quiet)).unwrap();
+    assert_eq!(phase, DiagnosisPhase::Succeeded, "{:?}", d.status);
+    let status = d.status.unwrap();
+    let record = status.nodes[0].dry_run.as_ref().unwrap();
+    let detail: serde_json::Value =
+        serde_json::from_str(record.detail.as_deref().unwrap()).unwrap();
+    let pod = &detail["job"]["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"],
+        serde_json::json!([{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["node-b"]}]}]),
+        "{detail}"
+    );
+    // Unplaced, the same step fails naming what is missing, before any Job exists.
+    let mut unplaced = pod_diagnosis(None);
+    unplaced.spec.dry_run = true;
+    let phase = block_on(execute(&mut unplaced, &g, &steps, &mut Quiet)).unwrap();
+    assert_eq!(phase, DiagnosisPhase::Failed);
+    let status = unplaced.status.unwrap();
+    assert!(
+        status.failed_paths[0]
+            .reason
+            .contains("job.onDiagnosisNode is set but the Diagnosis names no node"),
+        "{:?}",
+        status.failed_paths
+    );
+}
