@@ -235,3 +235,48 @@ async fn admission_bindings_are_refused_in_hook_objects() {
         refusal.message
     );
 }
+
+#[tokio::test]
+async fn an_offloaded_hook_needs_an_engine_that_offloads_and_leaves_out_its_own_runs() {
+    let cluster = cluster();
+    let mut object = hook(json!({
+        "module": "pod-labeler", "runOn": "Job",
+        "job": {"serviceAccountName": "hook-runner"},
+        "overrides": {"kubernetes": [{"name": "pods", "namespaces": ["demo"]}]},
+        "permissions": {"watch": [{"apiVersion": "v1", "kind": "Pod"}]},
+    }));
+    object.metadata.uid = Some("uid-7".to_owned());
+    let path = Path::new(operon_tests::POD_LABELER);
+    let refusal = prepare::prepare(&object, path, &loader(), cluster.clone(), None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(refusal.reason, "CannotOffload");
+    assert!(refusal.message.contains("--image"), "{}", refusal.message);
+
+    // Nothing is asked of the API server while preparing: a client to nowhere does.
+    let client =
+        kube::Client::try_from(kube::Config::new("https://127.0.0.1:9".parse().unwrap())).unwrap();
+    let offload = prepare::HookOffload {
+        target: operon::runner::offload::OffloadTarget {
+            image: "ghcr.io/operon-dev/operon:0.1.0".to_owned(),
+            module_url: "https://operon-webhooks.operon.svc:443".to_owned(),
+            server_name: None,
+            ca: tokio::sync::watch::channel(Vec::new()).1,
+            catalog: None,
+        },
+        client,
+        platform: Default::default(),
+    };
+    let prepared = prepare::prepare(&object, path, &loader(), cluster.clone(), Some(&offload))
+        .await
+        .unwrap_or_else(|r| panic!("{}: {}", r.reason, r.message));
+    let selector = prepared.loaded.config.kubernetes[0]
+        .label_selector
+        .clone()
+        .unwrap();
+    let requirement = selector.match_expressions.last().unwrap();
+    assert_eq!(requirement.key, "operon.dev/hook-uid");
+    assert_eq!(requirement.operator, operon::model::LabelOperator::NotIn);
+    assert_eq!(requirement.values, ["uid-7"]);
+}

@@ -2,15 +2,15 @@
 //! is the container of a Hook's run offloaded to a Job (`spec.runOn: Job`), which
 //! fetches the module by digest from the module API; with a module file it replays a
 //! run locally. The run's report (answer, patches, metrics, logs) is the last line it
-//! prints on stdout, where the engine reads it; a one-line summary, or why the run
-//! could not happen, goes to --result-file (a Job's termination message, which
-//! `kubectl describe pod` shows).
+//! prints on stdout, and goes to --result-file (a Job's termination message) when it
+//! fits there; otherwise that file says the report is in the log, with a summary of
+//! the run. When the run cannot happen the file says why.
 
 use super::op::{ModuleApiArgs, parse_digest};
 use anyhow::Context as _;
 use operon::hooks::Hook as _;
 use operon::hooks::WasmHook;
-use operon::hooks::runner::job::HookReport;
+use operon::hooks::runner::job::{HookReport, REPORT_IN_LOG};
 use operon::model::HookInput;
 use operon::sandbox::{self, CallLimits, ModuleDigest, Sandbox, SandboxConfig};
 use std::path::{Path, PathBuf};
@@ -118,6 +118,13 @@ async fn handle(args: &HandleArgs) -> anyhow::Result<Printed> {
     let (run, _) = hook.handle(input, timeout).await;
     let report = HookReport::of(&run);
     let line = report.to_line().map_err(anyhow::Error::msg)?;
+    let bound = operon::runner::job::MAX_TERMINATION_MESSAGE;
+    if line.len() <= bound {
+        return Ok(Printed {
+            summary: line.clone(),
+            report: line,
+        });
+    }
     let summary = match &report.error {
         Some(e) => format!("hook {name} failed: {e}"),
         None => format!(
@@ -130,7 +137,7 @@ async fn handle(args: &HandleArgs) -> anyhow::Result<Printed> {
     };
     Ok(Printed {
         report: line,
-        summary: cut(&summary, operon::runner::job::MAX_TERMINATION_MESSAGE),
+        summary: cut(&format!("{REPORT_IN_LOG}{summary}"), bound),
     })
 }
 

@@ -7,8 +7,10 @@
 //! returns through the Hook's permissions, as for a hook run in-process. Each run is a
 //! Job of Operon's own image in the Hook's namespace, owned by the Hook: its container
 //! (`operon hook handle --digest ...`) fetches the module by digest from the module
-//! API, runs it on the binding contexts the Job's ConfigMap holds, and prints what the
-//! run produced as a [`HookReport`] on the last line of its log.
+//! API, runs it on the binding contexts the Job's ConfigMap holds, and leaves what the
+//! run produced as a [`HookReport`]: as its termination message when the report fits
+//! there (4 KiB), else as the last line of its log, read through the API server (the
+//! termination message then says so).
 
 use super::{Hook, HookError, HookRun};
 use crate::api::{JobProcessor, JobResultSource, WasmJob};
@@ -27,6 +29,8 @@ use std::time::{Duration, Instant};
 
 /// The Job's ConfigMap key holding the run's [`HookInput`] as JSON.
 pub const INPUT_FILE: &str = "hook-input.json";
+/// How a termination message starts when the report is in the log instead.
+pub const REPORT_IN_LOG: &str = "report in the log: ";
 /// The version of [`HookReport`] this engine reads and its container writes.
 pub const REPORT_FORMAT: u32 = 1;
 /// Captured stdout and stderr travel back cut to their last this many bytes: they are
@@ -222,6 +226,14 @@ impl JobHook {
             .run_for_text(&request, &files)
             .await
             .map_err(|e| e.to_string())?;
+        let text = match text.starts_with(REPORT_IN_LOG) {
+            true => self
+                .runner
+                .log_line(&self.owner.namespace, &pod)
+                .await
+                .map_err(|e| format!("Job {job}: the report is in the log, which {e}"))?,
+            false => text,
+        };
         HookReport::parse(&text).map_err(|e| format!("Job {job} (pod {pod}): {e}"))
     }
 }
@@ -303,8 +315,8 @@ pub fn job_runner(
         service_account_name: job.service_account_name.clone(),
         image_pull_policy: job.image_pull_policy.clone(),
         ttl_seconds_after_finished: job.ttl_seconds_after_finished,
-        // A report of patches outgrows a termination message (4 KiB) at once.
-        result_from: Some(JobResultSource::Logs),
+        // The report, or where it is instead.
+        result_from: Some(JobResultSource::TerminationMessage),
     };
     let ca = String::from_utf8_lossy(&target.ca.borrow()).into_owned();
     JobRunner::new(client, name, processor, platform)

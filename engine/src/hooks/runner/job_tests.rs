@@ -181,6 +181,51 @@ fn list(kind: &str, items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "7"}, "items": items})
 }
 
+/// Answers the runner after it created `job`: its pod succeeded with `message` as its
+/// termination message and `log` as its log; returns the requests seen, up to the
+/// deletion of the input ConfigMap and, when there is a `log`, its read.
+async fn finish(api: &mut mock::MockApi, job: Value, message: &str, log: &str) -> Vec<String> {
+    let name = job["metadata"]["name"].as_str().unwrap().to_owned();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{name}-x1"), "namespace": "ops",
+                     "labels": {"operon.dev/run": name}},
+        "spec": {"containers": [{"name": "step", "image": "i"}]},
+        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "step", "image": "i",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "message": message}}}]}});
+    let (mut seen, mut held): (Vec<String>, Vec<Call>) = (Vec::new(), Vec::new());
+    let (mut deleted, mut read) = (false, log.is_empty());
+    while !(deleted && read) {
+        let call = api.next().await;
+        seen.push(format!("{} {}", call.method, call.uri));
+        if call.uri.contains("watch=true") {
+            held.push(call);
+        } else if call.uri.contains("/jobs?") {
+            call.answer(200, list("JobList", vec![job.clone()]));
+        } else if call.uri.contains("/pods?") {
+            call.answer(200, list("PodList", vec![pod.clone()]));
+        } else if call.uri.contains("/log?") {
+            assert!(
+                call.uri.contains(&format!("/pods/{name}-x1/log?")),
+                "{}",
+                call.uri
+            );
+            // The kubelet's tail: the last line (shorter than the runtime's parts).
+            let tail = log.trim_end().rsplit('\n').next().unwrap_or("");
+            assert!(call.uri.contains("tailLines=1"), "{}", call.uri);
+            call.answer_raw(200, format!("{tail}\n").into_bytes());
+            read = true;
+        } else if call.method == "DELETE" {
+            assert!(call.uri.contains("/configmaps/"), "{}", call.uri);
+            call.answer(200, json!({"kind": "Status", "status": "Success"}));
+            deleted = true;
+        } else {
+            panic!("unexpected {} {}", call.method, call.uri);
+        }
+    }
+    seen
+}
+
 #[tokio::test]
 async fn each_run_is_a_job_of_the_hook_and_its_report_comes_back() {
     let (client, mut api) = mock::pair();
@@ -222,6 +267,11 @@ async fn each_run_is_a_job_of_the_hook_and_its_report_comes_back() {
             .get("operon.dev/diagnosis")
             .is_none()
     );
+    assert_eq!(body["metadata"]["labels"]["operon.dev/hook-uid"], "uid-7");
+    assert_eq!(
+        body["spec"]["template"]["metadata"]["labels"]["operon.dev/hook-uid"],
+        "uid-7"
+    );
     let pod_spec = &body["spec"]["template"]["spec"];
     assert_eq!(pod_spec["serviceAccountName"], "hook-runner");
     assert_eq!(body["spec"]["activeDeadlineSeconds"], 120);
@@ -253,41 +303,20 @@ async fn each_run_is_a_job_of_the_hook_and_its_report_comes_back() {
     );
     job.answer(201, body.clone());
 
+    // The report outgrows a termination message (the run's stdout alone is 64 KiB):
+    // the message says so and the report is the log's last line.
     let report = HookReport::of(&run()).to_line().unwrap();
     let log = format!("WARN something the container logged\n{report}\n");
-    let pod = json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("{name}-x1"), "namespace": "ops",
-                     "labels": {"operon.dev/run": name}},
-        "spec": {"containers": [{"name": "step", "image": "i"}]},
-        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "step", "image": "i",
-            "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": 0, "message": "hook ran"}}}]}});
-    let mut held: Vec<Call> = Vec::new();
-    loop {
-        let call = api.next().await;
-        if call.uri.contains("watch=true") {
-            held.push(call);
-        } else if call.uri.contains("/jobs?") {
-            call.answer(200, list("JobList", vec![body.clone()]));
-        } else if call.uri.contains("/pods?") {
-            call.answer(200, list("PodList", vec![pod.clone()]));
-        } else if call.uri.contains("/log?") {
-            call.answer_raw(200, log.clone().into_bytes());
-        } else if call.method == "DELETE" {
-            assert!(call.uri.contains("/configmaps/"), "{}", call.uri);
-            call.answer(200, json!({"kind": "Status", "status": "Success"}));
-            break;
-        } else {
-            panic!("unexpected {} {}", call.method, call.uri);
-        }
-    }
+    let seen = finish(&mut api, body, "report in the log: hook ran", &log).await;
+    assert_eq!(seen.iter().filter(|s| s.contains("/log?")).count(), 1);
     let (run, back) = task.await.unwrap();
     assert_eq!(back, input());
     assert_eq!(run.outcome, Ok(HookOutput::default()));
     assert_eq!(run.patches, self::run().patches);
     assert_eq!(run.metrics, self::run().metrics);
 
-    // The next run is another Job.
+    // The next run is another Job; a report that fits is the termination message, and
+    // the log is not read.
     let task = tokio::spawn({
         let hook = hook.clone();
         async move { hook.handle(input(), Duration::from_secs(120)).await }
@@ -295,7 +324,33 @@ async fn each_run_is_a_job_of_the_hook_and_its_report_comes_back() {
     let get = api.next().await;
     let second = get.uri.rsplit('/').next().unwrap().to_owned();
     assert_ne!(second, name);
-    get.fail(403, "Forbidden", "jobs.batch is forbidden");
+    get.fail(404, "NotFound", "not found");
+    let map = api.next().await;
+    let created = map.json();
+    map.answer(201, created);
+    let job = api.next().await;
+    let body = job.json();
+    job.answer(201, body.clone());
+    let small = HookReport::of(&HookRun {
+        stdout: String::new(),
+        ..self::run()
+    })
+    .to_line()
+    .unwrap();
+    assert!(small.len() < 4096);
+    let seen = finish(&mut api, body, &small, "").await;
+    assert!(!seen.iter().any(|s| s.contains("/log?")), "{seen:?}");
+    let (run, _) = task.await.unwrap();
+    assert_eq!(run.patches, self::run().patches);
+
+    // A run whose Job cannot be made fails with the API server's word.
+    let task = tokio::spawn({
+        let hook = hook.clone();
+        async move { hook.handle(input(), Duration::from_secs(120)).await }
+    });
+    api.next()
+        .await
+        .fail(403, "Forbidden", "jobs.batch is forbidden");
     let (run, _) = task.await.unwrap();
     let error = run.outcome.unwrap_err().to_string();
     assert!(error.contains("reading Job ops/"), "{error}");

@@ -17,7 +17,7 @@ mod spec;
 mod tests;
 
 pub use outcome::{Assessment, MAX_TERMINATION_MESSAGE, assess, parse_results};
-pub use spec::{INPUT_DIR, RESULT_PATH, input_variable, job_name};
+pub use spec::{HOOK_UID_LABEL, INPUT_DIR, RESULT_PATH, input_variable, job_name};
 
 use super::context::{Platform, RunContext};
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
@@ -26,7 +26,7 @@ use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, LogParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams, PropagationPolicy};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use std::collections::BTreeMap;
@@ -333,6 +333,16 @@ impl JobRunner {
         }
     }
 
+    /// The last line of the log of the run's `pod` in `namespace`, whole (see
+    /// [`last_log_line`]), for a caller whose container left its result there.
+    pub async fn log_line(&self, namespace: &str, pod: &str) -> Result<String, JobRunError> {
+        let client = self.client.clone().ok_or(JobRunError::NoCluster)?;
+        let pods: Api<Pod> = Api::namespaced(client, namespace);
+        last_log_line(&pods, pod).await.map_err(api_error(format!(
+            "reading the log of pod {namespace}/{pod}"
+        )))
+    }
+
     fn check_owner(
         &self,
         existing: &Job,
@@ -505,6 +515,16 @@ impl<K: kube::Resource> Seen<K> {
     }
 }
 
+fn complete(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        })
+}
+
 fn finished(job: &Job) -> bool {
     job.status
         .as_ref()
@@ -554,7 +574,28 @@ async fn watch(
         }
         if job_seen.listed && pods_seen.listed {
             let job = job_seen.objects.get(name);
-            let assessment = assess(name, job, &pods_seen.objects);
+            let mut assessment = assess(name, job, &pods_seen.objects);
+            // The two watches are independent streams: the Job's completion can arrive
+            // before its pod's last change, which would read as a pod gone. The pods
+            // as the API server has them now decide.
+            if let (Assessment::Failed(_), Some(job)) = (&assessment, job)
+                && complete(job)
+            {
+                let selector = format!("{}={name}", spec::RUN_LABEL);
+                match pods.list(&ListParams::default().labels(&selector)).await {
+                    Ok(list) => {
+                        let now: BTreeMap<String, Pod> = list
+                            .items
+                            .into_iter()
+                            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+                            .collect();
+                        assessment = assess(name, Some(job), &now);
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = name, error = %e, "cannot list the Job's pods");
+                    }
+                }
+            }
             if assessment != Assessment::Running {
                 return Ok((assessment, job.is_none_or(finished)));
             }

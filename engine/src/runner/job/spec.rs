@@ -19,6 +19,10 @@ pub const RUN_NAME_ANNOTATION: &str = "operon.dev/run-name";
 pub const OPERATION_ANNOTATION: &str = "operon.dev/operation";
 /// The annotation naming the Hook whose run the Job is (instead of the Operation's).
 pub const HOOK_ANNOTATION: &str = "operon.dev/hook";
+/// The label holding the uid of the Hook whose run made the object (Job, pod,
+/// ConfigMap): the Hook's own watches leave such objects out, or a Hook watching Pods
+/// in its namespace would run again on each run's pod.
+pub const HOOK_UID_LABEL: &str = "operon.dev/hook-uid";
 /// The container's name.
 pub const CONTAINER: &str = "step";
 /// Where the input ConfigMap is mounted.
@@ -115,11 +119,14 @@ fn labels(name: &str, request: &RunRequest) -> Value {
         "app.kubernetes.io/managed-by": "operon",
         RUN_LABEL: name,
     });
-    if let Some((kind, owner, _)) = &request.owner
-        && kind == "Diagnosis"
-        && owner.len() <= 63
-    {
-        labels["operon.dev/diagnosis"] = json!(owner);
+    match &request.owner {
+        Some((kind, owner, _)) if kind == "Diagnosis" && owner.len() <= 63 => {
+            labels["operon.dev/diagnosis"] = json!(owner);
+        }
+        Some((kind, _, uid)) if kind == "Hook" && !uid.is_empty() => {
+            labels[HOOK_UID_LABEL] = json!(uid);
+        }
+        _ => {}
     }
     labels
 }

@@ -677,3 +677,43 @@ fn a_module_the_module_api_does_not_serve_is_refused_when_the_runner_is_built() 
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_completion_seen_before_its_pod_is_read_from_the_pods_as_they_are() {
+    let (client, mut api) = mock::pair();
+    let runner = job_runner(Some(client), processor());
+    let task = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(&request()).await }
+    });
+    let mut complete = expected_job();
+    complete["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    api.next().await.answer(200, complete.clone());
+    let done = pod(terminated("Succeeded", 0, r#"{"fsck":"clean"}"#));
+    // The pod watch's list predates the pod's success; the list asked afterwards has it.
+    let (mut pod_lists, mut held) = (0, Vec::new());
+    loop {
+        let call = api.next().await;
+        if call.uri.contains("watch=true") {
+            held.push(call);
+        } else if call.uri.contains("/jobs?") {
+            call.answer(200, list("JobList", vec![complete.clone()]));
+        } else if call.uri.contains("/pods?") {
+            pod_lists += 1;
+            let items = if pod_lists == 1 {
+                vec![]
+            } else {
+                vec![done.clone()]
+            };
+            call.answer(200, list("PodList", items));
+        } else if call.method == "DELETE" {
+            call.answer(200, json!({"kind": "Status", "status": "Success"}));
+            break;
+        } else {
+            panic!("unexpected {} {}", call.method, call.uri);
+        }
+    }
+    let out = task.await.unwrap().unwrap();
+    assert_eq!(out.results["fsck"], "clean");
+    assert_eq!(pod_lists, 2);
+}

@@ -11,8 +11,12 @@ use crate::hooks::load::{self, HookLoadError, HookLoader};
 use crate::hooks::permitted::{Permissions, PermittedCluster, hook_name};
 use crate::hooks::runner::job::{self, JobHook, JobOwner};
 use crate::hooks::{HookError, HookRun};
-use crate::model::{HookConfig, HookInput, HookSettings, NamespaceSelector};
+use crate::model::{
+    HookConfig, HookInput, HookSettings, LabelOperator, LabelRequirement, LabelSelector,
+    NamespaceSelector,
+};
 use crate::runner::context::Platform;
+use crate::runner::job::HOOK_UID_LABEL;
 use crate::runner::offload::OffloadTarget;
 use crate::sandbox::ModuleDigest;
 use crate::store::{ModuleError, ModuleLocator};
@@ -123,6 +127,9 @@ pub async fn prepare(
     if let Some(overrides) = &hook.spec.overrides {
         apply_overrides(&mut config, overrides)
             .map_err(|problems| Refusal::new("InvalidOverride", problems.join("; ")))?;
+    }
+    if hook.spec.offloaded() {
+        leave_out_own_runs(&mut config, &hook.uid().unwrap_or_default());
     }
     let permissions = Permissions::new(&namespace, &hook.name_any(), &hook.spec.permissions)
         .map(Arc::new)
@@ -253,6 +260,27 @@ fn offloaded(
         uid: hook.uid().unwrap_or_default(),
     };
     Ok(Arc::new(JobHook::new(module, runner, owner)))
+}
+
+/// Makes every kubernetes binding of an offloaded hook leave out the objects its own
+/// runs create (labelled with the Hook's `uid`), so a hook watching Pods, Jobs or
+/// ConfigMaps of its namespace does not run again on each run's Job. The API server
+/// filters them: `NotIn` also matches objects without the label.
+fn leave_out_own_runs(config: &mut HookConfig, uid: &str) {
+    if uid.is_empty() {
+        return;
+    }
+    for binding in &mut config.kubernetes {
+        binding
+            .label_selector
+            .get_or_insert_with(LabelSelector::default)
+            .match_expressions
+            .push(LabelRequirement {
+                key: HOOK_UID_LABEL.to_owned(),
+                operator: LabelOperator::NotIn,
+                values: vec![uid.to_owned()],
+            });
+    }
 }
 
 /// An error and its causes on one line (a cause its error already prints is skipped).
