@@ -267,9 +267,48 @@ impl Hook for JobHook {
     }
 }
 
+/// The memory a guest in a Job of `job` may use: `engine`'s limit, or three quarters of
+/// the container's memory limit when that is more.
+fn guest_memory(job: &WasmJob, engine: u64) -> u64 {
+    let limit = job
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.get("memory"))
+        .and_then(|q| quantity_bytes(q));
+    limit.map_or(engine, |bytes| engine.max(bytes / 4 * 3))
+}
+
+/// A Kubernetes memory quantity in bytes (`512Mi`, `2Gi`, `1G`, `1048576`); `None`
+/// for forms this does not read (the API server has checked the quantity; the guest
+/// then keeps the engine's limit).
+pub fn quantity_bytes(quantity: &str) -> Option<u64> {
+    let quantity = quantity.trim();
+    let split = quantity
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(quantity.len());
+    let (number, suffix) = quantity.split_at(split);
+    let factor: u64 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        _ => return None,
+    };
+    let value: f64 = number.parse().ok()?;
+    let bytes = value * factor as f64;
+    (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
 /// The Job runner of a hook offloaded to `target`: Operon's image running `operon
-/// hook handle` on the module `digest`, in the pod settings `job` gives, with
-/// `limits`' memory. `name` is the hook's (for the Jobs' annotation).
+/// hook handle` on the module `digest`, in the pod settings `job` gives. The guest's
+/// memory is `limits`' unless the container's memory limit allows more: then three
+/// quarters of it (the rest is the runtime's and the compiled module's). `name` is the
+/// hook's (for the Jobs' annotation).
 pub fn job_runner(
     target: &OffloadTarget,
     client: Option<kube::Client>,
@@ -301,7 +340,7 @@ pub fn job_runner(
         "--result-file".into(),
         RESULT_PATH.into(),
         "--memory".into(),
-        limits.memory_bytes.to_string(),
+        guest_memory(job, limits.memory_bytes).to_string(),
         "--no-cache".into(),
     ]);
     let processor = JobProcessor {

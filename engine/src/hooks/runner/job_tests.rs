@@ -72,6 +72,28 @@ fn a_report_carries_the_run_back_whole() {
 }
 
 #[test]
+fn the_guest_may_use_three_quarters_of_the_containers_memory_limit() {
+    assert_eq!(quantity_bytes("512Mi"), Some(512 << 20));
+    assert_eq!(quantity_bytes("1.5Gi"), Some(3 << 29));
+    assert_eq!(quantity_bytes("2G"), Some(2_000_000_000));
+    assert_eq!(quantity_bytes("1048576"), Some(1 << 20));
+    assert_eq!(quantity_bytes("1e9"), None);
+    assert_eq!(quantity_bytes("100m"), None);
+    let with_limit = |memory: &str| WasmJob {
+        resources: Some(crate::api::JobResources {
+            requests: Default::default(),
+            limits: [("memory".to_owned(), memory.to_owned())].into(),
+        }),
+        ..WasmJob::default()
+    };
+    let engine = 64 << 20;
+    assert_eq!(guest_memory(&with_limit("1Gi"), engine), 768 << 20);
+    assert_eq!(guest_memory(&with_limit("32Mi"), engine), engine);
+    assert_eq!(guest_memory(&with_limit("1e9"), engine), engine);
+    assert_eq!(guest_memory(&WasmJob::default(), engine), engine);
+}
+
+#[test]
 fn reports_that_cannot_be_read_or_sent_say_why() {
     assert!(
         HookReport::parse("  \n")
