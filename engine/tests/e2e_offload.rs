@@ -11,7 +11,6 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 mod e2e_support;
@@ -19,60 +18,6 @@ use e2e_support::*;
 
 fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
-}
-
-/// Plays the kubelet for an offloaded step's pod: runs the Job's container command
-/// (`operon op run` on the digest) on this machine, with the pod's files (the input
-/// ConfigMap's keys, the ServiceAccount token) in `dir`, and returns what it wrote as
-/// its termination message.
-fn run_container(
-    job: &Job,
-    data: &BTreeMap<String, String>,
-    token: &str,
-    dir: &std::path::Path,
-) -> String {
-    let container = &job
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0];
-    assert_eq!(
-        container.command.as_deref(),
-        Some(&["operon".to_owned()][..])
-    );
-    for (key, value) in data {
-        std::fs::write(dir.join(key), value).unwrap();
-    }
-    std::fs::write(dir.join("token"), token).unwrap();
-    let termination = dir.join("termination-log");
-    let local = |arg: &String| -> String {
-        if arg == "/dev/termination-log" {
-            termination.display().to_string()
-        } else if arg == "/var/run/secrets/kubernetes.io/serviceaccount/token" {
-            dir.join("token").display().to_string()
-        } else if let Some(file) = arg.strip_prefix("/var/run/operon/") {
-            dir.join(file).display().to_string()
-        } else {
-            arg.clone()
-        }
-    };
-    let args: Vec<String> = container.args.iter().flatten().map(local).collect();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args(&args)
-        .output()
-        .unwrap();
-    eprintln!(
-        "$ operon {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "the container's command failed");
-    std::fs::read_to_string(termination).unwrap()
 }
 
 #[tokio::test]
@@ -345,7 +290,7 @@ async fn an_offloaded_wasm_step_runs_as_a_job_of_operons_image_on_the_pushed_dig
             token.clone(),
             work.path().to_owned(),
         );
-        move || run_container(&job, &data, &token, &work)
+        move || run_offloaded_container(&job, &data, &token, &work)
     })
     .await
     .unwrap();
