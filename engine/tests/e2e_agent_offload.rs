@@ -92,32 +92,7 @@ async fn the_agent_offloads_a_wasm_step_to_a_job_pinned_to_its_node() {
     apply_operon_crds(&cluster).await;
     // The offloaded step's ServiceAccount may read modules; here it also pushes one, and
     // the agent and serve fetch with its token.
-    kubectl(&path, &["-n", &ns, "create", "serviceaccount", "offloader"]);
-    kubectl(
-        &path,
-        &[
-            "create",
-            "clusterrole",
-            &role,
-            "--verb=create,get,list",
-            "--resource=modules.operon.dev",
-        ],
-    );
-    kubectl(
-        &path,
-        &[
-            "create",
-            "clusterrolebinding",
-            &role,
-            "--clusterrole",
-            &role,
-            "--serviceaccount",
-            &format!("{ns}:offloader"),
-        ],
-    );
-    let token = kubectl(&path, &["-n", &ns, "create", "token", "offloader"])
-        .trim()
-        .to_owned();
+    let token = module_account(&path, &ns, "offloader", &role, "create,get,list");
 
     let dir = tempfile::tempdir().unwrap();
     let hooks = dir.path().join("hooks");
@@ -149,18 +124,7 @@ async fn the_agent_offloads_a_wasm_step_to_a_job_pinned_to_its_node() {
 
     let bytes = std::fs::read(operon_tests::ECHO).unwrap();
     let digest = operon::sandbox::ModuleDigest::of(&bytes);
-    let pushed = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args(["module", "push", operon_tests::ECHO, "--name", &module])
-        .args(["--server", &module_url, "--token", &token])
-        .arg("--certificate-authority")
-        .arg(&ca)
-        .output()
-        .unwrap();
-    assert!(
-        pushed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pushed.stderr)
-    );
+    push_module(operon_tests::ECHO, &module, &module_url, &token, &ca);
 
     // The agent: the module API's URL given, its CA the one it fetches modules with.
     let agent_store = dir.path().join("agent-store");

@@ -57,35 +57,7 @@ async fn each_run_of_a_hook_with_run_on_job_is_a_job_whose_report_the_engine_app
     };
     apply_operon_crds(&cluster).await;
     // The Jobs' ServiceAccount fetches the module (and, here, pushes it).
-    kubectl(
-        &path,
-        &["-n", &ns, "create", "serviceaccount", "hook-runner"],
-    );
-    kubectl(
-        &path,
-        &[
-            "create",
-            "clusterrole",
-            &role,
-            "--verb=create,get,list",
-            "--resource=modules.operon.dev",
-        ],
-    );
-    kubectl(
-        &path,
-        &[
-            "create",
-            "clusterrolebinding",
-            &role,
-            "--clusterrole",
-            &role,
-            "--serviceaccount",
-            &format!("{ns}:hook-runner"),
-        ],
-    );
-    let token = kubectl(&path, &["-n", &ns, "create", "token", "hook-runner"])
-        .trim()
-        .to_owned();
+    let token = module_account(&path, &ns, "hook-runner", &role, "create,get,list");
 
     let dir = tempfile::tempdir().unwrap();
     let hooks_dir = dir.path().join("hooks");
@@ -119,24 +91,7 @@ async fn each_run_of_a_hook_with_run_on_job_is_a_job_whose_report_the_engine_app
     )
     .await;
 
-    let pushed = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args([
-            "module",
-            "push",
-            operon_tests::POD_LABELER,
-            "--name",
-            &module,
-        ])
-        .args(["--server", &module_url, "--token", &token])
-        .arg("--certificate-authority")
-        .arg(&ca)
-        .output()
-        .unwrap();
-    assert!(
-        pushed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pushed.stderr)
-    );
+    push_module(operon_tests::POD_LABELER, &module, &module_url, &token, &ca);
     let digest =
         operon::sandbox::ModuleDigest::of(&std::fs::read(operon_tests::POD_LABELER).unwrap());
 

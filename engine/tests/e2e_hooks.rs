@@ -7,7 +7,6 @@
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod e2e_support;
@@ -63,32 +62,7 @@ async fn a_pushed_hook_runs_within_its_permissions_and_stops_when_deleted() {
         ],
     };
     apply_operon_crds(&cluster).await;
-    kubectl(&path, &["-n", ns, "create", "serviceaccount", "author"]);
-    kubectl(
-        &path,
-        &[
-            "create",
-            "clusterrole",
-            &role,
-            "--verb=create,get,list,delete",
-            "--resource=modules.operon.dev",
-        ],
-    );
-    kubectl(
-        &path,
-        &[
-            "create",
-            "clusterrolebinding",
-            &role,
-            "--clusterrole",
-            &role,
-            "--serviceaccount",
-            &format!("{ns}:author"),
-        ],
-    );
-    let token = kubectl(&path, &["-n", ns, "create", "token", "author"])
-        .trim()
-        .to_owned();
+    let token = module_account(&path, ns, "author", &role, "create,get,list,delete");
 
     let dir = tempfile::tempdir().unwrap();
     let hooks_dir = dir.path().join("hooks");
@@ -113,30 +87,8 @@ async fn a_pushed_hook_runs_within_its_permissions_and_stops_when_deleted() {
     .await;
 
     // Push the example hook.
-    let output = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args([
-            "module",
-            "push",
-            operon_tests::POD_LABELER,
-            "--name",
-            &module,
-        ])
-        .args([
-            "--server",
-            &format!("https://127.0.0.1:{port}"),
-            "--token",
-            &token,
-        ])
-        .arg("--certificate-authority")
-        .arg(&ca)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let url = format!("https://127.0.0.1:{port}");
+    let out = push_module(operon_tests::POD_LABELER, &module, &url, &token, &ca);
     assert!(out.contains("hook world"), "{out}");
     let digest =
         operon::sandbox::ModuleDigest::of(&std::fs::read(operon_tests::POD_LABELER).unwrap());

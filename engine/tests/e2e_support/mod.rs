@@ -395,3 +395,63 @@ pub fn run_offloaded_container(
     assert!(output.status.success(), "the container's command failed");
     std::fs::read_to_string(termination).unwrap()
 }
+
+/// Creates the ServiceAccount `account` in `namespace`, granted `verbs` (e.g.
+/// `create,get,list`) on `modules.operon.dev` cluster-wide by a ClusterRole and a
+/// ClusterRoleBinding both named `role` (for the test's [`ClusterScoped`] to delete),
+/// and returns a token of it.
+pub fn module_account(
+    kubeconfig: &Path,
+    namespace: &str,
+    account: &str,
+    role: &str,
+    verbs: &str,
+) -> String {
+    kubectl(
+        kubeconfig,
+        &["-n", namespace, "create", "serviceaccount", account],
+    );
+    kubectl(
+        kubeconfig,
+        &[
+            "create",
+            "clusterrole",
+            role,
+            &format!("--verb={verbs}"),
+            "--resource=modules.operon.dev",
+        ],
+    );
+    kubectl(
+        kubeconfig,
+        &[
+            "create",
+            "clusterrolebinding",
+            role,
+            "--clusterrole",
+            role,
+            "--serviceaccount",
+            &format!("{namespace}:{account}"),
+        ],
+    );
+    kubectl(kubeconfig, &["-n", namespace, "create", "token", account])
+        .trim()
+        .to_owned()
+}
+
+/// Pushes the module `file` as `name` to the module API at `url` (trusting `ca`) with
+/// `token`; returns what `operon module push` printed.
+pub fn push_module(file: &str, name: &str, url: &str, token: &str, ca: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["module", "push", file, "--name", name])
+        .args(["--server", url, "--token", token])
+        .arg("--certificate-authority")
+        .arg(ca)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "operon module push {file}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
