@@ -2,6 +2,7 @@
 //! module from an HTTPS module API with its bearer token, refuses bytes of another
 //! digest, runs the module with the input, results and runner context files the Job
 //! runner mounts, and writes the results (or the error) as the termination message.
+//! And `operon run --dry-run --image`, which shows the Job such a step would be.
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
@@ -233,4 +234,55 @@ async fn a_token_the_module_api_refuses_fails_the_run_with_the_status() {
     .unwrap();
     assert!(!ok);
     assert!(stderr.contains("HTTP 401"), "{stderr}");
+}
+
+#[test]
+fn a_local_dry_run_shows_the_job_of_an_offloaded_step() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(operon_tests::ECHO, dir.path().join("echo.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.yaml"),
+        "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: off}\n\
+         spec: {processor: {wasm: {module: echo.wasm, runOn: Job}}}\n---\n\
+         apiVersion: operon.dev/v1alpha1\nkind: OperationSet\nmetadata: {name: s}\n\
+         spec: {adjacencyList: [{id: 0, to: [1]}, {id: 1, operation: off}]}\n---\n\
+         apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata: {name: d, namespace: ops}\n\
+         spec: {operationSet: s}\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_operon"))
+            .arg("run")
+            .arg(dir.path())
+            .args(extra)
+            .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "--dry-run",
+        "--image",
+        "registry.local/operon:1",
+        "--output",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let digest = ModuleDigest::of(&std::fs::read(operon_tests::ECHO).unwrap());
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = status.to_string();
+    assert!(text.contains("would create Job ops/d-node-1-"), "{text}");
+    assert!(text.contains("registry.local/operon:1"), "{text}");
+    assert!(
+        text.contains(&format!("`operon op run` on module {digest}")),
+        "{text}"
+    );
+
+    let refused = run(&["--dry-run"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("`operon run --dry-run --image IMAGE` shows the Job"),
+        "{stderr}"
+    );
 }

@@ -11,6 +11,7 @@ use operon::cluster::kube::{KubeCluster, KubeOptions};
 use operon::graph;
 use operon::manifest::{self, Manifests};
 use operon::pipeline::{self, CheckpointFile, CheckpointFuture, PlanError, Progress};
+use operon::runner::offload::OffloadTarget;
 use operon::runner::processors::{ProcessorSettings, Processors};
 use operon::sandbox::{self, ModuleDigest};
 use operon::store::ModuleLocator;
@@ -55,6 +56,17 @@ pub struct DiagnoseArgs {
     /// argoWorkflow and httpServer steps print what they would do.
     #[arg(long)]
     dry_run: bool,
+    /// With --dry-run: the engine's image, to show the Jobs `wasm.runOn: Job` steps
+    /// would run in (`operon run` itself creates no Job).
+    #[arg(long, requires = "dry_run")]
+    image: Option<String>,
+    /// With --dry-run and --image: the module API those Jobs would fetch modules from.
+    #[arg(
+        long,
+        requires = "image",
+        default_value = "https://operon-webhooks.operon.svc:443"
+    )]
+    offload_module_url: String,
     /// Output format of the final status.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -383,6 +395,16 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         modules: ModuleLocator::new(args.modules.clone()),
         ..ProcessorSettings::default()
     });
+    if let Some(image) = &args.image {
+        // Only rendered, never run: the CA the pods would trust is the cluster's.
+        processors.set_offload(OffloadTarget {
+            image: image.clone(),
+            module_url: args.offload_module_url.clone(),
+            server_name: None,
+            ca: tokio::sync::watch::channel(Vec::new()).1,
+            catalog: None,
+        });
+    }
     let plan = match pipeline::plan(&set.object, &manifests, &processors) {
         Ok(plan) => plan,
         Err(e) => {

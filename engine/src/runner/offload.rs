@@ -63,7 +63,7 @@ pub enum OffloadError {
     /// This process cannot offload (no image, no module API, or no CA for it); its log
     /// at start says which.
     #[error(
-        "wasm.runOn is Job but this process cannot offload steps (its log at start says why): `operon serve` offloads them while it serves the module API, given the engine's image (--image, env OPERON_IMAGE); `operon agent` given the image (--image), the module API's URL (--offload-module-url, env OPERON_OFFLOAD_MODULE_URL) and its CA (--offload-module-ca, else --module-source-ca)"
+        "wasm.runOn is Job but this process cannot offload steps (its log at start says why): `operon serve` offloads them while it serves the module API, given the engine's image (--image, env OPERON_IMAGE); `operon agent` given the image (--image), the module API's URL (--offload-module-url, env OPERON_OFFLOAD_MODULE_URL) and its CA (--offload-module-ca, else --module-source-ca); `operon run --dry-run --image IMAGE` shows the Job"
     )]
     NoTarget,
     /// The module is not in the store the module API serves.
