@@ -17,6 +17,7 @@
 //! a separate store).
 
 mod fixtures;
+mod jq_patch;
 mod resources;
 mod selector;
 mod write;
@@ -356,21 +357,7 @@ impl LocalCluster {
             PatchOperation::Delete(target)
             | PatchOperation::DeleteInBackground(target)
             | PatchOperation::DeleteNonCascading(target) => self.delete(target),
-            PatchOperation::JqPatch(spec) => {
-                // Compiled (or fetched from the cache) before taking the lock.
-                let filter =
-                    crate::jq::compile(&spec.jq_filter).map_err(|e| ClusterError::Invalid {
-                        what: format!("JQPatch of {}", describe_ref(&spec.target)),
-                        reason: e.to_string(),
-                    })?;
-                self.patch(
-                    "JQPatch",
-                    &spec.target,
-                    spec.subresource.as_deref(),
-                    spec.ignore_missing_object,
-                    |current| filter.run_one(current).map_err(|e| e.to_string()),
-                )
-            }
+            PatchOperation::JqPatch(spec) => self.jq_patch(spec),
             PatchOperation::MergePatch(spec) => {
                 let patch = super::merge_patch_document(spec)?;
                 self.patch(
