@@ -4,8 +4,12 @@
 //! `BATCH` runs and prints the median time per run over `ROUNDS` batches; compiling is
 //! measured the same way without the cache (`jq::compile_uncached`). The run limits
 //! (`jq::budget`: a guard at the start of every definition and loop, arrays and
-//! objects checked as they are built; `jq::memory`: `+`, `*` and interpolation
-//! charging what they build) are what this watches.
+//! objects checked as they are built; `jq::memory`: `+`, `*`, `/`, interpolation and
+//! the natives that build strings charging what they build) are what this watches.
+//! Beside each, the baseline: the same filter compiled by jaq alone (its standard
+//! library, none of Operon's definitions or limits) run on the Pod converted once, so
+//! the difference is what Operon adds: the limits, jq's path semantics and the
+//! conversion from and to `serde_json`.
 //!
 //! `cargo bench -p operon-engine --bench jq_filters`
 
@@ -61,8 +65,48 @@ fn per_call(mut call: impl FnMut()) -> Duration {
     median(samples)
 }
 
+/// A filter compiled by jaq alone.
+type PlainFilter = jaq_core::Filter<jaq_core::data::JustLut<jaq_json::Val>>;
+
+fn plain_compile(text: &str) -> PlainFilter {
+    use jaq_core::load::{Arena, File, Loader};
+    let arena = Arena::default();
+    let defs = jaq_core::defs()
+        .chain(jaq_std::defs())
+        .chain(jaq_json::defs());
+    let funs = jaq_core::funs()
+        .chain(jaq_std::funs())
+        .chain(jaq_json::funs());
+    let modules = Loader::new(defs)
+        .load(
+            &arena,
+            File {
+                code: text,
+                path: (),
+            },
+        )
+        .unwrap_or_else(|_| panic!("jaq loads {text}"));
+    jaq_core::Compiler::default()
+        .with_funs(funs)
+        .compile(modules)
+        .unwrap_or_else(|_| panic!("jaq compiles {text}"))
+}
+
+fn plain_run(filter: &PlainFilter, input: &jaq_json::Val) -> usize {
+    use jaq_core::{Ctx, Vars};
+    let ctx = Ctx::<jaq_core::data::JustLut<jaq_json::Val>>::new(&filter.lut, Vars::new([]));
+    let mut outputs = 0;
+    for output in filter.id.run((ctx, input.clone())) {
+        black_box(output.map_err(|_| ()).expect("runs"));
+        outputs += 1;
+    }
+    outputs
+}
+
 fn main() {
     let pod = pod();
+    let plain_pod =
+        jaq_json::read::parse_single(pod.to_string().as_bytes()).expect("the Pod is JSON");
     let cases = [
         r#".metadata.labels.foo = "bar""#,
         ".metadata.labels.app",
@@ -74,22 +118,41 @@ fn main() {
         r#""\(.metadata.namespace)/\(.metadata.name)""#,
         r#".metadata.labels + {"x": "y"} | to_entries | map("\(.key)=\(.value)") | join(",")"#,
         r#"reduce .spec.containers[] as $c (0; . + ($c.ports // [] | length)) * 2"#,
+        // Natives charged as they build (`/`, `ascii_downcase`, `@base64`, regexes).
+        r#".spec.containers[0].image / ":" | .[0] | ascii_downcase"#,
+        r#".metadata.name | @base64 | @base64d"#,
+        r#".spec.containers[].image | test("^nginx")"#,
     ];
-    println!("{:<62} {:>12}", "run (median per run)", "time");
+    println!(
+        "{:<62} {:>12} {:>12}",
+        "run (median per run)", "operon", "jaq alone"
+    );
     for text in cases {
         let filter = jq::compile(text).expect("the bench's filters compile");
         let time = per_call(|| {
             black_box(filter.run(black_box(&pod)).expect("runs"));
         });
-        println!("{text:<62} {:>9.2} µs", time.as_secs_f64() * 1e6);
+        let plain = plain_compile(text);
+        let baseline = per_call(|| {
+            black_box(plain_run(&plain, black_box(&plain_pod)));
+        });
+        println!(
+            "{text:<62} {:>9.2} µs {:>9.2} µs",
+            time.as_secs_f64() * 1e6,
+            baseline.as_secs_f64() * 1e6
+        );
     }
     let text = r#".metadata.labels.foo = "bar""#;
     let time = per_call(|| {
         black_box(jq::compile_uncached(black_box(text)).expect("compiles"));
     });
+    let baseline = per_call(|| {
+        black_box(plain_compile(black_box(text)));
+    });
     println!(
-        "{:<62} {:>9.2} µs",
+        "{:<62} {:>9.2} µs {:>9.2} µs",
         format!("compile {text} (uncached)"),
-        time.as_secs_f64() * 1e6
+        time.as_secs_f64() * 1e6,
+        baseline.as_secs_f64() * 1e6
     );
 }

@@ -110,13 +110,33 @@ pub struct JqArgs {
     /// before it fails with a limit error, e.g. `500ms`, `3s` (at most 60s).
     #[arg(long = "jq-timeout", env = "OPERON_JQ_TIMEOUT", default_value = "1s", value_parser = jq_timeout)]
     pub jq_timeout: Duration,
+    /// How many bytes of values one run of a jq filter may build before it fails with
+    /// a limit error, e.g. `64MiB`, `1GiB` (from 1MiB to 4GiB).
+    #[arg(long = "jq-memory", env = "OPERON_JQ_MEMORY", default_value = "256MiB", value_parser = jq_memory)]
+    pub jq_memory: usize,
 }
 
 impl JqArgs {
     /// Sets the limits for every jq run of this process.
     pub fn apply(&self) {
         operon::jq::set_time_limit(self.jq_timeout);
+        operon::jq::set_memory_limit(self.jq_memory);
     }
+}
+
+/// A jq memory limit: a byte size from 1 MiB to 4 GiB. Below a mebibyte, ordinary
+/// filters over a few objects fail; above a few gibibytes, the limit no longer stands
+/// between a filter and the process's memory.
+fn jq_memory(text: &str) -> Result<usize, String> {
+    let size: bytesize::ByteSize = text
+        .trim()
+        .parse()
+        .map_err(|e| format!("{text:?} is not a byte size such as 64MiB: {e}"))?;
+    let bytes = size.as_u64();
+    if !(1 << 20..=4 << 30).contains(&bytes) {
+        return Err(format!("{text} is not between 1MiB and 4GiB"));
+    }
+    usize::try_from(bytes).map_err(|_| format!("{text} does not fit in this machine's memory"))
 }
 
 /// A jq time limit: a duration from 1 ms to 60 s.
@@ -573,5 +593,69 @@ mod jq_args_tests {
                 .to_string()
                 .contains("not between 1ms and 60s")
         );
+    }
+
+    #[test]
+    fn the_jq_memory_is_a_bounded_byte_size() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["operon"], args].concat());
+        for (text, bytes) in [
+            ("64MiB", 64 << 20),
+            ("1MiB", 1 << 20),
+            ("4GiB", 4 << 30),
+            ("1.5GiB", 3 << 29),
+            ("100MB", 100_000_000),
+            ("2097152", 2 << 20),
+        ] {
+            assert_eq!(parse(&["--jq-memory", text]).unwrap().jq.jq_memory, bytes);
+        }
+        if std::env::var_os("OPERON_JQ_MEMORY").is_none() {
+            assert_eq!(parse(&[]).unwrap().jq.jq_memory, operon::jq::DEFAULT_MEMORY);
+        }
+        for bad in ["1000KiB", "5GiB", "0", "lots", "-1MiB"] {
+            let error = parse(&[&format!("--jq-memory={bad}")])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("--jq-memory"), "{bad}: {error}");
+        }
+        assert!(
+            parse(&["--jq-memory", "5GiB"])
+                .unwrap_err()
+                .to_string()
+                .contains("5GiB is not between 1MiB and 4GiB")
+        );
+        assert!(
+            parse(&["--jq-memory", "lots"])
+                .unwrap_err()
+                .to_string()
+                .contains("\"lots\" is not a byte size such as 64MiB")
+        );
+    }
+
+    /// `apply` sets the memory limit of every later run of the process: a filter the
+    /// default budget lets through stops at a lowered one.
+    #[test]
+    fn a_lowered_jq_memory_stops_what_the_default_lets_through() {
+        use operon::jq::{JqError, Limit, Limits};
+        let filter = operon::jq::compile_uncached(r#""x" * 8000000 | length"#).unwrap();
+        let input = serde_json::Value::Null;
+        assert_eq!(
+            filter.run_within(&input, &Limits::default()).unwrap(),
+            [serde_json::json!(8_000_000)]
+        );
+        let cli = Cli::try_parse_from(["operon", "--jq-memory", "4MiB"]).unwrap();
+        cli.jq.apply();
+        let lowered = filter.run(&input);
+        // Back to the default, for the other tests of the process.
+        operon::jq::set_memory_limit(operon::jq::DEFAULT_MEMORY);
+        match lowered {
+            Err(JqError::Limit {
+                filter: text,
+                limit,
+            }) => {
+                assert_eq!(text, filter.text());
+                assert_eq!(limit, Limit::Memory(4 << 20));
+            }
+            other => panic!("expected the memory limit, got {other:?}"),
+        }
     }
 }

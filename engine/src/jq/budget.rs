@@ -89,9 +89,9 @@ pub struct Limits {
     /// Stack the evaluation may use. Recursion of jq definitions takes stack (a few
     /// kilobytes per level in an optimised build, more in a debug one).
     pub stack: usize,
-    /// Bytes of values a run may build with the operations that grow values (see
-    /// `memory`: `+`, `*`, interpolation, `[f]`, `tostring`, `tojson`), added up over
-    /// the run.
+    /// Bytes of values a run may build with the operations and natives that grow
+    /// values (see `memory`: `+`, `*`, interpolation, `[f]`, `tostring`, `implode`...),
+    /// added up over the run.
     pub memory: usize,
 }
 
@@ -152,10 +152,14 @@ impl std::fmt::Display for Limit {
                 f,
                 "called a recursive definition with filter parameters more than the limit of {calls} times"
             ),
-            Limit::Memory(bytes) => write!(
+            Limit::Memory(bytes) if bytes % (1 << 20) == 0 => write!(
                 f,
                 "built values of more than its memory limit of {} MiB",
                 bytes >> 20
+            ),
+            Limit::Memory(bytes) => write!(
+                f,
+                "built values of more than its memory limit of {bytes} bytes"
             ),
         }
     }

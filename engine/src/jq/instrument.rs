@@ -4,14 +4,14 @@
 //! call (`_guard | body`: the body stays in tail position, so jaq's tail calls still
 //! run in constant stack), and so does every [`GUARD_EVERY`]th level of nesting of the
 //! syntax tree. Arrays are built by `_collect(f)` instead of `[f]`, and objects pass
-//! through `_nest`, which bound their length and nesting; `+` and `*` become calls of
-//! `_add` and `_mul`, and computed strings pass through `_grown`, which charge what
+//! through `_nest`, which bound their length and nesting; `+`, `*` and `/` become calls
+//! of `_add`, `_mul` and `_div`, and computed strings pass through `_grown`, which charge what
 //! they build to the run's memory budget ([`super::memory`]). The pass applies to jaq's
 //! own definitions as much as to the user's, since `repeat`, `while`, `recurse` and
 //! the rest loop through them.
 
 use super::budget::{CLOSURE_GUARD, COLLECT, GUARD, GUARD_EVERY, NEST};
-use super::memory::{ADD, GROWN, MUL};
+use super::memory::{ADD, DIV, GROWN, MUL};
 use jaq_core::load::lex::StrPart;
 use jaq_core::load::parse::{BinaryOp, Def, Pattern, Term};
 use jaq_core::ops::Math;
@@ -142,10 +142,14 @@ fn inner<'s>(t: Term<&'s str>, depth: usize) -> Term<&'s str> {
             }
         }
         Term::Neg(t) => Term::Neg(Box::new(term(*t, next))),
-        Term::BinOp(l, BinaryOp::Math(op @ (Math::Add | Math::Mul)), r) => Term::Call(
-            if op == Math::Add { ADD } else { MUL },
-            vec![term(*l, next), term(*r, next)],
-        ),
+        Term::BinOp(l, BinaryOp::Math(op @ (Math::Add | Math::Mul | Math::Div)), r) => {
+            let native = match op {
+                Math::Add => ADD,
+                Math::Mul => MUL,
+                _ => DIV,
+            };
+            Term::Call(native, vec![term(*l, next), term(*r, next)])
+        }
         Term::BinOp(l, op, r) => {
             let op = match op {
                 BinaryOp::Pipe(Some(pattern)) => BinaryOp::Pipe(Some(pattern_(pattern, next))),

@@ -8,8 +8,16 @@
 //! before building it: `+` and `*` (which [`super::instrument`] turns into calls of
 //! [`ADD`] and [`MUL`]) what they add beyond the larger operand, string interpolation
 //! and `tostring`/`tojson` the text they build (a value made of shared parts,
-//! `[range(1e5) | $big]`, prints far larger than it is), and arrays (`[f]`) and
-//! objects (`{...}`) their elements and what those hold at their top level. Sizes are
+//! `[range(1e5) | $big]`, prints far larger than it is), `/` of two strings its
+//! pieces ([`DIV`], before jaq splits), arrays (`[f]`) and objects (`{...}`) their
+//! elements and what those hold at their top level, and the natives of jaq that build
+//! a new string or array (`implode`, `explode`, `ascii_downcase`, `ascii_upcase`,
+//! `indices`, `tobytes`, `strftime`, the escapes behind `@html`, `@uri`, `@sh`,
+//! `@base64` and `@base64d`, and the regular expressions' matches) what they built, as
+//! they produce it ([`GROWN`], [`BUILT`]; `super::PRE_DEFS` wraps them). Natives that
+//! return a part of their input (`ltrimstr`, `rtrimstr`, `trim`, `.[i:j]`) build no new
+//! bytes and are not charged; `join`, `@csv` and `@tsv` are defined with `+` and
+//! `split`, and `@text` and `@json` are `tostring` and `tojson`. Sizes are
 //! approximate, from lengths: a string's bytes, an array's elements and an object's
 //! entries times the size of a value. The charge adds up over the run (values dropped
 //! are not given back). Charging `+` only what it adds keeps the usual loops cheap:
@@ -30,8 +38,18 @@ use jaq_json::{Num, Val};
 pub(super) const ADD: &str = "_add";
 /// The native that `l * r` is rewritten to.
 pub(super) const MUL: &str = "_mul";
-/// The native that charges the string an interpolation built (`"\(f)..." | _grown`).
+/// The native that `l / r` is rewritten to (for strings, a split into pieces).
+pub(super) const DIV: &str = "_div";
+/// The native that charges the string an interpolation built (`"\(f)..." | _grown`),
+/// and the string or array a native of jaq built (`_jaq_implode | _grown`).
 pub(super) const GROWN: &str = "_grown";
+/// The native that charges a value a native of jaq built, nested parts included
+/// (the arrays of match objects of the regular expressions).
+pub(super) const BUILT: &str = "_built";
+
+/// The approximate bytes of one piece of a split string beyond its slot in the array:
+/// pieces share the string's bytes, but each has a handle of its own.
+const PIECE_BYTES: usize = size_of::<bytes::Bytes>() + size_of::<usize>();
 
 /// The approximate bytes of one array element or object key or value.
 pub(super) const VAL_BYTES: usize = size_of::<Val>();
@@ -56,6 +74,58 @@ fn add_size(l: &Val, r: &Val) -> usize {
         | (Val::Obj(_), Val::Obj(_)) => top_size(l).min(top_size(r)),
         _ => 0,
     }
+}
+
+/// What `l / r` adds to memory, in bytes: for two strings, the pieces of the split
+/// (one per character for an empty separator), each a slot of the array and a handle
+/// to its part of the string; counted before jaq splits, since a string of n bytes
+/// split by `""` takes some fifty times n.
+fn div_size(l: &Val, r: &Val) -> usize {
+    let (Val::TStr(s) | Val::BStr(s), Val::TStr(sep) | Val::BStr(sep)) = (l, r) else {
+        return 0;
+    };
+    let pieces = if s.is_empty() {
+        0
+    } else if sep.is_empty() {
+        // Characters: bytes that do not continue a UTF-8 sequence (invalid bytes
+        // count as characters of their own, as jaq splits them).
+        s.iter().filter(|&&b| b & 0xC0 != 0x80).count()
+    } else {
+        occurrences(s, sep).saturating_add(1)
+    };
+    pieces.saturating_mul(VAL_BYTES + PIECE_BYTES)
+}
+
+/// How many times `sep` (not empty) occurs in `s` without overlapping, as jaq splits.
+fn occurrences(s: &[u8], sep: &[u8]) -> usize {
+    match (std::str::from_utf8(s), std::str::from_utf8(sep)) {
+        // The standard library's substring search takes linear time.
+        (Ok(s), Ok(sep)) => s.matches(sep).count(),
+        // Not text: at most one piece per separator's length.
+        _ => s.len() / sep.len(),
+    }
+}
+
+/// The approximate bytes of `value` with everything it holds (shared parts counted as
+/// if they were not), for values a native just built; iterative, as values may nest
+/// up to [`super::MAX_DEPTH`] levels.
+fn deep_size(value: &Val) -> usize {
+    let mut total = 0usize;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        total = total.saturating_add(top_size(value));
+        match value {
+            Val::Arr(items) => pending.extend(items.iter()),
+            Val::Obj(fields) => {
+                for (k, v) in fields.iter() {
+                    pending.push(k);
+                    pending.push(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
 }
 
 /// What `l * r` adds to memory, in bytes: a string's further copies, or the smaller of
@@ -143,8 +213,9 @@ pub(super) fn spend_text<'a>(value: &Val) -> Result<(), Exn<'a, Val>> {
     }
 }
 
-/// `_add(l; r)`, `_mul(l; r)` and `_grown`: the operators and interpolation, charged.
-pub(super) fn funs() -> [Fun<JustLut<Val>>; 3] {
+/// `_add(l; r)`, `_mul(l; r)`, `_div(l; r)`, `_grown` and `_built`: the operators,
+/// interpolation and the natives that build strings and arrays, charged.
+pub(super) fn funs() -> [Fun<JustLut<Val>>; 5] {
     [
         (
             ADD,
@@ -167,10 +238,28 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 3] {
             }),
         ),
         (
+            DIV,
+            v(2),
+            Native::new(|mut cv| {
+                let r = cv.0.pop_var();
+                let l = cv.0.pop_var();
+                let size = div_size(&l, &r);
+                box_once(math(l, r, size, |l, r| l / r))
+            }),
+        ),
+        (
             GROWN,
             v(0),
             Native::new(|cv| {
                 let size = top_size(&cv.1);
+                box_once(spend(size).map(|()| cv.1))
+            }),
+        ),
+        (
+            BUILT,
+            v(0),
+            Native::new(|cv| {
+                let size = deep_size(&cv.1);
                 box_once(spend(size).map(|()| cv.1))
             }),
         ),

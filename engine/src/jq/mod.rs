@@ -21,9 +21,11 @@
 //! own), build values nested at most [`MAX_DEPTH`] levels and arrays of at most
 //! [`MAX_ARRAY_LENGTH`] elements, call a recursive definition with filter parameters
 //! at most [`MAX_CLOSURE_CALLS`] times, build at most [`DEFAULT_MEMORY`] bytes of
-//! values with the operations that grow them ([`Limits::memory`]: `+`, `*`,
-//! interpolation, `[f]`, `tostring`, `tojson`), and yield at most 100,000 outputs; its text may
-//! be at most [`MAX_TEXT_BYTES`] long. Over a limit, the run fails with
+//! values with the operations and natives that grow them ([`Limits::memory`]: `+`, `*`,
+//! `/` of strings, interpolation, `[f]`, `{...}`, `tostring`, `tojson`, `implode`, the
+//! `@` formats...), and yield at most 100,000 outputs; its text may be at most
+//! [`MAX_TEXT_BYTES`] long. [`set_time_limit`] and [`set_memory_limit`] change the
+//! time and memory limits of the process (`--jq-timeout`, `--jq-memory`). Over a limit, the run fails with
 //! [`JqError::Limit`], which names the filter and the limit, whatever `try` or `?` the
 //! filter wraps around the loop; the process is never taken down.
 
@@ -80,16 +82,57 @@ const RENAMED_NATIVES: &[(&str, &str)] = &[
     ("path_value", "_jaq_path_value"),
     // Replaced by the guarded `range` of `budget`.
     ("range", "_jaq_range"),
+    // Natives that build a new string or array from their input, charged in
+    // `PRE_DEFS` to the memory budget as they produce it.
+    ("implode", "_jaq_implode"),
+    ("explode", "_jaq_explode"),
+    ("ascii_downcase", "_jaq_ascii_downcase"),
+    ("ascii_upcase", "_jaq_ascii_upcase"),
+    ("escape_html", "_jaq_escape_html"),
+    ("unescape_html", "_jaq_unescape_html"),
+    ("encode_uri", "_jaq_encode_uri"),
+    ("decode_uri", "_jaq_decode_uri"),
+    ("encode_base64", "_jaq_encode_base64"),
+    ("decode_base64", "_jaq_decode_base64"),
+    ("escape_sh", "_jaq_escape_sh"),
+    ("strftime", "_jaq_strftime"),
+    ("strflocaltime", "_jaq_strflocaltime"),
+    ("indices", "_jaq_indices"),
+    ("tobytes", "_jaq_tobytes"),
+    ("matches", "_jaq_matches"),
+    ("split_matches", "_jaq_split_matches"),
+    ("split_", "_jaq_split_"),
 ];
 
 /// Definitions loaded before jaq's, so that jaq's own definitions use them too: the
 /// natives above whose outputs nest deeper than their inputs, with the nesting checked
-/// (`fromjson` before jaq's recursive parser sees the text).
+/// (`fromjson` before jaq's recursive parser sees the text), and those that build a
+/// new string or array, with what they built charged to the memory budget (`_grown`,
+/// or `_built` for the regular expressions' arrays of match objects) before anything
+/// else sees it (`@base64d`, `@html`, `@uri`, `@sh`... are defined on these).
 const PRE_DEFS: &str = r#"
 def fromjson: _json_depth | _jaq_fromjson;
 def group_by(f): _jaq_group_by(f) | _nest;
 def key_values: _jaq_key_values | _nest;
 def path_value(f): _jaq_path_value(f) | _nest;
+def implode: _jaq_implode | _grown;
+def explode: _jaq_explode | _grown;
+def ascii_downcase: _jaq_ascii_downcase | _grown;
+def ascii_upcase: _jaq_ascii_upcase | _grown;
+def escape_html: _jaq_escape_html | _grown;
+def unescape_html: _jaq_unescape_html | _grown;
+def encode_uri: _jaq_encode_uri | _grown;
+def decode_uri: _jaq_decode_uri | _grown;
+def encode_base64: _jaq_encode_base64 | _grown;
+def decode_base64: _jaq_decode_base64 | _grown;
+def escape_sh: _jaq_escape_sh | _grown;
+def strftime($format): _jaq_strftime($format) | _grown;
+def strflocaltime($format): _jaq_strflocaltime($format) | _grown;
+def indices($i): _jaq_indices($i) | _grown;
+def tobytes: _jaq_tobytes | _grown;
+def matches($re; $flags): _jaq_matches($re; $flags) | _built;
+def split_matches($re; $flags): _jaq_split_matches($re; $flags) | _built;
+def split_($re; $flags): _jaq_split_($re; $flags) | _built;
 "#;
 
 type Compiled = jaq_core::Filter<JustLut<Val>>;
@@ -259,6 +302,10 @@ impl Filter {
 /// none was set.
 static TIME_LIMIT_MICROS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// The memory limit set for the process ([`set_memory_limit`]), in bytes; 0 when none
+/// was set.
+static MEMORY_LIMIT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Sets the time limit of every later [`Filter::run`] and [`Filter::run_one`] in this
 /// process (`operon serve --jq-timeout`, `OPERON_JQ_TIMEOUT`); [`Limits::default`]'s
 /// 1 s until then.
@@ -267,16 +314,26 @@ pub fn set_time_limit(time: Duration) {
     TIME_LIMIT_MICROS.store(micros, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The limits [`Filter::run`] runs within: the defaults, with the process's time limit.
+/// Sets the memory limit ([`Limits::memory`]) of every later [`Filter::run`] and
+/// [`Filter::run_one`] in this process (`operon serve --jq-memory`,
+/// `OPERON_JQ_MEMORY`); [`DEFAULT_MEMORY`] until then.
+pub fn set_memory_limit(bytes: usize) {
+    MEMORY_LIMIT.store(bytes.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The limits [`Filter::run`] runs within: the defaults, with the process's time and
+/// memory limits.
 pub fn configured_limits() -> Limits {
-    let limits = Limits::default();
+    let mut limits = Limits::default();
     match TIME_LIMIT_MICROS.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => limits,
-        micros => Limits {
-            time: Duration::from_micros(micros),
-            ..limits
-        },
+        0 => {}
+        micros => limits.time = Duration::from_micros(micros),
     }
+    match MEMORY_LIMIT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {}
+        bytes => limits.memory = bytes,
+    }
+    limits
 }
 
 /// Runs `run` (a filter's run) where it cannot starve the async runtime: a run may
