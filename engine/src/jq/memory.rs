@@ -46,6 +46,13 @@ pub(super) const GROWN: &str = "_grown";
 /// The native that charges a value a native of jaq built, nested parts included
 /// (the arrays of match objects of the regular expressions).
 pub(super) const BUILT: &str = "_built";
+/// The native that checks, before a regular expression runs on its input with
+/// `$flags`, that the budget has room for a match at every character.
+const REGEX_ROOM: &str = "_regex_room";
+
+/// The least a match of a regular expression takes: its object (offset, length,
+/// string, captures) and its slot in the array of matches.
+const MATCH_BYTES: usize = 5 * 2 * VAL_BYTES;
 
 /// The approximate bytes of one piece of a split string beyond its slot in the array:
 /// pieces share the string's bytes, but each has a handle of its own.
@@ -213,9 +220,25 @@ pub(super) fn spend_text<'a>(value: &Val) -> Result<(), Exn<'a, Val>> {
     }
 }
 
-/// `_add(l; r)`, `_mul(l; r)`, `_div(l; r)`, `_grown` and `_built`: the operators,
-/// interpolation and the natives that build strings and arrays, charged.
-pub(super) fn funs() -> [Fun<JustLut<Val>>; 5] {
+/// Whether a regular expression with `flags` on `input` has room in the budget for
+/// the most matches it may build: one per character with `g` (jaq builds them all
+/// before the first is used, in one step no guard interrupts), one without.
+fn regex_room<'a>(input: &Val, flags: &Val) -> Result<(), Exn<'a, Val>> {
+    let global = matches!(flags, Val::TStr(f) | Val::BStr(f) if f.contains(&b'g'));
+    let (true, Val::TStr(text) | Val::BStr(text)) = (global, input) else {
+        return Ok(());
+    };
+    let most = text.len().saturating_add(1).saturating_mul(MATCH_BYTES);
+    if most > super::budget::memory_left() {
+        return Err(trip(Limit::Memory(super::budget::memory_limit())));
+    }
+    Ok(())
+}
+
+/// `_add(l; r)`, `_mul(l; r)`, `_div(l; r)`, `_grown`, `_built` and `_regex_room`:
+/// the operators, interpolation and the natives that build strings and arrays,
+/// charged.
+pub(super) fn funs() -> [Fun<JustLut<Val>>; 6] {
     [
         (
             ADD,
@@ -261,6 +284,14 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 5] {
             Native::new(|cv| {
                 let size = deep_size(&cv.1);
                 box_once(spend(size).map(|()| cv.1))
+            }),
+        ),
+        (
+            REGEX_ROOM,
+            v(1),
+            Native::new(|mut cv| {
+                let flags = cv.0.pop_var();
+                box_once(regex_room(&cv.1, &flags).map(|()| cv.1))
             }),
         ),
     ]

@@ -197,6 +197,9 @@ fn natives_that_build_strings_are_charged_as_they_produce_them() {
         each(r#"("x" * 100000)"#, "indices(\"x\")", 10),
         each(r#"("%c" * 400000)"#, ". as $f | 0 | strftime($f)", 1),
         r#"("x" * 1000000) / "" | length"#.to_owned(),
+        // Stopped before jaq builds a match object per character.
+        r#"("x" * 1000000) | first(match(""; "g")) | .offset"#.to_owned(),
+        r#"("x" * 1000000) | gsub(""; "-") | length"#.to_owned(),
         r#"("x" * 1000000) | split("") | length"#.to_owned(),
         r#"("a," * 500000) / "," | length"#.to_owned(),
         // Natives that return a part of their input build nothing, but a loop that

@@ -109,7 +109,10 @@ const RENAMED_NATIVES: &[(&str, &str)] = &[
 /// (`fromjson` before jaq's recursive parser sees the text), and those that build a
 /// new string or array, with what they built charged to the memory budget (`_grown`,
 /// or `_built` for the regular expressions' arrays of match objects) before anything
-/// else sees it (`@base64d`, `@html`, `@uri`, `@sh`... are defined on these).
+/// else sees it (`@base64d`, `@html`, `@uri`, `@sh`... are defined on these). A global
+/// regular expression (`g`: `gsub`, `scan`, `splits`...) may match at every character
+/// and builds all its matches at once, so `_regex_room` first checks that the budget
+/// has room for that many.
 const PRE_DEFS: &str = r#"
 def fromjson: _json_depth | _jaq_fromjson;
 def group_by(f): _jaq_group_by(f) | _nest;
@@ -130,9 +133,10 @@ def strftime($format): _jaq_strftime($format) | _grown;
 def strflocaltime($format): _jaq_strflocaltime($format) | _grown;
 def indices($i): _jaq_indices($i) | _grown;
 def tobytes: _jaq_tobytes | _grown;
-def matches($re; $flags): _jaq_matches($re; $flags) | _built;
-def split_matches($re; $flags): _jaq_split_matches($re; $flags) | _built;
-def split_($re; $flags): _jaq_split_($re; $flags) | _built;
+def matches($re; $flags): _regex_room($flags) | _jaq_matches($re; $flags) | _built;
+def split_matches($re; $flags):
+  _regex_room($flags) | _jaq_split_matches($re; $flags) | _built;
+def split_($re; $flags): _regex_room($flags) | _jaq_split_($re; $flags) | _built;
 "#;
 
 type Compiled = jaq_core::Filter<JustLut<Val>>;
