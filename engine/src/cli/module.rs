@@ -37,8 +37,10 @@ pub struct ModuleStoreArgs {
     /// How long modules no Module and no Operation refers to stay in the store.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     module_gc_grace: Duration,
-    /// The CA (PEM) of the replicas' module API, to fetch modules from them [serve:
-    /// default the admission server's CA].
+    /// The CA (PEM) of the replicas' module API, to fetch modules from them, read again
+    /// when it changes (checked every minute and when a TLS handshake fails; a rewrite
+    /// that holds no certificate keeps the last good CA) [serve: default the admission
+    /// server's CA].
     #[arg(long, env = "OPERON_MODULE_SOURCE_CA")]
     module_source_ca: Option<PathBuf>,
     /// The bearer token sent when fetching modules from a replica.
@@ -74,18 +76,19 @@ impl ModuleStoreArgs {
             .clone()
     }
 
-    /// How modules are fetched from replicas: with --module-source-ca, else `ca_pem`.
+    /// How modules are fetched from replicas: trusting --module-source-ca, read again
+    /// when it changes (a rotated CA needs no restart), else `ca_pem`.
     pub fn fetcher(&self, ca_pem: Option<Vec<u8>>) -> anyhow::Result<Option<Fetcher>> {
-        let (pem, path) = match (&self.module_source_ca, ca_pem) {
-            (Some(path), _) => (
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
-                path.clone(),
-            ),
-            (None, Some(pem)) => (pem, PathBuf::from("the admission server's CA")),
+        let token = Token::File(self.module_fetch_token_file.clone());
+        let fetcher = match (&self.module_source_ca, ca_pem) {
+            (Some(path), _) => Fetcher::from_ca_file(path.clone(), token)
+                .context("--module-source-ca (OPERON_MODULE_SOURCE_CA)")?,
+            (None, Some(pem)) => {
+                Fetcher::new(&pem, PathBuf::from("the admission server's CA"), token)?
+            }
             (None, None) => return Ok(None),
         };
-        let token = Token::File(self.module_fetch_token_file.clone());
-        Ok(Some(Fetcher::new(&pem, path, token)?))
+        Ok(Some(fetcher))
     }
 
     /// The --module-source-ca file, if given.

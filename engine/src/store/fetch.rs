@@ -1,6 +1,8 @@
 //! Fetching a module's bytes by digest from a replica of `operon serve` that holds
 //! them (`GET <url>/v1/modules/by-digest/<hex>`, over HTTPS, with this process's
 //! bearer token), and keeping them only when their sha256 is the digest asked for.
+//! A CA read from a file is read again when it changes, so a rotated CA needs no
+//! restart.
 
 use super::blobs::{BlobError, BlobStore};
 use crate::api::ModuleSource;
@@ -8,12 +10,17 @@ use crate::sandbox::ModuleDigest;
 use http_body_util::{BodyExt as _, Empty, Limited};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long one fetch may take, connection and body included.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How often a CA file is read again while fetches succeed: a renewed CA (a rotated
+/// Secret the kubelet rewrites in the pod, cert-manager) is trusted within this time,
+/// and at once when a TLS handshake fails.
+pub const CA_RECHECK: Duration = Duration::from_secs(60);
 
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
@@ -109,51 +116,159 @@ impl Token {
 /// Fetches modules from replicas.
 #[derive(Clone)]
 pub struct Fetcher {
-    tls: Arc<rustls::ClientConfig>,
+    trust: Arc<Trust>,
     token: Token,
 }
 
 impl std::fmt::Debug for Fetcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fetcher")
+            .field("ca", &self.trust.path)
             .field("token", &self.token)
             .finish_non_exhaustive()
     }
 }
 
-impl Fetcher {
-    /// A fetcher trusting the certificates in `ca_pem` and sending `token`.
-    pub fn new(ca_pem: &[u8], ca_path: PathBuf, token: Token) -> Result<Self, FetchError> {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem) {
-            let cert = cert.map_err(|e| FetchError::Ca {
-                path: ca_path.clone(),
-                reason: e.to_string(),
-            })?;
-            roots.add(cert).map_err(|e| FetchError::Ca {
-                path: ca_path.clone(),
-                reason: e.to_string(),
-            })?;
+/// The CA a fetcher trusts, and the file it is read again from.
+struct Trust {
+    /// The CA's file, or what names CA bytes given once (for messages).
+    path: PathBuf,
+    /// Whether `path` is read again (false for bytes given once).
+    reload: bool,
+    /// How long a successful read is trusted before the file is read again.
+    recheck: Duration,
+    state: Mutex<TrustState>,
+}
+
+struct TrustState {
+    tls: Arc<rustls::ClientConfig>,
+    /// The PEM `tls` was built from: a rewrite with the same content changes nothing.
+    pem: Vec<u8>,
+    /// When the file was last read.
+    checked: tokio::time::Instant,
+    /// Why the file's current content is not used, logged once per reason rather than
+    /// at every fetch while it stays broken.
+    refused: Option<String>,
+}
+
+impl Trust {
+    /// The client configuration to fetch with, after reading the file again when
+    /// `recheck` has passed or `now` is set (a failed handshake); whether it changed.
+    fn current(&self, now: bool) -> (Arc<rustls::ClientConfig>, bool) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.reload || (!now && state.checked.elapsed() < self.recheck) {
+            return (state.tls.clone(), false);
         }
-        if roots.is_empty() {
-            return Err(FetchError::Ca {
-                path: ca_path,
-                reason: "no PEM certificate in it".to_owned(),
+        state.checked = tokio::time::Instant::now();
+        let read = std::fs::read(&self.path)
+            .map_err(|e| e.to_string())
+            .and_then(|pem| {
+                if pem == state.pem {
+                    return Ok(None);
+                }
+                let tls = client_config(&pem)?;
+                Ok(Some((pem, tls)))
             });
+        match read {
+            Ok(None) => state.refused = None,
+            Ok(Some((pem, tls))) => {
+                tracing::info!(path = %self.path.display(),
+                    "the module API's CA changed: module fetches trust the new one");
+                state.pem = pem;
+                state.tls = tls;
+                state.refused = None;
+                return (state.tls.clone(), true);
+            }
+            Err(reason) => {
+                if state.refused.as_ref() != Some(&reason) {
+                    tracing::warn!(path = %self.path.display(), %reason,
+                        "cannot use the module API's CA file as it is now: module fetches keep trusting the last good CA");
+                    state.refused = Some(reason);
+                }
+            }
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| FetchError::Ca {
-                path: ca_path,
-                reason: e.to_string(),
-            })?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        (state.tls.clone(), false)
+    }
+}
+
+/// A TLS client configuration trusting the certificates in `pem`, every one of which
+/// must parse; at least one is needed.
+fn client_config(pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| e.to_string())?;
+        roots.add(cert).map_err(|e| e.to_string())?;
+    }
+    if roots.is_empty() {
+        return Err("no PEM certificate in it".to_owned());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(tls))
+}
+
+/// How one attempt at a fetch failed.
+enum Failure {
+    /// The TLS handshake: the CA may have been rotated.
+    Handshake(FetchError),
+    /// Anything else.
+    Other(FetchError),
+}
+
+impl From<FetchError> for Failure {
+    fn from(error: FetchError) -> Self {
+        Failure::Other(error)
+    }
+}
+
+impl Fetcher {
+    /// A fetcher trusting the certificates in `ca_pem` (named `ca_path` in messages)
+    /// for as long as it lives, and sending `token`.
+    pub fn new(ca_pem: &[u8], ca_path: PathBuf, token: Token) -> Result<Self, FetchError> {
+        Self::build(ca_pem.to_vec(), ca_path, false, token)
+    }
+
+    /// A fetcher trusting the CA in the file `path`, read again when it changes: every
+    /// [`CA_RECHECK`], and at once when a TLS handshake fails (the fetch is then tried
+    /// again if the CA changed). A rewrite that cannot be read or holds no certificate
+    /// is logged and the last good CA kept.
+    pub fn from_ca_file(path: PathBuf, token: Token) -> Result<Self, FetchError> {
+        let pem = std::fs::read(&path).map_err(|e| FetchError::Ca {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        Self::build(pem, path, true, token)
+    }
+
+    fn build(pem: Vec<u8>, path: PathBuf, reload: bool, token: Token) -> Result<Self, FetchError> {
+        let tls = client_config(&pem).map_err(|reason| FetchError::Ca {
+            path: path.clone(),
+            reason,
+        })?;
+        let state = TrustState {
+            tls,
+            pem,
+            checked: tokio::time::Instant::now(),
+            refused: None,
+        };
         Ok(Self {
-            tls: Arc::new(tls),
+            trust: Arc::new(Trust {
+                path,
+                reload,
+                recheck: CA_RECHECK,
+                state: Mutex::new(state),
+            }),
             token,
         })
+    }
+
+    /// The CA's file, when it is read again as it changes.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.trust.reload.then_some(self.trust.path.as_path())
     }
 
     /// Fetches `digest` from `source` into `store`, refusing bytes of another digest or
@@ -165,20 +280,53 @@ impl Fetcher {
         store: &BlobStore,
     ) -> Result<(), FetchError> {
         let url = source.url.trim_end_matches('/').to_owned();
+        let (tls, _) = self.trust.current(false);
+        let body = match self.attempt(tls, source, &url, digest, store).await {
+            Ok(body) => body,
+            // A server whose certificate this CA no longer verifies may have one of a
+            // rotated CA that the file already holds.
+            Err(Failure::Handshake(error)) => match self.trust.current(true) {
+                (tls, true) => self
+                    .attempt(tls, source, &url, digest, store)
+                    .await
+                    .map_err(|(Failure::Handshake(e) | Failure::Other(e))| e)?,
+                (_, false) => return Err(error),
+            },
+            Err(Failure::Other(error)) => return Err(error),
+        };
+        store
+            .put_verified(digest, &body)
+            .map_err(|source| FetchError::Store {
+                url,
+                digest: *digest,
+                source: Box::new(source),
+            })
+    }
+
+    /// One request for `digest`'s bytes, trusting `tls`.
+    async fn attempt(
+        &self,
+        tls: Arc<rustls::ClientConfig>,
+        source: &ModuleSource,
+        url: &str,
+        digest: &ModuleDigest,
+        store: &BlobStore,
+    ) -> Result<bytes::Bytes, Failure> {
         let transport = |reason: String| FetchError::Transport {
-            url: url.clone(),
+            url: url.to_owned(),
             digest: *digest,
             reason,
         };
-        let (host, port) =
-            host_port(&url).ok_or_else(|| FetchError::BadUrl { url: url.clone() })?;
+        let (host, port) = host_port(url).ok_or_else(|| FetchError::BadUrl {
+            url: url.to_owned(),
+        })?;
         let name = source.server_name.clone().unwrap_or_else(|| host.clone());
         let server_name = ServerName::try_from(name.clone())
             .map_err(|e| transport(format!("server name {name:?}: {e}")))?;
         let token = self.token.read()?;
         let path = format!("/v1/modules/by-digest/{}", hex::encode(digest.as_bytes()));
         let limit = store.max_bytes() as usize;
-        let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
+        let connector = tokio_rustls::TlsConnector::from(tls);
         let exchange = async {
             let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
                 .await
@@ -186,7 +334,7 @@ impl Fetcher {
             let tls = connector
                 .connect(server_name, tcp)
                 .await
-                .map_err(|e| transport(format!("TLS: {e}")))?;
+                .map_err(|e| Failure::Handshake(transport(format!("TLS: {e}"))))?;
             let (mut sender, connection) =
                 hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
                     .await
@@ -210,7 +358,7 @@ impl Fetcher {
                 && let Some(size) = declared
             {
                 store.check_size(size).map_err(|source| FetchError::Store {
-                    url: url.clone(),
+                    url: url.to_owned(),
                     digest: *digest,
                     source: Box::new(source),
                 })?;
@@ -222,24 +370,18 @@ impl Fetcher {
                 .to_bytes();
             if !status.is_success() {
                 return Err(FetchError::Status {
-                    url: url.clone(),
+                    url: url.to_owned(),
                     digest: *digest,
                     status: status.as_u16(),
                     body: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
-                });
+                }
+                .into());
             }
             Ok(body)
         };
-        let body = tokio::time::timeout(FETCH_TIMEOUT, exchange)
+        tokio::time::timeout(FETCH_TIMEOUT, exchange)
             .await
-            .map_err(|_| transport(format!("no answer within {FETCH_TIMEOUT:?}")))??;
-        store
-            .put_verified(digest, &body)
-            .map_err(|source| FetchError::Store {
-                url,
-                digest: *digest,
-                source: Box::new(source),
-            })
+            .map_err(|_| transport(format!("no answer within {FETCH_TIMEOUT:?}")))?
     }
 }
 
@@ -286,5 +428,192 @@ mod tests {
     fn a_ca_bundle_without_certificates_is_refused() {
         let err = Fetcher::new(b"junk", "ca.crt".into(), Token::Static("t".into())).unwrap_err();
         assert!(err.to_string().contains("ca.crt"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.crt");
+        let err = Fetcher::from_ca_file(missing.clone(), Token::Static("t".into())).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot use the CA bundle {}: ", missing.display())),
+            "{err}"
+        );
+    }
+
+    /// A CA's PEM, and a TLS server configuration for 127.0.0.1 signed by it.
+    fn ca_and_server() -> (String, Arc<rustls::ServerConfig>) {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
+            .unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+            )
+            .unwrap();
+        (ca.pem(), Arc::new(config))
+    }
+
+    /// A replica on a local port answering every request with `module`, over TLS with
+    /// `tls`; its URL.
+    async fn replica(tls: Arc<rustls::ServerConfig>, module: &'static [u8]) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    // A client that does not trust the certificate ends here.
+                    let Ok(mut stream) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        module.len()
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.write_all(module).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        url
+    }
+
+    const MODULE: &[u8] = b"\0asm\x0d\0\x01\0a module";
+
+    fn source(url: &str) -> ModuleSource {
+        ModuleSource {
+            replica: "operon-0".into(),
+            url: url.to_owned(),
+            server_name: None,
+            digest: ModuleDigest::of(MODULE).to_string(),
+        }
+    }
+
+    /// Fetches [`MODULE`] from `url` into a fresh store.
+    async fn fetch(fetcher: &Fetcher, url: &str) -> Result<(), FetchError> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::open(dir.path(), 1 << 20).unwrap();
+        let digest = ModuleDigest::of(MODULE);
+        fetcher.fetch(&source(url), &digest, &store).await?;
+        assert_eq!(store.get(&digest).unwrap().unwrap(), MODULE);
+        Ok(())
+    }
+
+    fn is_tls_failure(result: Result<(), FetchError>) -> bool {
+        matches!(&result, Err(FetchError::Transport { reason, .. }) if reason.starts_with("TLS: "))
+    }
+
+    /// A fetcher of the CA file `path`, read again after `recheck`.
+    fn fetcher_of(path: &Path, recheck: Duration) -> Fetcher {
+        let mut fetcher =
+            Fetcher::from_ca_file(path.to_owned(), Token::Static("t".into())).unwrap();
+        Arc::get_mut(&mut fetcher.trust).unwrap().recheck = recheck;
+        fetcher
+    }
+
+    #[tokio::test]
+    async fn a_rotated_ca_is_trusted_at_the_next_fetch() {
+        let (old_ca, old_tls) = ca_and_server();
+        let (new_ca, new_tls) = ca_and_server();
+        let (old, new) = (
+            replica(old_tls, MODULE).await,
+            replica(new_tls, MODULE).await,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.crt");
+        std::fs::write(&path, &old_ca).unwrap();
+        let fetcher = fetcher_of(&path, CA_RECHECK);
+        assert_eq!(fetcher.ca_file(), Some(path.as_path()));
+        fetch(&fetcher, &old).await.unwrap();
+        assert!(is_tls_failure(fetch(&fetcher, &new).await));
+
+        // Rotated: a replica with a certificate of the new CA fails the handshake, which
+        // reads the file again within the minute, and the fetch is tried again.
+        std::fs::write(&path, &new_ca).unwrap();
+        fetch(&fetcher, &new).await.unwrap();
+        assert!(is_tls_failure(fetch(&fetcher, &old).await));
+
+        // A CA given as bytes is never read again.
+        let fixed =
+            Fetcher::new(old_ca.as_bytes(), path.clone(), Token::Static("t".into())).unwrap();
+        assert_eq!(fixed.ca_file(), None);
+        assert!(is_tls_failure(fetch(&fixed, &new).await));
+    }
+
+    #[tokio::test]
+    async fn the_ca_file_is_read_again_only_after_the_recheck_period() {
+        let (old_ca, old_tls) = ca_and_server();
+        let (new_ca, _) = ca_and_server();
+        let old = replica(old_tls, MODULE).await;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.crt");
+        std::fs::write(&path, &old_ca).unwrap();
+
+        // Within the period, successful fetches do not read the file.
+        let patient = fetcher_of(&path, CA_RECHECK);
+        fetch(&patient, &old).await.unwrap();
+        std::fs::write(&path, &new_ca).unwrap();
+        fetch(&patient, &old).await.unwrap();
+
+        // Once it passed, the next fetch trusts what the file holds now.
+        let eager = fetcher_of(&path, Duration::ZERO);
+        std::fs::write(&path, &old_ca).unwrap();
+        fetch(&eager, &old).await.unwrap();
+        std::fs::write(&path, &new_ca).unwrap();
+        assert!(is_tls_failure(fetch(&eager, &old).await));
+    }
+
+    #[tokio::test]
+    async fn a_broken_rewrite_of_the_ca_file_keeps_the_last_good_ca() {
+        let (ca, tls) = ca_and_server();
+        let (_, other_tls) = ca_and_server();
+        let (good, other) = (replica(tls, MODULE).await, replica(other_tls, MODULE).await);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.crt");
+        std::fs::write(&path, &ca).unwrap();
+        let fetcher = fetcher_of(&path, Duration::ZERO);
+        fetch(&fetcher, &good).await.unwrap();
+
+        // Not PEM, a certificate that does not parse, half a rewrite, no file: each is
+        // refused and the CA read last still verifies the replica.
+        let truncated = &ca[..ca.len() / 2];
+        let broken = "-----BEGIN CERTIFICATE-----\nbm90IGRlcg==\n-----END CERTIFICATE-----\n";
+        for content in ["garbage", broken, truncated] {
+            std::fs::write(&path, content).unwrap();
+            fetch(&fetcher, &good).await.unwrap();
+            // A failed handshake reads it again and still keeps the good CA.
+            assert!(is_tls_failure(fetch(&fetcher, &other).await));
+            fetch(&fetcher, &good).await.unwrap();
+            let state = fetcher.trust.state.lock().unwrap();
+            assert!(state.refused.is_some(), "{content:?} was taken");
+            assert_eq!(state.pem, ca.as_bytes());
+        }
+        std::fs::remove_file(&path).unwrap();
+        fetch(&fetcher, &good).await.unwrap();
+
+        // Repaired: used again, and no refusal is remembered.
+        std::fs::write(&path, &ca).unwrap();
+        fetch(&fetcher, &good).await.unwrap();
+        assert!(fetcher.trust.state.lock().unwrap().refused.is_none());
     }
 }
