@@ -153,11 +153,11 @@ struct TrustState {
 
 impl Trust {
     /// The client configuration to fetch with, after reading the file again when
-    /// `recheck` has passed or `now` is set (a failed handshake); whether it changed.
-    fn current(&self, now: bool) -> (Arc<rustls::ClientConfig>, bool) {
+    /// `recheck` has passed or `now` is set (a failed handshake).
+    fn current(&self, now: bool) -> Arc<rustls::ClientConfig> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if !self.reload || (!now && state.checked.elapsed() < self.recheck) {
-            return (state.tls.clone(), false);
+            return state.tls.clone();
         }
         state.checked = tokio::time::Instant::now();
         let read = std::fs::read(&self.path)
@@ -177,7 +177,6 @@ impl Trust {
                 state.pem = pem;
                 state.tls = tls;
                 state.refused = None;
-                return (state.tls.clone(), true);
             }
             Err(reason) => {
                 if state.refused.as_ref() != Some(&reason) {
@@ -187,7 +186,7 @@ impl Trust {
                 }
             }
         }
-        (state.tls.clone(), false)
+        state.tls.clone()
     }
 }
 
@@ -280,18 +279,22 @@ impl Fetcher {
         store: &BlobStore,
     ) -> Result<(), FetchError> {
         let url = source.url.trim_end_matches('/').to_owned();
-        let (tls, _) = self.trust.current(false);
-        let body = match self.attempt(tls, source, &url, digest, store).await {
+        let tls = self.trust.current(false);
+        let body = match self.attempt(tls.clone(), source, &url, digest, store).await {
             Ok(body) => body,
             // A server whose certificate this CA no longer verifies may have one of a
-            // rotated CA that the file already holds.
-            Err(Failure::Handshake(error)) => match self.trust.current(true) {
-                (tls, true) => self
-                    .attempt(tls, source, &url, digest, store)
+            // rotated CA that the file already holds. The attempt is repeated whenever
+            // the CA now trusted is another than the one it used, even when a
+            // concurrent fetch was the one to read the file.
+            Err(Failure::Handshake(error)) => {
+                let now = self.trust.current(true);
+                if Arc::ptr_eq(&now, &tls) {
+                    return Err(error);
+                }
+                self.attempt(now, source, &url, digest, store)
                     .await
-                    .map_err(|(Failure::Handshake(e) | Failure::Other(e))| e)?,
-                (_, false) => return Err(error),
-            },
+                    .map_err(|(Failure::Handshake(e) | Failure::Other(e))| e)?
+            }
             Err(Failure::Other(error)) => return Err(error),
         };
         store
