@@ -131,6 +131,19 @@ fn is_dns_subdomain(name: &str) -> bool {
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
+/// Whether `text` is a Kubernetes quantity, as the API server reads it: a signed
+/// decimal number, then a binary suffix (`Ki`...`Ei`), a decimal one (`m`, `k`, `M`...
+/// `E`) or a decimal exponent (`e3`, `E-2`).
+fn is_quantity(text: &str) -> bool {
+    static QUANTITY: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[mkMGTPE]|[eE][+-]?[0-9]+)?$",
+        )
+        .expect("the quantity pattern is valid")
+    });
+    QUANTITY.is_match(text)
+}
+
 fn is_env_name(name: &str) -> bool {
     name.chars()
         .next()
@@ -174,6 +187,13 @@ impl JobProcessor {
                 for (name, quantity) in map {
                     if quantity.trim().is_empty() {
                         problems.push((format!("resources.{kind}.{name}"), "is empty".to_owned()));
+                    } else if !is_quantity(quantity) {
+                        problems.push((
+                            format!("resources.{kind}.{name}"),
+                            format!(
+                                "{quantity:?} is not a quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as 1e3)"
+                            ),
+                        ));
                     }
                 }
             }
@@ -290,6 +310,26 @@ mod tests {
                 "ttlSecondsAfterFinished"
             ]
         );
+    }
+
+    #[test]
+    fn resource_quantities_are_read_as_the_api_server_reads_them() {
+        for good in [
+            "500m", "2", "1.5", ".5", "+1", "256Mi", "1Gi", "2G", "1e3", "1E-2", "0.5Ki",
+        ] {
+            assert!(is_quantity(good), "{good}");
+        }
+        for bad in ["lots", "1 Gi", "1GB", "Mi", "1.2.3", "e3", "1mi", "--1"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+        let job: JobProcessor = serde_json::from_value(serde_json::json!({
+            "image": "i", "resources": {"limits": {"memory": "lots"}, "requests": {"cpu": "250m"}},
+        }))
+        .unwrap();
+        let problems = job.problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "resources.limits.memory");
+        assert!(problems[0].1.starts_with("\"lots\" is not a quantity"));
     }
 
     #[test]
