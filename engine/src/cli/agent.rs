@@ -1,7 +1,8 @@
 //! `operon agent`: runs the Diagnoses placed on one node (a DaemonSet pod per node).
 
+use super::engine_args::{DiagnosisArgs, KubeArgs, OnNode, own_namespace};
 use super::offload::{ModuleCa, OffloadDefaults};
-use super::serve::{DiagnosisArgs, KubeArgs, OnNode, own_namespace, shutdown_signal};
+use super::serve::shutdown_signal;
 use anyhow::Context as _;
 use operon::agent::{self, AgentOptions};
 use operon::controllers::diagnosis::Role;

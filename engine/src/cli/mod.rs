@@ -5,6 +5,7 @@ mod agent;
 mod convert;
 mod debug;
 mod diagnose;
+mod engine_args;
 mod hook;
 mod hook_handle;
 mod module;
