@@ -48,3 +48,6 @@ pub mod shell_operator;
 pub mod store;
 pub mod triggers;
 pub mod yaml_scan;
+
+#[cfg(test)]
+mod test_tls;

@@ -411,6 +411,7 @@ pub fn host_port(url: &str) -> Option<(String, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tls::ca_and_server;
 
     #[test]
     fn urls_give_host_and_port() {
@@ -439,30 +440,6 @@ mod tests {
                 .starts_with(&format!("cannot use the CA bundle {}: ", missing.display())),
             "{err}"
         );
-    }
-
-    /// A CA's PEM, and a TLS server configuration for 127.0.0.1 signed by it.
-    fn ca_and_server() -> (String, Arc<rustls::ServerConfig>) {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
-            .unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-            .unwrap()
-            .signed_by(&key, &ca)
-            .unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
-            )
-            .unwrap();
-        (ca.pem(), Arc::new(config))
     }
 
     /// A replica on a local port answering every request with `module`, over TLS with

@@ -6,6 +6,7 @@ use crate::cluster::kube::mock::{self, MockApi};
 use crate::sandbox::SandboxConfig;
 use crate::store::BlobStore;
 use crate::store::fetch::{FetchError, Fetcher, Token};
+use crate::test_tls::ca_and_server;
 use http_body_util::{BodyExt as _, Full};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -493,30 +494,6 @@ fn module_names_must_be_dns_subdomains() {
     }
 }
 
-/// A CA and a certificate for 127.0.0.1 it signs: (CA PEM, server TLS config).
-fn tls_pair() -> (String, Arc<rustls::ServerConfig>) {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
-        )
-        .unwrap();
-    (ca.pem(), Arc::new(config))
-}
-
 /// Serves `router` over TLS on a local port.
 async fn serve_tls_router(router: Router, tls: Arc<rustls::ServerConfig>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -540,7 +517,7 @@ fn source(url: &str, digest: &ModuleDigest) -> crate::api::ModuleSource {
 
 #[tokio::test]
 async fn a_replica_fetches_over_https_with_its_token_and_checks_the_digest() {
-    let (ca, tls) = tls_pair();
+    let (ca, tls) = ca_and_server();
     let dir = tempfile::tempdir().unwrap();
     let store = BlobStore::open(dir.path(), 1 << 20).unwrap();
     let bytes = b"\0asm\x0d\0\x01\0the module".to_vec();
@@ -576,7 +553,7 @@ async fn a_replica_fetches_over_https_with_its_token_and_checks_the_digest() {
 
 #[tokio::test]
 async fn a_tampered_module_from_a_peer_is_refused() {
-    let (ca, tls) = tls_pair();
+    let (ca, tls) = ca_and_server();
     // A peer that answers every digest with other bytes.
     let evil = Router::new().route(
         "/v1/modules/by-digest/{digest}",
@@ -603,8 +580,8 @@ async fn a_tampered_module_from_a_peer_is_refused() {
 
 #[tokio::test]
 async fn a_peer_with_a_certificate_from_another_ca_is_not_trusted() {
-    let (_, tls) = tls_pair();
-    let (other_ca, _) = tls_pair();
+    let (_, tls) = ca_and_server();
+    let (other_ca, _) = ca_and_server();
     let url = serve_tls_router(Router::new(), tls).await;
     let dir = tempfile::tempdir().unwrap();
     let store = BlobStore::open(dir.path(), 1 << 20).unwrap();
@@ -625,7 +602,7 @@ async fn a_peer_with_a_certificate_from_another_ca_is_not_trusted() {
 
 #[tokio::test]
 async fn a_pinned_digest_is_fetched_from_the_first_peer_that_has_it() {
-    let (ca, tls) = tls_pair();
+    let (ca, tls) = ca_and_server();
     let bytes = b"\0asm\x0d\0\x01\0pinned".to_vec();
     let digest = ModuleDigest::of(&bytes);
     // One peer no longer holds the bytes, the next one does.
