@@ -77,13 +77,15 @@ impl ModuleStoreArgs {
     }
 
     /// How modules are fetched from replicas: trusting --module-source-ca, read again
-    /// when it changes (a rotated CA needs no restart), else `ca_pem`.
-    pub fn fetcher(&self, ca_pem: Option<Vec<u8>>) -> anyhow::Result<Option<Fetcher>> {
+    /// when it changes (a rotated CA needs no restart), else `fallback`.
+    pub fn fetcher(&self, fallback: Option<SourceCa>) -> anyhow::Result<Option<Fetcher>> {
         let token = Token::File(self.module_fetch_token_file.clone());
-        let fetcher = match (&self.module_source_ca, ca_pem) {
+        let fetcher = match (&self.module_source_ca, fallback) {
             (Some(path), _) => Fetcher::from_ca_file(path.clone(), token)
                 .context("--module-source-ca (OPERON_MODULE_SOURCE_CA)")?,
-            (None, Some(pem)) => {
+            (None, Some(SourceCa::File(path))) => Fetcher::from_ca_file(path.clone(), token)
+                .with_context(|| format!("the admission server's CA {}", path.display()))?,
+            (None, Some(SourceCa::Pem(pem))) => {
                 Fetcher::new(&pem, PathBuf::from("the admission server's CA"), token)?
             }
             (None, None) => return Ok(None),
@@ -127,6 +129,17 @@ pub struct ModuleApiArgs {
     module_api_server_name: Option<String>,
 }
 
+/// The CA the replicas' module APIs are trusted with when --module-source-ca is not
+/// given: the admission server's.
+#[derive(Debug, Clone)]
+pub enum SourceCa {
+    /// A file (--validating-webhook-ca, or ca.crt of the certificate directory), read
+    /// again when it changes, as --module-source-ca is.
+    File(PathBuf),
+    /// The CA as this process made it (self-signed).
+    Pem(Vec<u8>),
+}
+
 impl ModuleApiArgs {
     /// Starts keeping the module store in step with the Modules and returns the API to
     /// serve; `None` when it is turned off, the Module CRD is not installed or the
@@ -140,7 +153,7 @@ impl ModuleApiArgs {
         ctx: &Arc<operon::controllers::diagnosis::Context>,
         store: &ModuleStoreArgs,
         cache_dir: Option<&Path>,
-        ca: Option<Vec<u8>>,
+        ca: Option<SourceCa>,
         server_name: Option<String>,
         port: u16,
     ) -> anyhow::Result<Option<Arc<operon::serve::modules::ModuleApi>>> {

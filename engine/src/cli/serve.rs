@@ -374,10 +374,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     });
     if let (Some(client), Some(ctx)) = (&controllers, &diagnoses) {
         let ca = match (&self_signed, ca_of(&args, &args.validating_webhook_ca)) {
-            (_, Some(path)) => {
-                Some(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?)
-            }
-            (Some(s), None) => Some(s.ca.borrow().clone()),
+            (_, Some(path)) => Some(super::module::SourceCa::File(path)),
+            (Some(s), None) => Some(super::module::SourceCa::Pem(s.ca.borrow().clone())),
             (None, None) => None,
         };
         let server_name = (self_signed.is_some() || args.webhook_cert_dir.is_some())
