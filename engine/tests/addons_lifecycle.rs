@@ -6,7 +6,7 @@
 //! Helm's own engine (`tests/fixtures/addons/helm` over `helm-python-sdk`).
 
 mod addons_support;
-use addons_support::sandbox;
+use addons_support::{Events, finished, sandbox, write};
 use operon::addons::apply::ObjectWriter;
 use operon::addons::config::ConfigMapRef;
 use operon::addons::operator::{Operator, QueueEvent, Settings, Task};
@@ -16,9 +16,8 @@ use operon::cluster::local::LocalCluster;
 use operon::cluster::{Cluster, Resource};
 use operon::model::WatchEvent;
 use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The launcher half of the script sandbox, in this very test binary.
@@ -69,8 +68,6 @@ fn settings(modules: &Path, global: Option<&Path>) -> Settings {
     }
 }
 
-type Events = Arc<Mutex<Vec<QueueEvent>>>;
-
 async fn operator(
     cluster: &Arc<LocalCluster>,
     settings: Settings,
@@ -83,18 +80,6 @@ async fn operator(
     })
     .await?;
     Ok((operator, events))
-}
-
-fn finished(events: &Events) -> Vec<(String, Result<String, String>)> {
-    events
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|e| match e {
-            QueueEvent::Finished { task, result, .. } => Some((task.to_string(), result.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn task_names(events: &Events) -> Vec<String> {
@@ -363,15 +348,6 @@ esac
 
 fn config_map(name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  module: {name}\n")
-}
-
-fn write(root: &Path, path: &str, text: &str, executable: bool) {
-    let path = root.join(path);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, text).unwrap();
-    if executable {
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
 }
 
 fn yaml(text: &str) -> Value {

@@ -7,78 +7,17 @@
 //! their absence fails the ModuleRun with the module and the path named.
 
 mod addons_support;
-use addons_support::sandbox;
-use operon::addons::apply::ObjectWriter;
-use operon::addons::config::ConfigMapRef;
-use operon::addons::operator::{Operator, QueueEvent, Settings};
-use operon::addons::render::Renderer;
+use addons_support::{finished, operator, write};
 use operon::cluster::local::LocalCluster;
 use operon::cluster::{Cluster, Resource};
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The launcher half of the script sandbox, in this very test binary.
 #[test]
 fn sandbox_launcher_entry() {
     operon::script::launcher::run_if_invoked();
-}
-
-fn settings(root: &Path) -> Settings {
-    let global = root.join("global-hooks");
-    Settings {
-        modules_dir: root.join("modules"),
-        global_hooks_dir: global.is_dir().then_some(global),
-        config_map: ConfigMapRef {
-            namespace: "operon-demo".into(),
-            name: "addon-operator".into(),
-        },
-        renderer: Renderer {
-            helm: "helm".into(),
-            namespace: "operon-demo".into(),
-            timeout: Duration::from_secs(30),
-        },
-        hook_timeout: Duration::from_secs(20),
-        retry_first: Duration::from_millis(200),
-        retry_max: Duration::from_secs(1),
-    }
-}
-
-type Events = Arc<Mutex<Vec<QueueEvent>>>;
-
-async fn operator(cluster: &Arc<LocalCluster>, root: &Path) -> (Operator, Events) {
-    let events: Events = Arc::default();
-    let sink = events.clone();
-    let writer = ObjectWriter::new(cluster.clone(), None, "operon-demo");
-    let operator = Operator::new(settings(root), sandbox(), writer, move |e| {
-        sink.lock().unwrap().push(e.clone());
-    })
-    .await
-    .unwrap();
-    (operator, events)
-}
-
-fn finished(events: &Events) -> Vec<(String, Result<String, String>)> {
-    events
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|e| match e {
-            QueueEvent::Finished { task, result, .. } => Some((task.to_string(), result.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-fn write(root: &Path, path: &str, text: &str, executable: bool) {
-    let path = root.join(path);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, text).unwrap();
-    if executable {
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
 }
 
 async fn get(

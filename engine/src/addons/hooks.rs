@@ -245,28 +245,15 @@ impl AddonHook {
             timeout,
             ..CallLimits::default()
         };
-        let (report, _) = sandbox
+        let (mut report, _) = sandbox
             .handle_hook_with_values(module, input.clone(), Some(given), &limits)
             .await;
+        let values = std::mem::take(&mut report.values_patches);
         let patches = match &report.outcome {
-            Ok(_) => (
-                report.values_patches.values,
-                report.values_patches.config_values,
-            ),
+            Ok(_) => (values.values, values.config_values),
             Err(_) => (Vec::new(), Vec::new()),
         };
-        let run = HookRun {
-            outcome: report
-                .outcome
-                .map_err(|e| crate::hooks::runner::HookError::Run(e.to_string())),
-            patches: report.patches,
-            metrics: report.metrics,
-            logs: report.logs,
-            stdout: report.stdout,
-            stderr: report.stderr,
-            elapsed: report.elapsed,
-        };
-        (run, Ok(patches))
+        (HookRun::from(report), Ok(patches))
     }
 }
 

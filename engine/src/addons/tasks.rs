@@ -10,10 +10,7 @@ use super::enabled::{self, Decision};
 use super::hooks::{self, AddonHook, HookOutcome, Lifecycle};
 use super::operator::{Operator, QueueEvent, Task};
 use super::values::{check_patch_paths, checksum, patched_config};
-use crate::model::{
-    BindingContext, BindingType, CreateSpec, HookInput, ObjectRef, PatchOperation, PatchSpec,
-    RunnerContext,
-};
+use crate::model::{CreateSpec, HookInput, ObjectRef, PatchOperation, PatchSpec, RunnerContext};
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -418,16 +415,7 @@ impl Operator {
                 owner: None,
                 cluster: None,
             },
-            binding_contexts: vec![BindingContext {
-                binding: binding.name().to_owned(),
-                type_: BindingType::OnStartup,
-                group: None,
-                watch_event: None,
-                object: None,
-                objects: Vec::new(),
-                snapshots,
-                review: None,
-            }],
+            binding_contexts: vec![crate::hooks::context::lifecycle(binding.name(), snapshots)],
         };
         let (run, patches) = hook.run_input(&input, values, config, timeout).await;
         if let Err(e) = &run.outcome {

@@ -6,13 +6,13 @@
 //! fits there; otherwise that file says the report is in the log, with a summary of
 //! the run. When the run cannot happen the file says why.
 
-use super::op::{ModuleApiArgs, parse_digest};
+use super::op::{ModuleApiArgs, one_shot, parse_digest};
 use anyhow::Context as _;
 use operon::hooks::Hook as _;
 use operon::hooks::WasmHook;
 use operon::hooks::runner::job::{HookReport, REPORT_IN_LOG};
 use operon::model::HookInput;
-use operon::sandbox::{self, CallLimits, ModuleDigest, Sandbox, SandboxConfig};
+use operon::sandbox::{CallLimits, ModuleDigest, Sandbox};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -81,17 +81,7 @@ async fn handle(args: &HandleArgs) -> anyhow::Result<Printed> {
         )
     })?;
     let memory = args.memory.as_u64();
-    let defaults = SandboxConfig::default();
-    let sandbox = Sandbox::new(SandboxConfig {
-        max_concurrent_calls: 1,
-        max_memory_bytes: defaults.max_memory_bytes.max(memory),
-        cache_dir: if args.no_cache {
-            None
-        } else {
-            args.cache_dir.clone().or_else(sandbox::default_cache_dir)
-        },
-        ..defaults
-    })?;
+    let sandbox = Sandbox::new(one_shot(memory, args.cache_dir.as_deref(), args.no_cache))?;
     let (name, module) = match (&args.module, &args.digest) {
         (Some(path), _) => (
             path.display().to_string(),

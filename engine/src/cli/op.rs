@@ -196,20 +196,29 @@ struct ErrorSummary {
     message: String,
 }
 
-fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
-    let memory = args.memory.as_u64();
+/// The sandbox of a one-shot run of `memory` bytes: a single slot, sized for it;
+/// compiled modules cached in `cache_dir` (or the default) unless `no_cache`.
+pub(super) fn one_shot(memory: u64, cache_dir: Option<&Path>, no_cache: bool) -> SandboxConfig {
     let defaults = SandboxConfig::default();
-    let config = SandboxConfig {
-        // A one-shot run needs a single slot; size it for the requested memory.
+    SandboxConfig {
         max_concurrent_calls: 1,
         max_memory_bytes: defaults.max_memory_bytes.max(memory),
-        cache_dir: if args.no_cache {
-            None
-        } else {
-            args.cache_dir.clone().or_else(sandbox::default_cache_dir)
+        cache_dir: match no_cache {
+            true => None,
+            false => cache_dir
+                .map(Path::to_owned)
+                .or_else(sandbox::default_cache_dir),
         },
         ..defaults
-    };
+    }
+}
+
+fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
+    let config = one_shot(
+        args.memory.as_u64(),
+        args.cache_dir.as_deref(),
+        args.no_cache,
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

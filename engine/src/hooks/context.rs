@@ -140,6 +140,12 @@ pub fn on_startup() -> BindingContext {
     context("onStartup", BindingType::OnStartup, Vec::new())
 }
 
+/// The context of an addon module's lifecycle binding (`beforeHelm`, `afterAll`...),
+/// which addon-operator gives the type `onStartup`, with the snapshots it includes.
+pub fn lifecycle(binding: &str, snapshots: Vec<Snapshot>) -> BindingContext {
+    context(binding, BindingType::OnStartup, snapshots)
+}
+
 /// The context of an ungrouped `schedule` binding firing.
 pub fn schedule(binding: &str, snapshots: Vec<Snapshot>) -> BindingContext {
     context(binding, BindingType::Schedule, snapshots)

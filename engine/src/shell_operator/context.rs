@@ -424,18 +424,7 @@ fn item_from_map(map: &Map<String, Value>) -> ObjectAndFilter {
 mod tests {
     use super::*;
 
-    fn lifecycle(binding: &str, snapshots: Vec<Snapshot>) -> BindingContext {
-        BindingContext {
-            binding: binding.to_owned(),
-            type_: BindingType::OnStartup,
-            group: None,
-            watch_event: None,
-            object: None,
-            objects: Vec::new(),
-            snapshots,
-            review: None,
-        }
-    }
+    use crate::hooks::context::lifecycle;
 
     #[test]
     fn lifecycle_contexts_always_carry_snapshots_and_read_back() {

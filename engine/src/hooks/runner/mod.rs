@@ -56,6 +56,22 @@ pub struct HookRun {
     pub elapsed: Duration,
 }
 
+impl From<crate::sandbox::CallReport<HookOutput>> for HookRun {
+    /// The run a wasm hook's call made (its values patches, if any, are left out: the
+    /// caller takes them first).
+    fn from(report: crate::sandbox::CallReport<HookOutput>) -> Self {
+        Self {
+            outcome: report.outcome.map_err(|e| HookError::Run(e.to_string())),
+            patches: report.patches,
+            metrics: report.metrics,
+            logs: report.logs,
+            stdout: report.stdout,
+            stderr: report.stderr,
+            elapsed: report.elapsed,
+        }
+    }
+}
+
 /// A hook, whatever runs it.
 pub trait Hook: Send + Sync {
     /// The hook's name (its file name, relative to the hooks directory).

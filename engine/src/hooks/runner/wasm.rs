@@ -54,16 +54,7 @@ impl Hook for WasmHook {
                 ..self.limits.clone()
             };
             let (report, input) = self.sandbox.handle_hook(&self.module, input, &limits).await;
-            let run = HookRun {
-                outcome: report.outcome.map_err(|e| HookError::Run(e.to_string())),
-                patches: report.patches,
-                metrics: report.metrics,
-                logs: report.logs,
-                stdout: report.stdout,
-                stderr: report.stderr,
-                elapsed: report.elapsed,
-            };
-            (run, input)
+            (HookRun::from(report), input)
         })
     }
 }

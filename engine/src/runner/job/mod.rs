@@ -516,23 +516,11 @@ impl<K: kube::Resource> Seen<K> {
 }
 
 fn complete(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        })
+    outcome::condition(job, "Complete").is_some()
 }
 
 fn finished(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        })
+    complete(job) || outcome::condition(job, "Failed").is_some()
 }
 
 /// Watches the Job `name` and its pods until the run is decided. Returns the

@@ -35,7 +35,8 @@ pub enum Assessment {
     Failed(String),
 }
 
-fn condition<'a>(job: &'a Job, type_: &str) -> Option<(&'a str, &'a str)> {
+/// The reason and message of `job`'s condition `type_`, when it is true.
+pub(super) fn condition<'a>(job: &'a Job, type_: &str) -> Option<(&'a str, &'a str)> {
     job.status
         .as_ref()?
         .conditions
