@@ -123,6 +123,9 @@ passwd: files
 group: files
 hosts: files dns
 EOF
+# The mount table where tools look for it (df, findmnt): /proc/self/mounts, which in a
+# sandboxed run without a private /proc is the run's snapshot.
+ln -s ../proc/self/mounts "$root/etc/mtab"
 # CA certificates, for hooks and HTTP processors that call TLS endpoints.
 for bundle in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt; do
   if [ -f "$bundle" ]; then

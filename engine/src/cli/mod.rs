@@ -13,6 +13,7 @@ mod modules;
 mod offload;
 mod op;
 mod output;
+mod seccomp;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,17 @@ struct Cli {
     /// Log format: `text`, `color` or `json` (one object per line).
     #[arg(long, global = true, env = "LOG_TYPE", value_enum, default_value_t = LogType::Text)]
     log_type: LogType,
+
+    /// Script sandbox protections that `--strict` (and an Operation's `strict: true`)
+    /// does without, comma-separated, e.g. `private_proc` in a pod, whose container
+    /// runtime masks /proc so that no new one can be mounted. The runs still report them.
+    #[arg(
+        long,
+        global = true,
+        env = "OPERON_STRICT_EXCEPT",
+        value_delimiter = ','
+    )]
+    strict_except: Vec<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -75,6 +87,9 @@ enum Command {
     Convert(convert::ConvertCommand),
     /// Print the CustomResourceDefinitions of operon.dev/v1alpha1 as YAML.
     Crds,
+    /// Print the seccomp profile Operon's pods run under (it lets the script sandbox
+    /// create namespaces in a container), or install it in a kubelet's directory.
+    SeccompProfile(seccomp::SeccompArgs),
     /// Print the versions of Operon, wasmtime and the WIT contract.
     Version {
         /// Output format.
@@ -87,7 +102,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Serve(_) | Command::Agent(_) => "info",
+        Command::Serve(_) | Command::Agent(_) | Command::SeccompProfile(_) => "info",
         _ => "warn",
     };
     let filter =
@@ -100,6 +115,10 @@ pub fn main() -> ExitCode {
         LogType::Json => logs.json().flatten_event(true).init(),
         LogType::Color => logs.with_ansi(true).init(),
         LogType::Text => logs.with_ansi(false).init(),
+    }
+    if let Err(e) = operon::script::sandbox::set_strict_exceptions(&cli.strict_except) {
+        eprintln!("error: --strict-except (OPERON_STRICT_EXCEPT): {e}");
+        return ExitCode::FAILURE;
     }
     let result = match cli.command {
         Command::Op(cmd) => op::run(cmd),
@@ -114,6 +133,7 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => agent::run(*args),
         Command::Debug(cmd) => debug::run(cmd),
         Command::Convert(cmd) => convert::run(cmd),
+        Command::SeccompProfile(args) => seccomp::run(args),
         Command::Crds => {
             print!("{}", operon::api::crds_yaml());
             Ok(ExitCode::SUCCESS)

@@ -81,10 +81,9 @@ impl ModuleStoreArgs {
     pub fn fetcher(&self, fallback: Option<SourceCa>) -> anyhow::Result<Option<Fetcher>> {
         let token = Token::File(self.module_fetch_token_file.clone());
         let fetcher = match (&self.module_source_ca, fallback) {
-            (Some(path), _) => Fetcher::from_ca_file(path.clone(), token)
-                .context("--module-source-ca (OPERON_MODULE_SOURCE_CA)")?,
-            (None, Some(SourceCa::File(path))) => Fetcher::from_ca_file(path.clone(), token)
-                .with_context(|| format!("the admission server's CA {}", path.display()))?,
+            // A file not there yet is waited for (see Fetcher::from_ca_file).
+            (Some(path), _) => Fetcher::from_ca_file(path.clone(), token),
+            (None, Some(SourceCa::File(path))) => Fetcher::from_ca_file(path, token),
             (None, Some(SourceCa::Pem(pem))) => {
                 Fetcher::new(&pem, PathBuf::from("the admission server's CA"), token)?
             }

@@ -19,6 +19,8 @@ use tokio::sync::watch;
 /// How often a CA read from a file is read again: a renewed certificate (cert-manager,
 /// a rotated Secret the kubelet rewrites in the pod) reaches the Jobs created after it.
 const CA_RELOAD: Duration = Duration::from_secs(60);
+/// How often a CA file that held no usable CA yet is read again.
+const CA_AWAITED: Duration = Duration::from_secs(5);
 
 /// How wasm steps are offloaded to Jobs.
 #[derive(Debug, Clone, clap::Args)]
@@ -88,16 +90,6 @@ pub enum Refusal {
         /// What would have named it otherwise.
         named_by: &'static str,
     },
-    /// The fallback CA's file cannot be used (yet).
-    #[error("the module API's CA, {named_by} {}: {reason}", .path.display())]
-    BadCa {
-        /// What named the file.
-        named_by: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why it cannot be used.
-        reason: String,
-    },
 }
 
 /// The outcome of the offload flags: where steps go, or why they are refused.
@@ -150,14 +142,13 @@ impl OffloadArgs {
                 reloaded(path.clone(), pem)
             }
             (None, Some(ModuleCa::Live(ca))) => ca,
+            // A file not there yet (the Secret of a fresh install) is waited for: steps
+            // are refused, saying so, until it arrives.
             (None, Some(ModuleCa::File(path))) => match read_ca(&path) {
                 Ok(pem) => reloaded(path, pem),
                 Err(reason) => {
-                    return Ok(Offload::Refused(Refusal::BadCa {
-                        named_by,
-                        path,
-                        reason,
-                    }));
+                    tracing::warn!(path = %path.display(), %reason, "{}: the module API's CA ({named_by}) cannot be used yet: wasm steps with runOn: Job wait for it", defaults.process);
+                    reloaded(path, Vec::new())
                 }
             },
             (None, None) => return Ok(Offload::Refused(Refusal::NoCa { named_by })),
@@ -187,33 +178,43 @@ fn read_ca(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// A receiver of `pem`, the content of `path`, which a task reads again every
-/// [`CA_RELOAD`] while anyone holds the receiver; a file that turns unreadable or
-/// invalid keeps the last good CA.
+/// [`CA_RELOAD`] while anyone holds the receiver (every [`CA_AWAITED`] while `pem` is
+/// empty: no usable CA yet); a file that turns unreadable or invalid keeps the last
+/// good CA.
 fn reloaded(path: PathBuf, pem: Vec<u8>) -> watch::Receiver<Vec<u8>> {
     let (sender, receiver) = watch::channel(pem);
     tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(CA_RELOAD);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await;
         loop {
+            let period = if sender.borrow().is_empty() {
+                CA_AWAITED
+            } else {
+                CA_RELOAD
+            };
             tokio::select! {
                 _ = sender.closed() => return,
-                _ = ticks.tick() => {}
+                _ = tokio::time::sleep(period) => {}
             }
             match read_ca(&path) {
                 Ok(pem) => {
+                    let mut arrived = false;
                     let changed = sender.send_if_modified(|old| {
                         let changed = *old != pem;
                         if changed {
+                            arrived = old.is_empty();
                             *old = pem;
                         }
                         changed
                     });
-                    if changed {
+                    if arrived {
+                        tracing::info!(path = %path.display(),
+                            "the module API's CA arrived: wasm steps with runOn: Job are offloaded from now on");
+                    } else if changed {
                         tracing::info!(path = %path.display(),
                             "the module API's CA changed: Jobs of offloaded steps carry the new one");
                     }
                 }
+                // Waiting for the first CA was said once at start.
+                Err(_) if sender.borrow().is_empty() => {}
                 Err(reason) => tracing::warn!(path = %path.display(), %reason,
                     "cannot read the module API's CA again: Jobs of offloaded steps keep the last one"),
             }
@@ -385,20 +386,25 @@ mod tests {
             refusal(&no_ca, agent(None)).to_string(),
             "the module API's CA is not known: no --offload-module-ca (OPERON_OFFLOAD_MODULE_CA) and no --module-source-ca (OPERON_MODULE_SOURCE_CA)"
         );
-        // A fallback CA that is not there (a Secret not made yet) or holds no
-        // certificate: refused, not an error, so the agent still runs its other steps.
-        let missing = cas.ca.with_file_name("missing.crt");
-        let why = refusal(&no_ca, agent(Some(&missing)));
-        assert!(matches!(why, Refusal::BadCa { .. }), "{why}");
-        let prefix = format!("the module API's CA, {SOURCE_CA} {}: ", missing.display());
-        assert!(why.to_string().starts_with(&prefix), "{why}");
-        assert_eq!(
-            refusal(&no_ca, agent(Some(&cas.junk))).to_string(),
-            format!(
-                "the module API's CA, {SOURCE_CA} {}: no PEM certificate in it",
-                cas.junk.display()
-            )
-        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fallback_ca_that_is_not_there_yet_is_waited_for() {
+        let cas = cas();
+        let flags = args(&["--image", "operon:1", "--offload-module-url", URL]);
+        // Not there (a Secret not made yet) or no certificate in it: the target has no
+        // CA yet, and the agent runs its other steps meanwhile.
+        for path in [cas.ca.with_file_name("missing.crt"), cas.junk.clone()] {
+            let mut ca = target(&flags, agent(Some(&path))).ca;
+            assert!(ca.borrow_and_update().is_empty(), "{}", path.display());
+            let pem = ca_pem();
+            std::fs::write(&path, &pem).unwrap();
+            tokio::time::timeout(CA_AWAITED * 2, ca.changed())
+                .await
+                .expect("read again within the waiting period")
+                .unwrap();
+            assert_eq!(*ca.borrow(), pem.as_bytes());
+        }
     }
 
     #[tokio::test]

@@ -76,6 +76,12 @@ pub enum OffloadError {
         /// Its digest.
         digest: ModuleDigest,
     },
+    /// The module API's CA, which the Job's pod checks its certificate with, has not
+    /// arrived yet (a fresh install whose certificate Secret is still being made).
+    #[error(
+        "wasm.runOn is Job but the module API's CA is not there yet, so the Job could not check the module API's certificate: it is read again every few seconds (on a fresh install, the webhook certificate's Secret is being made)"
+    )]
+    NoCaYet,
 }
 
 impl OffloadTarget {
@@ -96,6 +102,9 @@ impl OffloadTarget {
                 reference: wasm.module.clone(),
                 digest,
             });
+        }
+        if self.ca.borrow().is_empty() {
+            return Err(OffloadError::NoCaYet);
         }
         let processor = wasm.job_processor(
             &self.image,

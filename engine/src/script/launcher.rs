@@ -121,15 +121,28 @@ fn launch(
         pid_namespace: rustix::process::getpid().as_raw_pid() == 1,
         ..LaunchReport::default()
     };
-    report.private_proc = if !base.private_proc {
-        ProtectionState::unavailable("no pid and mount namespaces for a private /proc")
-    } else if report.pid_namespace {
-        ProtectionState::Applied
-    } else {
-        ProtectionState::unavailable("the launcher is not pid 1 of a new pid namespace")
+    report.private_proc = match &base.private_proc {
+        ProtectionState::Applied if report.pid_namespace => ProtectionState::Applied,
+        ProtectionState::Applied => {
+            ProtectionState::unavailable("the launcher is not pid 1 of a new pid namespace")
+        }
+        other => other.clone(),
     };
     apply_limits(base, spec, &mut report);
     report.disk_budget = mount_scratch(base, scratch, spec);
+    // Without a private /proc, Landlock hides the pod's; a snapshot stands in for it.
+    let snapshot = report.private_proc.is_missing() && base.mount_namespace;
+    let proc_view = snapshot.then(super::proc_view::mount_snapshot);
+    if let (ProtectionState::Unavailable(reason), Some(view)) = (&report.private_proc, &proc_view) {
+        let instead = match view {
+            Ok(()) => "/proc holds a read-only snapshot of the run's mount table and the \
+                       machine's memory, CPU and load figures, and lists no process"
+                .to_owned(),
+            Err(e) => format!("/proc is not readable ({e})"),
+        };
+        report.private_proc = ProtectionState::unavailable(format!("{reason}; {instead}"));
+    }
+    let proc_snapshot = matches!(proc_view, Some(Ok(())));
     let handed: Vec<(&Path, BorrowedFd<'_>)> = spec
         .handed
         .iter()
@@ -138,10 +151,10 @@ fn launch(
         .collect();
     rules
         .refreshed(base)
-        .restrict(base, spec, &handed, &mut report);
+        .restrict(base, spec, &handed, proc_snapshot, &mut report);
 
     if spec.strict
-        && let Some((name, reason)) = first_missing(&report)
+        && let Some((name, reason)) = first_missing(&report, &spec.strict_except)
     {
         report.error = Some(LaunchFailure {
             message: format!("strict mode: protection {name} is unavailable: {reason}"),
@@ -287,7 +300,7 @@ fn report_status(code: i32) {
     let _ = channel::send_status(std::io::stdin().as_fd(), code);
 }
 
-fn first_missing(report: &LaunchReport) -> Option<(&'static str, String)> {
+fn first_missing(report: &LaunchReport, except: &[String]) -> Option<(&'static str, String)> {
     [
         ("private_proc", &report.private_proc),
         ("landlock_filesystem", &report.landlock_filesystem),
@@ -301,6 +314,7 @@ fn first_missing(report: &LaunchReport) -> Option<(&'static str, String)> {
         ("disk_budget", &report.disk_budget),
     ]
     .into_iter()
+    .filter(|(name, _)| !except.iter().any(|e| e == name))
     .find_map(|(name, state)| match state {
         ProtectionState::Unavailable(reason) => Some((name, reason.clone())),
         ProtectionState::Unknown => Some((name, "not reached".to_owned())),

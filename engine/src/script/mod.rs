@@ -11,6 +11,8 @@
 //! - [`launcher`] is the in-sandbox half: the process that applies the protections and
 //!   starts the program. Binaries call [`launcher::run_if_invoked`] first thing in `main`.
 //! - [`store`] keeps KubeDiag `scriptRunner` scripts under the agent's data root.
+//! - [`seccomp`] is the `Localhost` seccomp profile Operon's pods run under, which
+//!   lets the sandbox create its namespaces inside a container.
 //!
 //! The two users of the sandbox live beside their contracts:
 //! [`crate::runner::script`] runs KubeDiag scripts as operations and
@@ -23,9 +25,11 @@ pub mod launcher;
 mod namespaces;
 mod output;
 mod pool;
+mod proc_view;
 pub mod protections;
 mod rules;
 pub mod sandbox;
+pub mod seccomp;
 mod spec;
 pub mod store;
 

@@ -6,6 +6,11 @@
 //! and kills it if it dies itself. [`NamespaceSupport::probe`] finds once per sandbox
 //! which of them this kernel grants, so every run asks only for what works and reports
 //! the rest as unavailable.
+//!
+//! The private `/proc` is probed apart from the pid namespace: in a container the
+//! runtime masks parts of `/proc` (`/proc/kcore`, `/proc/keys`, a read-only
+//! `/proc/sys`), and the kernel refuses a new proc mount in a user namespace while the
+//! only one visible is masked, though it grants the pid namespace itself.
 
 use super::protections::ProtectionState;
 use std::path::{Path, PathBuf};
@@ -20,8 +25,10 @@ pub(super) struct NamespaceSupport {
     pub user: ProtectionState,
     /// The mount namespace.
     pub mount: ProtectionState,
-    /// The pid namespace with its private `/proc`.
+    /// The pid namespace.
     pub pid: ProtectionState,
+    /// A new `/proc` of that pid namespace.
+    pub proc: ProtectionState,
     /// The network namespace.
     pub network: ProtectionState,
     /// The IPC namespace.
@@ -38,6 +45,7 @@ impl NamespaceSupport {
             user: ProtectionState::unavailable(reason.clone()),
             mount: ProtectionState::unavailable(reason.clone()),
             pid: ProtectionState::unavailable(reason.clone()),
+            proc: ProtectionState::unavailable(reason.clone()),
             network: ProtectionState::unavailable(reason.clone()),
             ipc: ProtectionState::unavailable(reason.clone()),
             uts: ProtectionState::unavailable(reason),
@@ -74,30 +82,72 @@ impl NamespaceSupport {
             Ok(()) => ProtectionState::Applied,
             Err(reason) => ProtectionState::Unavailable(reason),
         };
-        let all: Vec<&str> = [MOUNT_FLAGS, PID_FLAGS, IPC_FLAGS, UTS_FLAGS, NET_FLAGS].concat();
-        if attempt(&all).is_ok() {
-            return Self {
-                unshare: Some(unshare.to_owned()),
-                user: ProtectionState::Applied,
-                mount: ProtectionState::Applied,
-                pid: ProtectionState::Applied,
-                network: ProtectionState::Applied,
-                ipc: ProtectionState::Applied,
-                uts: ProtectionState::Applied,
-            };
+        let all: Vec<&str> = [
+            MOUNT_FLAGS,
+            PID_FLAGS,
+            PROC_FLAGS,
+            IPC_FLAGS,
+            UTS_FLAGS,
+            NET_FLAGS,
+        ]
+        .concat();
+        let all_but_proc: Vec<&str> =
+            [MOUNT_FLAGS, PID_FLAGS, IPC_FLAGS, UTS_FLAGS, NET_FLAGS].concat();
+        let everything = attempt(&all);
+        let proc_refused = |reason: String| {
+            ProtectionState::unavailable(format!(
+                "a new /proc cannot be mounted ({reason}); in a container the runtime masks \
+                 parts of /proc, and the kernel refuses a new proc mount in a user namespace \
+                 while the /proc it sees is masked"
+            ))
+        };
+        match everything {
+            Ok(()) => {
+                return Self {
+                    unshare: Some(unshare.to_owned()),
+                    user: ProtectionState::Applied,
+                    mount: ProtectionState::Applied,
+                    pid: ProtectionState::Applied,
+                    proc: ProtectionState::Applied,
+                    network: ProtectionState::Applied,
+                    ipc: ProtectionState::Applied,
+                    uts: ProtectionState::Applied,
+                };
+            }
+            Err(reason) if attempt(&all_but_proc).is_ok() => {
+                return Self {
+                    unshare: Some(unshare.to_owned()),
+                    user: ProtectionState::Applied,
+                    mount: ProtectionState::Applied,
+                    pid: ProtectionState::Applied,
+                    proc: proc_refused(reason),
+                    network: ProtectionState::Applied,
+                    ipc: ProtectionState::Applied,
+                    uts: ProtectionState::Applied,
+                };
+            }
+            Err(_) => {}
         }
         if let Err(reason) = attempt(&[]) {
             return none(format!("no user namespace: {reason}"));
         }
         let mount = state(attempt(MOUNT_FLAGS));
+        let pid = state(attempt(&[MOUNT_FLAGS, PID_FLAGS].concat()));
+        let proc = if mount != ProtectionState::Applied {
+            ProtectionState::unavailable("a private /proc needs a mount namespace")
+        } else if pid != ProtectionState::Applied {
+            ProtectionState::unavailable("a private /proc needs a pid namespace")
+        } else {
+            match attempt(&[MOUNT_FLAGS, PID_FLAGS, PROC_FLAGS].concat()) {
+                Ok(()) => ProtectionState::Applied,
+                Err(reason) => proc_refused(reason),
+            }
+        };
         Self {
             unshare: Some(unshare.to_owned()),
             user: ProtectionState::Applied,
-            pid: if mount == ProtectionState::Applied {
-                state(attempt(&[MOUNT_FLAGS, PID_FLAGS].concat()))
-            } else {
-                ProtectionState::unavailable("a private /proc needs a mount namespace")
-            },
+            pid,
+            proc,
             mount,
             network: state(attempt(NET_FLAGS)),
             ipc: state(attempt(IPC_FLAGS)),
@@ -108,7 +158,8 @@ impl NamespaceSupport {
 
 const USER_FLAGS: &[&str] = &["--user", "--map-root-user"];
 const MOUNT_FLAGS: &[&str] = &["--mount", "--propagation", "private"];
-const PID_FLAGS: &[&str] = &["--pid", "--fork", "--kill-child", "--mount-proc"];
+const PID_FLAGS: &[&str] = &["--pid", "--fork", "--kill-child"];
+const PROC_FLAGS: &[&str] = &["--mount-proc"];
 const IPC_FLAGS: &[&str] = &["--ipc"];
 const UTS_FLAGS: &[&str] = &["--uts"];
 const NET_FLAGS: &[&str] = &["--net"];
@@ -127,6 +178,9 @@ impl NamespaceSupport {
         }
         if applied(&self.pid) {
             cmd.args(PID_FLAGS);
+        }
+        if applied(&self.proc) {
+            cmd.args(PROC_FLAGS);
         }
         if applied(&self.ipc) {
             cmd.args(IPC_FLAGS);

@@ -116,6 +116,11 @@ impl Protections {
         ]
     }
 
+    /// Every protection's name, as in logs, metrics and `--strict-except`.
+    pub fn names() -> [&'static str; 18] {
+        Self::default().iter().map(|(name, _)| name)
+    }
+
     /// The first protection that was wanted but is missing, with its reason.
     pub fn first_missing(&self) -> Option<(&'static str, String)> {
         self.iter()
@@ -141,16 +146,27 @@ impl Protections {
         out
     }
 
-    /// Logs the report and updates the metrics.
+    /// Logs the report and updates the metrics. A protection strict mode does without
+    /// (`--strict-except`) is expected to be missing: its absence is logged at debug.
     pub(crate) fn record(&self, run: &str) {
         let metrics = metrics();
+        let expected = super::sandbox::strict_exceptions();
         for (name, state) in self.iter() {
             metrics
                 .applied
                 .with_label_values(&[name])
                 .set(i64::from(*state == ProtectionState::Applied));
             metrics.runs.with_label_values(&[name, state.label()]).inc();
-            if let ProtectionState::Unavailable(reason) = state {
+            if let ProtectionState::Unavailable(reason) = state
+                && expected.iter().any(|e| e == name)
+            {
+                tracing::debug!(
+                    run,
+                    protection = name,
+                    reason,
+                    "script sandbox protection unavailable, as --strict-except expects"
+                );
+            } else if let ProtectionState::Unavailable(reason) = state {
                 tracing::warn!(
                     run,
                     protection = name,

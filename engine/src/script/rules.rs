@@ -44,18 +44,20 @@ impl SystemRules {
         }
     }
 
-    /// Adds the run's rules (its directory, its scratch directory, the handed paths),
-    /// restricts the launcher and so everything it starts, and reports the outcome.
+    /// Adds the run's rules (its directory, its scratch directory, the handed paths, the
+    /// `/proc` snapshot when `proc_snapshot`), restricts the launcher and so everything
+    /// it starts, and reports the outcome.
     pub(super) fn restrict(
         self,
         base: &LaunchBase,
         spec: &LaunchSpec,
         handed: &[(&Path, BorrowedFd<'_>)],
+        proc_snapshot: bool,
         report: &mut LaunchReport,
     ) {
         let restricted = self
             .created
-            .and_then(|created| run_rules(created, spec, handed))
+            .and_then(|created| run_rules(created, spec, handed, proc_snapshot))
             .and_then(RulesetCreated::restrict_self);
         let network = |state: ProtectionState| {
             if base.network {
@@ -130,7 +132,7 @@ fn system_ruleset(
     for path in &base.devices {
         rules.extend(allow(path, device));
     }
-    if base.private_proc {
+    if base.private_proc == ProtectionState::Applied {
         rules.extend(allow(
             "/proc".as_ref(),
             AccessFs::ReadFile | AccessFs::ReadDir,
@@ -146,7 +148,14 @@ fn run_rules(
     mut created: RulesetCreated,
     spec: &LaunchSpec,
     handed: &[(&Path, BorrowedFd<'_>)],
+    proc_snapshot: bool,
 ) -> Result<RulesetCreated, RulesetError> {
+    // Made now: the snapshot's tmpfs was mounted over /proc after the system rules.
+    if proc_snapshot
+        && let Some(rule) = allow("/proc".as_ref(), AccessFs::ReadFile | AccessFs::ReadDir)
+    {
+        created = created.add_rule(rule)?;
+    }
     let read = AccessFs::from_read(ABI_WANTED);
     // The contract files exist already: the run may fill them, not create new files
     // beside them, which would escape the scratch directory's size budget.

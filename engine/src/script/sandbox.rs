@@ -401,7 +401,7 @@ impl ScriptSandbox {
             devices: config.devices.clone(),
             network: false,
             mount_namespace: namespaces.mount == ProtectionState::Applied,
-            private_proc: namespaces.pid == ProtectionState::Applied,
+            private_proc: namespaces.proc.clone(),
             host_root,
             scratch_bytes: config.limits.disk_bytes,
         };
@@ -521,7 +521,8 @@ impl ScriptSandbox {
         let config = &self.inner.config;
         let strict = request.strict.unwrap_or(config.strict);
         let mut protections = self.namespace_protections(request.network);
-        if strict && let Some((protection, reason)) = ns_missing(&protections) {
+        if strict && let Some((protection, reason)) = ns_missing(&protections, &strict_exceptions())
+        {
             return Err(SandboxError::Unprotected { protection, reason });
         }
 
@@ -666,6 +667,7 @@ impl ScriptSandbox {
             limits,
             combined_output: request.output == OutputMode::Combined,
             strict: request.strict.unwrap_or(config.strict),
+            strict_except: strict_exceptions(),
             backstop_ms: u64::try_from(request.timeout.as_millis())
                 .unwrap_or(u64::MAX)
                 .saturating_add(2_000),
@@ -706,7 +708,7 @@ fn hand_over(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<std::os::fd::OwnedF
     Ok(handed)
 }
 
-fn ns_missing(p: &Protections) -> Option<(String, String)> {
+fn ns_missing(p: &Protections, except: &[String]) -> Option<(String, String)> {
     [
         ("user_namespace", &p.user_namespace),
         ("mount_namespace", &p.mount_namespace),
@@ -717,10 +719,42 @@ fn ns_missing(p: &Protections) -> Option<(String, String)> {
         ("unprivileged_uid", &p.unprivileged_uid),
     ]
     .into_iter()
+    .filter(|(name, _)| !except.iter().any(|e| e == name))
     .find_map(|(name, state)| match state {
         ProtectionState::Unavailable(reason) => Some((name.to_owned(), reason.clone())),
         _ => None,
     })
+}
+
+/// The protections strict mode does without in this process (`--strict-except`).
+static STRICT_EXCEPT: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// A name given to [`set_strict_exceptions`] that is no protection's.
+#[derive(Debug, thiserror::Error)]
+#[error("{name:?} is not a script sandbox protection (one of: {})", Protections::names().join(", "))]
+pub struct UnknownProtection {
+    /// The name given.
+    pub name: String,
+}
+
+/// Sets the protections strict mode does without in every script sandbox of this
+/// process, by their names in logs and metrics (e.g. `private_proc` in a pod, where the
+/// container runtime's masked `/proc` makes a new one impossible). Strict mode still
+/// refuses to run without any other; the runs still report these as unavailable.
+pub fn set_strict_exceptions(names: &[String]) -> Result<(), UnknownProtection> {
+    let known = Protections::names();
+    if let Some(name) = names.iter().find(|n| !known.contains(&n.as_str())) {
+        return Err(UnknownProtection { name: name.clone() });
+    }
+    *STRICT_EXCEPT.write().unwrap_or_else(|e| e.into_inner()) = names.to_vec();
+    Ok(())
+}
+
+pub(crate) fn strict_exceptions() -> Vec<String> {
+    STRICT_EXCEPT
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 fn merge(p: &mut Protections, report: &LaunchReport) {

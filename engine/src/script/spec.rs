@@ -63,8 +63,8 @@ pub(crate) struct LaunchBase {
     pub network: bool,
     /// Whether the engine put the launcher in a new mount namespace.
     pub mount_namespace: bool,
-    /// Whether the engine mounted a private `/proc` for a new pid namespace.
-    pub private_proc: bool,
+    /// Whether the engine mounted a private `/proc` for a new pid namespace, or why not.
+    pub private_proc: ProtectionState,
     /// Whether the run's host uid is 0, which the kernel exempts from `RLIMIT_NPROC`.
     pub host_root: bool,
     /// The default size of the scratch tmpfs, which a waiting launcher mounts ahead of
@@ -97,6 +97,9 @@ pub(crate) struct LaunchSpec {
     pub combined_output: bool,
     /// Refuse to start the program when a protection is missing.
     pub strict: bool,
+    /// Protections strict mode does without (`--strict-except`).
+    #[serde(default)]
+    pub strict_except: Vec<String>,
     /// A wall-clock backstop in milliseconds, in case the engine dies mid-run.
     pub backstop_ms: u64,
 }

@@ -2,7 +2,8 @@
 //! them (`GET <url>/v1/modules/by-digest/<hex>`, over HTTPS, with this process's
 //! bearer token), and keeping them only when their sha256 is the digest asked for.
 //! A CA read from a file is read again when it changes, so a rotated CA needs no
-//! restart.
+//! restart, and a file that is not there yet (a Secret volume the kubelet fills once
+//! the Secret exists) is waited for: fetches fail, saying so, until it arrives.
 
 use super::blobs::{BlobError, BlobStore};
 use crate::api::ModuleSource;
@@ -141,7 +142,8 @@ struct Trust {
 }
 
 struct TrustState {
-    tls: Arc<rustls::ClientConfig>,
+    /// `None` until the file first held a usable CA.
+    tls: Option<Arc<rustls::ClientConfig>>,
     /// The PEM `tls` was built from: a rewrite with the same content changes nothing.
     pem: Vec<u8>,
     /// When the file was last read.
@@ -153,11 +155,13 @@ struct TrustState {
 
 impl Trust {
     /// The client configuration to fetch with, after reading the file again when
-    /// `recheck` has passed or `now` is set (a failed handshake).
-    fn current(&self, now: bool) -> Arc<rustls::ClientConfig> {
+    /// `recheck` has passed, `now` is set (a failed handshake) or no CA was usable yet;
+    /// the reason when there is none yet.
+    fn current(&self, now: bool) -> Result<Arc<rustls::ClientConfig>, String> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.reload || (!now && state.checked.elapsed() < self.recheck) {
-            return state.tls.clone();
+        let waiting = state.tls.is_none();
+        if !self.reload || (!now && !waiting && state.checked.elapsed() < self.recheck) {
+            return state.usable();
         }
         state.checked = tokio::time::Instant::now();
         let read = std::fs::read(&self.path)
@@ -172,21 +176,40 @@ impl Trust {
         match read {
             Ok(None) => state.refused = None,
             Ok(Some((pem, tls))) => {
-                tracing::info!(path = %self.path.display(),
-                    "the module API's CA changed: module fetches trust the new one");
+                if waiting {
+                    tracing::info!(path = %self.path.display(),
+                        "the module API's CA arrived: modules are fetched from now on");
+                } else {
+                    tracing::info!(path = %self.path.display(),
+                        "the module API's CA changed: module fetches trust the new one");
+                }
                 state.pem = pem;
-                state.tls = tls;
+                state.tls = Some(tls);
                 state.refused = None;
             }
             Err(reason) => {
                 if state.refused.as_ref() != Some(&reason) {
-                    tracing::warn!(path = %self.path.display(), %reason,
-                        "cannot use the module API's CA file as it is now: module fetches keep trusting the last good CA");
+                    if waiting {
+                        tracing::warn!(path = %self.path.display(), %reason,
+                            "no usable module API CA yet: module fetches wait for the file");
+                    } else {
+                        tracing::warn!(path = %self.path.display(), %reason,
+                            "cannot use the module API's CA file as it is now: module fetches keep trusting the last good CA");
+                    }
                     state.refused = Some(reason);
                 }
             }
         }
-        state.tls.clone()
+        state.usable()
+    }
+}
+
+impl TrustState {
+    fn usable(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        self.tls.clone().ok_or_else(|| {
+            let why = self.refused.as_deref().unwrap_or("not read yet");
+            format!("no usable CA yet ({why})")
+        })
     }
 }
 
@@ -234,13 +257,25 @@ impl Fetcher {
     /// A fetcher trusting the CA in the file `path`, read again when it changes: every
     /// [`CA_RECHECK`], and at once when a TLS handshake fails (the fetch is then tried
     /// again if the CA changed). A rewrite that cannot be read or holds no certificate
-    /// is logged and the last good CA kept.
-    pub fn from_ca_file(path: PathBuf, token: Token) -> Result<Self, FetchError> {
-        let pem = std::fs::read(&path).map_err(|e| FetchError::Ca {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        Self::build(pem, path, true, token)
+    /// is logged and the last good CA kept. A file that is missing or holds no usable CA
+    /// yet is waited for: it is read again at every fetch until it does, and each
+    /// fetch meanwhile fails with [`FetchError::Ca`] (an agent started before the
+    /// webhook certificate's Secret existed fetches once the kubelet writes it).
+    pub fn from_ca_file(path: PathBuf, token: Token) -> Self {
+        let fetcher = Self::with_state(
+            path,
+            true,
+            token,
+            TrustState {
+                tls: None,
+                pem: Vec::new(),
+                checked: tokio::time::Instant::now(),
+                refused: None,
+            },
+        );
+        // Read now, so that a CA already there is logged as nothing new.
+        let _ = fetcher.trust.current(true);
+        fetcher
     }
 
     fn build(pem: Vec<u8>, path: PathBuf, reload: bool, token: Token) -> Result<Self, FetchError> {
@@ -249,12 +284,16 @@ impl Fetcher {
             reason,
         })?;
         let state = TrustState {
-            tls,
+            tls: Some(tls),
             pem,
             checked: tokio::time::Instant::now(),
             refused: None,
         };
-        Ok(Self {
+        Ok(Self::with_state(path, reload, token, state))
+    }
+
+    fn with_state(path: PathBuf, reload: bool, token: Token, state: TrustState) -> Self {
+        Self {
             trust: Arc::new(Trust {
                 path,
                 reload,
@@ -262,7 +301,7 @@ impl Fetcher {
                 state: Mutex::new(state),
             }),
             token,
-        })
+        }
     }
 
     /// The CA's file, when it is read again as it changes.
@@ -279,7 +318,11 @@ impl Fetcher {
         store: &BlobStore,
     ) -> Result<(), FetchError> {
         let url = source.url.trim_end_matches('/').to_owned();
-        let tls = self.trust.current(false);
+        let no_ca = |reason| FetchError::Ca {
+            path: self.trust.path.clone(),
+            reason,
+        };
+        let tls = self.trust.current(false).map_err(no_ca)?;
         let body = match self.attempt(tls.clone(), source, &url, digest, store).await {
             Ok(body) => body,
             // A server whose certificate this CA no longer verifies may have one of a
@@ -287,7 +330,7 @@ impl Fetcher {
             // the CA now trusted is another than the one it used, even when a
             // concurrent fetch was the one to read the file.
             Err(Failure::Handshake(error)) => {
-                let now = self.trust.current(true);
+                let now = self.trust.current(true).map_err(no_ca)?;
                 if Arc::ptr_eq(&now, &tls) {
                     return Err(error);
                 }
@@ -432,14 +475,31 @@ mod tests {
     fn a_ca_bundle_without_certificates_is_refused() {
         let err = Fetcher::new(b"junk", "ca.crt".into(), Token::Static("t".into())).unwrap_err();
         assert!(err.to_string().contains("ca.crt"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_ca_file_that_arrives_later_is_waited_for() {
+        let (ca, tls) = ca_and_server();
+        let good = replica(tls, MODULE).await;
         let dir = tempfile::tempdir().unwrap();
-        let missing = dir.path().join("missing.crt");
-        let err = Fetcher::from_ca_file(missing.clone(), Token::Static("t".into())).unwrap_err();
+        let path = dir.path().join("ca.crt");
+        // The recheck period must not delay the first usable CA.
+        let fetcher = fetcher_of(&path, CA_RECHECK);
+        let err = fetch(&fetcher, &good).await.unwrap_err();
         assert!(
-            err.to_string()
-                .starts_with(&format!("cannot use the CA bundle {}: ", missing.display())),
+            err.to_string().starts_with(&format!(
+                "cannot use the CA bundle {}: no usable CA yet (",
+                path.display()
+            )),
             "{err}"
         );
+        // Written empty first, as a volume may be, then with the CA.
+        std::fs::write(&path, "").unwrap();
+        let err = fetch(&fetcher, &good).await.unwrap_err();
+        assert!(err.to_string().contains("no PEM certificate"), "{err}");
+        std::fs::write(&path, &ca).unwrap();
+        fetch(&fetcher, &good).await.unwrap();
+        assert!(fetcher.trust.state.lock().unwrap().refused.is_none());
     }
 
     /// A replica on a local port answering every request with `module`, over TLS with
@@ -505,8 +565,7 @@ mod tests {
 
     /// A fetcher of the CA file `path`, read again after `recheck`.
     fn fetcher_of(path: &Path, recheck: Duration) -> Fetcher {
-        let mut fetcher =
-            Fetcher::from_ca_file(path.to_owned(), Token::Static("t".into())).unwrap();
+        let mut fetcher = Fetcher::from_ca_file(path.to_owned(), Token::Static("t".into()));
         Arc::get_mut(&mut fetcher.trust).unwrap().recheck = recheck;
         fetcher
     }

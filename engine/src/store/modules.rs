@@ -143,13 +143,20 @@ impl ModuleLocator {
                 .chain(self.dir.as_deref().zip(file).map(|(d, f)| d.join(f)))
                 .collect()
         } else {
+            // Cargo names a crate's artifact with underscores (`log-triage` builds
+            // `log_triage.wasm`), so a target directory serves as the modules directory.
             let file = format!("{reference}.wasm");
-            self.dir
-                .as_deref()
-                .map(|d| d.join(&file))
-                .into_iter()
-                .chain([base_dir.join(&file)])
-                .collect()
+            let built = format!("{}.wasm", reference.replace('-', "_"));
+            let mut files = vec![file];
+            if files[0] != built {
+                files.push(built);
+            }
+            let mut candidates: Vec<PathBuf> = Vec::new();
+            for file in &files {
+                candidates.extend(self.dir.as_deref().map(|d| d.join(file)));
+            }
+            candidates.extend(files.iter().map(|file| base_dir.join(file)));
+            candidates
         };
         match candidates.iter().find(|p| p.is_file()) {
             Some(found) => Ok(found.clone()),
@@ -265,6 +272,34 @@ mod tests {
         assert_eq!(
             locator.locate(&digest, manifests.path()).unwrap(),
             modules.path().join("probe.wasm")
+        );
+    }
+
+    #[test]
+    fn a_name_finds_the_module_cargo_built() {
+        let modules = tempfile::tempdir().unwrap();
+        std::fs::write(modules.path().join("log_triage.wasm"), b"built").unwrap();
+        let locator = ModuleLocator::new(Some(modules.path().to_owned()));
+        assert_eq!(
+            locator.locate("log-triage", Path::new("/nowhere")).unwrap(),
+            modules.path().join("log_triage.wasm")
+        );
+        // The name as written comes first.
+        std::fs::write(modules.path().join("log-triage.wasm"), b"named").unwrap();
+        assert_eq!(
+            locator.locate("log-triage", Path::new("/nowhere")).unwrap(),
+            modules.path().join("log-triage.wasm")
+        );
+        let err = locator
+            .locate("disk-pressure", Path::new("/m"))
+            .unwrap_err();
+        let tried = format!(
+            "{0}/disk-pressure.wasm, {0}/disk_pressure.wasm, /m/disk-pressure.wasm, /m/disk_pressure.wasm",
+            modules.path().display()
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("module \"disk-pressure\" not found (looked for {tried})")
         );
     }
 

@@ -1,0 +1,519 @@
+//! End to end on a node where Pods really run, with the real image (only with
+//! `OPERON_E2E_NODE_KUBECONFIG` and `OPERON_E2E_NODE_IMAGE`, skipped otherwise). Run it
+//! from where the cluster's Service addresses are reachable (on the node, or inside the
+//! test node's network namespace).
+//!
+//! On a cluster without Operon, it installs `deploy/` as a newcomer would (`kubectl
+//! apply -k` of an overlay that only points the image at the one given, adds the pod
+//! labeler as a wasm hook and as a shell twin to the hooks ConfigMap with their RBAC,
+//! and, with `OPERON_E2E_NODE_KUBELET_DIR`, the kubelet's directory), then checks:
+//! - every Pod becomes Ready, the seccomp profile's installer included;
+//! - Pods created with kubectl get both hooks' labels, and the time from creation to
+//!   each label is reported (p50, p99);
+//! - the shell hook ran with every namespace (its metrics, scraped from the metrics
+//!   Service) and `--strict` let it run;
+//! - modules pushed to the module API right after the install are followed by the
+//!   agent, and the node-diagnosis example's Diagnosis, placed on this node, succeeds
+//!   through the agent (its script steps in the sandbox, its analyses the pushed modules);
+//! - deleting the leader Pod with `--force` hands the Lease to the other replica, whose
+//!   hooks then label a new Pod.
+//!
+//! It leaves Operon installed (for a look around) and removes its own namespace.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod e2e_support;
+use e2e_support::*;
+
+/// How many Pods are labelled for the latency figures.
+const PODS: usize = 50;
+const WASM_LABEL: &str = "operon.dev/seen";
+const SHELL_LABEL: &str = "operon.dev/seen-by-shell";
+
+struct Node {
+    kubeconfig: PathBuf,
+    image: String,
+    /// The kubelet's --root-dir, when not /var/lib/kubelet.
+    kubelet_dir: Option<String>,
+    /// The image of the test's Pods (any image the node has; they only sleep).
+    pod_image: String,
+}
+
+fn node() -> Option<Node> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let (Some(kubeconfig), Some(image)) = (
+        var("OPERON_E2E_NODE_KUBECONFIG"),
+        var("OPERON_E2E_NODE_IMAGE"),
+    ) else {
+        eprintln!(
+            "skipped: OPERON_E2E_NODE_KUBECONFIG and OPERON_E2E_NODE_IMAGE are not both set (no node to test on)"
+        );
+        return None;
+    };
+    Some(Node {
+        kubeconfig: kubeconfig.into(),
+        image,
+        kubelet_dir: var("OPERON_E2E_NODE_KUBELET_DIR"),
+        pod_image: var("OPERON_E2E_NODE_POD_IMAGE")
+            .unwrap_or_else(|| "operon.local/pause:1".to_owned()),
+    })
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `kubectl` that may fail: (success, stdout, stderr).
+fn try_kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The overlay a user with their own image writes (deploy/README.md, "Your own image"),
+/// plus the pod labeler in both languages and its RBAC.
+fn overlay(node: &Node, dir: &Path) {
+    let deploy = repo().join("deploy").canonicalize().unwrap();
+    std::fs::copy(
+        deploy.join("examples/pod-labeler-rbac.yaml"),
+        dir.join("pod-labeler-rbac.yaml"),
+    )
+    .unwrap();
+    std::fs::copy(operon_tests::POD_LABELER, dir.join("pod_labeler.wasm")).unwrap();
+    let shell =
+        std::fs::read_to_string(repo().join("operations/fixtures/shell-hooks/pod-labeler.sh"))
+            .unwrap()
+            .replace(WASM_LABEL, SHELL_LABEL);
+    std::fs::write(dir.join("pod-labeler-shell.sh"), shell).unwrap();
+    let (name, tag) = node.image.rsplit_once(':').expect("the image has a tag");
+    let kubelet_patch = node
+        .kubelet_dir
+        .as_ref()
+        .map(|root| {
+            format!(
+                "- target: {{kind: DaemonSet, name: operon-seccomp}}\n  patch: |-\n    - op: replace\n      path: /spec/template/spec/volumes/0/hostPath/path\n      value: {root}/seccomp\n"
+            )
+        })
+        .unwrap_or_default();
+    let image_replacements = [
+        ("Deployment", "operon", "operon", "env.[name=OPERON_IMAGE].value"),
+        ("DaemonSet", "operon-agent", "operon-agent", "env.[name=OPERON_IMAGE].value"),
+    ]
+    .map(|(kind, object, container, field)| {
+        format!(
+            "- source: {{kind: {kind}, name: {object}, fieldPath: spec.template.spec.containers.[name={container}].image}}\n  targets:\n  - select: {{kind: {kind}, name: {object}}}\n    fieldPaths: [spec.template.spec.containers.[name={container}].{field}]\n"
+        )
+    })
+    .concat();
+    let kustomization = format!(
+        "resources:\n- {deploy}\n- pod-labeler-rbac.yaml\n\
+         images:\n- name: ghcr.io/operon-dev/operon\n  newName: {name}\n  newTag: \"{tag}\"\n\
+         replacements:\n{image_replacements}\
+         configMapGenerator:\n- name: operon-hooks\n  behavior: merge\n  files:\n  - pod_labeler.wasm\n  - pod-labeler-shell.sh\n\
+         patches:\n{kubelet_patch}",
+        deploy = deploy.display(),
+    );
+    std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+/// The ClusterIP of a Service.
+fn cluster_ip(kubeconfig: &Path, namespace: &str, service: &str) -> String {
+    kubectl(
+        kubeconfig,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "service",
+            service,
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    )
+}
+
+fn http_get_from(address: &str, port: u16, path: &str) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect((address, port)).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    Some(response.split_once("\r\n\r\n")?.1.to_owned())
+}
+
+/// Waits until every Pod created has both labels, and returns the time from each Pod's
+/// creation (as the test saw it) to each label.
+async fn label_latencies(
+    pods: &Api<Pod>,
+    created: &BTreeMap<String, Instant>,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let mut seen: BTreeMap<(String, &str), Instant> = BTreeMap::new();
+    let stream = watcher(pods.clone(), watcher::Config::default()).applied_objects();
+    futures::pin_mut!(stream);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    use futures::StreamExt as _;
+    while seen.len() < created.len() * 2 {
+        let pod = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "not every Pod was labelled within 180 s: {} of {} labels",
+                    seen.len(),
+                    created.len() * 2
+                )
+            })
+            .expect("the watch goes on")
+            .expect("watch event");
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if !created.contains_key(&name) {
+            continue;
+        }
+        let labels = pod.metadata.labels.unwrap_or_default();
+        for label in [WASM_LABEL, SHELL_LABEL] {
+            if labels.get(label).map(String::as_str) == Some("true") {
+                seen.entry((name.clone(), label))
+                    .or_insert_with(Instant::now);
+            }
+        }
+    }
+    let mut wasm = Vec::new();
+    let mut shell = Vec::new();
+    for ((name, label), at) in seen {
+        let Some(start) = created.get(&name) else {
+            continue;
+        };
+        let latency = at.saturating_duration_since(*start);
+        if label == WASM_LABEL {
+            wasm.push(latency);
+        } else {
+            shell.push(latency);
+        }
+    }
+    wasm.sort();
+    shell.sort();
+    (wasm, shell)
+}
+
+fn report(what: &str, sorted: &[Duration]) {
+    eprintln!(
+        "{what}: p50 {:?}, p99 {:?}, max {:?} over {} Pods",
+        percentile(sorted, 0.5),
+        percentile(sorted, 0.99),
+        sorted.last().unwrap(),
+        sorted.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
+    let Some(node) = node() else { return };
+    let config = node.kubeconfig.as_path();
+    let dir = tempfile::tempdir().unwrap();
+    overlay(&node, dir.path());
+
+    // The install, timed to every Pod Ready.
+    let started = Instant::now();
+    kubectl(config, &["apply", "-k", dir.path().to_str().unwrap()]);
+    for (namespace, workload) in [
+        ("operon-node", "daemonset/operon-seccomp"),
+        ("operon", "daemonset/operon-agent"),
+        ("operon", "deployment/operon"),
+    ] {
+        let (ok, out, err) = try_kubectl(
+            config,
+            &[
+                "-n",
+                namespace,
+                "rollout",
+                "status",
+                workload,
+                "--timeout=300s",
+            ],
+        );
+        if !ok {
+            let (_, pods, _) = try_kubectl(config, &["get", "pods", "-A", "-o", "wide"]);
+            let (_, events, _) = try_kubectl(config, &["-n", namespace, "get", "events"]);
+            panic!("{workload} did not become ready: {out}{err}\n{pods}\n{events}");
+        }
+    }
+    eprintln!(
+        "kubectl apply -k deploy/ to all Pods Ready: {:?}",
+        started.elapsed()
+    );
+
+    let cluster = connect(config).await;
+    let client = cluster.client().clone();
+    let scratch = Scratch::new(&cluster, config, "e2e-node").await;
+    let namespace = scratch.name.as_str();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+
+    // Pods labelled by the wasm hook and by its shell twin.
+    let mut created = BTreeMap::new();
+    for i in 0..PODS {
+        let name = format!("p{i:03}");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {
+                "containers": [{"name": "c", "image": node.pod_image, "imagePullPolicy": "IfNotPresent"}],
+                "terminationGracePeriodSeconds": 0,
+            },
+        }))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+        created.insert(name, Instant::now());
+    }
+    let (wasm, shell) = label_latencies(&pods, &created).await;
+    report("Pod created to label applied, wasm hook", &wasm);
+    report("Pod created to label applied, shell hook", &shell);
+
+    // The shell hook ran in every namespace the sandbox has in a pod, under --strict.
+    let metrics_ip = cluster_ip(config, "operon", "operon-metrics");
+    let leader = kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "lease",
+            "operon",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
+    let leader_ip = kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "pod",
+            &leader,
+            "-o",
+            "jsonpath={.status.podIP}",
+        ],
+    );
+    let metrics = eventually(
+        "the leader's metrics",
+        Duration::from_secs(30),
+        async || http_get_from(&leader_ip, 9115, "/metrics"),
+    )
+    .await;
+    for protection in [
+        "user_namespace",
+        "mount_namespace",
+        "pid_namespace",
+        "network_namespace",
+        "ipc_namespace",
+        "uts_namespace",
+        "landlock_filesystem",
+        "disk_budget",
+    ] {
+        let line = format!("operon_script_sandbox_protection{{protection=\"{protection}\"}} 1");
+        assert!(
+            metrics.contains(&line),
+            "{line} missing from the leader's metrics"
+        );
+    }
+    assert!(metrics.contains("pods_labelled_total"), "{metrics}");
+    let service =
+        http_get_from(&metrics_ip, 9115, "/metrics").expect("the metrics Service answers");
+    assert!(service.contains("operon_script_sandbox_protection"));
+
+    // Modules pushed to a fresh install, followed by the agent (which may have started
+    // before the webhook certificate's Secret existed), and the node-diagnosis example
+    // run on this node through the agent.
+    let token = module_account(
+        config,
+        namespace,
+        "uploader",
+        &format!("{namespace}-uploader"),
+        "create,get,list",
+    );
+    let _cleanup = ClusterScoped {
+        kubeconfig: config.to_owned(),
+        objects: vec![
+            ("clusterrole", format!("{namespace}-uploader")),
+            ("clusterrolebinding", format!("{namespace}-uploader")),
+        ],
+    };
+    let ca = dir.path().join("ca.crt");
+    let ca_pem = kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "secret",
+            "operon-webhook-tls",
+            "-o",
+            "jsonpath={.data.ca\\.crt}",
+        ],
+    );
+    use base64::Engine as _;
+    std::fs::write(
+        &ca,
+        base64::engine::general_purpose::STANDARD
+            .decode(ca_pem.trim())
+            .unwrap(),
+    )
+    .unwrap();
+    let webhooks_ip = cluster_ip(config, "operon", "operon-webhooks");
+    for (name, file) in [
+        ("log-triage", operon_tests::LOG_TRIAGE),
+        ("disk-pressure", operon_tests::DISK_PRESSURE),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_operon"))
+            .args(["module", "push", file, "--name", name])
+            .args([
+                "--server",
+                &format!("https://{webhooks_ip}:443"),
+                "--token",
+                &token,
+            ])
+            .args(["--tls-server-name", "operon-webhooks.operon.svc"])
+            .arg("--certificate-authority")
+            .arg(&ca)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "operon module push {name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let example = repo().join("operations/examples/node-diagnosis");
+    for file in ["operations.yaml", "pipeline.yaml"] {
+        kubectl(
+            config,
+            &["apply", "-f", example.join(file).to_str().unwrap()],
+        );
+    }
+    let node_name = kubectl(
+        config,
+        &["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"],
+    );
+    let diagnosis = dir.path().join("diagnosis.yaml");
+    std::fs::write(
+        &diagnosis,
+        format!(
+            "apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata:\n  name: node-diagnosis\n  namespace: {namespace}\nspec:\n  operationSet: node-diagnosis\n  nodeName: {node_name}\n  parameters:\n    threshold: \"99\"\n"
+        ),
+    )
+    .unwrap();
+    let diagnosed = Instant::now();
+    kubectl(config, &["create", "-f", diagnosis.to_str().unwrap()]);
+    let status: Value = eventually(
+        "the Diagnosis to end",
+        Duration::from_secs(240),
+        async || {
+            let out = kubectl(
+                config,
+                &[
+                    "-n",
+                    namespace,
+                    "get",
+                    "diagnosis",
+                    "node-diagnosis",
+                    "-o",
+                    "json",
+                ],
+            );
+            let object: Value = serde_json::from_str(&out).unwrap();
+            let phase = object["status"]["phase"].as_str().unwrap_or("");
+            matches!(phase, "Succeeded" | "Failed").then(|| object["status"].clone())
+        },
+    )
+    .await;
+    eprintln!(
+        "node-diagnosis through the agent: {:?}",
+        diagnosed.elapsed()
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status:#}");
+    let records = status["nodes"].as_array().unwrap();
+    let record = |operation: &str| {
+        records
+            .iter()
+            .find(|n| n["operation"] == operation)
+            .unwrap_or_else(|| panic!("no record of {operation}: {status:#}"))
+    };
+    // df read the run's mount table (the snapshot that stands in for /proc in a pod).
+    assert_eq!(record("collect-df")["phase"], "Succeeded", "{status:#}");
+    assert_eq!(record("disk-pressure")["phase"], "Succeeded", "{status:#}");
+    assert_eq!(
+        record("disk-cleanup-plan")["phase"],
+        "Succeeded",
+        "{status:#}"
+    );
+
+    // Leader hand-over: the leader deleted with --force, the other replica takes the
+    // Lease and its hooks label a new Pod.
+    let handed = Instant::now();
+    kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "delete",
+            "pod",
+            &leader,
+            "--force",
+            "--grace-period=0",
+        ],
+    );
+    let next = eventually("another leader", Duration::from_secs(60), async || {
+        let holder = kubectl(
+            config,
+            &[
+                "-n",
+                "operon",
+                "get",
+                "lease",
+                "operon",
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ],
+        );
+        (!holder.is_empty() && holder != leader).then_some(holder)
+    })
+    .await;
+    eprintln!(
+        "leader {leader} deleted, {next} leads after {:?}",
+        handed.elapsed()
+    );
+    let mut after = BTreeMap::new();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "after-handover"},
+        "spec": {"containers": [{"name": "c", "image": node.pod_image}], "terminationGracePeriodSeconds": 0},
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    after.insert("after-handover".to_owned(), Instant::now());
+    let (wasm, shell) = label_latencies(&pods, &after).await;
+    eprintln!(
+        "after the hand-over, a new Pod was labelled in {:?} (wasm) and {:?} (shell)",
+        wasm[0], shell[0]
+    );
+    let listed = pods.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), PODS + 1);
+}
