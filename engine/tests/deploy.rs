@@ -16,8 +16,9 @@ mod deploy_support;
 use deploy_support::{
     CHART, Grant, HOOKS_CONFIGMAP, KUSTOMIZATION, NAMESPACE, UID, assert_same, check_command_line,
     check_hardened, check_probes_and_resources, deploy, documents, find, flag_value, flags, grant,
-    grants, helm, help_default, image, is_agent, is_port_name, kind, kinds_and_names, kustomize,
-    name, normalized, of_kind, render_chart, selects, strings, text, volumes_by_name, without_hash,
+    grants, helm, help, help_default, image, is_agent, is_port_name, kind, kinds_and_names,
+    kustomize, name, normalized, of_kind, render_chart, selects, strings, text, volumes_by_name,
+    without_hash,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -120,6 +121,11 @@ fn args(objects: &[Value]) -> Vec<String> {
 fn check_namespaces(objects: &[Value]) {
     for object in objects {
         let namespace = object["metadata"]["namespace"].as_str();
+        // The seccomp profile's installer has a namespace of its own (deploy_seccomp.rs).
+        if kind(object) == "DaemonSet" && name(object) == "operon-seccomp" {
+            assert_eq!(namespace, Some("operon-node"));
+            continue;
+        }
         if CLUSTER_SCOPED.contains(&kind(object)) {
             assert_eq!(namespace, None, "{} is cluster-scoped", name(object));
         } else {
@@ -778,6 +784,9 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
     );
     let expected: BTreeSet<String> = [
         "Namespace/operon",
+        // The seccomp profile's installer (deploy_seccomp.rs checks it).
+        "Namespace/operon-node",
+        "DaemonSet/operon-seccomp",
         "CustomResourceDefinition/operations.operon.dev",
         "CustomResourceDefinition/operationsets.operon.dev",
         "CustomResourceDefinition/triggers.operon.dev",
@@ -1711,4 +1720,139 @@ fn image_builds_and_runs_the_example_hook() {
         output.contains(r#""labels":{"phase":"Pending"},"name":"diagnoses_by_phase","value":1.0"#),
         "{output}"
     );
+}
+
+// ---- the seccomp profile and its installer --------------------------------------------
+
+/// The installer DaemonSet, checked: on every node, in its own `privileged` namespace,
+/// writing the kubelet's seccomp directory `kubelet_dir` as root without capabilities,
+/// token or host namespace, with the controller's image.
+fn check_seccomp_installer(objects: &[Value], kubelet_dir: &str) {
+    let namespace = find(objects, "Namespace", "operon-node");
+    let labels = &namespace["metadata"]["labels"];
+    assert_eq!(labels["pod-security.kubernetes.io/enforce"], "privileged");
+    let installer = find(objects, "DaemonSet", "operon-seccomp");
+    assert_eq!(installer["metadata"]["namespace"], "operon-node");
+    let pod = &installer["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["tolerations"], json!([{"operator": "Exists"}]));
+    for field in ["hostNetwork", "hostPID", "hostIPC"] {
+        assert!(pod.get(field).is_none(), "{field}");
+    }
+    let containers = pod["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    let container = &containers[0];
+    assert_eq!(container["image"], container_image(objects));
+    let args = strings(&container["args"]);
+    check_command_line(
+        "seccomp-profile",
+        &help("seccomp-profile"),
+        &args,
+        container["env"].as_array().unwrap(),
+    );
+    let dir = flag_value(&args, "install-dir").expect("--install-dir");
+    assert!(
+        flag_value(&args, "keep").is_some(),
+        "kept, not written once"
+    );
+    assert_eq!(
+        container["volumeMounts"],
+        json!([{"name": "seccomp", "mountPath": dir}])
+    );
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "seccomp", "hostPath": {
+            "path": format!("{kubelet_dir}/seccomp"), "type": "DirectoryOrCreate"}}])
+    );
+    assert_eq!(
+        container["securityContext"],
+        json!({
+            "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": false,
+            "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+            "capabilities": {"drop": ["ALL"]}
+        })
+    );
+    assert_eq!(
+        pod["securityContext"],
+        json!({"seccompProfile": {"type": "RuntimeDefault"}})
+    );
+}
+
+fn container_image(objects: &[Value]) -> Value {
+    container(objects)["image"].clone()
+}
+
+/// Both engines run with --strict, waiving only the private /proc no pod can have.
+fn check_strict(objects: &[Value], strict: bool) {
+    let agent = find(objects, "DaemonSet", "operon-agent");
+    let agent = &agent["spec"]["template"]["spec"]["containers"][0];
+    for container in [container(objects), agent] {
+        let args = strings(&container["args"]);
+        let env = container["env"].as_array().unwrap();
+        let waived = env.iter().find(|e| e["name"] == "OPERON_STRICT_EXCEPT");
+        if strict {
+            assert!(args.contains(&"--strict".to_owned()), "{args:?}");
+            assert_eq!(waived.unwrap()["value"], "private_proc");
+        } else {
+            assert!(!args.contains(&"--strict".to_owned()), "{args:?}");
+            assert!(waived.is_none());
+        }
+    }
+}
+
+#[test]
+fn kustomization_installs_the_seccomp_profile_its_pods_name_and_runs_strict() {
+    check_seccomp_installer(&KUSTOMIZATION, "/var/lib/kubelet");
+    check_strict(&KUSTOMIZATION, true);
+}
+
+#[test]
+fn chart_installs_the_seccomp_profile_or_leaves_it_to_you() {
+    check_seccomp_installer(&CHART, "/var/lib/kubelet");
+    check_strict(&CHART, true);
+    let elsewhere = helm(&["--set", "seccomp.install.kubeletRootDir=/data/kubelet"]);
+    check_seccomp_installer(&elsewhere, "/data/kubelet");
+
+    let yours = helm(&[
+        "--set",
+        "seccomp.install.enabled=false",
+        "--set",
+        "seccomp.strict=false",
+    ]);
+    let names = kinds_and_names(&yours);
+    assert!(!names.contains("DaemonSet/operon-seccomp"), "{names:?}");
+    assert!(!names.contains("Namespace/operon-node"), "{names:?}");
+    check_strict(&yours, false);
+    // The pods still name the profile: it is installed some other way.
+    let pod = &find(&yours, "Deployment", "operon")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"],
+        deploy_support::seccomp_profile()
+    );
+}
+
+#[test]
+fn the_profile_installed_is_the_one_printed() {
+    let printed = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .arg("seccomp-profile")
+        .output()
+        .unwrap();
+    assert!(printed.status.success());
+    let profile: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO");
+    let dir = tempfile::tempdir().unwrap();
+    let installed = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["seccomp-profile", "--install-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "{}", text(&installed.stderr));
+    let file = dir.path().join(operon::script::seccomp::PROFILE_PATH);
+    assert_eq!(std::fs::read(file).unwrap(), printed.stdout);
+    // --keep needs somewhere to install.
+    let refused = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["seccomp-profile", "--keep", "1m"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
 }

@@ -107,29 +107,40 @@ fn overlay(node: &Node, dir: &Path) {
         .as_ref()
         .map(|root| {
             format!(
-                "- target: {{kind: DaemonSet, name: operon-seccomp}}\n  patch: |-\n    - op: replace\n      path: /spec/template/spec/volumes/0/hostPath/path\n      value: {root}/seccomp\n"
+                "patches:\n- target:\n    kind: DaemonSet\n    name: operon-seccomp\n  patch: |-\n    - op: replace\n      path: /spec/template/spec/volumes/0/hostPath/path\n      value: {root}/seccomp\n"
             )
         })
         .unwrap_or_default();
-    let image_replacements = [
-        ("Deployment", "operon", "operon", "env.[name=OPERON_IMAGE].value"),
-        ("DaemonSet", "operon-agent", "operon-agent", "env.[name=OPERON_IMAGE].value"),
-    ]
-    .map(|(kind, object, container, field)| {
-        format!(
-            "- source: {{kind: {kind}, name: {object}, fieldPath: spec.template.spec.containers.[name={container}].image}}\n  targets:\n  - select: {{kind: {kind}, name: {object}}}\n    fieldPaths: [spec.template.spec.containers.[name={container}].{field}]\n"
-        )
-    })
-    .concat();
+    // Block style: a flow mapping cannot hold the `[name=...]` of a field path.
+    let image_replacements = [("Deployment", "operon"), ("DaemonSet", "operon-agent")]
+        .map(|(kind, object)| {
+            let container = format!("spec.template.spec.containers.[name={object}]");
+            format!(
+                "- source:\n    kind: {kind}\n    name: {object}\n    fieldPath: {container}.image\n  targets:\n  - select:\n      kind: {kind}\n      name: {object}\n    fieldPaths:\n    - {container}.env.[name=OPERON_IMAGE].value\n"
+            )
+        })
+        .concat();
+    // kustomize takes no absolute path to a base.
+    let base = relative(&dir.canonicalize().unwrap(), &deploy);
     let kustomization = format!(
-        "resources:\n- {deploy}\n- pod-labeler-rbac.yaml\n\
+        "resources:\n- {base}\n- pod-labeler-rbac.yaml\n\
          images:\n- name: ghcr.io/operon-dev/operon\n  newName: {name}\n  newTag: \"{tag}\"\n\
          replacements:\n{image_replacements}\
          configMapGenerator:\n- name: operon-hooks\n  behavior: merge\n  files:\n  - pod_labeler.wasm\n  - pod-labeler-shell.sh\n\
-         patches:\n{kubelet_patch}",
-        deploy = deploy.display(),
+         {kubelet_patch}",
+        base = base.display(),
     );
     std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
+}
+
+/// `to` as a path relative to the directory `from` (both absolute).
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut path: PathBuf = std::iter::repeat_n("..", from.len() - common).collect();
+    path.extend(to[common..].iter().map(|c| c.as_os_str()));
+    path
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -215,6 +226,71 @@ async fn label_latencies(
     (wasm, shell)
 }
 
+/// The working set (usage less inactive file pages, as the kubelet counts it) of the
+/// Pod `uid`'s cgroup, when this machine is the node and shows its cgroups.
+fn pod_memory(uid: &str) -> Option<u64> {
+    fn find(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = entry.path();
+            if !entry.file_type().ok()?.is_dir() {
+                continue;
+            }
+            if entry.file_name().to_string_lossy().ends_with(name) {
+                return Some(path);
+            }
+            if depth > 0
+                && let Some(found) = find(&path, name, depth - 1)
+            {
+                return Some(found);
+            }
+        }
+        None
+    }
+    let pod = format!("pod{uid}");
+    let stat = |dir: &Path, key: &str| -> Option<u64> {
+        let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+    };
+    let read =
+        |path: PathBuf| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+    if let Some(dir) = find(Path::new("/sys/fs/cgroup/memory"), &pod, 5) {
+        let usage = read(dir.join("memory.usage_in_bytes"))?;
+        return Some(usage.saturating_sub(stat(&dir, "total_inactive_file ").unwrap_or(0)));
+    }
+    let dir = find(Path::new("/sys/fs/cgroup"), &pod, 6)?;
+    let usage = read(dir.join("memory.current"))?;
+    Some(usage.saturating_sub(stat(&dir, "inactive_file ").unwrap_or(0)))
+}
+
+fn leader_memory(config: &Path) -> Option<u64> {
+    let leader = kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "lease",
+            "operon",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
+    let uid = kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "pod",
+            &leader,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    );
+    pod_memory(&uid)
+}
+
 fn report(what: &str, sorted: &[Duration]) {
     eprintln!(
         "{what}: p50 {:?}, p99 {:?}, max {:?} over {} Pods",
@@ -229,7 +305,7 @@ fn report(what: &str, sorted: &[Duration]) {
 async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     let Some(node) = node() else { return };
     let config = node.kubeconfig.as_path();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     overlay(&node, dir.path());
 
     // The install, timed to every Pod Ready.
@@ -260,6 +336,42 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     eprintln!(
         "kubectl apply -k deploy/ to all Pods Ready: {:?}",
         started.elapsed()
+    );
+
+    // Pod Security is enforced where the controller and the agent run: they were
+    // admitted under `restricted`, which refuses what the installer needs.
+    let level = kubectl(
+        config,
+        &[
+            "get",
+            "namespace",
+            "operon",
+            "-o",
+            "jsonpath={.metadata.labels.pod-security\\.kubernetes\\.io/enforce}",
+        ],
+    );
+    assert_eq!(level, "restricted");
+    let host_path = dir.path().join("host-path-pod.yaml");
+    std::fs::write(
+        &host_path,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: refused\n  namespace: operon\nspec:\n  containers:\n  - name: c\n    image: {}\n  volumes:\n  - name: h\n    hostPath:\n      path: /var/lib/kubelet/seccomp\n",
+            node.pod_image
+        ),
+    )
+    .unwrap();
+    let (admitted, _, why) = try_kubectl(
+        config,
+        &[
+            "create",
+            "--dry-run=server",
+            "-f",
+            host_path.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        !admitted && why.contains("violates PodSecurity \"restricted"),
+        "{why}"
     );
 
     let cluster = connect(config).await;
@@ -516,4 +628,40 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     );
     let listed = pods.list(&ListParams::default()).await.unwrap();
     assert_eq!(listed.items.len(), PODS + 1);
+
+    // The controller's memory, idle and while its hooks watch 1,000 more Pods (most of
+    // them stay Pending: one node runs at most 110).
+    let Some(idle) = leader_memory(config) else {
+        eprintln!("the node's cgroups are not visible here: memory not measured");
+        return;
+    };
+    let more = 1_000;
+    for i in 0..more {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("w{i:04}")},
+            "spec": {"containers": [{"name": "c", "image": node.pod_image}], "terminationGracePeriodSeconds": 0},
+        }))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+    }
+    let all = PODS + 1 + more;
+    eventually("every Pod labelled", Duration::from_secs(600), async || {
+        let list = pods.list(&ListParams::default()).await.ok()?;
+        let labelled = list.items.iter().filter(|p| {
+            let labels = p.metadata.labels.as_ref();
+            [WASM_LABEL, SHELL_LABEL]
+                .iter()
+                .all(|l| labels.is_some_and(|m| m.contains_key(*l)))
+        });
+        (labelled.count() == all).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let watching = leader_memory(config).expect("measured before");
+    eprintln!(
+        "controller memory (cgroup working set): {:.1} MiB idle, {:.1} MiB watching {} Pods",
+        idle as f64 / 1048576.0,
+        watching as f64 / 1048576.0,
+        all
+    );
 }

@@ -167,7 +167,7 @@ impl Trust {
         let read = std::fs::read(&self.path)
             .map_err(|e| e.to_string())
             .and_then(|pem| {
-                if pem == state.pem {
+                if state.tls.is_some() && pem == state.pem {
                     return Ok(None);
                 }
                 let tls = client_config(&pem)?;

@@ -357,15 +357,20 @@ pub fn env_var<'a>(env: &'a [Value], var: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {var} in {env:?}"))
 }
 
+/// The seccomp profile Operon's pods name: the one `operon seccomp-profile` installs.
+pub fn seccomp_profile() -> Value {
+    json!({"type": "Localhost", "localhostProfile": operon::script::seccomp::PROFILE_PATH})
+}
+
 /// The hardening of every Operon pod: its pod-level securityContext, and its
 /// container's (non-root, no privilege escalation, no capability, a read-only root
-/// filesystem, the runtime's default seccomp profile).
+/// filesystem, Operon's seccomp profile).
 pub fn check_hardened(pod: &Value, container: &Value) {
     assert_eq!(
         pod["securityContext"],
         json!({
             "runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
-            "seccompProfile": {"type": "RuntimeDefault"}
+            "seccompProfile": seccomp_profile()
         })
     );
     assert_eq!(
@@ -373,7 +378,7 @@ pub fn check_hardened(pod: &Value, container: &Value) {
         json!({
             "runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID,
             "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
-            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": seccomp_profile()
         })
     );
     for field in ["hostNetwork", "hostPID", "hostIPC"] {
