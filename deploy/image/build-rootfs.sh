@@ -5,6 +5,9 @@
 #
 #   deploy/image/build-rootfs.sh OPERON_BINARY OUT_DIR [MODULES_DIR]
 #
+# KUBECTL=PATH adds that kubectl (for hooks that call it themselves, under operon serve
+# --hook-cluster-access); without it the image has none, and is 55 MB smaller.
+#
 # MODULES_DIR's *.wasm go to /usr/lib/operon/modules, the image's --modules directory:
 # give target/wasm32-wasip2/release after
 # `cargo build --release --target wasm32-wasip2 -p node-collector`, so that the agent's
@@ -101,12 +104,11 @@ for program in "${programs[@]}"; do
 done
 ln -s bash "$root/usr/bin/sh"
 # kubectl, for hooks that call it themselves (operon serve --hook-cluster-access), when
-# this machine has it; without it such hooks fail with "kubectl: command not found".
-if path=$(type -P kubectl); then
-  cp -L "$path" "$root/usr/bin/kubectl"
-  copy_libraries "$path"
-else
-  echo "build-rootfs.sh: kubectl is not installed here: the image will not have it" >&2
+# KUBECTL names one; without it such hooks fail with "kubectl: command not found".
+if [ -n "${KUBECTL:-}" ]; then
+  [ -x "$KUBECTL" ] || die "KUBECTL=$KUBECTL is not an executable"
+  cp -L "$KUBECTL" "$root/usr/bin/kubectl"
+  copy_libraries "$KUBECTL"
 fi
 
 # Users and name lookups: root, and the unprivileged user the controller runs as.

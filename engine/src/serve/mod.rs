@@ -197,6 +197,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let metrics = Arc::new(Metrics::new()?);
+    // What each script run got, so that a node without a protection shows on /metrics.
+    crate::script::register_metrics(metrics.registry())
+        .map_err(|e| MetricError::Registry(e.to_string()))?;
     let status = Arc::new(Status {
         metrics: metrics.clone(),
         engine: watch::Sender::new(None),

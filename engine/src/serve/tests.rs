@@ -90,9 +90,19 @@ async fn serve_runs_hooks_and_answers_metrics_health_readiness_and_debug() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(get(address, "/healthz").await.unwrap().0, 200);
+    // A script run's protections reach /metrics.
+    crate::script::Protections {
+        user_namespace: crate::script::ProtectionState::Applied,
+        ..Default::default()
+    }
+    .record("a script hook");
     let (status, metrics) = get(address, "/metrics").await.unwrap();
     assert_eq!(status, 200);
     assert!(metrics.contains("operon_hook_run_seconds"), "{metrics}");
+    assert!(
+        metrics.contains("operon_script_sandbox_protection{protection=\"user_namespace\"} 1"),
+        "{metrics}"
+    );
     assert!(metrics.contains("pods_labelled_total"), "{metrics}");
     let (_, hook_metrics) = get(address, "/metrics/hooks").await.unwrap();
     assert!(hook_metrics.contains("pods_labelled_total"));
