@@ -56,16 +56,38 @@ def rendered_documents(rendered: dict[str, str]) -> list[tuple[str, str]]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--chart", default=os.path.join(HERE, "operon"), help="the chart directory")
-    parser.add_argument("--name", default="operon", help="the release name")
-    parser.add_argument("--namespace", default="operon", help="the release namespace")
+def add_value_arguments(parser: argparse.ArgumentParser) -> None:
+    """The value flags of `helm template` and `helm install`."""
     parser.add_argument("-f", "--values", action="append", default=[], help="a values file")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE[,KEY=VALUE]")
     parser.add_argument("--set-string", action="append", default=[], help="values kept as strings")
     parser.add_argument("--set-json", action="append", default=[], help="KEY=JSON")
     parser.add_argument("--set-file", action="append", default=[], help="KEY=PATH (its content)")
+
+
+def values_from(helm: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The values the flags of `add_value_arguments` give, merged in Helm's order."""
+    values: dict[str, Any] = {}
+    for path in args.values:
+        with open(path, encoding="utf-8") as file:
+            values = merge(values, helm.values_from_yaml(file.read()))
+    for expression in args.set_json:
+        values = merge(values, helm.parse_set_json(expression))
+    for expression in args.set:
+        values = merge(values, helm.parse_set_string(expression))
+    for expression in args.set_string:
+        values = merge(values, helm.parse_set_string_values(expression))
+    for expression in args.set_file:
+        values = merge(values, helm.parse_set_file(expression))
+    return values
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chart", default=os.path.join(HERE, "operon"), help="the chart directory")
+    parser.add_argument("--name", default="operon", help="the release name")
+    parser.add_argument("--namespace", default="operon", help="the release namespace")
+    add_value_arguments(parser)
     parser.add_argument(
         "--include-crds", action="store_true", help="print the chart's crds/ first"
     )
@@ -87,18 +109,7 @@ def main(argv: list[str]) -> int:
         return 2
 
     try:
-        values: dict[str, Any] = {}
-        for path in args.values:
-            with open(path, encoding="utf-8") as file:
-                values = merge(values, helm.values_from_yaml(file.read()))
-        for expression in args.set_json:
-            values = merge(values, helm.parse_set_json(expression))
-        for expression in args.set:
-            values = merge(values, helm.parse_set_string(expression))
-        for expression in args.set_string:
-            values = merge(values, helm.parse_set_string_values(expression))
-        for expression in args.set_file:
-            values = merge(values, helm.parse_set_file(expression))
+        values = values_from(helm, args)
 
         if args.lint:
             report = helm.lint(args.chart, values, strict=True, namespace=args.namespace)

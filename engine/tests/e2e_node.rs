@@ -3,8 +3,10 @@
 //! from where the cluster's Service addresses are reachable (on the node, or inside the
 //! test node's network namespace).
 //!
-//! On a cluster without Operon, it installs `deploy/` as a newcomer would (`kubectl
-//! apply -k` of an overlay that only points the image at the one given, adds the pod
+//! On a cluster without Operon, it installs the Helm chart with Helm's own code
+//! (`deploy/helm/install.py`), checks that its shell hook runs with every namespace, and
+//! uninstalls it; then it installs `deploy/` as a newcomer would (`kubectl apply -k` of
+//! an overlay that only points the image at the one given, adds the pod
 //! labeler as a wasm hook and as a shell twin to the hooks ConfigMap with their RBAC,
 //! and, with `OPERON_E2E_NODE_KUBELET_DIR`, the kubelet's directory), then checks:
 //! - every Pod becomes Ready, the seccomp profile's installer included;
@@ -22,9 +24,9 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::watcher;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -182,49 +184,73 @@ fn http_get_from(address: &str, port: u16, path: &str) -> Option<String> {
     Some(response.split_once("\r\n\r\n")?.1.to_owned())
 }
 
-/// Waits until every Pod created has both labels, and returns the time from each Pod's
-/// creation (as the test saw it) to each label.
-async fn label_latencies(
-    pods: &Api<Pod>,
-    created: &BTreeMap<String, Instant>,
-) -> (Vec<Duration>, Vec<Duration>) {
-    let mut seen: BTreeMap<(String, &str), Instant> = BTreeMap::new();
-    let stream = watcher(pods.clone(), watcher::Config::default()).applied_objects();
-    futures::pin_mut!(stream);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+/// When each label was first seen on each Pod, by Pod name and label.
+type Seen = BTreeMap<(String, &'static str), Instant>;
+
+/// Watches `pods` until each of `names` carries both labels, and returns when each label
+/// was first seen. Started before the Pods are created: it returns once its first list
+/// is done, with the task that finishes with what it saw.
+async fn watch_labels(pods: &Api<Pod>, names: BTreeSet<String>) -> tokio::task::JoinHandle<Seen> {
     use futures::StreamExt as _;
-    while seen.len() < created.len() * 2 {
-        let pod = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "not every Pod was labelled within 180 s: {} of {} labels",
-                    seen.len(),
-                    created.len() * 2
-                )
-            })
-            .expect("the watch goes on")
-            .expect("watch event");
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        if !created.contains_key(&name) {
-            continue;
-        }
-        let labels = pod.metadata.labels.unwrap_or_default();
-        for label in [WASM_LABEL, SHELL_LABEL] {
-            if labels.get(label).map(String::as_str) == Some("true") {
-                seen.entry((name.clone(), label))
-                    .or_insert_with(Instant::now);
+    let (listed, ready) = tokio::sync::oneshot::channel();
+    let pods = pods.clone();
+    let task = tokio::spawn(async move {
+        let mut listed = Some(listed);
+        let mut seen = Seen::new();
+        let stream = watcher(pods, watcher::Config::default());
+        futures::pin_mut!(stream);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+        while seen.len() < names.len() * 2 {
+            let event = tokio::time::timeout_at(deadline, stream.next())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "not every Pod was labelled within 300 s: {} of {} labels",
+                        seen.len(),
+                        names.len() * 2
+                    )
+                })
+                .expect("the watch goes on")
+                .expect("watch event");
+            let pod = match event {
+                watcher::Event::InitDone => {
+                    if let Some(listed) = listed.take() {
+                        let _ = listed.send(());
+                    }
+                    continue;
+                }
+                watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => pod,
+                _ => continue,
+            };
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            if !names.contains(&name) {
+                continue;
+            }
+            let labels = pod.metadata.labels.unwrap_or_default();
+            for label in [WASM_LABEL, SHELL_LABEL] {
+                if labels.get(label).map(String::as_str) == Some("true") {
+                    seen.entry((name.clone(), label))
+                        .or_insert_with(Instant::now);
+                }
             }
         }
-    }
+        seen
+    });
+    ready.await.expect("the watch lists the Pods");
+    task
+}
+
+/// The time from each Pod's creation (as the test saw it) to each of its labels, sorted:
+/// (wasm hook, shell hook).
+fn latencies(created: &BTreeMap<String, Instant>, seen: &Seen) -> (Vec<Duration>, Vec<Duration>) {
     let mut wasm = Vec::new();
     let mut shell = Vec::new();
     for ((name, label), at) in seen {
-        let Some(start) = created.get(&name) else {
+        let Some(start) = created.get(name) else {
             continue;
         };
         let latency = at.saturating_duration_since(*start);
-        if label == WASM_LABEL {
+        if *label == WASM_LABEL {
             wasm.push(latency);
         } else {
             shell.push(latency);
@@ -319,10 +345,89 @@ fn report(what: &str, sorted: &[Duration]) {
     );
 }
 
+/// The Helm chart installed with Helm's own code (deploy/helm/install.py), its shell hook
+/// run with every namespace, then uninstalled.
+fn helm_installs_and_uninstalls(node: &Node) {
+    let config = node.kubeconfig.as_path();
+    let (repository, tag) = node.image.rsplit_once(':').expect("the image has a tag");
+    let script = repo().join("deploy/helm/install.py");
+    let mut install = Command::new("python3");
+    install
+        .arg(&script)
+        .arg("--kubeconfig")
+        .arg(config)
+        .args(["--set", &format!("image.repository={repository}")])
+        .args(["--set", &format!("image.tag={tag}")]);
+    if let Some(root) = &node.kubelet_dir {
+        install.args(["--set", &format!("seccomp.install.kubeletRootDir={root}")]);
+    }
+    let started = Instant::now();
+    let output = install.output().unwrap();
+    assert!(
+        output.status.success(),
+        "helm install: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    eprintln!(
+        "helm install (waiting for every object) took {:?}",
+        started.elapsed()
+    );
+    let leader = leader_pod(config);
+    let ip = kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "pod",
+            &leader,
+            "-o",
+            "jsonpath={.status.podIP}",
+        ],
+    );
+    let line = "operon_script_sandbox_protection{protection=\"user_namespace\"} 1";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !http_get_from(&ip, 9115, "/metrics").is_some_and(|m| m.contains(line)) {
+        assert!(
+            Instant::now() < deadline,
+            "the Helm release's hook never ran in a user namespace"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let output = Command::new("python3")
+        .arg(&script)
+        .arg("--kubeconfig")
+        .arg(config)
+        .arg("--uninstall")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "helm uninstall: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, pods, _) = try_kubectl(config, &["-n", "operon", "get", "pods", "-o", "name"]);
+        let (_, installer, _) =
+            try_kubectl(config, &["get", "namespace", "operon-node", "-o", "name"]);
+        if pods.trim().is_empty() && installer.trim().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Helm release is not gone: {pods}{installer}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     let Some(node) = node() else { return };
     let config = node.kubeconfig.as_path();
+    helm_installs_and_uninstalls(&node);
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     overlay(&node, dir.path());
 
@@ -332,7 +437,13 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     // annotation a client-side apply records.
     kubectl(
         config,
-        &["apply", "--server-side", "-k", dir.path().to_str().unwrap()],
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            dir.path().to_str().unwrap(),
+        ],
     );
     for (namespace, workload) in [
         ("operon-node", "daemonset/operon-seccomp"),
@@ -438,6 +549,8 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
 
     // Pods labelled by the wasm hook and by its shell twin.
+    let names: BTreeSet<String> = (0..PODS).map(|i| format!("p{i:03}")).collect();
+    let watching = watch_labels(&pods, names).await;
     let mut created = BTreeMap::new();
     for i in 0..PODS {
         let name = format!("p{i:03}");
@@ -456,7 +569,7 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         // way, not a backlog.
         tokio::time::sleep(PACE).await;
     }
-    let (wasm, shell) = label_latencies(&pods, &created).await;
+    let (wasm, shell) = latencies(&created, &watching.await.unwrap());
     report("Pod created to label applied, wasm hook", &wasm);
     report("Pod created to label applied, shell hook", &shell);
 
@@ -652,6 +765,7 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         "leader {leader} deleted, {next} leads after {:?}",
         handed.elapsed()
     );
+    let watching = watch_labels(&pods, BTreeSet::from(["after-handover".to_owned()])).await;
     let mut after = BTreeMap::new();
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "after-handover"},
@@ -660,7 +774,7 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     .unwrap();
     pods.create(&Default::default(), &pod).await.unwrap();
     after.insert("after-handover".to_owned(), Instant::now());
-    let (wasm, shell) = label_latencies(&pods, &after).await;
+    let (wasm, shell) = latencies(&after, &watching.await.unwrap());
     eprintln!(
         "after the hand-over, a new Pod was labelled in {:?} (wasm) and {:?} (shell)",
         wasm[0], shell[0]
