@@ -298,6 +298,22 @@ fn pod_memory(uid: &str) -> Option<u64> {
     Some(usage.saturating_sub(stat(&dir, "inactive_file ").unwrap_or(0)))
 }
 
+/// A field (a JSONPath template) of the Pod `pod` in namespace operon.
+fn operon_pod(config: &Path, pod: &str, field: &str) -> String {
+    kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "pod",
+            pod,
+            "-o",
+            &format!("jsonpath={field}"),
+        ],
+    )
+}
+
 /// The Pod holding the controller's Lease (its holder identity is `POD_NAME_SUFFIX`).
 fn leader_pod(config: &Path) -> String {
     let holder = kubectl(
@@ -320,18 +336,7 @@ fn leader_pod(config: &Path) -> String {
 
 fn leader_memory(config: &Path) -> Option<u64> {
     let leader = leader_pod(config);
-    let uid = kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "get",
-            "pod",
-            &leader,
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ],
-    );
+    let uid = operon_pod(config, &leader, "{.metadata.uid}");
     pod_memory(&uid)
 }
 
@@ -374,18 +379,7 @@ fn helm_installs_and_uninstalls(node: &Node) {
         started.elapsed()
     );
     let leader = leader_pod(config);
-    let ip = kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "get",
-            "pod",
-            &leader,
-            "-o",
-            "jsonpath={.status.podIP}",
-        ],
-    );
+    let ip = operon_pod(config, &leader, "{.status.podIP}");
     let line = "operon_script_sandbox_protection{protection=\"user_namespace\"} 1";
     let deadline = Instant::now() + Duration::from_secs(60);
     while !http_get_from(&ip, 9115, "/metrics").is_some_and(|m| m.contains(line)) {
@@ -576,18 +570,7 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     // The shell hook ran in every namespace the sandbox has in a pod, under --strict.
     let metrics_ip = cluster_ip(config, "operon", "operon-metrics");
     let leader = leader_pod(config);
-    let leader_ip = kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "get",
-            "pod",
-            &leader,
-            "-o",
-            "jsonpath={.status.podIP}",
-        ],
-    );
+    let leader_ip = operon_pod(config, &leader, "{.status.podIP}");
     let metrics = eventually(
         "the leader's metrics",
         Duration::from_secs(30),

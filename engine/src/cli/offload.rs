@@ -73,6 +73,8 @@ pub struct OffloadDefaults {
 
 /// Why a process does not offload `wasm.runOn: Job` steps.
 #[derive(Debug, thiserror::Error)]
+// Every refusal is a setting that is missing, and says which.
+#[allow(clippy::enum_variant_names)]
 pub enum Refusal {
     /// No image for the Jobs.
     #[error("no --image (OPERON_IMAGE), the image the Jobs run")]
