@@ -40,6 +40,39 @@ impl ProcessList {
     }
 }
 
+/// How many times the listing is read again after a process vanished mid-listing.
+const LISTING_ATTEMPTS: usize = 5;
+
+/// The pids of `proc`. A process that exits while the directory is read makes the host
+/// fail that entry, and the standard library ends the listing at the first failure: on a
+/// busy node that cut the list short, so it is read again (the gone process no longer
+/// listed), keeping every pid seen.
+fn list_pids(proc: &Path) -> Result<Vec<u32>, Error> {
+    let mut pids = std::collections::BTreeSet::new();
+    for _ in 0..LISTING_ATTEMPTS {
+        let entries = std::fs::read_dir(proc)
+            .map_err(|e| Error::new(format!("cannot list {}: {e}", proc.display())))?;
+        let mut complete = true;
+        for entry in entries {
+            match entry {
+                Ok(entry) => {
+                    if let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+                        pids.insert(pid);
+                    }
+                }
+                Err(_) => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        if complete {
+            break;
+        }
+    }
+    Ok(pids.into_iter().collect())
+}
+
 /// Reads every process under `proc`; `now` is the wall clock in seconds since the epoch.
 pub fn collect(proc: &Path, now: f64) -> Result<ProcessList, Error> {
     let boot_time = std::fs::read_to_string(proc.join("stat"))
@@ -47,12 +80,8 @@ pub fn collect(proc: &Path, now: f64) -> Result<ProcessList, Error> {
         .lines()
         .find_map(|line| line.strip_prefix("btime ")?.trim().parse::<f64>().ok())
         .ok_or_else(|| Error::new(format!("{}/stat has no btime line", proc.display())))?;
-    let entries = std::fs::read_dir(proc)
-        .map_err(|e| Error::new(format!("cannot list {}: {e}", proc.display())))?;
-    let mut pids: Vec<u32> = entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    pids.sort_unstable();
+    // In pid order.
+    let pids = list_pids(proc)?;
     let mut list = ProcessList {
         processes: Vec::with_capacity(pids.len()),
         unreadable: 0,

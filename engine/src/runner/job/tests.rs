@@ -717,3 +717,43 @@ async fn a_completion_seen_before_its_pod_is_read_from_the_pods_as_they_are() {
     assert_eq!(out.results["fsck"], "clean");
     assert_eq!(pod_lists, 2);
 }
+
+#[tokio::test]
+async fn an_offloaded_step_waits_for_the_module_apis_ca_and_creates_nothing_meanwhile() {
+    let digest = crate::sandbox::ModuleDigest::of(b"the module");
+    let (sender, ca) = tokio::sync::watch::channel(Vec::new());
+    let target = OffloadTarget {
+        ca,
+        ..offload_target(None)
+    };
+    // The mock answers nothing: a runner that tried to create its Job would hang.
+    let (client, _api) = mock::pair();
+    let refused = target
+        .runner(
+            Some(client.clone()),
+            "disk-scan",
+            &offloaded_wasm(),
+            digest,
+            Platform::default(),
+        )
+        .err()
+        .expect("refused while the CA is not there");
+    assert!(
+        refused
+            .to_string()
+            .contains("the module API's CA is not there yet"),
+        "{refused}"
+    );
+    sender.send_replace(b"-----BEGIN CERTIFICATE-----\n".to_vec());
+    assert!(
+        target
+            .runner(
+                Some(client),
+                "disk-scan",
+                &offloaded_wasm(),
+                digest,
+                Platform::default()
+            )
+            .is_ok()
+    );
+}
