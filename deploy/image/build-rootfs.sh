@@ -15,8 +15,8 @@
 #
 # OUT_DIR receives rootfs/ and the Containerfile, ready as a build context:
 #
-#   deploy/image/build-rootfs.sh target/release/operon target/image
-#   buildah bud -f target/image/Containerfile -t operon:dev target/image   # or podman build
+#   deploy/image/build-rootfs.sh target/release/operon target/container
+#   buildah bud -f target/container/Containerfile -t operon:dev target/container   # or podman build
 #
 # OUT_DIR/rootfs must not exist yet or be empty (it is never deleted). The programs are
 # the host's own builds, so build on the distribution (and architecture) you want in

@@ -563,7 +563,21 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         // way, not a backlog.
         tokio::time::sleep(PACE).await;
     }
-    let (wasm, shell) = latencies(&created, &watching.await.unwrap());
+    let seen = watching.await.unwrap();
+    let (wasm, shell) = latencies(&created, &seen);
+    // The slowest, by name: an outlier is then told from a trend.
+    let mut slowest: Vec<(Duration, &str, &str)> = seen
+        .iter()
+        .map(|((name, label), at)| {
+            (
+                at.saturating_duration_since(created[name]),
+                name.as_str(),
+                *label,
+            )
+        })
+        .collect();
+    slowest.sort();
+    eprintln!("slowest: {:?}", &slowest[slowest.len().saturating_sub(3)..]);
     report("Pod created to label applied, wasm hook", &wasm);
     report("Pod created to label applied, shell hook", &shell);
 
@@ -724,6 +738,122 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         "{status:#}"
     );
 
+    // A Diagnosis naming no node runs in the controller: a `job` step as a real Job of
+    // the Operon image, then a wasm step offloaded to a Job (`runOn: Job`) whose pod
+    // fetches the pushed module from the module API through the webhook Service with
+    // its ServiceAccount's token (granted `get` on Modules in this namespace only).
+    let reader = format!("{namespace}-module-reader");
+    kubectl(
+        config,
+        &[
+            "create",
+            "clusterrole",
+            &reader,
+            "--verb=get",
+            "--resource=modules.operon.dev",
+        ],
+    );
+    let _reader = ClusterScoped {
+        kubeconfig: config.to_owned(),
+        objects: vec![("clusterrole", reader.clone())],
+    };
+    kubectl(
+        config,
+        &[
+            "-n",
+            namespace,
+            "create",
+            "rolebinding",
+            "module-reader",
+            "--clusterrole",
+            &reader,
+            "--serviceaccount",
+            &format!("{namespace}:default"),
+        ],
+    );
+    let jobs = dir.path().join("jobs.yaml");
+    std::fs::write(
+        &jobs,
+        format!(
+            r#"apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata:
+  name: e2e-job-step
+spec:
+  processor:
+    timeoutSeconds: 120
+    job:
+      image: {image}
+      imagePullPolicy: IfNotPresent
+      command: [bash, -c, 'printf "{{\"job.ran\":\"%s\"}}" "$(uname -n)" > "$OPERON_RESULT_PATH"']
+---
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata:
+  name: e2e-offloaded-triage
+spec:
+  processor:
+    timeoutSeconds: 120
+    wasm:
+      module: log-triage
+      runOn: Job
+---
+apiVersion: operon.dev/v1alpha1
+kind: OperationSet
+metadata:
+  name: e2e-jobs
+spec:
+  adjacencyList:
+  - id: 0
+    to: [1]
+  - id: 1
+    operation: e2e-job-step
+    to: [2]
+  - id: 2
+    operation: e2e-offloaded-triage
+---
+apiVersion: operon.dev/v1alpha1
+kind: Diagnosis
+metadata:
+  name: jobs
+  namespace: {namespace}
+spec:
+  operationSet: e2e-jobs
+  parameters:
+    log: "kernel: Memory cgroup out of memory: Killed process 4242 (app) OOMKilled"
+"#,
+            image = node.image,
+        ),
+    )
+    .unwrap();
+    let in_jobs = Instant::now();
+    kubectl(config, &["apply", "-f", jobs.to_str().unwrap()]);
+    let status: Value = eventually(
+        "the Job Diagnosis to end",
+        Duration::from_secs(300),
+        async || {
+            let out = kubectl(
+                config,
+                &["-n", namespace, "get", "diagnosis", "jobs", "-o", "json"],
+            );
+            let object: Value = serde_json::from_str(&out).unwrap();
+            let phase = object["status"]["phase"].as_str().unwrap_or("");
+            matches!(phase, "Succeeded" | "Failed").then(|| object["status"].clone())
+        },
+    )
+    .await;
+    eprintln!(
+        "a job step and an offloaded wasm step, as real Jobs: {:?}",
+        in_jobs.elapsed()
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status:#}");
+    let results = &status["operationResults"];
+    assert!(
+        results["job.ran"].as_str().is_some_and(|r| !r.is_empty()),
+        "{status:#}"
+    );
+    assert_eq!(results["triage.category"], "oom", "{status:#}");
+
     // Leader hand-over: the leader deleted with --force, the other replica takes the
     // Lease and its hooks label a new Pod.
     let handed = Instant::now();
@@ -762,7 +892,11 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         "after the hand-over, a new Pod was labelled in {:?} (wasm) and {:?} (shell)",
         wasm[0], shell[0]
     );
-    let listed = pods.list(&ListParams::default()).await.unwrap();
+    // The test's Pods, not the Jobs' (labelled job-name).
+    let listed = pods
+        .list(&ListParams::default().labels("!job-name"))
+        .await
+        .unwrap();
     assert_eq!(listed.items.len(), PODS + 1);
 
     // The controller's memory, idle and while its hooks watch 1,000 more Pods (most of
