@@ -10,6 +10,7 @@
 //! labeler as a wasm hook and as a shell twin to the hooks ConfigMap with their RBAC,
 //! and, with `OPERON_E2E_NODE_KUBELET_DIR`, the kubelet's directory), then checks:
 //! - every Pod becomes Ready, the seccomp profile's installer included;
+//! - the API server calls a validating and a mutating hook through the webhook Service;
 //! - Pods created with kubectl get both hooks' labels, and the time from creation to
 //!   each label is reported (p50, p99);
 //! - the shell hook ran with every namespace (its metrics, scraped from the metrics
@@ -36,6 +37,52 @@ use e2e_support::*;
 
 /// How many Pods are labelled for the latency figures.
 const PODS: usize = 50;
+/// A shell hook with a validating and a mutating binding on ConfigMaps in namespaces
+/// labelled `e2e.operon.dev/webhooks`: it refuses one labelled `e2e.operon.dev/deny` and
+/// labels the others `e2e.operon.dev/mutated`. The API server calls it through the
+/// webhook Service.
+const WEBHOOK_HOOK: &str = r#"#!/usr/bin/env bash
+set -euo pipefail
+if [[ "${1:-}" == "--config" ]]; then
+  cat <<CONFIG
+configVersion: v1
+kubernetesValidating:
+- name: deny.e2e.operon.dev
+  namespace:
+    labelSelector:
+      matchLabels:
+        e2e.operon.dev/webhooks: "true"
+  rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["configmaps"]
+    scope: Namespaced
+kubernetesMutating:
+- name: mutate.e2e.operon.dev
+  namespace:
+    labelSelector:
+      matchLabels:
+        e2e.operon.dev/webhooks: "true"
+  rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["configmaps"]
+    scope: Namespaced
+CONFIG
+  exit 0
+fi
+jq -c '.[0] as $c
+  | if $c.type == "Mutating" then
+      {allowed: true, patch: ([{op: "add", path: "/metadata/labels", value:
+        (($c.review.request.object.metadata.labels // {}) + {"e2e.operon.dev/mutated": "true"})}]
+        | tojson | @base64)}
+    elif ($c.review.request.object.metadata.labels // {}) | has("e2e.operon.dev/deny") then
+      {allowed: false, message: "refused by e2e-webhooks.sh"}
+    else {allowed: true} end' "$BINDING_CONTEXT_PATH" > "$VALIDATING_RESPONSE_PATH"
+"#;
+
 /// The time between two of those Pods.
 const PACE: Duration = Duration::from_millis(1000);
 const WASM_LABEL: &str = "operon.dev/seen";
@@ -112,6 +159,7 @@ fn overlay(node: &Node, dir: &Path) {
             );
     assert!(shell.contains("queue: shell"));
     std::fs::write(dir.join("pod-labeler-shell.sh"), shell).unwrap();
+    std::fs::write(dir.join("e2e-webhooks.sh"), WEBHOOK_HOOK).unwrap();
     let (name, tag) = node.image.rsplit_once(':').expect("the image has a tag");
     let kubelet_patch = node
         .kubelet_dir
@@ -137,7 +185,7 @@ fn overlay(node: &Node, dir: &Path) {
         "resources:\n- {base}\n- pod-labeler-rbac.yaml\n\
          images:\n- name: ghcr.io/operon-dev/operon\n  newName: {name}\n  newTag: \"{tag}\"\n\
          replacements:\n{image_replacements}\
-         configMapGenerator:\n- name: operon-hooks\n  behavior: merge\n  files:\n  - pod_labeler.wasm\n  - pod-labeler-shell.sh\n\
+         configMapGenerator:\n- name: operon-hooks\n  behavior: merge\n  files:\n  - pod_labeler.wasm\n  - pod-labeler-shell.sh\n  - e2e-webhooks.sh\n\
          {kubelet_patch}",
         base = base.display(),
     );
@@ -540,6 +588,61 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     let client = cluster.client().clone();
     let scratch = Scratch::new(&cluster, config, "e2e-node").await;
     let namespace = scratch.name.as_str();
+
+    // Admission webhooks called by the API server through the webhook Service: a
+    // mutating and a validating binding of a shell hook, registered by the leader.
+    kubectl(
+        config,
+        &[
+            "label",
+            "namespace",
+            namespace,
+            "e2e.operon.dev/webhooks=true",
+        ],
+    );
+    let configmap = |name: &str, labels: &str| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels: {{{labels}}}\n"
+            ),
+        )
+        .unwrap();
+        try_kubectl(config, &["create", "-f", path.to_str().unwrap()])
+    };
+    let mut attempt = 0;
+    let refusal = eventually(
+        "the validating webhook",
+        Duration::from_secs(120),
+        async || {
+            attempt += 1;
+            let (created, _, why) =
+                configmap(&format!("denied-{attempt}"), "e2e.operon.dev/deny: \"yes\"");
+            (!created).then_some(why)
+        },
+    )
+    .await;
+    assert!(refusal.contains("refused by e2e-webhooks.sh"), "{refusal}");
+    let (created, _, why) = configmap("allowed", "app: e2e");
+    assert!(created, "{why}");
+    let labels = kubectl(
+        config,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "configmap",
+            "allowed",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ],
+    );
+    assert!(
+        labels.contains("e2e.operon.dev/mutated"),
+        "not mutated: {labels}"
+    );
+    eprintln!("validating and mutating webhooks answered through the Service");
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
 
     // Pods labelled by the wasm hook and by its shell twin.
