@@ -18,6 +18,8 @@
 //! - modules pushed to the module API right after the install are followed by the
 //!   agent, and the node-diagnosis example's Diagnosis, placed on this node, succeeds
 //!   through the agent (its script steps in the sandbox, its analyses the pushed modules);
+//! - a Diagnosis of a `job` step and a `runOn: Job` wasm step, and a Hook object with
+//!   `runOn: Job`, run as real Jobs of the image;
 //! - deleting the leader Pod with `--force` hands the Lease to the other replica, whose
 //!   hooks then label a new Pod.
 //!
@@ -757,6 +759,7 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     for (name, file) in [
         ("log-triage", operon_tests::LOG_TRIAGE),
         ("disk-pressure", operon_tests::DISK_PRESSURE),
+        ("pod-labeler", operon_tests::POD_LABELER),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_operon"))
             .args(["module", "push", file, "--name", name])
@@ -956,6 +959,113 @@ spec:
         "{status:#}"
     );
     assert_eq!(results["triage.category"], "oom", "{status:#}");
+
+    // A Hook object with `runOn: Job`: each run of the pushed pod labeler is a Job of
+    // the image in the Hook's namespace, fetching the module by digest with that
+    // namespace's default account. It watches another namespace: in its own, each run's
+    // pod would start the next run.
+    let target = Scratch::new(&cluster, config, "e2e-node-target").await;
+    let watched = target.name.as_str();
+    let hook = dir.path().join("hook.yaml");
+    std::fs::write(
+        &hook,
+        format!(
+            r#"apiVersion: operon.dev/v1alpha1
+kind: Hook
+metadata:
+  name: labeler
+  namespace: {namespace}
+spec:
+  module: pod-labeler
+  runOn: Job
+  job:
+    ttlSecondsAfterFinished: 300
+  overrides:
+    kubernetes:
+    - name: pods
+      namespaces: [{watched}]
+  permissions:
+    watch:
+    - apiVersion: v1
+      kind: Pod
+      namespaces: [{watched}]
+    patch:
+    - apiVersion: v1
+      kind: Pod
+      operations: [MergePatch]
+      namespaces: [{watched}]
+"#
+        ),
+    )
+    .unwrap();
+    let hooked = Instant::now();
+    kubectl(config, &["apply", "-f", hook.to_str().unwrap()]);
+    kubectl(
+        config,
+        &[
+            "-n",
+            watched,
+            "run",
+            "hooked",
+            "--image",
+            &node.pod_image,
+            "--restart=Never",
+        ],
+    );
+    let uid = kubectl(
+        config,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "hook",
+            "labeler",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    );
+    let selector = format!("operon.dev/hook-uid={uid}");
+    let succeeded = eventually(
+        "a Job of the Hook to succeed",
+        Duration::from_secs(180),
+        async || {
+            let out = kubectl(
+                config,
+                &[
+                    "-n", namespace, "get", "jobs", "-l", &selector, "-o", "json",
+                ],
+            );
+            let jobs: Value = serde_json::from_str(&out).unwrap();
+            let done = jobs["items"]
+                .as_array()?
+                .iter()
+                .filter(|j| j["status"]["succeeded"].as_i64() == Some(1))
+                .count();
+            (done > 0).then_some(done)
+        },
+    )
+    .await;
+    eprintln!(
+        "Hook with runOn: Job: {succeeded} run(s) done as Jobs {:?} after the Hook was applied",
+        hooked.elapsed()
+    );
+    let (_, failed, _) = try_kubectl(
+        config,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "jobs",
+            "-l",
+            &selector,
+            "-o",
+            "jsonpath={.items[*].status.failed}",
+        ],
+    );
+    assert!(
+        failed.trim().is_empty(),
+        "a Job of the Hook failed: {failed}"
+    );
 
     // Leader hand-over: the leader deleted with --force, the other replica takes the
     // Lease and its hooks label a new Pod.
