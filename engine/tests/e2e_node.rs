@@ -5,7 +5,8 @@
 //!
 //! On a cluster without Operon, it installs the Helm chart with Helm's own code
 //! (`deploy/helm/install.py`), checks that its shell hook runs with every namespace, and
-//! uninstalls it; then it installs `deploy/` as a newcomer would (`kubectl apply -k` of
+//! lists the node's processes (agent.hostPID) and cordons it through the agent's
+//! built-ins, and uninstalls it; then it installs `deploy/` as a newcomer would (`kubectl apply -k` of
 //! an overlay that only points the image at the one given, adds the pod
 //! labeler as a wasm hook and as a shell twin to the hooks ConfigMap with their RBAC,
 //! and, with `OPERON_E2E_NODE_KUBELET_DIR`, the kubelet's directory), then checks:
@@ -400,6 +401,153 @@ fn report(what: &str, sorted: &[Duration]) {
     );
 }
 
+/// The agent's built-ins on the node: the process list (the node's, with hostPID) and
+/// a cordon by a Diagnosis whose ServiceAccount RBAC allows to patch the node; the node
+/// is uncordoned after.
+fn agent_built_ins_read_the_node_and_cordon_it(config: &Path) {
+    let node = kubectl(
+        config,
+        &["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"],
+    );
+    let namespace = format!("e2e-node-builtins-{:08x}", getrandom_u32());
+    kubectl(config, &["create", "namespace", &namespace]);
+    kubectl(
+        config,
+        &["-n", &namespace, "create", "serviceaccount", "repairer"],
+    );
+    let role = format!("{namespace}-cordon");
+    kubectl(
+        config,
+        &[
+            "create",
+            "clusterrole",
+            &role,
+            "--verb=patch",
+            "--resource=nodes",
+            &format!("--resource-name={node}"),
+        ],
+    );
+    kubectl(
+        config,
+        &[
+            "create",
+            "clusterrolebinding",
+            &role,
+            "--clusterrole",
+            &role,
+            "--serviceaccount",
+            &format!("{namespace}:repairer"),
+        ],
+    );
+    let _cleanup = ClusterScoped {
+        kubeconfig: config.to_owned(),
+        objects: vec![
+            ("clusterrole", role.clone()),
+            ("clusterrolebinding", role.clone()),
+            ("namespace", namespace.clone()),
+        ],
+    };
+    let file = std::env::temp_dir().join(format!("{namespace}.yaml"));
+    std::fs::write(
+        &file,
+        format!(
+            r#"apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata:
+  name: e2e-processes
+spec:
+  processor:
+    timeoutSeconds: 60
+    httpServer:
+      path: /processor/processCollector
+---
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata:
+  name: e2e-cordon
+spec:
+  processor:
+    timeoutSeconds: 60
+    httpServer:
+      path: /processor/nodeCordon
+---
+apiVersion: operon.dev/v1alpha1
+kind: OperationSet
+metadata:
+  name: e2e-builtins
+spec:
+  adjacencyList:
+  - id: 0
+    to: [1]
+  - id: 1
+    operation: e2e-processes
+    to: [2]
+  - id: 2
+    operation: e2e-cordon
+---
+apiVersion: operon.dev/v1alpha1
+kind: Diagnosis
+metadata:
+  name: builtins
+  namespace: {namespace}
+spec:
+  operationSet: e2e-builtins
+  nodeName: {node}
+  serviceAccountName: repairer
+"#
+        ),
+    )
+    .unwrap();
+    kubectl(config, &["apply", "-f", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        let out = kubectl(
+            config,
+            &[
+                "-n",
+                &namespace,
+                "get",
+                "diagnosis",
+                "builtins",
+                "-o",
+                "json",
+            ],
+        );
+        let object: Value = serde_json::from_str(&out).unwrap();
+        if matches!(
+            object["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        ) {
+            break object["status"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the built-ins' Diagnosis did not end: {object:#}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let uncordoned = try_kubectl(config, &["uncordon", &node]);
+    assert_eq!(status["phase"], "Succeeded", "{status:#}");
+    assert!(uncordoned.0, "uncordon: {}", uncordoned.2);
+    let processes = status["operationResults"]["collector.system.process.list"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        processes.contains(r#""name":"kubelet""#),
+        "the node's kubelet is not among its processes (hostPID): {}",
+        &processes[..processes.len().min(2000)]
+    );
+    assert_eq!(
+        status["operationResults"]["recover.kubernetes.node_cordon.result.name"],
+        node.as_str(),
+        "{status:#}"
+    );
+    eprintln!(
+        "the agent listed the node's processes (hostPID) and cordoned it for an allowed account"
+    );
+}
+
 /// The Helm chart installed with Helm's own code (deploy/helm/install.py), its shell hook
 /// run with every namespace, then uninstalled.
 fn helm_installs_and_uninstalls(node: &Node) {
@@ -416,6 +564,9 @@ fn helm_installs_and_uninstalls(node: &Node) {
     if let Some(root) = &node.kubelet_dir {
         install.args(["--set", &format!("seccomp.install.kubeletRootDir={root}")]);
     }
+    // The node's processes for the process list built-in (a host namespace: the
+    // namespace Helm creates has no Pod Security label, so `privileged` applies).
+    install.args(["--set", "agent.hostPID=true"]);
     let started = Instant::now();
     let output = install.output().unwrap();
     assert!(
@@ -439,6 +590,8 @@ fn helm_installs_and_uninstalls(node: &Node) {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    agent_built_ins_read_the_node_and_cordon_it(config);
+
     let output = Command::new("python3")
         .arg(&script)
         .arg("--kubeconfig")
