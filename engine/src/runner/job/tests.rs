@@ -728,16 +728,15 @@ async fn an_offloaded_step_waits_for_the_module_apis_ca_and_creates_nothing_mean
     };
     // The mock answers nothing: a runner that tried to create its Job would hang.
     let (client, _api) = mock::pair();
-    let refused = target
-        .runner(
-            Some(client.clone()),
-            "disk-scan",
-            &offloaded_wasm(),
-            digest,
-            Platform::default(),
-        )
-        .err()
-        .expect("refused while the CA is not there");
+    let Err(refused) = target.runner(
+        Some(client.clone()),
+        "disk-scan",
+        &offloaded_wasm(),
+        digest,
+        Platform::default(),
+    ) else {
+        panic!("not refused while the CA is not there");
+    };
     assert!(
         refused
             .to_string()
