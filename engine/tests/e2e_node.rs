@@ -11,7 +11,8 @@
 //! labeler as a wasm hook and as a shell twin to the hooks ConfigMap with their RBAC,
 //! and, with `OPERON_E2E_NODE_KUBELET_DIR`, the kubelet's directory), then checks:
 //! - every Pod becomes Ready, the seccomp profile's installer included;
-//! - the API server calls a validating and a mutating hook through the webhook Service;
+//! - the API server calls a validating, a mutating and a conversion hook through the
+//!   webhook Service;
 //! - Pods created with kubectl get both hooks' labels, and the time from creation to
 //!   each label is reported (p50, p99);
 //! - the shell hook ran with every namespace (its metrics, scraped from the metrics
@@ -84,6 +85,58 @@ jq -c '.[0] as $c
     elif ($c.review.request.object.metadata.labels // {}) | has("e2e.operon.dev/deny") then
       {allowed: false, message: "refused by e2e-webhooks.sh"}
     else {allowed: true} end' "$BINDING_CONTEXT_PATH" > "$VALIDATING_RESPONSE_PATH"
+"#;
+
+/// The CRD the conversion hook converts: Widgets stored as v1 (`spec.replicas`), also
+/// served as v2 (`spec.count`).
+const WIDGETS_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.e2e-node.operon.dev
+spec:
+  group: e2e-node.operon.dev
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+  - name: v2
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+/// The conversion hook of Widgets, which the leader registers on the CRD and the API
+/// server calls through the webhook Service.
+const CONVERSION_HOOK: &str = r#"#!/usr/bin/env bash
+set -euo pipefail
+if [[ "${1:-}" == "--config" ]]; then
+  cat <<CONFIG
+configVersion: v1
+kubernetesCustomResourceConversion:
+- name: widgets
+  crdName: widgets.e2e-node.operon.dev
+  conversions:
+  - {fromVersion: e2e-node.operon.dev/v1, toVersion: e2e-node.operon.dev/v2}
+  - {fromVersion: e2e-node.operon.dev/v2, toVersion: e2e-node.operon.dev/v1}
+CONFIG
+  exit 0
+fi
+jq '.[0].review.request as $r | {convertedObjects: [$r.objects[]
+    | if .apiVersion == "e2e-node.operon.dev/v1"
+      then .apiVersion = $r.desiredAPIVersion | .spec.count = .spec.replicas | del(.spec.replicas)
+      else .apiVersion = $r.desiredAPIVersion | .spec.replicas = .spec.count | del(.spec.count) end]}' \
+  "$BINDING_CONTEXT_PATH" > "$CONVERSION_RESPONSE_PATH"
 "#;
 
 /// The time between two of those Pods.
@@ -163,6 +216,7 @@ fn overlay(node: &Node, dir: &Path) {
     assert!(shell.contains("queue: shell"));
     std::fs::write(dir.join("pod-labeler-shell.sh"), shell).unwrap();
     std::fs::write(dir.join("e2e-webhooks.sh"), WEBHOOK_HOOK).unwrap();
+    std::fs::write(dir.join("e2e-convert.sh"), CONVERSION_HOOK).unwrap();
     let (name, tag) = node.image.rsplit_once(':').expect("the image has a tag");
     let kubelet_patch = node
         .kubelet_dir
@@ -188,7 +242,7 @@ fn overlay(node: &Node, dir: &Path) {
         "resources:\n- {base}\n- pod-labeler-rbac.yaml\n\
          images:\n- name: ghcr.io/operon-dev/operon\n  newName: {name}\n  newTag: \"{tag}\"\n\
          replacements:\n{image_replacements}\
-         configMapGenerator:\n- name: operon-hooks\n  behavior: merge\n  files:\n  - pod_labeler.wasm\n  - pod-labeler-shell.sh\n  - e2e-webhooks.sh\n\
+         configMapGenerator:\n- name: operon-hooks\n  behavior: merge\n  files:\n  - pod_labeler.wasm\n  - pod-labeler-shell.sh\n  - e2e-webhooks.sh\n  - e2e-convert.sh\n\
          {kubelet_patch}",
         base = base.display(),
     );
@@ -628,6 +682,18 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     overlay(&node, dir.path());
 
+    // The CRD the conversion hook names, before the hook is loaded.
+    let crd = dir.path().join("widgets-crd.yaml");
+    std::fs::write(&crd, WIDGETS_CRD).unwrap();
+    kubectl(config, &["apply", "-f", crd.to_str().unwrap()]);
+    let _crd = ClusterScoped {
+        kubeconfig: config.to_owned(),
+        objects: vec![(
+            "customresourcedefinition",
+            "widgets.e2e-node.operon.dev".to_owned(),
+        )],
+    };
+
     // The install, timed to every Pod Ready.
     let started = Instant::now();
     // Server-side: the wasm hook in the hooks ConfigMap is larger than the 256 KiB
@@ -798,6 +864,39 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         "not mutated: {labels}"
     );
     eprintln!("validating and mutating webhooks answered through the Service");
+
+    // Conversion through the Service: a Widget stored as v1 and read as v2.
+    let widget = dir.path().join("widget.yaml");
+    std::fs::write(
+        &widget,
+        format!(
+            "apiVersion: e2e-node.operon.dev/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: {namespace}\nspec:\n  replicas: 3\n"
+        ),
+    )
+    .unwrap();
+    kubectl(config, &["create", "-f", widget.to_str().unwrap()]);
+    let converted: Value = eventually("the conversion", Duration::from_secs(120), async || {
+        let (ok, out, _) = try_kubectl(
+            config,
+            &[
+                "-n",
+                namespace,
+                "get",
+                "widgets.v2.e2e-node.operon.dev",
+                "w",
+                "-o",
+                "json",
+            ],
+        );
+        ok.then(|| serde_json::from_str(&out).unwrap())
+    })
+    .await;
+    assert_eq!(
+        converted["apiVersion"], "e2e-node.operon.dev/v2",
+        "{converted:#}"
+    );
+    assert_eq!(converted["spec"]["count"], 3, "{converted:#}");
+    eprintln!("a conversion webhook answered through the Service");
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
 
     // Pods labelled by the wasm hook and by its shell twin.
