@@ -80,18 +80,7 @@ async fn a_pushed_module_runs_by_name_and_reaches_a_second_replica() {
             "--resource=modules.operon.dev",
         ],
     );
-    kubectl(
-        &path,
-        &[
-            "create",
-            "clusterrolebinding",
-            &role,
-            "--clusterrole",
-            &role,
-            "--serviceaccount",
-            &format!("{ns}:uploader"),
-        ],
-    );
+    bind_cluster_role(&path, &role, ns, "uploader");
     let uploader = kubectl(&path, &["-n", ns, "create", "token", "uploader"])
         .trim()
         .to_owned();

@@ -481,18 +481,7 @@ fn agent_built_ins_read_the_node_and_cordon_it(config: &Path) {
             &format!("--resource-name={node}"),
         ],
     );
-    kubectl(
-        config,
-        &[
-            "create",
-            "clusterrolebinding",
-            &role,
-            "--clusterrole",
-            &role,
-            "--serviceaccount",
-            &format!("{namespace}:repairer"),
-        ],
-    );
+    bind_cluster_role(config, &role, &namespace, "repairer");
     let _cleanup = ClusterScoped {
         kubeconfig: config.to_owned(),
         objects: vec![

@@ -396,6 +396,23 @@ pub fn run_offloaded_container(
     std::fs::read_to_string(termination).unwrap()
 }
 
+/// A ClusterRoleBinding `role` of the ClusterRole `role` to the ServiceAccount
+/// `namespace`/`account`.
+pub fn bind_cluster_role(kubeconfig: &Path, role: &str, namespace: &str, account: &str) {
+    kubectl(
+        kubeconfig,
+        &[
+            "create",
+            "clusterrolebinding",
+            role,
+            "--clusterrole",
+            role,
+            "--serviceaccount",
+            &format!("{namespace}:{account}"),
+        ],
+    );
+}
+
 /// Creates the ServiceAccount `account` in `namespace`, granted `verbs` (e.g.
 /// `create,get,list`) on `modules.operon.dev` cluster-wide by a ClusterRole and a
 /// ClusterRoleBinding both named `role` (for the test's [`ClusterScoped`] to delete),
@@ -421,18 +438,7 @@ pub fn module_account(
             "--resource=modules.operon.dev",
         ],
     );
-    kubectl(
-        kubeconfig,
-        &[
-            "create",
-            "clusterrolebinding",
-            role,
-            "--clusterrole",
-            role,
-            "--serviceaccount",
-            &format!("{namespace}:{account}"),
-        ],
-    );
+    bind_cluster_role(kubeconfig, role, namespace, account);
     kubectl(kubeconfig, &["-n", namespace, "create", "token", account])
         .trim()
         .to_owned()
