@@ -364,3 +364,97 @@ fn kubediag_objects_are_converted_with_a_report_and_then_run() {
         text(&run.stdout)
     );
 }
+
+/// A one-step pipeline whose script reads the mount table and the process list.
+const PROC_PIPELINE: &str = r#"
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata: {name: look}
+spec:
+  processor:
+    scriptRunner:
+      operationResultKey: look
+      script: |
+        #!/bin/sh
+        df -P | head -n 3
+        echo "processes: $(ls /proc | grep -c '^[0-9]')"
+        cat /proc/loadavg >/dev/null && echo "loadavg readable"
+---
+apiVersion: operon.dev/v1alpha1
+kind: OperationSet
+metadata: {name: look}
+spec:
+  adjacencyList:
+    - {id: 0, to: [1]}
+    - {id: 1, operation: look}
+"#;
+
+/// `operon run ARGS` in a mount namespace whose /proc is masked the way a container
+/// runtime masks it (a read-only /proc/sys over it): the kernel then refuses the
+/// sandbox a new /proc in a user namespace, as in every pod. `None` where this process
+/// may not make a mount namespace (not root), said on stderr.
+fn run_under_a_masked_proc(args: &[&str]) -> Option<Output> {
+    let probe = Command::new("unshare")
+        .args(["--mount", "true"])
+        .output()
+        .ok()?;
+    if !probe.status.success() {
+        eprintln!("skipped: cannot make a mount namespace here (not root?)");
+        return None;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind -o ro /proc/sys /proc/sys && exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_operon"))
+        .args(args)
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("HOME", cache.path())
+        .output()
+        .expect("unshare runs");
+    Some(out)
+}
+
+#[test]
+fn without_a_private_proc_a_run_sees_its_snapshot_and_strict_may_waive_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "pipeline.yaml", PROC_PIPELINE);
+    let file = file.to_str().unwrap();
+    let run = ["run", file, "--operation-set", "look", "--output", "json"];
+    let Some(out) = run_under_a_masked_proc(&run) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["status"]["phase"], "Succeeded", "{d:#}");
+    let output = d["status"]["operationResults"]["operation.look.output"]
+        .as_str()
+        .unwrap();
+    // df found the mount table in the snapshot; no process is listed; the machine's
+    // figures are there.
+    assert!(output.contains("Filesystem"), "{output}");
+    assert!(output.contains("processes: 0"), "{output}");
+    assert!(output.contains("loadavg readable"), "{output}");
+
+    // --strict refuses without a private /proc, unless it is waived by name.
+    let strict = [&run[..], &["--strict"]].concat();
+    let refused = run_under_a_masked_proc(&strict).unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+    let error = d["status"]["nodes"][0]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(error.contains("private_proc"), "{d:#}");
+    let waived =
+        run_under_a_masked_proc(&[&strict[..], &["--strict-except", "private_proc"]].concat())
+            .unwrap();
+    assert!(waived.status.success(), "{}", text(&waived.stderr));
+
+    // A name that is no protection is refused before anything runs.
+    let unknown = operon(&["--strict-except", "private_prok", "validate", file]);
+    assert!(!unknown.status.success());
+    assert!(
+        text(&unknown.stderr).contains("\"private_prok\" is not a script sandbox protection"),
+        "{}",
+        text(&unknown.stderr)
+    );
+}
