@@ -33,7 +33,7 @@ use kube::runtime::watcher;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod e2e_support;
@@ -177,22 +177,6 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `kubectl` that may fail: (success, stdout, stderr).
-fn try_kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 /// The overlay a user with their own image writes (deploy/README.md, "Your own image"),
 /// plus the pod labeler in both languages and its RBAC.
 fn overlay(node: &Node, dir: &Path) {
@@ -278,15 +262,6 @@ fn cluster_ip(kubeconfig: &Path, namespace: &str, service: &str) -> String {
             "jsonpath={.spec.clusterIP}",
         ],
     )
-}
-
-fn http_get_from(address: &str, port: u16, path: &str) -> Option<String> {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect((address, port)).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    Some(response.split_once("\r\n\r\n")?.1.to_owned())
 }
 
 /// When each label was first seen on each Pod, by Pod name and label.
@@ -419,6 +394,30 @@ fn operon_pod(config: &Path, pod: &str, field: &str) -> String {
     )
 }
 
+/// The status of Diagnosis `namespace`/`name` once it Succeeded or Failed, polled every
+/// half second for at most `limit`.
+fn finished_diagnosis(config: &Path, namespace: &str, name: &str, limit: Duration) -> Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let out = kubectl(
+            config,
+            &["-n", namespace, "get", "diagnosis", name, "-o", "json"],
+        );
+        let object: Value = serde_json::from_str(&out).unwrap();
+        if matches!(
+            object["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        ) {
+            return object["status"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Diagnosis {namespace}/{name} did not end: {object:#}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// The Pod holding the controller's Lease (its holder identity is `POD_NAME_SUFFIX`).
 fn leader_pod(config: &Path) -> String {
     let holder = kubectl(
@@ -543,33 +542,7 @@ spec:
     .unwrap();
     kubectl(config, &["apply", "-f", file.to_str().unwrap()]);
     let _ = std::fs::remove_file(&file);
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        let out = kubectl(
-            config,
-            &[
-                "-n",
-                &namespace,
-                "get",
-                "diagnosis",
-                "builtins",
-                "-o",
-                "json",
-            ],
-        );
-        let object: Value = serde_json::from_str(&out).unwrap();
-        if matches!(
-            object["status"]["phase"].as_str(),
-            Some("Succeeded" | "Failed")
-        ) {
-            break object["status"].clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the built-ins' Diagnosis did not end: {object:#}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let status = finished_diagnosis(config, &namespace, "builtins", Duration::from_secs(180));
     let uncordoned = try_kubectl(config, &["uncordon", &node]);
     assert_eq!(status["phase"], "Succeeded", "{status:#}");
     assert!(uncordoned.0, "uncordon: {}", uncordoned.2);
@@ -626,7 +599,7 @@ fn helm_installs_and_uninstalls(node: &Node) {
     let ip = operon_pod(config, &leader, "{.status.podIP}");
     let line = "operon_script_sandbox_protection{protection=\"user_namespace\"} 1";
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !http_get_from(&ip, 9115, "/metrics").is_some_and(|m| m.contains(line)) {
+    while !http_get_at(&ip, 9115, "/metrics").is_some_and(|(_, m)| m.contains(line)) {
         assert!(
             Instant::now() < deadline,
             "the Helm release's hook never ran in a user namespace"
@@ -934,7 +907,7 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     let metrics = eventually(
         "the leader's metrics",
         Duration::from_secs(30),
-        async || http_get_from(&leader_ip, 9115, "/metrics"),
+        async || http_get_at(&leader_ip, 9115, "/metrics").map(|(_, body)| body),
     )
     .await;
     for protection in [
@@ -954,8 +927,9 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         );
     }
     assert!(metrics.contains("pods_labelled_total"), "{metrics}");
-    let service =
-        http_get_from(&metrics_ip, 9115, "/metrics").expect("the metrics Service answers");
+    let service = http_get_at(&metrics_ip, 9115, "/metrics")
+        .map(|(_, body)| body)
+        .expect("the metrics Service answers");
     assert!(service.contains("operon_script_sandbox_protection"));
 
     // Modules pushed to a fresh install, followed by the agent (which may have started
@@ -1042,28 +1016,12 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     .unwrap();
     let diagnosed = Instant::now();
     kubectl(config, &["create", "-f", diagnosis.to_str().unwrap()]);
-    let status: Value = eventually(
-        "the Diagnosis to end",
+    let status = finished_diagnosis(
+        config,
+        namespace,
+        "node-diagnosis",
         Duration::from_secs(240),
-        async || {
-            let out = kubectl(
-                config,
-                &[
-                    "-n",
-                    namespace,
-                    "get",
-                    "diagnosis",
-                    "node-diagnosis",
-                    "-o",
-                    "json",
-                ],
-            );
-            let object: Value = serde_json::from_str(&out).unwrap();
-            let phase = object["status"]["phase"].as_str().unwrap_or("");
-            matches!(phase, "Succeeded" | "Failed").then(|| object["status"].clone())
-        },
-    )
-    .await;
+    );
     eprintln!(
         "node-diagnosis through the agent: {:?}",
         diagnosed.elapsed()
@@ -1175,20 +1133,7 @@ spec:
     .unwrap();
     let in_jobs = Instant::now();
     kubectl(config, &["apply", "-f", jobs.to_str().unwrap()]);
-    let status: Value = eventually(
-        "the Job Diagnosis to end",
-        Duration::from_secs(300),
-        async || {
-            let out = kubectl(
-                config,
-                &["-n", namespace, "get", "diagnosis", "jobs", "-o", "json"],
-            );
-            let object: Value = serde_json::from_str(&out).unwrap();
-            let phase = object["status"]["phase"].as_str().unwrap_or("");
-            matches!(phase, "Succeeded" | "Failed").then(|| object["status"].clone())
-        },
-    )
-    .await;
+    let status = finished_diagnosis(config, namespace, "jobs", Duration::from_secs(300));
     eprintln!(
         "a job step and an offloaded wasm step, as real Jobs: {:?}",
         in_jobs.elapsed()

@@ -133,14 +133,16 @@ fn launch(
     // Without a private /proc, Landlock hides the pod's; a snapshot stands in for it,
     // unless the program is reached through /proc/self/fd (see `reachable`), which the
     // snapshot does not hold.
-    let through_proc = [&spec.program, &spec.cwd].into_iter().any(|path| {
-        rustix::fs::access(path.as_path(), rustix::fs::Access::EXISTS)
-            == Err(rustix::io::Errno::ACCESS)
-    });
     let snapshot = report.private_proc.is_missing() && base.mount_namespace;
-    let proc_view = snapshot.then(|| match through_proc {
-        true => Err("the run reaches its program through /proc/self/fd".to_owned()),
-        false => super::proc_view::mount_snapshot(),
+    let proc_view = snapshot.then(|| {
+        let through_proc = [&spec.program, &spec.cwd].into_iter().any(|path| {
+            rustix::fs::access(path.as_path(), rustix::fs::Access::EXISTS)
+                == Err(rustix::io::Errno::ACCESS)
+        });
+        match through_proc {
+            true => Err("the run reaches its program through /proc/self/fd".to_owned()),
+            false => super::proc_view::mount_snapshot(),
+        }
     });
     if let (ProtectionState::Unavailable(reason), Some(view)) = (&report.private_proc, &proc_view) {
         let instead = match view {

@@ -126,8 +126,13 @@ pub fn serve(kubeconfig: &Path, hooks: &Path, extra: &[&str], name: &str) -> Ser
 }
 
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http_get_at("127.0.0.1", port, path)
+}
+
+/// `GET path` over plain HTTP at `address:port`: the status and the body.
+pub fn http_get_at(address: &str, port: u16, path: &str) -> Option<(u16, String)> {
     use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let mut stream = std::net::TcpStream::connect((address, port)).ok()?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
@@ -238,15 +243,25 @@ pub fn chain<S: AsRef<str>>(name: &str, operations: &[S]) -> kube::api::DynamicO
 
 /// `kubectl --kubeconfig KUBECONFIG ARGS`, which must succeed; its standard output.
 pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = try_kubectl(kubeconfig, args);
+    assert!(ok, "kubectl {args:?}: {err}");
+    out
+}
+
+/// `kubectl --kubeconfig KUBECONFIG ARGS`, which may fail: (success, stdout, stderr).
+pub fn try_kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let output = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
-        .stderr(Stdio::inherit())
+        .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(output.status.success(), "kubectl {args:?}");
-    String::from_utf8(output.stdout).unwrap()
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 /// A CA and a serving certificate for 127.0.0.1 in `dir`: (ca, cert, key).
