@@ -158,7 +158,7 @@ fn a_missing_granted_directory_fails_the_run_by_name() {
     assert_eq!(d["status"]["phase"], "Failed", "{stderr}");
     let text = d["status"].to_string();
     assert!(
-        text.contains("wasm.readOnlyPaths: /no/such/dir is not a directory on this machine"),
+        text.contains("wasm.readOnlyPaths: /no/such/dir is not a directory on this node"),
         "{text}"
     );
 }

@@ -826,3 +826,71 @@ async fn an_operation_reads_only_the_host_paths_it_declares() {
         .unwrap();
     assert_eq!(read.output, "node ready\n");
 }
+
+/// An agent that mounts the node's `/` elsewhere (`--node-root`): the declared paths
+/// are the node's, looked up under the root, links included, and nothing else of the
+/// root is readable.
+#[tokio::test]
+async fn declared_paths_are_looked_up_under_the_node_root() {
+    use operon::runner::Runner as _;
+    use operon::runner::node_paths::NodeRoot;
+    use operon::runner::script::{SandboxedScriptRunner, ScriptSource};
+    use std::os::unix::fs::PermissionsExt as _;
+    let node = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(node.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(node.path().join("run/log")).unwrap();
+    std::fs::create_dir_all(node.path().join("var")).unwrap();
+    std::fs::create_dir_all(node.path().join("etc")).unwrap();
+    std::fs::write(node.path().join("run/log/kubelet.log"), "node ready\n").unwrap();
+    std::fs::write(node.path().join("etc/shadow"), "secret\n").unwrap();
+    // The node's /var/log is a link to its /run/log, absolute as on a real node.
+    std::os::unix::fs::symlink("/run/log", node.path().join("var/log")).unwrap();
+    let runner = |script: &str, paths: &[&str]| {
+        SandboxedScriptRunner::new(
+            sandbox(),
+            ScriptSource::Inline(script.to_owned()),
+            vec![],
+            None,
+        )
+        .with_read_only(paths.iter().map(std::path::PathBuf::from).collect())
+        .with_node_root(NodeRoot::new(Some(node.path().to_owned())))
+    };
+    let request = run_request(&[], Duration::from_secs(10));
+    let read = runner(
+        r#"echo "$OPERON_NODE_ROOT"; cat "$OPERON_NODE_ROOT/run/log/kubelet.log""#,
+        &["/var/log"],
+    )
+    .run(&request)
+    .await
+    .unwrap();
+    assert_eq!(
+        read.output,
+        format!("{}\nnode ready\n", node.path().display())
+    );
+    let refused = runner(r#"cat "$OPERON_NODE_ROOT/etc/shadow""#, &["/var/log"])
+        .run(&request)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.message.contains("Permission denied"),
+        "{}",
+        refused.message
+    );
+    // A declared path the node does not have grants nothing and fails nothing.
+    let missing = runner("echo ok", &["/var/log/journal"])
+        .run(&request)
+        .await
+        .unwrap();
+    assert_eq!(missing.output, "ok\n");
+    // On a machine the root is `/` and the variable is empty.
+    let at_slash = SandboxedScriptRunner::new(
+        sandbox(),
+        ScriptSource::Inline(r#"echo "[$OPERON_NODE_ROOT]""#.to_owned()),
+        vec![],
+        None,
+    )
+    .run(&request)
+    .await
+    .unwrap();
+    assert_eq!(at_slash.output, "[]\n");
+}

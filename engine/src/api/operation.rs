@@ -81,10 +81,11 @@ pub struct WasmProcessor {
     /// parameters (a Diagnosis' parameters and earlier results win).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub config: BTreeMap<String, String>,
-    /// Host directories (absolute) the module may read, each visible to the guest at
-    /// the same path and read-only, e.g. `/proc` for a process listing; nothing else of
-    /// the host's files is visible. On a node's agent they must also be mounted into
-    /// its pod.
+    /// The node's directories (absolute) the module may read, each visible to the
+    /// guest at the same path and read-only, e.g. `/proc` for a process listing; nothing
+    /// else of the node's files is visible. On a node's agent they are looked up under
+    /// the node's filesystem when the agent mounts it (`--node-root`), and are the
+    /// pod's own paths otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_paths: Vec<String>,
     /// Where the module runs: `Sandbox` (default), in the engine's wasm sandbox, or
@@ -192,9 +193,11 @@ pub struct ScriptRunner {
     /// the engine's `--strict`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
-    /// Host paths (absolute) the script may read, e.g. `/var/log/journal` for a
-    /// kubelet-journal collection step; nothing else of the host is readable. On a
-    /// node's agent they must also be mounted into its pod.
+    /// The node's paths (absolute) the script may read, e.g. `/var/log/journal` for a
+    /// kubelet-journal collection step; nothing else of the node is readable. On a
+    /// node's agent that mounts the node's filesystem (`--node-root`) they are looked
+    /// up under it, and the script finds them under `$OPERON_NODE_ROOT` (empty where
+    /// the node's filesystem is `/`); otherwise they are the pod's own paths.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_paths: Vec<String>,
 }

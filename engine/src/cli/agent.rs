@@ -36,6 +36,12 @@ pub struct AgentArgs {
     /// Where compiled modules are cached [default: $XDG_CACHE_HOME/operon/modules].
     #[arg(long, env = "OPERON_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Where the node's filesystem is mounted in this pod (a read-only hostPath of the
+    /// node's `/`). The paths Operations declare read-only (`readOnlyPaths`) are then
+    /// looked up under it, and script steps find it in `OPERON_NODE_ROOT`. Without it,
+    /// those paths are the pod's own.
+    #[arg(long, env = "OPERON_NODE_ROOT")]
+    node_root: Option<PathBuf>,
     /// Where the agent keeps its state: the script store is `DIR/scripts` (0700).
     #[arg(long, env = "OPERON_DATA_ROOT", default_value = "/var/lib/operon")]
     data_root: PathBuf,
@@ -66,6 +72,14 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
         !args.node_name.is_empty(),
         "--node-name (NODE_NAME) is empty: set it from the downward API (spec.nodeName)"
     );
+    if let Some(root) = &args.node_root {
+        anyhow::ensure!(
+            root.is_dir(),
+            "--node-root (OPERON_NODE_ROOT) {} is not a directory: mount the node's / there \
+             (a read-only hostPath), or leave it unset",
+            root.display()
+        );
+    }
     let scripts = args.data_root.join("scripts");
     let store = ScriptStore::open(&scripts)
         .with_context(|| format!("opening the script store {}", scripts.display()))?;
@@ -86,6 +100,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
                 NodeOps::new(client.clone(), args.node_name.clone())
                     .with_systemd_bus(args.systemd_bus.clone()),
             ),
+            node_root: operon::runner::node_paths::NodeRoot::new(args.node_root.clone()),
         }),
     );
     offload(&args, &ctx)?;

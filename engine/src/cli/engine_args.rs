@@ -54,6 +54,8 @@ pub struct OnNode {
     pub scripts: Arc<operon::script::ScriptStore>,
     /// The built-in processors of address-less `/processor/` steps.
     pub built_ins: Arc<dyn operon::runner::builtin::BuiltIns>,
+    /// Where the node's filesystem is mounted, for the paths steps declare read-only.
+    pub node_root: operon::runner::node_paths::NodeRoot,
 }
 
 /// How Diagnoses run (`operon serve` and `operon agent`).
@@ -93,9 +95,13 @@ impl DiagnosisArgs {
         strict: bool,
         on_node: Option<OnNode>,
     ) -> Arc<diagnosis::Context> {
-        let (script_store, built_ins) = match on_node {
-            Some(on_node) => (Some(on_node.scripts), Some(on_node.built_ins)),
-            None => (None, None),
+        let (script_store, built_ins, node_root) = match on_node {
+            Some(on_node) => (
+                Some(on_node.scripts),
+                Some(on_node.built_ins),
+                on_node.node_root,
+            ),
+            None => (None, None, Default::default()),
         };
         let cache_dir = cache_dir.or_else(operon::sandbox::default_cache_dir);
         let processors = Processors::new(ProcessorSettings {
@@ -105,6 +111,7 @@ impl DiagnosisArgs {
             script_store,
             built_ins,
             kube: Some(operon::runner::processors::KubeClient(client.clone())),
+            node_root,
             ..ProcessorSettings::default()
         });
         let mut settings = diagnosis::Settings::new(role, agent_namespace);

@@ -15,6 +15,7 @@ pub mod builtin;
 pub mod context;
 pub mod http;
 pub mod job;
+pub mod node_paths;
 pub mod offload;
 pub mod processors;
 pub mod script;

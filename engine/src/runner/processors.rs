@@ -11,6 +11,7 @@ use super::builtin::{BuiltIns, built_in_path};
 use super::context::Platform;
 use super::http::{HttpRunner, HttpServerError};
 use super::job::JobRunner;
+use super::node_paths::NodeRoot;
 use super::offload::{OffloadError, OffloadTarget};
 use super::script::{SandboxedScriptRunner, ScriptSource};
 use super::wasm::WasmRunner;
@@ -89,6 +90,9 @@ pub struct ProcessorSettings {
     pub kube: Option<KubeClient>,
     /// The platform part of the runner context.
     pub platform: Platform,
+    /// Where the node's files are, for the paths Operations declare read-only: `/`
+    /// but on an agent that mounts the node's filesystem elsewhere (`--node-root`).
+    pub node_root: NodeRoot,
 }
 
 /// A `kube::Client` with a `Debug` that prints no connection details.
@@ -113,6 +117,7 @@ impl Default for ProcessorSettings {
             built_ins: None,
             kube: None,
             platform: Platform::from_env(),
+            node_root: NodeRoot::default(),
         }
     }
 }
@@ -185,13 +190,18 @@ impl Processors {
                     self.settings.platform.clone(),
                 )?));
             }
-            let limits = crate::sandbox::CallLimits {
-                read_only_dirs: wasm.read_only_paths.iter().map(PathBuf::from).collect(),
-                ..self.settings.wasm_limits.clone()
-            };
             Ok(Arc::new(
-                WasmRunner::new(sandbox, module, wasm.config.clone(), limits)
-                    .with_platform(self.settings.platform.clone()),
+                WasmRunner::new(
+                    sandbox,
+                    module,
+                    wasm.config.clone(),
+                    self.settings.wasm_limits.clone(),
+                )
+                .with_read_only(
+                    wasm.read_only_paths.iter().map(PathBuf::from).collect(),
+                    self.settings.node_root.clone(),
+                )
+                .with_platform(self.settings.platform.clone()),
             ))
         } else if let Some(script) = &processor.script_runner {
             let source = match &self.settings.script_store {
@@ -216,7 +226,8 @@ impl Processors {
             )
             .with_network(script.network)
             .with_platform(self.settings.platform.clone())
-            .with_read_only(script.read_only_paths.iter().map(PathBuf::from).collect());
+            .with_read_only(script.read_only_paths.iter().map(PathBuf::from).collect())
+            .with_node_root(self.settings.node_root.clone());
             Ok(Arc::new(match script.strict {
                 Some(strict) => runner.with_strict(strict),
                 None => runner,

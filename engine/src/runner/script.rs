@@ -10,6 +10,7 @@
 //! network, so nothing outside the sandbox can change.
 
 use super::context::{Platform, RunContext};
+use super::node_paths::{NODE_ROOT_ENV, NodeRoot};
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
 use crate::script::{Limits, OutputMode, RunStatus, SandboxRequest, ScriptSandbox, ScriptStore};
 use futures::future::BoxFuture;
@@ -43,8 +44,10 @@ pub struct SandboxedScriptRunner {
     env: Vec<(String, String)>,
     /// Whether the Operation asked for the network.
     network: bool,
-    /// Host paths the Operation may read.
+    /// The node's paths the Operation may read.
     read_only: Vec<std::path::PathBuf>,
+    /// Where the node's files are.
+    node_root: NodeRoot,
     /// Output beyond this many bytes fails the run.
     output_limit: usize,
     /// Limits, when the Operation overrides the sandbox's.
@@ -71,6 +74,7 @@ impl SandboxedScriptRunner {
             env: Vec::new(),
             network: false,
             read_only: Vec::new(),
+            node_root: NodeRoot::default(),
             output_limit: 1 << 20,
             limits: None,
             strict: None,
@@ -90,9 +94,16 @@ impl SandboxedScriptRunner {
         self
     }
 
-    /// Lets the script read `paths` of the host.
+    /// Lets the script read `paths` of the node.
     pub fn with_read_only(mut self, paths: Vec<std::path::PathBuf>) -> Self {
         self.read_only = paths;
+        self
+    }
+
+    /// Looks the read-only paths up under `root`, and tells the script where it is
+    /// ([`NODE_ROOT_ENV`]).
+    pub fn with_node_root(mut self, root: NodeRoot) -> Self {
+        self.node_root = root;
         self
     }
 
@@ -175,7 +186,18 @@ impl SandboxedScriptRunner {
         // A dry run changes nothing outside the sandbox: without a network a script
         // cannot reach the API server or anything else.
         sandboxed.network = self.network && !request.dry_run;
-        sandboxed.read_only = self.read_only.clone();
+        sandboxed
+            .env
+            .push((NODE_ROOT_ENV.to_owned(), self.node_root.env_value()));
+        // Looked up at each run: the node's files come and go (a journal rotated in).
+        sandboxed.read_only = Vec::with_capacity(self.read_only.len());
+        for declared in &self.read_only {
+            let found = self
+                .node_root
+                .resolve(declared)
+                .map_err(|e| RunError::new(format!("scriptRunner.readOnlyPaths: {e}")))?;
+            sandboxed.read_only.extend(found);
+        }
         sandboxed.timeout = request.timeout;
         sandboxed.output = OutputMode::Combined;
         sandboxed.output_limit = self.output_limit;

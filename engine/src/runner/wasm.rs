@@ -1,9 +1,10 @@
 //! The wasm runner: an operation component called through the sandbox.
 
 use super::context::{Platform, RunContext};
+use super::node_paths::NodeRoot;
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
 use crate::model::{OperationInput, PatchOperation};
-use crate::sandbox::{CallLimits, OperationModule, Sandbox};
+use crate::sandbox::{CallLimits, OperationModule, ReadOnlyDir, Sandbox};
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 
@@ -16,6 +17,11 @@ pub struct WasmRunner {
     config: BTreeMap<String, String>,
     /// Limits besides the timeout, which comes with each request.
     limits: CallLimits,
+    /// The node's directories the guest may read (`wasm.readOnlyPaths`), each at its
+    /// node path.
+    read_only: Vec<std::path::PathBuf>,
+    /// Where the node's files are.
+    node_root: NodeRoot,
     /// The platform part of the runner context (the cluster's name).
     platform: Platform,
 }
@@ -33,8 +39,17 @@ impl WasmRunner {
             module,
             config,
             limits,
+            read_only: Vec::new(),
+            node_root: NodeRoot::default(),
             platform: Platform::default(),
         }
+    }
+
+    /// Lets the guest read the node's directories `paths`, found under `root`.
+    pub fn with_read_only(mut self, paths: Vec<std::path::PathBuf>, root: NodeRoot) -> Self {
+        self.read_only = paths;
+        self.node_root = root;
+        self
     }
 
     /// The runner, telling guests they run on `platform`.
@@ -53,12 +68,23 @@ impl WasmRunner {
     ) -> Result<(RunOutput, Vec<PatchOperation>), RunError> {
         // A granted directory missing on this node fails the run by name rather than
         // leaving the guest to report a file it cannot find.
-        for dir in &self.limits.read_only_dirs {
-            if !dir.is_dir() {
-                return Err(RunError::new(format!(
-                    "wasm.readOnlyPaths: {} is not a directory on this machine",
-                    dir.display()
-                )));
+        let mut read_only_dirs = Vec::with_capacity(self.read_only.len());
+        for declared in &self.read_only {
+            let found = self
+                .node_root
+                .resolve(declared)
+                .map_err(|e| RunError::new(format!("wasm.readOnlyPaths: {e}")))?;
+            match found {
+                Some(host) if host.is_dir() => read_only_dirs.push(ReadOnlyDir {
+                    host,
+                    guest: declared.to_string_lossy().into_owned(),
+                }),
+                _ => {
+                    return Err(RunError::new(format!(
+                        "wasm.readOnlyPaths: {} is not a directory on this node",
+                        declared.display()
+                    )));
+                }
             }
         }
         let mut parameters = self.config.clone();
@@ -71,6 +97,7 @@ impl WasmRunner {
         };
         let limits = CallLimits {
             timeout: request.timeout,
+            read_only_dirs,
             ..self.limits.clone()
         };
         let report = self

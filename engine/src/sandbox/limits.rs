@@ -26,9 +26,19 @@ pub struct CallLimits {
     pub patch_bytes: usize,
     /// Metric operations the guest may submit.
     pub metric_operations: usize,
-    /// Host directories the guest may read, each visible at the same path, read-only
-    /// (an Operation's `wasm.readOnlyPaths`). Empty by default: no files at all.
-    pub read_only_dirs: Vec<PathBuf>,
+    /// Host directories the guest may read, read-only (an Operation's
+    /// `wasm.readOnlyPaths`). Empty by default: no files at all.
+    pub read_only_dirs: Vec<ReadOnlyDir>,
+}
+
+/// A host directory a guest may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOnlyDir {
+    /// Where it is in this process' filesystem.
+    pub host: PathBuf,
+    /// The path the guest opens it by (the node's path, where the node's filesystem is
+    /// mounted elsewhere).
+    pub guest: String,
 }
 
 impl Default for CallLimits {

@@ -34,7 +34,7 @@ pub use enabled::EnabledModule;
 pub use engine::{AllocatorChoice, AllocatorKind, EngineError, SandboxConfig};
 pub use error::{CallError, LoadError, OutputKind};
 pub use host::values::{HookValues, ValuesPatches};
-pub use limits::CallLimits;
+pub use limits::{CallLimits, ReadOnlyDir};
 pub use module::{HookModule, OperationModule, WASM_MAGIC, WitVersion, World};
 
 use crate::model::{

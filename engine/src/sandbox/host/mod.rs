@@ -81,11 +81,10 @@ impl CallState {
         let mut builder = WasiCtx::builder();
         builder.stdout(stdout.clone()).stderr(stderr.clone());
         for dir in &limits.read_only_dirs {
-            let guest = dir.to_string_lossy();
-            if let Err(e) = builder.preopened_dir(dir, &*guest, FsPerms::ReadOnly) {
+            if let Err(e) = builder.preopened_dir(&dir.host, &dir.guest, FsPerms::ReadOnly) {
                 // The runner checked the directory just before the call; one that went
                 // away since is simply absent for the guest, which reports it.
-                tracing::warn!(run = %run, dir = %dir.display(), error = %e,
+                tracing::warn!(run = %run, dir = %dir.host.display(), error = %e,
                     "cannot grant a read-only directory to the guest");
             }
         }
