@@ -458,3 +458,155 @@ fn without_a_private_proc_a_run_sees_its_snapshot_and_strict_may_waive_it() {
         text(&unknown.stderr)
     );
 }
+
+/// A node's filesystem mounted elsewhere (`--node-root`): the example's scripts read the
+/// node's kubelet log and disks there, through the paths they declare.
+fn fake_node() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let node = tempfile::tempdir().unwrap();
+    for dir in ["var/log/pods", "etc"] {
+        std::fs::create_dir_all(node.path().join(dir)).unwrap();
+    }
+    std::fs::write(node.path().join("etc/shadow"), "root:secret\n").unwrap();
+    for dir in ["", "var", "var/log", "var/log/pods"] {
+        std::fs::set_permissions(
+            node.path().join(dir),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    node
+}
+
+fn run_on(node: &Path, params: &[&str]) -> serde_json::Value {
+    let (example, guests) = (example(), guests());
+    let mut args = vec![
+        "run",
+        example.to_str().unwrap(),
+        "--modules",
+        guests.to_str().unwrap(),
+        "--node-root",
+        node.to_str().unwrap(),
+        "--output",
+        "json",
+    ];
+    for param in params {
+        args.extend(["--param", param]);
+    }
+    let out = operon(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_example_triages_the_kubelet_log_file_of_the_node_root() {
+    let node = fake_node();
+    std::fs::write(
+        node.path().join("var/log/kubelet.log"),
+        "I1126 kubelet.go:2112] SyncLoop (PLEG)\n\
+         E1126 kuberuntime_manager.go:862] write /var/lib/kubelet/pods/x: no space left on device\n",
+    )
+    .unwrap();
+    let d = run_on(node.path(), &[]);
+    let results = &d["status"]["operationResults"];
+    assert_eq!(results["triage.category"], "disk-full", "{d:#}");
+    assert!(
+        results["operation.report.output"]
+            .as_str()
+            .unwrap()
+            .contains("kubelet log triage: disk-full"),
+        "{d:#}"
+    );
+}
+
+#[test]
+fn the_example_triages_the_kubelet_journal_of_the_node_root() {
+    // A real journal file, written by systemd's own journal-remote from export format.
+    let remote = Path::new("/lib/systemd/systemd-journal-remote");
+    assert!(
+        remote.exists(),
+        "{} is missing: install systemd-journal-remote (.ci/setup does)",
+        remote.display()
+    );
+    let node = fake_node();
+    let machine = node
+        .path()
+        .join("var/log/journal/0123456789abcdef0123456789abcdef");
+    std::fs::create_dir_all(&machine).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let mut export = String::new();
+    for (i, (unit, message)) in [
+        (
+            "containerd.service",
+            "level=error msg=\"no space left on device\"",
+        ),
+        (
+            "kubelet.service",
+            "E1126 kubelet.go:1] \"Failed to pull image\" err=\"ErrImagePull: manifest unknown\"",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        export.push_str(&format!(
+            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n\
+             _BOOT_ID=5b6cd1e1c2f04c3c9a0b6fb8a1d1e0c1\n\
+             _MACHINE_ID=0123456789abcdef0123456789abcdef\n_HOSTNAME=node\n\
+             _SYSTEMD_UNIT={unit}\nMESSAGE={message}\n\n",
+            now + i as u128,
+            i + 1
+        ));
+    }
+    let mut child = Command::new(remote)
+        .arg(format!(
+            "--output={}",
+            machine.join("system.journal").display()
+        ))
+        .args(["--split-mode=none", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(export.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    for path in [
+        node.path().join("var/log/journal"),
+        machine.clone(),
+        machine.join("system.journal"),
+    ] {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = if path.is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let d = run_on(node.path(), &[]);
+    let results = &d["status"]["operationResults"];
+    // Only the kubelet unit's lines: containerd's full disk is not the kubelet's.
+    assert_eq!(results["triage.category"], "image-pull", "{d:#}");
+    assert_eq!(results["triage.lines"], "1", "{d:#}");
+}
+
+#[test]
+fn without_a_kubelet_log_the_example_checks_the_disks_of_the_node_root() {
+    let node = fake_node();
+    let d = run_on(node.path(), &["threshold=0"]);
+    assert_eq!(d["status"]["phase"], "Succeeded", "{d:#}");
+    let results = &d["status"]["operationResults"];
+    let failed = results["operation.kubelet-log.output"].as_str().unwrap();
+    assert!(failed.contains("no kubelet log on this node"), "{d:#}");
+    // The root is a plain directory: the filesystem holding it is the node's /.
+    assert_eq!(results["disk.worst_mount"], "/", "{d:#}");
+    assert_eq!(results["disk.pressure"], "true", "{d:#}");
+    let plan = results["operation.cleanup.output"].as_str().unwrap();
+    assert!(plan.contains("candidate: /var/log ("), "{plan}");
+    assert!(plan.contains("candidate: /var/log/pods ("), "{plan}");
+    assert!(!plan.contains("/var/lib/docker"), "{plan}");
+}

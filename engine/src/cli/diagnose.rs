@@ -51,6 +51,11 @@ pub struct DiagnoseArgs {
     /// Refuse to run a script step when any sandbox protection is unavailable.
     #[arg(long)]
     strict: bool,
+    /// The node's filesystem is mounted here (a node's disk, a copy of its logs): the
+    /// paths steps declare read-only are looked up under it, and script steps find it
+    /// in `OPERON_NODE_ROOT` [default: this machine's /].
+    #[arg(long)]
+    node_root: Option<PathBuf>,
     /// Walk the pipeline without side effects: wasm and script steps run in their
     /// sandboxes (patches recorded, not applied; scripts without network), job,
     /// argoWorkflow and httpServer steps print what they would do.
@@ -377,6 +382,13 @@ fn pick_diagnosis(manifests: &Manifests, args: &DiagnoseArgs) -> anyhow::Result<
 
 /// Runs `operon run`.
 pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
+    if let Some(root) = &args.node_root {
+        anyhow::ensure!(
+            root.is_dir(),
+            "--node-root {} is not a directory",
+            root.display()
+        );
+    }
     let (manifests, load_problems) = manifest::load(&args.paths);
     let mut diagnosis = pick_diagnosis(&manifests, &args)?;
     let set_name = diagnosis.spec.operation_set.clone();
@@ -393,6 +405,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         cache_dir: args.cache_dir.clone().or_else(sandbox::default_cache_dir),
         strict: args.strict,
         modules: ModuleLocator::new(args.modules.clone()),
+        node_root: operon::runner::node_paths::NodeRoot::new(args.node_root.clone()),
         ..ProcessorSettings::default()
     });
     if let Some(image) = &args.image {
