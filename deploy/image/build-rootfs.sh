@@ -20,7 +20,8 @@
 #
 # OUT_DIR/rootfs must not exist yet or be empty (it is never deleted). The programs are
 # the host's own builds, so build on the distribution (and architecture) you want in
-# the image; a Debian or Ubuntu host with bash, jq, util-linux and coreutils works.
+# the image; a Debian or Ubuntu host with bash, jq, util-linux, coreutils and systemd
+# (journalctl) works.
 set -euo pipefail
 
 die() {
@@ -52,7 +53,9 @@ coreutils=(
   rmdir seq sha1sum sha256sum sha512sum shuf sleep sort split stat sync tac tail tee
   test timeout touch tr true truncate tsort uname unexpand uniq unlink wc whoami yes
 )
-programs=(bash jq unshare grep sed awk find xargs gzip "${coreutils[@]}")
+# journalctl reads a node's journal for steps that declare it (`readOnlyPaths`; the
+# node-diagnosis example's kubelet log), with the agent's node root (deploy/node-access).
+programs=(bash jq unshare grep sed awk find xargs gzip journalctl "${coreutils[@]}")
 
 # A merged /usr, as Debian and Fedora lay it out: /bin, /sbin and /lib point into /usr,
 # so every path a library or script names resolves.
@@ -98,7 +101,7 @@ copy_libraries "$binary"
 
 for program in "${programs[@]}"; do
   path=$(type -P "$program" || true)
-  [ -n "$path" ] || die "$program is not installed here (bash, jq, util-linux, coreutils, grep, sed, awk, findutils, gzip)"
+  [ -n "$path" ] || die "$program is not installed here (bash, jq, util-linux, coreutils, grep, sed, awk, findutils, gzip, systemd's journalctl)"
   cp -L "$path" "$root/usr/bin/$program"
   copy_libraries "$path"
 done

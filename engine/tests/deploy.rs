@@ -22,7 +22,7 @@ use deploy_support::{
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::LazyLock;
 
@@ -51,45 +51,11 @@ static SERVICE_MONITOR: LazyLock<Vec<Value>> =
     LazyLock::new(|| kustomize(&deploy().join("servicemonitor")));
 /// The kustomization with its cert-manager component, as a kustomization of your own
 /// beside deploy/ would list them.
-static CERT_MANAGER: LazyLock<Vec<Value>> = LazyLock::new(|| {
-    let overlay = tempfile::Builder::new()
-        .prefix("cert-manager-overlay")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    // kustomize takes only relative paths to other kustomizations.
-    let to_deploy = relative(overlay.path(), &deploy());
-    std::fs::write(
-        overlay.path().join("kustomization.yaml"),
-        format!(
-            "resources:\n- {}\ncomponents:\n- {}\n",
-            to_deploy.display(),
-            to_deploy.join("cert-manager").display()
-        ),
-    )
-    .unwrap();
-    kustomize(overlay.path())
-});
+static CERT_MANAGER: LazyLock<Vec<Value>> =
+    LazyLock::new(|| deploy_support::kustomize_with(&["cert-manager"]));
 
 /// `operon serve --help` of the binary this test builds.
 static SERVE_HELP: LazyLock<String> = LazyLock::new(|| deploy_support::help("serve"));
-
-/// `to` relative to the directory `from`.
-fn relative(from: &Path, to: &Path) -> PathBuf {
-    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
-    let common = from
-        .components()
-        .zip(to.components())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let mut out = PathBuf::new();
-    for _ in from.components().skip(common) {
-        out.push("..");
-    }
-    for component in to.components().skip(common) {
-        out.push(component);
-    }
-    out
-}
 
 /// The `[default: ...]` of `--flag` in `operon serve --help`, if it has one.
 fn serve_default(flag: &str) -> Option<String> {

@@ -474,3 +474,95 @@ fn chart_agent_can_be_turned_off_or_tuned() {
         json!({"kubernetes.io/os": "linux", "operon.dev/agent": "true"})
     );
 }
+
+/// The DaemonSet's pod and agent container with the node's filesystem mounted: checks
+/// what both the node-access component and the chart's agent.nodeRoot must give.
+fn check_node_root(objects: &[Value]) {
+    let pod = &daemon_set(objects)["spec"]["template"]["spec"];
+    // The journal's readers on Debian, Ubuntu and RHEL; the rest of the hardening is
+    // every pod's.
+    let mut unprivileged = pod.clone();
+    let groups = unprivileged["securityContext"]
+        .as_object_mut()
+        .unwrap()
+        .remove("supplementalGroups");
+    assert_eq!(groups, Some(json!([4])));
+    // ... but for this one hostPath, checked below.
+    unprivileged["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|v| v["name"] != "node-root");
+    check_hardened(&unprivileged, agent_container(objects));
+    let volumes = volumes_by_name(pod);
+    assert_eq!(
+        volumes["node-root"]["hostPath"],
+        json!({"path": "/", "type": "Directory"})
+    );
+    let container = agent_container(objects);
+    let mounts: Vec<&Value> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"] == "node-root")
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            &json!({"name": "node-root", "mountPath": "/host", "readOnly": true,
+                 "mountPropagation": "HostToContainer"})
+        ]
+    );
+    let env = container["env"].as_array().unwrap();
+    assert_eq!(
+        env_var(env, "OPERON_NODE_ROOT")["value"],
+        "/host",
+        "--node-root names the mount"
+    );
+    assert!(
+        flags(&AGENT_HELP).contains_key("node-root"),
+        "operon agent takes --node-root"
+    );
+    assert!(pod.get("hostPID").is_none() && pod.get("hostNetwork").is_none());
+}
+
+#[test]
+fn node_access_mounts_the_node_read_only_in_a_privileged_namespace() {
+    let objects = deploy_support::kustomize_with(&["node-access"]);
+    check_node_root(&objects);
+    check_agent_rbac(&objects);
+    let labels = &find(&objects, "Namespace", NAMESPACE)["metadata"]["labels"];
+    assert_eq!(labels["pod-security.kubernetes.io/enforce"], "privileged");
+    assert_eq!(labels["pod-security.kubernetes.io/warn"], "restricted");
+    assert_eq!(labels["pod-security.kubernetes.io/audit"], "restricted");
+    // Without the component: no node file, and `restricted` enforced.
+    let pod = &daemon_set(&KUSTOMIZATION)["spec"]["template"]["spec"];
+    assert!(!volumes_by_name(pod).contains_key("node-root"));
+    assert_eq!(
+        find(&KUSTOMIZATION, "Namespace", NAMESPACE)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+
+    // The chart's agent.nodeRoot renders the same agent, but for the order of lists
+    // merged by name (a strategic merge patch puts what it adds first).
+    let charted = helm(&["--include-crds", "--set", "agent.nodeRoot.enabled=true"]);
+    check_node_root(&charted);
+    let by_name = |objects: &[Value]| {
+        let mut objects = agent_objects(objects);
+        for object in &mut objects {
+            for path in [
+                "/spec/template/spec/volumes",
+                "/spec/template/spec/containers/0/env",
+                "/spec/template/spec/containers/0/volumeMounts",
+            ] {
+                if let Some(items) = object.pointer_mut(path).and_then(Value::as_array_mut) {
+                    items.sort_by_key(|item| item["name"].as_str().unwrap_or("").to_owned());
+                }
+            }
+        }
+        normalized(&objects)
+    };
+    let (kustomized, charted) = (by_name(&objects), by_name(&charted));
+    for (key, object) in &kustomized {
+        assert_same(&format!("{key} (helm vs kustomize)"), &charted[key], object);
+    }
+}

@@ -86,6 +86,41 @@ pub fn helm(args: &[&str]) -> Vec<Value> {
     documents(&text(&out.stdout))
 }
 
+/// `to` relative to the directory `from`.
+pub fn relative(from: &Path, to: &Path) -> PathBuf {
+    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = PathBuf::new();
+    for _ in from.components().skip(common) {
+        out.push("..");
+    }
+    for component in to.components().skip(common) {
+        out.push(component);
+    }
+    out
+}
+
+/// `kubectl kustomize` of a kustomization that lists deploy/ and its `components`, as one
+/// of your own beside deploy/ would.
+pub fn kustomize_with(components: &[&str]) -> Vec<Value> {
+    let overlay = tempfile::Builder::new()
+        .prefix("overlay")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    // kustomize takes only relative paths to other kustomizations.
+    let to_deploy = relative(overlay.path(), &deploy());
+    let mut body = format!("resources:\n- {}\ncomponents:\n", to_deploy.display());
+    for component in components {
+        body.push_str(&format!("- {}\n", to_deploy.join(component).display()));
+    }
+    std::fs::write(overlay.path().join("kustomization.yaml"), body).unwrap();
+    kustomize(overlay.path())
+}
+
 pub static KUSTOMIZATION: LazyLock<Vec<Value>> = LazyLock::new(|| kustomize(&deploy()));
 
 pub static CHART: LazyLock<Vec<Value>> = LazyLock::new(|| helm(&["--include-crds"]));
