@@ -507,10 +507,7 @@ fn check_node_root(objects: &[Value]) {
         .collect();
     assert_eq!(
         mounts,
-        [
-            &json!({"name": "node-root", "mountPath": "/host", "readOnly": true,
-                 "mountPropagation": "HostToContainer"})
-        ]
+        [&json!({"name": "node-root", "mountPath": "/host", "readOnly": true})]
     );
     let env = container["env"].as_array().unwrap();
     assert_eq!(

@@ -20,6 +20,9 @@
 //! - modules pushed to the module API right after the install are followed by the
 //!   agent, and the node-diagnosis example's Diagnosis, placed on this node, succeeds
 //!   through the agent (its script steps in the sandbox, its analyses the pushed modules);
+//! - with `deploy/node-access` added, the same example reads the node: a kubelet journal
+//!   written on the node (with systemd-journal-remote) is triaged, and without it the
+//!   node's own filesystems are checked, by their node paths;
 //! - a Diagnosis of a `job` step and a `runOn: Job` wasm step, and a Hook object with
 //!   `runOn: Job`, run as real Jobs of the image;
 //! - deleting the leader Pod with `--force` hands the Lease to the other replica, whose
@@ -38,6 +41,8 @@ use std::time::{Duration, Instant};
 
 mod e2e_support;
 use e2e_support::*;
+#[path = "e2e_node/node_files.rs"]
+mod node_files;
 
 /// How many Pods are labelled for the latency figures.
 const PODS: usize = 50;
@@ -1042,6 +1047,10 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         "Succeeded",
         "{status:#}"
     );
+
+    // With deploy/node-access, the same example reads the node itself: the kubelet's
+    // journal, and the node's filesystems by their node paths.
+    node_files::node_diagnosis_reads_the_node(config, dir.path(), namespace, &node_name);
 
     // A Diagnosis naming no node runs in the controller: a `job` step as a real Job of
     // the Operon image, then a wasm step offloaded to a Job (`runOn: Job`) whose pod
