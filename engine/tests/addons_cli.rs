@@ -210,3 +210,45 @@ fn render_refuses_values_required_for_helm_that_are_missing() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// What a module's hook prints is in the log, one record per line with the hook, the
+/// binding and the stream, as addon-operator and shell-operator log it.
+#[test]
+fn run_logs_what_hooks_print() {
+    if !helm_available() {
+        return;
+    }
+    let ex = example();
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["modules", "run", "--once", "--dry-run", "--modules-dir"])
+        .arg(ex.join("modules"))
+        .arg("--global-hooks-dir")
+        .arg(ex.join("global-hooks"))
+        .args(["-n", "operon-demo", "--objects"])
+        .arg(ex.join("configmap.yaml"))
+        .arg("--helm-binary")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/addons/helm"))
+        .env("LOG_TYPE", "json")
+        .env_remove("OPERON_LOG")
+        .output()
+        .expect("operon runs");
+    stdout(&out);
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let printed = records
+        .iter()
+        .find(|r| r["output"] == "stderr")
+        .unwrap_or_else(|| panic!("no hook output in the log: {records:#?}"));
+    assert_eq!(printed["hook"], "global/cluster-info.sh");
+    assert_eq!(printed["binding"], "afterAll");
+    assert_eq!(printed["level"], "INFO");
+    assert!(
+        printed["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("enabled modules: [\"echo-server\""),
+        "{printed}"
+    );
+}

@@ -174,6 +174,15 @@ impl AddonHook {
             binding_contexts: vec![context],
         };
         let (run, patches) = self.run_input(&input, values, config_values, timeout).await;
+        // Binding runs go through the hook engine, which logs theirs.
+        crate::hooks::output_log::log_run(
+            crate::hooks::output_log::Source::Hook {
+                hook: &self.name,
+                binding: binding.name(),
+                queue: "main",
+            },
+            &run,
+        );
         if let Err(e) = &run.outcome {
             return Err(AddonError::Hook(format!(
                 "hook {} ({}): {e}",

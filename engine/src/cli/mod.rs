@@ -102,7 +102,11 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Serve(_) | Command::Agent(_) | Command::SeccompProfile(_) => "info",
+        // The long-running ones, whose log is where hooks' output goes.
+        Command::Serve(_)
+        | Command::Agent(_)
+        | Command::SeccompProfile(_)
+        | Command::Modules(modules::ModulesCommand::Run(_)) => "info",
         _ => "warn",
     };
     let filter =

@@ -723,6 +723,14 @@ impl Engine {
             .hook
             .handle(input, loaded.config.settings.timeout)
             .await;
+        super::output_log::log_run(
+            super::output_log::Source::Hook {
+                hook: &name,
+                binding: &binding_label,
+                queue,
+            },
+            &run,
+        );
         let apply_error = match &run.outcome {
             Ok(_) => self.apply(&name, &run).await.err(),
             Err(_) => None,

@@ -201,7 +201,8 @@ impl Processors {
                     wasm.read_only_paths.iter().map(PathBuf::from).collect(),
                     self.settings.node_root.clone(),
                 )
-                .with_platform(self.settings.platform.clone()),
+                .with_platform(self.settings.platform.clone())
+                .with_operation(operation.metadata.name.as_deref().unwrap_or_default()),
             ))
         } else if let Some(script) = &processor.script_runner {
             let source = match &self.settings.script_store {
@@ -227,7 +228,8 @@ impl Processors {
             .with_network(script.network)
             .with_platform(self.settings.platform.clone())
             .with_read_only(script.read_only_paths.iter().map(PathBuf::from).collect())
-            .with_node_root(self.settings.node_root.clone());
+            .with_node_root(self.settings.node_root.clone())
+            .with_operation(operation.metadata.name.as_deref().unwrap_or_default());
             Ok(Arc::new(match script.strict {
                 Some(strict) => runner.with_strict(strict),
                 None => runner,

@@ -56,6 +56,8 @@ pub struct SandboxedScriptRunner {
     strict: Option<bool>,
     /// The platform part of the runner context.
     platform: Platform,
+    /// The Operation's name, in the records of what the script prints.
+    operation: String,
 }
 
 impl SandboxedScriptRunner {
@@ -79,7 +81,14 @@ impl SandboxedScriptRunner {
             limits: None,
             strict: None,
             platform: Platform::default(),
+            operation: String::new(),
         }
+    }
+
+    /// Names the Operation in the records of what the script prints.
+    pub fn with_operation(mut self, name: &str) -> Self {
+        self.operation = name.to_owned();
+        self
     }
 
     /// Tells scripts which platform they run on (`OPERON_CLUSTER`).
@@ -209,6 +218,14 @@ impl SandboxedScriptRunner {
             .await
             .map_err(|e| RunError::new(e.to_string()))?;
         let output = String::from_utf8_lossy(&outcome.stdout).into_owned();
+        crate::hooks::output_log::log_output(
+            crate::hooks::output_log::Source::Step {
+                run: &request.name,
+                operation: &self.operation,
+            },
+            "combined",
+            &output,
+        );
         match outcome.status {
             RunStatus::Exited(0) => {
                 let mut results = BTreeMap::new();

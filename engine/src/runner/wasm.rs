@@ -24,6 +24,8 @@ pub struct WasmRunner {
     node_root: NodeRoot,
     /// The platform part of the runner context (the cluster's name).
     platform: Platform,
+    /// The Operation's name, in the records of what the guest prints.
+    operation: String,
 }
 
 impl WasmRunner {
@@ -42,7 +44,14 @@ impl WasmRunner {
             read_only: Vec::new(),
             node_root: NodeRoot::default(),
             platform: Platform::default(),
+            operation: String::new(),
         }
+    }
+
+    /// Names the Operation in the records of what the guest prints.
+    pub fn with_operation(mut self, name: &str) -> Self {
+        self.operation = name.to_owned();
+        self
     }
 
     /// Lets the guest read the node's directories `paths`, found under `root`.
@@ -104,9 +113,13 @@ impl WasmRunner {
             .sandbox
             .run_operation(&self.module, input, &limits)
             .await;
-        for record in &report.logs {
-            tracing::debug!(run = %request.name, level = ?record.level, "{}", record.message);
-        }
+        let source = crate::hooks::output_log::Source::Step {
+            run: &request.name,
+            operation: &self.operation,
+        };
+        crate::hooks::output_log::log_output(source, "stdout", &report.stdout);
+        crate::hooks::output_log::log_output(source, "stderr", &report.stderr);
+        crate::hooks::output_log::log_records(source, &report.logs);
         match report.outcome {
             Ok(out) => Ok((
                 RunOutput {

@@ -123,6 +123,16 @@ fn diagnose(
     status
 }
 
+/// The ids of the nodes of the path that succeeded.
+fn path(status: &Value) -> Vec<i64> {
+    status["succeededPath"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|node| node["id"].as_i64())
+        .collect()
+}
+
 fn result<'a>(status: &'a Value, key: &str) -> &'a str {
     status["operationResults"][key]
         .as_str()
@@ -186,11 +196,7 @@ pub fn node_diagnosis_reads_the_node(config: &Path, dir: &Path, namespace: &str,
     let journal = write_journal();
     let status = diagnose(config, dir, namespace, "node-logs", node_name, "99");
     assert_eq!(status["phase"], "Succeeded", "{status:#}");
-    assert_eq!(
-        status["succeededPath"],
-        serde_json::json!([1, 3, 5]),
-        "{status:#}"
-    );
+    assert_eq!(path(&status), [1, 3, 5], "{status:#}");
     let log = result(&status, "operation.kubelet-log.output");
     assert!(log.contains("ImagePullBackOff"), "{log}");
     assert!(
@@ -221,11 +227,7 @@ pub fn node_diagnosis_reads_the_node(config: &Path, dir: &Path, namespace: &str,
     };
     let status = diagnose(config, dir, namespace, "node-disks", node_name, "0");
     assert_eq!(status["phase"], "Succeeded", "{status:#}");
-    assert_eq!(
-        status["succeededPath"],
-        serde_json::json!([2, 4, 6]),
-        "{status:#}"
-    );
+    assert_eq!(path(&status), [2, 4, 6], "{status:#}");
     let failed = &status["nodes"]
         .as_array()
         .unwrap()
