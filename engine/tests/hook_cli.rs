@@ -292,3 +292,52 @@ fn a_v0_hook_gets_v0_contexts_and_no_synchronization() {
         false
     );
 }
+
+/// A validating shell hook that writes no response, in a hooks directory whose parent
+/// only its owner may enter (`/home/alice/hooks` with `/home/alice` at 0700): `operon
+/// hook test` runs it as `operon serve` does, and its review gets the denial the
+/// server sends, code 500.
+#[test]
+fn a_silent_validating_hook_under_a_private_directory_is_denied_as_the_server_denies() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let hooks = home.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    std::fs::set_permissions(&hooks, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hook = hooks.join("silent.sh");
+    std::fs::write(
+        &hook,
+        "#!/usr/bin/env bash\n\
+         if [[ \"${1:-}\" == --config ]]; then\n\
+         printf 'configVersion: v1\\nkubernetesValidating:\\n- name: silent.example.com\\n  rules:\\n  - {apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}\\n'\n\
+         exit 0\nfi\necho looked at it\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let review = hooks.join("review.yaml");
+    std::fs::write(
+        &review,
+        "apiVersion: admission.k8s.io/v1\nkind: AdmissionReview\nrequest:\n  uid: 705ab4f5-6393-11e8-b7cc-42010a800002\n  kind: {group: \"\", version: v1, kind: ConfigMap}\n  resource: {group: \"\", version: v1, resource: configmaps}\n  operation: CREATE\n  namespace: default\n  name: c\n  object: {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: default}}\n",
+    )
+    .unwrap();
+    let out = operon(&[
+        "hook",
+        "test",
+        hook.to_str().unwrap(),
+        "--review",
+        &format!("silent.example.com:{}", review.display()),
+        "-o",
+        "json",
+    ]);
+    let report = json(&out);
+    let answer = &report["reviews"][0]["answer"]["response"];
+    assert_eq!(answer["allowed"], false, "{report:#}");
+    assert_eq!(answer["status"]["code"], 500, "{report:#}");
+    assert_eq!(
+        answer["status"]["message"],
+        "hook silent.sh gave no answer for binding silent.example.com"
+    );
+    assert_eq!(answer["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(report["runs"][0]["stdout"], "looked at it\n", "{report:#}");
+}

@@ -173,16 +173,9 @@ impl AddonHook {
             },
             binding_contexts: vec![context],
         };
-        let (run, patches) = self.run_input(&input, values, config_values, timeout).await;
-        // Binding runs go through the hook engine, which logs theirs.
-        crate::hooks::output_log::log_run(
-            crate::hooks::output_log::Source::Hook {
-                hook: &self.name,
-                binding: binding.name(),
-                queue: "main",
-            },
-            &run,
-        );
+        let (run, patches) = self
+            .run_lifecycle(&input, values, config_values, timeout)
+            .await;
         if let Err(e) = &run.outcome {
             return Err(AddonError::Hook(format!(
                 "hook {} ({}): {e}",
@@ -196,6 +189,31 @@ impl AddonHook {
             values_patch,
             config_patch,
         })
+    }
+
+    /// [`run_input`](Self::run_input) for a lifecycle binding (the operator's main
+    /// queue), with what the hook printed logged. Kubernetes and schedule bindings run
+    /// through the hook engine, which logs theirs.
+    pub async fn run_lifecycle(
+        &self,
+        input: &HookInput,
+        values: &Value,
+        config_values: &Value,
+        timeout: Duration,
+    ) -> (HookRun, Result<Patches, AddonError>) {
+        let ran = self.run_input(input, values, config_values, timeout).await;
+        crate::hooks::output_log::log_run(
+            crate::hooks::output_log::Source::Hook {
+                hook: &self.name,
+                binding: input
+                    .binding_contexts
+                    .first()
+                    .map_or("", |c| c.binding.as_str()),
+                queue: "main",
+            },
+            &ran.0,
+        );
+        ran
     }
 
     /// Runs the hook once with `input` (any binding contexts) and the values files;

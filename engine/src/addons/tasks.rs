@@ -417,7 +417,7 @@ impl Operator {
             },
             binding_contexts: vec![crate::hooks::context::lifecycle(binding.name(), snapshots)],
         };
-        let (run, patches) = hook.run_input(&input, values, config, timeout).await;
+        let (run, patches) = hook.run_lifecycle(&input, values, config, timeout).await;
         if let Err(e) = &run.outcome {
             return Err(AddonError::Hook(format!(
                 "hook {} ({}): {e}",
