@@ -6,8 +6,9 @@
 //! The agent holds the Lease `operon-agent-<node>` while it runs them: the controller
 //! reads it to tell whether a node has an agent, and two agent pods on one node (a
 //! rolling update with a surge) never run Diagnoses at once. It serves no API of its
-//! own besides health: the controller and the agent meet only at the API server, both
-//! authenticated by their ServiceAccounts.
+//! own besides health and metrics (`/metrics`: its script steps' sandbox protections,
+//! the Diagnoses it ran, its module fetch errors): the controller and the agent meet
+//! only at the API server, both authenticated by their ServiceAccounts.
 //!
 //! Script steps run from the agent's script store (`<data root>/scripts`, one file per
 //! Operation, kept in step with the Operations by a watch).
@@ -161,8 +162,33 @@ async fn serve_health(
     ready: Arc<AtomicBool>,
     mut stopped: watch::Receiver<bool>,
 ) {
+    let registry = match crate::metrics::agent_registry() {
+        Ok(registry) => Some(registry),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot register the agent's metrics; /metrics is empty");
+            None
+        }
+    };
     let router = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let text = registry
+                    .as_ref()
+                    .map(crate::metrics::render)
+                    .unwrap_or_default();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        text,
+                    )
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {

@@ -86,13 +86,22 @@ impl ModuleMetrics {
     /// Registers the same metrics in `registry` too (`operon serve`'s, which
     /// `/metrics` serves).
     pub fn register_in(&self, registry: &Registry) -> Result<(), prometheus::Error> {
-        registry.register(Box::new(self.run_seconds.clone()))?;
-        registry.register(Box::new(self.run_errors.clone()))?;
-        registry.register(Box::new(self.delete_errors.clone()))?;
-        registry.register(Box::new(self.discover_errors.clone()))?;
-        registry.register(Box::new(self.enabled.clone()))?;
-        registry.register(Box::new(self.hook_errors.clone()))?;
+        for collector in self.collectors() {
+            registry.register(collector)?;
+        }
         Ok(())
+    }
+
+    /// One collector per metric family.
+    pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        vec![
+            Box::new(self.run_seconds.clone()),
+            Box::new(self.run_errors.clone()),
+            Box::new(self.delete_errors.clone()),
+            Box::new(self.discover_errors.clone()),
+            Box::new(self.enabled.clone()),
+            Box::new(self.hook_errors.clone()),
+        ]
     }
 
     /// The metrics in Prometheus' text format.

@@ -36,6 +36,13 @@ const JQ_SECONDS_BUCKETS: &[f64] = &[
     0.1,
 ];
 
+/// Buckets of `operon_webhook_request_duration_seconds`: a wasm hook answers in a
+/// millisecond, a script in tens; the API server gives up after `timeoutSeconds` (10 s
+/// by default).
+const WEBHOOK_SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
 /// Labels of the per-binding metrics, in shell-operator's order.
 const BINDING_LABELS: [&str; 3] = ["hook", "binding", "queue"];
 
@@ -66,7 +73,7 @@ pub struct Metrics {
     /// `operon_task_wait_in_queue_seconds_total{hook, binding, queue}`: time tasks
     /// waited before running.
     pub task_wait_in_queue_seconds_total: Labeled<CounterVec, 3>,
-    /// `operon_live_ticks`: grows every 10 seconds while the engine is alive.
+    /// `operon_live_ticks_total`: grows every 10 seconds while the engine is alive.
     pub live_ticks: IntCounter,
     /// `operon_kube_jq_filter_duration_seconds{hook, binding, queue}`: jq filter runs.
     pub kube_jq_filter_duration_seconds: Labeled<HistogramVec, 3>,
@@ -78,6 +85,17 @@ pub struct Metrics {
     /// came to; outcome `created`, `already_exists` (a redelivery), `rate_limited` or
     /// `failed`.
     pub trigger_diagnoses_total: Labeled<IntCounterVec, 3>,
+    /// `operon_webhook_requests_total{kind, webhook, outcome}`: reviews answered, by
+    /// `kind` (`validating`, `mutating`, `conversion`), `webhook` (`HOOK/BINDING`, or the
+    /// CRD of a conversion) and `outcome`: `allowed`, `denied`, `converted`, or `error`
+    /// (the hook failed, timed out or gave no answer: the API server got code 500).
+    pub webhook_requests_total: Labeled<IntCounterVec, 3>,
+    /// `operon_webhook_request_duration_seconds{kind, webhook}`: from the review's
+    /// arrival to its answer.
+    pub webhook_request_duration_seconds: Labeled<HistogramVec, 2>,
+    /// `operon_leader{lease}`: 1 while this replica leads (or runs without leader
+    /// election), 0 while it waits to.
+    pub leader: Labeled<IntGaugeVec, 1>,
     /// What hooks write, served apart on `/metrics/hooks`.
     pub hooks: HookMetrics,
 }
@@ -225,7 +243,7 @@ impl Metrics {
         let live_ticks = register(
             r,
             IntCounter::new(
-                "operon_live_ticks",
+                "operon_live_ticks_total",
                 "Grows every 10 seconds while the engine is alive.",
             ),
         )?;
@@ -264,6 +282,37 @@ impl Metrics {
                 &["trigger", "source", "outcome"],
             ),
         )?;
+        let webhook_requests_total = labeled(
+            r,
+            IntCounterVec::new(
+                Opts::new(
+                    "operon_webhook_requests_total",
+                    "Admission and conversion reviews answered, by outcome: allowed, denied, converted, or error (the hook failed, timed out or gave no answer).",
+                ),
+                &["kind", "webhook", "outcome"],
+            ),
+        )?;
+        let webhook_request_duration_seconds = labeled(
+            r,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "operon_webhook_request_duration_seconds",
+                    "How long answering an admission or conversion review took.",
+                )
+                .buckets(WEBHOOK_SECONDS_BUCKETS.to_vec()),
+                &["kind", "webhook"],
+            ),
+        )?;
+        let leader = labeled(
+            r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "operon_leader",
+                    "Whether this replica leads (1: it runs hooks and controllers) or waits to (0).",
+                ),
+                &["lease"],
+            ),
+        )?;
         Ok(Self {
             hook_run_seconds,
             hook_run_errors_total,
@@ -276,6 +325,9 @@ impl Metrics {
             kube_snapshot_objects,
             kube_snapshot_bytes,
             trigger_diagnoses_total,
+            webhook_requests_total,
+            webhook_request_duration_seconds,
+            leader,
             hooks: HookMetrics::new()?,
             registry,
         })
@@ -331,6 +383,26 @@ impl Metrics {
         &self.registry
     }
 
+    /// The engine's own collectors, one per metric family.
+    fn collectors(&self) -> Vec<Box<dyn Collector>> {
+        vec![
+            Box::new(self.hook_run_seconds.0.clone()),
+            Box::new(self.hook_run_errors_total.0.clone()),
+            Box::new(self.hook_run_allowed_errors_total.0.clone()),
+            Box::new(self.hook_run_success_total.0.clone()),
+            Box::new(self.tasks_queue_length.gauge.clone()),
+            Box::new(self.task_wait_in_queue_seconds_total.0.clone()),
+            Box::new(self.live_ticks.clone()),
+            Box::new(self.kube_jq_filter_duration_seconds.0.clone()),
+            Box::new(self.kube_snapshot_objects.0.clone()),
+            Box::new(self.kube_snapshot_bytes.0.clone()),
+            Box::new(self.trigger_diagnoses_total.0.clone()),
+            Box::new(self.webhook_requests_total.0.clone()),
+            Box::new(self.webhook_request_duration_seconds.0.clone()),
+            Box::new(self.leader.0.clone()),
+        ]
+    }
+
     /// The engine's metrics in the Prometheus text format (what `/metrics` serves).
     pub fn render(&self) -> String {
         hooks::render(&self.registry)
@@ -341,6 +413,47 @@ impl Metrics {
     pub fn render_hooks(&self) -> String {
         self.hooks.render()
     }
+}
+
+/// Everything `registry` gathers in the Prometheus text format (a process' own
+/// registry: the agent's, say).
+pub fn render(registry: &Registry) -> String {
+    hooks::render(registry)
+}
+
+/// The registry of a node agent's `/metrics`: what its script steps got from the
+/// sandbox, the Diagnoses it ran and its module fetches.
+pub fn agent_registry() -> Result<Registry, MetricError> {
+    let registry = Registry::new();
+    crate::script::register_metrics(&registry)
+        .and_then(|()| crate::controllers::diagnosis::metrics::register_metrics(&registry))
+        .and_then(|()| crate::store::fetch::register_metrics(&registry))
+        .map_err(|e| MetricError::Registry(e.to_string()))?;
+    Ok(registry)
+}
+
+/// Every metric family Operon's processes can export (`operon serve` and `operon
+/// agent`; hooks' own metrics aside), with its help text, sorted by name: what
+/// dashboards and alerts may refer to.
+pub fn catalog() -> Result<Vec<(String, String)>, MetricError> {
+    let registry_error = |e: prometheus::Error| MetricError::Registry(e.to_string());
+    let mut collectors = Metrics::new()?.collectors();
+    collectors.extend(crate::script::protections::collectors());
+    collectors.extend(crate::controllers::diagnosis::metrics::collectors());
+    collectors.extend(crate::store::fetch::collectors());
+    collectors.extend(
+        crate::addons::metrics::ModuleMetrics::new()
+            .map_err(registry_error)?
+            .collectors(),
+    );
+    let mut families: Vec<(String, String)> = collectors
+        .iter()
+        .flat_map(|c| c.desc())
+        .map(|d| (d.fq_name.clone(), d.help.clone()))
+        .collect();
+    families.sort();
+    families.dedup();
+    Ok(families)
 }
 
 /// Registers `metric` (just built) in `registry` and returns it.
@@ -395,7 +508,7 @@ mod tests {
             "operon_hook_run_success_total counter",
             "operon_tasks_queue_length gauge",
             "operon_task_wait_in_queue_seconds_total counter",
-            "operon_live_ticks counter",
+            "operon_live_ticks_total counter",
             "operon_kube_jq_filter_duration_seconds histogram",
             "operon_kube_snapshot_objects gauge",
         ] {
@@ -413,7 +526,7 @@ mod tests {
             r#"operon_kube_jq_filter_duration_seconds_count{binding="pods",hook="pods.sh",queue="main"} 1"#,
             r#"operon_tasks_queue_length{hook="",queue="main"} 4"#,
             r#"operon_kube_snapshot_objects{binding="pods",hook="pods.sh"} 12"#,
-            "operon_live_ticks 1",
+            "operon_live_ticks_total 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -480,5 +593,54 @@ mod tests {
                 .contains(r#"pods_ready{hook="pods.sh"} 2"#)
         );
         assert!(!metrics.render().contains("pods_ready"));
+    }
+
+    #[test]
+    fn the_catalog_names_every_family_once_with_its_help() {
+        let catalog = catalog().unwrap();
+        let names: Vec<&str> = catalog.iter().map(|(n, _)| n.as_str()).collect();
+        for expected in [
+            "operon_hook_run_seconds",
+            "operon_hook_run_errors_total",
+            "operon_tasks_queue_length",
+            "operon_live_ticks_total",
+            "operon_trigger_diagnoses_total",
+            "operon_webhook_requests_total",
+            "operon_webhook_request_duration_seconds",
+            "operon_leader",
+            "operon_script_sandbox_protection",
+            "operon_diagnoses_total",
+            "operon_module_fetch_errors_total",
+            "operon_module_run_seconds",
+        ] {
+            assert!(
+                names.contains(&expected),
+                "{expected} missing from {names:?}"
+            );
+        }
+        let mut unique = names.clone();
+        unique.dedup();
+        assert_eq!(unique, names, "one entry per family");
+        for (name, help) in &catalog {
+            assert!(name.starts_with("operon_"), "{name}");
+            assert!(!help.is_empty(), "{name} has no help");
+        }
+    }
+
+    #[test]
+    fn an_agent_serves_its_diagnoses_fetches_and_sandbox_protections() {
+        let registry = agent_registry().unwrap();
+        crate::controllers::diagnosis::metrics::finished(
+            &crate::controllers::diagnosis::Role::Agent {
+                node: "worker-1".to_owned(),
+            },
+            crate::api::DiagnosisPhase::Succeeded,
+        );
+        let text = render(&registry);
+        assert!(
+            text.contains("operon_diagnoses_total{phase=\"Succeeded\",role=\"agent\"}"),
+            "{text}"
+        );
+        assert!(text.contains("operon_module_fetch_errors_total "), "{text}");
     }
 }

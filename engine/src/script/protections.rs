@@ -212,9 +212,19 @@ fn metrics() -> &'static SandboxMetrics {
 
 /// Registers the sandbox's metrics in `registry` (once per registry).
 pub fn register_metrics(registry: &Registry) -> Result<(), prometheus::Error> {
+    for collector in collectors() {
+        registry.register(collector)?;
+    }
+    Ok(())
+}
+
+/// The sandbox's collectors, one per metric family.
+pub fn collectors() -> Vec<Box<dyn prometheus::core::Collector>> {
     let metrics = metrics();
-    registry.register(Box::new(metrics.applied.clone()))?;
-    registry.register(Box::new(metrics.runs.clone()))
+    vec![
+        Box::new(metrics.applied.clone()),
+        Box::new(metrics.runs.clone()),
+    ]
 }
 
 #[cfg(test)]

@@ -200,6 +200,11 @@ pub async fn run(
     // What each script run got, so that a node without a protection shows on /metrics.
     crate::script::register_metrics(metrics.registry())
         .map_err(|e| MetricError::Registry(e.to_string()))?;
+    // The Diagnoses the leader runs, and the modules it fetches (a replica's store).
+    crate::controllers::diagnosis::metrics::register_metrics(metrics.registry())
+        .and_then(|()| crate::store::fetch::register_metrics(metrics.registry()))
+        .map_err(|e| MetricError::Registry(e.to_string()))?;
+
     let status = Arc::new(Status {
         metrics: metrics.clone(),
         engine: watch::Sender::new(None),
@@ -315,6 +320,13 @@ async fn run_engine(
         diagnoses,
         hook_objects,
     } = coordination;
+    // Without leader election this replica is the one that runs hooks.
+    let lease = elector
+        .as_ref()
+        .map(|e| e.options().name.clone())
+        .unwrap_or_default();
+    let leader = metrics.leader.with_label_values(&[&lease]);
+    leader.set(i64::from(elector.is_none()));
     // shell-operator starts with an empty hooks directory (hooks may come later with a
     // new ConfigMap and a rollout); so does `operon serve`, with a warning.
     let found = match loader.hooks_in(&options.hooks_dir) {
@@ -390,6 +402,7 @@ async fn run_engine(
             () = &mut shutdown => return Ok(()),
         }
         status.leading.send_replace(Some(true));
+        leader.set(1);
         let (lost, lost_receiver) = tokio::sync::oneshot::channel();
         let renewing = tokio::spawn(async move {
             let outcome = elector.renew(&mut lease_stopped).await;

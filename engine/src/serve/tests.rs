@@ -29,6 +29,32 @@ async fn get(address: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
     Ok((status, body))
 }
 
+/// `promtool check metrics` (Prometheus' own linter: naming, units, help texts) finds
+/// nothing to say about `text`.
+pub(crate) fn promtool_accepts(text: &str) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool runs (Debian's prometheus package; .ci/setup installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -104,6 +130,9 @@ async fn serve_runs_hooks_and_answers_metrics_health_readiness_and_debug() {
         "{metrics}"
     );
     assert!(metrics.contains("pods_labelled_total"), "{metrics}");
+    // No leader election: this replica runs the hooks.
+    assert!(metrics.contains("operon_leader{lease=\"\"} 1"), "{metrics}");
+    promtool_accepts(&metrics);
     let (_, hook_metrics) = get(address, "/metrics/hooks").await.unwrap();
     assert!(hook_metrics.contains("pods_labelled_total"));
     assert!(!hook_metrics.contains("operon_hook_run_seconds"));

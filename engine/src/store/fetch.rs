@@ -310,8 +310,22 @@ impl Fetcher {
     }
 
     /// Fetches `digest` from `source` into `store`, refusing bytes of another digest or
-    /// over the store's limit (checked from `Content-Length` and while reading).
+    /// over the store's limit (checked from `Content-Length` and while reading). Each
+    /// failure counts in `operon_module_fetch_errors_total`.
     pub async fn fetch(
+        &self,
+        source: &ModuleSource,
+        digest: &ModuleDigest,
+        store: &BlobStore,
+    ) -> Result<(), FetchError> {
+        let fetched = self.fetch_once(source, digest, store).await;
+        if fetched.is_err() {
+            fetch_errors_total().inc();
+        }
+        fetched
+    }
+
+    async fn fetch_once(
         &self,
         source: &ModuleSource,
         digest: &ModuleDigest,
@@ -429,6 +443,30 @@ impl Fetcher {
             .await
             .map_err(|_| transport(format!("no answer within {FETCH_TIMEOUT:?}")))?
     }
+}
+
+fn fetch_errors_total() -> &'static prometheus::IntCounter {
+    static COUNTER: std::sync::OnceLock<prometheus::IntCounter> = std::sync::OnceLock::new();
+    COUNTER.get_or_init(|| {
+        prometheus::IntCounter::new(
+            "operon_module_fetch_errors_total",
+            "Failed fetches of a module from the module API (an agent or an offloaded step following uploaded modules).",
+        )
+        .expect("static metric definition is valid")
+    })
+}
+
+/// The fetcher's collectors, one per metric family.
+pub fn collectors() -> Vec<Box<dyn prometheus::core::Collector>> {
+    vec![Box::new(fetch_errors_total().clone())]
+}
+
+/// Registers the fetcher's metrics in `registry` (once per registry).
+pub fn register_metrics(registry: &prometheus::Registry) -> Result<(), prometheus::Error> {
+    for collector in collectors() {
+        registry.register(collector)?;
+    }
+    Ok(())
 }
 
 /// `HOST` and `PORT` of `https://HOST[:PORT][/...]` (443 by default).

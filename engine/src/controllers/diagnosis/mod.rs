@@ -22,6 +22,7 @@
 //! since it started fails: it cannot be resumed over another graph.
 
 pub mod events;
+pub mod metrics;
 pub mod placement;
 pub mod status;
 
@@ -385,6 +386,7 @@ async fn wait(
         Patience::Always(poll) => Some(poll),
     };
     let status = diagnosis.status.get_or_insert_with(Default::default);
+    let gave_up = again.is_none();
     let action = if let Some(poll) = again {
         set_condition(
             status,
@@ -404,6 +406,9 @@ async fn wait(
         Action::await_change()
     };
     writer.write(diagnosis).await?;
+    if gave_up {
+        metrics::finished(&ctx.settings.role, DiagnosisPhase::Failed);
+    }
     Ok(action)
 }
 
@@ -444,6 +449,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
         let status = diagnosis.status.get_or_insert_with(Default::default);
         fail(status, ACCEPTED, "OperationSetChanged", message);
         writer.write(&diagnosis).await?;
+        metrics::finished(&ctx.settings.role, DiagnosisPhase::Failed);
         return Ok(Action::await_change());
     }
 
@@ -548,6 +554,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
                 _ => (EventType::Warning, "Failed"),
             };
             events.publish(type_, reason, "Diagnose", complete.unwrap_or_default());
+            metrics::finished(&ctx.settings.role, phase);
             tracing::info!(diagnosis = %diagnosis.object_ref(), phase = ?phase, "Diagnosis finished");
             Ok(Action::await_change())
         }
@@ -586,6 +593,7 @@ async fn results_too_large(
     // The run's writer: it holds the resourceVersion of its last write, and with no
     // result left for the ConfigMap it writes the status alone.
     writer.write(&diagnosis).await?;
+    metrics::finished(&ctx.settings.role, DiagnosisPhase::Failed);
     Ok(Action::await_change())
 }
 

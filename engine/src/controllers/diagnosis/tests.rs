@@ -433,6 +433,7 @@ async fn a_diagnosis_naming_a_missing_node_fails_at_once() {
     let (client, mut api) = mock::pair();
     let mut d = diagnosis(None);
     d.spec.node_name = Some("gone".to_owned());
+    let failed_before = super::metrics::count("controller", "Failed");
     let reconciling = tokio::spawn(reconcile(Arc::new(d.clone()), context(client)));
     api.next()
         .await
@@ -457,6 +458,8 @@ async fn a_diagnosis_naming_a_missing_node_fails_at_once() {
             .contains("spec.nodeName")
     );
     assert_eq!(reconciling.await.unwrap().unwrap(), Action::await_change());
+    // Counted once written (other tests may count theirs meanwhile).
+    assert!(super::metrics::count("controller", "Failed") > failed_before);
 }
 
 #[tokio::test]

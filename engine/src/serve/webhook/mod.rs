@@ -224,6 +224,25 @@ async fn admit(
         reviewed.output,
     );
     let answer = review::admission_response(&reviewed.review, outcome);
+    let kind_label = if kind == ReviewKind::Mutating {
+        "mutating"
+    } else {
+        "validating"
+    };
+    let result = if answer.pointer("/response/allowed") == Some(&serde_json::json!(true)) {
+        "allowed"
+    } else if answer.pointer("/response/status/code") == Some(&serde_json::json!(500)) {
+        "error"
+    } else {
+        "denied"
+    };
+    record(
+        &state,
+        kind_label,
+        &format!("{hook}/{binding}"),
+        result,
+        reviewed.started,
+    );
     tracing::info!(
         hook = %hook, binding = %binding,
         kind = if kind == ReviewKind::Mutating { "mutating" } else { "validating" },
@@ -235,6 +254,21 @@ async fn admit(
         "admission review"
     );
     axum::Json(answer).into_response()
+}
+
+/// Counts one answered review in `operon_webhook_requests_total` and its duration.
+/// Only reviews that reached a hook's binding (or a CRD some hook converts) count, so
+/// the labels never take a value a caller made up.
+fn record(state: &WebhookState, kind: &str, webhook: &str, outcome: &str, started: Instant) {
+    let metrics = &state.status.metrics;
+    metrics
+        .webhook_requests_total
+        .with_label_values(&[kind, webhook, outcome])
+        .inc();
+    metrics
+        .webhook_request_duration_seconds
+        .with_label_values(&[kind, webhook])
+        .observe(started.elapsed().as_secs_f64());
 }
 
 /// Answers an AdmissionReview of one of Operon's own resources ([`own`]).
@@ -300,6 +334,11 @@ async fn convert(
             converted_objects: objects,
         });
     let answer = review::conversion_response(&review, outcome);
+    let result = match answer.pointer("/response/result/status") {
+        Some(serde_json::Value::String(status)) if status == "Success" => "converted",
+        _ => "error",
+    };
+    record(&state, "conversion", &crd, result, started);
     tracing::info!(
         crd = %crd,
         uid = %request_field(&review, "uid"),

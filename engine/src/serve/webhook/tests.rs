@@ -170,7 +170,7 @@ impl Hook for Reviewer {
 async fn start(
     pki: &TestPki,
     timeout: Duration,
-) -> (std::net::SocketAddr, Arc<tls::ReloadingCert>) {
+) -> (std::net::SocketAddr, Arc<tls::ReloadingCert>, Arc<Metrics>) {
     let files = pki.issue(1);
     let cert = tls::ReloadingCert::load(tls::TlsFiles {
         cert: files.cert,
@@ -191,7 +191,7 @@ async fn start(
         metrics.clone(),
     ));
     let status = Arc::new(Status {
-        metrics,
+        metrics: metrics.clone(),
         engine: watch::Sender::new(Some(engine)),
         leading: watch::Sender::new(None),
         modules: None,
@@ -209,7 +209,7 @@ async fn start(
         let _keep = _stop;
         serve_tls(listener, config, router, stopped).await;
     });
-    (address, cert)
+    (address, cert, metrics)
 }
 
 /// POSTs `body` over a new TLS connection; returns (status, JSON or text, the server
@@ -271,7 +271,7 @@ const MUTATE: &str = "/mutate/hooks%2Freviewer.sh/defaults.example.com";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_reviews_are_answered_over_https() {
     let pki = TestPki::new();
-    let (address, _cert) = start(&pki, Duration::from_millis(500)).await;
+    let (address, _cert, metrics) = start(&pki, Duration::from_millis(500)).await;
     let response = |name: &str| {
         let review = admission(name);
         let pki = &pki;
@@ -336,13 +336,29 @@ async fn admission_reviews_are_answered_over_https() {
         .await
         .unwrap();
     assert_eq!(status, 400, "{text}");
+
+    // Every answered review counts by outcome; requests that reached no binding do not.
+    let text = metrics.render();
+    let webhook = "kind=\"validating\",outcome";
+    for (outcome, count) in [("allowed", 3), ("denied", 1), ("error", 3)] {
+        let series = format!(
+            "operon_webhook_requests_total{{{webhook}=\"{outcome}\",webhook=\"hooks/reviewer.sh/policy.example.com\"}} {count}"
+        );
+        assert!(text.contains(&series), "{series} in\n{text}");
+    }
+    assert!(
+        text.contains("operon_webhook_request_duration_seconds_count{kind=\"validating\",webhook=\"hooks/reviewer.sh/policy.example.com\"} 7"),
+        "{text}"
+    );
+    assert!(!text.contains("nope"), "{text}");
+    crate::serve::tests::promtool_accepts(&text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutating_reviews_carry_a_patch_that_applies() {
     use base64::Engine as _;
     let pki = TestPki::new();
-    let (address, _cert) = start(&pki, Duration::from_secs(5)).await;
+    let (address, _cert, _metrics) = start(&pki, Duration::from_secs(5)).await;
     let response = |name: &str| {
         let review = admission(name);
         let pki = &pki;
@@ -427,7 +443,7 @@ fn converted(answer: &Value) -> Vec<(&str, &str)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversion_reviews_convert_every_object_in_order() {
     let pki = TestPki::new();
-    let (address, _cert) = start(&pki, Duration::from_secs(5)).await;
+    let (address, _cert, metrics) = start(&pki, Duration::from_secs(5)).await;
     let review = conversion(
         "example.com/v2",
         &[("example.com/v1", "a"), ("example.com/v1", "b")],
@@ -442,12 +458,17 @@ async fn conversion_reviews_convert_every_object_in_order() {
         converted(&answer),
         [("example.com/v2", "a"), ("example.com/v2", "b")]
     );
+    let text = metrics.render();
+    assert!(
+        text.contains("operon_webhook_requests_total{kind=\"conversion\",outcome=\"converted\",webhook=\"widgets.example.com\"} 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversions_chain_rules_and_keep_the_order_of_mixed_versions() {
     let pki = TestPki::new();
-    let (address, _cert) = start(&pki, Duration::from_secs(5)).await;
+    let (address, _cert, _metrics) = start(&pki, Duration::from_secs(5)).await;
     // v1 objects take two steps (two bindings), the v2 one takes one, the v3 one none.
     let review = conversion(
         "example.com/v3",
@@ -495,7 +516,7 @@ async fn conversions_chain_rules_and_keep_the_order_of_mixed_versions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_rotation_fails_no_request() {
     let pki = TestPki::new();
-    let (address, cert) = start(&pki, Duration::from_secs(5)).await;
+    let (address, cert, _metrics) = start(&pki, Duration::from_secs(5)).await;
     let first = post_review(&pki, address, VALIDATE, &admission("fine"))
         .await
         .unwrap()
