@@ -10,9 +10,11 @@ fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../operations/addon-modules")
 }
 
-fn operon(args: &[&str]) -> Output {
+/// `operon ARGS` on the example modules directory, its objects and the fake helm.
+fn command(args: &[&str]) -> Command {
     let ex = example();
-    Command::new(env!("CARGO_BIN_EXE_operon"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_operon"));
+    command
         .args(args)
         .arg("--modules-dir")
         .arg(ex.join("modules"))
@@ -21,9 +23,12 @@ fn operon(args: &[&str]) -> Output {
         .args(["-n", "operon-demo", "--objects"])
         .arg(ex.join("configmap.yaml"))
         .arg("--helm-binary")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/addons/helm"))
-        .output()
-        .expect("operon runs")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/addons/helm"));
+    command
+}
+
+fn operon(args: &[&str]) -> Output {
+    command(args).output().expect("operon runs")
 }
 
 fn stdout(out: &Output) -> String {
@@ -218,16 +223,7 @@ fn run_logs_what_hooks_print() {
     if !helm_available() {
         return;
     }
-    let ex = example();
-    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args(["modules", "run", "--once", "--dry-run", "--modules-dir"])
-        .arg(ex.join("modules"))
-        .arg("--global-hooks-dir")
-        .arg(ex.join("global-hooks"))
-        .args(["-n", "operon-demo", "--objects"])
-        .arg(ex.join("configmap.yaml"))
-        .arg("--helm-binary")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/addons/helm"))
+    let out = command(&["modules", "run", "--once", "--dry-run"])
         .env("LOG_TYPE", "json")
         .env_remove("OPERON_LOG")
         .output()

@@ -521,63 +521,26 @@ fn the_example_triages_the_kubelet_log_file_of_the_node_root() {
 
 #[test]
 fn the_example_triages_the_kubelet_journal_of_the_node_root() {
-    // A real journal file, written by systemd's own journal-remote from export format.
-    let remote = Path::new("/lib/systemd/systemd-journal-remote");
-    assert!(
-        remote.exists(),
-        "{} is missing: install systemd-journal-remote (.ci/setup does)",
-        remote.display()
-    );
+    // A real journal file, written by systemd's own journal-remote.
     let node = fake_node();
     let machine = node
         .path()
         .join("var/log/journal/0123456789abcdef0123456789abcdef");
     std::fs::create_dir_all(&machine).unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros();
-    let mut export = String::new();
-    for (i, (unit, message)) in [
-        (
-            "containerd.service",
-            "level=error msg=\"no space left on device\"",
-        ),
-        (
-            "kubelet.service",
-            "E1126 kubelet.go:1] \"Failed to pull image\" err=\"ErrImagePull: manifest unknown\"",
-        ),
-    ]
-    .iter()
-    .enumerate()
-    {
-        export.push_str(&format!(
-            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n\
-             _BOOT_ID=5b6cd1e1c2f04c3c9a0b6fb8a1d1e0c1\n\
-             _MACHINE_ID=0123456789abcdef0123456789abcdef\n_HOSTNAME=node\n\
-             _SYSTEMD_UNIT={unit}\nMESSAGE={message}\n\n",
-            now + i as u128,
-            i + 1
-        ));
-    }
-    let mut child = Command::new(remote)
-        .arg(format!(
-            "--output={}",
-            machine.join("system.journal").display()
-        ))
-        .args(["--split-mode=none", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(export.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    operon_tests::write_journal(
+        &machine.join("system.journal"),
+        "0123456789abcdef0123456789abcdef",
+        &[
+            (
+                "containerd.service",
+                "level=error msg=\"no space left on device\"",
+            ),
+            (
+                "kubelet.service",
+                "E1126 kubelet.go:1] \"Failed to pull image\" err=\"ErrImagePull: manifest unknown\"",
+            ),
+        ],
+    );
     for path in [
         node.path().join("var/log/journal"),
         machine.clone(),

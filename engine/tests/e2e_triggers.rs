@@ -10,7 +10,6 @@
 //! missing, never deleted); the Triggers, and through their owner references their
 //! Diagnoses, and the test's namespace are deleted afterwards.
 
-use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use operon::api::{Diagnosis, Trigger};
 use serde_json::{Value, json};
@@ -78,26 +77,15 @@ async fn alerts_and_a_schedule_create_diagnoses_owned_by_their_triggers() {
     };
 
     apply_operon_crds(&cluster).await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for name in [namespace.as_str(), "operon"] {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        match namespaces.create(&PostParams::default(), &ns).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(e) => panic!("creating namespace {name}: {e}"),
-        }
-    }
+    ensure_namespaces(&client, &[namespace.as_str(), "operon"]).await;
     let token = format!("e2e-token-{run}");
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "alertmanager-token"},
-        "stringData": {"token": format!("{token}\n")},
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    token_secret(
+        &client,
+        &namespace,
+        "alertmanager-token",
+        &format!("{token}\n"),
+    )
+    .await;
 
     let triggers: Api<Trigger> = Api::all(client.clone());
     let trigger = |name: &str, source: Value| -> Trigger {

@@ -8,7 +8,7 @@
 pub mod pki;
 pub mod sdk_guests;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
@@ -137,4 +137,50 @@ pub fn without_keys(value: &mut serde_json::Value, keys: &[&str]) {
         serde_json::Value::Array(items) => items.iter_mut().for_each(|v| without_keys(v, keys)),
         _ => {}
     }
+}
+
+/// Writes a real systemd journal file at `file` (its directory must exist) holding one
+/// entry per `(unit, message)`, one microsecond apart from now, as `journalctl -u UNIT`
+/// reads them: systemd's own `systemd-journal-remote` converts them from the journal
+/// export format. Panics naming the package when it is not installed (`.ci/setup`
+/// installs it).
+pub fn write_journal(file: &Path, machine_id: &str, entries: &[(&str, &str)]) {
+    use std::io::Write as _;
+    let remote = Path::new("/lib/systemd/systemd-journal-remote");
+    assert!(
+        remote.exists(),
+        "{} is missing: install systemd-journal-remote (.ci/setup does)",
+        remote.display()
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let mut export = String::new();
+    for (i, (unit, message)) in entries.iter().enumerate() {
+        export.push_str(&format!(
+            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n\
+             _BOOT_ID=5b6cd1e1c2f04c3c9a0b6fb8a1d1e0c1\n_MACHINE_ID={machine_id}\n\
+             _HOSTNAME=node\n_SYSTEMD_UNIT={unit}\nMESSAGE={message}\n\n",
+            now + i as u128,
+            i + 1
+        ));
+    }
+    let mut child = std::process::Command::new(remote)
+        .arg(format!("--output={}", file.display()))
+        .args(["--split-mode=none", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("systemd-journal-remote starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(export.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "systemd-journal-remote failed"
+    );
 }

@@ -30,12 +30,6 @@ impl Drop for Journal {
 /// must not read as the kubelet's) where journald keeps them on this node, readable by
 /// group adm as journald's files are.
 fn write_journal() -> Journal {
-    let remote = Path::new("/lib/systemd/systemd-journal-remote");
-    assert!(
-        remote.exists(),
-        "{} is missing: apt-get install systemd-journal-remote",
-        remote.display()
-    );
     let machine = std::fs::read_to_string("/etc/machine-id")
         .expect("the node has /etc/machine-id")
         .trim()
@@ -47,46 +41,24 @@ fn write_journal() -> Journal {
         file: dir.join("operon-e2e.journal"),
         created_dir,
     };
-    let now = jiff::Timestamp::now().as_microsecond();
-    let lines = [
-        (
-            "containerd.service",
-            "level=error msg=\"no space left on device\"",
-        ),
-        (
-            "kubelet.service",
-            "E1126 pod_workers.go:1298] \"Error syncing pod\" err=\"failed to \\\"StartContainer\\\": ImagePullBackOff\"",
-        ),
-        (
-            "kubelet.service",
-            "I1126 kubelet.go:2112] \"SyncLoop (PLEG): event for pod\"",
-        ),
-    ];
-    let mut export = String::new();
-    for (i, (unit, message)) in lines.iter().enumerate() {
-        export.push_str(&format!(
-            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={}\n\
-             _BOOT_ID=5b6cd1e1c2f04c3c9a0b6fb8a1d1e0c1\n_MACHINE_ID={machine}\n\
-             _HOSTNAME=node\n_SYSTEMD_UNIT={unit}\nMESSAGE={message}\n\n",
-            now + i as i64,
-            i + 1
-        ));
-    }
-    let mut child = Command::new(remote)
-        .arg(format!("--output={}", journal.file.display()))
-        .args(["--split-mode=none", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(export.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    operon_tests::write_journal(
+        &journal.file,
+        &machine,
+        &[
+            (
+                "containerd.service",
+                "level=error msg=\"no space left on device\"",
+            ),
+            (
+                "kubelet.service",
+                "E1126 pod_workers.go:1298] \"Error syncing pod\" err=\"failed to \\\"StartContainer\\\": ImagePullBackOff\"",
+            ),
+            (
+                "kubelet.service",
+                "I1126 kubelet.go:2112] \"SyncLoop (PLEG): event for pod\"",
+            ),
+        ],
+    );
     // As journald leaves its files: root's, readable by the journal's reader groups.
     let chown = Command::new("chown")
         .args(["root:4"])

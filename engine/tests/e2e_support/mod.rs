@@ -476,3 +476,32 @@ pub fn push_module(file: &str, name: &str, url: &str, token: &str, ca: &Path) ->
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// Creates each namespace of `names` that does not exist yet.
+pub async fn ensure_namespaces(client: &kube::Client, names: &[&str]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        match namespaces.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => panic!("creating namespace {name}: {e}"),
+        }
+    }
+}
+
+/// Creates the Secret `namespace/name` holding `token` under `token`, as
+/// `--alertmanager-token-secret` reads it.
+pub async fn token_secret(client: &kube::Client, namespace: &str, name: &str, token: &str) {
+    use k8s_openapi::api::core::v1::Secret;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "stringData": {"token": token},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
