@@ -9,6 +9,7 @@ mod engine_args;
 mod hook;
 mod hook_handle;
 mod module;
+mod module_oci;
 mod modules;
 mod offload;
 mod op;

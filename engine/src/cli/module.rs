@@ -1,5 +1,6 @@
-//! `operon module push/ls/rm/get`: the client of the module API of `operon serve`, and
-//! the flags with which `operon serve` and `operon agent` keep their module store.
+//! `operon module push/ls/rm/get/pull`: the client of the module API of `operon serve`
+//! (and, through [`super::module_oci`], of OCI registries), and the flags with which
+//! `operon serve` and `operon agent` keep their module store.
 //!
 //! By default the CLI reaches the API through the API server's service proxy, with the
 //! kubeconfig's current context (its token goes in `X-Operon-Authorization`, as the
@@ -217,15 +218,33 @@ impl ModuleApiArgs {
 /// Work with the modules uploaded to `operon serve`.
 #[derive(Debug, clap::Subcommand)]
 pub enum ModuleCommand {
-    /// Upload a wasm component as module NAME; prints its digest.
+    /// Upload a wasm component as module NAME (prints its digest), or push it to an OCI
+    /// registry: `push FILE oci://REGISTRY/REPOSITORY:TAG`. FILE may itself be an
+    /// `oci://` reference, pulled and then uploaded.
     Push {
-        /// The component (`.wasm`).
+        /// The component (`.wasm`), or `oci://REGISTRY/REPOSITORY[:TAG][@sha256:...]`.
         file: PathBuf,
-        /// The module's name [default: the file's name without `.wasm`].
+        /// An `oci://` reference to push to instead of the cluster's store.
+        destination: Option<String>,
+        /// The module's name [default: the file's name without `.wasm`, or the OCI
+        /// repository's last segment].
         #[arg(long)]
         name: Option<String>,
         #[command(flatten)]
         connect: ConnectArgs,
+        #[command(flatten)]
+        registry: super::module_oci::RegistryArgs,
+    },
+    /// Pull a module from an OCI registry: `pull oci://REGISTRY/REPOSITORY[:TAG][@sha256:...]
+    /// -o FILE`; the layer's and a pinned manifest's digests are verified.
+    Pull {
+        /// The reference.
+        reference: String,
+        /// Where to write the component.
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+        #[command(flatten)]
+        registry: super::module_oci::RegistryArgs,
     },
     /// List the modules.
     Ls {
@@ -300,21 +319,44 @@ pub fn run(command: ModuleCommand) -> anyhow::Result<ExitCode> {
 
 async fn execute(command: ModuleCommand) -> anyhow::Result<ExitCode> {
     match command {
+        ModuleCommand::Pull {
+            reference,
+            output,
+            registry,
+        } => super::module_oci::pull_to(&registry, &reference, &output).await?,
         ModuleCommand::Push {
             file,
+            destination,
             name,
             connect,
+            registry,
         } => {
+            if let Some(destination) = destination {
+                anyhow::ensure!(
+                    operon::store::oci::is_oci(&destination),
+                    "{destination}: push to an oci:// reference, or give none to upload to the cluster"
+                );
+                registry.push(&file, &destination).await?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let source = file.to_string_lossy().into_owned();
+            let from_registry = operon::store::oci::is_oci(&source);
             let name = match name {
                 Some(name) => name,
+                None if from_registry => {
+                    super::module_oci::default_name(&source).context("give --name NAME")?
+                }
                 None => file
                     .file_stem()
                     .and_then(|s| s.to_str())
                     .map(str::to_owned)
                     .context("give --name NAME")?,
             };
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let bytes = if from_registry {
+                registry.pull(&source).await?.bytes
+            } else {
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?
+            };
             let api = Api::connect(&connect).await?;
             let started = Instant::now();
             let answer = api

@@ -9,6 +9,7 @@ mod catalog;
 pub mod fetch;
 mod inspect;
 mod modules;
+pub mod oci;
 pub mod replica;
 
 pub use blobs::{BlobError, BlobStore, DEFAULT_MAX_MODULE_BYTES, StoredBlob};

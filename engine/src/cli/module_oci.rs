@@ -1,0 +1,112 @@
+//! The OCI side of `operon module`: `push FILE oci://...` to a registry, `pull
+//! oci://...`, and the registry flags (credentials from a docker config.json, extra CAs,
+//! plain-HTTP registries).
+
+use anyhow::Context as _;
+use operon::store::DEFAULT_MAX_MODULE_BYTES;
+use operon::store::oci::{self, OciClient, OciOptions, PulledModule};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// How to reach OCI registries.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RegistryArgs {
+    /// The docker config.json with the registries' credentials [default:
+    /// $DOCKER_CONFIG/config.json, then ~/.docker/config.json].
+    #[arg(long)]
+    docker_config: Option<PathBuf>,
+    /// A CA (PEM) trusted for registries besides the system's (repeatable).
+    #[arg(long = "registry-ca")]
+    registry_ca: Vec<PathBuf>,
+    /// A registry (`host:port`) reached over plain HTTP rather than HTTPS (repeatable;
+    /// for a registry on loopback).
+    #[arg(long = "plain-http")]
+    plain_http: Vec<String>,
+}
+
+impl RegistryArgs {
+    fn client(&self) -> anyhow::Result<OciClient> {
+        let mut extra_ca_pem = Vec::new();
+        for path in &self.registry_ca {
+            extra_ca_pem.push(
+                std::fs::read(path).with_context(|| format!("--registry-ca {}", path.display()))?,
+            );
+        }
+        Ok(OciClient::new(&OciOptions {
+            extra_ca_pem,
+            plain_http: self.plain_http.clone(),
+        }))
+    }
+
+    fn auth(&self, reference: &str) -> anyhow::Result<oci_client::secrets::RegistryAuth> {
+        let registry = oci::registry_of(reference)?;
+        Ok(oci::docker_auth(self.docker_config.as_deref(), &registry)?)
+    }
+
+    /// Pulls the module `reference` names.
+    pub async fn pull(&self, reference: &str) -> anyhow::Result<PulledModule> {
+        let auth = self.auth(reference)?;
+        Ok(self
+            .client()?
+            .pull(reference, &auth, DEFAULT_MAX_MODULE_BYTES)
+            .await?)
+    }
+
+    /// Pushes `file` to `reference` and prints what the registry holds now.
+    pub async fn push(&self, file: &std::path::Path, reference: &str) -> anyhow::Result<()> {
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        // A file that is no component would be refused by every engine pulling it.
+        anyhow::ensure!(
+            bytes.starts_with(b"\0asm") && bytes.get(4..8) == Some(&[0x0d, 0x00, 0x01, 0x00]),
+            "{} is not a wasm component (a core module, or not wasm at all)",
+            file.display()
+        );
+        let auth = self.auth(reference)?;
+        let started = Instant::now();
+        let pushed = self.client()?.push(reference, &bytes, &auth).await?;
+        let pinned = reference.split('@').next().unwrap_or(reference);
+        let repository = pinned
+            .rsplit_once(':')
+            .filter(|(_, tag)| !tag.contains('/'))
+            .map_or(pinned, |(repository, _)| repository);
+        println!(
+            "{reference} {} (layer {}, {} bytes, {:.2}s)\npinned: {repository}@{}",
+            pushed.manifest_digest,
+            pushed.layer_digest,
+            bytes.len(),
+            started.elapsed().as_secs_f64(),
+            pushed.manifest_digest
+        );
+        Ok(())
+    }
+}
+
+/// The module name an OCI reference suggests: its repository's last segment.
+pub fn default_name(reference: &str) -> Option<String> {
+    let path = reference.strip_prefix(oci::SCHEME)?;
+    let path = path.split('@').next()?;
+    let last = path.rsplit('/').next()?;
+    let name = last.split(':').next()?;
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+/// `operon module pull REFERENCE -o FILE`.
+pub async fn pull_to(
+    registry: &RegistryArgs,
+    reference: &str,
+    output: &std::path::Path,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let pulled = registry.pull(reference).await?;
+    std::fs::write(output, &pulled.bytes)
+        .with_context(|| format!("writing {}", output.display()))?;
+    println!(
+        "{} {} (manifest {}, {} bytes, {:.2}s)",
+        output.display(),
+        pulled.layer_digest,
+        pulled.manifest_digest,
+        pulled.bytes.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

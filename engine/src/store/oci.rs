@@ -1,0 +1,439 @@
+//! Wasm modules as OCI artifacts, in the CNCF layout that `wkg` and `oras` write: a
+//! manifest whose config has media type `application/vnd.wasm.config.v0+json` and whose
+//! one layer is the component, `application/wasm`. Pushing a component to a registry,
+//! pulling one by tag or digest (its size bounded before the download, the layer's and
+//! a pinned manifest's digests verified), and a registry's credentials from a docker
+//! `config.json`, the usual way.
+
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::errors::OciDistributionError;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use sha2::{Digest as _, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The media type of a wasm artifact's config (CNCF wasm OCI artifact layout).
+pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// The media type of its one layer, the component.
+pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The scheme of a module reference that names an OCI artifact.
+pub const SCHEME: &str = "oci://";
+
+/// What went wrong with an OCI registry, by reference.
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    /// The reference does not parse.
+    #[error(
+        "{reference}: not an OCI reference (oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]): {reason}"
+    )]
+    BadReference {
+        /// The reference as given.
+        reference: String,
+        /// Why.
+        reason: String,
+    },
+    /// No manifest under that tag or digest.
+    #[error("{reference}: not found in the registry (no such repository, tag or digest)")]
+    NotFound {
+        /// The reference.
+        reference: String,
+    },
+    /// The registry refused the credentials (or asked for some).
+    #[error(
+        "{reference}: the registry refused access ({detail}); give credentials in a docker config.json (--docker-config, $DOCKER_CONFIG)"
+    )]
+    Unauthorized {
+        /// The reference.
+        reference: String,
+        /// The registry's words.
+        detail: String,
+    },
+    /// The artifact is not a wasm module.
+    #[error("{reference}: not a wasm module artifact: {reason}")]
+    WrongMediaType {
+        /// The reference.
+        reference: String,
+        /// What was found instead.
+        reason: String,
+    },
+    /// Bytes of another digest than the one asked for or announced.
+    #[error("{reference}: digest mismatch: expected {expected}, got {actual}")]
+    DigestMismatch {
+        /// The reference.
+        reference: String,
+        /// The digest asked for or announced.
+        expected: String,
+        /// The digest of what arrived.
+        actual: String,
+    },
+    /// The module is larger than the limit.
+    #[error("{reference}: the module is {size} bytes, over the limit of {limit}")]
+    TooLarge {
+        /// The reference.
+        reference: String,
+        /// Its announced size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The credentials file cannot be read.
+    #[error("{path}: {reason}")]
+    Credentials {
+        /// The docker config.json.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Anything else the registry or the network said.
+    #[error("{reference}: {reason}")]
+    Registry {
+        /// The reference.
+        reference: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A module pulled from a registry.
+#[derive(Debug, Clone)]
+pub struct PulledModule {
+    /// The component's bytes.
+    pub bytes: Vec<u8>,
+    /// The manifest's digest (`sha256:...`): what pins this version.
+    pub manifest_digest: String,
+    /// The layer's digest, the component's own `sha256:` digest.
+    pub layer_digest: String,
+}
+
+/// A module pushed to a registry.
+#[derive(Debug, Clone)]
+pub struct PushedModule {
+    /// The manifest's digest (`sha256:...`).
+    pub manifest_digest: String,
+    /// The layer's digest.
+    pub layer_digest: String,
+}
+
+/// A registry client for wasm artifacts.
+pub struct OciClient {
+    client: Client,
+}
+
+impl std::fmt::Debug for OciClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OciClient")
+    }
+}
+
+/// How to reach registries.
+#[derive(Debug, Clone, Default)]
+pub struct OciOptions {
+    /// PEM certificates trusted besides the system's (a private registry's CA).
+    pub extra_ca_pem: Vec<Vec<u8>>,
+    /// Registries (`host:port`) reached over plain HTTP (a local one on loopback).
+    pub plain_http: Vec<String>,
+}
+
+impl OciClient {
+    /// A client trusting the system's CAs and `options.extra_ca_pem`.
+    pub fn new(options: &OciOptions) -> Self {
+        // reqwest's rustls takes the process' provider: the engine's is ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let protocol = if options.plain_http.is_empty() {
+            ClientProtocol::Https
+        } else {
+            ClientProtocol::HttpsExcept(options.plain_http.clone())
+        };
+        let client = Client::new(ClientConfig {
+            protocol,
+            extra_root_certificates: options
+                .extra_ca_pem
+                .iter()
+                .map(|pem| oci_client::client::Certificate {
+                    encoding: oci_client::client::CertificateEncoding::Pem,
+                    data: pem.clone(),
+                })
+                .collect(),
+            ..ClientConfig::default()
+        });
+        Self { client }
+    }
+
+    /// Pushes `component` to `reference` (which names a tag) as a wasm artifact.
+    pub async fn push(
+        &self,
+        reference: &str,
+        component: &[u8],
+        auth: &RegistryAuth,
+    ) -> Result<PushedModule, OciError> {
+        let parsed = parse(reference)?;
+        let layer_digest = sha256(component);
+        let config = serde_json::json!({
+            "created": jiff::Timestamp::now().to_string(),
+            "architecture": "wasm",
+            "os": "wasip2",
+            "layerDigests": [layer_digest],
+        });
+        let layers = [ImageLayer::new(
+            component.to_vec(),
+            WASM_LAYER_MEDIA_TYPE.to_owned(),
+            None,
+        )];
+        let config = Config::new(
+            serde_json::to_vec(&config).unwrap_or_default(),
+            WASM_CONFIG_MEDIA_TYPE.to_owned(),
+            None,
+        );
+        self.client
+            .push(&parsed, &layers, config, auth, None)
+            .await
+            .map_err(|e| classify(reference, e))?;
+        // The digest the registry serves the tag under, which pins this version.
+        let manifest_digest = self
+            .client
+            .fetch_manifest_digest(&parsed, auth)
+            .await
+            .map_err(|e| classify(reference, e))?;
+        Ok(PushedModule {
+            manifest_digest,
+            layer_digest,
+        })
+    }
+
+    /// Pulls the wasm artifact `reference` names: a tag, or a `@sha256:` digest that the
+    /// manifest must have. The layer's size is checked against `limit` before it is
+    /// downloaded, and its bytes against its digest.
+    pub async fn pull(
+        &self,
+        reference: &str,
+        auth: &RegistryAuth,
+        limit: u64,
+    ) -> Result<PulledModule, OciError> {
+        let parsed = parse(reference)?;
+        let (manifest, manifest_digest) = self
+            .client
+            .pull_image_manifest(&parsed, auth)
+            .await
+            .map_err(|e| classify(reference, e))?;
+        if let Some(pinned) = parsed.digest()
+            && pinned != manifest_digest
+        {
+            return Err(OciError::DigestMismatch {
+                reference: reference.to_owned(),
+                expected: pinned.to_owned(),
+                actual: manifest_digest,
+            });
+        }
+        let wrong = |reason: String| OciError::WrongMediaType {
+            reference: reference.to_owned(),
+            reason,
+        };
+        if manifest.config.media_type != WASM_CONFIG_MEDIA_TYPE {
+            return Err(wrong(format!(
+                "its config is {}, not {WASM_CONFIG_MEDIA_TYPE}",
+                manifest.config.media_type
+            )));
+        }
+        let [layer] = manifest.layers.as_slice() else {
+            return Err(wrong(format!(
+                "it has {} layers, not one",
+                manifest.layers.len()
+            )));
+        };
+        if layer.media_type != WASM_LAYER_MEDIA_TYPE {
+            return Err(wrong(format!(
+                "its layer is {}, not {WASM_LAYER_MEDIA_TYPE}",
+                layer.media_type
+            )));
+        }
+        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if size > limit {
+            return Err(OciError::TooLarge {
+                reference: reference.to_owned(),
+                size,
+                limit,
+            });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        self.client
+            .pull_blob(&parsed, layer, &mut bytes)
+            .await
+            .map_err(|e| classify(reference, e))?;
+        let actual = sha256(&bytes);
+        if actual != layer.digest {
+            return Err(OciError::DigestMismatch {
+                reference: reference.to_owned(),
+                expected: layer.digest.clone(),
+                actual,
+            });
+        }
+        Ok(PulledModule {
+            bytes,
+            manifest_digest,
+            layer_digest: actual,
+        })
+    }
+}
+
+/// Whether a module reference names an OCI artifact.
+pub fn is_oci(reference: &str) -> bool {
+    reference.starts_with(SCHEME)
+}
+
+/// The registry (`host[:port]`) of an `oci://` reference.
+pub fn registry_of(reference: &str) -> Result<String, OciError> {
+    Ok(parse(reference)?.registry().to_owned())
+}
+
+fn parse(reference: &str) -> Result<Reference, OciError> {
+    let bad = |reason: String| OciError::BadReference {
+        reference: reference.to_owned(),
+        reason,
+    };
+    let rest = reference
+        .strip_prefix(SCHEME)
+        .ok_or_else(|| bad(format!("it does not start with {SCHEME}")))?;
+    // Without a registry host the reference would silently mean Docker Hub.
+    let host = rest.split('/').next().unwrap_or_default();
+    if !rest.contains('/') || !(host.contains('.') || host.contains(':') || host == "localhost") {
+        return Err(bad(format!(
+            "{host:?} is not a registry host (name one: oci://registry.example.com/...)"
+        )));
+    }
+    rest.parse::<Reference>().map_err(|e| bad(e.to_string()))
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+fn classify(reference: &str, error: OciDistributionError) -> OciError {
+    let reference = reference.to_owned();
+    match error {
+        OciDistributionError::ImageManifestNotFoundError(_) => OciError::NotFound { reference },
+        OciDistributionError::UnauthorizedError { url } => OciError::Unauthorized {
+            reference,
+            detail: format!("401 from {url}"),
+        },
+        OciDistributionError::AuthenticationFailure(detail) => {
+            OciError::Unauthorized { reference, detail }
+        }
+        OciDistributionError::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|e| {
+                matches!(
+                    e.code,
+                    oci_client::errors::OciErrorCode::ManifestUnknown
+                        | oci_client::errors::OciErrorCode::NameUnknown
+                )
+            }) =>
+        {
+            OciError::NotFound { reference }
+        }
+        OciDistributionError::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|e| {
+                matches!(
+                    e.code,
+                    oci_client::errors::OciErrorCode::Unauthorized
+                        | oci_client::errors::OciErrorCode::Denied
+                )
+            }) =>
+        {
+            OciError::Unauthorized {
+                reference,
+                detail: envelope.to_string(),
+            }
+        }
+        OciDistributionError::ServerError { code: 404, .. } => OciError::NotFound { reference },
+        OciDistributionError::ServerError {
+            code: 401 | 403,
+            message,
+            ..
+        } => OciError::Unauthorized {
+            reference,
+            detail: message,
+        },
+        other => {
+            // reqwest's message names the URL only; the cause (TLS, DNS, refused) is
+            // further down the chain.
+            let mut reason = other.to_string();
+            let mut source = std::error::Error::source(&other);
+            while let Some(cause) = source {
+                reason.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            OciError::Registry { reference, reason }
+        }
+    }
+}
+
+/// The credentials for `registry` in a docker `config.json` (`auths.<registry>.auth`, or
+/// its `username` and `password`); anonymous when the file or the entry is missing.
+/// `path` defaults to `$DOCKER_CONFIG/config.json`, then `~/.docker/config.json`.
+pub fn docker_auth(path: Option<&Path>, registry: &str) -> Result<RegistryAuth, OciError> {
+    let path = match path {
+        Some(path) => path.to_owned(),
+        None => match std::env::var_os("DOCKER_CONFIG") {
+            Some(dir) => PathBuf::from(dir).join("config.json"),
+            None => match std::env::var_os("HOME") {
+                Some(home) => PathBuf::from(home).join(".docker/config.json"),
+                None => return Ok(RegistryAuth::Anonymous),
+            },
+        },
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RegistryAuth::Anonymous),
+        Err(e) => {
+            return Err(OciError::Credentials {
+                path,
+                reason: e.to_string(),
+            });
+        }
+    };
+    let unreadable = |reason: String| OciError::Credentials {
+        path: path.clone(),
+        reason,
+    };
+    let config: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| unreadable(format!("not JSON: {e}")))?;
+    let auths = config["auths"].as_object();
+    // Docker keys Docker Hub and some registries by URL, others by host.
+    let entry = auths.and_then(|auths| {
+        auths.iter().find_map(|(key, entry)| {
+            let host = key
+                .trim_start_matches("https://")
+                .trim_start_matches("http://")
+                .split('/')
+                .next()
+                .unwrap_or_default();
+            (host == registry).then_some(entry)
+        })
+    });
+    let Some(entry) = entry else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    if let Some(encoded) = entry["auth"].as_str().filter(|a| !a.is_empty()) {
+        use base64::Engine as _;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|e| unreadable(format!("auths.{registry}.auth is not base64: {e}")))?;
+        let decoded = String::from_utf8(decoded)
+            .map_err(|_| unreadable(format!("auths.{registry}.auth is not UTF-8")))?;
+        let (user, password) = decoded
+            .split_once(':')
+            .ok_or_else(|| unreadable(format!("auths.{registry}.auth is not USER:PASSWORD")))?;
+        return Ok(RegistryAuth::Basic(user.to_owned(), password.to_owned()));
+    }
+    match (entry["username"].as_str(), entry["password"].as_str()) {
+        (Some(user), Some(password)) => {
+            Ok(RegistryAuth::Basic(user.to_owned(), password.to_owned()))
+        }
+        _ => match entry["identitytoken"].as_str() {
+            Some(token) => Ok(RegistryAuth::Bearer(token.to_owned())),
+            None => Ok(RegistryAuth::Anonymous),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,212 @@
+//! `operon module push FILE oci://...` and `operon module pull oci://...` against a real
+//! registry: Debian's `docker-registry` (the CNCF distribution registry) started on
+//! loopback with TLS (a test CA) and htpasswd authentication. Skipped with a message
+//! when `docker-registry` or `htpasswd` (apache2-utils) is not installed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod e2e_support;
+
+struct Registry {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn installed(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn registry() -> Option<Registry> {
+    if !installed("docker-registry") || !installed("htpasswd") {
+        eprintln!(
+            "skipped: docker-registry or htpasswd is not installed (apt-get install docker-registry apache2-utils)"
+        );
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cert, key) = e2e_support::certificates(dir.path());
+    let htpasswd = Command::new("htpasswd")
+        .args(["-Bbn", "alice", "s3cr3t"])
+        .output()
+        .unwrap();
+    assert!(htpasswd.status.success());
+    std::fs::write(dir.path().join("htpasswd"), &htpasswd.stdout).unwrap();
+    let port = e2e_support::free_port();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {data}\n\
+             http:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {cert}\n    key: {key}\n\
+             auth:\n  htpasswd:\n    realm: test\n    path: {passwd}\n",
+            data = dir.path().join("data").display(),
+            cert = cert.display(),
+            key = key.display(),
+            passwd = dir.path().join("htpasswd").display(),
+        ),
+    )
+    .unwrap();
+    let child = Command::new("docker-registry")
+        .arg("serve")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("registry.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the registry did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cr3t");
+    std::fs::write(
+        dir.path().join("docker.json"),
+        format!(r#"{{"auths": {{"127.0.0.1:{port}": {{"auth": "{auth}"}}}}}}"#),
+    )
+    .unwrap();
+    Some(Registry { child, port, dir })
+}
+
+impl Registry {
+    fn reference(&self, rest: &str) -> String {
+        format!("oci://127.0.0.1:{}/{rest}", self.port)
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    /// `operon module ARGS` with the test CA, and the credentials unless `anonymous`.
+    fn operon(&self, args: &[&str], anonymous: bool) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_operon"));
+        command.args(args).arg("--registry-ca").arg(self.ca());
+        if !anonymous {
+            command
+                .arg("--docker-config")
+                .arg(self.dir.path().join("docker.json"));
+        }
+        command.env_remove("DOCKER_CONFIG").output().unwrap()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn failure(out: &Output) -> String {
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    text(&out.stderr)
+}
+
+#[test]
+fn modules_go_to_a_registry_and_come_back_by_tag_and_by_digest() {
+    let Some(registry) = registry() else { return };
+    let module = Path::new(operon_tests::LOG_TRIAGE);
+    let tag = registry.reference("team/log-triage:1.0");
+    let pushed = registry.operon(&["module", "push", module.to_str().unwrap(), &tag], false);
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    let stdout = text(&pushed.stdout);
+    let pinned = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pinned: "))
+        .unwrap_or_else(|| panic!("no pinned reference in {stdout}"))
+        .to_owned();
+    assert!(
+        pinned.starts_with(&registry.reference("team/log-triage@sha256:")),
+        "{pinned}"
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    for reference in [&tag, &pinned] {
+        let file = out.path().join("pulled.wasm");
+        let pulled = registry.operon(
+            &["module", "pull", reference, "-o", file.to_str().unwrap()],
+            false,
+        );
+        assert!(pulled.status.success(), "{}", text(&pulled.stderr));
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            std::fs::read(module).unwrap()
+        );
+    }
+
+    // Each refusal names the reference and the reason.
+    let file = out.path().join("x.wasm");
+    let missing = registry.reference("team/log-triage:2.0");
+    let error = failure(&registry.operon(
+        &["module", "pull", &missing, "-o", file.to_str().unwrap()],
+        false,
+    ));
+    assert!(
+        error.contains(&format!("{missing}: not found in the registry")),
+        "{error}"
+    );
+    let error = failure(&registry.operon(
+        &["module", "pull", &tag, "-o", file.to_str().unwrap()],
+        true,
+    ));
+    assert!(
+        error.contains(&format!("{tag}: the registry refused access")),
+        "{error}"
+    );
+    let error = failure(&registry.operon(&["module", "push", "/etc/hostname", &tag], false));
+    assert!(error.contains("is not a wasm component"), "{error}");
+    assert!(!file.exists());
+}
+
+#[tokio::test]
+async fn an_artifact_that_is_no_wasm_module_is_refused_by_media_type() {
+    let Some(registry) = registry() else { return };
+    use oci_client::client::{ClientConfig, Config, ImageLayer};
+    use oci_client::secrets::RegistryAuth;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // A container image's config and layer, pushed with the registry client itself.
+    let client = oci_client::Client::new(ClientConfig {
+        extra_root_certificates: vec![oci_client::client::Certificate {
+            encoding: oci_client::client::CertificateEncoding::Pem,
+            data: std::fs::read(registry.ca()).unwrap(),
+        }],
+        ..ClientConfig::default()
+    });
+    let image: oci_client::Reference = format!("127.0.0.1:{}/team/image:1", registry.port)
+        .parse()
+        .unwrap();
+    client
+        .push(
+            &image,
+            &[ImageLayer::oci_v1(b"not a component".to_vec(), None)],
+            Config::oci_v1(br#"{"architecture":"amd64","os":"linux"}"#.to_vec(), None),
+            &RegistryAuth::Basic("alice".to_owned(), "s3cr3t".to_owned()),
+            None,
+        )
+        .await
+        .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("x.wasm");
+    let reference = registry.reference("team/image:1");
+    let error = failure(&registry.operon(
+        &["module", "pull", &reference, "-o", file.to_str().unwrap()],
+        false,
+    ));
+    assert!(
+        error.contains(&format!(
+            "{reference}: not a wasm module artifact: its config is application/vnd.oci.image.config.v1+json, not application/vnd.wasm.config.v0+json"
+        )),
+        "{error}"
+    );
+}
