@@ -860,11 +860,11 @@ fn kustomization_crds_are_the_generated_ones() {
 
 #[test]
 fn servicemonitor_is_separate_and_scrapes_the_metrics_service() {
-    let monitors = &*SERVICE_MONITOR;
+    // Beside it: the agents' PodMonitor, the alerts and the dashboard (prometheus.rs).
+    let monitors = of_kind(&SERVICE_MONITOR, "ServiceMonitor");
     assert_eq!(monitors.len(), 1);
-    assert_eq!(kind(&monitors[0]), "ServiceMonitor");
     assert_eq!(monitors[0]["metadata"]["namespace"], NAMESPACE);
-    check_service_monitor(&monitors[0], &KUSTOMIZATION);
+    check_service_monitor(monitors[0], &KUSTOMIZATION);
 }
 
 /// The cert-manager component is opt-in, and swaps the self-signed certificate for
