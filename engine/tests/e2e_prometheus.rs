@@ -221,6 +221,7 @@ async fn a_prometheus_alert_through_alertmanager_becomes_a_diagnosis_that_runs()
         .to_string(),
     )
     .unwrap();
+    let prometheus_started = std::time::Instant::now();
     let _prometheus = Running(
         Command::new(&prometheus)
             .arg(format!("--config.file={}", prom_config.display()))
@@ -274,7 +275,6 @@ async fn a_prometheus_alert_through_alertmanager_becomes_a_diagnosis_that_runs()
     .await;
 
     // The alert fires, Alertmanager posts it, the Trigger makes a Diagnosis that runs.
-    let started = std::time::Instant::now();
     let diagnoses: Api<Diagnosis> = Api::namespaced(client.clone(), "operon");
     let by_trigger = ListParams::default().labels(&format!("operon.dev/trigger={trigger_name}"));
     let done = eventually(
@@ -289,9 +289,9 @@ async fn a_prometheus_alert_through_alertmanager_becomes_a_diagnosis_that_runs()
     )
     .await;
     eprintln!(
-        "alert to finished Diagnosis {}: {:?}",
+        "Prometheus started to the alert's Diagnosis {} finished: {:?} (first scrape, rule evaluation, Alertmanager, receiver, Trigger, run)",
         done.metadata.name.as_deref().unwrap_or_default(),
-        started.elapsed()
+        prometheus_started.elapsed()
     );
     let status = done.status.unwrap();
     assert_eq!(status.phase, Some(DiagnosisPhase::Succeeded), "{status:?}");
