@@ -162,7 +162,7 @@ async fn serve_health(
     ready: Arc<AtomicBool>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let registry = match crate::metrics::agent_registry() {
+    let registry = match crate::serve::metrics_catalog::agent_registry() {
         Ok(registry) => Some(registry),
         Err(e) => {
             tracing::error!(error = %e, "cannot register the agent's metrics; /metrics is empty");

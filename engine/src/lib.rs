@@ -38,6 +38,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod model;
 pub mod node_ops;
+pub mod output_log;
 pub mod pipeline;
 pub mod runner;
 pub mod sandbox;

@@ -2,7 +2,7 @@
 //! chart's `files/monitoring/`), with no cluster: `promtool check rules` on the
 //! PrometheusRule's groups, `promtool test rules` on `operon-rules.test.yaml` (every alert
 //! fires there and stays quiet there), every dashboard query parsed by promtool, every
-//! metric the rules and the dashboard name one that `operon::metrics::catalog()` lists
+//! metric the rules and the dashboard name one that `operon::serve::metrics_catalog::catalog()` lists
 //! (and every family listed on the dashboard), the chart rendering the same
 //! PrometheusRule, PodMonitor and dashboard ConfigMap as the kustomization, its copies
 //! byte for byte, and the alerts documented in deploy/README.md.
@@ -197,7 +197,7 @@ fn family<'a>(series: &'a str, families: &BTreeSet<String>) -> Option<&'a str> {
 }
 
 fn catalog() -> BTreeSet<String> {
-    operon::metrics::catalog()
+    operon::serve::metrics_catalog::catalog()
         .expect("the metrics register")
         .into_iter()
         .map(|(name, _help)| name)
@@ -357,7 +357,7 @@ fn rules_and_dashboard_name_only_metrics_operon_exports() {
     }
     assert!(
         unknown.is_empty(),
-        "metrics Operon does not export (operon::metrics::catalog()): {unknown:#?}"
+        "metrics Operon does not export (operon::serve::metrics_catalog::catalog()): {unknown:#?}"
     );
     let missing: Vec<&String> = families.difference(&on_dashboard).collect();
     assert!(

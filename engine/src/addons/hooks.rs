@@ -202,17 +202,14 @@ impl AddonHook {
         timeout: Duration,
     ) -> (HookRun, Result<Patches, AddonError>) {
         let ran = self.run_input(input, values, config_values, timeout).await;
-        crate::hooks::output_log::log_run(
-            crate::hooks::output_log::Source::Hook {
-                hook: &self.name,
-                binding: input
-                    .binding_contexts
-                    .first()
-                    .map_or("", |c| c.binding.as_str()),
-                queue: "main",
-            },
-            &ran.0,
-        );
+        ran.0.log_output(crate::output_log::Source::Hook {
+            hook: &self.name,
+            binding: input
+                .binding_contexts
+                .first()
+                .map_or("", |c| c.binding.as_str()),
+            queue: "main",
+        });
         ran
     }
 

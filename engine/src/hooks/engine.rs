@@ -723,14 +723,11 @@ impl Engine {
             .hook
             .handle(input, loaded.config.settings.timeout)
             .await;
-        super::output_log::log_run(
-            super::output_log::Source::Hook {
-                hook: &name,
-                binding: &binding_label,
-                queue,
-            },
-            &run,
-        );
+        run.log_output(crate::output_log::Source::Hook {
+            hook: &name,
+            binding: &binding_label,
+            queue,
+        });
         let apply_error = match &run.outcome {
             Ok(_) => self.apply(&name, &run).await.err(),
             Err(_) => None,

@@ -14,7 +14,6 @@ pub mod conversion;
 pub mod engine;
 pub mod load;
 pub mod objects;
-pub mod output_log;
 pub mod permitted;
 pub mod queue;
 pub mod runner;

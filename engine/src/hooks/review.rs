@@ -28,17 +28,14 @@ impl Engine {
         }];
         let input = self.input(h, contexts);
         let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
-        crate::hooks::output_log::log_run(
-            crate::hooks::output_log::Source::Hook {
-                hook: loaded.hook.name(),
-                binding: input
-                    .binding_contexts
-                    .first()
-                    .map_or("", |c| c.binding.as_str()),
-                queue: "webhook",
-            },
-            &run,
-        );
+        run.log_output(crate::output_log::Source::Hook {
+            hook: loaded.hook.name(),
+            binding: input
+                .binding_contexts
+                .first()
+                .map_or("", |c| c.binding.as_str()),
+            queue: "webhook",
+        });
         let failed = run.outcome.is_err();
         Some(RunRecord {
             hook: loaded.hook.name().to_owned(),

@@ -218,8 +218,8 @@ impl SandboxedScriptRunner {
             .await
             .map_err(|e| RunError::new(e.to_string()))?;
         let output = String::from_utf8_lossy(&outcome.stdout).into_owned();
-        crate::hooks::output_log::log_output(
-            crate::hooks::output_log::Source::Step {
+        crate::output_log::log_output(
+            crate::output_log::Source::Step {
                 run: &request.name,
                 operation: &self.operation,
             },

@@ -113,13 +113,13 @@ impl WasmRunner {
             .sandbox
             .run_operation(&self.module, input, &limits)
             .await;
-        let source = crate::hooks::output_log::Source::Step {
+        let source = crate::output_log::Source::Step {
             run: &request.name,
             operation: &self.operation,
         };
-        crate::hooks::output_log::log_output(source, "stdout", &report.stdout);
-        crate::hooks::output_log::log_output(source, "stderr", &report.stderr);
-        crate::hooks::output_log::log_records(source, &report.logs);
+        crate::output_log::log_output(source, "stdout", &report.stdout);
+        crate::output_log::log_output(source, "stderr", &report.stderr);
+        crate::output_log::log_records(source, &report.logs);
         match report.outcome {
             Ok(out) => Ok((
                 RunOutput {

@@ -12,6 +12,7 @@ mod fake_lease;
 pub mod hook_objects;
 mod http;
 pub mod lease;
+pub mod metrics_catalog;
 pub mod modules;
 pub mod webhook;
 

@@ -56,6 +56,15 @@ pub struct HookRun {
     pub elapsed: Duration,
 }
 
+impl HookRun {
+    /// Logs everything the run printed or emitted ([`crate::output_log`]).
+    pub fn log_output(&self, source: crate::output_log::Source<'_>) {
+        crate::output_log::log_output(source, "stdout", &self.stdout);
+        crate::output_log::log_output(source, "stderr", &self.stderr);
+        crate::output_log::log_records(source, &self.logs);
+    }
+}
+
 impl From<crate::sandbox::CallReport<HookOutput>> for HookRun {
     /// The run a wasm hook's call made (its values patches, if any, are left out: the
     /// caller takes them first).

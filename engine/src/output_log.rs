@@ -113,13 +113,6 @@ pub fn log_records(source: Source<'_>, records: &[LogRecord]) {
     }
 }
 
-/// Logs everything a hook run printed or emitted.
-pub fn log_run(source: Source<'_>, run: &super::HookRun) {
-    log_output(source, "stdout", &run.stdout);
-    log_output(source, "stderr", &run.stderr);
-    log_records(source, &run.logs);
-}
-
 fn log_line(source: Source<'_>, output: &str, line: &str) {
     let line = cut(line);
     emit!(LogLevel::Info, source, output, "{line}");
