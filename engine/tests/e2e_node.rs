@@ -201,8 +201,13 @@ fn overlay(node: &Node, dir: &Path) {
             .replace(
                 "  executeHookOnEvent: [\"Added\", \"Modified\"]",
                 "  executeHookOnEvent: [\"Added\", \"Modified\"]\n  queue: shell",
+            )
+            // A line on stderr per Pod, which `kubectl logs` of the leader must show.
+            .replace(
+                "  name=$(jq -r .name <<<\"$meta\")\n",
+                "  name=$(jq -r .name <<<\"$meta\")\n  echo \"labelling pod $name\" >&2\n",
             );
-    assert!(shell.contains("queue: shell"));
+    assert!(shell.contains("queue: shell") && shell.contains("labelling pod"));
     std::fs::write(dir.join("pod-labeler-shell.sh"), shell).unwrap();
     std::fs::write(dir.join("e2e-webhooks.sh"), WEBHOOK_HOOK).unwrap();
     std::fs::write(dir.join("e2e-convert.sh"), CONVERSION_HOOK).unwrap();
@@ -932,6 +937,18 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         );
     }
     assert!(metrics.contains("pods_labelled_total"), "{metrics}");
+    // What the shell hook printed is in the leader's log, as shell-operator logs it.
+    let logs = kubectl(config, &["-n", "operon", "logs", &leader]);
+    let printed = logs
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|r| r["message"] == "labelling pod p001")
+        .unwrap_or_else(|| panic!("the hook's output is not in the leader's log"));
+    assert_eq!(printed["hook"], "pod-labeler-shell.sh", "{printed}");
+    assert_eq!(printed["binding"], "pods", "{printed}");
+    assert_eq!(printed["queue"], "shell", "{printed}");
+    assert_eq!(printed["output"], "stderr", "{printed}");
+    eprintln!("the shell hook's output in kubectl logs: {printed}");
     let service = http_get_at(&metrics_ip, 9115, "/metrics")
         .map(|(_, body)| body)
         .expect("the metrics Service answers");

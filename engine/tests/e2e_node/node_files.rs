@@ -220,6 +220,26 @@ pub fn node_diagnosis_reads_the_node(config: &Path, dir: &Path, namespace: &str,
             .is_some_and(|m| m.starts_with("/host"))),
         "mounts are named by their node paths:\n{df}"
     );
+    // The agent counts what it ran on its /metrics (health port 9116).
+    let agent = kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=operon-agent",
+            "-o",
+            "jsonpath={.items[0].status.podIP}",
+        ],
+    );
+    let (_, agent_metrics) = crate::e2e_support::http_get_at(&agent, 9116, "/metrics")
+        .expect("the agent serves /metrics");
+    assert!(
+        agent_metrics.contains("operon_diagnoses_total{phase=\"Succeeded\",role=\"agent\"}"),
+        "{agent_metrics}"
+    );
     let plan = result(&status, "operation.cleanup.output");
     eprintln!("disk-cleanup-plan on the node:\n{plan}");
     assert!(plan.contains("% full;"), "{plan}");
