@@ -1028,25 +1028,13 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
         config,
         &["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"],
     );
-    let diagnosis = dir.path().join("diagnosis.yaml");
-    std::fs::write(
-        &diagnosis,
-        format!(
-            "apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata:\n  name: node-diagnosis\n  namespace: {namespace}\nspec:\n  operationSet: node-diagnosis\n  nodeName: {node_name}\n  parameters:\n    threshold: \"99\"\n"
-        ),
-    )
-    .unwrap();
-    let diagnosed = Instant::now();
-    kubectl(config, &["create", "-f", diagnosis.to_str().unwrap()]);
-    let status = finished_diagnosis(
+    let status = node_files::diagnose(
         config,
+        dir.path(),
         namespace,
         "node-diagnosis",
-        Duration::from_secs(240),
-    );
-    eprintln!(
-        "node-diagnosis through the agent: {:?}",
-        diagnosed.elapsed()
+        &node_name,
+        "99",
     );
     assert_eq!(status["phase"], "Succeeded", "{status:#}");
     let records = status["nodes"].as_array().unwrap();

@@ -26,17 +26,18 @@ use std::sync::LazyLock;
 static MONITORING: LazyLock<Vec<Value>> =
     LazyLock::new(|| kustomize(&deploy().join("servicemonitor")));
 
+/// The chart's values that turn every monitoring object on.
+const MONITORING_ON: [&str; 6] = [
+    "--set",
+    "serviceMonitor.enabled=true",
+    "--set",
+    "prometheusRule.enabled=true",
+    "--set",
+    "grafanaDashboard.enabled=true",
+];
+
 /// The chart with every monitoring object on.
-static CHART_MONITORING: LazyLock<Vec<Value>> = LazyLock::new(|| {
-    helm(&[
-        "--set",
-        "serviceMonitor.enabled=true",
-        "--set",
-        "prometheusRule.enabled=true",
-        "--set",
-        "grafanaDashboard.enabled=true",
-    ])
-});
+static CHART_MONITORING: LazyLock<Vec<Value>> = LazyLock::new(|| helm(&MONITORING_ON));
 
 const RULE_FILE: &str = "prometheusrule.yaml";
 const DASHBOARD_FILE: &str = "operon-dashboard.json";
@@ -672,15 +673,9 @@ fn chart_monitoring_values_render() {
 
 #[test]
 fn chart_with_monitoring_passes_helm_lint_strict() {
-    let out = render_chart(&[
-        "--lint",
-        "--set",
-        "serviceMonitor.enabled=true",
-        "--set",
-        "prometheusRule.enabled=true",
-        "--set",
-        "grafanaDashboard.enabled=true",
-    ]);
+    let mut args = vec!["--lint"];
+    args.extend(MONITORING_ON);
+    let out = render_chart(&args);
     assert!(
         out.status.success(),
         "helm lint --strict: {}{}",

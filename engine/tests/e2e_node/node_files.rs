@@ -72,7 +72,7 @@ fn write_journal() -> Journal {
 }
 
 /// Creates the example's Diagnosis on `node_name` and returns its finished status.
-fn diagnose(
+pub fn diagnose(
     config: &Path,
     dir: &Path,
     namespace: &str,
