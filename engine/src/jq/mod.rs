@@ -11,11 +11,11 @@
 //!
 //! Assignments, updates and deletions follow jq's path semantics rather than jaq's
 //! (`.metadata.labels.x = "y"` creates `labels`, `del` of a missing path is a no-op):
-//! [`prelude`] rewrites the operators into jq's definitions and [`paths`] implements
+//! `prelude` rewrites the operators into jq's definitions and `paths` implements
 //! `setpath`, `delpaths` and the update loop. jq's outputs for a table of filters are in
 //! `engine/tests/jq_compat.rs`, with the differences that remain.
 //!
-//! A filter is untrusted input, so every run is bounded ([`budget`]): by default it may
+//! A filter is untrusted input, so every run is bounded (`budget`): by default it may
 //! take 1 s ([`Limits::time`]) and 16 MiB of stack for its recursion ([`Limits::stack`];
 //! a run that needs more than the calling thread has is run again on a stack of its
 //! own), build values nested at most [`MAX_DEPTH`] levels and arrays of at most
@@ -66,7 +66,7 @@ const MAIN: &str = "_operon_main";
 const EXCLUDED_NATIVES: &[&str] = &["env"];
 
 /// The longest filter text accepted. Parsing and compiling recurse once per level of
-/// nesting, on a stack of [`COMPILE_STACK`] bytes, which this bounds; a hook's filters
+/// nesting, on a stack of `COMPILE_STACK` bytes, which this bounds; a hook's filters
 /// are a few hundred bytes.
 pub const MAX_TEXT_BYTES: usize = 16 << 10;
 

@@ -8,10 +8,10 @@
 //! What only reads the node's own files is a wasm operation written with the SDK
 //! (`operations/node-collector`), run in the sandbox with `/proc` granted read-only:
 //! the process and mount lists. What reads the cluster uses the agent's credentials,
-//! which grant reading pods ([`pods`]); the systemd unit states come from systemd over
-//! the node's system bus ([`systemd`]). What changes the node (cordon, uncordon) runs
+//! which grant reading pods (`pods`); the systemd unit states come from systemd over
+//! the node's system bus (`systemd`). What changes the node (cordon, uncordon) runs
 //! only for a Diagnosis that names a ServiceAccount RBAC allows to patch the node
-//! ([`node`]).
+//! (`node`).
 
 mod node;
 mod pods;

@@ -2,7 +2,7 @@
 //!
 //! The engine starts it (through util-linux `unshare`, which creates the namespaces and
 //! mounts a private `/proc`) as pid 1 of the run's pid namespace, often long before its
-//! run: it waits on stdin, the [control channel](super::channel), for a `LaunchSpec` and
+//! run: it waits on stdin, the control channel, for a `LaunchSpec` and
 //! the descriptors of the run's own read-only paths. It sets the rlimits, mounts the
 //! size-bounded scratch tmpfs, applies the Landlock rules to itself, reports what it
 //! applied on stdout, then starts the program and stays as the namespace's init: it

@@ -2,11 +2,11 @@
 //! programs in private run directories, contained by Linux.
 //!
 //! A run is a chain of processes in a new process group: util-linux `unshare` creates
-//! the [namespaces](super::namespaces) and forks the [launcher](super::launcher) as
+//! the namespaces and forks the [launcher](super::launcher) as
 //! pid 1 of the new pid namespace; the launcher sets rlimits, mounts the scratch tmpfs,
 //! applies Landlock and starts the program. Chains are started ahead of their runs by
-//! the [pool](super::pool), so a run only sends its spec over the
-//! [control channel](super::channel), with descriptors of the run's own read-only
+//! the pool, so a run only sends its spec over the
+//! control channel, with descriptors of the run's own read-only
 //! paths. The engine bounds the run's stdout and stderr, and at the deadline (or when
 //! output overflows) kills the process group, which takes the pid namespace and every
 //! process in it down with it.

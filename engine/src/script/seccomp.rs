@@ -107,7 +107,7 @@ const ORDINARY: &[&str] = &[
     "landlock_restrict_self",
 ];
 
-/// What the script sandbox needs beyond [`ORDINARY`]: new namespaces and what is done
+/// What the script sandbox needs beyond `ORDINARY`: new namespaces and what is done
 /// inside them (a private `/proc`, the scratch tmpfs, a hostname of its own). Without
 /// `CAP_SYS_ADMIN` in the node's user namespace, the kernel lets these act only on
 /// namespaces the caller's own user namespace owns.

@@ -1,9 +1,9 @@
 //! The kube-rs implementation of [`Cluster`]: a real API server, reached through the
 //! standard kubeconfig resolution. Kept thin: kinds come from API discovery
-//! ([`discovery`]), lists and watches are shared per distinct request ([`watch`]), and
-//! patch operations map onto API calls with shell-operator's semantics ([`apply`]); what
+//! (`discovery`), lists and watches are shared per distinct request (`watch`), and
+//! patch operations map onto API calls with shell-operator's semantics (`apply`); what
 //! a binding does with the objects stays in `hooks/`. Every request waits out an
-//! answer's `Retry-After` and times out when no answer comes ([`retry`]).
+//! answer's `Retry-After` and times out when no answer comes (`retry`).
 //!
 //! Every write carries the field manager `operon`. Objects travel as JSON values, as
 //! everywhere in the engine.

@@ -334,7 +334,7 @@ impl JobRunner {
     }
 
     /// The last line of the log of the run's `pod` in `namespace`, whole (see
-    /// [`last_log_line`]), for a caller whose container left its result there.
+    /// `last_log_line`), for a caller whose container left its result there.
     pub async fn log_line(&self, namespace: &str, pod: &str) -> Result<String, JobRunError> {
         let client = self.client.clone().ok_or(JobRunError::NoCluster)?;
         let pods: Api<Pod> = Api::namespaced(client, namespace);

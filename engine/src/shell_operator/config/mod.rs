@@ -2,10 +2,10 @@
 //! JSON, `configVersion: v1` or the legacy v0 form, read into the declared
 //! [`HookConfig`].
 //!
-//! Each concern has its own file: the formats as serde types ([`format_v1`],
-//! [`format_v0`], with the scalar values in [`values`]), reading them so that every
-//! problem is reported at once ([`read`]), and the conversion to the contract with
-//! shell-operator's defaults ([`convert`]). Only the *shape* is checked here (field
+//! Each concern has its own file: the formats as serde types (`format_v1`,
+//! `format_v0`, with the scalar values in `values`), reading them so that every
+//! problem is reported at once (`read`), and the conversion to the contract with
+//! shell-operator's defaults (`convert`). Only the *shape* is checked here (field
 //! names and types, in shell-operator's spelling); every rule about *meaning* lives in
 //! `hooks::config::validate`, so wasm and script hooks are held to the same rules.
 //! [`to_json`] writes a configuration back in the v1 format.
