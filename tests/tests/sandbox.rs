@@ -94,7 +94,9 @@ fn sleeping_guest_blocked_in_the_host_times_out_too() {
     };
     let report = run_mode(&sandbox, "sleep", &limits);
     assert!(matches!(report.outcome, Err(CallError::Timeout { .. })));
-    assert!(report.elapsed.saturating_sub(limits.timeout) < Duration::from_millis(100));
+    // As above: stopped by the deadline, within a second of it on a loaded machine.
+    let late = report.elapsed.saturating_sub(limits.timeout);
+    assert!(late < Duration::from_millis(1000), "fired {late:?} late");
     assert_still_serving(&sandbox);
 }
 
