@@ -116,7 +116,9 @@ fn main() {
         }),
     ];
     let baseline = results[0].median;
-    println!("{ROUNDS} rounds each after one warm-up; medians and p90, ratio to the start-up baseline's median");
+    println!(
+        "{ROUNDS} rounds each after one warm-up; medians and p90, ratio to the start-up baseline's median"
+    );
     for m in &results {
         println!(
             "{:<50} median {:>8.1} ms  p90 {:>8.1} ms  {:>6.1}x",
