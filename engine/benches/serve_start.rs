@@ -1,0 +1,134 @@
+//! `operon serve` from start to Ready with 20 hooks: 10 copies of the pod labeler as a
+//! wasm component and 10 of its shell twin, over the local cluster (two Pods), so that
+//! what is timed is Operon's own start: discovering the hooks, compiling or loading the
+//! modules (the compiled-module cache warm after the first round), asking each shell
+//! hook for its configuration in the script sandbox, listing and watching each binding,
+//! and the Synchronization runs readiness waits for. Beside it, in the same run, the
+//! same with one wasm hook: the fixed cost of a start.
+//!
+//! `cargo bench -p operon-engine --bench serve_start`. This binary is its own script
+//! sandbox launcher, as the `operon` binary is. Prints the median and p90 of each.
+
+use operon::cluster::local::LocalCluster;
+use operon::hooks::load::HookLoader;
+use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
+use operon::serve::{Coordination, ServeOptions};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+const ROUNDS: usize = 7;
+
+fn repo(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+async fn ready(address: SocketAddr) -> bool {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
+        return false;
+    };
+    if stream
+        .write_all(b"GET /readyz HTTP/1.0\r\nHost: operon\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response).await;
+    response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
+}
+
+/// One start of `operon serve` with `wasm` wasm hooks and `shell` shell hooks, to Ready.
+async fn start(wasm: usize, shell: usize) -> Duration {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).expect("the hooks directory");
+    for i in 0..wasm {
+        std::fs::copy(
+            operon_tests::POD_LABELER,
+            hooks.join(format!("labeler-{i:02}.wasm")),
+        )
+        .expect("a wasm hook");
+    }
+    for i in 0..shell {
+        let path = hooks.join(format!("labeler-{i:02}.sh"));
+        std::fs::copy(
+            repo("operations/fixtures/shell-hooks/pod-labeler.sh"),
+            &path,
+        )
+        .expect("a shell hook");
+    }
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_file(repo("operations/examples/hooks/pods.yaml"))
+        .expect("the pods");
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .expect("a sandbox");
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = listener.local_addr().expect("an address");
+    drop(listener);
+    let options = ServeOptions {
+        hooks_dir: hooks,
+        debug_socket: None,
+        grace: Duration::from_secs(5),
+        ..ServeOptions::new(dir.path().to_owned(), address)
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let started = Instant::now();
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        operon::serve::run(options, &loader, cluster, Coordination::default(), shutdown).await
+    });
+    let deadline = started + Duration::from_secs(120);
+    while !ready(address).await {
+        assert!(Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let elapsed = started.elapsed();
+    let _ = stop.send(());
+    server
+        .await
+        .expect("serve ends")
+        .expect("serve ends cleanly");
+    elapsed
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    operon::script::launcher::run_if_invoked();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        for (name, wasm, shell) in [
+            ("1 wasm hook (the fixed cost of a start)", 1, 0),
+            ("20 hooks: 10 wasm, 10 shell", 10, 10),
+        ] {
+            start(wasm, shell).await; // warm-up: compiles the module into the cache
+            let mut samples = Vec::with_capacity(ROUNDS);
+            for _ in 0..ROUNDS {
+                samples.push(start(wasm, shell).await);
+            }
+            samples.sort();
+            println!(
+                "operon serve start to Ready, {name:<40} median {:>7.1} ms  p90 {:>7.1} ms",
+                ms(samples[ROUNDS / 2]),
+                ms(samples[ROUNDS * 9 / 10])
+            );
+        }
+    });
+}
