@@ -223,29 +223,22 @@ async fn admit(
         &reviewed.review,
         reviewed.output,
     );
-    let answer = review::admission_response(&reviewed.review, outcome);
     let kind_label = if kind == ReviewKind::Mutating {
         "mutating"
     } else {
         "validating"
     };
-    let result = if answer.pointer("/response/allowed") == Some(&serde_json::json!(true)) {
-        "allowed"
-    } else if answer.pointer("/response/status/code") == Some(&serde_json::json!(500)) {
-        "error"
-    } else {
-        "denied"
-    };
     record(
         &state,
         kind_label,
         &format!("{hook}/{binding}"),
-        result,
+        outcome.metric_label(),
         reviewed.started,
     );
+    let answer = review::admission_response(&reviewed.review, outcome);
     tracing::info!(
         hook = %hook, binding = %binding,
-        kind = if kind == ReviewKind::Mutating { "mutating" } else { "validating" },
+        kind = kind_label,
         uid = %request_field(&reviewed.review, "uid"),
         operation = %request_field(&reviewed.review, "operation"),
         allowed = answer.pointer("/response/allowed").and_then(|v| v.as_bool()).unwrap_or(false),

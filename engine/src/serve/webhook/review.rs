@@ -79,6 +79,18 @@ pub enum AdmissionOutcome {
     Failed(String),
 }
 
+impl AdmissionOutcome {
+    /// The `outcome` label of `operon_webhook_requests_total`: `allowed`, `denied`, or
+    /// `error` when the API server gets code 500.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Answered(answer) if answer.allowed => "allowed",
+            Self::Answered(_) => "denied",
+            Self::Failed(_) => "error",
+        }
+    }
+}
+
 /// What a hook's run for binding `binding` (mutating or validating) comes to as an
 /// answer to `review`: the run's answer, checked; or why there is none.
 pub fn admission_outcome(
