@@ -32,21 +32,12 @@ impl Drop for Running {
 }
 
 fn binary(names: &[&str]) -> PathBuf {
-    names
-        .iter()
-        .find_map(|name| {
-            std::env::var_os("PATH").and_then(|path| {
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join(name))
-                    .find(|candidate| candidate.is_file())
-            })
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "{} is not installed (apt-get install prometheus prometheus-alertmanager)",
-                names[0]
-            )
-        })
+    program(names).unwrap_or_else(|| {
+        panic!(
+            "{} is not installed (apt-get install prometheus prometheus-alertmanager)",
+            names[0]
+        )
+    })
 }
 
 /// The groups of the shipped PrometheusRule, as a Prometheus rules file.

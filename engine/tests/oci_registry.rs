@@ -22,16 +22,10 @@ impl Drop for Registry {
     }
 }
 
-fn installed(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn registry() -> Option<Registry> {
-    if !installed("docker-registry") || !installed("htpasswd") {
+    if e2e_support::program(&["docker-registry"]).is_none()
+        || e2e_support::program(&["htpasswd"]).is_none()
+    {
         eprintln!(
             "skipped: docker-registry or htpasswd is not installed (apt-get install docker-registry apache2-utils)"
         );

@@ -505,3 +505,13 @@ pub async fn token_secret(client: &kube::Client, namespace: &str, name: &str, to
         .await
         .unwrap();
 }
+
+/// The first of `names` found on the PATH.
+pub fn program(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    names.iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+    })
+}
