@@ -216,6 +216,11 @@ pub struct DiagnosisStatus {
     /// One record per executed node, in execution order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeRecord>,
+    /// The `oci://` modules of its Operations, by Operation, pinned to their manifest's
+    /// digest when the Diagnosis started (`oci://REGISTRY/REPOSITORY@sha256:...`): every
+    /// step and every resumption runs these bytes, wherever the tag moved since.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pinned_modules: BTreeMap<String, String>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -33,9 +33,18 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct HookSpec {
     /// The module: the name of a Module (the hook is reloaded when the Module points to
-    /// new bytes) or `sha256:<64 hex digits>` (pinned). It must be of the `hook` world.
+    /// new bytes), `sha256:<64 hex digits>` (pinned), or an OCI artifact,
+    /// `oci://REGISTRY/REPOSITORY@sha256:<hex>` or `...:TAG` (a tag is resolved when the
+    /// Hook loads and stays pinned, in `status.pinnedModule`, until the spec changes). It
+    /// must be of the `hook` world.
     #[schemars(length(min = 1))]
     pub module: String,
+    /// For an `oci://` module: Secrets of type `kubernetes.io/dockerconfigjson` (or
+    /// `kubernetes.io/dockercfg`) in the Hook's namespace holding the registry's
+    /// credentials, tried in order. The engine needs `get` on them (a Role in that
+    /// namespace bound to its ServiceAccount).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<super::SecretReference>,
     /// Changes to what the hook declares, made without rebuilding it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overrides: Option<HookOverrides>,
@@ -217,6 +226,11 @@ pub struct HookStatus {
     /// The digest of the module loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// For an `oci://` module, the reference it was pulled by, pinned to its manifest's
+    /// digest (`oci://REGISTRY/REPOSITORY@sha256:...`): a tag is resolved once, for the
+    /// spec of `observedGeneration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_module: Option<String>,
     /// The bindings the hook runs with (after overrides).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bindings: Vec<HookBindingStatus>,
@@ -351,6 +365,7 @@ fn job_problems(spec: &serde_json::Value, problems: &mut Vec<(String, String)>) 
     }
     let processor = super::WasmProcessor {
         module: String::new(),
+        image_pull_secrets: Vec::new(),
         config: Default::default(),
         read_only_paths: Vec::new(),
         run_on: Some(super::WasmRunOn::Job),
@@ -374,6 +389,9 @@ fn items(list: Option<&serde_json::Value>) -> impl Iterator<Item = (usize, &serd
 fn module_reference_problem(module: &str) -> Option<String> {
     if module.is_empty() {
         return Some("empty: name a Module, or pin its bytes with sha256:<64 hex digits>".into());
+    }
+    if module.starts_with("oci://") {
+        return super::oci_reference_problem(module).map(|reason| format!("{module}: {reason}"));
     }
     if let Some(hex) = module.strip_prefix("sha256:") {
         let ok = hex.len() == 64

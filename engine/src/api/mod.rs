@@ -34,7 +34,8 @@ pub use hook::{
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
 pub use operation::{
     EnvVar, HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ProcessorKind,
-    ScriptRunner, Storage, WasmJob, WasmProcessor, WasmRunOn,
+    ScriptRunner, SecretReference, Storage, WasmJob, WasmProcessor, WasmRunOn,
+    oci_reference_problem,
 };
 pub use operation_set::{Node, OperationSet, OperationSetSpec, OperationSetStatus};
 pub use trigger::{

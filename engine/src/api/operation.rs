@@ -74,9 +74,18 @@ impl Processor {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WasmProcessor {
-    /// The module: a name known to the module store, a path (local runs), or a
-    /// `sha256:<hex>` digest.
+    /// The module: a name known to the module store, a path (local runs), a
+    /// `sha256:<hex>` digest, or an OCI artifact, `oci://REGISTRY/REPOSITORY:TAG` or
+    /// `oci://REGISTRY/REPOSITORY@sha256:<hex>` (a tag is resolved when a Diagnosis
+    /// starts and the digest recorded in its `status.pinnedModules`, which its later
+    /// steps and resumptions use).
     pub module: String,
+    /// For an `oci://` module: Secrets of type `kubernetes.io/dockerconfigjson` (or
+    /// `kubernetes.io/dockercfg`) in the engine's namespace holding the registry's
+    /// credentials, tried in order (as a pod's `imagePullSecrets`). Without them the
+    /// pull is anonymous.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<SecretReference>,
     /// Extra parameters passed to every run of this operation, under the input's
     /// parameters (a Diagnosis' parameters and earlier results win).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -97,6 +106,46 @@ pub struct WasmProcessor {
     /// The Job's settings when `runOn` is `Job`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<WasmJob>,
+}
+
+/// A Secret named by an object, in the namespace the object's field says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretReference {
+    /// The Secret's name.
+    pub name: String,
+}
+
+/// Why an `oci://` module reference cannot be right, when it cannot: it names a
+/// registry host (with a dot or a port, or `localhost`) and a repository, and a pinned
+/// digest is `sha256:` and 64 hex digits. The registry client checks the rest.
+pub fn oci_reference_problem(reference: &str) -> Option<String> {
+    let rest = reference.strip_prefix("oci://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !(host.contains('.') || host.contains(':') || host == "localhost") {
+        return Some(format!(
+            "{host:?} is not a registry host (oci://REGISTRY/REPOSITORY:TAG, e.g. oci://ghcr.io/acme/triage:1.0)"
+        ));
+    }
+    let (name, digest) = match path.split_once('@') {
+        Some((name, digest)) => (name, Some(digest)),
+        None => (path, None),
+    };
+    if name.is_empty() || name.starts_with(':') {
+        return Some("names no repository".to_owned());
+    }
+    if let Some(digest) = digest {
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return Some(format!(
+                "{digest:?} is not a digest (sha256: and 64 lowercase hex digits)"
+            ));
+        }
+    }
+    None
 }
 
 /// Where a wasm step runs.
@@ -336,6 +385,14 @@ impl Operation {
             problem(
                 "spec.processor.wasm.module",
                 "must name a module".to_owned(),
+            );
+        }
+        if let Some(wasm) = &p.wasm
+            && let Some(reason) = oci_reference_problem(&wasm.module)
+        {
+            problem(
+                "spec.processor.wasm.module",
+                format!("{}: {reason}", wasm.module),
             );
         }
         if let Some(wasm) = &p.wasm {

@@ -482,6 +482,7 @@ mod tests {
         });
         let wasm = WasmProcessor {
             module: operon_tests::ECHO.to_owned(),
+            image_pull_secrets: Vec::new(),
             config: Default::default(),
             read_only_paths: Vec::new(),
             run_on: Some(WasmRunOn::Job),

@@ -133,6 +133,7 @@ impl NodeOps {
                 processor: Processor::wasm(
                     WasmProcessor {
                         module: COLLECTOR_MODULE.to_owned(),
+                        image_pull_secrets: Vec::new(),
                         config: BTreeMap::from([("collect".to_owned(), what.to_owned())]),
                         read_only_paths: vec!["/proc".to_owned()],
                         run_on: None,

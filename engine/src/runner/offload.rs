@@ -174,6 +174,7 @@ mod tests {
     fn offloaded(module: &str) -> Operation {
         let wasm = WasmProcessor {
             module: module.to_owned(),
+            image_pull_secrets: Vec::new(),
             config: Default::default(),
             read_only_paths: Vec::new(),
             run_on: Some(WasmRunOn::Job),

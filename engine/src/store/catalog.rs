@@ -4,7 +4,7 @@
 
 use super::blobs::BlobStore;
 use crate::sandbox::ModuleDigest;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
 /// Module names → digests, beside the store holding the bytes.
@@ -12,6 +12,9 @@ use std::sync::RwLock;
 pub struct ModuleCatalog {
     blobs: BlobStore,
     names: RwLock<HashMap<String, ModuleDigest>>,
+    /// Digests held for `oci://` references of Operations and Hooks, which no Module
+    /// names but which must outlive the garbage collection of the store.
+    retained: RwLock<HashSet<ModuleDigest>>,
     /// Counts changes of the names, so that what follows a name (a Hook object) learns
     /// that it points to new bytes without polling.
     changes: tokio::sync::watch::Sender<u64>,
@@ -23,6 +26,7 @@ impl ModuleCatalog {
         Self {
             blobs,
             names: RwLock::default(),
+            retained: RwLock::default(),
             changes: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -70,6 +74,23 @@ impl ModuleCatalog {
             drop(current);
             self.changed();
         }
+    }
+
+    /// Keeps `digest` out of the store's garbage collection (an `oci://` module pulled
+    /// into it).
+    pub fn retain(&self, digest: ModuleDigest) {
+        self.retained
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(digest);
+    }
+
+    /// The digests kept by [`Self::retain`].
+    pub fn retained(&self) -> HashSet<ModuleDigest> {
+        self.retained
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Every name and its digest, by name.

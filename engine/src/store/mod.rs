@@ -2,7 +2,8 @@
 //! by name in a modules directory, or by sha256 digest ([`ModuleLocator`]), and the
 //! content-addressed module store behind the upload API ([`BlobStore`]): modules checked
 //! at upload ([`inspect()`]), named by the cluster's Module objects ([`ModuleCatalog`]),
-//! and copied between replicas and agents by digest ([`replica`], [`fetch`]).
+//! and copied between replicas and agents by digest ([`replica`], [`fetch`]); and
+//! modules pulled from OCI registries ([`oci`], [`oci_modules`]).
 
 mod blobs;
 mod catalog;
@@ -10,6 +11,7 @@ pub mod fetch;
 mod inspect;
 mod modules;
 pub mod oci;
+pub mod oci_modules;
 pub mod replica;
 
 pub use blobs::{BlobError, BlobStore, DEFAULT_MAX_MODULE_BYTES, StoredBlob};

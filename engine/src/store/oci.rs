@@ -209,6 +209,24 @@ impl OciClient {
         auth: &RegistryAuth,
         limit: u64,
     ) -> Result<PulledModule, OciError> {
+        let artifact = self.resolve(reference, auth, limit).await?;
+        let bytes = self.layer(&artifact).await?;
+        Ok(PulledModule {
+            bytes,
+            manifest_digest: artifact.manifest_digest,
+            layer_digest: artifact.layer.digest,
+        })
+    }
+
+    /// Reads and checks the manifest `reference` names (a tag, or a `@sha256:` digest
+    /// the manifest must have): a wasm artifact of one layer no larger than `limit`.
+    /// Nothing of the layer is downloaded yet.
+    pub async fn resolve(
+        &self,
+        reference: &str,
+        auth: &RegistryAuth,
+        limit: u64,
+    ) -> Result<WasmArtifact, OciError> {
         let parsed = parse(reference)?;
         let (manifest, manifest_digest) = self
             .client
@@ -254,24 +272,60 @@ impl OciClient {
                 limit,
             });
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        Ok(WasmArtifact {
+            reference: reference.to_owned(),
+            parsed,
+            manifest_digest,
+            layer: layer.clone(),
+        })
+    }
+
+    /// Downloads the layer of `artifact` (as resolved by this client, which holds the
+    /// registry's token) and checks its bytes against its digest.
+    pub async fn layer(&self, artifact: &WasmArtifact) -> Result<Vec<u8>, OciError> {
+        let reference = &artifact.reference;
+        let mut bytes = Vec::with_capacity(usize::try_from(artifact.layer.size).unwrap_or(0));
         self.client
-            .pull_blob(&parsed, layer, &mut bytes)
+            .pull_blob(&artifact.parsed, &artifact.layer, &mut bytes)
             .await
             .map_err(|e| classify(reference, e))?;
         let actual = sha256(&bytes);
-        if actual != layer.digest {
+        if actual != artifact.layer.digest {
             return Err(OciError::DigestMismatch {
                 reference: reference.to_owned(),
-                expected: layer.digest.clone(),
+                expected: artifact.layer.digest.clone(),
                 actual,
             });
         }
-        Ok(PulledModule {
-            bytes,
-            manifest_digest,
-            layer_digest: actual,
-        })
+        Ok(bytes)
+    }
+}
+
+/// A wasm artifact's manifest, read and checked: what its one layer is.
+#[derive(Debug, Clone)]
+pub struct WasmArtifact {
+    reference: String,
+    parsed: Reference,
+    /// The manifest's digest (`sha256:...`): what pins this version.
+    pub manifest_digest: String,
+    layer: oci_client::manifest::OciDescriptor,
+}
+
+impl WasmArtifact {
+    /// The layer's digest, which is the component's own `sha256:` digest.
+    pub fn layer_digest(&self) -> &str {
+        &self.layer.digest
+    }
+
+    /// The reference pinned to this manifest: `oci://REGISTRY/REPOSITORY@sha256:...`,
+    /// which names these bytes for good.
+    pub fn pinned(&self) -> String {
+        format!(
+            "{SCHEME}{}/{}@{}",
+            self.parsed.registry(),
+            self.parsed.repository(),
+            self.manifest_digest
+        )
     }
 }
 
@@ -311,6 +365,14 @@ fn classify(reference: &str, error: OciDistributionError) -> OciError {
     let reference = reference.to_owned();
     match error {
         OciDistributionError::ImageManifestNotFoundError(_) => OciError::NotFound { reference },
+        OciDistributionError::DigestError(oci_client::errors::DigestError::VerificationError {
+            expected,
+            actual,
+        }) => OciError::DigestMismatch {
+            reference,
+            expected,
+            actual,
+        },
         OciDistributionError::UnauthorizedError { url } => OciError::Unauthorized {
             reference,
             detail: format!("401 from {url}"),
@@ -390,13 +452,23 @@ pub fn docker_auth(path: Option<&Path>, registry: &str) -> Result<RegistryAuth, 
             });
         }
     };
-    let unreadable = |reason: String| OciError::Credentials {
-        path: path.clone(),
-        reason,
-    };
+    docker_config_auth(&text, registry).map_err(|reason| OciError::Credentials { path, reason })
+}
+
+/// The credentials for `registry` in the text of a docker `config.json` (or of a
+/// `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`): `auths.<registry>`'s
+/// `auth`, or its `username` and `password`, or its `identitytoken`; anonymous when
+/// no entry names the registry. The error says what is wrong with the text.
+pub fn docker_config_auth(text: &str, registry: &str) -> Result<RegistryAuth, String> {
     let config: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| unreadable(format!("not JSON: {e}")))?;
-    let auths = config["auths"].as_object();
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    auths_entry_auth(&config["auths"], registry)
+}
+
+/// The same lookup in an `auths` object (a `kubernetes.io/dockercfg` Secret's
+/// `.dockercfg` is that object alone).
+pub fn auths_entry_auth(auths: &serde_json::Value, registry: &str) -> Result<RegistryAuth, String> {
+    let auths = auths.as_object();
     // Docker keys Docker Hub and some registries by URL, others by host.
     let entry = auths.and_then(|auths| {
         auths.iter().find_map(|(key, entry)| {
@@ -416,12 +488,12 @@ pub fn docker_auth(path: Option<&Path>, registry: &str) -> Result<RegistryAuth, 
         use base64::Engine as _;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(encoded)
-            .map_err(|e| unreadable(format!("auths.{registry}.auth is not base64: {e}")))?;
+            .map_err(|e| format!("auths.{registry}.auth is not base64: {e}"))?;
         let decoded = String::from_utf8(decoded)
-            .map_err(|_| unreadable(format!("auths.{registry}.auth is not UTF-8")))?;
+            .map_err(|_| format!("auths.{registry}.auth is not UTF-8"))?;
         let (user, password) = decoded
             .split_once(':')
-            .ok_or_else(|| unreadable(format!("auths.{registry}.auth is not USER:PASSWORD")))?;
+            .ok_or_else(|| format!("auths.{registry}.auth is not USER:PASSWORD"))?;
         return Ok(RegistryAuth::Basic(user.to_owned(), password.to_owned()));
     }
     match (entry["username"].as_str(), entry["password"].as_str()) {

@@ -349,6 +349,8 @@ impl Follower {
         let named: HashSet<ModuleDigest> =
             self.catalog.names().into_iter().map(|(_, d)| d).collect();
         self.fetch_pinned(&pinned, &named, modules);
+        // Pulled from a registry for an `oci://` reference: no peer has to give them.
+        pinned.extend(self.catalog.retained());
         let stored = match self.catalog.blobs().list() {
             Ok(stored) => stored,
             Err(e) => {

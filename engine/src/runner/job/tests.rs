@@ -492,6 +492,7 @@ fn offload_target(catalog: Option<Arc<crate::store::ModuleCatalog>>) -> OffloadT
 fn offloaded_wasm() -> crate::api::WasmProcessor {
     crate::api::WasmProcessor {
         module: "disk-scan".to_owned(),
+        image_pull_secrets: Vec::new(),
         config: [("depth".to_owned(), "2".to_owned())].into(),
         read_only_paths: Vec::new(),
         run_on: Some(crate::api::WasmRunOn::Job),

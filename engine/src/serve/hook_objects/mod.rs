@@ -310,6 +310,7 @@ async fn run_hook(
         *status = HookStatus {
             observed_generation: hook.metadata.generation,
             digest: Some(prepared.digest.to_string()),
+            pinned_module: None,
             bindings: prepared.bindings.clone(),
             last_run: status.last_run.take(),
             last_error: None,

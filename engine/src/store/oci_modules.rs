@@ -1,0 +1,358 @@
+//! The `oci://` modules of Operations and Hooks: pulled from their registry (only from
+//! one the allow-list names), the manifest's and the layer's digests checked, the
+//! component kept in a content-addressed [`BlobStore`] by its own digest, and found
+//! again by its pinned reference (`oci://REGISTRY/REPOSITORY@sha256:...`) without the
+//! network. A tag is resolved once by whoever starts the object (a Diagnosis, a Hook),
+//! which records the pinned reference; everything after pulls by that digest. The
+//! registry credentials come from the Secrets the object names (`imagePullSecrets`).
+
+use super::blobs::{BlobError, BlobStore};
+use super::catalog::ModuleCatalog;
+use super::oci::{self, OciClient, OciError, OciOptions};
+use crate::api::SecretReference;
+use crate::sandbox::ModuleDigest;
+use k8s_openapi::api::core::v1::Secret;
+use oci_client::secrets::RegistryAuth;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+/// Why an `oci://` module cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum OciModuleError {
+    /// The registry is not on the allow-list.
+    #[error(
+        "{reference}: registry {registry} is not allowed: this engine pulls modules only from the registries its --allow-registry flags name ({allowed})"
+    )]
+    NotAllowed {
+        /// The reference.
+        reference: String,
+        /// Its registry.
+        registry: String,
+        /// The allowed registries, for the message.
+        allowed: String,
+    },
+    /// The registry refused or failed the pull.
+    #[error(transparent)]
+    Oci(#[from] OciError),
+    /// The pulled bytes cannot be kept.
+    #[error("{reference}: keeping the module: {source}")]
+    Store {
+        /// The reference.
+        reference: String,
+        /// Why.
+        #[source]
+        source: BlobError,
+    },
+    /// A Secret named for the credentials cannot be used.
+    #[error("{field}: Secret {namespace}/{name}: {reason}")]
+    Credentials {
+        /// The field naming it, e.g. `spec.imagePullSecrets[0]`.
+        field: String,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl OciModuleError {
+    /// A short CamelCase reason, for conditions and the pull error counter.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotAllowed { .. } => "RegistryNotAllowed",
+            Self::Oci(OciError::NotFound { .. }) => "ModuleNotFound",
+            Self::Oci(OciError::Unauthorized { .. }) => "RegistryUnauthorized",
+            Self::Oci(OciError::WrongMediaType { .. }) => "NotAWasmArtifact",
+            Self::Oci(OciError::DigestMismatch { .. }) => "DigestMismatch",
+            Self::Oci(OciError::TooLarge { .. }) => "ModuleTooLarge",
+            Self::Oci(OciError::BadReference { .. }) => "InvalidModuleReference",
+            Self::Oci(_) => "RegistryError",
+            Self::Store { .. } => "ModuleStoreError",
+            Self::Credentials { .. } => "PullSecretInvalid",
+        }
+    }
+
+    /// Whether trying again later may succeed (the registry was down, a tag or a
+    /// Secret may be created): everything but a malformed reference, a registry off
+    /// the allow-list and bytes that are not what they claim.
+    pub fn may_resolve(&self) -> bool {
+        !matches!(
+            self,
+            Self::NotAllowed { .. }
+                | Self::Oci(
+                    OciError::BadReference { .. }
+                        | OciError::DigestMismatch { .. }
+                        | OciError::TooLarge { .. }
+                )
+        )
+    }
+}
+
+/// The registries modules may come from: `host[:port]` entries, or `*` for any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowList(Vec<String>);
+
+impl AllowList {
+    /// A list of `host[:port]` (or `*`).
+    pub fn new(registries: impl IntoIterator<Item = String>) -> Self {
+        Self(registries.into_iter().collect())
+    }
+
+    /// Any registry.
+    pub fn any() -> Self {
+        Self(vec!["*".to_owned()])
+    }
+
+    /// Whether `registry` (as an `oci://` reference names it) is on the list.
+    pub fn permits(&self, registry: &str) -> bool {
+        self.0
+            .iter()
+            .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(registry))
+    }
+
+    fn describe(&self) -> String {
+        match self.0.is_empty() {
+            true => "none".to_owned(),
+            false => self.0.join(", "),
+        }
+    }
+}
+
+/// An `oci://` module resolved and held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The reference pinned to the manifest's digest.
+    pub pinned: String,
+    /// The component's digest (the layer's), under which the store keeps it.
+    pub digest: ModuleDigest,
+}
+
+/// Pulls and keeps `oci://` modules.
+#[derive(Debug)]
+pub struct OciModules {
+    options: OciOptions,
+    allowed: AllowList,
+    blobs: BlobStore,
+    /// The Module catalog sharing `blobs`, told which digests are held for `oci://`
+    /// references so that its garbage collection keeps them.
+    catalog: Option<Arc<ModuleCatalog>>,
+    /// Pinned reference → the component's digest.
+    pins: RwLock<HashMap<String, ModuleDigest>>,
+}
+
+impl OciModules {
+    /// Modules from the registries `allowed` lets, kept in `blobs`.
+    pub fn new(blobs: BlobStore, options: OciOptions, allowed: AllowList) -> Self {
+        Self {
+            options,
+            allowed,
+            blobs,
+            catalog: None,
+            pins: RwLock::default(),
+        }
+    }
+
+    /// Keeps the modules in the store of `catalog` (so that the module API serves them
+    /// by digest to offloaded steps) and retained by its garbage collection.
+    pub fn sharing(options: OciOptions, allowed: AllowList, catalog: Arc<ModuleCatalog>) -> Self {
+        Self {
+            options,
+            allowed,
+            blobs: catalog.blobs().clone(),
+            catalog: Some(catalog),
+            pins: RwLock::default(),
+        }
+    }
+
+    /// The registries allowed.
+    pub fn allowed(&self) -> &AllowList {
+        &self.allowed
+    }
+
+    /// Checks the registry of `reference` against the allow-list.
+    pub fn check_allowed(&self, reference: &str) -> Result<(), OciModuleError> {
+        let registry = oci::registry_of(reference)?;
+        if self.allowed.permits(&registry) {
+            return Ok(());
+        }
+        Err(OciModuleError::NotAllowed {
+            reference: reference.to_owned(),
+            registry,
+            allowed: self.allowed.describe(),
+        })
+    }
+
+    /// Resolves `reference` (a tag, or a pinned digest) and holds its component: from
+    /// this store when the pinned reference was pulled before, else from the registry
+    /// with `auth` (a fresh client each time: the token one object's credentials earned
+    /// serves no other object).
+    pub async fn resolve(
+        &self,
+        reference: &str,
+        auth: &RegistryAuth,
+    ) -> Result<Resolved, OciModuleError> {
+        self.check_allowed(reference)?;
+        if let Some(digest) = self.held(reference) {
+            return Ok(Resolved {
+                pinned: reference.to_owned(),
+                digest,
+            });
+        }
+        let outcome = self.pull(reference, auth).await;
+        if let Err(e) = &outcome {
+            pull_errors_total().with_label_values(&[e.reason()]).inc();
+        }
+        outcome
+    }
+
+    async fn pull(&self, reference: &str, auth: &RegistryAuth) -> Result<Resolved, OciModuleError> {
+        let client = OciClient::new(&self.options);
+        let artifact = client
+            .resolve(reference, auth, self.blobs.max_bytes())
+            .await?;
+        let digest = ModuleDigest::parse(artifact.layer_digest()).ok_or_else(|| {
+            OciError::WrongMediaType {
+                reference: reference.to_owned(),
+                reason: format!(
+                    "its layer's digest {} is not a sha256 digest",
+                    artifact.layer_digest()
+                ),
+            }
+        })?;
+        if !self.blobs.contains(&digest) {
+            let bytes = client.layer(&artifact).await?;
+            self.blobs
+                .put_verified(&digest, &bytes)
+                .map_err(|source| OciModuleError::Store {
+                    reference: reference.to_owned(),
+                    source,
+                })?;
+            tracing::info!(module = %reference, pinned = %artifact.pinned(), %digest,
+                bytes = bytes.len(), "module pulled");
+        }
+        let pinned = artifact.pinned();
+        self.hold(&pinned, digest);
+        Ok(Resolved { pinned, digest })
+    }
+
+    fn hold(&self, pinned: &str, digest: ModuleDigest) {
+        self.pins
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pinned.to_owned(), digest);
+        if let Some(catalog) = &self.catalog {
+            catalog.retain(digest);
+        }
+    }
+
+    /// The digest of a pinned reference pulled before, when the store still holds it.
+    fn held(&self, pinned: &str) -> Option<ModuleDigest> {
+        let digest = *self
+            .pins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(pinned)?;
+        self.blobs.contains(&digest).then_some(digest)
+    }
+
+    /// The file of a pinned reference pulled before.
+    pub fn path(&self, pinned: &str) -> Option<PathBuf> {
+        self.held(pinned).map(|digest| self.blobs.path(&digest))
+    }
+}
+
+/// The credentials for the registry of `reference` from the Secrets `secrets` of
+/// `namespace` (`field` names the list, for errors): the first Secret with an entry
+/// for the registry wins; anonymous when none has one. A Secret that is missing,
+/// unreadable or of another type is an error naming it.
+pub async fn secret_auth(
+    client: &kube::Client,
+    namespace: &str,
+    field: &str,
+    secrets: &[SecretReference],
+    reference: &str,
+) -> Result<RegistryAuth, OciModuleError> {
+    let registry = oci::registry_of(reference)?;
+    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+    for (i, secret) in secrets.iter().enumerate() {
+        let bad = |reason: String| OciModuleError::Credentials {
+            field: format!("{field}[{i}]"),
+            namespace: namespace.to_owned(),
+            name: secret.name.clone(),
+            reason,
+        };
+        let found = match api.get_opt(&secret.name).await {
+            Ok(found) => found,
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                return Err(bad(format!(
+                    "the engine may not read it ({}); grant its ServiceAccount get on this Secret",
+                    e.message
+                )));
+            }
+            Err(e) => return Err(bad(e.to_string())),
+        };
+        let found = found.ok_or_else(|| bad("not found".to_owned()))?;
+        if let Some(auth) = auth_in_secret(&found, &registry).map_err(bad)? {
+            return Ok(auth);
+        }
+    }
+    Ok(RegistryAuth::Anonymous)
+}
+
+/// The credentials `secret` holds for `registry`, if any: a
+/// `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`, or a
+/// `kubernetes.io/dockercfg` Secret's `.dockercfg`.
+pub fn auth_in_secret(secret: &Secret, registry: &str) -> Result<Option<RegistryAuth>, String> {
+    let type_ = secret.type_.as_deref().unwrap_or("Opaque");
+    let (key, whole_config) = match type_ {
+        "kubernetes.io/dockerconfigjson" => (".dockerconfigjson", true),
+        "kubernetes.io/dockercfg" => (".dockercfg", false),
+        other => {
+            return Err(format!(
+                "is of type {other}, not kubernetes.io/dockerconfigjson (kubectl create secret docker-registry makes one)"
+            ));
+        }
+    };
+    let data = secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(key))
+        .ok_or_else(|| format!("has no {key}"))?;
+    let text = std::str::from_utf8(&data.0).map_err(|_| format!("{key} is not UTF-8"))?;
+    let auth = match whole_config {
+        true => oci::docker_config_auth(text, registry),
+        false => serde_json::from_str(text)
+            .map_err(|e| format!("not JSON: {e}"))
+            .and_then(|auths| oci::auths_entry_auth(&auths, registry)),
+    }
+    .map_err(|reason| format!("{key}: {reason}"))?;
+    Ok(match auth {
+        RegistryAuth::Anonymous => None,
+        auth => Some(auth),
+    })
+}
+
+fn pull_errors_total() -> &'static prometheus::IntCounterVec {
+    static COUNTER: std::sync::OnceLock<prometheus::IntCounterVec> = std::sync::OnceLock::new();
+    COUNTER.get_or_init(|| {
+        prometheus::IntCounterVec::new(
+            prometheus::Opts::new(
+                "operon_module_pull_errors_total",
+                "Failed pulls of an oci:// module from its registry, by reason.",
+            ),
+            &["reason"],
+        )
+        .expect("static metric definition is valid")
+    })
+}
+
+/// The collectors of the pulls' metrics.
+pub fn collectors() -> Vec<Box<dyn prometheus::core::Collector>> {
+    vec![Box::new(pull_errors_total().clone())]
+}
+
+#[cfg(test)]
+mod tests;
