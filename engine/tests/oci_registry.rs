@@ -204,3 +204,81 @@ async fn an_artifact_that_is_no_wasm_module_is_refused_by_media_type() {
         "{error}"
     );
 }
+
+/// A pipeline whose one step is the echo fixture, named by `module`.
+fn echo_pipeline(dir: &Path, module: &str) -> PathBuf {
+    let file = dir.join("pipeline.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {{name: echo}}\n\
+             spec:\n  processor:\n    wasm: {{module: \"{module}\"}}\n---\n\
+             apiVersion: operon.dev/v1alpha1\nkind: OperationSet\nmetadata: {{name: one}}\n\
+             spec:\n  adjacencyList:\n  - {{to: [1]}}\n  - {{id: 1, operation: echo}}\n---\n\
+             apiVersion: operon.dev/v1alpha1\nkind: Diagnosis\nmetadata: {{name: d}}\n\
+             spec:\n  operationSet: one\n  parameters: {{greeting: hello}}\n"
+        ),
+    )
+    .unwrap();
+    file
+}
+
+#[test]
+fn operon_run_pulls_an_operations_oci_module_and_pins_its_tag() {
+    let Some(registry) = registry() else { return };
+    let tag = registry.reference("team/echo:1");
+    let pushed = registry.operon(&["module", "push", operon_tests::ECHO, &tag], false);
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    let run = |module: &str, anonymous: bool| {
+        let pipeline = echo_pipeline(work.path(), module);
+        registry.operon(
+            &[
+                "run",
+                pipeline.to_str().unwrap(),
+                "--cache-dir",
+                cache.to_str().unwrap(),
+                "-o",
+                "json",
+            ],
+            anonymous,
+        )
+    };
+    let out = run(&tag, false);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["status"]["phase"], "Succeeded", "{status}");
+    assert_eq!(status["status"]["operationResults"]["greeting"], "hello");
+    let stderr = text(&out.stderr);
+    let pinned_prefix = format!(
+        "Operation echo: module pinned to {}",
+        registry.reference("team/echo@sha256:")
+    );
+    assert!(stderr.contains(&pinned_prefix), "{stderr}");
+
+    // Pulled once: the pinned reference runs from the store with no credentials.
+    let pinned = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("Operation echo: module pinned to "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_owned();
+    let out = run(&pinned, true);
+    assert!(
+        !out.status.success(),
+        "a pinned module still asks the registry for its manifest: anonymous is refused"
+    );
+    let out = run(&pinned, false);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // A tag no one pushed: the run stops before any step, naming the Operation.
+    let missing = registry.reference("team/echo:2");
+    let error = failure(&run(&missing, false));
+    assert!(
+        error.contains(&format!(
+            "Operation echo: spec.processor.wasm.module: {missing}: not found in the registry"
+        )),
+        "{error}"
+    );
+}

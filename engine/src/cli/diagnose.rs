@@ -14,7 +14,9 @@ use operon::pipeline::{self, CheckpointFile, CheckpointFuture, PlanError, Progre
 use operon::runner::offload::OffloadTarget;
 use operon::runner::processors::{ProcessorSettings, Processors};
 use operon::sandbox::{self, ModuleDigest};
-use operon::store::ModuleLocator;
+use operon::store::oci;
+use operon::store::oci_modules::{AllowList, OciModuleError, OciModules, pin_operations};
+use operon::store::{BlobStore, DEFAULT_MAX_MODULE_BYTES, ModuleLocator};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,6 +77,9 @@ pub struct DiagnoseArgs {
     /// Output format of the final status.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     output: Format,
+    /// How `oci://` modules are pulled (any registry: the files are yours).
+    #[command(flatten)]
+    registry: super::module_oci::RegistryArgs,
 }
 
 /// Arguments of `operon validate`.
@@ -389,7 +394,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
             root.display()
         );
     }
-    let (manifests, load_problems) = manifest::load(&args.paths);
+    let (mut manifests, load_problems) = manifest::load(&args.paths);
     let mut diagnosis = pick_diagnosis(&manifests, &args)?;
     let set_name = diagnosis.spec.operation_set.clone();
     let Some(set) = manifests.operation_sets.get(&set_name) else {
@@ -400,11 +405,25 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
             names(manifests.operation_sets.keys())
         );
     };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let cache_dir = args.cache_dir.clone().or_else(sandbox::default_cache_dir);
+    let mut modules = ModuleLocator::new(args.modules.clone());
+    if let Some(oci) = pull_oci_modules(
+        &args,
+        &mut manifests.operations,
+        cache_dir.as_deref(),
+        &runtime,
+    )? {
+        modules = modules.with_oci(oci);
+    }
     // Problems of objects this run does not use are not worth refusing the run for.
     let processors = Processors::new(ProcessorSettings {
-        cache_dir: args.cache_dir.clone().or_else(sandbox::default_cache_dir),
+        cache_dir,
         strict: args.strict,
-        modules: ModuleLocator::new(args.modules.clone()),
+        modules,
         node_root: operon::runner::node_paths::NodeRoot::new(args.node_root.clone()),
         ..ProcessorSettings::default()
     });
@@ -441,10 +460,6 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
         checkpoint: args.checkpoint.as_ref().map(CheckpointFile::new),
         started: Instant::now(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
     let phase = runtime.block_on(pipeline::execute(
         &mut diagnosis,
         graph,
@@ -461,6 +476,61 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Pulls the `oci://` modules of the Operations `operon run` may run (into
+/// `<cache>/oci-modules`, with the docker config.json's credentials) and pins them:
+/// each such Operation names its module by digest from here on. `None` when no
+/// Operation names one.
+fn pull_oci_modules(
+    args: &DiagnoseArgs,
+    operations: &mut std::collections::BTreeMap<String, manifest::Loaded<operon::api::Operation>>,
+    cache_dir: Option<&std::path::Path>,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<Option<std::sync::Arc<OciModules>>> {
+    let named = operations.values().any(|op| {
+        op.object
+            .spec
+            .processor
+            .wasm
+            .as_ref()
+            .is_some_and(|wasm| oci::is_oci(&wasm.module))
+    });
+    if !named {
+        return Ok(None);
+    }
+    let root = match cache_dir {
+        Some(dir) => dir.join("oci-modules"),
+        None => std::env::temp_dir().join(format!("operon-oci-modules-{}", std::process::id())),
+    };
+    let blobs = BlobStore::open(&root, DEFAULT_MAX_MODULE_BYTES)
+        .with_context(|| format!("the module store {}", root.display()))?;
+    let oci = OciModules::new(blobs, args.registry.options()?, AllowList::any());
+    let mut pins = std::collections::BTreeMap::new();
+    let started = Instant::now();
+    runtime.block_on(pin_operations(
+        &oci,
+        operations.values_mut().map(|op| &mut op.object),
+        &mut pins,
+        |_, reference| {
+            let auth = args.registry.auth(&reference);
+            async move {
+                auth.map_err(|e| {
+                    OciModuleError::Oci(oci::OciError::Registry {
+                        reference,
+                        reason: format!("{e:#}"),
+                    })
+                })
+            }
+        },
+    ))?;
+    for (operation, pinned) in &pins {
+        eprintln!(
+            "Operation {operation}: module pinned to {pinned} ({:.2}s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(Some(std::sync::Arc::new(oci)))
 }
 
 /// One line of a value for a table cell; multi-line values say how long they are.

@@ -80,6 +80,8 @@ pub struct DiagnosisArgs {
     pub results_limit: usize,
     #[command(flatten)]
     pub module_store: super::module::ModuleStoreArgs,
+    #[command(flatten)]
+    pub registries: super::module_oci::EngineRegistryArgs,
 }
 
 impl DiagnosisArgs {
@@ -107,7 +109,10 @@ impl DiagnosisArgs {
         let processors = Processors::new(ProcessorSettings {
             cache_dir: cache_dir.clone(),
             strict,
-            modules: self.locator(&client, &role, cache_dir.as_deref()),
+            modules: self.with_oci(
+                self.locator(&client, &role, cache_dir.as_deref()),
+                cache_dir.as_deref(),
+            ),
             script_store,
             built_ins,
             kube: Some(operon::runner::processors::KubeClient(client.clone())),
@@ -130,6 +135,20 @@ impl DiagnosisArgs {
 }
 
 impl DiagnosisArgs {
+    /// `locator`, pulling `oci://` modules too (refused, saying why, when no registry
+    /// is allowed).
+    pub fn with_oci(
+        &self,
+        locator: ModuleLocator,
+        cache_dir: Option<&std::path::Path>,
+    ) -> ModuleLocator {
+        let catalog = self.module_store.catalog(cache_dir);
+        match self.registries.modules(catalog, cache_dir) {
+            Some(oci) => locator.with_oci(oci),
+            None => locator,
+        }
+    }
+
     /// Where wasm modules are found: --modules, and the module store named by the
     /// cluster's Modules. An agent keeps its store in step with the Modules here (a
     /// replica of `operon serve` does so beside its module API, see `module_api`).

@@ -3,8 +3,9 @@
 //! plain-HTTP registries).
 
 use anyhow::Context as _;
-use operon::store::DEFAULT_MAX_MODULE_BYTES;
 use operon::store::oci::{self, OciClient, OciOptions, PulledModule};
+use operon::store::oci_modules::{AllowList, OciModules};
+use operon::store::{BlobStore, DEFAULT_MAX_MODULE_BYTES, ModuleCatalog};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -25,20 +26,26 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    fn client(&self) -> anyhow::Result<OciClient> {
+    /// How to reach the registries: the CAs read, the plain-HTTP registries.
+    pub fn options(&self) -> anyhow::Result<OciOptions> {
         let mut extra_ca_pem = Vec::new();
         for path in &self.registry_ca {
             extra_ca_pem.push(
                 std::fs::read(path).with_context(|| format!("--registry-ca {}", path.display()))?,
             );
         }
-        Ok(OciClient::new(&OciOptions {
+        Ok(OciOptions {
             extra_ca_pem,
             plain_http: self.plain_http.clone(),
-        }))
+        })
     }
 
-    fn auth(&self, reference: &str) -> anyhow::Result<oci_client::secrets::RegistryAuth> {
+    fn client(&self) -> anyhow::Result<OciClient> {
+        Ok(OciClient::new(&self.options()?))
+    }
+
+    /// The credentials for the registry of `reference`, from the docker config.json.
+    pub fn auth(&self, reference: &str) -> anyhow::Result<oci_client::secrets::RegistryAuth> {
         let registry = oci::registry_of(reference)?;
         Ok(oci::docker_auth(self.docker_config.as_deref(), &registry)?)
     }
@@ -78,6 +85,81 @@ impl RegistryArgs {
             pushed.manifest_digest
         );
         Ok(())
+    }
+}
+
+/// How `operon serve` and `operon agent` pull the `oci://` modules of Operations and
+/// Hooks (their credentials come from the Secrets the objects name).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EngineRegistryArgs {
+    /// A registry (`host[:port]`) `oci://` modules may be pulled from (repeatable, or
+    /// comma-separated; `*` allows any). With none, every `oci://` module is refused.
+    #[arg(
+        long = "allow-registry",
+        env = "OPERON_ALLOW_REGISTRIES",
+        value_delimiter = ','
+    )]
+    allow_registry: Vec<String>,
+    /// A CA (PEM) trusted for registries besides the system's (repeatable).
+    #[arg(
+        long = "registry-ca",
+        env = "OPERON_REGISTRY_CA",
+        value_delimiter = ','
+    )]
+    registry_ca: Vec<PathBuf>,
+    /// A registry (`host:port`) reached over plain HTTP rather than HTTPS (repeatable).
+    #[arg(long = "plain-http-registry")]
+    plain_http: Vec<String>,
+    /// The pulled modules' store, made once and shared by the Diagnoses and the Hooks.
+    #[arg(skip)]
+    modules: std::sync::OnceLock<Option<std::sync::Arc<OciModules>>>,
+}
+
+impl EngineRegistryArgs {
+    /// Where `oci://` modules are pulled to: the module store of `catalog` when there
+    /// is one (the module API then serves them to offloaded steps), else
+    /// `<cache>/oci-modules`. `None`, logged, when no store can be opened.
+    pub fn modules(
+        &self,
+        catalog: Option<std::sync::Arc<ModuleCatalog>>,
+        cache_dir: Option<&std::path::Path>,
+    ) -> Option<std::sync::Arc<OciModules>> {
+        self.modules
+            .get_or_init(|| {
+                let made = self.make(catalog, cache_dir);
+                if let Err(e) = &made {
+                    tracing::error!(error = %format!("{e:#}"), "oci:// modules cannot be pulled");
+                }
+                made.ok().map(std::sync::Arc::new)
+            })
+            .clone()
+    }
+
+    fn make(
+        &self,
+        catalog: Option<std::sync::Arc<ModuleCatalog>>,
+        cache_dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<OciModules> {
+        let mut extra_ca_pem = Vec::new();
+        for path in &self.registry_ca {
+            extra_ca_pem.push(
+                std::fs::read(path).with_context(|| format!("--registry-ca {}", path.display()))?,
+            );
+        }
+        let options = OciOptions {
+            extra_ca_pem,
+            plain_http: self.plain_http.clone(),
+        };
+        let allowed = AllowList::new(self.allow_registry.iter().map(|r| r.trim().to_owned()));
+        if let Some(catalog) = catalog {
+            return Ok(OciModules::sharing(options, allowed, catalog));
+        }
+        let root = cache_dir
+            .map(|dir| dir.join("oci-modules"))
+            .context("no cache directory to keep pulled modules in (--cache-dir)")?;
+        let blobs = BlobStore::open(&root, DEFAULT_MAX_MODULE_BYTES)
+            .with_context(|| format!("the module store {}", root.display()))?;
+        Ok(OciModules::new(blobs, options, allowed))
     }
 }
 

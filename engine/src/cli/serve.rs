@@ -431,6 +431,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             if let Some(catalog) = catalog.clone() {
                 modules = modules.with_catalog(catalog);
             }
+            if let Some(oci) = ctx.processors().modules().oci() {
+                modules = modules.with_oci(oci.clone());
+            }
             let sandbox = ctx.processors().wasm_sandbox()?;
             let loader = HookLoader::new(sandbox, CallLimits::default(), args.strict);
             // Hooks with runOn: Job go where offloaded steps go.

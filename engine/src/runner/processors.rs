@@ -160,6 +160,11 @@ impl Processors {
             .clone()
     }
 
+    /// Where modules are found (and `oci://` ones pulled to).
+    pub fn modules(&self) -> &ModuleLocator {
+        &self.settings.modules
+    }
+
     /// The platform runs report in their runner context.
     pub fn platform(&self) -> &Platform {
         &self.settings.platform

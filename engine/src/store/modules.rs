@@ -1,8 +1,10 @@
 //! Finding the module file an Operation's `wasm.module` names: in the cluster's module
 //! store (through the [`ModuleCatalog`] of Module objects) when there is one, in a
-//! modules directory, or beside the manifest.
+//! modules directory, beside the manifest, or among the `oci://` modules pulled
+//! ([`OciModules`]).
 
 use super::catalog::ModuleCatalog;
+use super::oci_modules::OciModules;
 use crate::sandbox::ModuleDigest;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -62,6 +64,15 @@ pub enum ModuleError {
         /// The name.
         reference: String,
     },
+    /// An `oci://` reference not pulled into this engine's store (a tag is resolved,
+    /// and its bytes pulled, when the Diagnosis or Hook naming it starts).
+    #[error(
+        "module {reference:?} has not been pulled here: an oci:// module is pulled, and a tag pinned to a digest, when the Diagnosis or Hook that runs it starts"
+    )]
+    NotPulled {
+        /// The reference as written.
+        reference: String,
+    },
     /// No candidate file exists.
     #[error("module {reference:?} not found (looked for {})", tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
     NotFound {
@@ -86,6 +97,8 @@ pub struct ModuleLocator {
     /// The modules of `dir` by digest, read and hashed at the first digest lookup and
     /// kept: a set naming many modules by digest must not read the directory each time.
     digests: OnceLock<HashMap<ModuleDigest, PathBuf>>,
+    /// The `oci://` modules pulled so far.
+    oci: Option<Arc<OciModules>>,
 }
 
 impl ModuleLocator {
@@ -95,7 +108,28 @@ impl ModuleLocator {
             dir,
             catalog: None,
             digests: OnceLock::new(),
+            oci: None,
         }
+    }
+
+    /// This locator, finding pinned `oci://` references among the modules `oci` pulled.
+    pub fn with_oci(mut self, oci: Arc<OciModules>) -> Self {
+        self.oci = Some(oci);
+        self
+    }
+
+    /// Where `oci://` modules are pulled to, when they may be.
+    pub fn oci(&self) -> Option<&Arc<OciModules>> {
+        self.oci.as_ref()
+    }
+
+    fn locate_oci(&self, reference: &str) -> Result<PathBuf, ModuleError> {
+        self.oci
+            .as_ref()
+            .and_then(|oci| oci.path(reference))
+            .ok_or_else(|| ModuleError::NotPulled {
+                reference: reference.to_owned(),
+            })
     }
 
     /// This locator, looking first in the cluster's Modules and the module store.
@@ -106,6 +140,9 @@ impl ModuleLocator {
 
     /// The file `reference` names, for an object read from a file in `base_dir`.
     pub fn locate(&self, reference: &str, base_dir: &Path) -> Result<PathBuf, ModuleError> {
+        if super::oci::is_oci(reference) {
+            return self.locate_oci(reference);
+        }
         if let Some(wanted) = ModuleDigest::parse(reference) {
             if let Some(catalog) = &self.catalog {
                 let path = catalog.blobs().path(&wanted);
@@ -171,6 +208,9 @@ impl ModuleLocator {
     /// manifest: how objects of the cluster (Hooks) name modules. A name is the Module
     /// of that name, else `<name>.wasm` in the modules directory; a path is refused.
     pub fn locate_named(&self, reference: &str) -> Result<PathBuf, ModuleError> {
+        if super::oci::is_oci(reference) {
+            return self.locate_oci(reference);
+        }
         if reference.contains('/') || reference.ends_with(".wasm") {
             return Err(ModuleError::PathNotAllowed {
                 reference: reference.to_owned(),

@@ -9,11 +9,12 @@
 use super::blobs::{BlobError, BlobStore};
 use super::catalog::ModuleCatalog;
 use super::oci::{self, OciClient, OciError, OciOptions};
-use crate::api::SecretReference;
+use crate::api::{Operation, SecretReference};
 use crate::sandbox::ModuleDigest;
 use k8s_openapi::api::core::v1::Secret;
 use oci_client::secrets::RegistryAuth;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -333,6 +334,87 @@ pub fn auth_in_secret(secret: &Secret, registry: &str) -> Result<Option<Registry
         RegistryAuth::Anonymous => None,
         auth => Some(auth),
     })
+}
+
+/// An `oci://` module of an Operation that cannot be pinned.
+#[derive(Debug, thiserror::Error)]
+#[error("Operation {operation}: spec.processor.wasm.module: {source}")]
+pub struct PinError {
+    /// The Operation.
+    pub operation: String,
+    /// Why.
+    #[source]
+    pub source: OciModuleError,
+}
+
+/// Pins the `oci://` modules of `operations` and pulls them: each one's `wasm.module`
+/// becomes its pinned reference. `pins` (Operation name → pinned reference: a
+/// Diagnosis' `status.pinnedModules`) decides what a tag means when it names the same
+/// repository, and receives the tags resolved now; `auth` gives the credentials for an
+/// Operation and the reference pulled.
+pub async fn pin_operations<'a, A, F>(
+    oci: &OciModules,
+    operations: impl IntoIterator<Item = &'a mut Operation>,
+    pins: &mut BTreeMap<String, String>,
+    auth: A,
+) -> Result<(), PinError>
+where
+    A: Fn(&Operation, String) -> F,
+    F: Future<Output = Result<RegistryAuth, OciModuleError>>,
+{
+    for operation in operations {
+        let name = operation.metadata.name.clone().unwrap_or_default();
+        let Some(reference) = operation
+            .spec
+            .processor
+            .wasm
+            .as_ref()
+            .map(|wasm| wasm.module.clone())
+            .filter(|module| oci::is_oci(module))
+        else {
+            continue;
+        };
+        let is_tag = !reference.contains('@');
+        let wanted = wanted(&reference, pins.get(&name).map(String::as_str)).to_owned();
+        let failed = |source| PinError {
+            operation: name.clone(),
+            source,
+        };
+        let credentials = auth(operation, wanted.clone()).await.map_err(failed)?;
+        let resolved = oci.resolve(&wanted, &credentials).await.map_err(failed)?;
+        if is_tag {
+            pins.insert(name.clone(), resolved.pinned.clone());
+        }
+        if let Some(wasm) = operation.spec.processor.wasm.as_mut() {
+            wasm.module = resolved.pinned;
+        }
+    }
+    Ok(())
+}
+
+/// What to pull for `reference`: `pinned` (what an earlier resolution of it
+/// recorded) when `reference` is a tag and `pinned` is of the same repository, else
+/// `reference` itself.
+pub fn wanted<'a>(reference: &'a str, pinned: Option<&'a str>) -> &'a str {
+    match pinned {
+        Some(pinned)
+            if !reference.contains('@')
+                && pinned.contains('@')
+                && repository(pinned) == repository(reference) =>
+        {
+            pinned
+        }
+        _ => reference,
+    }
+}
+
+/// `oci://REGISTRY/REPOSITORY` of a reference, without its tag or digest.
+fn repository(reference: &str) -> &str {
+    let unpinned = reference.split('@').next().unwrap_or(reference);
+    match unpinned.rsplit_once(':') {
+        Some((repository, tag)) if !tag.contains('/') => repository,
+        _ => unpinned,
+    }
 }
 
 fn pull_errors_total() -> &'static prometheus::IntCounterVec {

@@ -34,6 +34,7 @@ use crate::api::{
 };
 use crate::pipeline::{self, CheckpointError, PipelineError, PlanError};
 use crate::runner::processors::Processors;
+use crate::store::oci_modules::{pin_operations, secret_auth};
 use events::Events;
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -462,7 +463,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
     // Only the Operations the set names, read afresh and at once: a list of every
     // Operation would grow with the cluster, not with the graph.
     let operations: Api<Operation> = Api::all(ctx.client.clone());
-    let operations: BTreeMap<String, Operation> =
+    let mut operations: BTreeMap<String, Operation> =
         futures::future::try_join_all(used.iter().map(|name| operations.get_opt(name)))
             .await
             .map_err(ctx.read_error(&diagnosis, "the Operations"))?
@@ -490,6 +491,48 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
             Patience::Limited,
         )
         .await;
+    }
+    // A tag is pinned once, by whoever starts the Diagnosis, and every later step and
+    // resumption (here or on an agent) pulls the digest recorded.
+    let mut pins = diagnosis
+        .status
+        .as_ref()
+        .map(|s| s.pinned_modules.clone())
+        .unwrap_or_default();
+    if let Some(oci) = ctx.processors.modules().oci().cloned() {
+        let (client, namespace) = (ctx.client.clone(), ctx.settings.agent_namespace.clone());
+        let pinned = pin_operations(&oci, operations.values_mut(), &mut pins, |op, reference| {
+            let secrets = op
+                .spec
+                .processor
+                .wasm
+                .as_ref()
+                .map(|wasm| wasm.image_pull_secrets.clone())
+                .unwrap_or_default();
+            let (client, namespace) = (client.clone(), namespace.clone());
+            async move {
+                let field = "spec.processor.wasm.imagePullSecrets";
+                secret_auth(&client, &namespace, field, &secrets, &reference).await
+            }
+        })
+        .await;
+        if let Err(e) = pinned {
+            let patience = match e.source.may_resolve() {
+                true => Patience::Limited,
+                false => Patience::Never,
+            };
+            let reason = e.source.reason();
+            return wait(
+                ctx,
+                &mut diagnosis,
+                &mut writer,
+                ACCEPTED,
+                reason,
+                e.to_string(),
+                patience,
+            )
+            .await;
+        }
     }
     // The agent runs script steps from its store: the current text of every script the
     // set uses is there before a step runs (the agent's watch keeps the rest in step and
@@ -525,6 +568,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
 
     let status = diagnosis.status.get_or_insert_with(Default::default);
     status.operation_set_generation = generation;
+    status.pinned_modules = pins;
     set_condition(
         status,
         Condition::new(

@@ -235,11 +235,14 @@ fn reconcile_all(
 /// module that arrived).
 fn reconcile(objects: &Arc<HookObjects>, metrics: &Arc<Metrics>, entry: &mut Running) {
     let hook = entry.object.clone();
-    let located = prepare::locate(&objects.modules, &hook);
+    // An `oci://` module is pulled by the task: it names the same bytes until the spec
+    // changes.
+    let located = (!crate::store::oci::is_oci(&hook.spec.module))
+        .then(|| prepare::locate(&objects.modules, &hook));
     let fingerprint = format!(
         "{}|{:?}|{}",
         hook.metadata.generation.unwrap_or_default(),
-        located.as_ref().map_err(|r| &r.message),
+        located.as_ref().map(|l| l.as_ref().map_err(|r| &r.message)),
         serde_json::to_string(&hook.spec).unwrap_or_default(),
     );
     if entry.fingerprint.as_deref() == Some(fingerprint.as_str()) {
@@ -252,17 +255,53 @@ fn reconcile(objects: &Arc<HookObjects>, metrics: &Arc<Metrics>, entry: &mut Run
     let objects = objects.clone();
     let metrics = metrics.clone();
     entry.task = Some(AbortOnDrop::spawn(async move {
-        match located {
-            Ok(path) => run_hook(&objects, metrics, &hook, &path, &writer).await,
-            Err(refusal) => refuse(&hook, &writer, &refusal),
-        }
+        let (path, pinned) = match located {
+            Some(Ok(path)) => (path, None),
+            Some(Err(refusal)) => return refuse(&hook, &writer, &refusal),
+            None => match pull(&objects, &hook, &writer).await {
+                Some((path, pinned)) => (path, Some(pinned)),
+                None => return,
+            },
+        };
+        run_hook(&objects, metrics, &hook, &path, pinned, &writer).await
     }));
+}
+
+/// Pulls the `oci://` module of `hook`, trying again with a growing pause while the
+/// failure may pass (the registry down, a tag or a Secret not there yet), each failure
+/// in the status; `None` when it cannot.
+async fn pull(
+    objects: &HookObjects,
+    hook: &Hook,
+    writer: &StatusWriter,
+) -> Option<(std::path::PathBuf, String)> {
+    let mut backoff = BACKOFF;
+    loop {
+        match prepare::pull_oci(&objects.client, &objects.modules, hook).await {
+            Ok(pulled) => return Some(pulled),
+            Err((refusal, false)) => {
+                refuse(hook, writer, &refusal);
+                return None;
+            }
+            Err((mut refusal, true)) => {
+                refusal.message = format!("{} (tried again in {backoff:?})", refusal.message);
+                refuse(hook, writer, &refusal);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF * 5);
+            }
+        }
+    }
 }
 
 fn refuse(hook: &Hook, writer: &StatusWriter, refusal: &prepare::Refusal) {
     tracing::warn!(hook = %prepare::run_name(hook), reason = refusal.reason,
         error = %refusal.message, "a Hook does not load");
     writer.update(|status| {
+        // A pin stands while its spec does: a registry down for a while must not
+        // let the tag move under the Hook.
+        if status.observed_generation != hook.metadata.generation {
+            status.pinned_module = None;
+        }
         status.observed_generation = hook.metadata.generation;
         status.digest = None;
         status.bindings.clear();
@@ -290,6 +329,7 @@ async fn run_hook(
     metrics: Arc<Metrics>,
     hook: &Hook,
     path: &std::path::Path,
+    pinned: Option<String>,
     writer: &StatusWriter,
 ) {
     let name = prepare::run_name(hook);
@@ -310,7 +350,7 @@ async fn run_hook(
         *status = HookStatus {
             observed_generation: hook.metadata.generation,
             digest: Some(prepared.digest.to_string()),
-            pinned_module: None,
+            pinned_module: pinned.clone(),
             bindings: prepared.bindings.clone(),
             last_run: status.last_run.take(),
             last_error: None,

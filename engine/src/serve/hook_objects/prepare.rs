@@ -19,6 +19,7 @@ use crate::runner::context::Platform;
 use crate::runner::job::HOOK_UID_LABEL;
 use crate::runner::offload::OffloadTarget;
 use crate::sandbox::ModuleDigest;
+use crate::store::oci_modules::{self, OciModuleError};
 use crate::store::{ModuleError, ModuleLocator};
 use futures::future::BoxFuture;
 use kube::ResourceExt as _;
@@ -87,6 +88,59 @@ pub fn locate(locator: &ModuleLocator, hook: &Hook) -> Result<std::path::PathBuf
         };
         Refusal::new(reason, format!("spec.module: {e}"))
     })
+}
+
+/// Pulls the `oci://` module of `hook` with the credentials of its
+/// `spec.imagePullSecrets`: what its status pinned for this generation of its spec,
+/// else `spec.module` itself (a tag is resolved now). The file and the pinned
+/// reference, or why not and whether trying again may help.
+pub async fn pull_oci(
+    client: &kube::Client,
+    locator: &ModuleLocator,
+    hook: &Hook,
+) -> Result<(std::path::PathBuf, String), (Refusal, bool)> {
+    let refused = |e: OciModuleError| {
+        let retry = e.may_resolve();
+        (Refusal::new(e.reason(), format!("spec.module: {e}")), retry)
+    };
+    let Some(oci) = locator.oci() else {
+        return Err((
+            Refusal::new(
+                "RegistryNotAllowed",
+                format!(
+                    "spec.module: {}: this engine pulls no oci:// module (start it with --allow-registry)",
+                    hook.spec.module
+                ),
+            ),
+            false,
+        ));
+    };
+    let status = hook.status.as_ref();
+    let pinned = status
+        .filter(|s| {
+            s.observed_generation.is_some() && s.observed_generation == hook.metadata.generation
+        })
+        .and_then(|s| s.pinned_module.as_deref());
+    let wanted = oci_modules::wanted(&hook.spec.module, pinned);
+    oci.check_allowed(wanted).map_err(refused)?;
+    let namespace = hook.namespace().unwrap_or_default();
+    let auth = oci_modules::secret_auth(
+        client,
+        &namespace,
+        "spec.imagePullSecrets",
+        &hook.spec.image_pull_secrets,
+        wanted,
+    )
+    .await
+    .map_err(refused)?;
+    let resolved = oci.resolve(wanted, &auth).await.map_err(refused)?;
+    let path = locator.locate_named(&resolved.pinned).map_err(|e| {
+        (
+            Refusal::new("ModuleNotFound", format!("spec.module: {e}")),
+            true,
+        )
+    })?;
+    Ok((path, resolved.pinned))
 }
 
 /// Loads `hook`'s module from `path` and checks it against its spec. A Hook with

@@ -390,3 +390,25 @@ fn credentials_come_from_docker_registry_secrets() {
         "{broken}"
     );
 }
+
+#[test]
+fn a_recorded_pin_stands_for_a_tag_of_its_repository() {
+    let pinned = format!("oci://ghcr.io:443/team/triage@sha256:{}", "a".repeat(64));
+    let tag = "oci://ghcr.io:443/team/triage:1.0";
+    assert_eq!(wanted(tag, Some(&pinned)), pinned);
+    assert_eq!(
+        wanted("oci://ghcr.io:443/team/triage", Some(&pinned)),
+        pinned
+    );
+    assert_eq!(
+        wanted("oci://ghcr.io:443/team/other:1.0", Some(&pinned)),
+        "oci://ghcr.io:443/team/other:1.0"
+    );
+    let digest = format!("oci://ghcr.io:443/team/triage@sha256:{}", "b".repeat(64));
+    assert_eq!(
+        wanted(&digest, Some(&pinned)),
+        digest,
+        "a digest pins itself"
+    );
+    assert_eq!(wanted(tag, None), tag);
+}
