@@ -4,99 +4,11 @@
 //! when `docker-registry` or `htpasswd` (apache2-utils) is not installed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 mod e2e_support;
 
-struct Registry {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn registry() -> Option<Registry> {
-    if e2e_support::program(&["docker-registry"]).is_none()
-        || e2e_support::program(&["htpasswd"]).is_none()
-    {
-        eprintln!(
-            "skipped: docker-registry or htpasswd is not installed (apt-get install docker-registry apache2-utils)"
-        );
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (_, cert, key) = e2e_support::certificates(dir.path());
-    let htpasswd = Command::new("htpasswd")
-        .args(["-Bbn", "alice", "s3cr3t"])
-        .output()
-        .unwrap();
-    assert!(htpasswd.status.success());
-    std::fs::write(dir.path().join("htpasswd"), &htpasswd.stdout).unwrap();
-    let port = e2e_support::free_port();
-    let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {data}\n\
-             http:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {cert}\n    key: {key}\n\
-             auth:\n  htpasswd:\n    realm: test\n    path: {passwd}\n",
-            data = dir.path().join("data").display(),
-            cert = cert.display(),
-            key = key.display(),
-            passwd = dir.path().join("htpasswd").display(),
-        ),
-    )
-    .unwrap();
-    let child = Command::new("docker-registry")
-        .arg("serve")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("registry.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the registry did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    use base64::Engine as _;
-    let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cr3t");
-    std::fs::write(
-        dir.path().join("docker.json"),
-        format!(r#"{{"auths": {{"127.0.0.1:{port}": {{"auth": "{auth}"}}}}}}"#),
-    )
-    .unwrap();
-    Some(Registry { child, port, dir })
-}
-
-impl Registry {
-    fn reference(&self, rest: &str) -> String {
-        format!("oci://127.0.0.1:{}/{rest}", self.port)
-    }
-
-    fn ca(&self) -> PathBuf {
-        self.dir.path().join("ca.crt")
-    }
-
-    /// `operon module ARGS` with the test CA, and the credentials unless `anonymous`.
-    fn operon(&self, args: &[&str], anonymous: bool) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_operon"));
-        command.args(args).arg("--registry-ca").arg(self.ca());
-        if !anonymous {
-            command
-                .arg("--docker-config")
-                .arg(self.dir.path().join("docker.json"));
-        }
-        command.env_remove("DOCKER_CONFIG").output().unwrap()
-    }
-}
+use e2e_support::registry::registry;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod registry;
+
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
