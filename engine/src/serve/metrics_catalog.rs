@@ -7,12 +7,13 @@ use crate::metrics::MetricError;
 use prometheus::Registry;
 
 /// The registry of a node agent's `/metrics`: what its script steps got from the
-/// sandbox, the Diagnoses it ran and its module fetches.
+/// sandbox, the Diagnoses it ran, its module fetches and its pulls from registries.
 pub fn agent_registry() -> Result<Registry, MetricError> {
     let registry = Registry::new();
     crate::script::register_metrics(&registry)
         .and_then(|()| crate::controllers::diagnosis::metrics::register_metrics(&registry))
         .and_then(|()| crate::store::fetch::register_metrics(&registry))
+        .and_then(|()| crate::store::oci_modules::register_metrics(&registry))
         .map_err(|e| MetricError::Registry(e.to_string()))?;
     Ok(registry)
 }
@@ -26,6 +27,7 @@ pub fn catalog() -> Result<Vec<(String, String)>, MetricError> {
     collectors.extend(crate::script::protections::collectors());
     collectors.extend(crate::controllers::diagnosis::metrics::collectors());
     collectors.extend(crate::store::fetch::collectors());
+    collectors.extend(crate::store::oci_modules::collectors());
     collectors.extend(
         crate::addons::metrics::ModuleMetrics::new()
             .map_err(registry_error)?

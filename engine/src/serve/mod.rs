@@ -204,6 +204,7 @@ pub async fn run(
     // The Diagnoses the leader runs, and the modules it fetches (a replica's store).
     crate::controllers::diagnosis::metrics::register_metrics(metrics.registry())
         .and_then(|()| crate::store::fetch::register_metrics(metrics.registry()))
+        .and_then(|()| crate::store::oci_modules::register_metrics(metrics.registry()))
         .map_err(|e| MetricError::Registry(e.to_string()))?;
 
     let status = Arc::new(Status {

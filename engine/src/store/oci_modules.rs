@@ -436,5 +436,13 @@ pub fn collectors() -> Vec<Box<dyn prometheus::core::Collector>> {
     vec![Box::new(pull_errors_total().clone())]
 }
 
+/// Registers the pulls' metrics in `registry` (once per registry).
+pub fn register_metrics(registry: &prometheus::Registry) -> Result<(), prometheus::Error> {
+    for collector in collectors() {
+        registry.register(collector)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests;
