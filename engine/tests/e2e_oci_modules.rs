@@ -27,6 +27,16 @@ fn wasm_operation(name: &str, module: &str, secrets: &[&str]) -> DynamicObject {
     }))
 }
 
+/// A child process, killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
     status["conditions"]
         .as_array()?
@@ -53,11 +63,12 @@ async fn operations_and_hooks_run_oci_modules_pulled_with_their_secrets() {
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-oci").await;
     let ns = scratch.name.as_str();
     let run = format!("{:08x}", getrandom_u32());
-    let (echo, elsewhere, set, bad_set) = (
+    let (echo, elsewhere, set, bad_set, node) = (
         format!("e2e-oci-echo-{run}"),
         format!("e2e-oci-elsewhere-{run}"),
         format!("e2e-oci-{run}"),
         format!("e2e-oci-bad-{run}"),
+        format!("e2e-oci-node-{run}"),
     );
     let _cleanup = ClusterScoped {
         kubeconfig: path.clone(),
@@ -66,6 +77,7 @@ async fn operations_and_hooks_run_oci_modules_pulled_with_their_secrets() {
             ("operation.operon.dev", elsewhere.clone()),
             ("operationset.operon.dev", set.clone()),
             ("operationset.operon.dev", bad_set.clone()),
+            ("node", node.clone()),
         ],
     };
     apply_operon_crds(&cluster).await;
@@ -167,7 +179,10 @@ async fn operations_and_hooks_run_oci_modules_pulled_with_their_secrets() {
         status["operationResults"]["greeting"], "hello",
         "{status:#}"
     );
-    let pinned = status["pinnedModules"][&echo].as_str().unwrap_or_default();
+    let pinned = status["pinnedModules"][&echo]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert!(
         pinned.starts_with(&registry.reference("team/echo@sha256:")),
         "{status:#}"
@@ -209,6 +224,77 @@ async fn operations_and_hooks_run_oci_modules_pulled_with_their_secrets() {
         )) && message.contains("--allow-registry"),
         "{message}"
     );
+
+    // The same on a node: the node's agent pulls with the Secret of its namespace.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client().clone());
+    nodes
+        .create(
+            &post,
+            &serde_json::from_value(json!({"metadata": {"name": node}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let data_root = dir.path().join("agent");
+    std::fs::create_dir(&data_root).unwrap();
+    let _agent = Child(
+        std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+            .args(["agent", "--node-name", &node, "--namespace", ns])
+            .arg("--data-root")
+            .arg(&data_root)
+            .arg("--kubeconfig")
+            .arg(&path)
+            .args(["--listen-address", "127.0.0.1", "--listen-port"])
+            .arg(free_port().to_string())
+            .args(["--allow-registry", &allowed, "--registry-ca"])
+            .arg(&ca)
+            .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+            .env("POD_NAME", format!("agent-{node}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(data_root.join("agent.log")).unwrap())
+            .spawn()
+            .expect("operon agent starts"),
+    );
+    let started = Instant::now();
+    diagnoses
+        .create(
+            &post,
+            &object(json!({
+                "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+                "metadata": {"name": "on-node"},
+                "spec": {"operationSet": set, "nodeName": node,
+                         "parameters": {"greeting": "from the node"}},
+            })),
+        )
+        .await
+        .unwrap();
+    let status = eventually(
+        "the node's Diagnosis finished",
+        Duration::from_secs(90),
+        async || {
+            let status = diagnoses
+                .get("on-node")
+                .await
+                .ok()?
+                .data
+                .get("status")?
+                .clone();
+            matches!(status["phase"].as_str(), Some("Succeeded" | "Failed")).then_some(status)
+        },
+    )
+    .await;
+    eprintln!(
+        "Diagnosis of an oci:// tag on a node's agent created to finished in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status:#}");
+    assert_eq!(status["nodeName"], node.as_str(), "{status:#}");
+    assert_eq!(status["operationResults"]["greeting"], "from the node");
+    assert_eq!(
+        status["operationResults"]["context.node"],
+        node.as_str(),
+        "the step ran on the node's agent: {status:#}"
+    );
+    assert_eq!(status["pinnedModules"][&echo], pinned, "{status:#}");
 
     // A Hook of the labeller's tag, with the same Secret: loaded, pinned, labelling.
     let hooks: Api<DynamicObject> =
