@@ -3,7 +3,7 @@
 //! (`fixture-admission`) and for its shell twin (`admission.sh`, run in the script
 //! sandbox the way `operon serve` runs it), measured in the same run.
 //!
-//! Requests are sent on a schedule (200 and 1,000 per second) over 8 kept-alive TLS
+//! Requests are sent on a schedule (200, 1,000 and 5,000 per second) over 8 kept-alive TLS
 //! connections, whatever the answers' pace; each latency is counted from the moment the
 //! client was ready to send, including any wait for a connection still busy with an
 //! earlier request, so a server that falls behind is charged for the queue it builds.
@@ -207,14 +207,14 @@ async fn bench() {
         (
             "wasm (fixture-admission)",
             "/validate/admission.wasm/images.operon.dev",
-            vec![(200, 3), (1000, 3)],
+            vec![(200, 3), (1000, 3), (5000, 3)],
         ),
         (
             "shell twin (bash + jq, sandboxed)",
             "/validate/admission.sh/images.operon.dev",
             // 10 req/s is what it sustains; above that its queue grows for as long as
             // the load lasts.
-            vec![(10, 3), (200, 2), (1000, 1)],
+            vec![(10, 3), (200, 2), (1000, 1), (5000, 1)],
         ),
     ] {
         // Warm up: compile caches, first sandbox start.
@@ -238,7 +238,7 @@ async fn bench() {
         ms(percentile(&direct, 0.50)),
         ms(percentile(&direct, 0.99))
     );
-    for rate in [200, 1000] {
+    for rate in [200, 1000, 5000] {
         let (wasm, shell) = (p99[&(true, rate)], p99[&(false, rate)]);
         println!(
             "p99 at {rate} req/s: shell twin / wasm = {:.0}x",
