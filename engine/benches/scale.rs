@@ -1,0 +1,523 @@
+//! Scale run against a real API server (not in CI): many Pods, `operon serve` with three
+//! hooks, then churn. Needs `OPERON_SCALE_KUBECONFIG` (the API server harness: Pods
+//! need no kubelet, they stay Pending); prints "skipped" without it.
+//!
+//! `OPERON_SCALE_KUBECONFIG=... cargo bench -p operon-engine --bench scale`
+//!
+//! It creates `OPERON_SCALE_PODS` Pods (10,000) in `OPERON_SCALE_NAMESPACES` namespaces
+//! (100), starts the release `operon` with a hooks directory holding the annotator as
+//! wasm (one merge patch per Pod label change, recording the resourceVersion it saw;
+//! queue `main`), its bash + jq twin (the same patch under another annotation; queue
+//! `shell`, so that the wasm hook does not wait behind it), and a jqFilter-only snapshot
+//! hook (`keepFullObjectsInMemory: false`, run each minute by a schedule with the
+//! snapshot; queue `snapshots`), and reports:
+//! - the time from start to `/readyz` (every binding's Synchronization done), and the
+//!   resident memory then;
+//! - under `OPERON_SCALE_RATE` label updates per second (100) for
+//!   `OPERON_SCALE_SECONDS` (600): the resident memory each minute, and the latency from
+//!   an update's answer to the annotation of each hook carrying its resourceVersion
+//!   (p50, p99), from a watch of the Pods;
+//! - afterwards, every Pod whose last update either hook never recorded (lost events);
+//! - the API server's request counts (its `/metrics`) per label update, by verb.
+//!
+//! The engine's client limits are `--kube-client-qps` / `--kube-client-burst` from
+//! `OPERON_SCALE_QPS` (default: three requests per update per second, the two hooks'
+//! patches and headroom) and twice that.
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WASM_KEY: &str = "operon.dev/seen-version";
+const SHELL_KEY: &str = "operon.dev/seen-version-sh";
+const GEN_LABEL: &str = "scale.operon.dev/gen";
+const PREFIX: &str = "operon-scale";
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let Some(kubeconfig) = std::env::var_os("OPERON_SCALE_KUBECONFIG").map(PathBuf::from) else {
+        println!("scale: skipped (set OPERON_SCALE_KUBECONFIG to an API server's kubeconfig)");
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(run(&kubeconfig));
+}
+
+struct Settings {
+    pods: usize,
+    namespaces: usize,
+    rate: u32,
+    seconds: u64,
+    qps: u32,
+}
+
+async fn client(kubeconfig: &Path) -> kube::Client {
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig).expect("the kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a client configuration");
+    kube::Client::try_from(config).expect("a client")
+}
+
+async fn run(kubeconfig: &Path) {
+    let rate: u32 = env_or("OPERON_SCALE_RATE", 100);
+    let settings = Settings {
+        pods: env_or("OPERON_SCALE_PODS", 10_000),
+        namespaces: env_or("OPERON_SCALE_NAMESPACES", 100),
+        rate,
+        seconds: env_or("OPERON_SCALE_SECONDS", 600),
+        qps: env_or("OPERON_SCALE_QPS", rate * 3),
+    };
+    let client = client(kubeconfig).await;
+    // Fresh namespaces each run: an earlier run's may still be terminating.
+    let run_id = std::process::id();
+    let namespaces: Vec<String> = (0..settings.namespaces)
+        .map(|i| format!("{PREFIX}-{run_id}-{i:03}"))
+        .collect();
+    let started = Instant::now();
+    let pods = create_pods(&client, &namespaces, settings.pods).await;
+    println!(
+        "{} Pods in {} namespaces created in {:.1} s",
+        pods.len(),
+        namespaces.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let hooks = write_hooks(dir.path());
+    let mut serve = Serve::start(kubeconfig, &hooks, dir.path(), settings.qps);
+    let started = Instant::now();
+    while !serve.ready() {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "operon serve not ready after 10 minutes; see {}",
+            dir.path().join("serve.log").display()
+        );
+        assert!(
+            serve.alive(),
+            "operon serve exited; see {}",
+            dir.path().join("serve.log").display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let synced = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rss_synced = serve.rss_mib();
+    println!(
+        "operon serve: start to every Synchronization done (/readyz) {:.2} s (goal < 30 s); resident {:.1} MiB 5 s later (goal < 150 MB)",
+        synced.as_secs_f64(),
+        rss_synced
+    );
+
+    let requests_before = apiserver_requests(&client).await;
+    let outcome = churn(&client, &pods, &settings, &serve).await;
+    let requests_after = apiserver_requests(&client).await;
+    let rss_end = serve.rss_mib();
+    println!(
+        "resident after {} s of churn: {:.1} MiB ({:+.1}% from after sync; goal: within 10%)",
+        settings.seconds,
+        rss_end,
+        (rss_end / rss_synced - 1.0) * 100.0
+    );
+    for (hook, key) in [("wasm annotator", WASM_KEY), ("bash + jq twin", SHELL_KEY)] {
+        let mut latencies = outcome.latencies(key);
+        latencies.sort();
+        println!(
+            "{hook:<15} update to annotation: {} seen, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (goal for wasm: p99 < 50 ms)",
+            latencies.len(),
+            ms(percentile(&latencies, 0.50)),
+            ms(percentile(&latencies, 0.99)),
+            ms(latencies.last().copied().unwrap_or_default()),
+        );
+    }
+    // Every Pod's last update must be handled by both hooks.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let (missed_wasm, missed_shell) = lost(&client, &namespaces, &outcome).await;
+    println!(
+        "Pods whose last update was not recorded 30 s after the churn: wasm {missed_wasm}, shell {missed_shell} (of {} updated)",
+        outcome.last.lock().unwrap().len()
+    );
+    let updates = outcome.updates as f64;
+    let mut verbs: Vec<(String, f64)> = requests_after
+        .iter()
+        .map(|(verb, after)| {
+            let before = requests_before.get(verb).copied().unwrap_or_default();
+            (verb.clone(), (after - before) / updates)
+        })
+        .filter(|(_, per)| *per > 0.0)
+        .collect();
+    verbs.sort_by(|a, b| a.0.cmp(&b.0));
+    println!(
+        "API server requests per label update ({} updates, the bench's own PATCH included): {}",
+        outcome.updates,
+        verbs
+            .iter()
+            .map(|(verb, per)| format!("{verb} {per:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    drop(serve);
+    delete_namespaces(&client, &namespaces).await;
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[index]
+}
+
+async fn create_pods(
+    client: &kube::Client,
+    namespaces: &[String],
+    count: usize,
+) -> Vec<(String, String)> {
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    for ns in namespaces {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).expect("a namespace");
+        match ns_api.create(&PostParams::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("creating namespace {ns}: {e}"),
+        }
+    }
+    let pods: Vec<(String, String)> = (0..count)
+        .map(|i| {
+            (
+                namespaces[i % namespaces.len()].clone(),
+                format!("pod-{i:05}"),
+            )
+        })
+        .collect();
+    futures::stream::iter(pods.clone())
+        .map(|(ns, name)| {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": {"app": "scale", GEN_LABEL: "0"}},
+                    "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+                }))
+                .expect("a pod");
+                match api.create(&PostParams::default(), &pod).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                    Err(e) => Err(format!("creating {ns}/{name}: {e}")),
+                }
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("every Pod created");
+    pods
+}
+
+async fn delete_namespaces(client: &kube::Client, namespaces: &[String]) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    for ns in namespaces {
+        let _ = api.delete(ns, &Default::default()).await;
+    }
+}
+
+fn write_hooks(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let hooks = dir.join("hooks");
+    std::fs::create_dir(&hooks).expect("the hooks directory");
+    std::fs::copy(operon_tests::ANNOTATOR, hooks.join("annotator.wasm")).expect("the annotator");
+    let scripts = [
+        (
+            "annotator.sh",
+            format!(
+                r#"#!/usr/bin/env bash
+if [[ "${{1:-}}" == "--config" ]]; then
+  echo '{{"configVersion":"v1","kubernetes":[{{"name":"pods","kind":"Pod","jqFilter":".metadata.labels","executeHookOnSynchronization":false,"queue":"shell"}}]}}'
+  exit 0
+fi
+jq -c '.[] | select(.type == "Event") | .object.metadata | {{operation: "MergePatch", kind: "Pod", namespace, name,
+  mergePatch: {{metadata: {{annotations: {{"{SHELL_KEY}": .resourceVersion}}}}}}}}' \
+  "$BINDING_CONTEXT_PATH" >> "$KUBERNETES_PATCH_PATH"
+"#
+            ),
+        ),
+        (
+            "snapshot.sh",
+            r#"#!/usr/bin/env bash
+if [[ "${1:-}" == "--config" ]]; then
+  echo '{"configVersion":"v1","kubernetes":[{"name":"pods","kind":"Pod","jqFilter":".metadata.labels.app","keepFullObjectsInMemory":false,"executeHookOnEvent":[],"executeHookOnSynchronization":false}],"schedule":[{"name":"count","crontab":"* * * * *","includeSnapshotsFrom":["pods"],"queue":"snapshots"}]}'
+  exit 0
+fi
+jq '.[0].snapshots.pods | length' "$BINDING_CONTEXT_PATH" >&2
+"#
+            .to_owned(),
+        ),
+    ];
+    for (name, text) in scripts {
+        let path = hooks.join(name);
+        std::fs::write(&path, text).expect("a hook");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    hooks
+}
+
+struct Serve {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Serve {
+    fn start(kubeconfig: &Path, hooks: &Path, dir: &Path, qps: u32) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+            .arg("serve")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--hooks-dir")
+            .arg(hooks)
+            .args(["--listen-address", "127.0.0.1", "--listen-port"])
+            .arg(port.to_string())
+            .arg("--debug-unix-socket")
+            .arg(dir.join("debug.socket"))
+            .args(["--kube-client-qps", &qps.to_string()])
+            .args(["--kube-client-burst", &(qps * 2).to_string()])
+            .env("OPERON_CACHE_DIR", dir.join("cache"))
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("serve.log")).expect("the log"))
+            .spawn()
+            .expect("operon serve starts");
+        Self { child, port }
+    }
+
+    fn ready(&self) -> bool {
+        use std::io::{Read as _, Write as _};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.write_all(b"GET /readyz HTTP/1.0\r\n\r\n");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+type Key = (String, String);
+
+/// What the churn saw.
+struct Churn {
+    updates: u64,
+    /// Each update's resourceVersion → when its answer came.
+    sent: Arc<Mutex<HashMap<String, Instant>>>,
+    /// Per annotation key, the latencies seen.
+    seen: Arc<Mutex<HashMap<&'static str, Vec<Duration>>>>,
+    /// Each Pod's last update's resourceVersion.
+    last: Arc<Mutex<HashMap<Key, String>>>,
+}
+
+impl Churn {
+    fn latencies(&self, key: &str) -> Vec<Duration> {
+        self.seen
+            .lock()
+            .unwrap()
+            .get(key)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+async fn churn(
+    client: &kube::Client,
+    pods: &[(String, String)],
+    settings: &Settings,
+    serve: &Serve,
+) -> Churn {
+    let outcome = Churn {
+        updates: 0,
+        sent: Arc::default(),
+        seen: Arc::default(),
+        last: Arc::default(),
+    };
+    // The watch that sees the hooks' annotations land.
+    let watched: Api<Pod> = Api::all(client.clone());
+    let (sent, seen) = (outcome.sent.clone(), outcome.seen.clone());
+    let watch = tokio::spawn(async move {
+        let config = watcher::Config::default().labels("app=scale");
+        let mut recorded: HashMap<(&'static str, String), ()> = HashMap::new();
+        let events = watcher(watched, config).applied_objects().default_backoff();
+        futures::pin_mut!(events);
+        while let Some(Ok(pod)) = events.next().await {
+            let now = Instant::now();
+            let annotations = pod.metadata.annotations.unwrap_or_default();
+            for key in [WASM_KEY, SHELL_KEY] {
+                let Some(version) = annotations.get(key) else {
+                    continue;
+                };
+                if recorded.insert((key, version.clone()), ()).is_some() {
+                    continue;
+                }
+                if let Some(at) = sent.lock().unwrap().get(version) {
+                    seen.lock()
+                        .unwrap()
+                        .entry(key)
+                        .or_default()
+                        .push(now.duration_since(*at));
+                }
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let interval = Duration::from_secs_f64(1.0 / f64::from(settings.rate));
+    let total = settings.rate as u64 * settings.seconds;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut next_minute = 60;
+    for i in 0..total {
+        tokio::time::sleep_until((started + interval * i as u32).into()).await;
+        let (ns, name) = pods[(i as usize * 7919) % pods.len()].clone();
+        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let (sent, last) = (outcome.sent.clone(), outcome.last.clone());
+        tasks.spawn(async move {
+            let patch = json!({"metadata": {"labels": {GEN_LABEL: (i + 1).to_string()}}});
+            let pod = api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .expect("a label update");
+            let version = pod.metadata.resource_version.unwrap_or_default();
+            sent.lock().unwrap().insert(version.clone(), Instant::now());
+            let mut last = last.lock().unwrap();
+            let entry = last.entry((ns, name)).or_default();
+            // Updates of one Pod may answer out of order: the highest version is last.
+            if version.parse::<u64>().unwrap_or(0) > entry.parse::<u64>().unwrap_or(0) {
+                *entry = version;
+            }
+        });
+        while tasks.try_join_next().is_some() {}
+        if started.elapsed().as_secs() >= next_minute {
+            println!(
+                "  minute {:>2}: resident {:.1} MiB, {} updates sent",
+                next_minute / 60,
+                serve.rss_mib(),
+                i + 1
+            );
+            next_minute += 60;
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    println!(
+        "churn: {total} label updates in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    // Late annotations still count.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    watch.abort();
+    Churn {
+        updates: total,
+        ..outcome
+    }
+}
+
+/// How many Pods' last update each hook never recorded.
+async fn lost(client: &kube::Client, namespaces: &[String], churn: &Churn) -> (usize, usize) {
+    let last = churn.last.lock().unwrap().clone();
+    let mut current: HashMap<Key, Pod> = HashMap::new();
+    for ns in namespaces {
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        for pod in api
+            .list(&ListParams::default())
+            .await
+            .expect("a list")
+            .items
+        {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            current.insert((ns.clone(), name), pod);
+        }
+    }
+    let missed = |key: &str| {
+        last.iter()
+            .filter(|(pod, version)| {
+                let recorded = current
+                    .get(*pod)
+                    .and_then(|p| p.metadata.annotations.as_ref())
+                    .and_then(|a| a.get(key))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                recorded < version.parse::<u64>().unwrap_or(0)
+            })
+            .count()
+    };
+    (missed(WASM_KEY), missed(SHELL_KEY))
+}
+
+/// The API server's `apiserver_request_total` for Pods, summed by verb.
+async fn apiserver_requests(client: &kube::Client) -> HashMap<String, f64> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    let text = client.request_text(request).await.unwrap_or_default();
+    let mut by_verb: HashMap<String, f64> = HashMap::new();
+    for line in text.lines() {
+        if !line.starts_with("apiserver_request_total{") || !line.contains("resource=\"pods\"") {
+            continue;
+        }
+        let verb = line
+            .split("verb=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or("?");
+        let value = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        *by_verb.entry(verb.to_owned()).or_default() += value;
+    }
+    by_verb
+}
