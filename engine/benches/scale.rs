@@ -127,6 +127,10 @@ async fn run(kubeconfig: &Path) {
         rss_synced
     );
 
+    println!(
+        "  of which the bindings' snapshots (operon_kube_snapshot_bytes): {:.1} MiB",
+        serve.metric_sum("operon_kube_snapshot_bytes") / (1024.0 * 1024.0)
+    );
     let requests_before = apiserver_requests(&client).await;
     let outcome = churn(&client, &pods, &settings, &serve).await;
     let requests_after = apiserver_requests(&client).await;
@@ -222,10 +226,22 @@ async fn create_pods(
                     "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
                 }))
                 .expect("a pod");
-                match api.create(&PostParams::default(), &pod).await {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-                    Err(e) => Err(format!("creating {ns}/{name}: {e}")),
+                // A new namespace's `default` ServiceAccount comes a moment later.
+                let mut attempts = 0;
+                loop {
+                    attempts += 1;
+                    match api.create(&PostParams::default(), &pod).await {
+                        Ok(_) => return Ok(()),
+                        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+                        Err(kube::Error::Api(e))
+                            if e.code == 403
+                                && e.message.contains("serviceaccount")
+                                && attempts < 100 =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        Err(e) => return Err(format!("creating {ns}/{name}: {e}")),
+                    }
                 }
             }
         })
@@ -324,6 +340,22 @@ impl Serve {
         let mut answer = String::new();
         let _ = stream.read_to_string(&mut answer);
         answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+    }
+
+    /// The sum of a gauge family on its `/metrics`.
+    fn metric_sum(&self, family: &str) -> f64 {
+        use std::io::{Read as _, Write as _};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return 0.0;
+        };
+        let _ = stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+            .lines()
+            .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
     }
 
     fn alive(&mut self) -> bool {
