@@ -20,6 +20,8 @@
 //! - afterwards, every Pod whose last update either hook never recorded (lost events);
 //! - the API server's request counts (its `/metrics`) per label update, by verb.
 //!
+//! `OPERON_SCALE_WRAPPER` starts `operon serve` under a profiler (`heaptrack -o FILE`).
+//!
 //! The engine's client limits are `--kube-client-qps` / `--kube-client-burst` from
 //! `OPERON_SCALE_QPS` (default: three requests per update per second, the two hooks'
 //! patches and headroom) and twice that.
@@ -252,10 +254,18 @@ async fn create_pods(
     pods
 }
 
+/// Deletes the run's namespaces and waits until they are gone, so that the next run
+/// does not meet the deletion of this one's Pods.
 async fn delete_namespaces(client: &kube::Client, namespaces: &[String]) {
     let api: Api<Namespace> = Api::all(client.clone());
     for ns in namespaces {
         let _ = api.delete(ns, &Default::default()).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(600);
+    for ns in namespaces {
+        while Instant::now() < deadline && matches!(api.get_opt(ns).await, Ok(Some(_))) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 }
 
@@ -310,7 +320,19 @@ impl Serve {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+        // A profiler to start it under, e.g. `heaptrack -o /tmp/serve` (its figures
+        // then include the profiler's).
+        let wrapper = std::env::var("OPERON_SCALE_WRAPPER").unwrap_or_default();
+        let mut words = wrapper.split_whitespace();
+        let mut command = match words.next() {
+            Some(program) => {
+                let mut command = std::process::Command::new(program);
+                command.args(words).arg(env!("CARGO_BIN_EXE_operon"));
+                command
+            }
+            None => std::process::Command::new(env!("CARGO_BIN_EXE_operon")),
+        };
+        let child = command
             .arg("serve")
             .arg("--kubeconfig")
             .arg(kubeconfig)
