@@ -332,6 +332,9 @@ impl Serve {
             }
             None => std::process::Command::new(env!("CARGO_BIN_EXE_operon")),
         };
+        // Its own process group, so that a wrapper's child dies with it.
+        use std::os::unix::process::CommandExt as _;
+        command.process_group(0);
         let child = command
             .arg("serve")
             .arg("--kubeconfig")
@@ -397,6 +400,10 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
+        // The whole group: `operon serve` itself when it runs under a wrapper.
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -12,7 +12,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, PodSpec};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod e2e_support;
@@ -24,16 +24,6 @@ const IMAGE: &str = "ghcr.io/operon-dev/operon:e2e";
 
 fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
-}
-
-/// `operon agent` as a child process, killed when dropped.
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The pod's required node affinity, as the names of the nodes it allows.

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 mod e2e_support;
@@ -214,35 +214,6 @@ async fn a_killed_controller_resumes_a_diagnosis_without_rerunning_finished_node
     assert!(picture.contains("class n1,n2,n3 succeeded"), "{picture}");
 }
 
-/// `operon agent` as a child process, killed when dropped.
-struct Agent(std::process::Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn agent(kubeconfig: &Path, node: &str, namespace: &str, data_root: &Path) -> Agent {
-    let log = data_root.join("agent.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args(["agent", "--node-name", node, "--namespace", namespace])
-        .arg("--data-root")
-        .arg(data_root)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--listen-address", "127.0.0.1", "--listen-port"])
-        .arg(free_port().to_string())
-        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
-        .env("POD_NAME", format!("agent-{node}"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("operon agent starts");
-    Agent(child)
-}
-
 /// A Node and a one-step OperationSet whose script step records its output under
 /// `key`; removed when dropped.
 struct OneStep {
@@ -325,7 +296,7 @@ async fn a_diagnosis_about_a_node_waits_for_its_agent_and_runs_there() {
     assert_eq!(waiting["phase"], "Pending");
     assert_eq!(waiting["nodeName"], node.as_str());
 
-    let _agent = agent(&path, &node, &scratch.name, dir.path());
+    let _agent = agent(&path, &node, &scratch.name, dir.path(), &[]);
     let done = status_when(&api, "on-node", "Succeeded", Duration::from_secs(90), |s| {
         s["phase"] == "Succeeded"
     })
@@ -456,7 +427,7 @@ async fn the_agent_s_built_ins_list_the_node_s_pods_and_cordon_only_for_an_allow
     let (dir, hooks) = no_hooks();
     let flags = ["--leader-election-namespace", ns];
     let _server = serve(&path, &hooks, &flags, "builtins-controller");
-    let _agent = agent(&path, &node, ns, dir.path());
+    let _agent = agent(&path, &node, ns, dir.path(), &[]);
     let api = diagnoses(&cluster, ns);
     let nodes: Api<Node> = Api::all(cluster.client().clone());
 
@@ -516,7 +487,7 @@ async fn a_stopping_agent_lets_the_running_diagnosis_finish() {
     let (dir, hooks) = no_hooks();
     let flags = ["--leader-election-namespace", scratch.name.as_str()];
     let _server = serve(&path, &hooks, &flags, "drain-controller");
-    let mut agent = agent(&path, &node, &scratch.name, dir.path());
+    let mut agent = agent(&path, &node, &scratch.name, dir.path(), &[]);
     let api = diagnoses(&cluster, &scratch.name);
     let spec = json!({"operationSet": set, "nodeName": node});
     api.create(&post, &new_diagnosis("slow", spec))

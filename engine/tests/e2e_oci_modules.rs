@@ -27,21 +27,33 @@ fn wasm_operation(name: &str, module: &str, secrets: &[&str]) -> DynamicObject {
     }))
 }
 
-/// A child process, killed when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
     status["conditions"]
         .as_array()?
         .iter()
         .find(|c| c["type"] == type_)
+}
+
+/// Creates the Diagnosis `name` with `spec` and waits for it to end; its status.
+async fn diagnose(api: &Api<DynamicObject>, name: &str, spec: Value) -> Value {
+    api.create(
+        &PostParams::default(),
+        &object(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+            "metadata": {"name": name}, "spec": spec,
+        })),
+    )
+    .await
+    .unwrap();
+    eventually(
+        &format!("Diagnosis {name} finished"),
+        Duration::from_secs(90),
+        async || {
+            let status = api.get(name).await.ok()?.data.get("status")?.clone();
+            matches!(status["phase"].as_str(), Some("Succeeded" | "Failed")).then_some(status)
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -144,32 +156,8 @@ async fn operations_and_hooks_run_oci_modules_pulled_with_their_secrets() {
     let diagnoses: Api<DynamicObject> =
         Api::namespaced_with(cluster.client().clone(), ns, &operon_resource("Diagnosis"));
     let started = Instant::now();
-    diagnoses
-        .create(
-            &post,
-            &object(json!({
-                "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
-                "metadata": {"name": "pulled"},
-                "spec": {"operationSet": set, "parameters": {"greeting": "hello"}},
-            })),
-        )
-        .await
-        .unwrap();
-    let status = eventually(
-        "the Diagnosis finished",
-        Duration::from_secs(90),
-        async || {
-            let status = diagnoses
-                .get("pulled")
-                .await
-                .ok()?
-                .data
-                .get("status")?
-                .clone();
-            matches!(status["phase"].as_str(), Some("Succeeded" | "Failed")).then_some(status)
-        },
-    )
-    .await;
+    let spec = json!({"operationSet": set, "parameters": {"greeting": "hello"}});
+    let status = diagnose(&diagnoses, "pulled", spec).await;
     eprintln!(
         "Diagnosis of an oci:// tag created to finished in {:?}",
         started.elapsed()
@@ -189,32 +177,8 @@ async fn operations_and_hooks_run_oci_modules_pulled_with_their_secrets() {
     );
 
     // A registry off the allow-list: failed at once, saying which flag allows it.
-    diagnoses
-        .create(
-            &post,
-            &object(json!({
-                "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
-                "metadata": {"name": "refused"},
-                "spec": {"operationSet": bad_set},
-            })),
-        )
-        .await
-        .unwrap();
-    let status = eventually(
-        "the Diagnosis refused",
-        Duration::from_secs(60),
-        async || {
-            let status = diagnoses
-                .get("refused")
-                .await
-                .ok()?
-                .data
-                .get("status")?
-                .clone();
-            (status["phase"] == "Failed").then_some(status)
-        },
-    )
-    .await;
+    let status = diagnose(&diagnoses, "refused", json!({"operationSet": bad_set})).await;
+    assert_eq!(status["phase"], "Failed", "{status:#}");
     let accepted = condition(&status, "Accepted").unwrap();
     assert_eq!(accepted["reason"], "RegistryNotAllowed", "{status:#}");
     let message = accepted["message"].as_str().unwrap();
@@ -236,52 +200,22 @@ async fn operations_and_hooks_run_oci_modules_pulled_with_their_secrets() {
         .unwrap();
     let data_root = dir.path().join("agent");
     std::fs::create_dir(&data_root).unwrap();
-    let _agent = Child(
-        std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
-            .args(["agent", "--node-name", &node, "--namespace", ns])
-            .arg("--data-root")
-            .arg(&data_root)
-            .arg("--kubeconfig")
-            .arg(&path)
-            .args(["--listen-address", "127.0.0.1", "--listen-port"])
-            .arg(free_port().to_string())
-            .args(["--allow-registry", &allowed, "--registry-ca"])
-            .arg(&ca)
-            .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
-            .env("POD_NAME", format!("agent-{node}"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(data_root.join("agent.log")).unwrap())
-            .spawn()
-            .expect("operon agent starts"),
+    let _agent = agent(
+        &path,
+        &node,
+        ns,
+        &data_root,
+        &[
+            "--allow-registry",
+            &allowed,
+            "--registry-ca",
+            ca.to_str().unwrap(),
+        ],
     );
     let started = Instant::now();
-    diagnoses
-        .create(
-            &post,
-            &object(json!({
-                "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
-                "metadata": {"name": "on-node"},
-                "spec": {"operationSet": set, "nodeName": node,
-                         "parameters": {"greeting": "from the node"}},
-            })),
-        )
-        .await
-        .unwrap();
-    let status = eventually(
-        "the node's Diagnosis finished",
-        Duration::from_secs(90),
-        async || {
-            let status = diagnoses
-                .get("on-node")
-                .await
-                .ok()?
-                .data
-                .get("status")?
-                .clone();
-            matches!(status["phase"].as_str(), Some("Succeeded" | "Failed")).then_some(status)
-        },
-    )
-    .await;
+    let spec = json!({"operationSet": set, "nodeName": node,
+                      "parameters": {"greeting": "from the node"}});
+    let status = diagnose(&diagnoses, "on-node", spec).await;
     eprintln!(
         "Diagnosis of an oci:// tag on a node's agent created to finished in {:?}",
         started.elapsed()

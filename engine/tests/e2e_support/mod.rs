@@ -92,6 +92,44 @@ impl Drop for Serve {
     }
 }
 
+/// `operon agent` as a child process, killed when dropped.
+pub struct Agent(pub Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `operon agent` for `node`, its Lease in `namespace`, its data under `data_root` and
+/// its log in `data_root/agent.log`, with `extra` flags.
+pub fn agent(
+    kubeconfig: &Path,
+    node: &str,
+    namespace: &str,
+    data_root: &Path,
+    extra: &[&str],
+) -> Agent {
+    let log = data_root.join("agent.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["agent", "--node-name", node, "--namespace", namespace])
+        .arg("--data-root")
+        .arg(data_root)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--listen-address", "127.0.0.1", "--listen-port"])
+        .arg(free_port().to_string())
+        .args(extra)
+        .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
+        .env("POD_NAME", format!("agent-{node}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("operon agent starts");
+    Agent(child)
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -34,7 +34,7 @@ use crate::api::{
 };
 use crate::pipeline::{self, CheckpointError, PipelineError, PlanError};
 use crate::runner::processors::Processors;
-use crate::store::oci_modules::{pin_operations, secret_auth};
+use crate::store::oci_modules::{PinError, pin_operations, secret_auth};
 use events::Events;
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -492,48 +492,27 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
         )
         .await;
     }
-    // A tag is pinned once, by whoever starts the Diagnosis, and every later step and
-    // resumption (here or on an agent) pulls the digest recorded.
-    let mut pins = diagnosis
-        .status
-        .as_ref()
-        .map(|s| s.pinned_modules.clone())
-        .unwrap_or_default();
-    if let Some(oci) = ctx.processors.modules().oci().cloned() {
-        let (client, namespace) = (ctx.client.clone(), ctx.settings.agent_namespace.clone());
-        let pinned = pin_operations(&oci, operations.values_mut(), &mut pins, |op, reference| {
-            let secrets = op
-                .spec
-                .processor
-                .wasm
-                .as_ref()
-                .map(|wasm| wasm.image_pull_secrets.clone())
-                .unwrap_or_default();
-            let (client, namespace) = (client.clone(), namespace.clone());
-            async move {
-                let field = "spec.processor.wasm.imagePullSecrets";
-                secret_auth(&client, &namespace, field, &secrets, &reference).await
-            }
-        })
-        .await;
-        if let Err(e) = pinned {
+    let pins = match pin_modules(ctx, &diagnosis, &mut operations).await {
+        Ok(pins) => pins,
+        Err(e) => {
             let patience = match e.source.may_resolve() {
                 true => Patience::Limited,
                 false => Patience::Never,
             };
             let reason = e.source.reason();
+            let message = e.to_string();
             return wait(
                 ctx,
                 &mut diagnosis,
                 &mut writer,
                 ACCEPTED,
                 reason,
-                e.to_string(),
+                message,
                 patience,
             )
             .await;
         }
-    }
+    };
     // The agent runs script steps from its store: the current text of every script the
     // set uses is there before a step runs (the agent's watch keeps the rest in step and
     // removes the scripts of deleted Operations).
@@ -614,6 +593,43 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
         }
         Err(e) => Err(DiagnosisError::Pipeline(e)),
     }
+}
+
+/// Pulls the `oci://` modules of `operations` and points each at its pinned reference.
+/// A tag is pinned once, by whoever starts the Diagnosis (its `status.pinnedModules`),
+/// and every later step and resumption, here or on an agent, pulls the digest
+/// recorded; the credentials come from the Secrets each Operation names, in the
+/// engine's namespace. The pins to record.
+async fn pin_modules(
+    ctx: &Context,
+    diagnosis: &Diagnosis,
+    operations: &mut BTreeMap<String, Operation>,
+) -> Result<BTreeMap<String, String>, PinError> {
+    let mut pins = diagnosis
+        .status
+        .as_ref()
+        .map(|s| s.pinned_modules.clone())
+        .unwrap_or_default();
+    let Some(oci) = ctx.processors.modules().oci().cloned() else {
+        return Ok(pins);
+    };
+    let (client, namespace) = (ctx.client.clone(), ctx.settings.agent_namespace.clone());
+    pin_operations(&oci, operations.values_mut(), &mut pins, |op, reference| {
+        let secrets = op
+            .spec
+            .processor
+            .wasm
+            .as_ref()
+            .map(|wasm| wasm.image_pull_secrets.clone())
+            .unwrap_or_default();
+        let (client, namespace) = (client.clone(), namespace.clone());
+        async move {
+            let field = "spec.processor.wasm.imagePullSecrets";
+            secret_auth(&client, &namespace, field, &secrets, &reference).await
+        }
+    })
+    .await?;
+    Ok(pins)
 }
 
 /// Fails a Diagnosis whose results fit nowhere, keeping the results that fit.

@@ -56,6 +56,17 @@ impl Registry {
         digest
     }
 
+    /// Publishes [`COMPONENT`] as the wasm artifact `team/triage:1.0`.
+    fn publish_triage(&self) -> String {
+        self.publish(
+            "team/triage",
+            "1.0",
+            COMPONENT,
+            oci::WASM_CONFIG_MEDIA_TYPE,
+            oci::WASM_LAYER_MEDIA_TYPE,
+        )
+    }
+
     fn answer(&self, method: &Method, path: &str, headers: &HeaderMap) -> Response {
         let expected = {
             use base64::Engine as _;
@@ -179,13 +190,7 @@ const COMPONENT: &[u8] = b"\0asm\x0d\x00\x01\x00 not really a component, but byt
 #[tokio::test]
 async fn a_tag_is_pinned_and_its_bytes_kept_by_their_digest() {
     let s = setup(AllowList::default()).await;
-    let manifest = s.registry.publish(
-        "team/triage",
-        "1.0",
-        COMPONENT,
-        oci::WASM_CONFIG_MEDIA_TYPE,
-        oci::WASM_LAYER_MEDIA_TYPE,
-    );
+    let manifest = s.registry.publish_triage();
     let tag = format!("oci://{}/team/triage:1.0", s.host);
     let resolved = s.modules.resolve(&tag, &alice()).await.unwrap();
     let pinned = format!("oci://{}/team/triage@{manifest}", s.host);
@@ -243,13 +248,7 @@ async fn each_refusal_names_the_reference_and_its_reason() {
         "application/vnd.oci.image.config.v1+json",
         "application/vnd.oci.image.layer.v1.tar+gzip",
     );
-    s.registry.publish(
-        "team/triage",
-        "1.0",
-        COMPONENT,
-        oci::WASM_CONFIG_MEDIA_TYPE,
-        oci::WASM_LAYER_MEDIA_TYPE,
-    );
+    s.registry.publish_triage();
     let cases: Vec<(String, RegistryAuth, &str, &str)> = vec![
         (
             format!("oci://{host}/team/triage:2.0"),
@@ -296,13 +295,7 @@ async fn each_refusal_names_the_reference_and_its_reason() {
 #[tokio::test]
 async fn bytes_that_are_not_what_their_digest_says_are_refused() {
     let s = setup(AllowList::default()).await;
-    s.registry.publish(
-        "team/triage",
-        "1.0",
-        COMPONENT,
-        oci::WASM_CONFIG_MEDIA_TYPE,
-        oci::WASM_LAYER_MEDIA_TYPE,
-    );
+    s.registry.publish_triage();
     // The registry swaps the layer's bytes.
     s.registry
         .blobs
@@ -325,13 +318,7 @@ async fn bytes_that_are_not_what_their_digest_says_are_refused() {
 #[tokio::test]
 async fn only_allowed_registries_are_asked() {
     let s = setup(AllowList::new(["registry.example.com".to_owned()])).await;
-    s.registry.publish(
-        "team/triage",
-        "1.0",
-        COMPONENT,
-        oci::WASM_CONFIG_MEDIA_TYPE,
-        oci::WASM_LAYER_MEDIA_TYPE,
-    );
+    s.registry.publish_triage();
     let reference = format!("oci://{}/team/triage:1.0", s.host);
     let error = s.modules.resolve(&reference, &alice()).await.unwrap_err();
     assert_eq!(error.reason(), "RegistryNotAllowed");
