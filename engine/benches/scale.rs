@@ -356,27 +356,25 @@ impl Serve {
         Self { child, port }
     }
 
-    fn ready(&self) -> bool {
+    /// The answer to `GET path` on its health and metrics port, status line first.
+    fn get(&self, path: &str) -> String {
         use std::io::{Read as _, Write as _};
-        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = stream.write_all(b"GET /readyz HTTP/1.0\r\n\r\n");
         let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+            let _ = stream.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
+            let _ = stream.read_to_string(&mut answer);
+        }
+        answer
+    }
+
+    fn ready(&self) -> bool {
+        let answer = self.get("/readyz");
         answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
     }
 
     /// The sum of a gauge family on its `/metrics`.
     fn metric_sum(&self, family: &str) -> f64 {
-        use std::io::{Read as _, Write as _};
-        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return 0.0;
-        };
-        let _ = stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n");
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        answer
+        self.get("/metrics")
             .lines()
             .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

@@ -513,15 +513,7 @@ fn pull_oci_modules(
         operations.values_mut().map(|op| &mut op.object),
         &mut pins,
         |_, reference| {
-            let auth = args.registry.auth(&reference);
-            async move {
-                auth.map_err(|e| {
-                    OciModuleError::Oci(oci::OciError::Registry {
-                        reference,
-                        reason: format!("{e:#}"),
-                    })
-                })
-            }
+            std::future::ready(args.registry.auth(&reference).map_err(OciModuleError::Oci))
         },
     ))?;
     for (operation, pinned) in &pins {

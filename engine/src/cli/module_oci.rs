@@ -3,7 +3,7 @@
 //! plain-HTTP registries).
 
 use anyhow::Context as _;
-use operon::store::oci::{self, OciClient, OciOptions, PulledModule};
+use operon::store::oci::{self, OciClient, OciError, OciOptions, PulledModule};
 use operon::store::oci_modules::{AllowList, OciModules};
 use operon::store::{BlobStore, DEFAULT_MAX_MODULE_BYTES, ModuleCatalog};
 use std::path::PathBuf;
@@ -28,16 +28,7 @@ pub struct RegistryArgs {
 impl RegistryArgs {
     /// How to reach the registries: the CAs read, the plain-HTTP registries.
     pub fn options(&self) -> anyhow::Result<OciOptions> {
-        let mut extra_ca_pem = Vec::new();
-        for path in &self.registry_ca {
-            extra_ca_pem.push(
-                std::fs::read(path).with_context(|| format!("--registry-ca {}", path.display()))?,
-            );
-        }
-        Ok(OciOptions {
-            extra_ca_pem,
-            plain_http: self.plain_http.clone(),
-        })
+        options(&self.registry_ca, &self.plain_http)
     }
 
     fn client(&self) -> anyhow::Result<OciClient> {
@@ -45,9 +36,9 @@ impl RegistryArgs {
     }
 
     /// The credentials for the registry of `reference`, from the docker config.json.
-    pub fn auth(&self, reference: &str) -> anyhow::Result<oci_client::secrets::RegistryAuth> {
+    pub fn auth(&self, reference: &str) -> Result<oci_client::secrets::RegistryAuth, OciError> {
         let registry = oci::registry_of(reference)?;
-        Ok(oci::docker_auth(self.docker_config.as_deref(), &registry)?)
+        oci::docker_auth(self.docker_config.as_deref(), &registry)
     }
 
     /// Pulls the module `reference` names.
@@ -71,11 +62,7 @@ impl RegistryArgs {
         let auth = self.auth(reference)?;
         let started = Instant::now();
         let pushed = self.client()?.push(reference, &bytes, &auth).await?;
-        let pinned = reference.split('@').next().unwrap_or(reference);
-        let repository = pinned
-            .rsplit_once(':')
-            .filter(|(_, tag)| !tag.contains('/'))
-            .map_or(pinned, |(repository, _)| repository);
+        let repository = oci::repository_of(reference);
         println!(
             "{reference} {} (layer {}, {} bytes, {:.2}s)\npinned: {repository}@{}",
             pushed.manifest_digest,
@@ -140,16 +127,7 @@ impl EngineRegistryArgs {
         catalog: Option<std::sync::Arc<ModuleCatalog>>,
         cache_dir: Option<&std::path::Path>,
     ) -> anyhow::Result<OciModules> {
-        let mut extra_ca_pem = Vec::new();
-        for path in &self.registry_ca {
-            extra_ca_pem.push(
-                std::fs::read(path).with_context(|| format!("--registry-ca {}", path.display()))?,
-            );
-        }
-        let options = OciOptions {
-            extra_ca_pem,
-            plain_http: self.plain_http.clone(),
-        };
+        let options = options(&self.registry_ca, &self.plain_http)?;
         let allowed = AllowList::new(self.allow_registry.iter().map(|r| r.trim().to_owned()));
         if let Some(catalog) = catalog {
             return Ok(OciModules::sharing(options, allowed, catalog));
@@ -161,6 +139,20 @@ impl EngineRegistryArgs {
             .with_context(|| format!("the module store {}", root.display()))?;
         Ok(OciModules::new(blobs, options, allowed))
     }
+}
+
+/// The registries' CAs (`--registry-ca`, read) and plain-HTTP registries.
+fn options(registry_ca: &[PathBuf], plain_http: &[String]) -> anyhow::Result<OciOptions> {
+    let mut extra_ca_pem = Vec::new();
+    for path in registry_ca {
+        extra_ca_pem.push(
+            std::fs::read(path).with_context(|| format!("--registry-ca {}", path.display()))?,
+        );
+    }
+    Ok(OciOptions {
+        extra_ca_pem,
+        plain_http: plain_http.to_vec(),
+    })
 }
 
 /// The module name an OCI reference suggests: its repository's last segment.

@@ -334,6 +334,15 @@ pub fn is_oci(reference: &str) -> bool {
     reference.starts_with(SCHEME)
 }
 
+/// `oci://REGISTRY/REPOSITORY` of a reference, without its tag or digest.
+pub fn repository_of(reference: &str) -> &str {
+    let unpinned = reference.split('@').next().unwrap_or(reference);
+    match unpinned.rsplit_once(':') {
+        Some((repository, tag)) if !tag.contains('/') => repository,
+        _ => unpinned,
+    }
+}
+
 /// The registry (`host[:port]`) of an `oci://` reference.
 pub fn registry_of(reference: &str) -> Result<String, OciError> {
     Ok(parse(reference)?.registry().to_owned())

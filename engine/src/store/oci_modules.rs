@@ -380,6 +380,8 @@ where
             operation: name.clone(),
             source,
         };
+        // Refused before its Secrets are read.
+        oci.check_allowed(&wanted).map_err(failed)?;
         let credentials = auth(operation, wanted.clone()).await.map_err(failed)?;
         let resolved = oci.resolve(&wanted, &credentials).await.map_err(failed)?;
         if is_tag {
@@ -400,20 +402,11 @@ pub fn wanted<'a>(reference: &'a str, pinned: Option<&'a str>) -> &'a str {
         Some(pinned)
             if !reference.contains('@')
                 && pinned.contains('@')
-                && repository(pinned) == repository(reference) =>
+                && oci::repository_of(pinned) == oci::repository_of(reference) =>
         {
             pinned
         }
         _ => reference,
-    }
-}
-
-/// `oci://REGISTRY/REPOSITORY` of a reference, without its tag or digest.
-fn repository(reference: &str) -> &str {
-    let unpinned = reference.split('@').next().unwrap_or(reference);
-    match unpinned.rsplit_once(':') {
-        Some((repository, tag)) if !tag.contains('/') => repository,
-        _ => unpinned,
     }
 }
 
