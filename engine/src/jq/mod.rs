@@ -13,7 +13,7 @@
 //! (`.metadata.labels.x = "y"` creates `labels`, `del` of a missing path is a no-op):
 //! `prelude` rewrites the operators into jq's definitions and `paths` implements
 //! `setpath`, `delpaths` and the update loop. jq's outputs for a table of filters are in
-//! `engine/tests/jq_compat.rs`, with the differences that remain.
+//! `engine/tests/it/jq_compat.rs`, with the differences that remain.
 //!
 //! A filter is untrusted input, so every run is bounded (`budget`): by default it may
 //! take 1 s ([`Limits::time`]) and 16 MiB of stack for its recursion ([`Limits::stack`];
