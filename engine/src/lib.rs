@@ -27,28 +27,28 @@
 
 pub mod addons;
 pub mod agent;
-pub mod api;
+pub use operon_data::api;
 pub mod cluster;
 pub mod controllers;
 pub mod graph;
 pub mod hooks;
-pub mod jq;
+pub use operon_jq as jq;
 pub mod kubediag;
 pub mod manifest;
 pub mod metrics;
-pub mod model;
+pub use operon_data::model;
 pub mod node_ops;
 pub mod output_log;
 pub mod pipeline;
 pub mod runner;
 pub mod sandbox;
-pub mod schedule;
+pub use operon_data::schedule;
 pub mod script;
 pub mod serve;
 pub mod shell_operator;
 pub mod store;
 pub mod triggers;
-pub mod yaml_scan;
+pub use operon_data::yaml_scan;
 
 #[cfg(test)]
 mod test_tls;

@@ -148,20 +148,7 @@ pub(crate) fn json_patch_document(spec: &PatchSpec) -> Result<json_patch::Patch,
     })
 }
 
-/// The group and version of an `apiVersion` (`v1` → ("", "v1"), `apps/v1` → ("apps",
-/// "v1")), or why it is malformed.
-pub(crate) fn split_api_version(api_version: &str) -> Result<(String, String), String> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    if version.is_empty()
-        || version.contains('/')
-        || (api_version.contains('/') && group.is_empty())
-    {
-        return Err(format!(
-            "apiVersion {api_version:?} is not of the form `version` or `group/version`"
-        ));
-    }
-    Ok((group.to_owned(), version.to_owned()))
-}
+pub(crate) use crate::model::split_api_version;
 
 /// `namespace/name`, or `name` for cluster-scoped objects.
 pub(crate) fn namespaced_name(namespace: Option<&str>, name: &str) -> String {

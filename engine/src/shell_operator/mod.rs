@@ -14,7 +14,7 @@
 
 pub mod config;
 pub mod context;
-pub mod duration;
+pub use operon_data::duration;
 pub mod files;
 pub mod metrics;
 pub mod patches;

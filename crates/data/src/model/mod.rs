@@ -34,3 +34,18 @@ pub use selector::{
     FieldOperator, FieldRequirement, LabelOperator, LabelRequirement, LabelSelector,
     NamespaceSelector, WatchEvent,
 };
+
+/// The group and version of an `apiVersion` (`v1` → ("", "v1"), `apps/v1` → ("apps",
+/// "v1")), or why it is malformed.
+pub fn split_api_version(api_version: &str) -> Result<(String, String), String> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    if version.is_empty()
+        || version.contains('/')
+        || (api_version.contains('/') && group.is_empty())
+    {
+        return Err(format!(
+            "apiVersion {api_version:?} is not of the form `version` or `group/version`"
+        ));
+    }
+    Ok((group.to_owned(), version.to_owned()))
+}

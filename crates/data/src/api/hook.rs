@@ -431,7 +431,7 @@ fn grant_problems(
     problems: &mut Vec<(String, String)>,
 ) {
     if let Some(api_version) = grant.get("apiVersion").and_then(|v| v.as_str())
-        && let Err(reason) = crate::cluster::split_api_version(api_version)
+        && let Err(reason) = crate::model::split_api_version(api_version)
     {
         problems.push((format!("{at}.apiVersion"), reason));
     }

@@ -11,9 +11,9 @@
 //! the difference is what Operon adds: the limits, jq's path semantics and the
 //! conversion from and to `serde_json`.
 //!
-//! `cargo bench -p operon-engine --bench jq_filters`
+//! `cargo bench -p operon-jq --bench jq_filters`
 
-use operon::jq;
+use operon_jq as jq;
 use serde_json::{Value, json};
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -74,7 +74,7 @@ mod tests {
 
     #[test]
     fn the_committed_crds_match_the_types() {
-        let committed = include_str!("../../../deploy/crds/operon.dev.yaml");
+        let committed = include_str!("../../../../deploy/crds/operon.dev.yaml");
         assert_eq!(
             committed,
             crds_yaml(),

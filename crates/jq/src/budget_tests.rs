@@ -1,13 +1,13 @@
 //! Hostile filters meet their limits and the thread goes on; ordinary ones do not.
 
-use crate::jq::{
-    self, JqError, Limit, Limits, MAX_ARRAY_LENGTH, MAX_CLOSURE_CALLS, MAX_DEPTH, MAX_TEXT_BYTES,
+use crate::{
+    JqError, Limit, Limits, MAX_ARRAY_LENGTH, MAX_CLOSURE_CALLS, MAX_DEPTH, MAX_TEXT_BYTES,
 };
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 fn limit_of(filter: &str, limits: &Limits) -> Limit {
-    let compiled = jq::compile_uncached(filter).unwrap_or_else(|e| panic!("{filter}: {e}"));
+    let compiled = crate::compile_uncached(filter).unwrap_or_else(|e| panic!("{filter}: {e}"));
     match compiled.run_within(&Value::Null, limits) {
         Err(JqError::Limit { limit, filter: f }) => {
             assert_eq!(f, filter, "the error names the filter");
@@ -102,7 +102,7 @@ fn loops_of_definitions_with_filter_parameters_are_bounded() {
             "{filter}"
         );
     }
-    let outputs = jq::compile("def f(g): if . > 0 then . - 1 | f(g) else . end; 5000 | f(.)")
+    let outputs = crate::compile("def f(g): if . > 0 then . - 1 | f(g) else . end; 5000 | f(.)")
         .unwrap()
         .run(&Value::Null)
         .unwrap();
@@ -114,10 +114,11 @@ fn the_stack_limit_holds_on_a_thread_with_a_small_stack() {
     // Tokio's workers have 2 MiB; a run that needs more than the thread has is run
     // again on a stack of its own, so the limit is the same on every thread.
     let thread = std::thread::Builder::new().stack_size(256 << 10).spawn(|| {
-        let deep = jq::compile_uncached("def f: if . > 0 then [. - 1 | f] else . end; f | flatten")
-            .unwrap()
-            .run(&json!(150))
-            .unwrap();
+        let deep =
+            crate::compile_uncached("def f: if . > 0 then [. - 1 | f] else . end; f | flatten")
+                .unwrap()
+                .run(&json!(150))
+                .unwrap();
         let endless = limit_of("def f: [f]; f", &Limits::default());
         (deep, endless)
     });
@@ -149,7 +150,10 @@ fn values_nested_too_deep_are_refused_where_they_are_built() {
     }
     // Up to the limit is fine.
     let at_limit = format!("reduce range({}) as $i (0; [.]) | flatten", MAX_DEPTH);
-    let outputs = jq::compile(&at_limit).unwrap().run(&Value::Null).unwrap();
+    let outputs = crate::compile(&at_limit)
+        .unwrap()
+        .run(&Value::Null)
+        .unwrap();
     assert_eq!(outputs, vec![json!([0])]);
 }
 
@@ -159,7 +163,7 @@ fn inputs_nested_too_deep_are_refused() {
     for _ in 0..=MAX_DEPTH {
         deep = json!([deep]);
     }
-    let err = jq::compile(".").unwrap().run(&deep).unwrap_err();
+    let err = crate::compile(".").unwrap().run(&deep).unwrap_err();
     assert!(
         matches!(
             err,
@@ -183,7 +187,7 @@ fn arrays_are_bounded_in_length() {
         limit_of("[range(1e9)] | length", &Limits::default()),
         Limit::ArrayLength(MAX_ARRAY_LENGTH)
     );
-    let outputs = jq::compile("[range(1000)] | length")
+    let outputs = crate::compile("[range(1000)] | length")
         .unwrap()
         .run(&Value::Null)
         .unwrap();
@@ -193,7 +197,7 @@ fn arrays_are_bounded_in_length() {
 #[test]
 fn long_filter_texts_are_refused_before_parsing() {
     let text = "[".repeat(MAX_TEXT_BYTES + 1);
-    let err = jq::compile(&text).unwrap_err();
+    let err = crate::compile(&text).unwrap_err();
     assert!(
         matches!(
             err,
@@ -217,7 +221,7 @@ fn deeply_nested_filter_texts_compile_or_fail_without_crashing() {
         "1+".repeat(half) + "1",
         "{a:".repeat(MAX_TEXT_BYTES / 4 - 1) + "1" + &"}".repeat(MAX_TEXT_BYTES / 4 - 1),
     ] {
-        match jq::compile_uncached(&text).map(|f| f.run(&Value::Null)) {
+        match crate::compile_uncached(&text).map(|f| f.run(&Value::Null)) {
             Ok(Ok(_)) | Err(JqError::Compile { .. }) => {}
             Ok(Err(JqError::Limit {
                 limit: Limit::Stack(_) | Limit::Depth(_),
@@ -230,7 +234,7 @@ fn deeply_nested_filter_texts_compile_or_fail_without_crashing() {
 
 #[test]
 fn the_error_names_the_filter_and_the_limit() {
-    let err = jq::compile("last(range(1e18))")
+    let err = crate::compile("last(range(1e18))")
         .unwrap()
         .run_within(&Value::Null, &short())
         .unwrap_err();
@@ -238,7 +242,7 @@ fn the_error_names_the_filter_and_the_limit() {
         err.to_string(),
         r#"jq filter "last(range(1e18))" ran longer than its time limit of 200ms"#
     );
-    let err = jq::compile("def f: [f]; f")
+    let err = crate::compile("def f: [f]; f")
         .unwrap()
         .run(&Value::Null)
         .unwrap_err();
@@ -252,7 +256,7 @@ fn the_error_names_the_filter_and_the_limit() {
 fn the_thread_runs_ordinary_filters_after_a_limit() {
     let _ = limit_of("def f: [f]; f", &Limits::default());
     let _ = limit_of("last(range(1e18))", &short());
-    let outputs = jq::compile(r#".metadata.labels.foo = "bar" | .metadata.labels"#)
+    let outputs = crate::compile(r#".metadata.labels.foo = "bar" | .metadata.labels"#)
         .unwrap()
         .run(&json!({"metadata": {"labels": {"app": "web"}}}))
         .unwrap();

@@ -1,7 +1,7 @@
 //! Why a text is not a schedule: one variant per mistake, each message naming the part
 //! at fault and showing a form that works.
 
-use crate::shell_operator::duration::DurationError;
+use crate::duration::DurationError;
 use std::fmt;
 
 /// Why a text is not a schedule.

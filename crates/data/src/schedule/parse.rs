@@ -4,7 +4,7 @@
 use super::Rule;
 use super::error::{Field, FieldProblem, ScheduleError};
 use super::fields::{Bits, Fields};
-use crate::shell_operator::duration::{DurationError, parse_go_duration};
+use crate::duration::{DurationError, parse_go_duration};
 use jiff::tz::TimeZone;
 use std::time::Duration;
 

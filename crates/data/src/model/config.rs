@@ -235,7 +235,7 @@ impl fmt::Display for BindingId {
 }
 
 /// `kubernetes[2] "pods"`, or `kubernetes[2]` for a binding without a name.
-pub(crate) fn location(kind: BindingKind, index: usize, name: &str) -> String {
+pub fn location(kind: BindingKind, index: usize, name: &str) -> String {
     let id = BindingId { kind, index };
     if name.is_empty() {
         id.to_string()
@@ -272,21 +272,24 @@ impl fmt::Display for ConfigProblem {
     }
 }
 
-/// Problems found so far, all reported together at the end.
-pub(crate) struct Problems<'h> {
+/// Problems found so far in one hook's configuration, all reported together at the end.
+pub struct Problems<'h> {
     hook: &'h str,
-    pub(crate) list: Vec<ConfigProblem>,
+    /// The problems, in the order they were found.
+    pub list: Vec<ConfigProblem>,
 }
 
 impl<'h> Problems<'h> {
-    pub(crate) fn new(hook: &'h str) -> Self {
+    /// No problems yet with `hook`'s configuration.
+    pub fn new(hook: &'h str) -> Self {
         Self {
             hook,
             list: Vec::new(),
         }
     }
 
-    pub(crate) fn push(
+    /// One more problem: in `binding` (none for hook-wide fields), at `field`.
+    pub fn push(
         &mut self,
         binding: Option<&str>,
         field: impl Into<String>,
@@ -300,7 +303,8 @@ impl<'h> Problems<'h> {
         });
     }
 
-    pub(crate) fn finish<T>(self, value: T) -> Result<T, Vec<ConfigProblem>> {
+    /// `value` when nothing was found, else every problem.
+    pub fn finish<T>(self, value: T) -> Result<T, Vec<ConfigProblem>> {
         if self.list.is_empty() {
             Ok(value)
         } else {

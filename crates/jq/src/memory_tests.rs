@@ -1,11 +1,11 @@
 //! Filters that build values past the memory budget stop with a limit naming it;
 //! ordinary ones, and the operators' results and order of outputs, are unchanged.
 
-use crate::jq::{self, DEFAULT_MEMORY, JqError, Limit, Limits};
+use crate::{DEFAULT_MEMORY, JqError, Limit, Limits};
 use serde_json::{Value, json};
 
 fn run(filter: &str, input: &Value, limits: &Limits) -> Result<Vec<Value>, JqError> {
-    jq::compile_uncached(filter)
+    crate::compile_uncached(filter)
         .unwrap_or_else(|e| panic!("{filter}: {e}"))
         .run_within(input, limits)
 }
@@ -13,7 +13,7 @@ fn run(filter: &str, input: &Value, limits: &Limits) -> Result<Vec<Value>, JqErr
 fn memory_limit_of(filter: &str, input: &Value, limits: &Limits) {
     match run(filter, input, limits) {
         Err(JqError::Limit { filter: f, limit }) => {
-            assert_eq!(f, crate::jq::shorten(filter), "the error names the filter");
+            assert_eq!(f, crate::shorten(filter), "the error names the filter");
             assert_eq!(limit, Limit::Memory(limits.memory), "{filter}");
         }
         other => panic!("{filter}: expected the memory limit, got {other:?}"),
