@@ -10,7 +10,7 @@ use super::bindings;
 use super::convert;
 use super::host::CallState;
 use super::module::WitVersion;
-use crate::model;
+use operon_data::model;
 use wasmtime::Store;
 
 /// Where a call failed: before the guest ran (instantiation) or while it ran.

@@ -5,8 +5,8 @@
 //! does the work; each linked WIT version's `Host` impl only translates and calls it.
 
 use super::HostLimitExceeded;
-use crate::model::PatchOperation;
-use crate::sandbox::{bindings, convert};
+use crate::{bindings, convert};
+use operon_data::model::PatchOperation;
 
 /// Per-call state of the `kubernetes` interface.
 #[derive(Debug)]

@@ -14,10 +14,10 @@
 //! - [`seccomp`] is the `Localhost` seccomp profile Operon's pods run under, which
 //!   lets the sandbox create its namespaces inside a container.
 //!
-//! The two users of the sandbox live beside their contracts:
-//! [`crate::runner::script`] runs KubeDiag scripts as operations and
-//! [`crate::hooks::runner::script`] runs shell-operator hooks. Nothing here knows about
-//! graphs, queues, hooks' formats or the cluster.
+//! The two users of the sandbox live above it, beside their contracts: the engine's
+//! `runner::script` runs KubeDiag scripts as operations and `hooks::runner::script`
+//! runs shell-operator hooks. This crate must not know about graphs, queues, hooks'
+//! formats or the cluster: it depends on nothing of Operon but its data model.
 
 mod channel;
 pub mod error;

@@ -4,8 +4,8 @@
 //! translates its level and calls it.
 
 use super::HostLimitExceeded;
-use crate::model::{LogLevel, LogRecord};
-use crate::sandbox::{bindings, convert};
+use crate::{bindings, convert};
+use operon_data::model::{LogLevel, LogRecord};
 
 /// Per-call state of the `log` interface.
 #[derive(Debug)]

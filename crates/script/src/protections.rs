@@ -148,7 +148,7 @@ impl Protections {
 
     /// Logs the report and updates the metrics. A protection strict mode does without
     /// (`--strict-except`) is expected to be missing: its absence is logged at debug.
-    pub(crate) fn record(&self, run: &str) {
+    pub fn record(&self, run: &str) {
         let metrics = metrics();
         let expected = super::sandbox::strict_exceptions();
         for (name, state) in self.iter() {

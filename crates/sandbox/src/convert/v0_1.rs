@@ -5,8 +5,8 @@
 //! validating bindings carry neither `side-effects` nor `match-conditions`. Everything
 //! else is the shared translation, generated from the same macro as the current one.
 
-use crate::model;
-use crate::sandbox::bindings::v0_1::{kubernetes as wk, log as wl, metrics as wm, types as wt};
+use crate::bindings::v0_1::{kubernetes as wk, log as wl, metrics as wm, types as wt};
+use operon_data::model;
 
 super::shared::shared_conversions!();
 

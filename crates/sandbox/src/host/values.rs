@@ -9,7 +9,7 @@
 //! bounded by the call's patch budgets.
 
 use super::HostLimitExceeded;
-use crate::sandbox::bindings;
+use crate::bindings;
 
 /// The values a module or global hook's call sees, as JSON documents
 /// (`{"global": ..., "<valuesKey>": ...}`).

@@ -25,7 +25,7 @@
 #[allow(missing_docs)]
 pub mod operation {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "operon:engine/operation",
         imports: { default: trappable },
         exports: { default: async },
@@ -37,7 +37,7 @@ pub mod operation {
 #[allow(missing_docs)]
 pub mod hook {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "operon:engine/hook",
         imports: { default: trappable },
         exports: { default: async },
@@ -56,7 +56,7 @@ pub mod hook {
 #[allow(missing_docs)]
 pub mod module_enabled {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "operon:engine/module-enabled",
         imports: { default: trappable },
         exports: { default: async },
@@ -78,7 +78,7 @@ pub mod v0_2 {
     #[allow(missing_docs)]
     pub mod operation {
         wasmtime::component::bindgen!({
-            path: "../wit/legacy/v0.2.0",
+            path: "../../wit/legacy/v0.2.0",
             world: "operon:engine/operation",
             imports: { default: trappable },
             exports: { default: async },
@@ -91,7 +91,7 @@ pub mod v0_2 {
     #[allow(missing_docs)]
     pub mod hook {
         wasmtime::component::bindgen!({
-            path: "../wit/legacy/v0.2.0",
+            path: "../../wit/legacy/v0.2.0",
             world: "operon:engine/hook",
             imports: { default: trappable },
             exports: { default: async },
@@ -115,7 +115,7 @@ pub mod v0_1 {
     #[allow(missing_docs)]
     pub mod operation {
         wasmtime::component::bindgen!({
-            path: "../wit/legacy/v0.1.0",
+            path: "../../wit/legacy/v0.1.0",
             world: "operon:engine/operation",
             imports: { default: trappable },
             exports: { default: async },
@@ -128,7 +128,7 @@ pub mod v0_1 {
     #[allow(missing_docs)]
     pub mod hook {
         wasmtime::component::bindgen!({
-            path: "../wit/legacy/v0.1.0",
+            path: "../../wit/legacy/v0.1.0",
             world: "operon:engine/hook",
             imports: { default: trappable },
             exports: { default: async },

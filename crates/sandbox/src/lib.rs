@@ -8,9 +8,9 @@
 //! `Store` with a WASI context that grants nothing, bounded stdout/stderr, a memory limit
 //! and a deadline, and returns a [`CallReport`] whose failures are typed ([`CallError`]).
 //!
-//! This module knows nothing about Kubernetes, Diagnoses or hooks' semantics: it runs
+//! This crate knows nothing about Kubernetes, Diagnoses or hooks' semantics: it runs
 //! a component and reports what it returned and submitted. Its API speaks
-//! [`crate::model`]; the WIT-generated types ([`bindings`]) stay inside it, translated
+//! [`operon_data::model`]; the WIT-generated types ([`bindings`]) stay inside it, translated
 //! in one place ([`convert`]).
 //!
 //! Every published version of the `operon:engine` WIT package is linked ([`WitVersion`]:
@@ -37,12 +37,12 @@ pub use host::values::{HookValues, ValuesPatches};
 pub use limits::{CallLimits, ReadOnlyDir};
 pub use module::{HookModule, OperationModule, WASM_MAGIC, WitVersion, World};
 
-use crate::model::{
+use exports::{HookExports, HookPre, OperationExports, OperationPre, Outcome, Phase};
+use host::{CallState, HostLimitExceeded};
+use operon_data::model::{
     BindingType, HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, OperationInput,
     OperationOutput, PatchOperation,
 };
-use exports::{HookExports, HookPre, OperationExports, OperationPre, Outcome, Phase};
-use host::{CallState, HostLimitExceeded};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -5,8 +5,8 @@
 //! `lifecycle` bindings, and its hook world no `values` interface. Everything else is
 //! the shared translation, generated from the same macro as the current one.
 
-use crate::model;
-use crate::sandbox::bindings::v0_2::{kubernetes as wk, log as wl, metrics as wm, types as wt};
+use crate::bindings::v0_2::{kubernetes as wk, log as wl, metrics as wm, types as wt};
+use operon_data::model;
 
 super::shared::shared_conversions!();
 

@@ -1,4 +1,4 @@
-//! The one place that knows both Operon's data model ([`crate::model`]) and the types
+//! The one place that knows both Operon's data model ([`operon_data::model`]) and the types
 //! generated from the WIT package ([`super::bindings`]), and translates between them.
 //!
 //! Inputs go to the guest as WIT values; whatever the guest returns or submits comes
@@ -20,7 +20,7 @@ pub mod v0_1;
 pub mod v0_2;
 
 use super::bindings::{kubernetes as wk, log as wl, metrics as wm, types as wt};
-use crate::model;
+use operon_data::model;
 
 shared::shared_conversions!();
 

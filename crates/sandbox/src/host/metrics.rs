@@ -4,8 +4,8 @@
 //! translates and calls it.
 
 use super::HostLimitExceeded;
-use crate::model::MetricOperation;
-use crate::sandbox::{bindings, convert};
+use crate::{bindings, convert};
+use operon_data::model::MetricOperation;
 
 /// Per-call state of the `metrics` interface.
 #[derive(Debug)]
@@ -117,7 +117,7 @@ impl bindings::v0_1::metrics::Host for MetricsState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Sample;
+    use operon_data::model::Sample;
 
     fn sample(name: &str) -> MetricOperation {
         MetricOperation::Set(Sample {
@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn both_contract_versions_submit_into_the_same_buffer() {
-        use crate::sandbox::bindings::{metrics as v0_2, v0_1};
+        use crate::bindings::{metrics as v0_2, v0_1};
         let mut state = MetricsState::new(4);
         let current = v0_2::MetricOperation::ExpireGroup("nodes".to_owned());
         let legacy = v0_1::metrics::MetricOperation::ExpireGroup("pods".to_owned());
