@@ -27,8 +27,8 @@
 
 pub mod addons;
 pub mod agent;
+pub use operon_cluster as cluster;
 pub use operon_data::api;
-pub mod cluster;
 pub mod controllers;
 pub mod graph;
 pub mod hooks;

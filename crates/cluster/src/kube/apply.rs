@@ -8,12 +8,12 @@
 //! `MergePatch` and `JSONPatch` are PATCH requests. Every write names the field manager.
 
 use super::{FIELD_MANAGER, KubeCluster, api_error, request_for};
-use crate::cluster::{
+use crate::{
     Cluster as _, ClusterError, Resource, describe_ref, json_patch_document, merge_patch_document,
     namespaced_name,
 };
-use crate::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
 use ::kube::api::{DeleteParams, GetParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use operon_data::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -222,7 +222,7 @@ async fn delete(
 
 async fn jq_patch(cluster: &KubeCluster, spec: &JqPatchSpec) -> Result<(), ClusterError> {
     let what = format!("JQPatch of {}", describe_ref(&spec.target));
-    let filter = crate::jq::compile(&spec.jq_filter).map_err(|e| ClusterError::Invalid {
+    let filter = operon_jq::compile(&spec.jq_filter).map_err(|e| ClusterError::Invalid {
         what: what.clone(),
         reason: e.to_string(),
     })?;
@@ -251,7 +251,7 @@ async fn jq_patch(cluster: &KubeCluster, spec: &JqPatchSpec) -> Result<(), Clust
             }
             other => other?,
         };
-        let patched = match crate::jq::without_blocking_runtime(|| filter.run_one(&current)) {
+        let patched = match operon_jq::without_blocking_runtime(|| filter.run_one(&current)) {
             Ok(patched) => patched,
             Err(e) => {
                 return Ok(Some(ClusterError::Invalid {

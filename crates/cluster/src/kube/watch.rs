@@ -12,13 +12,13 @@
 //! which API servers before 1.27 reject.
 
 use super::api_error;
-use crate::cluster::{ClusterError, Event, EventStream, Resource, Selector};
-use crate::model::{FieldOperator, LabelOperator, LabelSelector, WatchEvent};
+use crate::{ClusterError, Event, EventStream, Resource, Selector};
 use ::kube::Client;
 use ::kube::api::{Api, ApiResource, DynamicObject};
 use ::kube::runtime::WatchStreamExt as _;
 use ::kube::runtime::watcher::{self, watcher};
 use futures::StreamExt as _;
+use operon_data::model::{FieldOperator, LabelOperator, LabelSelector, WatchEvent};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::future::Future;

@@ -1,9 +1,9 @@
 //! A hostile JQPatch filter fails by its limit without stalling the runtime, and a
 //! write made while a filter runs is not lost.
 
-use crate::cluster::local::LocalCluster;
-use crate::cluster::{Cluster, ClusterError};
-use crate::model::{JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
+use crate::local::LocalCluster;
+use crate::{Cluster, ClusterError};
+use operon_data::model::{JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -86,7 +86,7 @@ fn a_hostile_filter_fails_by_its_limit_and_the_runtime_keeps_ticking() {
         let (result, took) = run.await.unwrap();
         let during = ticks.load(Ordering::SeqCst) - at_start;
         ticker.abort();
-        let limits = crate::jq::configured_limits();
+        let limits = operon_jq::configured_limits();
         match result {
             Err(ClusterError::Invalid { what, reason }) => {
                 assert_eq!(what, "JQPatch of ConfigMap prod/settings");

@@ -3,7 +3,7 @@
 //! engine started resolves without a restart).
 
 use super::api_error;
-use crate::cluster::{ClusterError, Resource, split_api_version};
+use crate::{ClusterError, Resource, split_api_version};
 use ::kube::Client;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use std::collections::HashMap;

@@ -2,8 +2,8 @@
 //! names as lists, label selectors with `matchLabels` and `matchExpressions`, field
 //! selectors compared as strings.
 
-use crate::cluster::{Resource, Selector};
-use crate::model::{FieldOperator, FieldRequirement, LabelOperator, LabelSelector};
+use crate::{Resource, Selector};
+use operon_data::model::{FieldOperator, FieldRequirement, LabelOperator, LabelSelector};
 use serde_json::{Map, Value};
 
 impl Selector {

@@ -14,20 +14,20 @@ mod retry;
 mod throttle;
 mod watch;
 
-#[cfg(test)]
-pub(crate) mod mock;
+#[cfg(any(test, feature = "mock"))]
+pub mod mock;
 #[cfg(test)]
 mod tests;
 
 pub use retry::{MAX_RETRY_AFTER, Patient, REQUEST_TIMEOUT};
 pub use throttle::Throttle;
 
-use crate::cluster::{Cluster, ClusterError, EventStream, Resource, Selector, namespaced_name};
-use crate::model::PatchOperation;
+use crate::{Cluster, ClusterError, EventStream, Resource, Selector, namespaced_name};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::{Client, Config};
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
+use operon_data::model::PatchOperation;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Reading Kubernetes objects from fixture text: multi-document YAML (JSON is YAML
 //! too), `kind: List` and typed lists (`PodList`) expanded into their items.
 
-use crate::cluster::ClusterError;
+use crate::ClusterError;
 use serde::Deserialize as _;
 use serde_json::Value;
 

@@ -11,8 +11,8 @@
 //! precondition), or run it again on the newer object.
 
 use super::LocalCluster;
-use crate::cluster::{ClusterError, describe_ref};
-use crate::model::{JqPatchSpec, ObjectRef};
+use crate::{ClusterError, describe_ref};
+use operon_data::model::{JqPatchSpec, ObjectRef};
 use serde_json::Value;
 use std::cell::Cell;
 
@@ -28,12 +28,12 @@ impl LocalCluster {
             reason,
         };
         // Compiled (or fetched from the cache) before anything else.
-        let filter = crate::jq::compile(&spec.jq_filter).map_err(|e| invalid(e.to_string()))?;
+        let filter = operon_jq::compile(&spec.jq_filter).map_err(|e| invalid(e.to_string()))?;
         for _ in 0..ATTEMPTS {
             let read = self.object_at(&spec.target)?;
             let patched = match &read {
                 Some(object) => Some(
-                    crate::jq::without_blocking_runtime(|| filter.run_one(object))
+                    operon_jq::without_blocking_runtime(|| filter.run_one(object))
                         .map_err(|e| invalid(e.to_string()))?,
                 ),
                 None => None,

@@ -1,19 +1,19 @@
 //! An API server that asks to wait (`Retry-After` on a 429 or 5xx) or does not answer
-//! in time, through [`Patient`](crate::cluster::kube::Patient) as `KubeCluster::connect`
+//! in time, through [`Patient`](crate::kube::Patient) as `KubeCluster::connect`
 //! builds it. The clock is tokio's paused one, so each wait is asserted to the second.
 
 use super::{Server, discovery_answer, pod};
-use crate::cluster::kube::mock::Call;
-use crate::cluster::kube::{KubeCluster, MAX_RETRY_AFTER, Patient, REQUEST_TIMEOUT};
-use crate::cluster::{Cluster as _, ClusterError, Resource, Selector};
-use crate::model::{CreateSpec, PatchOperation};
+use crate::kube::mock::Call;
+use crate::kube::{KubeCluster, MAX_RETRY_AFTER, Patient, REQUEST_TIMEOUT};
+use crate::{Cluster as _, ClusterError, Resource, Selector};
+use operon_data::model::{CreateSpec, PatchOperation};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
 fn patient() -> (Arc<KubeCluster>, Server) {
-    let (client, api) = crate::cluster::kube::mock::pair();
+    let (client, api) = crate::kube::mock::pair();
     let client = Patient::new(client).into_client("default");
     (Arc::new(KubeCluster::new(client)), Server { api })
 }

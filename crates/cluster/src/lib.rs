@@ -10,9 +10,9 @@
 pub mod kube;
 pub mod local;
 
-use crate::model::{FieldRequirement, LabelSelector, WatchEvent};
-use crate::model::{ObjectRef, PatchOperation, PatchSpec};
 use futures::future::BoxFuture;
+use operon_data::model::{FieldRequirement, LabelSelector, WatchEvent};
+use operon_data::model::{ObjectRef, PatchOperation, PatchSpec};
 use serde_json::Value;
 
 /// A resolved resource type.
@@ -121,7 +121,7 @@ pub enum ClusterError {
 }
 
 /// `Kind namespace/name` (or `Kind name`) for messages.
-pub(crate) fn describe_ref(target: &ObjectRef) -> String {
+pub fn describe_ref(target: &ObjectRef) -> String {
     format!(
         "{} {}",
         target.kind,
@@ -148,10 +148,10 @@ pub(crate) fn json_patch_document(spec: &PatchSpec) -> Result<json_patch::Patch,
     })
 }
 
-pub(crate) use crate::model::split_api_version;
+pub use operon_data::model::split_api_version;
 
 /// `namespace/name`, or `name` for cluster-scoped objects.
-pub(crate) fn namespaced_name(namespace: Option<&str>, name: &str) -> String {
+pub fn namespaced_name(namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) => format!("{ns}/{name}"),
         None => name.to_owned(),

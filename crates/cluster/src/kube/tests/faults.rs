@@ -6,8 +6,8 @@
 //! write is not sent twice.
 
 use super::{mock, pod};
-use crate::cluster::{Cluster as _, ClusterError, Event, Resource, Selector};
-use crate::model::{CreateSpec, PatchOperation, WatchEvent};
+use crate::{Cluster as _, ClusterError, Event, Resource, Selector};
+use operon_data::model::{CreateSpec, PatchOperation, WatchEvent};
 use serde_json::{Value, json};
 
 fn pods() -> Resource {

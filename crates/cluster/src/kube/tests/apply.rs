@@ -1,9 +1,9 @@
 //! The nine patch operations as API requests.
 
 use super::{Server, mock};
-use crate::cluster::kube::KubeCluster;
-use crate::cluster::{Cluster as _, ClusterError};
-use crate::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
+use crate::kube::KubeCluster;
+use crate::{Cluster as _, ClusterError};
+use operon_data::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::task::JoinHandle;

@@ -10,28 +10,32 @@ use serde_json::{Value, json};
 use tower_test::mock::{Handle, SendResponse};
 
 /// A client whose requests reach the returned mock.
-pub(crate) fn pair() -> (Client, MockApi) {
+pub fn pair() -> (Client, MockApi) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     (Client::new(service, "default"), MockApi { handle })
 }
 
 /// The API server's side of [`pair`].
-pub(crate) struct MockApi {
+pub struct MockApi {
     handle: Handle<Request<Body>, Response<Body>>,
 }
 
 /// One request the client sent, to be answered.
-pub(crate) struct Call {
-    pub(crate) method: String,
-    pub(crate) uri: String,
-    pub(crate) content_type: Option<String>,
-    pub(crate) body: Vec<u8>,
+pub struct Call {
+    /// The HTTP method.
+    pub method: String,
+    /// The path and query.
+    pub uri: String,
+    /// The request's `Content-Type`, if it had one.
+    pub content_type: Option<String>,
+    /// The request body.
+    pub body: Vec<u8>,
     respond: SendResponse<Response<Body>>,
 }
 
 impl Call {
     /// The body as JSON.
-    pub(crate) fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!(
                 "{} {} has no JSON body ({e}): {:?}",
@@ -43,12 +47,12 @@ impl Call {
     }
 
     /// Answers with `body` as JSON.
-    pub(crate) fn answer(self, status: u16, body: impl serde::Serialize) {
+    pub fn answer(self, status: u16, body: impl serde::Serialize) {
         self.answer_raw(status, serde_json::to_vec(&body).unwrap());
     }
 
     /// Answers with `body` as it is.
-    pub(crate) fn answer_raw(self, status: u16, body: Vec<u8>) {
+    pub fn answer_raw(self, status: u16, body: Vec<u8>) {
         let response = Response::builder()
             .status(StatusCode::from_u16(status).unwrap())
             .header("content-type", "application/json")
@@ -58,7 +62,7 @@ impl Call {
     }
 
     /// Answers with an API `Status` failure that carries `Retry-After: seconds`.
-    pub(crate) fn fail_retry_after(self, code: u16, reason: &str, seconds: &str) {
+    pub fn fail_retry_after(self, code: u16, reason: &str, seconds: &str) {
         let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                           "status": "Failure", "code": code, "reason": reason,
                           "message": reason, "details": {"retryAfterSeconds": 1}});
@@ -73,7 +77,7 @@ impl Call {
 
     /// Answers with a 429 or 5xx whose `Retry-After` is an HTTP-date, with the
     /// response's own `Date`.
-    pub(crate) fn fail_retry_at(self, code: u16, retry_after: &str, date: &str) {
+    pub fn fail_retry_at(self, code: u16, retry_after: &str, date: &str) {
         let response = Response::builder()
             .status(StatusCode::from_u16(code).unwrap())
             .header("retry-after", retry_after)
@@ -84,7 +88,7 @@ impl Call {
     }
 
     /// Answers with an API `Status` failure.
-    pub(crate) fn fail(self, code: u16, reason: &str, message: &str) {
+    pub fn fail(self, code: u16, reason: &str, message: &str) {
         self.answer(
             code,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -95,14 +99,14 @@ impl Call {
 
 impl MockApi {
     /// The next request, within 30 s.
-    pub(crate) async fn next(&mut self) -> Call {
+    pub async fn next(&mut self) -> Call {
         tokio::time::timeout(std::time::Duration::from_secs(30), self.receive())
             .await
             .expect("the client sent no request within 30 s")
     }
 
     /// The next request, however long it takes (for tests on a paused clock).
-    pub(crate) async fn receive(&mut self) -> Call {
+    pub async fn receive(&mut self) -> Call {
         let (request, respond) = self
             .handle
             .next_request()
@@ -122,7 +126,7 @@ impl MockApi {
     }
 
     /// Asserts that the client sends nothing more right now.
-    pub(crate) async fn quiet(&mut self) {
+    pub async fn quiet(&mut self) {
         tokio::task::yield_now().await;
         let next = tokio::time::timeout(
             std::time::Duration::from_millis(50),

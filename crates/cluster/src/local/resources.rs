@@ -2,8 +2,8 @@
 //! registered from CustomResourceDefinitions in fixtures, and kinds guessed from
 //! fixture objects.
 
-pub(super) use crate::cluster::split_api_version;
-use crate::cluster::{ClusterError, Resource};
+pub(super) use crate::split_api_version;
+use crate::{ClusterError, Resource};
 use serde_json::Value;
 
 /// A resource type with what the API server would know about it beyond [`Resource`].
@@ -347,7 +347,7 @@ pub(super) fn builtin() -> Vec<ResourceInfo> {
             CLUSTER,
             STATUS,
         ),
-        // Operon's own kinds, as declared by `crate::api`.
+        // Operon's own kinds, as declared by `operon_data::api`.
         (
             "operon.dev/v1alpha1",
             "Operation",

@@ -2,11 +2,11 @@
 //! patch operation, through the `Cluster` trait where the hook engine uses it.
 
 use super::*;
-use crate::model::{
+use futures::executor::block_on;
+use operon_data::model::{
     FieldOperator, FieldRequirement, LabelOperator, LabelRequirement, LabelSelector,
 };
-use crate::model::{JqPatchSpec, PatchSpec};
-use futures::executor::block_on;
+use operon_data::model::{JqPatchSpec, PatchSpec};
 use serde_json::json;
 
 const FIXTURES: &str = r#"
@@ -1181,7 +1181,7 @@ fn jq_patch_replaces_the_object_with_the_filter_output() {
     assert!(after["spec"].get("nodeName").is_none());
     assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
     // The filter is compiled once and reused from the cache.
-    assert!(crate::jq::compile(&spec.jq_filter).is_ok());
+    assert!(operon_jq::compile(&spec.jq_filter).is_ok());
     let version = cluster.resource_version();
     apply(&cluster, PatchOperation::JqPatch(spec)).unwrap();
     assert_eq!(

@@ -25,10 +25,10 @@ mod write;
 pub use fixtures::{FixtureError, FixtureLocation};
 pub use selector::{field_matches, field_value, labels_match};
 
-use crate::cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector, describe_ref};
-use crate::model::WatchEvent;
-use crate::model::{CreateSpec, ObjectRef, PatchOperation};
+use crate::{Cluster, ClusterError, Event, EventStream, Resource, Selector, describe_ref};
 use futures::future::BoxFuture;
+use operon_data::model::WatchEvent;
+use operon_data::model::{CreateSpec, ObjectRef, PatchOperation};
 use resources::ResourceInfo;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, btree_map};

@@ -1,8 +1,8 @@
 //! Discovery, shared list+watch, re-lists after `410 Gone`.
 
 use super::{discovery_answer, mock, pod};
-use crate::cluster::{Cluster as _, ClusterError, Event, Resource, Selector};
-use crate::model::{FieldOperator, FieldRequirement, LabelSelector, WatchEvent};
+use crate::{Cluster as _, ClusterError, Event, Resource, Selector};
+use operon_data::model::{FieldOperator, FieldRequirement, LabelSelector, WatchEvent};
 use serde_json::{Value, json};
 
 fn pods() -> Resource {
