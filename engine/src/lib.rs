@@ -37,18 +37,15 @@ pub mod kubediag;
 pub mod manifest;
 pub mod metrics;
 pub use operon_data::model;
-pub mod node_ops;
-pub mod output_log;
+pub use operon_runner::node_ops;
+pub use operon_runner::output_log;
 pub mod pipeline;
-pub mod runner;
 pub use operon_data::schedule;
+pub use operon_runner::runner;
 pub use operon_sandbox as sandbox;
 pub use operon_script as script;
 pub mod serve;
 pub mod shell_operator;
-pub mod store;
+pub use operon_runner::store;
 pub mod triggers;
 pub use operon_data::yaml_scan;
-
-#[cfg(test)]
-mod test_tls;

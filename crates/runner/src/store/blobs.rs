@@ -7,7 +7,7 @@
 //! when the store is opened. Reads check the digest again, so a blob damaged or altered
 //! on disk is refused rather than run.
 
-use crate::sandbox::ModuleDigest;
+use operon_sandbox::ModuleDigest;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;

@@ -3,7 +3,7 @@
 //! bytes it holds. [`super::ModuleLocator`] resolves names and digests through it.
 
 use super::blobs::BlobStore;
-use crate::sandbox::ModuleDigest;
+use operon_sandbox::ModuleDigest;
 use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 

@@ -4,13 +4,13 @@
 //! Unlike KubeDiag, https verifies the server's certificate against the system's roots.
 
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
-use crate::api::HttpServer;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use operon_data::api::HttpServer;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 

@@ -6,7 +6,7 @@
 //! [`Platform`], so every runner spells the same facts the same way.
 
 use super::RunRequest;
-use crate::model::{OwnerReference, RunnerContext};
+use operon_data::model::{OwnerReference, RunnerContext};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -98,7 +98,7 @@ impl RunContext {
                 .owner
                 .clone()
                 .map(|(kind, name, uid)| OwnerReference {
-                    api_version: crate::api::API_VERSION.to_owned(),
+                    api_version: operon_data::api::API_VERSION.to_owned(),
                     kind,
                     name,
                     uid,

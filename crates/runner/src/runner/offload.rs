@@ -13,9 +13,9 @@
 //! cannot be mounted in the Diagnosis' namespace.
 
 use super::job::{INPUT_DIR, JobRunner, RESULT_PATH};
-use crate::api::WasmProcessor;
-use crate::sandbox::ModuleDigest;
 use crate::store::ModuleCatalog;
+use operon_data::api::WasmProcessor;
+use operon_sandbox::ModuleDigest;
 use std::sync::Arc;
 
 /// The input ConfigMap's key holding the module API's CA.
@@ -165,10 +165,10 @@ impl OffloadTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Operation, OperationSpec, Processor, WasmRunOn};
     use crate::runner::RunRequest;
     use crate::runner::processors::{ProcessorError, ProcessorSettings, Processors};
-    use crate::sandbox::ModuleDigest;
+    use operon_data::api::{Operation, OperationSpec, Processor, WasmRunOn};
+    use operon_sandbox::ModuleDigest;
     use std::time::Duration;
 
     fn offloaded(module: &str) -> Operation {
@@ -247,7 +247,7 @@ mod tests {
     async fn on_diagnosis_node_pins_the_pod_to_the_diagnosis_node() {
         let mut op = offloaded(operon_tests::ECHO);
         let wasm = op.spec.processor.wasm.as_mut().unwrap();
-        wasm.job = Some(crate::api::WasmJob {
+        wasm.job = Some(operon_data::api::WasmJob {
             on_diagnosis_node: true,
             ..Default::default()
         });

@@ -3,9 +3,9 @@
 use super::context::{Platform, RunContext};
 use super::node_paths::NodeRoot;
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
-use crate::model::{OperationInput, PatchOperation};
-use crate::sandbox::{CallLimits, OperationModule, ReadOnlyDir, Sandbox};
 use futures::future::BoxFuture;
+use operon_data::model::{OperationInput, PatchOperation};
+use operon_sandbox::{CallLimits, OperationModule, ReadOnlyDir, Sandbox};
 use std::collections::BTreeMap;
 
 /// Runs an operation component's `run` export.

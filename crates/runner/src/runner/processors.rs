@@ -15,10 +15,10 @@ use super::node_paths::NodeRoot;
 use super::offload::{OffloadError, OffloadTarget};
 use super::script::{SandboxedScriptRunner, ScriptSource};
 use super::wasm::WasmRunner;
-use crate::api::Operation;
-use crate::sandbox::{self, CallLimits, EngineError, LoadError, Sandbox, SandboxConfig};
-use crate::script::{LazyScriptSandbox, SandboxError, ScriptSandbox, ScriptStore};
 use crate::store::{ModuleError, ModuleLocator};
+use operon_data::api::Operation;
+use operon_sandbox::{self as sandbox, CallLimits, EngineError, LoadError, Sandbox, SandboxConfig};
+use operon_script::{LazyScriptSandbox, SandboxError, ScriptSandbox, ScriptStore};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -313,7 +313,7 @@ pub fn timeout(operation: &Operation) -> Duration {
 pub fn sync_scripts<'a>(
     store: &ScriptStore,
     operations: impl IntoIterator<Item = &'a Operation>,
-) -> Result<crate::script::SyncReport, crate::script::StoreError> {
+) -> Result<operon_script::SyncReport, operon_script::StoreError> {
     let scripts: Vec<(&str, &str)> = operations
         .into_iter()
         .filter_map(|op| {
@@ -323,7 +323,7 @@ pub fn sync_scripts<'a>(
         })
         .collect();
     let report = store.sync(scripts)?;
-    if report != crate::script::SyncReport::default() {
+    if report != operon_script::SyncReport::default() {
         tracing::info!(created = ?report.created, replaced = ?report.replaced,
             removed = ?report.removed, store = %store.path().display(), "script store synchronised");
     }

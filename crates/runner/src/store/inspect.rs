@@ -5,7 +5,7 @@
 //! the compiled artifact by digest: a module that passed is ready to run, and the
 //! first run pays no compilation.
 
-use crate::sandbox::{LoadError, ModuleDigest, Sandbox, WitVersion, World};
+use operon_sandbox::{LoadError, ModuleDigest, Sandbox, WitVersion, World};
 use wasmparser::{Parser, Payload};
 
 /// What the store records about a module.
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn junk_and_core_modules_are_named_in_the_error() {
-        let sandbox = Sandbox::new(crate::sandbox::SandboxConfig {
+        let sandbox = Sandbox::new(operon_sandbox::SandboxConfig {
             cache_dir: None,
             ..Default::default()
         })

@@ -7,7 +7,7 @@
 
 use super::Runner;
 use super::processors::{ProcessorError, Processors};
-use crate::api::HttpServer;
+use operon_data::api::HttpServer;
 use std::sync::Arc;
 
 /// The path prefix of KubeDiag's built-in processors.

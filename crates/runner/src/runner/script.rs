@@ -12,8 +12,8 @@
 use super::context::{Platform, RunContext};
 use super::node_paths::{NODE_ROOT_ENV, NodeRoot};
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
-use crate::script::{Limits, OutputMode, RunStatus, SandboxRequest, ScriptSandbox, ScriptStore};
 use futures::future::BoxFuture;
+use operon_script::{Limits, OutputMode, RunStatus, SandboxRequest, ScriptSandbox, ScriptStore};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -8,8 +8,6 @@
 //! and no more. The Diagnosis is read afresh (not from the run's copy) and must still
 //! be the one the run is for (same uid).
 
-use crate::api::Diagnosis;
-use crate::cluster::kube::FIELD_MANAGER;
 use crate::runner::{RunError, RunOutput, RunRequest};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -17,6 +15,8 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use operon_cluster::kube::FIELD_MANAGER;
+use operon_data::api::Diagnosis;
 use std::collections::BTreeMap;
 
 /// A change of the node's schedulability.

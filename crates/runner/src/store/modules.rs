@@ -5,7 +5,7 @@
 
 use super::catalog::ModuleCatalog;
 use super::oci_modules::OciModules;
-use crate::sandbox::ModuleDigest;
+use operon_sandbox::ModuleDigest;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

@@ -17,12 +17,12 @@ mod node;
 mod pods;
 mod systemd;
 
-use crate::api::{Operation, OperationSpec, Processor, WasmProcessor};
 use crate::runner::builtin::BuiltIns;
 use crate::runner::processors::{ProcessorError, Processors};
 use crate::runner::{RunError, RunOutput, RunRequest, Runner};
 use futures::future::BoxFuture;
 use kube::Client;
+use operon_data::api::{Operation, OperationSpec, Processor, WasmProcessor};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;

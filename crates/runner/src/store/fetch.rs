@@ -6,9 +6,9 @@
 //! the Secret exists) is waited for: fetches fail, saying so, until it arrives.
 
 use super::blobs::{BlobError, BlobStore};
-use crate::api::ModuleSource;
-use crate::sandbox::ModuleDigest;
 use http_body_util::{BodyExt as _, Empty, Limited};
+use operon_data::api::ModuleSource;
+use operon_sandbox::ModuleDigest;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::path::{Path, PathBuf};
@@ -492,7 +492,7 @@ pub fn host_port(url: &str) -> Option<(String, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_tls::ca_and_server;
+    use operon_tests::pki::ca_and_server;
 
     #[test]
     fn urls_give_host_and_port() {

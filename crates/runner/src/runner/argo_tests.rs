@@ -2,8 +2,8 @@
 //! outputs mapped to results, re-attaching, and the dry run.
 
 use super::*;
-use crate::api::{ArgoParameter, WorkflowTemplateRef};
-use crate::cluster::kube::mock::{self, Call, MockApi};
+use operon_cluster::kube::mock::{self, Call, MockApi};
+use operon_data::api::{ArgoParameter, WorkflowTemplateRef};
 use std::sync::Arc;
 
 fn request() -> RunRequest {

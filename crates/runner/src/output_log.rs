@@ -8,7 +8,7 @@
 //! run may print in all is bounded by the sandboxes' output limits. The log records a
 //! wasm guest emits through the WIT log interface keep their level and fields.
 
-use crate::model::{LogLevel, LogRecord};
+use operon_data::model::{LogLevel, LogRecord};
 use serde_json::{Map, Value};
 
 /// The longest line logged as it is (shell-operator's bound); longer ones are cut.

@@ -21,7 +21,6 @@ pub use spec::{HOOK_UID_LABEL, INPUT_DIR, RESULT_PATH, input_variable, job_name}
 
 use super::context::{Platform, RunContext};
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
-use crate::api::{JobProcessor, JobResultSource};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
@@ -29,6 +28,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams, PropagationPolicy};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
+use operon_data::api::{JobProcessor, JobResultSource};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -100,7 +100,7 @@ fn is_conflict(e: &kube::Error) -> bool {
 fn post_params(dry_run: bool) -> PostParams {
     PostParams {
         dry_run,
-        field_manager: Some(crate::cluster::kube::FIELD_MANAGER.to_owned()),
+        field_manager: Some(operon_cluster::kube::FIELD_MANAGER.to_owned()),
     }
 }
 

@@ -7,12 +7,12 @@
 
 use super::catalog::ModuleCatalog;
 use super::fetch::Fetcher;
-use crate::api::{Hook, Module, ModuleSource, Operation};
-use crate::sandbox::{ModuleDigest, Sandbox};
 use futures::StreamExt as _;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use kube::{Api, Client, ResourceExt as _};
+use operon_data::api::{Hook, Module, ModuleSource, Operation};
+use operon_sandbox::{ModuleDigest, Sandbox};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,7 +59,7 @@ impl ReplicaOptions {
 /// Whether the API server serves the Module resource (its CRD is installed).
 pub async fn modules_installed(client: &Client) -> Result<bool, kube::Error> {
     match client
-        .list_api_group_resources(crate::api::API_VERSION)
+        .list_api_group_resources(operon_data::api::API_VERSION)
         .await
     {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == "modules")),
@@ -87,7 +87,7 @@ pub async fn record_source(
         status.sources.push(source.clone());
         status.sources.sort_by(|a, b| a.replica.cmp(&b.replica));
         let params = PostParams {
-            field_manager: Some(crate::cluster::kube::FIELD_MANAGER.to_owned()),
+            field_manager: Some(operon_cluster::kube::FIELD_MANAGER.to_owned()),
             ..PostParams::default()
         };
         match api.replace_status(name, &params, &module).await {
@@ -398,7 +398,7 @@ pub(crate) fn peers(modules: &[Arc<Module>], identity: &str) -> Vec<ModuleSource
 /// Fetches `digest` into `blobs` from the first of `peers` that gives it (bytes of
 /// another digest are refused by the store); the replica it came from, or what each
 /// peer answered.
-pub(crate) async fn fetch_from_peers(
+pub async fn fetch_from_peers(
     fetcher: &Fetcher,
     peers: &[ModuleSource],
     digest: &ModuleDigest,
@@ -486,7 +486,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_source_is_recorded_with_the_resource_version_read_and_retried_on_conflict() {
-        let (client, mut api) = crate::cluster::kube::mock::pair();
+        let (client, mut api) = operon_cluster::kube::mock::pair();
         let modules: Api<Module> = Api::all(client);
         let digest = ModuleDigest::of(b"m");
         let source = ModuleSource {
@@ -535,7 +535,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_source_already_listed_is_not_written_again() {
-        let (client, mut api) = crate::cluster::kube::mock::pair();
+        let (client, mut api) = operon_cluster::kube::mock::pair();
         let modules: Api<Module> = Api::all(client);
         let digest = ModuleDigest::of(b"m");
         let listed = serde_json::json!([{"replica": "operon-a", "url": "https://10.0.0.1:9680",
@@ -553,7 +553,7 @@ mod tests {
     /// Answers the lists garbage collection makes: no Operation, and `hooks` (a list of
     /// Hook specs) or, with `None`, a 403 as an agent gets.
     async fn answer_lists(
-        api: &mut crate::cluster::kube::mock::MockApi,
+        api: &mut operon_cluster::kube::mock::MockApi,
         hooks: Option<Vec<serde_json::Value>>,
     ) {
         let call = api.next().await;
@@ -597,7 +597,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let blobs = super::super::BlobStore::open(dir.path(), 1024).unwrap();
         let (pinned, orphan) = (blobs.put(b"pinned").unwrap(), blobs.put(b"orphan").unwrap());
-        let (client, mut api) = crate::cluster::kube::mock::pair();
+        let (client, mut api) = operon_cluster::kube::mock::pair();
         let follower = Follower {
             catalog: Arc::new(ModuleCatalog::new(blobs.clone())),
             fetcher: None,

@@ -9,10 +9,10 @@
 use super::blobs::{BlobError, BlobStore};
 use super::catalog::ModuleCatalog;
 use super::oci::{self, OciClient, OciError, OciOptions};
-use crate::api::{Operation, SecretReference};
-use crate::sandbox::ModuleDigest;
 use k8s_openapi::api::core::v1::Secret;
 use oci_client::secrets::RegistryAuth;
+use operon_data::api::{Operation, SecretReference};
+use operon_sandbox::ModuleDigest;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;

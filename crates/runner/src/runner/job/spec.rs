@@ -2,11 +2,11 @@
 //! with the deterministic name that lets a restarted controller find them again.
 
 use super::JobRunError;
-use crate::api::JobProcessor;
 use crate::runner::RunRequest;
 use crate::runner::context::RunContext;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
+use operon_data::api::JobProcessor;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
@@ -136,7 +136,7 @@ fn labels(name: &str, request: &RunRequest) -> Value {
 fn owner_references(request: &RunRequest) -> Value {
     match &request.owner {
         Some((kind, name, uid)) if !uid.is_empty() => json!([{
-            "apiVersion": crate::api::API_VERSION, "kind": kind, "name": name, "uid": uid,
+            "apiVersion": operon_data::api::API_VERSION, "kind": kind, "name": name, "uid": uid,
             "blockOwnerDeletion": false, "controller": false,
         }]),
         _ => json!([]),

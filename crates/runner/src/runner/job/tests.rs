@@ -2,9 +2,9 @@
 //! result read back, failures, re-attaching after a restart, and the dry run.
 
 use super::*;
-use crate::api::{EnvVar, JobResources};
-use crate::cluster::kube::mock::{self, Call, MockApi};
 use crate::runner::offload::OffloadTarget;
+use operon_cluster::kube::mock::{self, Call, MockApi};
+use operon_data::api::{EnvVar, JobResources};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -489,24 +489,24 @@ fn offload_target(catalog: Option<Arc<crate::store::ModuleCatalog>>) -> OffloadT
     }
 }
 
-fn offloaded_wasm() -> crate::api::WasmProcessor {
-    crate::api::WasmProcessor {
+fn offloaded_wasm() -> operon_data::api::WasmProcessor {
+    operon_data::api::WasmProcessor {
         module: "disk-scan".to_owned(),
         image_pull_secrets: Vec::new(),
         config: [("depth".to_owned(), "2".to_owned())].into(),
         read_only_paths: Vec::new(),
-        run_on: Some(crate::api::WasmRunOn::Job),
-        job: Some(crate::api::WasmJob {
+        run_on: Some(operon_data::api::WasmRunOn::Job),
+        job: Some(operon_data::api::WasmJob {
             service_account_name: Some("scanner".to_owned()),
             ttl_seconds_after_finished: Some(60),
-            ..crate::api::WasmJob::default()
+            ..operon_data::api::WasmJob::default()
         }),
     }
 }
 
 #[tokio::test]
 async fn an_offloaded_wasm_step_is_a_job_of_operons_image_running_the_digest() {
-    let digest = crate::sandbox::ModuleDigest::of(b"the module");
+    let digest = operon_sandbox::ModuleDigest::of(b"the module");
     let hex = digest.to_string();
     let (client, mut api) = mock::pair();
     let runner = Arc::new(
@@ -617,7 +617,7 @@ async fn an_offloaded_wasm_step_is_a_job_of_operons_image_running_the_digest() {
 
 #[tokio::test]
 async fn an_offloaded_dry_run_names_the_module_and_the_image() {
-    let digest = crate::sandbox::ModuleDigest::of(b"the module");
+    let digest = operon_sandbox::ModuleDigest::of(b"the module");
     let runner = offload_target(None)
         .runner(
             None,
@@ -666,7 +666,7 @@ fn a_module_the_module_api_does_not_serve_is_refused_when_the_runner_is_built() 
             .runner(None, "disk-scan", &wasm, held, Platform::default())
             .is_ok()
     );
-    let missing = crate::sandbox::ModuleDigest::of(b"not uploaded");
+    let missing = operon_sandbox::ModuleDigest::of(b"not uploaded");
     let err = target
         .runner(None, "disk-scan", &wasm, missing, Platform::default())
         .unwrap_err();
@@ -721,7 +721,7 @@ async fn a_completion_seen_before_its_pod_is_read_from_the_pods_as_they_are() {
 
 #[tokio::test]
 async fn an_offloaded_step_waits_for_the_module_apis_ca_and_creates_nothing_meanwhile() {
-    let digest = crate::sandbox::ModuleDigest::of(b"the module");
+    let digest = operon_sandbox::ModuleDigest::of(b"the module");
     let (sender, ca) = tokio::sync::watch::channel(Vec::new());
     let target = OffloadTarget {
         ca,

@@ -2,7 +2,7 @@
 //! that a node is changed only for a ServiceAccount RBAC allows.
 
 use super::*;
-use crate::cluster::kube::mock::{self, MockApi};
+use operon_cluster::kube::mock::{self, MockApi};
 use serde_json::{Value, json};
 use std::time::Duration;
 

@@ -14,12 +14,12 @@
 use super::context::{Platform, RunContext};
 use super::job::job_name;
 use super::{DryRun, RunError, RunOutput, RunRequest, Runner};
-use crate::api::ArgoWorkflowProcessor;
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
+use operon_data::api::ArgoWorkflowProcessor;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -247,7 +247,7 @@ impl ArgoRunner {
         if let Some((kind, owner, uid)) = &request.owner
             && !uid.is_empty()
         {
-            owners = json!([{"apiVersion": crate::api::API_VERSION, "kind": kind, "name": owner,
+            owners = json!([{"apiVersion": operon_data::api::API_VERSION, "kind": kind, "name": owner,
                 "uid": uid, "blockOwnerDeletion": false, "controller": false}]);
         }
         let object = json!({
@@ -296,7 +296,7 @@ impl ArgoRunner {
             None => {
                 let params = PostParams {
                     dry_run: false,
-                    field_manager: Some(crate::cluster::kube::FIELD_MANAGER.to_owned()),
+                    field_manager: Some(operon_cluster::kube::FIELD_MANAGER.to_owned()),
                 };
                 match api.create(&params, &workflow).await {
                     Ok(_) => tracing::info!(workflow = %reference, "Workflow submitted"),
@@ -315,7 +315,7 @@ impl ArgoRunner {
             Ok(WorkflowState::Running) => unreachable!("watch returns a decided state"),
             Err(_) => {
                 let stop = json!({"spec": {"shutdown": "Terminate"}});
-                let params = PatchParams::apply(crate::cluster::kube::FIELD_MANAGER);
+                let params = PatchParams::apply(operon_cluster::kube::FIELD_MANAGER);
                 if let Err(e) = api.patch(&name, &params, &Patch::Merge(&stop)).await {
                     tracing::warn!(workflow = %reference, error = %e, "cannot terminate the Workflow");
                 }
@@ -344,7 +344,7 @@ impl ArgoRunner {
                 Api::namespaced_with(client.clone(), &namespace, &workflow_resource());
             let params = PostParams {
                 dry_run: true,
-                field_manager: Some(crate::cluster::kube::FIELD_MANAGER.to_owned()),
+                field_manager: Some(operon_cluster::kube::FIELD_MANAGER.to_owned()),
             };
             checked = match api.create(&params, &workflow).await {
                 Ok(_) => "accepted by the API server in a server-side dry run",

@@ -1,0 +1,18 @@
+//! Operon's processors: what runs one step of a Diagnosis, or one offloaded hook.
+//!
+//! - [`runner`]: the processor contract ([`runner::Runner`]) and its runners (wasm,
+//!   script, http, Kubernetes Job, Argo Workflow, and the built-ins a node offers),
+//!   built from an Operation by [`runner::processors`].
+//! - [`node_ops`]: the node agent's built-in operations under KubeDiag's `/processor/`
+//!   paths.
+//! - [`store`]: the content-addressed module store, its replication by digest, OCI
+//!   artifacts, and how a step finds its module.
+//! - [`output_log`]: hook and step output in the engine's log, as shell-operator logs it.
+//!
+//! This crate must not know about graphs, Diagnoses' progress, hook queues or the
+//! controllers: the pipeline and the hook engine above it decide what runs and when.
+
+pub mod node_ops;
+pub mod output_log;
+pub mod runner;
+pub mod store;
