@@ -5,6 +5,7 @@
 //! operations change. This library only says where the resulting components are: each
 //! constant is the absolute path of one component, ready for the engine to load.
 
+pub mod alertmanager;
 pub mod pki;
 pub mod sdk_guests;
 

@@ -449,10 +449,7 @@ mod tests {
     use tower::ServiceExt as _;
 
     const TOKEN: &str = "s3cr3t-token-from-the-secret";
-    const FIRING: &str = include_str!("../../tests/fixtures/alertmanager/firing.json");
-    const MIXED: &str = include_str!("../../tests/fixtures/alertmanager/mixed.json");
-    const RESOLVED: &str = include_str!("../../tests/fixtures/alertmanager/resolved.json");
-    const LIST: &str = include_str!("../../tests/fixtures/alertmanager/prometheus-list.json");
+    use operon_tests::alertmanager::{FIRING, LIST, MIXED, RESOLVED};
     const DIAGNOSES: &str =
         "/apis/operon.dev/v1alpha1/namespaces/operon/diagnoses?&fieldManager=operon";
 

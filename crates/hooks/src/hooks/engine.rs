@@ -1,0 +1,834 @@
+//! The hook engine loop: startup, synchronization, events, schedules, queues, runs,
+//! and applying what runs return.
+//!
+//! At start the `main` queue gets the onStartup runs (by order, then hook name); then
+//! every kubernetes binding lists its objects (filling its snapshot), starts watching,
+//! and queues a Synchronization run on `main` (unless disabled; on its own queue with
+//! `waitForSynchronization: false`). Events of a binding
+//! are held until its Synchronization run succeeded. An Added or Modified event whose
+//! jq filter result did not change is dropped. Contexts get their snapshots when the
+//! run starts, so a run always sees the current state. A run's patches are applied
+//! only when the run succeeded, all of them in order; the first failing patch fails the
+//! run, which is then retried like any failed run. Metrics are applied likewise.
+//!
+//! [`Engine::drain`] processes everything queued, one task at a time, for
+//! `operon hook test`; [`Engine::run_for`] is the full loop with one worker per queue,
+//! schedules and backoff, for `operon hook run`.
+
+use super::config::{KubernetesBinding, MAIN_QUEUE, ValidConfig};
+use super::context::{self, SnapshotEntry, Snapshots};
+use super::objects::{BindingObjects, ObjectKey, Stored};
+use super::queue::{Queue, RateLimit, Task, TaskKind};
+use super::runner::{Hook, HookRun};
+use crate::metrics::{BindingMetrics, MetricError, Metrics, RunOutcome};
+use operon_cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
+use operon_data::model::{
+    BindingContext, BindingType, ConfigVersion, HookInput, ObjectAndFilter, RunnerContext,
+    WatchEvent,
+};
+use operon_runner::runner::context::Platform;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A hook with its validated configuration.
+#[derive(Clone)]
+pub struct LoadedHook {
+    /// What runs it.
+    pub hook: Arc<dyn Hook>,
+    /// Its configuration.
+    pub config: ValidConfig,
+}
+
+/// Why a successful run's patches or metrics could not be applied; the run then
+/// counts as failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApplyError {
+    /// A metric operation is invalid (checked before any patch is applied).
+    #[error("metrics: {0}")]
+    Metrics(#[from] MetricError),
+    /// A patch operation failed; the ones after it were not applied.
+    #[error("patch operation {index} of {count}: {source}")]
+    Patch {
+        /// Its position, from 1.
+        index: usize,
+        /// How many the run submitted.
+        count: usize,
+        /// What the cluster said.
+        #[source]
+        source: ClusterError,
+    },
+}
+
+/// What one run did, for the CLI and for tests.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    /// The hook.
+    pub hook: String,
+    /// The hook's index in the engine.
+    pub hook_index: usize,
+    /// For a Synchronization run: the kubernetes binding it synchronizes.
+    pub synchronizes: Option<usize>,
+    /// The queue it ran on.
+    pub queue: String,
+    /// The binding contexts passed in.
+    pub contexts: Vec<BindingContext>,
+    /// The format of the hook's configuration, which decides the shape its contexts are
+    /// written in for script hooks.
+    pub config_version: ConfigVersion,
+    /// What the hook returned and submitted.
+    pub run: HookRun,
+    /// Why applying the run's patches or metrics failed, if it did.
+    pub apply_error: Option<ApplyError>,
+    /// Whether the run counts as failed (hook error or apply error).
+    pub failed: bool,
+    /// A failure that the binding allows: counted, not retried.
+    pub allowed_failure: bool,
+    /// When a failed task will be retried.
+    pub retry_in: Option<Duration>,
+}
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HookEngineError {
+    /// A kubernetes binding's kind is unknown or its list failed.
+    // The cluster's error is part of the message, not a `source`: printed as a chain
+    // it would appear twice.
+    #[error("hook {hook}, binding {binding:?}: {cause}")]
+    Binding {
+        /// The hook.
+        hook: String,
+        /// The binding.
+        binding: String,
+        /// What the cluster said.
+        cause: ClusterError,
+    },
+}
+
+/// A kubernetes binding's key: (hook index, binding index).
+type BindingKey = (usize, usize);
+
+#[derive(Default)]
+struct State {
+    queues: BTreeMap<String, Queue>,
+    /// Per kubernetes binding, its objects, sorted as snapshots are.
+    snapshots: HashMap<BindingKey, BindingObjects>,
+    /// Bindings whose events may run the hook (their Synchronization run succeeded).
+    synced: HashSet<BindingKey>,
+    /// Events of bindings not synchronized yet, in order.
+    held: HashMap<BindingKey, Vec<Task>>,
+    /// Token buckets of hooks with `executionMinInterval`.
+    limits: HashMap<usize, RateLimit>,
+    /// Watch streams not yet handed to a pump.
+    streams: Vec<(BindingKey, EventStream)>,
+    /// Queues a worker is running a task of (drain mode runs one at a time anyway).
+    busy: HashSet<String>,
+    /// Metric handles per (hook, binding, queue), resolved once.
+    handles: HashMap<(usize, String, String), BindingMetrics>,
+    /// The same handles per kubernetes binding, for the event path (no key allocation).
+    jq_handles: HashMap<BindingKey, BindingMetrics>,
+}
+
+/// The hook engine.
+pub struct Engine {
+    hooks: Vec<LoadedHook>,
+    cluster: Arc<dyn Cluster>,
+    metrics: Arc<Metrics>,
+    /// Which cluster, for every run's context (Diagnoses get it the same way).
+    platform: Platform,
+    state: Mutex<State>,
+    wake: tokio::sync::Notify,
+    /// Set by a shutdown: workers take no new task.
+    stopping: AtomicBool,
+    /// Set by [`Engine::take_over`]: events run hooks (before it, they only update
+    /// snapshots).
+    running: AtomicBool,
+}
+
+fn checksum_text(text: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn checksum(value: &Value) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+fn object_key(object: &Value) -> (String, String) {
+    let field = |f: &str| {
+        object
+            .pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (field("namespace"), field("name"))
+}
+
+impl Engine {
+    /// An engine for `hooks` over `cluster`, reporting to `metrics`.
+    pub fn new(hooks: Vec<LoadedHook>, cluster: Arc<dyn Cluster>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            hooks,
+            cluster,
+            metrics,
+            platform: Platform::from_env(),
+            state: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            stopping: AtomicBool::new(false),
+            running: AtomicBool::new(false),
+        }
+    }
+
+    /// The same engine naming `platform` in its runs' context instead of the one
+    /// `OPERON_CLUSTER_NAME` describes.
+    pub fn with_platform(mut self, platform: Platform) -> Self {
+        self.platform = platform;
+        self
+    }
+
+    /// The hooks, in load order.
+    pub fn hooks(&self) -> &[LoadedHook] {
+        &self.hooks
+    }
+
+    fn jq_metrics(&self, h: usize, binding: &KubernetesBinding) -> BindingMetrics {
+        let key = (h, binding.id.index);
+        if let Some(handles) = self.lock().jq_handles.get(&key) {
+            return handles.clone();
+        }
+        let handles = self.binding_metrics(h, &binding.name, &binding.queue);
+        self.lock().jq_handles.insert(key, handles.clone());
+        handles
+    }
+
+    fn binding_metrics(&self, h: usize, binding: &str, queue: &str) -> BindingMetrics {
+        let mut state = self.lock();
+        state
+            .handles
+            .entry((h, binding.to_owned(), queue.to_owned()))
+            .or_insert_with(|| {
+                self.metrics
+                    .binding(self.hooks[h].hook.name(), binding, queue)
+            })
+            .clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update leaves the state consistent before it can panic, so a poisoned
+        // lock still guards usable data.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether queued runs of hook `h` are merged: shell-operator merges only for hooks
+    /// declared in the v1 format.
+    fn merges(&self, h: usize) -> bool {
+        self.hooks[h].config.version == ConfigVersion::V1
+    }
+
+    fn push(&self, state: &mut State, queue: &str, task: Task) {
+        let q = state.queues.entry(queue.to_owned()).or_default();
+        q.push(task);
+        self.metrics
+            .tasks_queue_length
+            .with_label_values(&[queue])
+            .set(q.len() as i64);
+    }
+
+    /// Queues the onStartup runs, lists every kubernetes binding, and queues their
+    /// Synchronization runs: [`Engine::observe`], then [`Engine::take_over`].
+    pub async fn start(&self) -> Result<(), HookEngineError> {
+        self.observe().await?;
+        self.take_over();
+        Ok(())
+    }
+
+    /// Lists and starts watching every kubernetes binding, keeping their snapshots, but
+    /// runs nothing: what a standby replica does, so that its webhooks see the same
+    /// snapshots as the leader's and a take-over starts from a warm state.
+    pub async fn observe(&self) -> Result<(), HookEngineError> {
+        for (h, loaded) in self.hooks.iter().enumerate() {
+            for (b, binding) in loaded.config.kubernetes.iter().enumerate() {
+                self.watch_binding(h, b, binding).await.map_err(|cause| {
+                    HookEngineError::Binding {
+                        hook: loaded.hook.name().to_owned(),
+                        binding: binding.name.clone(),
+                        cause,
+                    }
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts running: queues the onStartup runs (by order, then hook name) and one
+    /// Synchronization run per kubernetes binding with its current objects; events
+    /// from now on run hooks.
+    pub fn take_over(&self) {
+        let mut startup: Vec<(i32, &str, usize)> = self
+            .hooks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.config.on_startup.map(|order| (order, h.hook.name(), i)))
+            .collect();
+        startup.sort();
+        let mut state = self.lock();
+        // Under the lock: an event is either before the take-over (in the snapshot the
+        // Synchronization run carries) or after it (an Event run held until then).
+        self.running.store(true, Ordering::SeqCst);
+        for (_, _, hook) in startup {
+            let task = Task {
+                hook,
+                merge: self.merges(hook),
+                kind: TaskKind::OnStartup,
+                contexts: vec![context::on_startup()],
+                allow_failure: false,
+                synchronizes: None,
+                queued_at: Instant::now(),
+            };
+            self.push(&mut state, MAIN_QUEUE, task);
+        }
+        for (h, loaded) in self.hooks.iter().enumerate() {
+            for (b, binding) in loaded.config.kubernetes.iter().enumerate() {
+                self.queue_synchronization(&mut state, h, b, binding);
+            }
+        }
+        drop(state);
+        self.wake.notify_waiters();
+    }
+
+    async fn selector(&self, binding: &KubernetesBinding) -> Result<Selector, ClusterError> {
+        let mut namespaces = None;
+        if let Some(ns) = &binding.namespace {
+            if let Some(names) = &ns.name_selector {
+                namespaces = Some(names.clone());
+            }
+            if let Some(labels) = &ns.label_selector {
+                let resource = self.cluster.resolve(Some("v1"), "Namespace").await?;
+                let selector = Selector {
+                    labels: Some(labels.clone()),
+                    ..Selector::default()
+                };
+                // Namespaces matching the label selector, intersected with the names.
+                let (objects, _stream) = self.cluster.list_and_watch(&resource, &selector).await?;
+                let labelled: Vec<String> = objects.iter().map(|o| object_key(o).1).collect();
+                namespaces = Some(match namespaces {
+                    Some(names) => names.into_iter().filter(|n| labelled.contains(n)).collect(),
+                    None => labelled,
+                });
+            }
+        }
+        Ok(Selector {
+            namespaces,
+            names: binding.name_selector.clone(),
+            labels: binding.label_selector.clone(),
+            fields: binding.field_selector.clone(),
+        })
+    }
+
+    fn filter(
+        &self,
+        h: usize,
+        binding: &KubernetesBinding,
+        object: &Value,
+    ) -> (ObjectAndFilter, u64) {
+        let outputs = binding.jq_filter.as_ref().map(|filter| {
+            let started = std::time::Instant::now();
+            // A filter that errors on one object yields nothing for it, as jq would
+            // print nothing; the error is logged so it is not silent.
+            let outputs = operon_jq::without_blocking_runtime(|| filter.run(object));
+            let outputs = outputs.unwrap_or_else(|e| {
+                tracing::warn!(binding = %binding.name, error = %e, "jq filter failed on an object");
+                Vec::new()
+            });
+            self.jq_metrics(h, binding).jq_filter(started.elapsed());
+            outputs
+        });
+        let item = context::object_and_filter(
+            object,
+            outputs.as_deref(),
+            binding.keep_full_objects_in_memory,
+        );
+        // The item already holds the serialized filter result (or object): hash that
+        // text rather than serializing again.
+        let sum = match (&item.filter_result, &item.object) {
+            (Some(text), _) | (None, Some(text)) => checksum_text(text),
+            (None, None) => checksum(object),
+        };
+        (item, sum)
+    }
+
+    async fn watch_binding(
+        &self,
+        h: usize,
+        b: usize,
+        binding: &KubernetesBinding,
+    ) -> Result<(), ClusterError> {
+        let resource: Resource = self
+            .cluster
+            .resolve(binding.api_version.as_deref(), &binding.kind)
+            .await?;
+        let selector = self.selector(binding).await?;
+        let (objects, stream) = self.cluster.list_and_watch(&resource, &selector).await?;
+        // Each object is dropped as soon as its filter ran: only what the hook sees stays.
+        let snapshot = BindingObjects::from_list(objects.into_iter().map(|object| {
+            let (item, checksum) = self.filter(h, binding, &object);
+            (ObjectKey::of(&object), Stored { item, checksum })
+        }));
+        let mut state = self.lock();
+        state.snapshots.insert((h, b), snapshot);
+        self.count_snapshot(&state, (h, b));
+        state.streams.push(((h, b), stream));
+        Ok(())
+    }
+
+    fn queue_synchronization(
+        &self,
+        state: &mut State,
+        h: usize,
+        b: usize,
+        binding: &KubernetesBinding,
+    ) {
+        if !binding.execute_hook_on_synchronization {
+            state.synced.insert((h, b));
+            return;
+        }
+        let context = match &binding.group {
+            Some(group) => context::group(&binding.name, group, Vec::new()),
+            None => {
+                let items = state
+                    .snapshots
+                    .get(&(h, b))
+                    .map(|s| s.items().cloned().collect())
+                    .unwrap_or_default();
+                context::synchronization(&binding.name, items, Vec::new())
+            }
+        };
+        let task = Task {
+            hook: h,
+            merge: self.merges(h),
+            kind: TaskKind::Synchronization,
+            contexts: vec![context],
+            allow_failure: binding.allow_failure,
+            synchronizes: Some(b),
+            queued_at: Instant::now(),
+        };
+        // Synchronization runs go to the main queue, which they hold up, as in
+        // shell-operator; `waitForSynchronization: false` (allowed only on a named
+        // queue) sends them to the binding's own queue so nothing else waits.
+        let queue = if binding.wait_for_synchronization {
+            MAIN_QUEUE
+        } else {
+            binding.queue.as_str()
+        };
+        self.push(state, queue, task);
+    }
+
+    /// Handles one watch event of binding `(h, b)`: updates the snapshot and queues an
+    /// Event run when the binding wants one.
+    pub fn handle_event(&self, key: BindingKey, event: Event) {
+        let (h, b) = key;
+        let binding = &self.hooks[h].config.kubernetes[b];
+        let object_key = ObjectKey::of(&event.object);
+        if event.final_state_unknown {
+            // Deleted while the watch was down: the last state the binding saw is the
+            // one to report, not the bare identity the cluster layer still knows.
+            let mut state = self.lock();
+            let snapshot = state.snapshots.entry(key).or_default();
+            let Some(last) = snapshot.remove(&object_key) else {
+                return;
+            };
+            return self.fire(state, key, WatchEvent::Deleted, last.item);
+        }
+        let (item, sum) = self.filter(h, binding, &event.object);
+        let mut state = self.lock();
+        let snapshot = state.snapshots.entry(key).or_default();
+        let fire = match event.kind {
+            WatchEvent::Deleted => {
+                snapshot.remove(&object_key);
+                true
+            }
+            WatchEvent::Added | WatchEvent::Modified => {
+                let stored = Stored {
+                    item: item.clone(),
+                    checksum: sum,
+                };
+                let before = snapshot.insert(object_key, stored);
+                before.is_none_or(|b| b.checksum != sum)
+            }
+        };
+        if fire {
+            self.fire(state, key, event.kind, item);
+        } else {
+            self.count_snapshot(&state, key);
+        }
+    }
+
+    fn count_snapshot(&self, state: &State, (h, b): BindingKey) {
+        let binding = &self.hooks[h].config.kubernetes[b];
+        let (objects, bytes) = state
+            .snapshots
+            .get(&(h, b))
+            .map_or((0, 0), |s| (s.len(), s.bytes()));
+        let labels = [self.hooks[h].hook.name(), binding.name.as_str()];
+        self.metrics
+            .kube_snapshot_objects
+            .with_label_values(&labels)
+            .set(objects as i64);
+        self.metrics
+            .kube_snapshot_bytes
+            .with_label_values(&labels)
+            .set(bytes as i64);
+    }
+
+    /// Queues an Event run of binding `key` for a change of `entry` (or holds it until
+    /// the binding is synchronized), when the binding wants that kind of event.
+    fn fire(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        key: BindingKey,
+        kind: WatchEvent,
+        item: ObjectAndFilter,
+    ) {
+        self.count_snapshot(&state, key);
+        let (h, b) = key;
+        let binding = &self.hooks[h].config.kubernetes[b];
+        // A standby keeps its snapshots current and runs nothing.
+        if !self.running.load(Ordering::SeqCst) || !binding.execute_hook_on_event.contains(kind) {
+            return;
+        }
+        let context = match &binding.group {
+            Some(group) => context::group(&binding.name, group, Vec::new()),
+            None => context::event(&binding.name, kind, item, Vec::new()),
+        };
+        let task = Task {
+            hook: h,
+            merge: self.merges(h),
+            kind: TaskKind::Event,
+            contexts: vec![context],
+            allow_failure: binding.allow_failure,
+            synchronizes: None,
+            queued_at: Instant::now(),
+        };
+        if state.synced.contains(&key) {
+            self.push(&mut state, &binding.queue, task);
+            drop(state);
+            self.wake.notify_waiters();
+        } else {
+            state.held.entry(key).or_default().push(task);
+        }
+    }
+
+    /// Handles every event already waiting in the watch streams; returns how many.
+    pub fn pump(&self) -> usize {
+        let mut streams = std::mem::take(&mut self.lock().streams);
+        let mut handled = 0;
+        for (key, stream) in &mut streams {
+            while let Ok(event) = stream.try_recv() {
+                self.handle_event(*key, event);
+                handled += 1;
+            }
+        }
+        self.lock().streams.extend(streams);
+        handled
+    }
+
+    /// Queues a run of schedule binding `s` of hook `h`.
+    pub fn fire_schedule(&self, h: usize, s: usize) {
+        let binding = &self.hooks[h].config.schedules[s];
+        let context = match &binding.group {
+            Some(group) => context::group(&binding.name, group, Vec::new()),
+            None => context::schedule(&binding.name, Vec::new()),
+        };
+        let task = Task {
+            hook: h,
+            merge: self.merges(h),
+            kind: TaskKind::Schedule,
+            contexts: vec![context],
+            allow_failure: binding.allow_failure,
+            synchronizes: None,
+            queued_at: Instant::now(),
+        };
+        let mut state = self.lock();
+        self.push(&mut state, &binding.queue, task);
+        drop(state);
+        self.wake.notify_waiters();
+    }
+
+    /// The input of a run of hook `h` with `contexts`.
+    fn input(&self, h: usize, contexts: Vec<BindingContext>) -> HookInput {
+        let loaded = &self.hooks[h];
+        HookInput {
+            context: RunnerContext {
+                name: loaded.hook.name().to_owned(),
+                dry_run: false,
+                timeout_ms: u64::try_from(loaded.config.settings.timeout.as_millis())
+                    .unwrap_or(u64::MAX),
+                node: None,
+                namespace: None,
+                owner: None,
+                cluster: self.platform.cluster.clone(),
+            },
+            binding_contexts: contexts,
+        }
+    }
+
+    /// The snapshots a context of hook `h` carries.
+    fn snapshots_for<'a_config>(
+        &'a_config self,
+        state: &State,
+        h: usize,
+        context: &BindingContext,
+    ) -> Vec<operon_data::model::Snapshot> {
+        let config = &self.hooks[h].config;
+        fn union<'a>(names: &mut Vec<&'a str>, list: &'a [String]) {
+            for name in list {
+                if !names.contains(&name.as_str()) {
+                    names.push(name.as_str());
+                }
+            }
+        }
+        let mut names: Vec<&str> = Vec::new();
+        let mut add = |list: &'a_config [String]| union(&mut names, list);
+        match context.type_ {
+            BindingType::Group => {
+                // Contexts read back from shell-operator JSON without `groupName` name
+                // the group in `binding`.
+                let group = Some(context.group.as_deref().unwrap_or(&context.binding));
+                for k in config
+                    .kubernetes
+                    .iter()
+                    .filter(|k| k.group.as_deref() == group)
+                {
+                    add(&k.include_snapshots_from);
+                }
+                for s in config
+                    .schedules
+                    .iter()
+                    .filter(|s| s.group.as_deref() == group)
+                {
+                    add(&s.include_snapshots_from);
+                }
+            }
+            BindingType::Schedule => {
+                if let Some(s) = config.schedules.iter().find(|s| s.name == context.binding) {
+                    add(&s.include_snapshots_from);
+                }
+            }
+            BindingType::Event | BindingType::Synchronization => {
+                if let Some(k) = config.kubernetes_binding(&context.binding) {
+                    add(&k.include_snapshots_from);
+                }
+            }
+            BindingType::Validating => {
+                if let Some(v) = config.validating.iter().find(|v| v.name == context.binding) {
+                    add(&v.include_snapshots_from);
+                }
+            }
+            BindingType::Mutating => {
+                if let Some(m) = config.mutating.iter().find(|m| m.name == context.binding) {
+                    add(&m.include_snapshots_from);
+                }
+            }
+            BindingType::Conversion => {
+                if let Some(c) = config
+                    .conversions
+                    .iter()
+                    .find(|c| c.name == context.binding)
+                {
+                    add(&c.include_snapshots_from);
+                }
+            }
+            BindingType::OnStartup => {}
+        }
+        let mut snapshots = Snapshots::new();
+        for name in names {
+            let Some(b) = config.kubernetes.iter().position(|k| k.name == name) else {
+                continue;
+            };
+            let entries = state
+                .snapshots
+                .get(&(h, b))
+                .map(|s| {
+                    s.entries()
+                        .map(|(key, stored)| SnapshotEntry {
+                            namespace: key.namespace().to_owned(),
+                            name: key.name().to_owned(),
+                            item: stored.item.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            snapshots.insert(name, entries);
+        }
+        snapshots.into_snapshots()
+    }
+
+    /// Takes the head of `queue` (merged with what follows it) if its hook's rate limit
+    /// allows a run now; otherwise says how long to wait.
+    fn take(&self, queue: &str) -> Result<Option<(Task, Vec<BindingContext>)>, Duration> {
+        let mut state = self.lock();
+        let Some(mut task) = state.queues.get_mut(queue).and_then(Queue::head) else {
+            return Ok(None);
+        };
+        if let Some(rate) = self.hooks[task.hook].config.settings.execution_rate {
+            let now = Instant::now();
+            let limit = state
+                .limits
+                .entry(task.hook)
+                .or_insert_with(|| RateLimit::new(rate.min_interval, rate.burst));
+            let wait = limit.wait(now);
+            if !wait.is_zero() {
+                return Err(wait);
+            }
+            limit.take(now);
+        }
+        let contexts: Vec<BindingContext> = task
+            .contexts
+            .iter()
+            .map(|c| BindingContext {
+                snapshots: self.snapshots_for(&state, task.hook, c),
+                ..c.clone()
+            })
+            .collect();
+        task.contexts.clear();
+        state.busy.insert(queue.to_owned());
+        Ok(Some((task, contexts)))
+    }
+
+    /// Runs the head task of `queue` once. `Ok(None)`: the queue is empty. `Err(wait)`:
+    /// the hook's rate limit says to wait that long (the task stays at the head and
+    /// keeps absorbing new tasks).
+    pub async fn run_head(&self, queue: &str) -> Result<Option<RunRecord>, Duration> {
+        let Some((task, contexts)) = self.take(queue)? else {
+            return Ok(None);
+        };
+        let loaded = &self.hooks[task.hook];
+        let name = loaded.hook.name().to_owned();
+        let binding_label = contexts
+            .first()
+            .map(|c| c.binding.clone())
+            .unwrap_or_default();
+        let handles = self.binding_metrics(task.hook, &binding_label, queue);
+        handles.waited(task.queued_at.elapsed());
+        let input = self.input(task.hook, contexts);
+        let (run, input) = loaded
+            .hook
+            .handle(input, loaded.config.settings.timeout)
+            .await;
+        run.log_output(operon_runner::output_log::Source::Hook {
+            hook: &name,
+            binding: &binding_label,
+            queue,
+        });
+        let apply_error = match &run.outcome {
+            Ok(_) => self.apply(&name, &run).await.err(),
+            Err(_) => None,
+        };
+        let failed = run.outcome.is_err() || apply_error.is_some();
+        let mut state = self.lock();
+        state.busy.remove(queue);
+        let mut retry_in = None;
+        let allowed_failure = failed && task.allow_failure;
+        let q = state.queues.entry(queue.to_owned()).or_default();
+        if failed && !task.allow_failure {
+            handles.run(run.elapsed, RunOutcome::Failed);
+            let jitter = Duration::from_millis(u64::from(getrandom::u32().unwrap_or(0) % 1000));
+            retry_in = Some(q.failed(jitter));
+        } else {
+            handles.run(
+                run.elapsed,
+                if allowed_failure {
+                    RunOutcome::AllowedFailure
+                } else {
+                    RunOutcome::Success
+                },
+            );
+            q.done();
+            if let Some(b) = task.synchronizes {
+                self.release(&mut state, (task.hook, b));
+            }
+        }
+        let length = state.queues.get(queue).map_or(0, Queue::len);
+        self.metrics
+            .tasks_queue_length
+            .with_label_values(&[queue])
+            .set(length as i64);
+        drop(state);
+        Ok(Some(RunRecord {
+            hook: name,
+            hook_index: task.hook,
+            synchronizes: task.synchronizes,
+            queue: queue.to_owned(),
+            contexts: input.binding_contexts,
+            config_version: self.hooks[task.hook].config.version,
+            run,
+            apply_error,
+            failed,
+            allowed_failure,
+            retry_in,
+        }))
+    }
+
+    /// A binding's Synchronization run succeeded: its held events may run now.
+    fn release(&self, state: &mut State, key: BindingKey) {
+        state.synced.insert(key);
+        let queue = self.hooks[key.0].config.kubernetes[key.1].queue.clone();
+        for task in state.held.remove(&key).unwrap_or_default() {
+            self.push(state, &queue, task);
+        }
+    }
+
+    /// Applies a successful run's patches (in order, stopping at the first failure)
+    /// and metrics.
+    async fn apply(&self, hook: &str, run: &HookRun) -> Result<(), ApplyError> {
+        let metrics = self.metrics.hooks.prepare(hook, &run.metrics)?;
+        for (i, patch) in run.patches.iter().enumerate() {
+            self.cluster
+                .apply(patch)
+                .await
+                .map_err(|source| ApplyError::Patch {
+                    index: i + 1,
+                    count: run.patches.len(),
+                    source,
+                })?;
+        }
+        Ok(self.metrics.hooks.commit(metrics)?)
+    }
+
+    /// Whether any queue holds a task.
+    pub fn has_tasks(&self) -> bool {
+        self.lock().queues.values().any(|q| !q.is_empty())
+    }
+
+    fn queue_names(&self) -> Vec<String> {
+        self.lock().queues.keys().cloned().collect()
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("hooks", &self.hooks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[path = "inspect.rs"]
+mod inspect;
+#[path = "review.rs"]
+mod review;
+#[path = "run.rs"]
+mod run;
+pub use inspect::{BindingInfo, BindingSnapshot, HookInfo, QueueInfo, TaskInfo};
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

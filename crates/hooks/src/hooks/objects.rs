@@ -1,0 +1,182 @@
+//! The objects one kubernetes binding holds: per object, what the hook sees of it (the
+//! filter result, and the full object only with `keepFullObjectsInMemory: true`) and a
+//! checksum of that, under a compact key that sorts as snapshots are sorted (namespace,
+//! then name). Also counts the bytes it holds, for `operon_kube_snapshot_bytes`.
+
+use operon_data::model::ObjectAndFilter;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// `namespace` NUL `name`: one allocation, and NUL sorts before every character a
+/// namespace may hold, so the order is (namespace, name).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectKey(Box<str>);
+
+impl ObjectKey {
+    /// The key of `object` (empty namespace for cluster-scoped objects).
+    pub fn of(object: &Value) -> Self {
+        let field = |f: &str| {
+            object
+                .get("metadata")
+                .and_then(|m| m.get(f))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        Self(format!("{}\0{}", field("namespace"), field("name")).into_boxed_str())
+    }
+
+    /// `metadata.namespace`.
+    pub fn namespace(&self) -> &str {
+        self.0.split_once('\0').map_or("", |(ns, _)| ns)
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.0.split_once('\0').map_or(&*self.0, |(_, name)| name)
+    }
+}
+
+/// One object: what the hook sees of it, and a checksum of that.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// What the hook sees.
+    pub item: ObjectAndFilter,
+    /// A hash of the filter result (or of the object without a filter): an Added or
+    /// Modified event whose checksum did not change runs nothing.
+    pub checksum: u64,
+}
+
+/// The objects of one binding.
+#[derive(Debug, Default)]
+pub struct BindingObjects {
+    objects: BTreeMap<ObjectKey, Stored>,
+    bytes: usize,
+}
+
+/// The map entry and the key's text.
+fn bytes_of_key(key: &ObjectKey) -> usize {
+    std::mem::size_of::<(ObjectKey, Stored)>() + key.0.len()
+}
+
+/// The texts an object keeps.
+fn bytes_of_stored(stored: &Stored) -> usize {
+    let text = |t: &Option<String>| t.as_ref().map_or(0, String::capacity);
+    text(&stored.item.object) + text(&stored.item.filter_result)
+}
+
+fn bytes_of(key: &ObjectKey, stored: &Stored) -> usize {
+    bytes_of_key(key) + bytes_of_stored(stored)
+}
+
+impl BindingObjects {
+    /// The objects of a list, built in one pass (the map's nodes come out full).
+    pub fn from_list(objects: impl IntoIterator<Item = (ObjectKey, Stored)>) -> Self {
+        let mut list: Vec<(ObjectKey, Stored)> = objects.into_iter().collect();
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        // A list never holds one object twice; if a cluster sent one, the last wins.
+        list.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+        let bytes = list.iter().map(|(k, s)| bytes_of(k, s)).sum();
+        Self {
+            objects: list.into_iter().collect(),
+            bytes,
+        }
+    }
+
+    /// The stored object under `key`.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Stored> {
+        self.objects.get(key)
+    }
+
+    /// Stores `stored` under `key`; returns what was there.
+    pub fn insert(&mut self, key: ObjectKey, stored: Stored) -> Option<Stored> {
+        // The key's share is the same before and after: counted once, for a new object.
+        let key_bytes = bytes_of_key(&key);
+        self.bytes += bytes_of_stored(&stored);
+        let before = self.objects.insert(key, stored);
+        match &before {
+            Some(before) => self.bytes -= bytes_of_stored(before),
+            None => self.bytes += key_bytes,
+        }
+        before
+    }
+
+    /// Removes the object under `key`.
+    pub fn remove(&mut self, key: &ObjectKey) -> Option<Stored> {
+        let removed = self.objects.remove(key)?;
+        self.bytes -= bytes_of(key, &removed);
+        Some(removed)
+    }
+
+    /// How many objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Bytes held: keys, texts, and the map entries themselves.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Every object with its key, sorted by namespace then name.
+    pub fn entries(&self) -> impl Iterator<Item = (&ObjectKey, &Stored)> {
+        self.objects.iter()
+    }
+
+    /// What the hook sees, sorted by namespace then name.
+    pub fn items(&self) -> impl Iterator<Item = &ObjectAndFilter> {
+        self.objects.values().map(|s| &s.item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stored(text: &str) -> Stored {
+        Stored {
+            item: ObjectAndFilter {
+                object: None,
+                filter_result: Some(text.to_owned()),
+            },
+            checksum: 0,
+        }
+    }
+
+    fn key(ns: &str, name: &str) -> ObjectKey {
+        ObjectKey::of(&json!({"metadata": {"namespace": ns, "name": name}}))
+    }
+
+    #[test]
+    fn keys_sort_by_namespace_then_name() {
+        // "a-b" > "a" as namespaces, although '-' sorts before '/'.
+        let mut keys = [key("a-b", "x"), key("a", "y"), key("", "z"), key("a", "b")];
+        keys.sort();
+        let pairs: Vec<(&str, &str)> = keys.iter().map(|k| (k.namespace(), k.name())).collect();
+        assert_eq!(pairs, [("", "z"), ("a", "b"), ("a", "y"), ("a-b", "x")]);
+    }
+
+    #[test]
+    fn bytes_follow_inserts_and_removals() {
+        let mut objects = BindingObjects::from_list([(key("a", "x"), stored("1"))]);
+        let one = objects.bytes();
+        assert!(one > 0);
+        objects.insert(key("a", "y"), stored("2"));
+        objects.insert(key("a", "y"), stored("22"));
+        objects.remove(&key("a", "x"));
+        let expected = BindingObjects::from_list([(key("a", "y"), stored("22"))]).bytes();
+        assert_eq!(objects.bytes(), expected);
+        assert_eq!(objects.len(), 1);
+    }
+}

@@ -1,0 +1,54 @@
+//! Hook runs for webhooks: an admission or conversion review answered by one binding,
+//! outside the queues, because the API server is waiting for the answer.
+
+use super::{BindingContext, Engine, RunRecord, context};
+
+impl Engine {
+    /// Runs hook `h` for an admission or conversion review on its validating, mutating
+    /// or conversion binding `binding`, outside the queues (as shell-operator does: the API
+    /// server waits for the answer). The context carries the binding's snapshots. A run
+    /// whose hook fails answers "denied" to the caller; nothing is applied. `review` is
+    /// the review's JSON text, handed to the hook as it is.
+    pub async fn review(&self, h: usize, binding: &str, review: String) -> Option<RunRecord> {
+        let loaded = &self.hooks[h];
+        let config = &loaded.config;
+        let context = if config.validating.iter().any(|v| v.name == binding) {
+            context::validating(binding, review, Vec::new())
+        } else if config.mutating.iter().any(|m| m.name == binding) {
+            context::mutating(binding, review, Vec::new())
+        } else if config.conversions.iter().any(|c| c.name == binding) {
+            context::conversion(binding, review, Vec::new())
+        } else {
+            return None;
+        };
+        let snapshots = self.snapshots_for(&self.lock(), h, &context);
+        let contexts = vec![BindingContext {
+            snapshots,
+            ..context
+        }];
+        let input = self.input(h, contexts);
+        let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
+        run.log_output(operon_runner::output_log::Source::Hook {
+            hook: loaded.hook.name(),
+            binding: input
+                .binding_contexts
+                .first()
+                .map_or("", |c| c.binding.as_str()),
+            queue: "webhook",
+        });
+        let failed = run.outcome.is_err();
+        Some(RunRecord {
+            hook: loaded.hook.name().to_owned(),
+            hook_index: h,
+            synchronizes: None,
+            queue: "webhook".to_owned(),
+            contexts: input.binding_contexts,
+            config_version: config.version,
+            run,
+            apply_error: None,
+            failed,
+            allowed_failure: false,
+            retry_in: None,
+        })
+    }
+}
