@@ -25,7 +25,7 @@
 //! - [`kubediag`]: KubeDiag objects rewritten into Operon's group (`operon convert kubediag`).
 //! - [`serve`]: `operon serve`, the controller: the hook engine over a cluster, endpoints, leader election.
 
-pub mod addons;
+pub use operon_addons as addons;
 pub mod agent;
 pub use operon_cluster as cluster;
 pub use operon_data::api;

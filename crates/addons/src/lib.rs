@@ -9,7 +9,9 @@
 //! real Helm engine or plain manifests), [`apply`] applies them with server-side apply
 //! and keeps a release record per module ([`crds`] applies its `crds/` first), and
 //! [`operator`] is the task queue with its lifecycle ([`status`] shows it from
-//! outside). Named `addons` so as not to be confused with wasm modules (`store`).
+//! outside). Named `addons` so as not to be confused with wasm modules (the runner
+//! crate's `store`). This crate must not know about Diagnoses or the processes that run
+//! it: `operon modules run` and `operon serve` drive the [`operator`].
 
 pub mod apply;
 pub mod bindings;

@@ -1,5 +1,5 @@
 //! The `kubernetes` and `schedule` bindings of global and module hooks, run by the hook
-//! engine ([`crate::hooks::engine::Engine`]) like any shell-operator hook: one engine
+//! engine ([`operon_hooks::hooks::engine::Engine`]) like any shell-operator hook: one engine
 //! for the global hooks, started once the global `onStartup` hooks ran, and one per
 //! enabled module, started by its first ModuleRun after its `onStartup` hooks and
 //! stopped when it is deleted (the operator waits for their Synchronization). Each run
@@ -14,13 +14,13 @@
 //! hook's kubernetes bindings from the engine ([`lifecycle_snapshots`]).
 
 use super::hooks::AddonHook;
-use crate::cluster::Cluster;
-use crate::hooks::engine::{Engine, LoadedHook};
-use crate::hooks::load::configure;
-use crate::hooks::{Hook, HookError, HookRun};
-use crate::metrics::Metrics;
-use crate::model::{BindingContext, BindingType, HookConfig, HookInput, Snapshot};
 use futures::future::BoxFuture;
+use operon_cluster::Cluster;
+use operon_data::model::{BindingContext, BindingType, HookConfig, HookInput, Snapshot};
+use operon_hooks::hooks::engine::{Engine, LoadedHook};
+use operon_hooks::hooks::load::configure;
+use operon_hooks::hooks::{Hook, HookError, HookRun};
+use operon_hooks::metrics::Metrics;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,7 +96,7 @@ impl Hook for BoundHook {
                 if input.binding_contexts.is_empty() {
                     // A tick of a schedule not enabled yet: nothing runs.
                     let run = HookRun {
-                        outcome: Ok(crate::model::HookOutput::default()),
+                        outcome: Ok(operon_data::model::HookOutput::default()),
                         patches: Vec::new(),
                         metrics: Vec::new(),
                         logs: Vec::new(),

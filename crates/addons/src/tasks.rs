@@ -10,7 +10,9 @@ use super::enabled::{self, Decision};
 use super::hooks::{self, AddonHook, HookOutcome, Lifecycle};
 use super::operator::{Operator, QueueEvent, Task};
 use super::values::{check_patch_paths, checksum, patched_config};
-use crate::model::{CreateSpec, HookInput, ObjectRef, PatchOperation, PatchSpec, RunnerContext};
+use operon_data::model::{
+    CreateSpec, HookInput, ObjectRef, PatchOperation, PatchSpec, RunnerContext,
+};
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -415,7 +417,10 @@ impl Operator {
                 owner: None,
                 cluster: None,
             },
-            binding_contexts: vec![crate::hooks::context::lifecycle(binding.name(), snapshots)],
+            binding_contexts: vec![operon_hooks::hooks::context::lifecycle(
+                binding.name(),
+                snapshots,
+            )],
         };
         let (run, patches) = hook.run_lifecycle(&input, values, config, timeout).await;
         if let Err(e) = &run.outcome {

@@ -13,8 +13,8 @@ use super::AddonError;
 use super::config::ConfigValues;
 use super::hooks::{CONFIG_VALUES, VALUES};
 use super::layout::{Layout, ModuleDir};
-use crate::script::{OutputMode, SandboxRequest, ScriptSandbox};
-use crate::shell_operator::files::HookFile;
+use operon_hooks::shell_operator::files::HookFile;
+use operon_script::{OutputMode, SandboxRequest, ScriptSandbox};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -92,7 +92,7 @@ pub async fn run_script(
         module: module.name.clone(),
         reason,
     };
-    if crate::hooks::load::is_wasm(program) {
+    if operon_hooks::hooks::load::is_wasm(program) {
         return run_wasm(module, program, values, config_values, timeout)
             .await
             .map(Some)
@@ -165,13 +165,13 @@ async fn run_wasm(
     let component = sandbox
         .load_enabled_file(program)
         .map_err(|e| e.to_string())?;
-    let given = crate::sandbox::HookValues {
+    let given = operon_sandbox::HookValues {
         values: values.to_string(),
         config_values: config_values.to_string(),
     };
-    let limits = crate::sandbox::CallLimits {
+    let limits = operon_sandbox::CallLimits {
         timeout,
-        ..crate::sandbox::CallLimits::default()
+        ..operon_sandbox::CallLimits::default()
     };
     let report = sandbox
         .run_enabled(

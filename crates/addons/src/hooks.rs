@@ -13,13 +13,13 @@
 
 use super::AddonError;
 use super::values::parse_patch_file;
-use crate::hooks::HookRun;
-use crate::hooks::load::{hook_files, is_wasm};
-use crate::hooks::runner::{ExtraFiles, ScriptHook};
-use crate::model::{BindingContext, BindingType, HookConfig, HookInput, RunnerContext};
-use crate::sandbox::{CallLimits, HookModule, HookValues, Sandbox, SandboxConfig};
-use crate::script::ScriptSandbox;
-use crate::shell_operator::files::HookFile;
+use operon_data::model::{BindingContext, BindingType, HookConfig, HookInput, RunnerContext};
+use operon_hooks::hooks::HookRun;
+use operon_hooks::hooks::load::{hook_files, is_wasm};
+use operon_hooks::hooks::runner::{ExtraFiles, ScriptHook};
+use operon_hooks::shell_operator::files::HookFile;
+use operon_sandbox::{CallLimits, HookModule, HookValues, Sandbox, SandboxConfig};
+use operon_script::ScriptSandbox;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -202,7 +202,7 @@ impl AddonHook {
         timeout: Duration,
     ) -> (HookRun, Result<Patches, AddonError>) {
         let ran = self.run_input(input, values, config_values, timeout).await;
-        ran.0.log_output(crate::output_log::Source::Hook {
+        ran.0.log_output(operon_runner::output_log::Source::Hook {
             hook: &self.name,
             binding: input
                 .binding_contexts
@@ -288,7 +288,7 @@ pub(super) fn wasm_sandbox() -> Result<Sandbox, AddonError> {
     SANDBOX
         .get_or_init(|| {
             Sandbox::new(SandboxConfig {
-                cache_dir: crate::sandbox::default_cache_dir(),
+                cache_dir: operon_sandbox::default_cache_dir(),
                 ..SandboxConfig::default()
             })
             .map_err(|e| e.to_string())
@@ -328,7 +328,7 @@ pub async fn load_dir(
     let files = match hook_files(&dir) {
         Ok(files) => files,
         // A hooks directory with no hook is allowed, as in addon-operator.
-        Err(crate::hooks::load::HookLoadError::NoHooks { .. }) => return Ok(Vec::new()),
+        Err(operon_hooks::hooks::load::HookLoadError::NoHooks { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(AddonError::Hook(e.to_string())),
     };
     let mut hooks = Vec::new();

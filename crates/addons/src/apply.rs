@@ -8,11 +8,11 @@
 
 use super::AddonError;
 use super::values::checksum;
-use crate::cluster::kube::FIELD_MANAGER;
-use crate::cluster::{Cluster, Resource, Selector};
-use crate::model::{CreateSpec, ObjectRef, PatchOperation};
-use crate::model::{LabelOperator, LabelRequirement, LabelSelector};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use operon_cluster::kube::FIELD_MANAGER;
+use operon_cluster::{Cluster, Resource, Selector};
+use operon_data::model::{CreateSpec, ObjectRef, PatchOperation};
+use operon_data::model::{LabelOperator, LabelRequirement, LabelSelector};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -137,7 +137,7 @@ impl ObjectWriter {
 
     /// The modules that have a release record in the namespace.
     pub async fn released_modules(&self) -> Result<Vec<String>, AddonError> {
-        let failed = |e: crate::cluster::ClusterError| AddonError::Apply {
+        let failed = |e: operon_cluster::ClusterError| AddonError::Apply {
             module: String::new(),
             reason: format!("listing release records: {e}"),
         };
