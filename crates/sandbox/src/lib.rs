@@ -17,7 +17,7 @@
 //! 0.1.0, 0.2.0 and 0.3.0): a component built against an older version keeps loading
 //! and running, its version detected when it is loaded.
 
-pub mod bindings;
+pub(crate) mod bindings;
 mod cache;
 pub mod convert;
 mod enabled;

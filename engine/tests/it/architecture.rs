@@ -1,8 +1,15 @@
-//! Rules of the engine's layout that the compiler does not enforce: the WIT-generated
-//! types stay inside the sandbox (everything else speaks `operon::model`), so that a
-//! new version of the WIT package changes `sandbox::convert` and nothing else.
+//! Rules of the workspace's layout: the crates keep the layering ARCHITECTURE.md draws
+//! (cargo refuses a cycle, but not a dependency on a sibling or on a crate above), and
+//! the WIT-generated types stay inside the wasm sandbox crate (everything else speaks
+//! `operon::model`), so that a new version of the WIT package changes
+//! `sandbox::convert` and nothing else.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("readable source tree") {
@@ -15,13 +22,165 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every engine crate's directory, and the binary's.
+fn crate_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(workspace().join("crates"))
+        .expect("crates/ is readable")
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|path| path.join("Cargo.toml").is_file())
+        .collect();
+    dirs.push(workspace().join("engine"));
+    dirs.sort();
+    dirs
+}
+
+/// The operon crates a manifest's `[dependencies]` names (not its dev-dependencies:
+/// a crate's tests may use the test-support crate and features of the ones below).
+fn operon_dependencies(manifest: &Path) -> (String, BTreeSet<String>) {
+    let text = std::fs::read_to_string(manifest).expect("readable Cargo.toml");
+    let mut name = None;
+    let mut section = String::new();
+    let mut deps = BTreeSet::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.to_owned();
+            continue;
+        }
+        let key = line.split(['=', '.', ' ']).next().unwrap_or_default();
+        if section == "[package]" && key == "name" {
+            name = line.split('"').nth(1).map(str::to_owned);
+        }
+        if section == "[dependencies]" && key.starts_with("operon-") {
+            deps.insert(key.to_owned());
+        }
+    }
+    (name.expect("the package has a name"), deps)
+}
+
+/// The layering of ARCHITECTURE.md: what each crate may depend on.
+fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
+    const DATA: &[&str] = &[];
+    const SANDBOXES: &[&str] = &["operon-data"];
+    const CLUSTER: &[&str] = &["operon-data", "operon-jq"];
+    const RUNNER: &[&str] = &[
+        "operon-data",
+        "operon-jq",
+        "operon-sandbox",
+        "operon-script",
+        "operon-cluster",
+    ];
+    const ENGINES: &[&str] = &[
+        "operon-data",
+        "operon-jq",
+        "operon-sandbox",
+        "operon-script",
+        "operon-cluster",
+        "operon-runner",
+    ];
+    const ADDONS: &[&str] = &[
+        "operon-data",
+        "operon-jq",
+        "operon-sandbox",
+        "operon-script",
+        "operon-cluster",
+        "operon-runner",
+        "operon-hooks",
+    ];
+    const CONTROLLER: &[&str] = &[
+        "operon-data",
+        "operon-jq",
+        "operon-sandbox",
+        "operon-script",
+        "operon-cluster",
+        "operon-runner",
+        "operon-pipeline",
+        "operon-hooks",
+        "operon-addons",
+    ];
+    const BINARY: &[&str] = &[
+        "operon-data",
+        "operon-jq",
+        "operon-sandbox",
+        "operon-script",
+        "operon-cluster",
+        "operon-runner",
+        "operon-pipeline",
+        "operon-hooks",
+        "operon-addons",
+        "operon-controller",
+    ];
+    BTreeMap::from([
+        ("operon-data", DATA),
+        ("operon-jq", DATA),
+        ("operon-sandbox", SANDBOXES),
+        ("operon-script", SANDBOXES),
+        ("operon-cluster", CLUSTER),
+        ("operon-runner", RUNNER),
+        ("operon-pipeline", ENGINES),
+        ("operon-hooks", ENGINES),
+        ("operon-addons", ADDONS),
+        ("operon-controller", CONTROLLER),
+        ("operon-engine", BINARY),
+    ])
+}
+
+#[test]
+fn each_crate_depends_only_on_the_layers_below_it() {
+    let allowed = allowed();
+    let mut seen = BTreeSet::new();
+    let mut wrong = Vec::new();
+    for dir in crate_dirs() {
+        let (name, deps) = operon_dependencies(&dir.join("Cargo.toml"));
+        let Some(may) = allowed.get(name.as_str()) else {
+            panic!(
+                "{name} ({}) has no place in the layering: add it to ARCHITECTURE.md and to \
+                 this test",
+                dir.display()
+            );
+        };
+        seen.insert(name.clone());
+        for dep in deps.iter().filter(|dep| !may.contains(&dep.as_str())) {
+            wrong.push(format!("{name} depends on {dep}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "dependencies that run back up or sideways: {wrong:?}"
+    );
+    let missing: Vec<_> = allowed
+        .keys()
+        .filter(|name| !seen.contains(**name))
+        .collect();
+    assert!(missing.is_empty(), "crates not found: {missing:?}");
+}
+
+#[test]
+fn the_sdk_and_guests_depend_on_nothing_of_the_engine() {
+    let mut manifests = vec![workspace().join("sdk/Cargo.toml")];
+    for dir in ["operations", "operations/fixtures"] {
+        for entry in std::fs::read_dir(workspace().join(dir)).unwrap().flatten() {
+            let manifest = entry.path().join("Cargo.toml");
+            if manifest.is_file() {
+                manifests.push(manifest);
+            }
+        }
+    }
+    assert!(manifests.len() > 10, "found only {manifests:?}");
+    for manifest in manifests {
+        let (name, deps) = operon_dependencies(&manifest);
+        let engine: Vec<_> = deps.iter().filter(|dep| *dep != "operon-sdk").collect();
+        assert!(engine.is_empty(), "{name} depends on {engine:?}");
+    }
+}
+
 #[test]
 fn only_the_sandbox_uses_the_wit_generated_types() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let sandbox = src.join("sandbox");
+    let sandbox = workspace().join("crates/sandbox");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    assert!(files.len() > 50, "found only {} files", files.len());
+    for dir in crate_dirs() {
+        rust_files(&dir.join("src"), &mut files);
+    }
+    assert!(files.len() > 200, "found only {} files", files.len());
     let offenders: Vec<String> = files
         .iter()
         .filter(|path| !path.starts_with(&sandbox))

@@ -1,0 +1,21 @@
+//! Operon's processes and the controllers of its own resources.
+//!
+//! - [`serve`]: `operon serve`, the controller process: the hook engine over a cluster,
+//!   HTTP and debug endpoints, leader election, the webhook servers with their
+//!   registration and certificates, the admission webhook of Operon's resources, the
+//!   Alertmanager receiver, the module API and Hook objects.
+//! - [`controllers`]: the kube-runtime controllers of OperationSets, Triggers and
+//!   Diagnoses.
+//! - [`agent`]: `operon agent`, the per-node runner of the Diagnoses placed on its node.
+//! - [`manifest`]: objects read from YAML files and checked together, for commands with
+//!   no cluster; [`kubediag`]: KubeDiag objects rewritten into Operon's group.
+//!
+//! This is the top of the library: everything below (pipelines, hooks, runners,
+//! sandboxes, the cluster layer, the data model) is its own crate and knows nothing of
+//! this one. Command lines are parsed by the `operon` binary, not here.
+
+pub mod agent;
+pub mod controllers;
+pub mod kubediag;
+pub mod manifest;
+pub mod serve;

@@ -1,0 +1,574 @@
+//! addon-operator's modules under `operon serve` (`--modules-dir`): the task queue of
+//! [`operon_addons`] runs on the leader only (a replica that takes over builds it
+//! afresh: global `onStartup` hooks, then a convergence), against the cluster `serve`
+//! watches, objects going in by server-side apply. Its ConfigMap is watched, so a
+//! change converges again; its metrics and its hooks' metrics are on serve's
+//! `/metrics`; its queue is on the debug socket at `/queue/main` (addon-operator's
+//! path; `operon modules queue` prints it).
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use operon_addons::AddonError;
+use operon_addons::apply::ObjectWriter;
+use operon_addons::operator::{Operator, QueueEvent, Settings};
+use operon_addons::status::QueueView;
+use operon_cluster::Cluster;
+use operon_hooks::metrics::Metrics;
+use operon_script::ScriptSandbox;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What the modules of `operon serve` need.
+#[derive(Clone)]
+pub struct ModulesOptions {
+    /// The directories, the ConfigMap, the renderer, the deadlines.
+    pub settings: Settings,
+    /// Where release records live and namespaced objects without a namespace go.
+    pub namespace: String,
+    /// Server-side apply goes through this client; `None` writes through the cluster
+    /// layer instead (the local cluster, in tests).
+    pub client: Option<kube::Client>,
+    /// Runs `enabled` programs and shell hooks.
+    pub sandbox: ScriptSandbox,
+    /// Where the queue is published, for the debug socket.
+    pub view: QueueView,
+}
+
+impl std::fmt::Debug for ModulesOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModulesOptions")
+            .field("settings", &self.settings)
+            .field("namespace", &self.namespace)
+            .field("server_side_apply", &self.client.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The modules' task queue, running in the background; aborted when dropped (a
+/// replica that stops leading stops converging at once).
+pub(super) struct RunningModules {
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<Result<(), AddonError>>>,
+}
+
+/// Builds the operator (reading the layout, loading every hook, reading the ConfigMap)
+/// and runs its queue until stopped.
+pub(super) fn spawn(
+    options: Arc<ModulesOptions>,
+    cluster: Arc<dyn Cluster>,
+    metrics: Arc<Metrics>,
+) -> RunningModules {
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let writer = ObjectWriter::new(cluster, options.client.clone(), &options.namespace);
+        let mut operator = Operator::new(
+            options.settings.clone(),
+            options.sandbox.clone(),
+            writer,
+            log_event,
+        )
+        .await?;
+        operator.report_to(metrics)?;
+        operator.publish_to(options.view.clone());
+        tracing::info!(
+            modules = operator.layout().modules.len(),
+            dir = %options.settings.modules_dir.display(),
+            configmap = %options.settings.config_map,
+            "running the modules' task queue"
+        );
+        operator
+            .run_until(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    RunningModules {
+        stop,
+        task: Some(task),
+    }
+}
+
+impl RunningModules {
+    /// Resolves with the error that stopped the queue; pending while it runs (and
+    /// after it stopped without error).
+    pub(super) async fn failed(&mut self) -> AddonError {
+        let Some(task) = &mut self.task else {
+            return std::future::pending().await;
+        };
+        let outcome = task.await;
+        self.task = None;
+        match outcome {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => std::future::pending().await,
+            Err(e) => AddonError::Hook(format!("the modules' task queue panicked: {e}")),
+        }
+    }
+
+    /// Stops taking tasks; the task in progress has `grace` to finish.
+    pub(super) async fn stop(mut self, grace: Duration) {
+        let _ = self.stop.send(true);
+        let Some(task) = self.task.take() else { return };
+        let abort = task.abort_handle();
+        match tokio::time::timeout(grace, task).await {
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "the modules' task queue stopped with an error")
+            }
+            Ok(_) => tracing::info!("the modules' task queue stopped"),
+            Err(_) => {
+                abort.abort();
+                tracing::warn!(
+                    "the modules' task in progress did not finish within the grace period"
+                );
+            }
+        }
+    }
+}
+
+/// [`RunningModules::failed`] of the modules, when they run; pending otherwise.
+pub(super) async fn failed(modules: &mut Option<RunningModules>) -> AddonError {
+    match modules {
+        Some(modules) => modules.failed().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Drop for RunningModules {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// The debug socket's routes for the modules: `/queue/main` (JSON) and
+/// `/queue/main.text`.
+pub(super) fn debug_routes(view: QueueView) -> Router {
+    Router::new()
+        .route("/queue/main", get(queue))
+        .route("/queue/main.text", get(queue_text))
+        .with_state(view)
+}
+
+async fn queue(State(view): State<QueueView>) -> Response {
+    Json(view.status()).into_response()
+}
+
+async fn queue_text(State(view): State<QueueView>) -> Response {
+    QueueView::text(&view.status()).into_response()
+}
+
+/// One log line per queue event, with the fields an operator filters on.
+fn log_event(event: &QueueEvent) {
+    match event {
+        QueueEvent::Started { task, waiting } => {
+            tracing::debug!(task = %task, waiting = waiting.len(), "module task started");
+        }
+        QueueEvent::Finished {
+            task,
+            result: Ok(summary),
+            elapsed,
+            ..
+        } => tracing::info!(task = %task, duration_ms = elapsed.as_secs_f64() * 1000.0,
+            summary = %summary, "module task done"),
+        QueueEvent::Finished {
+            task,
+            result: Err(error),
+            elapsed,
+            retry_in,
+        } => tracing::warn!(task = %task, duration_ms = elapsed.as_secs_f64() * 1000.0,
+            retry_in_s = retry_in.map(|d| d.as_secs_f64()), error = %error, "module task failed"),
+        QueueEvent::ConfigChanged { queued } => {
+            let queued: Vec<String> = queued.iter().map(ToString::to_string).collect();
+            tracing::info!(queued = %queued.join(" "), "the modules' ConfigMap changed");
+        }
+        QueueEvent::ConvergedAfterChange { module, latency } => {
+            tracing::info!(module = %module, latency_ms = latency.as_secs_f64() * 1000.0,
+                "module applied after the ConfigMap change");
+        }
+        QueueEvent::ConfigRejected { reason } => {
+            tracing::warn!(reason = %reason, "the modules' ConfigMap change is refused; nothing queued");
+        }
+        QueueEvent::ValuesChanged { hook, queued } => {
+            let queued: Vec<String> = queued.iter().map(ToString::to_string).collect();
+            tracing::info!(hook = %hook, queued = %queued.join(" "), "a hook changed values");
+        }
+        QueueEvent::PatchRejected { hook, reason } => {
+            tracing::warn!(hook = %hook, reason = %reason, "a hook's values patch is refused");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::{Coordination, ServeError, ServeOptions};
+    use operon_addons::config::ConfigMapRef;
+    use operon_addons::render::Renderer;
+    use operon_cluster::local::LocalCluster;
+    use operon_data::model::WatchEvent;
+    use operon_hooks::hooks::load::HookLoader;
+    use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
+    use operon_script::{Launcher, ScriptSandboxConfig};
+    use std::net::SocketAddr;
+    use std::path::Path;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    fn write(root: &Path, path: &str, text: &str) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Modules of manifests only: no script runs, so the sandbox's launcher is never
+    /// started.
+    fn options(modules: &Path) -> Arc<ModulesOptions> {
+        let launcher = Launcher {
+            program: "/nonexistent/launcher".into(),
+            args: Vec::new(),
+        };
+        Arc::new(ModulesOptions {
+            settings: Settings {
+                modules_dir: modules.to_owned(),
+                global_hooks_dir: None,
+                config_map: ConfigMapRef {
+                    namespace: "ops".into(),
+                    name: "addon-operator".into(),
+                },
+                renderer: Renderer {
+                    helm: "helm".into(),
+                    namespace: "ops".into(),
+                    timeout: Duration::from_secs(10),
+                },
+                hook_timeout: Duration::from_secs(10),
+                retry_first: Duration::from_millis(100),
+                retry_max: Duration::from_secs(1),
+            },
+            namespace: "ops".into(),
+            client: None,
+            sandbox: ScriptSandbox::new(ScriptSandboxConfig::new(launcher)).unwrap(),
+            view: QueueView::default(),
+        })
+    }
+
+    fn loader() -> HookLoader {
+        let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+        HookLoader::new(sandbox, CallLimits::default(), false)
+    }
+
+    async fn get(address: SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: operon\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    async fn config_map(cluster: &LocalCluster, name: &str) -> Option<serde_json::Value> {
+        let resource = cluster.resolve(Some("v1"), "ConfigMap").unwrap();
+        Cluster::get(cluster, &resource, Some("ops"), name)
+            .await
+            .unwrap()
+    }
+
+    async fn until<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+        for _ in 0..200 {
+            if let Some(found) = check().await {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serve_converges_modules_shows_their_queue_and_metrics_and_follows_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        write(d, "modules/values.yaml", "appEnabled: true\n");
+        write(
+            d,
+            "modules/001-app/manifests/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: b\n",
+        );
+        let cluster = Arc::new(LocalCluster::new());
+        let address: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let listener = std::net::TcpListener::bind(address).unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let socket = d.join("debug.socket");
+        let options = ServeOptions {
+            debug_socket: Some(socket.clone()),
+            grace: Duration::from_secs(5),
+            modules: Some(options(&d.join("modules"))),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(options, &loader(), served, Coordination::default(), async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+
+        let applied = until("the module's ConfigMap", async || {
+            config_map(&cluster, "app").await
+        })
+        .await;
+        assert_eq!(applied["data"]["a"], "b");
+        let queue = until("the queue after the convergence", async || {
+            let answer = crate::serve::debug::request(&socket, "/queue/main")
+                .await
+                .ok()?;
+            (answer["enabledModules"] == serde_json::json!(["app"])).then_some(answer)
+        })
+        .await;
+        assert_eq!(queue["runningQueue"], true);
+        let metrics = get(address, "/metrics").await;
+        assert!(
+            metrics.contains("operon_module_enabled{module=\"app\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("operon_module_run_seconds_count{module=\"app\"} 1"),
+            "{metrics}"
+        );
+
+        // The ConfigMap disables the module: its objects and release record go.
+        let config: serde_json::Value = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "addon-operator", "namespace": "ops"},
+            "data": {"appEnabled": "false"},
+        });
+        cluster
+            .apply_watch_event(WatchEvent::Added, config)
+            .unwrap();
+        until("the module's objects deleted", async || {
+            let gone = config_map(&cluster, "app").await.is_none()
+                && config_map(&cluster, "operon-module-app").await.is_none();
+            gone.then_some(())
+        })
+        .await;
+        let metrics = get(address, "/metrics").await;
+        assert!(
+            metrics.contains("operon_module_enabled{module=\"app\"} 0"),
+            "{metrics}"
+        );
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    struct Replica {
+        server: tokio::task::JoinHandle<Result<(), ServeError>>,
+        stop: tokio::sync::oneshot::Sender<()>,
+        socket: std::path::PathBuf,
+    }
+
+    fn replica(
+        name: &str,
+        dir: &Path,
+        cluster: &Arc<LocalCluster>,
+        leases: &Arc<std::sync::Mutex<crate::serve::fake_lease::FakeLeases>>,
+    ) -> Replica {
+        let socket = dir.join(format!("{name}.socket"));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let options = ServeOptions {
+            debug_socket: Some(socket.clone()),
+            grace: Duration::from_secs(5),
+            modules: Some(options(&dir.join("modules"))),
+            ..ServeOptions::new(dir.join("hooks"), address)
+        };
+        let mut lease = crate::serve::lease::LeaseOptions::new("operon", "ops");
+        lease.identity = name.to_owned();
+        lease.lease_duration = Duration::from_secs(2);
+        lease.renew_deadline = Duration::from_secs(1);
+        lease.retry_period = Duration::from_millis(100);
+        let elector = crate::serve::lease::LeaderElector::new(
+            crate::serve::fake_lease::client(leases.clone()),
+            lease,
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let cluster: Arc<dyn Cluster> = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(
+                options,
+                &loader(),
+                cluster,
+                Coordination {
+                    elector: Some(elector),
+                    ..Coordination::default()
+                },
+                async {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+        });
+        Replica {
+            server,
+            stop,
+            socket,
+        }
+    }
+
+    /// Whether the replica's module queue runs, once its debug socket answers.
+    async fn runs_queue(replica: &Replica) -> Option<bool> {
+        let answer = crate::serve::debug::request(&replica.socket, "/queue/main")
+            .await
+            .ok()?;
+        answer["runningQueue"].as_bool()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_the_leader_converges_modules_and_a_new_leader_starts_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        write(d, "modules/values.yaml", "appEnabled: true\n");
+        write(
+            d,
+            "modules/001-app/manifests/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n",
+        );
+        let cluster = Arc::new(LocalCluster::new());
+        let leases = Arc::new(std::sync::Mutex::new(
+            crate::serve::fake_lease::FakeLeases::default(),
+        ));
+        let a = replica("a", d, &cluster, &leases);
+        until("a leads and converges", async || {
+            (runs_queue(&a).await == Some(true) && config_map(&cluster, "app").await.is_some())
+                .then_some(())
+        })
+        .await;
+        let b = replica("b", d, &cluster, &leases);
+        until("b answers on its debug socket", async || {
+            runs_queue(&b).await
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(runs_queue(&b).await, Some(false), "b stands by");
+
+        // a goes; the config disables the module; b takes over, reads the config
+        // afresh and deletes what a applied.
+        a.stop.send(()).unwrap();
+        a.server.await.unwrap().unwrap();
+        let config = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "addon-operator", "namespace": "ops"},
+            "data": {"appEnabled": "false"},
+        });
+        cluster
+            .apply_watch_event(WatchEvent::Added, config)
+            .unwrap();
+        until("b leads and deletes the module's objects", async || {
+            (runs_queue(&b).await == Some(true) && config_map(&cluster, "app").await.is_none())
+                .then_some(())
+        })
+        .await;
+        b.stop.send(()).unwrap();
+        b.server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readyz_waits_for_the_modules_startup_convergence() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        write(d, "modules/values.yaml", "appEnabled: true\n");
+        // A kind the cluster does not serve: the ModuleRun fails and is retried.
+        let manifest = "modules/001-app/manifests/object.yaml";
+        write(
+            d,
+            manifest,
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: app\n",
+        );
+        let cluster = Arc::new(LocalCluster::new());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let options = ServeOptions {
+            grace: Duration::from_secs(5),
+            modules: Some(options(&d.join("modules"))),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(options, &loader(), served, Coordination::default(), async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        // The listener may not be bound yet: wait for it before asking.
+        until("the listener", async || {
+            tokio::net::TcpStream::connect(address).await.ok()
+        })
+        .await;
+        let waiting = until("a retried ModuleRun named by /readyz", async || {
+            let answer = get(address, "/readyz").await;
+            answer.contains("(failed 2 times)").then_some(answer)
+        })
+        .await;
+        assert!(
+            waiting.lines().next().unwrap().contains(" 503 "),
+            "{waiting}"
+        );
+        assert!(
+            waiting.contains("waiting for the modules' startup convergence: ModuleRun:app"),
+            "{waiting}"
+        );
+        // The manifest is fixed: the next retry succeeds and the convergence is done.
+        write(
+            d,
+            manifest,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n",
+        );
+        let ready = until("/readyz ready", async || {
+            let answer = get(address, "/readyz").await;
+            let ok = answer.lines().next().is_some_and(|l| l.contains(" 200 "));
+            ok.then_some(answer)
+        })
+        .await;
+        assert!(config_map(&cluster, "app").await.is_some(), "{ready}");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_bad_modules_directory_stops_serve_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        write(d, "modules/001-app/values.yaml", "app: [not, a, mapping\n");
+        let address: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let options = ServeOptions {
+            modules: Some(options(&d.join("modules"))),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let error = crate::serve::run(
+            options,
+            &loader(),
+            Arc::new(LocalCluster::new()),
+            Coordination::default(),
+            std::future::pending(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(error, ServeError::Modules(_)), "{error}");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("modules: ") && message.contains("001-app/values.yaml"),
+            "{message}"
+        );
+    }
+}

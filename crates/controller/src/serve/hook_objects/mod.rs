@@ -1,0 +1,449 @@
+//! Hook objects (`hooks.operon.dev`): hooks run from uploaded modules, loaded as they
+//! appear, change and disappear, with no restart. Each Hook object gets its own hook
+//! engine (its own queues and snapshots) over a cluster that refuses patches outside
+//! the Hook's permissions ([`operon_hooks::hooks::permitted`]); a change of the object, or of
+//! the Module its `spec.module` names, drops that engine and starts another, and a
+//! deleted Hook's engine is dropped. Only the leader runs them (as the Diagnoses).
+//!
+//! What this owns: following the Hook objects (a kube-runtime watcher; a re-list drops
+//! the Hooks it no longer finds), preparing each ([`prepare`]) and writing its status
+//! ([`status`]). It does not touch the hooks of the hooks directory.
+
+pub mod prepare;
+pub mod status;
+
+use crate::controllers::AbortOnDrop;
+use futures::StreamExt as _;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client, ResourceExt as _};
+use operon_cluster::Cluster;
+use operon_data::api::{ConditionStatus, Hook, HookBindingStatus, HookStatus};
+use operon_hooks::hooks::engine::Engine;
+use operon_hooks::hooks::load::HookLoader;
+use operon_hooks::metrics::Metrics;
+use operon_runner::store::ModuleLocator;
+use status::{StatusWriter, set_condition};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often Hooks whose module was missing look for it again (a fetched module does
+/// not change any name, so nothing else says it arrived).
+const RECHECK: Duration = Duration::from_secs(5);
+/// The first wait before an engine whose watches failed to start is tried again; it
+/// doubles up to [`MAX_BACKOFF`].
+const BACKOFF: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// What running Hook objects needs.
+pub struct HookObjects {
+    client: Client,
+    /// Resolves `spec.module` (the cluster's Modules, and --modules).
+    modules: ModuleLocator,
+    /// Loads wasm hooks, in the wasm sandbox it was given (`operon serve` gives the
+    /// Diagnosis runners' one, so a module is compiled once for both).
+    loader: HookLoader,
+    /// The cluster each Hook's engine watches and patches through its permissions.
+    cluster: Arc<dyn Cluster>,
+    /// Wakes the loop when a Module points to new bytes.
+    catalog_changes: Option<tokio::sync::watch::Receiver<u64>>,
+    /// Where the runs of Hooks with `runOn: Job` go, when this engine offloads.
+    offload: Option<prepare::HookOffload>,
+}
+
+impl std::fmt::Debug for HookObjects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookObjects").finish_non_exhaustive()
+    }
+}
+
+impl HookObjects {
+    /// Hook objects read through `client`, their modules found by `modules` and loaded
+    /// by `loader`, their engines over `cluster`.
+    pub fn new(
+        client: Client,
+        modules: ModuleLocator,
+        loader: HookLoader,
+        cluster: Arc<dyn Cluster>,
+    ) -> Self {
+        Self {
+            client,
+            modules,
+            loader,
+            cluster,
+            catalog_changes: None,
+            offload: None,
+        }
+    }
+
+    /// Lets Hooks with `runOn: Job` run, in Jobs of `offload`.
+    pub fn with_offload(mut self, offload: Option<prepare::HookOffload>) -> Self {
+        self.offload = offload;
+        self
+    }
+
+    /// Reloads the Hooks naming a module when the module's name points to new bytes.
+    pub fn with_catalog_changes(mut self, changes: tokio::sync::watch::Receiver<u64>) -> Self {
+        self.catalog_changes = Some(changes);
+        self
+    }
+}
+
+/// The Hook objects of the cluster behind `client`, their modules found by `modules`
+/// (reloaded when a name of `catalog` changes), loaded by `loader`; `None`, logged,
+/// when the Hook CRD is not installed.
+pub async fn setup(
+    client: &Client,
+    modules: ModuleLocator,
+    catalog: Option<&operon_runner::store::ModuleCatalog>,
+    loader: HookLoader,
+    cluster: Arc<dyn Cluster>,
+    offload: Option<prepare::HookOffload>,
+) -> Option<Arc<HookObjects>> {
+    match hooks_installed(client).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!("the Hook CRD is not installed: Hook objects do not run");
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot tell whether the Hook CRD is installed: Hook objects do not run");
+            return None;
+        }
+    }
+    let mut objects =
+        HookObjects::new(client.clone(), modules, loader, cluster).with_offload(offload);
+    if let Some(catalog) = catalog {
+        objects = objects.with_catalog_changes(catalog.subscribe());
+    }
+    Some(Arc::new(objects))
+}
+
+/// Whether the API server serves the Hook resource (its CRD is installed).
+pub async fn hooks_installed(client: &Client) -> Result<bool, kube::Error> {
+    match client
+        .list_api_group_resources(operon_data::api::API_VERSION)
+        .await
+    {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "hooks")),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+type Key = (String, String);
+
+/// One Hook object being run.
+struct Running {
+    object: Arc<Hook>,
+    /// What the current engine was made from: a change starts another.
+    fingerprint: Option<String>,
+    writer: Arc<StatusWriter>,
+    /// Loading, then running, the hook; dropped to stop it.
+    task: Option<AbortOnDrop>,
+}
+
+/// Runs the Hook objects until the future is dropped, reporting to `metrics`.
+pub async fn run(objects: Arc<HookObjects>, metrics: Arc<Metrics>) {
+    let api: Api<Hook> = Api::all(objects.client.clone());
+    let events = watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(events);
+    let mut running: HashMap<Key, Running> = HashMap::new();
+    let mut relisted: Option<HashSet<Key>> = None;
+    let mut recheck = tokio::time::interval(RECHECK);
+    let mut changes = objects.catalog_changes.clone();
+    tracing::info!("running Hook objects");
+    loop {
+        let catalog_changed = async {
+            match changes.as_mut() {
+                Some(changes) => {
+                    if changes.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = events.next() => match event {
+                None => return,
+                Some(Ok(watcher::Event::Apply(hook))) => {
+                    upsert(&objects, &metrics, &mut running, hook);
+                }
+                Some(Ok(watcher::Event::Delete(hook))) => {
+                    if running.remove(&key(&hook)).is_some() {
+                        tracing::info!(hook = %prepare::run_name(&hook), "Hook deleted; its engine stopped");
+                    }
+                }
+                Some(Ok(watcher::Event::Init)) => relisted = Some(HashSet::new()),
+                Some(Ok(watcher::Event::InitApply(hook))) => {
+                    relisted.get_or_insert_with(HashSet::new).insert(key(&hook));
+                    upsert(&objects, &metrics, &mut running, hook);
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    // Deletes during a watch gap (after a 410) come as absences.
+                    if let Some(seen) = relisted.take() {
+                        running.retain(|k, _| seen.contains(k));
+                    }
+                }
+                Some(Err(e)) => tracing::warn!(error = %e, "watching Hooks"),
+            },
+            () = catalog_changed => reconcile_all(&objects, &metrics, &mut running),
+            _ = recheck.tick() => reconcile_all(&objects, &metrics, &mut running),
+        }
+    }
+}
+
+fn key(hook: &Hook) -> Key {
+    (hook.namespace().unwrap_or_default(), hook.name_any())
+}
+
+fn upsert(
+    objects: &Arc<HookObjects>,
+    metrics: &Arc<Metrics>,
+    running: &mut HashMap<Key, Running>,
+    hook: Hook,
+) {
+    let k = key(&hook);
+    let hook = Arc::new(hook);
+    let entry = running.entry(k.clone()).or_insert_with(|| {
+        let api: Api<Hook> = Api::namespaced(objects.client.clone(), &k.0);
+        let current = hook.status.clone().unwrap_or_default();
+        Running {
+            object: hook.clone(),
+            fingerprint: None,
+            writer: Arc::new(StatusWriter::start(api, k.1.clone(), current)),
+            task: None,
+        }
+    });
+    entry.object = hook;
+    reconcile(objects, metrics, entry);
+}
+
+fn reconcile_all(
+    objects: &Arc<HookObjects>,
+    metrics: &Arc<Metrics>,
+    running: &mut HashMap<Key, Running>,
+) {
+    for entry in running.values_mut() {
+        reconcile(objects, metrics, entry);
+    }
+}
+
+/// Starts (again) the engine of `entry` when what it is made from changed: the spec, or
+/// the module file `spec.module` leads to (a name that now points to other bytes, a
+/// module that arrived).
+fn reconcile(objects: &Arc<HookObjects>, metrics: &Arc<Metrics>, entry: &mut Running) {
+    let hook = entry.object.clone();
+    // An `oci://` module is pulled by the task: it names the same bytes until the spec
+    // changes.
+    let located = (!operon_runner::store::oci::is_oci(&hook.spec.module))
+        .then(|| prepare::locate(&objects.modules, &hook));
+    let fingerprint = format!(
+        "{}|{:?}|{}",
+        hook.metadata.generation.unwrap_or_default(),
+        located.as_ref().map(|l| l.as_ref().map_err(|r| &r.message)),
+        serde_json::to_string(&hook.spec).unwrap_or_default(),
+    );
+    if entry.fingerprint.as_deref() == Some(fingerprint.as_str()) {
+        return;
+    }
+    entry.fingerprint = Some(fingerprint);
+    // The previous engine stops before the next one loads.
+    entry.task = None;
+    let writer = entry.writer.clone();
+    let objects = objects.clone();
+    let metrics = metrics.clone();
+    entry.task = Some(AbortOnDrop::spawn(async move {
+        let (path, pinned) = match located {
+            Some(Ok(path)) => (path, None),
+            Some(Err(refusal)) => return refuse(&hook, &writer, &refusal),
+            None => match pull(&objects, &hook, &writer).await {
+                Some((path, pinned)) => (path, Some(pinned)),
+                None => return,
+            },
+        };
+        run_hook(&objects, metrics, &hook, &path, pinned, &writer).await
+    }));
+}
+
+/// Pulls the `oci://` module of `hook`, trying again with a growing pause while the
+/// failure may pass (the registry down, a tag or a Secret not there yet), each failure
+/// in the status; `None` when it cannot.
+async fn pull(
+    objects: &HookObjects,
+    hook: &Hook,
+    writer: &StatusWriter,
+) -> Option<(std::path::PathBuf, String)> {
+    let mut backoff = BACKOFF;
+    loop {
+        match prepare::pull_oci(&objects.client, &objects.modules, hook).await {
+            Ok(pulled) => return Some(pulled),
+            Err((refusal, false)) => {
+                refuse(hook, writer, &refusal);
+                return None;
+            }
+            Err((mut refusal, true)) => {
+                refusal.message = format!("{} (tried again in {backoff:?})", refusal.message);
+                refuse(hook, writer, &refusal);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF * 5);
+            }
+        }
+    }
+}
+
+fn refuse(hook: &Hook, writer: &StatusWriter, refusal: &prepare::Refusal) {
+    tracing::warn!(hook = %prepare::run_name(hook), reason = refusal.reason,
+        error = %refusal.message, "a Hook does not load");
+    writer.update(|status| {
+        // A pin stands while its spec does: a registry down for a while must not
+        // let the tag move under the Hook.
+        if status.observed_generation != hook.metadata.generation {
+            status.pinned_module = None;
+        }
+        status.observed_generation = hook.metadata.generation;
+        status.digest = None;
+        status.bindings.clear();
+        status.last_error = Some(refusal.message.clone());
+        set_condition(
+            &mut status.conditions,
+            "Loaded",
+            ConditionStatus::False,
+            refusal.reason,
+            &refusal.message,
+        );
+        set_condition(
+            &mut status.conditions,
+            "Ready",
+            ConditionStatus::False,
+            "NotLoaded",
+            "the hook is not loaded (see the Loaded condition)",
+        );
+    });
+}
+
+/// Loads the hook and runs its engine until dropped.
+async fn run_hook(
+    objects: &HookObjects,
+    metrics: Arc<Metrics>,
+    hook: &Hook,
+    path: &std::path::Path,
+    pinned: Option<String>,
+    writer: &StatusWriter,
+) {
+    let name = prepare::run_name(hook);
+    let prepared = match prepare::prepare(
+        hook,
+        path,
+        &objects.loader,
+        objects.cluster.clone(),
+        objects.offload.as_ref(),
+    )
+    .await
+    {
+        Ok(prepared) => prepared,
+        Err(refusal) => return refuse(hook, writer, &refusal),
+    };
+    tracing::info!(hook = %name, digest = %prepared.digest, bindings = prepared.bindings.len(), "Hook loaded");
+    writer.update(|status| {
+        *status = HookStatus {
+            observed_generation: hook.metadata.generation,
+            digest: Some(prepared.digest.to_string()),
+            pinned_module: pinned.clone(),
+            bindings: prepared.bindings.clone(),
+            last_run: status.last_run.take(),
+            last_error: None,
+            conditions: std::mem::take(&mut status.conditions),
+        };
+        set_condition(
+            &mut status.conditions,
+            "Loaded",
+            ConditionStatus::True,
+            "Loaded",
+            format!("module {} ({})", hook.spec.module, prepared.digest),
+        );
+        set_condition(
+            &mut status.conditions,
+            "Ready",
+            ConditionStatus::False,
+            "Starting",
+            "listing and watching the kubernetes bindings",
+        );
+    });
+    let metrics = Arc::new(metrics.for_hook_object(&name));
+    let _series = ForgetSeries {
+        metrics: metrics.clone(),
+        hook: name.clone(),
+        bindings: prepared.bindings.clone(),
+    };
+    let mut backoff = BACKOFF;
+    let engine = loop {
+        let engine = Arc::new(Engine::new(
+            vec![prepared.loaded.clone()],
+            prepared.cluster.clone(),
+            metrics.clone(),
+        ));
+        match engine.start().await {
+            Ok(()) => break engine,
+            Err(e) => {
+                let message = format!("{e} (tried again in {backoff:?})");
+                tracing::warn!(hook = %name, error = %message, "a Hook's bindings cannot be watched");
+                writer.update(|status| {
+                    status.last_error = Some(message.clone());
+                    set_condition(
+                        &mut status.conditions,
+                        "Ready",
+                        ConditionStatus::False,
+                        "WatchFailed",
+                        message,
+                    );
+                });
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    };
+    writer.update(|status| {
+        set_condition(
+            &mut status.conditions,
+            "Ready",
+            ConditionStatus::True,
+            "Running",
+            "the hook runs on its bindings",
+        );
+    });
+    let handle = writer.handle();
+    engine
+        .run_until(std::future::pending(), Duration::ZERO, move |record| {
+            handle.send_modify(|status| status::record_run(status, record));
+        })
+        .await;
+}
+
+/// Removes the series of a Hook's engine when it stops (the Hook changed or went), so
+/// that `/metrics` does not keep reporting an engine that no longer runs.
+struct ForgetSeries {
+    metrics: Arc<Metrics>,
+    hook: String,
+    bindings: Vec<HookBindingStatus>,
+}
+
+impl Drop for ForgetSeries {
+    fn drop(&mut self) {
+        let gauge = &self.metrics.tasks_queue_length;
+        gauge.remove_label_values(&[operon_hooks::hooks::config::MAIN_QUEUE]);
+        for binding in &self.bindings {
+            let queue = binding
+                .queue
+                .as_deref()
+                .unwrap_or(operon_hooks::hooks::config::MAIN_QUEUE);
+            gauge.remove_label_values(&[queue]);
+            self.metrics
+                .forget_binding(&self.hook, &binding.name, queue);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

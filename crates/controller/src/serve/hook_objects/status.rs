@@ -1,0 +1,166 @@
+//! A Hook object's status: what the engine made of it (the digest loaded, the
+//! bindings, the last run and error, the `Loaded` and `Ready` conditions) written with
+//! server-side apply (field manager `operon`) to the status subresource. Updates are
+//! coalesced: a hook that runs every second writes its status at most once a second.
+
+use crate::controllers::AbortOnDrop;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use operon_data::api::{
+    Condition, ConditionStatus, Hook, HookRunOutcome, HookRunStatus, HookStatus,
+};
+use operon_hooks::hooks::engine::RunRecord;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The least time between two status writes of one Hook.
+const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a failed write waits before it is tried again.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// Sets condition `type_` of `conditions`, keeping its transition time when its
+/// status does not change.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: impl Into<String>,
+) {
+    let mut condition = Condition::new(type_, status, reason, message);
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) => {
+            if existing.status == status {
+                condition.last_transition_time = existing.last_transition_time.clone();
+            }
+            *existing = condition;
+        }
+        None => conditions.push(condition),
+    }
+}
+
+/// Records `record` (a run that just ended) in `status`.
+pub fn record_run(status: &mut HookStatus, record: &RunRecord) {
+    let binding = record
+        .contexts
+        .first()
+        .map(|c| c.binding.clone())
+        .unwrap_or_default();
+    let outcome = match (record.failed, record.allowed_failure) {
+        (false, _) => HookRunOutcome::Succeeded,
+        (true, true) => HookRunOutcome::AllowedFailure,
+        (true, false) => HookRunOutcome::Failed,
+    };
+    status.last_run = Some(HookRunStatus {
+        time: Time(jiff::Timestamp::now()),
+        binding: binding.clone(),
+        outcome,
+        duration_ms: u64::try_from(record.run.elapsed.as_millis()).unwrap_or(u64::MAX),
+        patches: u32::try_from(record.run.patches.len()).unwrap_or(u32::MAX),
+    });
+    let error = match (&record.run.outcome, &record.apply_error) {
+        (Err(e), _) => Some(e.to_string()),
+        (Ok(_), Some(e)) => Some(e.to_string()),
+        _ => None,
+    };
+    match (error, outcome) {
+        (Some(error), HookRunOutcome::Failed) => {
+            let message = format!(
+                "run of binding {binding:?} failed (retried in {:.0?}): {error}",
+                record.retry_in.unwrap_or_default()
+            );
+            status.last_error = Some(message.clone());
+            set_condition(
+                &mut status.conditions,
+                "Ready",
+                ConditionStatus::False,
+                "RunFailed",
+                message,
+            );
+        }
+        (Some(error), _) => {
+            status.last_error = Some(format!(
+                "run of binding {binding:?} failed (allowed): {error}"
+            ));
+        }
+        (None, _) => set_condition(
+            &mut status.conditions,
+            "Ready",
+            ConditionStatus::True,
+            "Running",
+            "the hook runs on its bindings",
+        ),
+    }
+}
+
+/// Keeps one Hook's status written: updates go to [`StatusWriter::update`], a task
+/// writes the latest one.
+pub struct StatusWriter {
+    desired: Arc<watch::Sender<HookStatus>>,
+    _task: AbortOnDrop,
+}
+
+impl StatusWriter {
+    /// Starts writing the status of Hook `name` through `api` (namespaced), starting
+    /// from `current` (the status the object has, so transition times carry over).
+    pub fn start(api: Api<Hook>, name: String, current: HookStatus) -> Self {
+        let desired = Arc::new(watch::Sender::new(current));
+        let receiver = desired.subscribe();
+        Self {
+            desired,
+            _task: AbortOnDrop::spawn(write_loop(api, name, receiver)),
+        }
+    }
+
+    /// Changes the status to be written.
+    pub fn update(&self, change: impl FnOnce(&mut HookStatus)) {
+        self.desired.send_modify(change);
+    }
+
+    /// A handle that updates the same status, for the engine's run callback.
+    pub fn handle(&self) -> Arc<watch::Sender<HookStatus>> {
+        self.desired.clone()
+    }
+
+    /// The status as last set.
+    pub fn current(&self) -> HookStatus {
+        self.desired.borrow().clone()
+    }
+}
+
+async fn write_loop(api: Api<Hook>, name: String, mut desired: watch::Receiver<HookStatus>) {
+    loop {
+        if desired.changed().await.is_err() {
+            return;
+        }
+        let status = desired.borrow_and_update().clone();
+        match write(&api, &name, &status).await {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return,
+            Err(e) => {
+                tracing::warn!(hook = %name, error = %e, "cannot write a Hook's status");
+                tokio::time::sleep(RETRY).await;
+                desired.mark_changed();
+                continue;
+            }
+        }
+        tokio::time::sleep(MIN_INTERVAL).await;
+    }
+}
+
+/// Writes `status` to Hook `name` with server-side apply, as field manager `operon`
+/// (forcing: the status is the engine's alone).
+pub async fn write(api: &Api<Hook>, name: &str, status: &HookStatus) -> Result<(), kube::Error> {
+    let body = serde_json::json!({
+        "apiVersion": operon_data::api::API_VERSION,
+        "kind": "Hook",
+        "metadata": {"name": name},
+        "status": status,
+    });
+    let params = PatchParams::apply(operon_cluster::kube::FIELD_MANAGER).force();
+    api.patch_status(name, &params, &Patch::Apply(&body))
+        .await
+        .map(|_| ())
+}

@@ -1,0 +1,370 @@
+//! Hook objects against a mock API server (the Hooks, their status writes: exact
+//! requests) with their engines over the in-memory cluster and the pod labeler: a Hook
+//! refused for its watch, changed to load, changed again to be allowed its patch, and
+//! deleted, all without a restart.
+
+use super::*;
+use operon_cluster::kube::mock::{Call, MockApi, pair};
+use operon_cluster::local::LocalCluster;
+use operon_data::model::WatchEvent;
+use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
+use serde_json::{Value, json};
+
+const STATUS: &str = "/apis/operon.dev/v1alpha1/namespaces/demo/hooks/labeler/status";
+
+fn hook(generation: i64, resource_version: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Hook",
+        "metadata": {"name": "labeler", "namespace": "demo", "uid": "u-1",
+                     "generation": generation, "resourceVersion": resource_version},
+        "spec": spec,
+    })
+}
+
+#[tokio::test]
+async fn a_status_is_written_with_server_side_apply_as_operon() {
+    let (client, mut api) = pair();
+    let hooks: Api<Hook> = Api::namespaced(client, "demo");
+    let mut status = HookStatus {
+        observed_generation: Some(3),
+        digest: Some("sha256:00".into()),
+        ..HookStatus::default()
+    };
+    set_condition(
+        &mut status.conditions,
+        "Loaded",
+        ConditionStatus::True,
+        "Loaded",
+        "module m",
+    );
+    let time = status.conditions[0].last_transition_time.clone().unwrap();
+    let writing = tokio::spawn(async move { status::write(&hooks, "labeler", &status).await });
+    let call = api.next().await;
+    assert_eq!(call.method, "PATCH");
+    assert_eq!(
+        call.uri,
+        format!("{STATUS}?&force=true&fieldManager=operon")
+    );
+    assert_eq!(
+        call.content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    assert_eq!(
+        call.json(),
+        json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Hook",
+               "metadata": {"name": "labeler"},
+               "status": {"observedGeneration": 3, "digest": "sha256:00",
+                          "conditions": [{"type": "Loaded", "status": "True", "reason": "Loaded",
+                                          "message": "module m",
+                                          "lastTransitionTime": serde_json::to_value(&time).unwrap()}]}})
+    );
+    call.answer(200, hook(3, "9", json!({"module": "m"})));
+    writing.await.unwrap().unwrap();
+    api.quiet().await;
+}
+
+#[test]
+fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+    let mut conditions = Vec::new();
+    set_condition(
+        &mut conditions,
+        "Ready",
+        ConditionStatus::False,
+        "Starting",
+        "",
+    );
+    let mut first = conditions[0].clone();
+    first.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::UNIX_EPOCH,
+    ));
+    conditions[0] = first.clone();
+    set_condition(
+        &mut conditions,
+        "Ready",
+        ConditionStatus::False,
+        "RunFailed",
+        "x",
+    );
+    assert_eq!(
+        conditions[0].last_transition_time,
+        first.last_transition_time
+    );
+    assert_eq!(conditions[0].reason, "RunFailed");
+    set_condition(
+        &mut conditions,
+        "Ready",
+        ConditionStatus::True,
+        "Running",
+        "",
+    );
+    assert_ne!(
+        conditions[0].last_transition_time,
+        first.last_transition_time
+    );
+    assert_eq!(conditions.len(), 1);
+}
+
+/// The API server's side: answers the Hook list with `listed`, holds watches, and
+/// answers status writes (keeping their bodies) until `done` holds for the last one.
+struct Server {
+    api: MockApi,
+    watches: Vec<Call>,
+    writes: Vec<Value>,
+}
+
+impl Server {
+    async fn until(&mut self, listed: &[Value], done: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let call = self.api.next().await;
+            if call.uri.contains("watch=true") {
+                self.watches.push(call);
+            } else if call.method == "GET"
+                && call.uri.starts_with("/apis/operon.dev/v1alpha1/hooks?")
+            {
+                call.answer(
+                    200,
+                    json!({"apiVersion": "operon.dev/v1alpha1", "kind": "HookList",
+                           "metadata": {"resourceVersion": "1"}, "items": listed}),
+                );
+            } else if call.method == "PATCH" {
+                assert_eq!(
+                    call.uri,
+                    format!("{STATUS}?&force=true&fieldManager=operon")
+                );
+                let body = call.json();
+                call.answer(200, &body);
+                self.writes.push(body.clone());
+                if done(&body) {
+                    return body;
+                }
+            } else {
+                panic!("unexpected {} {}", call.method, call.uri);
+            }
+        }
+    }
+
+    /// Sends `event` (ADDED, MODIFIED, DELETED) on the watch being held.
+    fn event(&mut self, type_: &str, object: Value) {
+        let call = self.watches.pop().expect("a watch is held");
+        let line = serde_json::to_vec(&json!({"type": type_, "object": object})).unwrap();
+        call.answer_raw(200, line);
+    }
+}
+
+fn condition<'a>(body: &'a Value, type_: &str) -> &'a Value {
+    body["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "demo"}})
+}
+
+fn label(cluster: &LocalCluster, name: &str) -> Value {
+    cluster
+        .objects()
+        .into_iter()
+        .find(|o| o["metadata"]["name"] == name)
+        .map(|o| o["metadata"]["labels"]["operon.dev/seen"].clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
+    let modules = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        operon_tests::POD_LABELER,
+        modules.path().join("pod-labeler.wasm"),
+    )
+    .unwrap();
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_yaml(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web-1, namespace: demo}\n",
+            "pods",
+        )
+        .unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let (client, api) = pair();
+    let objects = Arc::new(HookObjects::new(
+        client,
+        ModuleLocator::new(Some(modules.path().to_owned())),
+        HookLoader::new(sandbox, CallLimits::default(), false),
+        cluster.clone(),
+    ));
+    let _running = AbortOnDrop::spawn(run(objects, Arc::new(Metrics::new().unwrap())));
+    let mut server = Server {
+        api,
+        watches: Vec::new(),
+        writes: Vec::new(),
+    };
+    let watch = json!([{"apiVersion": "v1", "kind": "Pod"}]);
+
+    // 1. Declared for every namespace, allowed its own: refused, naming the binding.
+    let v1 = hook(
+        1,
+        "1",
+        json!({"module": "pod-labeler", "permissions": {"watch": watch}}),
+    );
+    let refused = server
+        .until(&[v1], |b| condition(b, "Loaded")["status"] == "False")
+        .await;
+    assert_eq!(
+        condition(&refused, "Loaded")["reason"],
+        "BindingNotPermitted"
+    );
+    assert!(
+        refused["status"]["lastError"]
+            .as_str()
+            .unwrap()
+            .starts_with("binding \"pods\" watches v1/Pod in every namespace"),
+        "{refused}"
+    );
+    assert_eq!(condition(&refused, "Ready")["reason"], "NotLoaded");
+    assert_eq!(refused["status"]["observedGeneration"], 1);
+
+    // 2. Kept to its namespace: it loads, and its patch (no permission) fails its run.
+    let v2 = hook(
+        2,
+        "2",
+        json!({"module": "pod-labeler",
+               "overrides": {"kubernetes": [{"name": "pods", "namespaces": ["demo"]}]},
+               "permissions": {"watch": watch}}),
+    );
+    server.event("MODIFIED", v2);
+    let failed = server
+        .until(&[], |b| b["status"]["lastRun"]["outcome"] == "Failed")
+        .await;
+    assert_eq!(condition(&failed, "Loaded")["status"], "True");
+    assert_eq!(condition(&failed, "Ready")["reason"], "RunFailed");
+    let digest =
+        operon_sandbox::ModuleDigest::of(&std::fs::read(operon_tests::POD_LABELER).unwrap());
+    assert_eq!(failed["status"]["digest"], digest.to_string());
+    assert_eq!(failed["status"]["observedGeneration"], 2);
+    assert_eq!(
+        failed["status"]["bindings"],
+        json!([{"name": "resync", "type": "schedule", "crontab": "*/10 * * * *", "queue": "main"},
+               {"name": "pods", "type": "kubernetes", "watches": "v1/Pod",
+                "namespaces": ["demo"], "queue": "main"}])
+    );
+    let error = failed["status"]["lastError"].as_str().unwrap();
+    assert!(
+        error.contains("not permitted: Hook demo/labeler may not MergePatch Pod demo/web-1: spec.permissions.patch does not grant MergePatch on v1/Pod in namespace demo"),
+        "{error}"
+    );
+    assert_eq!(label(&cluster, "web-1"), Value::Null);
+
+    // 3. Granted the patch: the next engine labels the pod.
+    let v3 = hook(
+        3,
+        "3",
+        json!({"module": "pod-labeler",
+               "overrides": {"kubernetes": [{"name": "pods", "namespaces": ["demo"]}]},
+               "permissions": {"watch": watch,
+                               "patch": [{"apiVersion": "v1", "kind": "Pod", "operations": ["MergePatch"]}]}}),
+    );
+    server.event("MODIFIED", v3);
+    let succeeded = server
+        .until(&[], |b| {
+            b["status"]["lastRun"]["outcome"] == "Succeeded"
+                && condition(b, "Ready")["status"] == "True"
+        })
+        .await;
+    assert_eq!(succeeded["status"]["observedGeneration"], 3);
+    assert!(
+        succeeded["status"].get("lastError").is_none(),
+        "{succeeded}"
+    );
+    assert_eq!(label(&cluster, "web-1"), "true");
+    // Its events run it too.
+    cluster
+        .apply_watch_event(WatchEvent::Added, pod("web-3"))
+        .unwrap();
+    let started = std::time::Instant::now();
+    while label(&cluster, "web-3") != "true" {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "web-3 was not labelled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // 4. Deleted: its engine is dropped, and a new pod is left alone.
+    let deleted = hook(3, "4", json!({"module": "pod-labeler"}));
+    server.event("DELETED", deleted);
+    // The watch is taken up again once the deletion is handled; status writes of the
+    // runs before it may come first.
+    loop {
+        let call = server.api.next().await;
+        if call.uri.contains("watch=true") {
+            server.watches.push(call);
+            break;
+        }
+        assert_eq!(call.method, "PATCH", "{}", call.uri);
+        let body = call.json();
+        call.answer(200, body);
+    }
+    cluster
+        .apply_watch_event(WatchEvent::Added, pod("web-2"))
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(label(&cluster, "web-2"), Value::Null);
+    server.api.quiet().await;
+}
+
+#[tokio::test]
+async fn a_hook_naming_a_module_follows_it_to_new_bytes() {
+    let store = tempfile::tempdir().unwrap();
+    let blobs = operon_runner::store::BlobStore::open(store.path(), 64 << 20).unwrap();
+    let labeler = std::fs::read(operon_tests::POD_LABELER).unwrap();
+    // The same component with a custom section: other bytes, another digest.
+    let mut changed = labeler.clone();
+    changed.extend_from_slice(&[0x00, 0x04, 0x01, b'x', b'v', b'2']);
+    let (v1, v2) = (blobs.put(&labeler).unwrap(), blobs.put(&changed).unwrap());
+    let catalog = Arc::new(operon_runner::store::ModuleCatalog::new(blobs));
+    catalog.set("labeler", v1);
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let (client, api) = pair();
+    let objects = HookObjects::new(
+        client,
+        ModuleLocator::new(None).with_catalog(catalog.clone()),
+        HookLoader::new(sandbox, CallLimits::default(), false),
+        Arc::new(LocalCluster::new()),
+    )
+    .with_catalog_changes(catalog.subscribe());
+    let _running = AbortOnDrop::spawn(run(Arc::new(objects), Arc::new(Metrics::new().unwrap())));
+    let mut server = Server {
+        api,
+        watches: Vec::new(),
+        writes: Vec::new(),
+    };
+    let spec = json!({"module": "labeler", "permissions": {"watch": [
+        {"apiVersion": "v1", "kind": "Pod", "namespaces": ["*"]}]}});
+    let loaded = |digest: operon_sandbox::ModuleDigest| {
+        move |b: &Value| {
+            b["status"]["digest"] == digest.to_string() && condition(b, "Ready")["status"] == "True"
+        }
+    };
+    server.until(&[hook(1, "1", spec)], loaded(v1)).await;
+    // The Module now names other bytes: the Hook runs them, with no change of its own.
+    catalog.set("labeler", v2);
+    let body = server.until(&[], loaded(v2)).await;
+    assert_eq!(body["status"]["observedGeneration"], 1);
+    // The Module gone: the Hook says so and runs nothing.
+    catalog.remove("labeler");
+    let body = server
+        .until(&[], |b| condition(b, "Loaded")["status"] == "False")
+        .await;
+    assert_eq!(condition(&body, "Loaded")["reason"], "ModuleNotFound");
+    assert!(body["status"].get("digest").is_none(), "{body}");
+}

@@ -1,0 +1,554 @@
+//! `operon serve`, the controller process: hooks from a directory run by the hook
+//! engine against a cluster (the kube layer in production, any [`Cluster`] in tests),
+//! the HTTP endpoints (metrics, health, readiness), the debug endpoint on a unix
+//! socket, addon-operator's modules on the leader ([`addons`]), and a graceful
+//! shutdown.
+
+pub mod addons;
+pub mod alerts;
+pub mod debug;
+#[cfg(test)]
+mod fake_lease;
+pub mod hook_objects;
+mod http;
+pub mod lease;
+pub mod metrics_catalog;
+pub mod modules;
+pub mod webhook;
+
+use lease::{LeaderElector, LeadershipLost};
+use operon_cluster::Cluster;
+use operon_hooks::hooks::engine::{Engine, HookEngineError, RunRecord};
+use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
+use operon_hooks::metrics::{MetricError, Metrics};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use webhook::register::{RegisterError, Registrar, register};
+use webhook::tls::{ReloadingCert, TlsError};
+use webhook::{WebhookEndpoint, WebhookKind};
+
+/// What `operon serve` runs and where it listens.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The hooks directory (shell-operator's discovery rules).
+    pub hooks_dir: PathBuf,
+    /// Metrics, health and readiness.
+    pub listen: SocketAddr,
+    /// The debug endpoint; `None` turns it off.
+    pub debug_socket: Option<PathBuf>,
+    /// How long runs in progress may take to finish after a shutdown signal.
+    pub grace: Duration,
+    /// The server of validating bindings; required when a hook has one.
+    pub admission_webhook: Option<WebhookEndpoint>,
+    /// The server of conversion bindings; required when a hook has one.
+    pub conversion_webhook: Option<WebhookEndpoint>,
+    /// How long a webhook request may wait for its hook.
+    pub webhook_timeout: Duration,
+    /// The Alertmanager receiver on the HTTP port ([`alerts`]); `None` leaves its
+    /// routes unmounted.
+    pub alertmanager: Option<alerts::AlertmanagerOptions>,
+    /// The module API ([`modules`]), served on the admission server's HTTPS port;
+    /// `None` leaves its routes unmounted.
+    pub module_api: Option<Arc<modules::ModuleApi>>,
+    /// addon-operator's modules ([`addons`]), converged by the leader; `None` without
+    /// `--modules-dir`.
+    pub modules: Option<Arc<addons::ModulesOptions>>,
+}
+
+impl ServeOptions {
+    /// Options with no webhook server.
+    pub fn new(hooks_dir: PathBuf, listen: SocketAddr) -> Self {
+        Self {
+            hooks_dir,
+            listen,
+            debug_socket: None,
+            grace: Duration::from_secs(30),
+            admission_webhook: None,
+            conversion_webhook: None,
+            webhook_timeout: Duration::from_secs(9),
+            alertmanager: None,
+            module_api: None,
+            modules: None,
+        }
+    }
+}
+
+/// Why `operon serve` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A hook could not be loaded or its configuration is invalid.
+    #[error(transparent)]
+    Hook(#[from] HookLoadError),
+    /// The engine could not start (a binding's kind or list failed).
+    #[error(transparent)]
+    Engine(#[from] HookEngineError),
+    /// The metrics registry could not be built.
+    #[error(transparent)]
+    Metrics(#[from] MetricError),
+    /// This replica stopped leading; it stopped running hooks and exits, so that it
+    /// comes back as a follower.
+    #[error(transparent)]
+    LostLeadership(#[from] LeadershipLost),
+    /// The webhook configurations could not be written.
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+    /// A webhook certificate is unusable.
+    #[error("webhook certificate: {0}")]
+    Tls(#[from] TlsError),
+    /// A hook has a webhook binding but that webhook server is not configured.
+    #[error(
+        "hook {hook} has the {kind} binding {binding:?}, but no {kind} webhook server is configured (give {flags})"
+    )]
+    WebhookNotServed {
+        /// The hook.
+        hook: String,
+        /// The binding.
+        binding: String,
+        /// `validating`, `mutating` or `conversion`.
+        kind: &'static str,
+        /// The flags that configure it.
+        flags: &'static str,
+    },
+    /// The modules' task queue could not start or stopped (a bad modules directory, a
+    /// hook whose configuration is invalid, an unreadable ConfigMap).
+    #[error("modules: {0}")]
+    Modules(#[from] operon_addons::AddonError),
+    /// An endpoint could not listen.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address or socket path.
+        address: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a replica coordinates with the others and writes to the API server.
+#[derive(Default)]
+pub struct Coordination {
+    /// Leader election: only the leader runs hooks.
+    pub elector: Option<LeaderElector>,
+    /// Webhook registration, done by the leader.
+    pub registrar: Option<Registrar>,
+    /// The client the leader runs Operon's controllers with ([`crate::controllers`]),
+    /// when the operon.dev CRDs are installed.
+    pub controllers: Option<::kube::Client>,
+    /// The Diagnosis controller the leader runs, when the operon.dev CRDs are installed.
+    pub diagnoses: Option<Arc<crate::controllers::diagnosis::Context>>,
+    /// The Hook objects the leader runs, when the Hook CRD is installed.
+    pub hook_objects: Option<Arc<hook_objects::HookObjects>>,
+}
+
+/// How often webhook certificate files are looked at.
+const CERT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
+
+/// What the endpoints see of the process.
+pub(crate) struct Status {
+    metrics: Arc<Metrics>,
+    /// The engine once the hooks are loaded.
+    engine: watch::Sender<Option<Arc<Engine>>>,
+    /// With leader election: whether this replica leads.
+    leading: watch::Sender<Option<bool>>,
+    /// With modules: their queue, whose startup convergence readiness waits for.
+    modules: Option<operon_addons::status::QueueView>,
+}
+
+impl Status {
+    fn engine(&self) -> Option<Arc<Engine>> {
+        self.engine.borrow().clone()
+    }
+
+    /// Ready once the engine runs, every binding synchronized and the modules' startup
+    /// convergence is done (addon-operator's readiness); a follower is ready as a
+    /// standby once its hooks loaded.
+    fn ready(&self) -> Result<(), String> {
+        let leading = *self.leading.borrow();
+        match self.engine() {
+            Some(_) if leading == Some(false) => Ok(()),
+            None => Err("hooks are loading".to_owned()),
+            Some(engine) if !engine.synchronized() => {
+                Err("waiting for the Synchronization of every kubernetes binding".to_owned())
+            }
+            Some(_) => self
+                .modules
+                .as_ref()
+                .map_or(Ok(()), |view| view.startup_converged()),
+        }
+    }
+}
+
+/// Runs until `shutdown` resolves: loads the hooks, serves the endpoints, starts the
+/// engine and runs it; then stops taking events and lets runs finish within the grace
+/// period.
+///
+/// With a registrar, the leader writes the webhook configurations before it runs
+/// hooks. With an elector, only the leader runs hooks: a replica loads its hooks, waits to
+/// lead, and returns [`ServeError::LostLeadership`] when it stops leading (runs in
+/// progress are cancelled at once: another replica may already run them).
+pub async fn run(
+    options: ServeOptions,
+    loader: &HookLoader,
+    cluster: Arc<dyn Cluster>,
+    coordination: Coordination,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let metrics = Arc::new(Metrics::new()?);
+    // What each script run got, so that a node without a protection shows on /metrics.
+    operon_script::register_metrics(metrics.registry())
+        .map_err(|e| MetricError::Registry(e.to_string()))?;
+    // The Diagnoses the leader runs, and the modules it fetches (a replica's store).
+    crate::controllers::diagnosis::metrics::register_metrics(metrics.registry())
+        .and_then(|()| operon_runner::store::fetch::register_metrics(metrics.registry()))
+        .and_then(|()| operon_runner::store::oci_modules::register_metrics(metrics.registry()))
+        .map_err(|e| MetricError::Registry(e.to_string()))?;
+
+    let status = Arc::new(Status {
+        metrics: metrics.clone(),
+        engine: watch::Sender::new(None),
+        leading: watch::Sender::new(coordination.elector.as_ref().map(|_| false)),
+        modules: options.modules.as_ref().map(|m| m.view.clone()),
+    });
+    let (stop, stopped) = watch::channel(false);
+    let mut servers = tokio::task::JoinSet::new();
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            address: options.listen.to_string(),
+            source,
+        })?;
+    tracing::info!(address = %options.listen, "serving /metrics, /metrics/hooks, /healthz, /readyz");
+    let alerts = options.alertmanager.clone().map(|alertmanager| {
+        tracing::info!(address = %options.listen, secret = %alertmanager.token_secret,
+            "serving the Alertmanager receiver at /api/v2/alerts and /api/v1/alerts");
+        let counter = metrics.trigger_diagnoses_total.clone();
+        Arc::new(alerts::AlertReceiver::start(alertmanager, Some(counter)))
+    });
+    servers.spawn(http::serve(
+        listener,
+        status.clone(),
+        alerts,
+        stopped.clone(),
+    ));
+    for (endpoint, kind) in [
+        (&options.admission_webhook, WebhookKind::Admission),
+        (&options.conversion_webhook, WebhookKind::Conversion),
+    ] {
+        let Some(endpoint) = endpoint else { continue };
+        let cert = ReloadingCert::load(endpoint.tls.clone())?;
+        let config = cert.server_config()?;
+        let listener = tokio::net::TcpListener::bind(endpoint.listen)
+            .await
+            .map_err(|source| ServeError::Listen {
+                address: endpoint.listen.to_string(),
+                source,
+            })?;
+        tracing::info!(address = %endpoint.listen, kind = ?kind, "serving webhooks over HTTPS");
+        let watching = cert.watch(CERT_RELOAD_INTERVAL);
+        let router = webhook::router(status.clone(), kind, options.webhook_timeout);
+        let router = match (&options.module_api, kind) {
+            (Some(api), WebhookKind::Admission) => {
+                tracing::info!(address = %endpoint.listen, "serving the module API at /v1/modules");
+                router.merge(modules::router(api.clone()))
+            }
+            _ => router,
+        };
+        let stopped = stopped.clone();
+        servers.spawn(async move {
+            webhook::serve_tls(listener, config, router, stopped).await;
+            watching.abort();
+        });
+    }
+    if options.module_api.is_some() && options.admission_webhook.is_none() {
+        tracing::warn!(
+            "the module API is not served: it needs the admission server's HTTPS \
+            (--validating-webhook-server-cert and --validating-webhook-server-key, \
+            --webhook-cert-dir or --webhook-self-signed)"
+        );
+    }
+    if let Some(path) = &options.debug_socket {
+        let listener = debug::bind(path).map_err(|source| ServeError::Listen {
+            address: path.display().to_string(),
+            source,
+        })?;
+        tracing::info!(socket = %path.display(), "serving the debug endpoint");
+        let modules = options
+            .modules
+            .as_ref()
+            .map(|m| addons::debug_routes(m.view.clone()));
+        servers.spawn(debug::serve(
+            listener,
+            status.clone(),
+            modules,
+            stopped.clone(),
+        ));
+    }
+
+    let outcome = run_engine(
+        &options,
+        loader,
+        cluster,
+        metrics,
+        &status,
+        coordination,
+        shutdown,
+    )
+    .await;
+    let _ = stop.send(true);
+    while servers.join_next().await.is_some() {}
+    if let Some(path) = &options.debug_socket {
+        let _ = std::fs::remove_file(path);
+    }
+    outcome
+}
+
+async fn run_engine(
+    options: &ServeOptions,
+    loader: &HookLoader,
+    cluster: Arc<dyn Cluster>,
+    metrics: Arc<Metrics>,
+    status: &Status,
+    coordination: Coordination,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let Coordination {
+        elector,
+        registrar,
+        controllers,
+        diagnoses,
+        hook_objects,
+    } = coordination;
+    // Without leader election this replica is the one that runs hooks.
+    let lease = elector
+        .as_ref()
+        .map(|e| e.options().name.clone())
+        .unwrap_or_default();
+    let leader = metrics.leader.with_label_values(&[&lease]);
+    leader.set(i64::from(elector.is_none()));
+    // shell-operator starts with an empty hooks directory (hooks may come later with a
+    // new ConfigMap and a rollout); so does `operon serve`, with a warning.
+    let found = match loader.hooks_in(&options.hooks_dir) {
+        Err(HookLoadError::NoHooks { dir }) => {
+            tracing::warn!(dir = %dir.display(), "no hooks in the hooks directory; serving with none");
+            Vec::new()
+        }
+        other => other?,
+    };
+    let mut hooks = Vec::new();
+    for hook in found {
+        let (loaded, _) = load::configure(hook, cluster.as_ref()).await?;
+        for warning in &loaded.config.warnings {
+            tracing::warn!(hook = %loaded.hook.name(), "{warning}");
+        }
+        hooks.push(loaded);
+    }
+    tracing::info!(hooks = hooks.len(), dir = %options.hooks_dir.display(), "hooks loaded");
+    for loaded in &hooks {
+        let hook = loaded.hook.name();
+        let admission = (loaded
+            .config
+            .validating
+            .iter()
+            .chain(&loaded.config.mutating))
+        .next();
+        if let (Some(binding), None) = (admission, &options.admission_webhook) {
+            return Err(ServeError::WebhookNotServed {
+                hook: hook.to_owned(),
+                binding: binding.name.clone(),
+                kind: if binding.is_mutating() {
+                    "mutating"
+                } else {
+                    "validating"
+                },
+                flags: "--validating-webhook-server-cert and --validating-webhook-server-key \
+                        (the admission server answers mutating bindings too)",
+            });
+        }
+        if let (Some(binding), None) = (
+            loaded.config.conversions.first(),
+            &options.conversion_webhook,
+        ) {
+            return Err(ServeError::WebhookNotServed {
+                hook: hook.to_owned(),
+                binding: binding.name.clone(),
+                kind: "conversion",
+                flags: "--conversion-webhook-server-cert and --conversion-webhook-server-key",
+            });
+        }
+    }
+    let modules_cluster = cluster.clone();
+    let engine = Arc::new(Engine::new(hooks, cluster, metrics));
+    let mut shutdown = std::pin::pin!(shutdown);
+    // Every replica lists and watches, so that a standby's webhooks see the same
+    // snapshots as the leader's and a take-over starts warm; only the leader runs hooks.
+    tokio::select! {
+        observed = engine.observe() => observed?,
+        () = &mut shutdown => return Ok(()),
+    }
+    let _pumps = engine.spawn_pumps();
+    tracing::info!("bindings listed and watched");
+    status.engine.send_replace(Some(engine.clone()));
+
+    // Leadership: wait for it, then keep renewing in the background.
+    let (stop_leading, mut lease_stopped) = watch::channel(false);
+    let mut leadership = None;
+    if let Some(mut elector) = elector {
+        tracing::info!(lease = %elector.options().name, namespace = %elector.options().namespace,
+                       identity = %elector.options().identity, "waiting to lead");
+        tokio::select! {
+            leading = elector.acquire(&mut lease_stopped) => if !leading { return Ok(()) },
+            () = &mut shutdown => return Ok(()),
+        }
+        status.leading.send_replace(Some(true));
+        leader.set(1);
+        let (lost, lost_receiver) = tokio::sync::oneshot::channel();
+        let renewing = tokio::spawn(async move {
+            let outcome = elector.renew(&mut lease_stopped).await;
+            if outcome.is_ok()
+                && let Err(e) = elector.release().await
+            {
+                tracing::warn!(error = %e, "could not release the leader Lease");
+            }
+            let _ = lost.send(outcome);
+        });
+        leadership = Some((lost_receiver, renewing));
+    }
+    let lost = async {
+        match &mut leadership {
+            Some((lost, _)) => match lost.await {
+                Ok(Err(e)) => e,
+                _ => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    };
+    let running = async {
+        // Only the leader writes the webhook configurations (and writes them again when
+        // the self-signed CA rotates); every replica serves them.
+        let (_stop_registering, stop_registration) = watch::channel(false);
+        if let Some(registrar) = registrar.clone() {
+            register(
+                registrar.client(),
+                engine.hooks(),
+                &registrar.registration(),
+            )
+            .await?;
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                registrar.follow_ca(engine.hooks(), stop_registration).await;
+            });
+        }
+        // The controllers stop when this block ends or is dropped (leadership lost):
+        // the sender goes away and `changed` returns.
+        let (_stop_controllers, mut controllers_stopped) = watch::channel(());
+        if let Some(client) = controllers.clone() {
+            tokio::spawn(crate::controllers::operation_set::run(client, async move {
+                while controllers_stopped.changed().await.is_ok() {}
+            }));
+            tracing::info!("running the OperationSet controller");
+        }
+        if let Some(client) = controllers.clone() {
+            let mut stopped = _stop_controllers.subscribe();
+            let counter = status.metrics.trigger_diagnoses_total.clone();
+            tokio::spawn(crate::controllers::trigger::run_with_metrics(
+                client,
+                Some(counter),
+                async move { while stopped.changed().await.is_ok() {} },
+            ));
+            tracing::info!("running the Trigger controller");
+        }
+        // Aborted when this block ends or is dropped: a replica that stops leading
+        // stops running Diagnoses at once, as another may already resume them.
+        let _diagnosis_controller = diagnoses.clone().map(|ctx| {
+            tracing::info!("running the Diagnosis controller");
+            crate::controllers::AbortOnDrop::spawn(crate::controllers::diagnosis::run_controller(
+                ctx,
+                std::future::pending(),
+            ))
+        });
+        // Dropped with the Diagnosis controller: each Hook object's engine stops too.
+        let _hook_objects = hook_objects.clone().map(|objects| {
+            crate::controllers::AbortOnDrop::spawn(hook_objects::run(
+                objects,
+                status.metrics.clone(),
+            ))
+        });
+        // Dropped (aborted) with this block when leadership is lost.
+        let mut modules = options
+            .modules
+            .clone()
+            .map(|m| addons::spawn(m, modules_cluster.clone(), status.metrics.clone()));
+        engine.take_over();
+        tracing::info!("running hooks");
+        tokio::select! {
+            () = engine.run_until(&mut shutdown, options.grace, log_run) => {}
+            error = addons::failed(&mut modules) => return Err(error.into()),
+        }
+        if let Some(modules) = modules {
+            modules.stop(options.grace).await;
+        }
+        Ok::<(), ServeError>(())
+    };
+    let outcome = tokio::select! {
+        outcome = running => outcome,
+        // Dropping the engine's loop cancels every run in progress.
+        lost = lost => {
+            tracing::error!(error = %lost, "stopped leading; no hook runs any more");
+            status.leading.send_replace(Some(false));
+            return Err(lost.into());
+        }
+    };
+    let _ = stop_leading.send(true);
+    if let Some((_, renewing)) = leadership {
+        let _ = renewing.await;
+    }
+    tracing::info!("engine stopped");
+    outcome
+}
+
+/// One log line per hook run, with the fields an operator filters on.
+fn log_run(record: &RunRecord) {
+    let binding = record
+        .contexts
+        .first()
+        .map(|c| c.binding.as_str())
+        .unwrap_or_default();
+    let event_type = record
+        .contexts
+        .first()
+        .map(|c| c.type_.as_str())
+        .unwrap_or_default();
+    let watch_event = record
+        .contexts
+        .first()
+        .and_then(|c| c.watch_event)
+        .map(|e| e.as_str())
+        .unwrap_or_default();
+    let duration_ms = record.run.elapsed.as_secs_f64() * 1000.0;
+    let error = match (&record.run.outcome, &record.apply_error) {
+        (Err(e), _) => Some(e.to_string()),
+        (Ok(_), Some(e)) => Some(e.to_string()),
+        _ => None,
+    };
+    match error {
+        None => tracing::info!(
+            hook = %record.hook, binding, queue = %record.queue, event_type, watch_event,
+            contexts = record.contexts.len(), patches = record.run.patches.len(),
+            duration_ms, "hook run"
+        ),
+        Some(error) => tracing::warn!(
+            hook = %record.hook, binding, queue = %record.queue, event_type, watch_event,
+            contexts = record.contexts.len(), duration_ms,
+            allowed_failure = record.allowed_failure,
+            retry_in_s = record.retry_in.map(|d| d.as_secs_f64()),
+            error = %error, "hook run failed"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,420 @@
+//! The webhook servers of `operon serve`: HTTPS (rustls with ring) with certificates
+//! that reload ([`tls`]), one path per hook binding, AdmissionReview and
+//! ConversionReview v1 in and out ([`review`]). Admission calls the hook directly (no
+//! queue: the API server is waiting), bounded by a per-request timeout below the API
+//! server's; request bodies are bounded. Every replica serves, leader or not.
+//!
+//! Paths: `POST /validate/HOOK/BINDING` and `POST /mutate/HOOK/BINDING` on the
+//! admission server (and `POST /operon/validate` for Operon's own resources, [`own`]) (shell-operator also serves both kinds from one server),
+//! `POST /convert/CRD` on the conversion server (one path per CustomResourceDefinition,
+//! as shell-operator: a CRD has one conversion webhook, and its conversions may chain
+//! rules of several hooks), the hook's name percent-encoded when it holds a `/`. A mutating hook's JSON Patch is applied to the
+//! object under review before it is sent, so a patch that cannot apply is reported
+//! with the hook's name instead of the API server's generic error.
+
+pub mod own;
+pub mod register;
+pub mod review;
+pub mod selfsigned;
+pub mod tls;
+
+use super::Status;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use operon_hooks::hooks::engine::Engine;
+use rustls::ServerConfig;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The API server sends at most 3 MiB objects; a review wraps up to two of them.
+pub const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// How long a TLS handshake may take before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+struct WebhookState {
+    status: Arc<Status>,
+    timeout: Duration,
+}
+
+/// Which reviews a webhook server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookKind {
+    /// AdmissionReviews of validating and mutating bindings: `/validate/...` and
+    /// `/mutate/...`.
+    Admission,
+    /// ConversionReviews of conversion bindings: `/convert/...`.
+    Conversion,
+}
+
+/// The kind of admission binding a request path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReviewKind {
+    Validating,
+    Mutating,
+}
+
+/// One webhook server: where it listens and its certificate.
+#[derive(Debug, Clone)]
+pub struct WebhookEndpoint {
+    /// The address and port.
+    pub listen: std::net::SocketAddr,
+    /// The certificate, key and optional client CA.
+    pub tls: tls::TlsFiles,
+}
+
+/// The routes of one server; `timeout` bounds each hook run (keep it below the
+/// webhooks' `timeoutSeconds`, 10 s by default, so the API server gets an answer).
+pub(super) fn router(status: Arc<Status>, kind: WebhookKind, timeout: Duration) -> Router {
+    let routes = match kind {
+        WebhookKind::Admission => Router::new()
+            .route("/{prefix}/{hook}/{binding}", post(admit))
+            .route(own::PATH, post(admit_own)),
+        WebhookKind::Conversion => Router::new().route("/convert/{crd}", post(convert)),
+    };
+    routes
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(WebhookState { status, timeout })
+}
+
+fn refuse(code: StatusCode, message: impl Into<String>) -> Response {
+    (code, message.into()).into_response()
+}
+
+fn json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// The review a request carries, read by `parse`; or the status and message to refuse
+/// it with (not JSON, not a review).
+fn read_review(
+    headers: &HeaderMap,
+    body: &[u8],
+    parse: fn(&[u8]) -> Result<serde_json::Value, review::ReviewError>,
+) -> Result<serde_json::Value, (StatusCode, String)> {
+    if !json_body(headers) {
+        return Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected application/json".to_owned(),
+        ));
+    }
+    parse(body).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
+}
+
+/// The engine and the index of `hook`, which must have the `kind` binding `binding`;
+/// or the refusal to answer with.
+fn locate(
+    state: &WebhookState,
+    hook: &str,
+    binding: &str,
+    kind: ReviewKind,
+) -> Result<(Arc<Engine>, usize), (StatusCode, String)> {
+    let Some(engine) = state.status.engine() else {
+        return Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            "hooks are loading".to_owned(),
+        ));
+    };
+    let Some(h) = engine.hooks().iter().position(|l| l.hook.name() == hook) else {
+        return Err((StatusCode::NOT_FOUND, format!("no hook named {hook:?}")));
+    };
+    let config = &engine.hooks()[h].config;
+    let (found, what) = match kind {
+        ReviewKind::Validating => (
+            config.validating.iter().any(|v| v.name == binding),
+            "validating",
+        ),
+        ReviewKind::Mutating => (
+            config.mutating.iter().any(|m| m.name == binding),
+            "mutating",
+        ),
+    };
+    if !found {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("hook {hook:?} has no {what} binding {binding:?}"),
+        ));
+    }
+    Ok((engine, h))
+}
+
+/// A review run: the parsed request, and the hook's output or why there is none.
+struct Reviewed {
+    review: serde_json::Value,
+    output: Result<operon_data::model::HookOutput, String>,
+    started: Instant,
+}
+
+/// What both admission endpoints do before answering: check the body, find the binding, run the
+/// hook within the timeout.
+async fn run_review(
+    state: &WebhookState,
+    hook: &str,
+    binding: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    kind: ReviewKind,
+) -> Result<Reviewed, Response> {
+    let review = read_review(headers, body, review::admission_review)
+        .map_err(|(code, message)| refuse(code, message))?;
+    let (engine, h) =
+        locate(state, hook, binding, kind).map_err(|(code, message)| refuse(code, message))?;
+    let started = Instant::now();
+    // The hook gets the text that arrived; the parsed review is only for the checks and
+    // the answer. It parsed as JSON, so it is UTF-8.
+    let text = String::from_utf8_lossy(body).into_owned();
+    let output = match tokio::time::timeout(state.timeout, engine.review(h, binding, text)).await {
+        Err(_) => Err(format!(
+            "hook {hook} did not answer within {}s",
+            state.timeout.as_secs_f64()
+        )),
+        Ok(None) => Err(format!("hook {hook} has no binding {binding}")),
+        Ok(Some(record)) => record
+            .run
+            .outcome
+            .map_err(|e| format!("hook {hook} failed: {e}")),
+    };
+    Ok(Reviewed {
+        review,
+        output,
+        started,
+    })
+}
+
+fn request_field<'a>(review: &'a serde_json::Value, field: &str) -> &'a str {
+    review
+        .pointer(&format!("/request/{field}"))
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+}
+
+/// Answers an AdmissionReview for a validating (`/validate/...`) or mutating
+/// (`/mutate/...`) binding.
+async fn admit(
+    State(state): State<WebhookState>,
+    Path((prefix, hook, binding)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let kind = match prefix.as_str() {
+        "validate" => ReviewKind::Validating,
+        "mutate" => ReviewKind::Mutating,
+        _ => return refuse(StatusCode::NOT_FOUND, "no such endpoint"),
+    };
+    let (hook, binding) = (hook.as_str(), binding.as_str());
+    let reviewed = match run_review(&state, hook, binding, &headers, &body, kind).await {
+        Ok(reviewed) => reviewed,
+        Err(refused) => return refused,
+    };
+    let outcome = review::admission_outcome(
+        hook,
+        binding,
+        kind == ReviewKind::Mutating,
+        &reviewed.review,
+        reviewed.output,
+    );
+    let kind_label = if kind == ReviewKind::Mutating {
+        "mutating"
+    } else {
+        "validating"
+    };
+    record(
+        &state,
+        kind_label,
+        &format!("{hook}/{binding}"),
+        outcome.metric_label(),
+        reviewed.started,
+    );
+    let answer = review::admission_response(&reviewed.review, outcome);
+    tracing::info!(
+        hook = %hook, binding = %binding,
+        kind = kind_label,
+        uid = %request_field(&reviewed.review, "uid"),
+        operation = %request_field(&reviewed.review, "operation"),
+        allowed = answer.pointer("/response/allowed").and_then(|v| v.as_bool()).unwrap_or(false),
+        patched = answer.pointer("/response/patch").is_some(),
+        duration_ms = reviewed.started.elapsed().as_secs_f64() * 1000.0,
+        "admission review"
+    );
+    axum::Json(answer).into_response()
+}
+
+/// Counts one answered review in `operon_webhook_requests_total` and its duration.
+/// Only reviews that reached a hook's binding (or a CRD some hook converts) count, so
+/// the labels never take a value a caller made up.
+fn record(state: &WebhookState, kind: &str, webhook: &str, outcome: &str, started: Instant) {
+    let metrics = &state.status.metrics;
+    metrics
+        .webhook_requests_total
+        .with_label_values(&[kind, webhook, outcome])
+        .inc();
+    metrics
+        .webhook_request_duration_seconds
+        .with_label_values(&[kind, webhook])
+        .observe(started.elapsed().as_secs_f64());
+}
+
+/// Answers an AdmissionReview of one of Operon's own resources ([`own`]).
+async fn admit_own(headers: HeaderMap, body: Bytes) -> Response {
+    let review = match read_review(&headers, &body, review::admission_review) {
+        Ok(review) => review,
+        Err((code, message)) => return refuse(code, message),
+    };
+    let answer = own::answer(&review);
+    tracing::info!(
+        kind = %request_field(&review, "kind/kind"),
+        name = %request_field(&review, "name"),
+        operation = %request_field(&review, "operation"),
+        allowed = answer.pointer("/response/allowed").and_then(|v| v.as_bool()).unwrap_or(false),
+        "admission review of an Operon resource"
+    );
+    axum::Json(answer).into_response()
+}
+
+/// Answers a ConversionReview for CRD `crd` through the chains of every hook's
+/// conversion rules for it ([`operon_hooks::hooks::conversion`]).
+async fn convert(
+    State(state): State<WebhookState>,
+    Path(crd): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let review = match read_review(&headers, &body, review::conversion_review) {
+        Ok(review) => review,
+        Err((code, message)) => return refuse(code, message),
+    };
+    let Some(engine) = state.status.engine() else {
+        return refuse(StatusCode::SERVICE_UNAVAILABLE, "hooks are loading");
+    };
+    if !engine
+        .hooks()
+        .iter()
+        .any(|h| h.config.conversions.iter().any(|c| c.crd_name == crd))
+    {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no hook converts {crd}: no kubernetesCustomResourceConversion binding names it"
+            ),
+        );
+    }
+    let started = Instant::now();
+    let converted = match tokio::time::timeout(state.timeout, engine.convert(&crd, &review)).await {
+        Ok(converted) => converted,
+        Err(_) => operon_hooks::hooks::conversion::Converted {
+            outcome: Err(format!(
+                "the conversion of {crd} took longer than {}s",
+                state.timeout.as_secs_f64()
+            )),
+            runs: Vec::new(),
+        },
+    };
+    let steps = converted.runs.len();
+    let outcome = converted
+        .outcome
+        .map(|objects| operon_data::model::ConversionResponse {
+            failed_message: None,
+            converted_objects: objects,
+        });
+    let answer = review::conversion_response(&review, outcome);
+    let result = match answer.pointer("/response/result/status") {
+        Some(serde_json::Value::String(status)) if status == "Success" => "converted",
+        _ => "error",
+    };
+    record(&state, "conversion", &crd, result, started);
+    tracing::info!(
+        crd = %crd,
+        uid = %request_field(&review, "uid"),
+        desired = %request_field(&review, "desiredAPIVersion"),
+        steps,
+        status = %answer.pointer("/response/result/status").and_then(|v| v.as_str()).unwrap_or(""),
+        message = %answer.pointer("/response/result/message").and_then(|v| v.as_str()).unwrap_or(""),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "conversion review"
+    );
+    axum::Json(answer).into_response()
+}
+
+/// Serves the `kind` webhooks of `engine` over TLS on `listener` until `stopped` turns
+/// true: what `operon serve` runs, for callers that build their own engine (a local
+/// loop, a benchmark).
+pub async fn serve_engine(
+    engine: Arc<Engine>,
+    metrics: Arc<operon_hooks::metrics::Metrics>,
+    kind: WebhookKind,
+    listener: tokio::net::TcpListener,
+    tls: Arc<ServerConfig>,
+    timeout: Duration,
+    stopped: watch::Receiver<bool>,
+) {
+    let status = Arc::new(Status {
+        metrics,
+        engine: watch::Sender::new(Some(engine)),
+        leading: watch::Sender::new(None),
+        modules: None,
+    });
+    serve_tls(listener, tls, router(status, kind, timeout), stopped).await;
+}
+
+/// Serves `router` over TLS on `listener` until `stopped` turns true; connections in
+/// progress are left to finish.
+pub(super) async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: Arc<ServerConfig>,
+    router: Router,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let stop = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook server: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => return,
+        };
+        // Answers are small and awaited: send them without Nagle's delay.
+        let _ = stream.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(peer = %peer, error = %e, "webhook TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(peer = %peer, "webhook TLS handshake timed out");
+                    return;
+                }
+            };
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), service);
+            if let Err(e) = connection.await {
+                tracing::debug!(peer = %peer, error = %e, "webhook connection ended with an error");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,555 @@
+//! Registration: the ValidatingWebhookConfiguration and MutatingWebhookConfiguration
+//! that send the API server's admission requests to this engine (one webhook per
+//! validating or mutating binding, every field the binding declared), and the
+//! `spec.conversion` of every CRD a conversion binding names. Written by the leader
+//! with server-side apply (field manager `operon`): one idempotent request per object,
+//! and webhooks of hooks that are gone disappear because this manager no longer
+//! declares them.
+//!
+//! The API server reaches the engine through a Service (in a cluster) or a URL base
+//! (`--webhook-url-base`, for an engine running outside it); either way with the CA
+//! that signed the serving certificate as `caBundle`.
+
+use ::kube::Client;
+use ::kube::api::{Api, Patch, PatchParams};
+use base64::Engine as _;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use operon_cluster::kube::FIELD_MANAGER;
+use operon_data::model::LabelSelector;
+use operon_hooks::hooks::config::AdmissionBinding;
+use operon_hooks::hooks::engine::LoadedHook;
+use serde_json::{Value, json};
+
+/// How the API server reaches a webhook server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientTarget {
+    /// A Service in front of the engine's pods.
+    Service {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its port.
+        port: u16,
+    },
+    /// A URL base such as `https://127.0.0.1:9680`.
+    Url(String),
+}
+
+/// Where the webhooks are and what the API server must trust.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// The ValidatingWebhookConfiguration's name.
+    pub validating_configuration: String,
+    /// The MutatingWebhookConfiguration's name (shell-operator uses one name for both).
+    pub mutating_configuration: String,
+    /// The admission server.
+    pub admission: ClientTarget,
+    /// The conversion server.
+    pub conversion: ClientTarget,
+    /// The CA bundle (PEM) of the admission server's certificate; empty when the
+    /// admission configurations are not this engine's to write.
+    pub admission_ca: Vec<u8>,
+    /// The CA bundle (PEM) of the conversion server's certificate; empty when the CRDs'
+    /// conversion is not this engine's to write.
+    pub conversion_ca: Vec<u8>,
+    /// Whether the ValidatingWebhookConfiguration also checks Operon's own resources
+    /// ([`super::own`]).
+    pub own_resources: bool,
+}
+
+/// The path of one binding's webhook (the hook's name percent-encoded).
+pub fn path(prefix: &str, hook: &str, binding: &str) -> String {
+    format!("/{prefix}/{}/{}", encode(hook), encode(binding))
+}
+
+fn encode(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn client_config(target: &ClientTarget, path: &str, ca: &[u8]) -> Value {
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+    match target {
+        ClientTarget::Service {
+            namespace,
+            name,
+            port,
+        } => json!({"service": {"namespace": namespace, "name": name, "port": port, "path": path},
+                    "caBundle": ca_bundle}),
+        ClientTarget::Url(base) => json!({"url": format!("{}{path}", base.trim_end_matches('/')),
+                                          "caBundle": ca_bundle}),
+    }
+}
+
+fn selector(selector: &LabelSelector) -> Value {
+    let labels: serde_json::Map<String, Value> = selector
+        .match_labels
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let expressions: Vec<Value> = selector
+        .match_expressions
+        .iter()
+        .map(|e| {
+            let mut expression = json!({"key": e.key, "operator": format!("{:?}", e.operator)});
+            if !e.values.is_empty() {
+                expression["values"] = json!(e.values);
+            }
+            expression
+        })
+        .collect();
+    let mut out = json!({});
+    if !labels.is_empty() {
+        out["matchLabels"] = Value::Object(labels);
+    }
+    if !expressions.is_empty() {
+        out["matchExpressions"] = Value::Array(expressions);
+    }
+    out
+}
+
+fn webhook(hook: &str, binding: &AdmissionBinding, registration: &Registration) -> Value {
+    let rules: Vec<Value> = binding
+        .rules
+        .iter()
+        .map(|r| {
+            let mut rule = json!({"operations": r.operations, "apiGroups": r.api_groups,
+                                  "apiVersions": r.api_versions, "resources": r.resources});
+            if let Some(scope) = &r.scope {
+                rule["scope"] = json!(scope);
+            }
+            rule
+        })
+        .collect();
+    let prefix = if binding.is_mutating() {
+        "mutate"
+    } else {
+        "validate"
+    };
+    let mut webhook = json!({
+        "name": binding.name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": binding.side_effects.as_str(),
+        "failurePolicy": binding.failure_policy.as_str(),
+        // shell-operator's choice: a request for an equivalent resource reached through
+        // another group or version (e.g. deployments in extensions/v1beta1) is sent too.
+        "matchPolicy": "Equivalent",
+        "timeoutSeconds": binding.timeout_seconds,
+        "rules": rules,
+        "clientConfig": client_config(
+            &registration.admission,
+            &path(prefix, hook, &binding.name),
+            &registration.admission_ca,
+        ),
+    });
+    if let Some(labels) = &binding.label_selector {
+        webhook["objectSelector"] = selector(labels);
+    }
+    if let Some(labels) = &binding.namespace_label_selector {
+        webhook["namespaceSelector"] = selector(labels);
+    }
+    if !binding.match_conditions.is_empty() {
+        webhook["matchConditions"] = binding
+            .match_conditions
+            .iter()
+            .map(|c| json!({"name": c.name, "expression": c.expression}))
+            .collect();
+    }
+    if let Some(policy) = binding.reinvocation_policy {
+        webhook["reinvocationPolicy"] = json!(policy.as_str());
+    }
+    webhook
+}
+
+/// The configuration of `kind` (`ValidatingWebhookConfiguration` or
+/// `MutatingWebhookConfiguration`) named `name` holding `webhooks`, or `None` when there
+/// are none.
+fn configuration(kind: &str, name: &str, webhooks: Vec<Value>) -> Option<Value> {
+    (!webhooks.is_empty()).then(|| {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind,
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "operon"}},
+            "webhooks": webhooks,
+        })
+    })
+}
+
+/// The ValidatingWebhookConfiguration for `hooks` (and Operon's own resources when
+/// the registration says so), or `None` when nothing validates.
+pub fn validating_configuration(
+    hooks: &[LoadedHook],
+    registration: &Registration,
+) -> Option<Value> {
+    let own = registration.own_resources.then(|| {
+        super::own::webhook(client_config(
+            &registration.admission,
+            super::own::PATH,
+            &registration.admission_ca,
+        ))
+    });
+    let webhooks = own
+        .into_iter()
+        .chain(hooks.iter().flat_map(|h| {
+            (h.config.validating.iter()).map(|b| webhook(h.hook.name(), b, registration))
+        }))
+        .collect();
+    configuration(
+        "ValidatingWebhookConfiguration",
+        &registration.validating_configuration,
+        webhooks,
+    )
+}
+
+/// The MutatingWebhookConfiguration for `hooks`, or `None` when no hook mutates. The API
+/// server calls its webhooks in the order listed: hooks in name order (as they are
+/// loaded), each hook's bindings in configuration order.
+pub fn mutating_configuration(hooks: &[LoadedHook], registration: &Registration) -> Option<Value> {
+    let webhooks = hooks
+        .iter()
+        .flat_map(|h| (h.config.mutating.iter()).map(|b| webhook(h.hook.name(), b, registration)))
+        .collect();
+    configuration(
+        "MutatingWebhookConfiguration",
+        &registration.mutating_configuration,
+        webhooks,
+    )
+}
+
+/// The `spec.conversion` each CRD named by a conversion binding gets: (CRD name,
+/// patch), one per CRD however many hooks convert it (the server chains their rules).
+pub fn conversion_patches(
+    hooks: &[LoadedHook],
+    registration: &Registration,
+) -> Vec<(String, Value)> {
+    let crds: std::collections::BTreeSet<&str> = hooks
+        .iter()
+        .flat_map(|h| h.config.conversions.iter().map(|b| b.crd_name.as_str()))
+        .collect();
+    crds.into_iter()
+        .map(|crd| {
+            let config = client_config(
+                &registration.conversion,
+                &format!("/convert/{}", encode(crd)),
+                &registration.conversion_ca,
+            );
+            let patch = json!({
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": crd},
+                "spec": {"conversion": {"strategy": "Webhook", "webhook": {
+                    "clientConfig": config, "conversionReviewVersions": ["v1"]}}},
+            });
+            (crd.to_owned(), patch)
+        })
+        .collect()
+}
+
+/// A client and what to register with it.
+#[derive(Clone)]
+pub struct Registrar {
+    client: Client,
+    registration: Registration,
+    self_signed: Option<SelfSignedCa>,
+}
+
+/// A CA bundle that changes while the engine runs (the self-signed one), and which
+/// servers it stands for.
+#[derive(Clone)]
+pub struct SelfSignedCa {
+    /// The current bundle (PEM).
+    pub bundle: tokio::sync::watch::Receiver<Vec<u8>>,
+    /// Whether the admission server serves the self-signed certificate.
+    pub admission: bool,
+    /// Whether the conversion server does.
+    pub conversion: bool,
+}
+
+impl Registrar {
+    /// Registers through `client`.
+    pub fn new(client: Client, registration: Registration) -> Self {
+        Self {
+            client,
+            registration,
+            self_signed: None,
+        }
+    }
+
+    /// The same registrar, with the CA of the servers `ca` stands for taken from it at
+    /// every registration.
+    pub fn with_self_signed(mut self, ca: SelfSignedCa) -> Self {
+        self.self_signed = Some(ca);
+        self
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// What is registered now: the registration with the current self-signed CA.
+    pub fn registration(&self) -> Registration {
+        let mut registration = self.registration.clone();
+        if let Some(ca) = &self.self_signed {
+            let bundle = ca.bundle.borrow().clone();
+            if ca.admission {
+                registration.admission_ca = bundle.clone();
+            }
+            if ca.conversion {
+                registration.conversion_ca = bundle;
+            }
+        }
+        registration
+    }
+
+    /// Registers `hooks` again whenever the self-signed CA bundle changes (a CA
+    /// rotation), until `stopped` turns true; a failed registration is retried every
+    /// 30 s until it succeeds. Without a self-signed CA it returns at once.
+    pub async fn follow_ca(
+        &self,
+        hooks: &[LoadedHook],
+        mut stopped: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let Some(ca) = &self.self_signed else {
+            return;
+        };
+        let mut bundle = ca.bundle.clone();
+        bundle.mark_unchanged();
+        loop {
+            tokio::select! {
+                changed = bundle.changed() => if changed.is_err() { return },
+                _ = stopped.wait_for(|s| *s) => return,
+            }
+            bundle.mark_unchanged();
+            tracing::info!("the self-signed CA bundle changed: registering the webhooks again");
+            while let Err(e) = register(&self.client, hooks, &self.registration()).await {
+                tracing::warn!(error = %e, "registering the new CA bundle failed; retrying in 30 s");
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                    _ = stopped.wait_for(|s| *s) => return,
+                }
+            }
+        }
+    }
+}
+
+/// Why registering failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// The API server refused a write or a read.
+    #[error("registering {what}: {source}")]
+    Api {
+        /// What was being written.
+        what: String,
+        /// The server's answer.
+        #[source]
+        source: ::kube::Error,
+    },
+    /// A binding declares `matchConditions`, which the API server does not know (they
+    /// arrived in Kubernetes 1.28): it would refuse the whole configuration with "field
+    /// not declared in schema", and dropping them would send the hook requests it asked
+    /// not to get.
+    #[error(
+        "hook {hook} binding {binding:?} declares matchConditions, which this API server \
+         ({version}) does not support (Kubernetes 1.28 and later evaluate them): remove them \
+         from the binding or upgrade the cluster"
+    )]
+    MatchConditionsUnsupported {
+        /// The hook.
+        hook: String,
+        /// The binding.
+        binding: String,
+        /// The server's version.
+        version: String,
+    },
+}
+
+/// The oldest Kubernetes minor version that evaluates `matchConditions`.
+const MATCH_CONDITIONS_SINCE: u32 = 28;
+
+/// Refuses bindings with `matchConditions` when the API server is older than 1.28.
+async fn check_match_conditions(
+    client: &Client,
+    hooks: &[LoadedHook],
+) -> Result<(), RegisterError> {
+    let Some((hook, binding)) = hooks.iter().find_map(|h| {
+        (h.config.validating.iter().chain(&h.config.mutating))
+            .find(|b| !b.match_conditions.is_empty())
+            .map(|b| (h.hook.name(), b.name.as_str()))
+    }) else {
+        return Ok(());
+    };
+    let info = client
+        .apiserver_version()
+        .await
+        .map_err(|source| RegisterError::Api {
+            what: "the API server's version (GET /version)".to_owned(),
+            source,
+        })?;
+    // Minor versions look like "24" or, from some distributions, "24+".
+    let minor: Option<u32> = info.minor.trim_end_matches('+').parse().ok();
+    if info.major == "1" && minor.is_some_and(|m| m < MATCH_CONDITIONS_SINCE) {
+        return Err(RegisterError::MatchConditionsUnsupported {
+            hook: hook.to_owned(),
+            binding: binding.to_owned(),
+            version: info.git_version,
+        });
+    }
+    Ok(())
+}
+
+/// Applies `desired` as the configuration `name` of type `K`, or deletes it when
+/// `desired` is `None` (no hook has such bindings any more).
+async fn apply_or_delete<K>(
+    client: &Client,
+    name: &str,
+    desired: Option<Value>,
+) -> Result<(), RegisterError>
+where
+    K: ::kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let error = |source| RegisterError::Api {
+        what: format!("{kind} {name}"),
+        source,
+    };
+    match desired {
+        Some(desired) => {
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            api.patch(name, &params, &Patch::Apply(&desired))
+                .await
+                .map_err(error)?;
+            tracing::info!(configuration = %name, kind = %kind, "admission webhooks registered");
+        }
+        None => match api.delete(name, &Default::default()).await {
+            Ok(_) => {
+                tracing::info!(configuration = %name, kind = %kind, "no such binding any more: configuration deleted")
+            }
+            Err(::kube::Error::Api(s)) if s.is_not_found() => {}
+            Err(e) => return Err(error(e)),
+        },
+    }
+    Ok(())
+}
+
+/// Writes the configurations for `hooks`: the ValidatingWebhookConfiguration and the
+/// MutatingWebhookConfiguration (each deleted when no hook has such bindings any more)
+/// and each conversion CRD's `spec.conversion`.
+pub async fn register(
+    client: &Client,
+    hooks: &[LoadedHook],
+    registration: &Registration,
+) -> Result<(), RegisterError> {
+    // Without a CA the API server could not trust the server: such a registration was
+    // not asked for (only the other server's CA was given).
+    if !registration.admission_ca.is_empty() {
+        check_match_conditions(client, hooks).await?;
+        apply_or_delete::<ValidatingWebhookConfiguration>(
+            client,
+            &registration.validating_configuration,
+            validating_configuration(hooks, registration),
+        )
+        .await?;
+        apply_or_delete::<MutatingWebhookConfiguration>(
+            client,
+            &registration.mutating_configuration,
+            mutating_configuration(hooks, registration),
+        )
+        .await?;
+    }
+    if registration.conversion_ca.is_empty() {
+        return Ok(());
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let error = |what: String| move |source| RegisterError::Api { what, source };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let desired = conversion_patches(hooks, registration);
+    for (crd, patch) in &desired {
+        crds.patch(crd, &params, &Patch::Apply(patch))
+            .await
+            .map_err(error(format!("the conversion webhook of CRD {crd}")))?;
+        tracing::info!(crd = %crd, "conversion webhook registered");
+    }
+    release_stale_conversions(&crds, &desired).await
+}
+
+/// Whether this engine's field manager applied `spec.conversion` of `crd`.
+fn conversion_applied_by_operon(crd: &CustomResourceDefinition) -> bool {
+    (crd.metadata.managed_fields.iter().flatten()).any(|entry| {
+        entry.manager.as_deref() == Some(FIELD_MANAGER)
+            && entry.operation.as_deref() == Some("Apply")
+            && entry
+                .fields_v1
+                .as_ref()
+                .and_then(|f| f.0.pointer("/f:spec/f:conversion"))
+                .is_some()
+    })
+}
+
+/// Gives back `spec.conversion` of every CRD this engine registered a conversion webhook
+/// for and no hook converts any more: applying the CRD with nothing but its name drops
+/// the fields this manager owned, and the API server sets the conversion back to
+/// `strategy: None`. Needs `list` on CRDs; without it the stale webhooks are left and a
+/// warning says so (registration itself does not need it).
+async fn release_stale_conversions(
+    crds: &Api<CustomResourceDefinition>,
+    desired: &[(String, Value)],
+) -> Result<(), RegisterError> {
+    let all = match crds.list(&Default::default()).await {
+        Ok(all) => all,
+        Err(::kube::Error::Api(s)) if s.code == 403 => {
+            tracing::warn!(
+                "cannot list CustomResourceDefinitions (forbidden): conversion webhooks of hooks that are gone are not removed"
+            );
+            return Ok(());
+        }
+        Err(source) => {
+            return Err(RegisterError::Api {
+                what: "the list of CustomResourceDefinitions".to_owned(),
+                source,
+            });
+        }
+    };
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for crd in all.items {
+        let Some(name) = crd.metadata.name.clone() else {
+            continue;
+        };
+        if desired.iter().any(|(d, _)| *d == name) || !conversion_applied_by_operon(&crd) {
+            continue;
+        }
+        let release = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+        });
+        crds.patch(&name, &params, &Patch::Apply(&release))
+            .await
+            .map_err(|source| RegisterError::Api {
+                what: format!("the stale conversion webhook of CRD {name}"),
+                source,
+            })?;
+        tracing::info!(crd = %name, "no hook converts it any more: conversion webhook removed");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "register_tests.rs"]
+mod tests;
