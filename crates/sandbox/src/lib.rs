@@ -17,7 +17,11 @@
 //! 0.1.0, 0.2.0 and 0.3.0): a component built against an older version keeps loading
 //! and running, its version detected when it is loaded.
 
-pub(crate) mod bindings;
+// Public only so that the call_path benchmark can call a guest through bare wasmtime
+// with the same bindings; nothing outside this crate's `convert` may use them (a test
+// of the engine's architecture checks every crate's sources).
+#[doc(hidden)]
+pub mod bindings;
 mod cache;
 pub mod convert;
 mod enabled;
