@@ -1,11 +1,15 @@
-//! The `Cluster` abstraction the hook engine (and later the pipeline controllers) talk
-//! to: resolve a kind, list and watch objects with selectors, get one object, apply a
-//! patch operation.
+//! The `Cluster` abstraction the hook engine, the runners and the controllers talk to:
+//! resolve a kind, list and watch objects with selectors, get one object, apply a patch
+//! operation.
 //!
 //! Two implementations: `local` (in-memory objects loaded from YAML fixtures; used by
 //! `operon hook test` / `operon hook run`, a product feature, not a test double) and,
 //! `kube` (kube-rs, a real API server). The trait is kept narrow so the kube implementation is thin.
 //! Objects travel as `serde_json::Value`: hooks see them as JSON anyway.
+//!
+//! This crate must not know what a hook, a binding or a Diagnosis is: it moves objects
+//! and applies patch operations ([`operon_data::model::PatchOperation`]); what a binding
+//! does with the objects stays in the hook engine.
 
 pub mod kube;
 pub mod local;

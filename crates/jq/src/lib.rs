@@ -28,6 +28,9 @@
 //! time and memory limits of the process (`--jq-timeout`, `--jq-memory`). Over a limit, the run fails with
 //! [`JqError::Limit`], which names the filter and the limit, whatever `try` or `?` the
 //! filter wraps around the loop; the process is never taken down.
+//!
+//! This crate depends on nothing of Operon: it takes and gives JSON values, and knows
+//! nothing of hooks, bindings or patches.
 
 mod budget;
 mod instrument;
