@@ -42,6 +42,7 @@ mod addons_wasm_enabled;
 mod addons_wasm_hooks;
 mod architecture;
 mod bad_input;
+mod book;
 mod cli;
 mod deploy;
 mod deploy_agent;

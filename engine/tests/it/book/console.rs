@@ -1,98 +1,22 @@
-//! The book under `docs/` kept true to the code: every `console` block of its pages runs
-//! and prints what the page shows, the CLI reference covers every subcommand clap knows,
-//! the CRD reference is what the API types produce, and every link leads to a page, a
-//! file or a heading that exists.
-//!
-//! `OPERON_BLESS=1 cargo test -p operon-engine --test book` rewrites what drifted: the
-//! outputs of the console blocks (keeping the wildcards that still match) and
-//! `docs/src/reference/crds.md`. Read the diff before committing it.
-//!
-//! A console block is a transcript. `$ ` starts a command (a line ending in `\` goes on
-//! to the next), the lines after it are what it prints, stdout and stderr interleaved as
-//! a terminal shows them, and `? N` as the first of them is its exit code (0 when
-//! absent). Commands are `operon ...` (optionally after `NAME=value` words) and `cd DIR`;
-//! quoting is the shell's (`'...'`, `"..."`, `$'...\n...'`), with no pipes, redirections
-//! or expansions, so each block can be pasted into a shell at the repository's root. In
-//! the expected output, `[..]` matches any text within a line and a line `...` any
-//! number of lines; paths under the checkout print as `[ROOT]`, `$HOME` as `[HOME]`, and
-//! uids, RFC 3339 times and sha256 digests as `[UUID]`, `[TIMESTAMP]` and
-//! `sha256:[DIGEST]`. Commands that need a cluster, a registry or other programs belong in
-//! `sh` blocks, which are not run.
+//! Console blocks: parsing a page's transcripts, running them in a scratch copy of the
+//! checkout, matching their output with wildcards; the CLI reference's coverage.
 
-use regex::Regex;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fmt::Write as _;
-use std::io::Read as _;
-use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::LazyLock;
-use std::time::{Duration, Instant};
-
-/// How long one command of a console block may take.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// The workspace's root: the directory above this package that holds the book.
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .find(|dir| dir.join("docs/book.toml").is_file())
-        .expect("docs/book.toml above the package")
-        .to_owned()
-}
-
-fn book_src() -> PathBuf {
-    repo().join("docs/src")
-}
-
-fn blessing() -> bool {
-    std::env::var("OPERON_BLESS").is_ok_and(|v| v == "1")
-}
-
-const BLESS_HINT: &str = "OPERON_BLESS=1 cargo test -p operon-engine --test book";
-
-/// Every page of the book, sorted.
-fn pages() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&book_src(), &mut out);
-    out.sort();
-    out
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn relative(path: &Path) -> String {
-    path.strip_prefix(repo())
-        .unwrap_or(path)
-        .display()
-        .to_string()
-}
+use super::*;
 
 // ---------------------------------------------------------------------------------------
 // Fenced code blocks
 
 /// A fenced code block: its info string's first word and its lines (indentation of the
 /// fence removed), with the line indices of its fences.
-struct Fence {
-    lang: String,
+pub(super) struct Fence {
+    pub(super) lang: String,
     indent: usize,
     open: usize,
     close: usize,
-    lines: Vec<String>,
+    pub(super) lines: Vec<String>,
 }
 
-fn fences(text: &str) -> Vec<Fence> {
+pub(super) fn fences(text: &str) -> Vec<Fence> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -142,7 +66,7 @@ fn fences(text: &str) -> Vec<Fence> {
 }
 
 /// The lines of `text` outside fenced code blocks, with their indices.
-fn prose(text: &str) -> Vec<(usize, &str)> {
+pub(super) fn prose(text: &str) -> Vec<(usize, &str)> {
     let fenced: HashSet<usize> = fences(text).iter().flat_map(|f| f.open..=f.close).collect();
     text.lines()
         .enumerate()
@@ -420,7 +344,7 @@ impl Sandbox {
     }
 }
 
-fn output_lines(text: &str) -> Vec<String> {
+pub(super) fn output_lines(text: &str) -> Vec<String> {
     let mut lines: Vec<String> = text.lines().map(|l| l.trim_end().to_owned()).collect();
     while lines.last().is_some_and(|l| l.is_empty()) {
         lines.pop();
@@ -470,7 +394,7 @@ fn output_matches(expected: &[String], actual: &[String]) -> bool {
     full[0][0]
 }
 
-enum Edit {
+pub(super) enum Edit {
     /// An expected line that matched (kept as written, wildcards and all).
     Kept(String),
     /// A `...` line, with the actual lines it stands for.
@@ -483,7 +407,7 @@ enum Edit {
 
 /// The alignment of `expected` and `actual` that matches the most expected lines: what
 /// blessing writes (matched lines keep their wildcards) and what a failure shows.
-fn align(expected: &[String], actual: &[String]) -> Vec<Edit> {
+pub(super) fn align(expected: &[String], actual: &[String]) -> Vec<Edit> {
     let (n, m) = (expected.len(), actual.len());
     let mut best = vec![vec![0u32; m + 1]; n + 1];
     for i in (0..n).rev() {
@@ -543,7 +467,7 @@ fn blessed(edits: &[Edit]) -> Vec<String> {
         .collect()
 }
 
-fn diff(edits: &[Edit]) -> String {
+pub(super) fn diff(edits: &[Edit]) -> String {
     let mut out = String::new();
     for edit in edits {
         let (sign, line) = match edit {
@@ -781,441 +705,6 @@ fn the_cli_reference_shows_the_help_of_every_subcommand() {
         "docs/src/reference/cli.md has no console block for:\n  {}\n(add `$ COMMAND` blocks, then {BLESS_HINT})",
         missing.join("\n  ")
     );
-}
-
-// ---------------------------------------------------------------------------------------
-// The CRD reference
-
-/// `docs/src/reference/crds.md` as the CRDs `operon crds` prints make it.
-fn crd_reference() -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .arg("crds")
-        .env_clear()
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "operon crds");
-    let yaml = String::from_utf8(out.stdout).unwrap();
-    let crds: Vec<serde_json::Value> = yaml_serde::Deserializer::from_str(&yaml)
-        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
-        .collect();
-    let mut page = String::from(
-        "# CRD reference\n\n\
-         <!-- Generated from the API types (`operon crds`) by engine/tests/book.rs: \
-         OPERON_BLESS=1 cargo test -p operon-engine --test book rewrites it. -->\n\n\
-         The custom resources of `operon.dev/v1alpha1`, field by field, as the API server \
-         checks them: `operon crds` prints the same definitions, which \
-         `deploy/crds/operon.dev.yaml` and the Helm chart install. A field is required \
-         when its object must have it; `kubectl explain` shows the same descriptions \
-         in a cluster.\n",
-    );
-    for crd in &crds {
-        let spec = &crd["spec"];
-        let names = &spec["names"];
-        let kind = names["kind"].as_str().unwrap();
-        let version = &spec["versions"][0];
-        let schema = &version["schema"]["openAPIV3Schema"];
-        write!(page, "\n## {kind}\n\n").unwrap();
-        let short: Vec<String> = names["shortNames"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|n| format!("`{}`", n.as_str().unwrap()))
-            .collect();
-        write!(
-            page,
-            "`{}/{}`, {}-scoped; `kubectl get {}`{}.",
-            spec["group"].as_str().unwrap(),
-            version["name"].as_str().unwrap(),
-            spec["scope"].as_str().unwrap(),
-            names["plural"].as_str().unwrap(),
-            if short.is_empty() {
-                String::new()
-            } else {
-                format!(" (short names {})", short.join(", "))
-            }
-        )
-        .unwrap();
-        let columns: Vec<String> = version["additionalPrinterColumns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                format!(
-                    "{} (`{}`)",
-                    c["name"].as_str().unwrap(),
-                    c["jsonPath"].as_str().unwrap()
-                )
-            })
-            .collect();
-        if !columns.is_empty() {
-            write!(page, " Its columns: {}.", columns.join(", ")).unwrap();
-        }
-        if version["subresources"]["status"].is_object() {
-            page.push_str(" The status is a subresource.");
-        }
-        page.push_str("\n\n| Field | Type | Required | Description |\n|---|---|---|---|\n");
-        let mut rows = Vec::new();
-        fields(schema, "", &mut rows);
-        for (path, ty, required, description) in rows {
-            if ["apiVersion", "kind", "metadata"].contains(&path.as_str()) {
-                continue;
-            }
-            writeln!(
-                page,
-                "| `{path}` | {} | {} | {} |",
-                cell(&ty),
-                if required { "yes" } else { "" },
-                cell(&description)
-            )
-            .unwrap();
-        }
-    }
-    page
-}
-
-/// The rows (path, type, required, description) of every field under `schema`.
-fn fields(schema: &serde_json::Value, path: &str, rows: &mut Vec<(String, String, bool, String)>) {
-    if let Some(properties) = schema["properties"].as_object() {
-        let required: BTreeSet<&str> = schema["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.as_str())
-            .collect();
-        let properties: BTreeMap<&String, &serde_json::Value> = properties.iter().collect();
-        for (name, field) in properties {
-            let field_path = if path.is_empty() {
-                name.clone()
-            } else {
-                format!("{path}.{name}")
-            };
-            let description = field["description"]
-                .as_str()
-                .unwrap_or("")
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            rows.push((
-                field_path.clone(),
-                type_of(field),
-                required.contains(name.as_str()),
-                description,
-            ));
-            fields(field, &field_path, rows);
-        }
-    }
-    if schema["items"].is_object() {
-        fields(&schema["items"], &format!("{path}[]"), rows);
-    }
-    if schema["additionalProperties"].is_object() {
-        fields(
-            &schema["additionalProperties"],
-            &format!("{path}.<key>"),
-            rows,
-        );
-    }
-}
-
-fn type_of(schema: &serde_json::Value) -> String {
-    if schema["x-kubernetes-preserve-unknown-fields"] == true && schema["properties"].is_null() {
-        return "object (any fields)".into();
-    }
-    if schema["x-kubernetes-int-or-string"] == true {
-        return "integer or string".into();
-    }
-    let mut ty = match schema["type"].as_str() {
-        Some("array") => format!("array of {}", type_of(&schema["items"])),
-        Some("object") if schema["additionalProperties"].is_object() => {
-            format!("map of {}", type_of(&schema["additionalProperties"]))
-        }
-        Some(other) => other.to_owned(),
-        None => "any".to_owned(),
-    };
-    if let Some(format) = schema["format"].as_str() {
-        write!(ty, " ({format})").unwrap();
-    }
-    if let Some(values) = schema["enum"].as_array() {
-        let values: Vec<String> = values
-            .iter()
-            .map(|v| format!("`{}`", unquoted(v)))
-            .collect();
-        write!(ty, ": {}", values.join(", ")).unwrap();
-    }
-    ty
-}
-
-fn unquoted(value: &serde_json::Value) -> String {
-    value
-        .as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| value.to_string())
-}
-
-/// Text made safe for a table cell: pipes escaped, and `<`/`>` outside code spans
-/// written as entities so that no text passes for HTML.
-fn cell(text: &str) -> String {
-    text.split('`')
-        .enumerate()
-        .map(|(n, part)| {
-            let part = part.replace('|', "\\|");
-            if n % 2 == 0 {
-                part.replace('<', "&lt;").replace('>', "&gt;")
-            } else {
-                part
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("`")
-}
-
-#[test]
-fn the_crd_reference_is_what_the_api_types_produce() {
-    let page = book_src().join("reference/crds.md");
-    let generated = crd_reference();
-    if blessing() {
-        std::fs::write(&page, &generated).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(&page).unwrap_or_default();
-    if committed != generated {
-        let edits = align(&output_lines(&committed), &output_lines(&generated));
-        let changed: String = diff(&edits)
-            .lines()
-            .filter(|l| l.trim_start().starts_with(['-', '+']))
-            .take(40)
-            .map(|l| format!("{l}\n"))
-            .collect();
-        panic!(
-            "docs/src/reference/crds.md is not what the API types produce ({BLESS_HINT} \
-             rewrites it):\n{changed}"
-        );
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Links
-
-/// The ids mdBook (and GitHub) give the headings of a page: the heading's text, in
-/// lower case, its whitespace as `-`, other punctuation but `-` and `_` dropped; a
-/// repeated id gets `-1`, `-2`...
-fn heading_ids(text: &str) -> HashSet<String> {
-    static LINK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\[([^\]]*)\]\([^)]*\)").unwrap());
-    let mut ids = HashSet::new();
-    for (_, line) in prose(text) {
-        let Some(heading) = line
-            .strip_prefix('#')
-            .map(|l| l.trim_start_matches('#'))
-            .filter(|l| l.starts_with(' '))
-        else {
-            continue;
-        };
-        let heading = LINK.replace_all(heading, "$1").replace('`', "");
-        let id: String = heading
-            .trim()
-            .to_lowercase()
-            .chars()
-            .filter_map(|c| {
-                if c.is_alphanumeric() || c == '_' || c == '-' {
-                    Some(c)
-                } else if c.is_whitespace() {
-                    Some('-')
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let mut unique = id.clone();
-        let mut n = 0;
-        while !ids.insert(unique.clone()) {
-            n += 1;
-            unique = format!("{id}-{n}");
-        }
-    }
-    ids
-}
-
-/// The link targets of a Markdown text outside code, with their line numbers.
-fn link_targets(text: &str) -> Vec<(usize, String)> {
-    static INLINE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r#"\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\)"#).unwrap());
-    static DEFINITION: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"^\s{0,3}\[[^\]]+\]:\s*<?([^\s>]+)").unwrap());
-    static CODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`+[^`]*`+").unwrap());
-    let mut out = Vec::new();
-    for (n, line) in prose(text) {
-        let line = CODE.replace_all(line, "``");
-        for found in INLINE
-            .captures_iter(&line)
-            .chain(DEFINITION.captures_iter(&line))
-        {
-            out.push((n + 1, found[1].to_owned()));
-        }
-    }
-    out
-}
-
-/// The repository's URL (`repository` of the workspace's Cargo.toml): links to files
-/// outside the book are written with it, so that they work in the built book as well.
-fn repository_url() -> String {
-    let manifest = read(&repo().join("Cargo.toml"));
-    let line = manifest
-        .lines()
-        .find(|l| l.starts_with("repository = "))
-        .expect("Cargo.toml names the repository");
-    line.split('"')
-        .nth(1)
-        .unwrap()
-        .trim_end_matches('/')
-        .to_owned()
-}
-
-/// `path` with `.` and `..` resolved, without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// What is wrong with one link of `file`, if anything.
-fn check_link(file: &Path, target: &str, repository: &str) -> Option<String> {
-    let in_book = file.starts_with(book_src());
-    let (path, anchor) = match target.split_once('#') {
-        Some((path, anchor)) => (path, Some(anchor)),
-        None => (target, None),
-    };
-    let resolved = if path.is_empty() {
-        file.to_owned()
-    } else if let Some(rest) = [
-        format!("{repository}/blob/main/"),
-        format!("{repository}/tree/main/"),
-    ]
-    .iter()
-    .find_map(|prefix| path.strip_prefix(prefix.as_str()))
-    {
-        repo().join(rest)
-    } else if path.contains("://") || path.starts_with("mailto:") {
-        return None;
-    } else if path.starts_with(repository) {
-        return Some(format!(
-            "`{target}`: link to the repository's files as {repository}/blob/main/PATH"
-        ));
-    } else {
-        normalize(&file.parent().unwrap().join(path))
-    };
-    if !resolved.starts_with(repo()) {
-        return Some(format!("`{target}` leads outside the repository"));
-    }
-    if !resolved.exists() {
-        return Some(format!(
-            "`{target}`: {} does not exist",
-            relative(&resolved)
-        ));
-    }
-    let relative_link = !path.is_empty() && !path.contains("://");
-    if in_book && relative_link && !resolved.starts_with(book_src()) {
-        return Some(format!(
-            "`{target}` leads out of the book, which breaks in the built HTML: \
-             write it as {repository}/blob/main/{}",
-            relative(&resolved)
-        ));
-    }
-    if let Some(anchor) = anchor {
-        if resolved.extension().is_some_and(|e| e == "md") {
-            if !heading_ids(&read(&resolved)).contains(anchor) {
-                return Some(format!(
-                    "`{target}`: {} has no heading with the id `{anchor}`",
-                    relative(&resolved)
-                ));
-            }
-        } else if resolved.is_dir() || !anchor.starts_with('L') {
-            return Some(format!("`{target}`: an anchor into a file that is no page"));
-        }
-    }
-    None
-}
-
-#[test]
-fn links_lead_to_files_and_headings_that_exist() {
-    let repository = repository_url();
-    let mut files = pages();
-    files.extend(["README.md", "deploy/README.md"].map(|f| repo().join(f)));
-    let mut broken = Vec::new();
-    let mut count = 0;
-    for file in &files {
-        for (line, target) in link_targets(&read(file)) {
-            count += 1;
-            if let Some(problem) = check_link(file, &target, &repository) {
-                broken.push(format!("{}:{line}: {problem}", relative(file)));
-            }
-        }
-    }
-    assert!(count > 0, "no link found");
-    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
-}
-
-#[test]
-fn the_summary_lists_every_page_and_only_pages_that_exist() {
-    let summary_path = book_src().join("SUMMARY.md");
-    let summary = read(&summary_path);
-    let mut listed = BTreeSet::new();
-    let mut problems = Vec::new();
-    for (line, target) in link_targets(&summary) {
-        if target.is_empty() {
-            problems.push(format!("SUMMARY.md:{line}: an entry without a page"));
-            continue;
-        }
-        let path = normalize(&book_src().join(&target));
-        if !path.is_file() {
-            problems.push(format!("SUMMARY.md:{line}: `{target}` does not exist"));
-        }
-        if !listed.insert(path) {
-            problems.push(format!("SUMMARY.md:{line}: `{target}` is listed twice"));
-        }
-    }
-    for page in pages() {
-        if page != summary_path && !listed.contains(&page) {
-            problems.push(format!(
-                "{} is not in SUMMARY.md, so mdBook leaves it out",
-                relative(&page)
-            ));
-        }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
-}
-
-// ---------------------------------------------------------------------------------------
-// The README
-
-#[test]
-fn the_readme_is_a_front_page_whose_commands_the_book_repeats() {
-    let readme = read(&repo().join("README.md"));
-    let lines = readme.lines().count();
-    assert!(
-        lines < 200,
-        "README.md has {lines} lines: it is the front page, the book under docs/ holds the rest"
-    );
-    let started = read(&book_src().join("getting-started.md"));
-    let commands: Vec<String> = fences(&readme)
-        .into_iter()
-        .filter(|f| f.lang == "sh")
-        .take(2)
-        .map(|f| f.lines.join("\n"))
-        .collect();
-    assert_eq!(commands.len(), 2, "the README's first two sh blocks");
-    for command in &commands {
-        assert!(
-            started.contains(command.as_str()),
-            "docs/src/getting-started.md does not give the README's command:\n{command}"
-        );
-    }
 }
 
 // ---------------------------------------------------------------------------------------
