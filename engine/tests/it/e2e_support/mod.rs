@@ -11,13 +11,70 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use operon::cluster::kube::{KubeCluster, KubeOptions};
 use serde_json::json;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+/// Which suite's tests may use the API server now, and how many of them are running.
+static TURN: Mutex<(Option<&'static str>, usize)> = Mutex::new((None, 0));
+static TURN_CHANGED: Condvar = Condvar::new();
+
+/// One test's share of its suite's turn.
+struct Turn(&'static str);
+
+impl Turn {
+    fn take(suite: &'static str) -> Self {
+        let mut turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+        while turn.0.is_some_and(|current| current != suite) {
+            turn = TURN_CHANGED
+                .wait(turn)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        turn.0 = Some(suite);
+        turn.1 += 1;
+        Self(suite)
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+        turn.1 -= 1;
+        if turn.1 == 0 {
+            turn.0 = None;
+            TURN_CHANGED.notify_all();
+        }
+    }
+}
+
+thread_local! {
+    /// The turn the test running on this thread holds: libtest runs each test on a
+    /// thread of its own, so the turn ends with the test, passed or panicked.
+    static HELD: RefCell<Option<Turn>> = const { RefCell::new(None) };
+}
+
+/// The API server's kubeconfig, or `None` (the test is skipped) without one.
+///
+/// The suites were written as binaries of their own, run one after another: a suite's
+/// tests run side by side, but two suites' `operon serve` processes would each take the
+/// other's Hooks and Diagnoses. So a test waits here until no other suite's test holds
+/// the API server (the suite is the calling file).
+#[track_caller]
 pub fn kubeconfig() -> Option<PathBuf> {
+    let suite = std::panic::Location::caller().file();
     match std::env::var_os("OPERON_E2E_KUBECONFIG") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        Some(path) if !path.is_empty() => {
+            HELD.with(|held| {
+                let mut held = held.borrow_mut();
+                if held.as_ref().is_none_or(|turn| turn.0 != suite) {
+                    *held = None;
+                    *held = Some(Turn::take(suite));
+                }
+            });
+            Some(PathBuf::from(path))
+        }
         _ => {
             eprintln!("skipped: OPERON_E2E_KUBECONFIG is not set (no API server to test against)");
             None
