@@ -6,16 +6,16 @@
 //! configuration and handles runs with typed binding contexts, returning typed patches
 //! and metrics. The engine cannot tell a wasm hook from a shell script. [`load`] makes
 //! hooks from files, [`config`] checks what they declare, [`context`] builds their
-//! binding contexts, [`queue`] and [`engine`] run them.
+//! binding contexts, `queue` and [`engine`] run them.
 
 pub mod config;
 pub mod context;
 pub mod conversion;
 pub mod engine;
 pub mod load;
-pub mod objects;
+pub(crate) mod objects;
 pub mod permitted;
-pub mod queue;
+pub(crate) mod queue;
 pub mod runner;
 
 pub use runner::{Hook, HookError, HookRun, ScriptHook, ScriptHookSettings, WasmHook, discover};

@@ -88,11 +88,6 @@ impl BindingObjects {
         }
     }
 
-    /// The stored object under `key`.
-    pub fn get(&self, key: &ObjectKey) -> Option<&Stored> {
-        self.objects.get(key)
-    }
-
     /// Stores `stored` under `key`; returns what was there.
     pub fn insert(&mut self, key: ObjectKey, stored: Stored) -> Option<Stored> {
         // The key's share is the same before and after: counted once, for a new object.
@@ -116,11 +111,6 @@ impl BindingObjects {
     /// How many objects.
     pub fn len(&self) -> usize {
         self.objects.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
     }
 
     /// Bytes held: keys, texts, and the map entries themselves.

@@ -3,8 +3,8 @@
 //!
 //! Inputs go to the guest as WIT values; whatever the guest returns or submits comes
 //! back as model values. Every linked version of the package has its translations:
-//! `operon:engine@0.3.0` at this module's root, `operon:engine@0.2.0` in [`v0_2`] and
-//! `operon:engine@0.1.0` in [`v0_1`]. What
+//! `operon:engine@0.3.0` at this module's root, `operon:engine@0.2.0` in `v0_2` and
+//! `operon:engine@0.1.0` in `v0_1`. What
 //! reads the same in both is written once (the macro in `shared`, instantiated per
 //! version); only what changed between versions (binding types, validating and
 //! mutating bindings) is written per version. When the WIT package gains a version, its
@@ -16,8 +16,8 @@
 //! result) is collected in place, without a new allocation.
 
 mod shared;
-pub mod v0_1;
-pub mod v0_2;
+pub(crate) mod v0_1;
+pub(crate) mod v0_2;
 
 use super::bindings::{kubernetes as wk, log as wl, metrics as wm, types as wt};
 use operon_data::model;

@@ -7,8 +7,8 @@
 //! call's limits name: no other files, no environment, no sockets, stdin closed, stdout
 //! and stderr captured into bounded buffers.
 
-pub mod kubernetes;
-pub mod log;
+pub(crate) mod kubernetes;
+pub(crate) mod log;
 pub mod metrics;
 pub mod values;
 

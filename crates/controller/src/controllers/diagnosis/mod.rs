@@ -23,7 +23,7 @@
 
 pub mod events;
 pub mod metrics;
-pub mod placement;
+pub(crate) mod placement;
 pub mod status;
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! world, in the wasm sandbox) and [`script`] (a shell-operator hook, run unchanged in
 //! the script sandbox, whose files become the same typed values).
 
-pub mod cluster_access;
+pub(crate) mod cluster_access;
 pub mod job;
 pub mod script;
 pub mod wasm;
