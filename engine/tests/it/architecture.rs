@@ -57,71 +57,30 @@ fn operon_dependencies(manifest: &Path) -> (String, BTreeSet<String>) {
     (name.expect("the package has a name"), deps)
 }
 
-/// The layering of ARCHITECTURE.md: what each crate may depend on.
-fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
-    const DATA: &[&str] = &[];
-    const SANDBOXES: &[&str] = &["operon-data"];
-    const CLUSTER: &[&str] = &["operon-data", "operon-jq"];
-    const RUNNER: &[&str] = &[
-        "operon-data",
-        "operon-jq",
-        "operon-sandbox",
-        "operon-script",
-        "operon-cluster",
-    ];
-    const ENGINES: &[&str] = &[
-        "operon-data",
-        "operon-jq",
-        "operon-sandbox",
-        "operon-script",
-        "operon-cluster",
-        "operon-runner",
-    ];
-    const ADDONS: &[&str] = &[
-        "operon-data",
-        "operon-jq",
-        "operon-sandbox",
-        "operon-script",
-        "operon-cluster",
-        "operon-runner",
-        "operon-hooks",
-    ];
-    const CONTROLLER: &[&str] = &[
-        "operon-data",
-        "operon-jq",
-        "operon-sandbox",
-        "operon-script",
-        "operon-cluster",
-        "operon-runner",
-        "operon-pipeline",
-        "operon-hooks",
-        "operon-addons",
-    ];
-    const BINARY: &[&str] = &[
-        "operon-data",
-        "operon-jq",
-        "operon-sandbox",
-        "operon-script",
-        "operon-cluster",
-        "operon-runner",
-        "operon-pipeline",
-        "operon-hooks",
-        "operon-addons",
-        "operon-controller",
-    ];
-    BTreeMap::from([
-        ("operon-data", DATA),
-        ("operon-jq", DATA),
-        ("operon-sandbox", SANDBOXES),
-        ("operon-script", SANDBOXES),
-        ("operon-cluster", CLUSTER),
-        ("operon-runner", RUNNER),
-        ("operon-pipeline", ENGINES),
-        ("operon-hooks", ENGINES),
-        ("operon-addons", ADDONS),
-        ("operon-controller", CONTROLLER),
-        ("operon-engine", BINARY),
-    ])
+/// The layering of ARCHITECTURE.md, from the bottom up: a crate may depend on the crates
+/// of the layers below its own, and on none of its own layer.
+const LAYERS: &[&[&str]] = &[
+    &["operon-data", "operon-jq"],
+    &["operon-sandbox", "operon-script"],
+    &["operon-cluster"],
+    &["operon-runner"],
+    &["operon-pipeline", "operon-hooks"],
+    &["operon-addons"],
+    &["operon-controller"],
+    &["operon-engine"],
+];
+
+/// What each crate may depend on.
+fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
+    let mut below = BTreeSet::new();
+    let mut allowed = BTreeMap::new();
+    for layer in LAYERS {
+        for name in *layer {
+            allowed.insert(*name, below.clone());
+        }
+        below.extend(layer.iter().copied());
+    }
+    allowed
 }
 
 #[test]

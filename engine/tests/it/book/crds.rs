@@ -6,17 +6,11 @@ use console::{align, diff, output_lines};
 // ---------------------------------------------------------------------------------------
 // The CRD reference
 
-/// `docs/src/reference/crds.md` as the CRDs `operon crds` prints make it.
+/// `docs/src/reference/crds.md` as the API types' CRDs (what `operon crds` prints) make it.
 fn crd_reference() -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .arg("crds")
-        .env_clear()
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "operon crds");
-    let yaml = String::from_utf8(out.stdout).unwrap();
-    let crds: Vec<serde_json::Value> = yaml_serde::Deserializer::from_str(&yaml)
-        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+    let crds: Vec<serde_json::Value> = operon::api::crds()
+        .iter()
+        .map(|crd| serde_json::to_value(crd).unwrap())
         .collect();
     let mut page = String::from(
         "# CRD reference\n\n\
