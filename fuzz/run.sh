@@ -16,12 +16,13 @@
 # input) or an input using more than 2 GB stops the target and is saved under
 # fuzz/artifacts/TARGET/; the script then exits non-zero.
 #
-# --smoke is the short run for CI, where an instrumented release build of the engine
-# from nothing takes longer than the whole test suite: it builds without
-# instrumentation in the main workspace's debug profile and target directory (which
-# `cargo test` has filled, so only the targets and what differs are compiled) and runs
-# every corpus input through its target once, with the same limits: each input that
-# once found new coverage must still pass the target's assertions. It finds nothing
+# What each target checks is a plain function of the crate in fuzz/checks, which belongs
+# to the main workspace; its tests replay every corpus input through them
+# (engine/tests/it/fuzz_corpus.rs), and that replay is what CI runs. --smoke does the
+# same through the libFuzzer binaries, built without instrumentation in the main
+# workspace's debug profile and target directory, with libFuzzer's limits: it checks that
+# the harness builds. It recompiles the engine (this workspace resolves its dependencies'
+# features apart from the main one), which is why CI does not run it. It finds nothing
 # new (no coverage guides it) and leaves the corpus as it is. FUZZ_CLEAN=1 removes the
 # built targets afterwards.
 set -euo pipefail

@@ -1,30 +1,5 @@
-//! Module bytes as a component: what `Sandbox::load_hook` and `Sandbox::load_operation`
-//! check before anything runs (the wasm header, the component's validity, its world).
-//!
-//! Beyond not panicking: a refusal names the module.
+//! The `module` target: what it checks is `operon_fuzz_checks::module`.
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use operon::sandbox::{Sandbox, SandboxConfig};
-use std::sync::LazyLock;
-
-static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
-    let config = SandboxConfig {
-        max_concurrent_calls: 2,
-        ..SandboxConfig::default()
-    };
-    Sandbox::new(config).expect("a sandbox")
-});
-
-fuzz_target!(|data: &[u8]| {
-    let as_hook = data.first().is_some_and(|b| b & 1 == 1);
-    let error = if as_hook {
-        SANDBOX.load_hook("fuzzed", data).err().map(|e| e.to_string())
-    } else {
-        SANDBOX.load_operation("fuzzed", data).err().map(|e| e.to_string())
-    };
-    if let Some(error) = error {
-        assert!(error.contains("fuzzed"), "the error does not name the module: {error}");
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| operon_fuzz_checks::module::check(data));

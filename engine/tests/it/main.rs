@@ -63,6 +63,7 @@ mod e2e_triggers;
 mod faults_kill;
 mod faults_kill_cluster;
 mod faults_kill_hook;
+mod fuzz_corpus;
 mod hook_cli;
 mod hook_compat;
 mod hook_objects;
