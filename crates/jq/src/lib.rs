@@ -33,6 +33,7 @@
 //! nothing of hooks, bindings or patches.
 
 mod budget;
+mod field_path;
 mod instrument;
 mod memory;
 mod paths;
@@ -212,6 +213,8 @@ struct Inner {
     /// The source, kept for error messages.
     text: String,
     compiled: Compiled,
+    /// The fields read, when the filter only reads a chain of them (`field_path`).
+    fields: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for Filter {
@@ -235,6 +238,19 @@ impl Filter {
 
     /// [`Filter::run`] within `limits`.
     pub fn run_within(&self, input: &Value, limits: &Limits) -> Result<Vec<Value>, JqError> {
+        if let Some(output) = self
+            .inner
+            .fields
+            .as_deref()
+            .and_then(|fields| field_path::read(fields, input))
+        {
+            return Ok(vec![output]);
+        }
+        self.run_jaq_within(input, limits)
+    }
+
+    /// [`Filter::run_within`] through jaq, whatever the filter.
+    fn run_jaq_within(&self, input: &Value, limits: &Limits) -> Result<Vec<Value>, JqError> {
         match budget::within(limits, || self.run_unbounded(input)) {
             Ok(outputs) => outputs,
             Err(limit) => Err(self.limit_error(limit)),
@@ -447,6 +463,7 @@ fn compile_on_this_stack(text: &str) -> Result<Filter, JqError> {
         inner: Arc::new(Inner {
             text: text.to_owned(),
             compiled,
+            fields: field_path::parse(text),
         }),
     })
 }

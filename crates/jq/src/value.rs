@@ -106,7 +106,7 @@ fn from_num(n: &Num) -> Value {
 
 /// jq prints integral doubles without a fraction (so `.replicas * 1.0` stays an integer
 /// field for Kubernetes), NaN as `null` and infinities as the largest double.
-fn from_f64(f: f64) -> Value {
+pub(super) fn from_f64(f: f64) -> Value {
     const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
     if f.is_nan() {
         Value::Null
