@@ -10,6 +10,7 @@
 
 mod apply;
 mod discovery;
+mod raw;
 mod retry;
 mod throttle;
 mod watch;

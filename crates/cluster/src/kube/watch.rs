@@ -12,9 +12,10 @@
 //! which API servers before 1.27 reject.
 
 use super::api_error;
+use super::raw::RawObject;
 use crate::{ClusterError, Event, EventStream, Resource, Selector};
 use ::kube::Client;
-use ::kube::api::{Api, ApiResource, DynamicObject};
+use ::kube::api::{Api, ApiResource};
 use ::kube::runtime::WatchStreamExt as _;
 use ::kube::runtime::watcher::{self, watcher};
 use futures::StreamExt as _;
@@ -174,7 +175,7 @@ impl WatchTask {
             kind: self.key.resource.kind.clone(),
             plural: self.key.resource.plural.clone(),
         };
-        let api: Api<DynamicObject> = match &self.key.namespace {
+        let api: Api<RawObject> = match &self.key.namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),
         };
@@ -273,7 +274,7 @@ impl WatchTask {
         tracing::warn!(watch = %what, error = %error, "watch failed; retrying with backoff");
     }
 
-    fn handle(&mut self, event: watcher::Event<DynamicObject>) {
+    fn handle(&mut self, event: watcher::Event<RawObject>) {
         match event {
             watcher::Event::Init => {
                 self.generation = self.generation.wrapping_add(1);
@@ -283,10 +284,23 @@ impl WatchTask {
             }
             watcher::Event::InitApply(object) => {
                 let object = self.value(object);
-                for (_, listed) in &mut self.pending {
-                    listed.push(object.clone());
+                let kind = self
+                    .record(&object)
+                    .filter(|_| !self.subscribers.is_empty());
+                // Each joining binding gets the object, and the subscribers an event for
+                // it when it changed: the last to need it takes this one, the others get
+                // copies. Usually one binding joins a watch nobody else reads, and then
+                // the list holds each object once.
+                let mut object = Some(object);
+                let takers = self.pending.len();
+                for (i, (_, listed)) in self.pending.iter_mut().enumerate() {
+                    let last = i + 1 == takers && kind.is_none();
+                    let mine = if last { object.take() } else { object.clone() };
+                    listed.extend(mine);
                 }
-                self.applied(object);
+                if let (Some(kind), Some(object)) = (kind, object) {
+                    self.send(kind, object, false);
+                }
             }
             watcher::Event::InitDone => {
                 let generation = self.generation;
@@ -324,7 +338,15 @@ impl WatchTask {
     /// An object listed or seen by the watch: an event for the subscribers unless its
     /// `resourceVersion` is the one they already saw.
     fn applied(&mut self, object: Value) {
-        let (namespace, name) = identity(&object);
+        if let Some(kind) = self.record(&object) {
+            self.send(kind, object, false);
+        }
+    }
+
+    /// Remembers that the watch saw `object`; the event it is for the subscribers, if
+    /// any: none when its `resourceVersion` is the one they already saw.
+    fn record(&mut self, object: &Value) -> Option<WatchEvent> {
+        let (namespace, name) = identity(object);
         let key = key_of(namespace, name);
         let version = object
             .pointer("/metadata/resourceVersion")
@@ -334,12 +356,11 @@ impl WatchTask {
         let previous = self
             .known
             .insert(key.into_boxed_str(), (version, self.generation));
-        let kind = match previous {
-            None => WatchEvent::Added,
-            Some((before, _)) if before != version => WatchEvent::Modified,
-            Some(_) => return,
-        };
-        self.send(kind, object, false);
+        match previous {
+            None => Some(WatchEvent::Added),
+            Some((before, _)) if before != version => Some(WatchEvent::Modified),
+            Some(_) => None,
+        }
     }
 
     fn send(&self, kind: WatchEvent, object: Value, final_state_unknown: bool) {
@@ -360,32 +381,28 @@ impl WatchTask {
         });
     }
 
-    /// The JSON of an object, with `apiVersion` and `kind` (list items lack them). The
-    /// body (spec, status...) is moved as it was decoded; only the metadata is turned
-    /// back into JSON.
-    fn value(&self, object: DynamicObject) -> Value {
-        let DynamicObject {
-            types,
-            metadata,
-            data,
-        } = object;
-        let mut map = match data {
+    /// The JSON of an object, with `apiVersion` and `kind` (list items lack them),
+    /// otherwise as the API server sent it.
+    fn value(&self, object: RawObject) -> Value {
+        let mut map = match object.value {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
-        let (api_version, kind) = match types {
-            Some(t) if !t.api_version.is_empty() && !t.kind.is_empty() => (t.api_version, t.kind),
-            _ => (
-                self.key.resource.api_version(),
-                self.key.resource.kind.clone(),
-            ),
+        let missing = |map: &serde_json::Map<String, Value>, field: &str| {
+            map.get(field)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
         };
-        map.insert("apiVersion".to_owned(), Value::String(api_version));
-        map.insert("kind".to_owned(), Value::String(kind));
-        map.insert(
-            "metadata".to_owned(),
-            serde_json::to_value(metadata).unwrap_or(Value::Null),
-        );
+        if missing(&map, "apiVersion") || missing(&map, "kind") {
+            map.insert(
+                "apiVersion".to_owned(),
+                Value::String(self.key.resource.api_version()),
+            );
+            map.insert(
+                "kind".to_owned(),
+                Value::String(self.key.resource.kind.clone()),
+            );
+        }
         Value::Object(map)
     }
 

@@ -312,3 +312,85 @@ async fn a_forbidden_list_fails_the_binding_with_the_servers_reason() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_binding_joining_gets_the_relist_and_the_others_its_changes() {
+    let (cluster, mut server) = mock();
+    let cluster = std::sync::Arc::new(cluster);
+    let c = cluster.clone();
+    let first = tokio::spawn(async move { c.list_and_watch(&pods(), &default_app_x()).await });
+    server
+        .expect("GET", LIST)
+        .await
+        .answer(200, list("10", vec![pod("a", "1"), pod("b", "2")]));
+    let _watch = server.expect("GET", &watch_uri("10")).await;
+    let (objects, mut first_events) = first.await.unwrap().unwrap();
+    assert_eq!(objects.len(), 2);
+
+    // Two more join while a changed, b stayed and c appeared: each gets the whole
+    // re-list, the first binding only what changed.
+    let joins: Vec<_> = (0..2)
+        .map(|_| {
+            let c = cluster.clone();
+            tokio::spawn(async move { c.list_and_watch(&pods(), &default_app_x()).await })
+        })
+        .collect();
+    // Both joins may land in one re-list or in two; each re-list lists the same.
+    let mut lists = 0;
+    let mut watches = Vec::new();
+    let mut joined = Vec::new();
+    for join in joins {
+        while !join.is_finished() {
+            tokio::select! {
+                call = server.next() => {
+                    if call.uri.contains("watch=true") {
+                        watches.push(call);
+                    } else {
+                        lists += 1;
+                        call.answer(200, list("20", vec![pod("a", "11"), pod("b", "2"), pod("c", "12")]));
+                    }
+                }
+                () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+            }
+        }
+        joined.push(join.await.unwrap().unwrap());
+    }
+    assert!((1..=2).contains(&lists), "{lists} re-lists");
+    for (objects, _) in &joined {
+        let mut names: Vec<_> = objects
+            .iter()
+            .map(|o| {
+                (
+                    o["metadata"]["name"].clone(),
+                    o["metadata"]["resourceVersion"].clone(),
+                )
+            })
+            .collect();
+        names.sort_by_key(|(name, _)| name.to_string());
+        assert_eq!(
+            names,
+            vec![
+                (json!("a"), json!("11")),
+                (json!("b"), json!("2")),
+                (json!("c"), json!("12"))
+            ]
+        );
+    }
+    let mut next = async || {
+        tokio::time::timeout(std::time::Duration::from_secs(5), first_events.recv())
+            .await
+            .expect("an event within 5 s")
+            .unwrap()
+    };
+    let first_event = next().await;
+    assert_eq!(
+        (first_event.kind, name(&first_event)),
+        (WatchEvent::Modified, "a")
+    );
+    let second_event = next().await;
+    assert_eq!(
+        (second_event.kind, name(&second_event)),
+        (WatchEvent::Added, "c")
+    );
+    assert!(first_events.try_recv().is_err(), "b did not change");
+}
