@@ -236,8 +236,7 @@ async fn main() {
     // The decoding kube-runtime itself does: each line into a typed watch event.
     let started = Instant::now();
     for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let event: kube::core::WatchEvent<kube::core::DynamicObject> =
-            serde_json::from_slice(line).unwrap();
+        let event: kube::core::WatchEvent<Value> = serde_json::from_slice(line).unwrap();
         std::hint::black_box(event);
     }
     let decode = started.elapsed();
@@ -271,7 +270,7 @@ async fn main() {
         layer.as_secs_f64() / parse.as_secs_f64()
     );
     println!(
-        "  of which kube-runtime's decoding into WatchEvent<DynamicObject> alone: {:.2} µs",
+        "  of which kube's decoding of the lines into WatchEvent<JSON> alone: {:.2} µs",
         per(decode)
     );
 }
