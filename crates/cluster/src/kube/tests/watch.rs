@@ -137,8 +137,18 @@ async fn an_unknown_kind_refreshes_discovery_so_a_new_crd_resolves() {
     );
 }
 
-#[tokio::test]
-async fn a_relist_after_410_reports_changes_and_deletions_in_the_gap_once() {
+/// One binding reading the watch of `default_app_x` Pods, listed at resourceVersion 10
+/// with `items`: the cluster, the API server, the open watch, the binding's objects and
+/// its events.
+async fn watched(
+    items: Vec<Value>,
+) -> (
+    std::sync::Arc<super::KubeCluster>,
+    super::Server,
+    super::Call,
+    Vec<Value>,
+    crate::EventStream,
+) {
     let (cluster, mut server) = mock();
     let cluster = std::sync::Arc::new(cluster);
     let c = cluster.clone();
@@ -146,9 +156,16 @@ async fn a_relist_after_410_reports_changes_and_deletions_in_the_gap_once() {
     server
         .expect("GET", LIST)
         .await
-        .answer(200, list("10", vec![pod("b", "2"), pod("a", "1")]));
+        .answer(200, list("10", items));
     let watch = server.expect("GET", &watch_uri("10")).await;
-    let (objects, mut events) = listing.await.unwrap().unwrap();
+    let (objects, events) = listing.await.unwrap().unwrap();
+    (cluster, server, watch, objects, events)
+}
+
+#[tokio::test]
+async fn a_relist_after_410_reports_changes_and_deletions_in_the_gap_once() {
+    let (cluster, mut server, watch, objects, mut events) =
+        watched(vec![pod("b", "2"), pod("a", "1")]).await;
     let names: Vec<&str> = objects
         .iter()
         .map(|o| o["metadata"]["name"].as_str().unwrap())
@@ -315,16 +332,8 @@ async fn a_forbidden_list_fails_the_binding_with_the_servers_reason() {
 
 #[tokio::test]
 async fn a_binding_joining_gets_the_relist_and_the_others_its_changes() {
-    let (cluster, mut server) = mock();
-    let cluster = std::sync::Arc::new(cluster);
-    let c = cluster.clone();
-    let first = tokio::spawn(async move { c.list_and_watch(&pods(), &default_app_x()).await });
-    server
-        .expect("GET", LIST)
-        .await
-        .answer(200, list("10", vec![pod("a", "1"), pod("b", "2")]));
-    let _watch = server.expect("GET", &watch_uri("10")).await;
-    let (objects, mut first_events) = first.await.unwrap().unwrap();
+    let (cluster, mut server, _watch, objects, mut first_events) =
+        watched(vec![pod("a", "1"), pod("b", "2")]).await;
     assert_eq!(objects.len(), 2);
 
     // Two more join while a changed, b stayed and c appeared: each gets the whole
