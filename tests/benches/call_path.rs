@@ -47,15 +47,7 @@ fn raw_state() -> RawState {
 
 fn input() -> OperationInput {
     OperationInput {
-        context: RunnerContext {
-            name: "bench".to_owned(),
-            dry_run: false,
-            timeout_ms: 5_000,
-            node: None,
-            namespace: None,
-            owner: None,
-            cluster: None,
-        },
+        context: RunnerContext::new("bench", Duration::from_secs(5)),
         parameters: BTreeMap::from([("node".to_owned(), "node-a".to_owned())]),
         results: BTreeMap::new(),
         args: vec![],

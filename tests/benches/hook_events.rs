@@ -158,16 +158,8 @@ async fn bare_call(sandbox: &Sandbox, calls: usize) -> f64 {
         .unwrap();
     let object = pod(0);
     let labels = [object["metadata"]["labels"].clone()];
-    let input = HookInput {
-        context: RunnerContext {
-            name: "annotator".to_owned(),
-            dry_run: false,
-            timeout_ms: 10_000,
-            node: None,
-            namespace: None,
-            owner: None,
-            cluster: None,
-        },
+    let mut input = HookInput {
+        context: RunnerContext::new("annotator", Duration::from_secs(10)),
         binding_contexts: vec![context::event(
             "pods",
             Kind::Added,
@@ -176,15 +168,12 @@ async fn bare_call(sandbox: &Sandbox, calls: usize) -> f64 {
         )],
     };
     let limits = CallLimits::default();
-    let mut input = Some(input);
     let started = Instant::now();
     for _ in 0..calls {
-        let (report, back) = sandbox
-            .handle_hook(&module, input.take().unwrap(), &limits)
-            .await;
+        let (report, back) = sandbox.handle_hook(&module, input, &limits).await;
         assert!(report.outcome.is_ok(), "{:?}", report.outcome);
         assert_eq!(report.patches.len(), 1);
-        input = Some(back);
+        input = back;
     }
     started.elapsed().as_secs_f64() / calls as f64
 }

@@ -44,15 +44,7 @@ fn event_input() -> HookInput {
         filter_result: Some(pod()["metadata"]["labels"].to_string()),
     };
     HookInput {
-        context: RunnerContext {
-            name: "bench".to_owned(),
-            dry_run: false,
-            timeout_ms: 10_000,
-            node: None,
-            namespace: None,
-            owner: None,
-            cluster: None,
-        },
+        context: RunnerContext::new("bench", Duration::from_secs(10)),
         binding_contexts: vec![BindingContext {
             binding: "pods".to_owned(),
             type_: BindingType::Event,

@@ -162,15 +162,7 @@ impl AddonHook {
             review: None,
         };
         let input = HookInput {
-            context: RunnerContext {
-                name: format!("{}/{}", self.name, binding.name()),
-                dry_run: false,
-                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                node: None,
-                namespace: None,
-                owner: None,
-                cluster: None,
-            },
+            context: RunnerContext::new(format!("{}/{}", self.name, binding.name()), timeout),
             binding_contexts: vec![context],
         };
         let (run, patches) = self

@@ -408,15 +408,7 @@ impl Operator {
         };
         let timeout = self.settings.hook_timeout;
         let input = HookInput {
-            context: RunnerContext {
-                name: format!("{}/{}", hook.name, binding.name()),
-                dry_run: false,
-                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                node: None,
-                namespace: None,
-                owner: None,
-                cluster: None,
-            },
+            context: RunnerContext::new(format!("{}/{}", hook.name, binding.name()), timeout),
             binding_contexts: vec![operon_hooks::hooks::context::lifecycle(
                 binding.name(),
                 snapshots,

@@ -37,15 +37,7 @@ fn hook(sandbox: &ScriptSandbox, name: &str) -> ScriptHook {
 
 fn input(contexts: Vec<BindingContext>) -> HookInput {
     HookInput {
-        context: RunnerContext {
-            name: "hook-compat".to_owned(),
-            dry_run: false,
-            timeout_ms: 10_000,
-            node: None,
-            namespace: None,
-            owner: None,
-            cluster: None,
-        },
+        context: RunnerContext::new("hook-compat", Duration::from_secs(10)),
         binding_contexts: contexts,
     }
 }

@@ -252,15 +252,7 @@ fn values_hook_runs(sandbox: &Sandbox, path: &Path) -> Value {
     let configured = block_on(sandbox.configure_addon_hook(&module, "configure", &limits()));
     let (_, lifecycle) = configured.outcome.expect("configure succeeds");
     let input = HookInput {
-        context: RunnerContext {
-            name: "values".to_owned(),
-            dry_run: false,
-            timeout_ms: 10_000,
-            node: None,
-            namespace: None,
-            owner: None,
-            cluster: None,
-        },
+        context: RunnerContext::new("values", std::time::Duration::from_secs(10)),
         binding_contexts: vec![BindingContext {
             binding: "beforeHelm".to_owned(),
             type_: BindingType::OnStartup,

@@ -36,6 +36,22 @@ pub struct RunnerContext {
     pub cluster: Option<String>,
 }
 
+impl RunnerContext {
+    /// The context of run `name` with `timeout` (in whole milliseconds, saturating),
+    /// about no node, namespace, owner or named cluster, not a dry run.
+    pub fn new(name: impl Into<String>, timeout: std::time::Duration) -> Self {
+        Self {
+            name: name.into(),
+            dry_run: false,
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            node: None,
+            namespace: None,
+            owner: None,
+            cluster: None,
+        }
+    }
+}
+
 /// What an operation receives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationInput {

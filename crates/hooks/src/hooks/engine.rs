@@ -567,14 +567,8 @@ impl Engine {
         let loaded = &self.hooks[h];
         HookInput {
             context: RunnerContext {
-                name: loaded.hook.name().to_owned(),
-                dry_run: false,
-                timeout_ms: u64::try_from(loaded.config.settings.timeout.as_millis())
-                    .unwrap_or(u64::MAX),
-                node: None,
-                namespace: None,
-                owner: None,
                 cluster: self.platform.cluster.clone(),
+                ..RunnerContext::new(loaded.hook.name(), loaded.config.settings.timeout)
             },
             binding_contexts: contexts,
         }
