@@ -17,7 +17,7 @@ use crate::types::{
 
 /// A hook: its configuration and what it does when a binding fires.
 ///
-/// ```
+/// ```standalone_crate
 /// use operon_sdk::{Error, Hook, HookConfig, HookInput, HookOutput, ScheduleBinding};
 ///
 /// struct Nightly;
@@ -79,7 +79,7 @@ pub trait Hook {
 ///
 /// Use it once, at the top level of a `cdylib` crate built for `wasm32-wasip2`.
 ///
-/// ```
+/// ```standalone_crate
 /// use operon_sdk::{Error, Hook, HookConfig, HookInput, HookOutput, KubernetesBinding};
 ///
 /// struct WatchPods;

@@ -18,7 +18,7 @@
 //!
 //! A guest is a `cdylib` crate built with `cargo build --target wasm32-wasip2 --release`:
 //!
-//! ```
+//! ```standalone_crate
 //! use operon_sdk::{Error, Input, Output};
 //!
 //! fn run(input: Input) -> Result<Output, Error> {

@@ -337,7 +337,7 @@ pub fn run(
 ///
 /// Use it once, at the top level of a `cdylib` crate built for `wasm32-wasip2`.
 ///
-/// ```
+/// ```standalone_crate
 /// use operon_sdk::{Error, Input, Output};
 ///
 /// fn run(input: Input) -> Result<Output, Error> {

@@ -5,7 +5,7 @@
 //! it applied, and a failing module not blocking the others. Charts are rendered by
 //! Helm's own engine (`tests/fixtures/addons/helm` over `helm-python-sdk`).
 
-use crate::addons_support::{Events, finished, sandbox, write};
+use crate::addons_support::{Events, finished, finishing, ran, sandbox, write};
 use operon::addons::apply::ObjectWriter;
 use operon::addons::config::ConfigMapRef;
 use operon::addons::operator::{Operator, QueueEvent, Settings, Task};
@@ -506,8 +506,12 @@ jq '[.[] | select(.type == "Event") | {op: "add", path: "/watcher/lastSeen", val
         .unwrap();
     let change = {
         let cluster = cluster.clone();
+        let events = events.clone();
         async move {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
+            finishing(&events, Duration::from_secs(20), |done| {
+                ran(done, "ModuleRun:watcher")
+            })
+            .await;
             let object = yaml(
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: counted-1\n  namespace: operon-demo\n  labels: {counted: \"yes\"}\n",
             );
@@ -517,7 +521,17 @@ jq '[.[] | select(.type == "Event") | {op: "add", path: "/watcher/lastSeen", val
         }
     };
     let (result, ()) = tokio::join!(
-        op.run_until(tokio::time::sleep(Duration::from_secs(4))),
+        // A while past the second run, for a third one (there must be none) to show.
+        op.run_until(async {
+            finishing(&events, Duration::from_secs(20), |done| {
+                done.iter()
+                    .filter(|(t, _)| t == "ModuleRun:watcher")
+                    .count()
+                    == 2
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }),
         change
     );
     result.unwrap();

@@ -6,7 +6,7 @@
 //! ModuleRun; values marked `x-required-for-helm` are required only for rendering, and
 //! their absence fails the ModuleRun with the module and the path named.
 
-use crate::addons_support::{finished, operator, write};
+use crate::addons_support::{finished, finishing, operator, ran, write};
 use operon::cluster::local::LocalCluster;
 use operon::cluster::{Cluster, Resource};
 use serde_json::Value;
@@ -110,9 +110,11 @@ async fn synchronization_runs_before_the_first_before_helm_and_before_all() {
         .apply_watch_event(operon::model::WatchEvent::Added, node)
         .unwrap();
     let (mut op, events) = operator(&cluster, tree.path()).await;
-    op.run_until(tokio::time::sleep(Duration::from_secs(4)))
-        .await
-        .unwrap();
+    op.run_until(finishing(&events, Duration::from_secs(20), |done| {
+        ran(done, "ModuleRun:counter")
+    }))
+    .await
+    .unwrap();
     let done = finished(&events);
     assert!(done.iter().all(|(_, r)| r.is_ok()), "{done:?}");
     let seen = get(

@@ -5,7 +5,7 @@
 //! module's schedule bindings run only once its Synchronization is done
 //! (addon-operator's EnableScheduleBindings).
 
-use crate::addons_support::{finished, operator, write};
+use crate::addons_support::{finished, finishing, operator, ran, write};
 use operon::cluster::local::LocalCluster;
 use operon::cluster::{Cluster, Resource};
 use serde_json::{Value, json};
@@ -116,9 +116,11 @@ if [ "$1" = --config ]; then echo '{{"configVersion":"v1","beforeAll":1}}'; exit
         "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n",
     );
     let (mut op, events) = operator(&cluster, d).await;
-    op.run_until(tokio::time::sleep(Duration::from_secs(4)))
-        .await
-        .unwrap();
+    op.run_until(finishing(&events, Duration::from_secs(20), |done| {
+        ran(done, "GlobalHookRun:afterAll:global/nodes.sh")
+    }))
+    .await
+    .unwrap();
     let done = finished(&events);
     assert!(done.iter().all(|(_, r)| r.is_ok()), "{done:?}");
     let contexts = async |name: &str| -> Value {
@@ -267,16 +269,22 @@ esac
     );
     let (mut op, events) = operator(&cluster, d).await;
     let disabling = cluster.clone();
+    let enabled = events.clone();
     let disable = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        finishing(&enabled, Duration::from_secs(20), |done| {
+            ran(done, "ModuleRun:web")
+        })
+        .await;
         add(
             &disabling,
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: addon-operator\n  namespace: operon-demo\ndata:\n  webEnabled: \"false\"\n",
         );
     });
-    op.run_until(tokio::time::sleep(Duration::from_secs(5)))
-        .await
-        .unwrap();
+    op.run_until(finishing(&events, Duration::from_secs(20), |done| {
+        ran(done, "ModuleDelete:web")
+    }))
+    .await
+    .unwrap();
     disable.await.unwrap();
     let done = finished(&events);
     assert!(done.iter().all(|(_, r)| r.is_ok()), "{done:?}");

@@ -77,3 +77,20 @@ pub fn write(root: &Path, path: &str, text: &str, executable: bool) {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 }
+/// Resolves once `done` holds for the tasks finished so far (checked every 20 ms), or
+/// after `limit` at the latest, for the suite's assertions to say what is missing. A
+/// suite that waited out a fixed time per test spent most of it idle.
+pub async fn finishing(
+    events: &Events,
+    limit: Duration,
+    done: impl Fn(&[(String, Result<String, String>)]) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline && !done(&finished(events)) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+/// Whether task `name` finished among `done`.
+pub fn ran(done: &[(String, Result<String, String>)], name: &str) -> bool {
+    done.iter().any(|(task, _)| task == name)
+}
