@@ -313,6 +313,35 @@ impl Registrar {
         registration
     }
 
+    /// After a registration of `hooks` failed in a way that may pass (the API server
+    /// away, a CRD a conversion binding names not created yet), tries again after 2 s,
+    /// then after doubling pauses up to 30 s. Returns the error that cannot pass, or
+    /// `Ok` once registered or when `stopped` turns true.
+    pub async fn register_until_done(
+        &self,
+        hooks: &[LoadedHook],
+        stopped: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), RegisterError> {
+        let mut pause = std::time::Duration::from_secs(2);
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                _ = stopped.wait_for(|s| *s) => return Ok(()),
+            }
+            match register(&self.client, hooks, &self.registration()).await {
+                Ok(()) => {
+                    tracing::info!("the webhooks are registered");
+                    return Ok(());
+                }
+                Err(e) if !e.may_pass() => return Err(e),
+                Err(e) => {
+                    pause = (pause * 2).min(std::time::Duration::from_secs(30));
+                    tracing::warn!(error = %e, retry_in_s = pause.as_secs(), "the webhooks are not all registered yet");
+                }
+            }
+        }
+    }
+
     /// Registers `hooks` again whenever the self-signed CA bundle changes (a CA
     /// rotation), until `stopped` turns true; a failed registration is retried every
     /// 30 s until it succeeds. Without a self-signed CA it returns at once.
@@ -373,6 +402,21 @@ pub enum RegisterError {
         /// The server's version.
         version: String,
     },
+    /// CustomResourceDefinitions that conversion bindings name do not exist (yet): the
+    /// rest is registered, and these are once they are created.
+    #[error("CustomResourceDefinitions named by conversion bindings do not exist: {}", crds.join(", "))]
+    CrdsMissing {
+        /// Their names.
+        crds: Vec<String>,
+    },
+}
+
+impl RegisterError {
+    /// Whether trying again later may succeed: the API server was away or refused for a
+    /// while, or a CRD is not there yet. A binding this server cannot serve stays so.
+    pub fn may_pass(&self) -> bool {
+        !matches!(self, Self::MatchConditionsUnsupported { .. })
+    }
 }
 
 /// The oldest Kubernetes minor version that evaluates `matchConditions`.
@@ -480,13 +524,33 @@ pub async fn register(
     let error = |what: String| move |source| RegisterError::Api { what, source };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let desired = conversion_patches(hooks, registration);
+    let mut missing = Vec::new();
     for (crd, patch) in &desired {
-        crds.patch(crd, &params, &Patch::Apply(patch))
-            .await
-            .map_err(error(format!("the conversion webhook of CRD {crd}")))?;
-        tracing::info!(crd = %crd, "conversion webhook registered");
+        match crds.patch(crd, &params, &Patch::Apply(patch)).await {
+            Ok(_) => tracing::info!(crd = %crd, "conversion webhook registered"),
+            // Applying to a CRD that does not exist tries to create one from the
+            // conversion alone, which the API server refuses as invalid.
+            Err(::kube::Error::Api(s))
+                if (s.code == 422 || s.code == 404)
+                    && crds
+                        .get_opt(crd)
+                        .await
+                        .map_err(error(format!("CustomResourceDefinition {crd}")))?
+                        .is_none() =>
+            {
+                tracing::warn!(crd = %crd,
+                    "the CustomResourceDefinition a conversion binding names does not exist: its conversion webhook is registered once it does");
+                missing.push(crd.clone());
+            }
+            Err(e) => return Err(error(format!("the conversion webhook of CRD {crd}"))(e)),
+        }
     }
-    release_stale_conversions(&crds, &desired).await
+    release_stale_conversions(&crds, &desired).await?;
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(RegisterError::CrdsMissing { crds: missing })
+    }
 }
 
 /// Whether this engine's field manager applied `spec.conversion` of `crd`.

@@ -201,6 +201,16 @@ fn crd_list() -> Value {
 /// A mock API server answering `requests` requests (GET /version as Kubernetes
 /// 1.`minor`, 404 to deletes, 200 otherwise); returns what it saw.
 fn mock_server(requests: usize, minor: u32) -> (Client, tokio::task::JoinHandle<Seen>) {
+    mock_server_without(requests, minor, None)
+}
+
+/// [`mock_server`] where CRD `missing` does not exist: an apply to it is refused as an
+/// invalid creation (422) and a read of it is 404.
+fn mock_server_without(
+    requests: usize,
+    minor: u32,
+    missing: Option<&'static str>,
+) -> (Client, tokio::task::JoinHandle<Seen>) {
     let (service, mut handle) = tower_test::mock::pair::<
         http::Request<::kube::client::Body>,
         http::Response<::kube::client::Body>,
@@ -228,6 +238,17 @@ fn mock_server(requests: usize, minor: u32) -> (Client, tokio::task::JoinHandle<
                 && parts.uri.path() == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
             {
                 (200, crd_list())
+            } else if let Some(crd) = missing.filter(|crd| {
+                parts.uri.path()
+                    == format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+            }) {
+                let code = if parts.method == "GET" { 404 } else { 422 };
+                (
+                    code,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                           "code": code, "reason": if code == 404 { "NotFound" } else { "Invalid" },
+                           "message": format!("CustomResourceDefinition {crd:?} is invalid or not found")}),
+                )
             } else if parts.method == "DELETE" {
                 (
                     404,
@@ -367,5 +388,49 @@ async fn the_configurations_are_applied_server_side_and_stale_ones_removed() {
         seen[10].1.contains("/gadgets.example.com?"),
         "{}",
         seen[10].1
+    );
+}
+
+#[tokio::test]
+async fn a_missing_crd_is_named_and_the_rest_registered() {
+    // version, validating, mutating, the refused apply, the CRD read, the CRD list, the
+    // stale conversion given back.
+    let (client, server) = mock_server_without(7, 30, Some("widgets.example.com"));
+    let error = register(&client, &hooks(true), &registration())
+        .await
+        .unwrap_err();
+    assert!(error.may_pass());
+    assert_eq!(
+        error.to_string(),
+        "CustomResourceDefinitions named by conversion bindings do not exist: widgets.example.com"
+    );
+    let seen = server.await.unwrap();
+    let calls: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|(method, uri, _, _)| (method.as_str(), uri.as_str()))
+        .collect();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert_eq!(
+        calls[3..],
+        [
+            (
+                "PATCH",
+                format!("{crds}/widgets.example.com?&force=true&fieldManager=operon").as_str()
+            ),
+            ("GET", format!("{crds}/widgets.example.com").as_str()),
+            ("GET", format!("{crds}?").as_str()),
+            (
+                "PATCH",
+                format!("{crds}/gadgets.example.com?&force=true&fieldManager=operon").as_str()
+            ),
+        ]
+    );
+    assert!(
+        calls[1].1.contains("validatingwebhookconfigurations"),
+        "{calls:?}"
+    );
+    assert!(
+        calls[2].1.contains("mutatingwebhookconfigurations"),
+        "{calls:?}"
     );
 }
