@@ -144,19 +144,19 @@ jq '.[0].review.request as $r | {convertedObjects: [$r.objects[]
 
 /// The time between two of those Pods.
 const PACE: Duration = Duration::from_millis(1000);
-const WASM_LABEL: &str = "operon.dev/seen";
-const SHELL_LABEL: &str = "operon.dev/seen-by-shell";
+pub(crate) const WASM_LABEL: &str = "operon.dev/seen";
+pub(crate) const SHELL_LABEL: &str = "operon.dev/seen-by-shell";
 
-struct Node {
-    kubeconfig: PathBuf,
-    image: String,
+pub(crate) struct Node {
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) image: String,
     /// The kubelet's --root-dir, when not /var/lib/kubelet.
-    kubelet_dir: Option<String>,
+    pub(crate) kubelet_dir: Option<String>,
     /// The image of the test's Pods (any image the node has; they only sleep).
-    pod_image: String,
+    pub(crate) pod_image: String,
 }
 
-fn node() -> Option<Node> {
+pub(crate) fn node() -> Option<Node> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let (Some(kubeconfig), Some(image)) = (
         var("OPERON_E2E_NODE_KUBECONFIG"),
@@ -182,7 +182,7 @@ fn repo() -> PathBuf {
 
 /// The overlay a user with their own image writes (deploy/README.md, "Your own image"),
 /// plus the pod labeler in both languages and its RBAC.
-fn overlay(node: &Node, dir: &Path) {
+pub(crate) fn overlay(node: &Node, dir: &Path) {
     let deploy = repo().join("deploy").canonicalize().unwrap();
     std::fs::copy(
         deploy.join("examples/pod-labeler-rbac.yaml"),
@@ -241,6 +241,45 @@ fn overlay(node: &Node, dir: &Path) {
     std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
 }
 
+/// Applies the overlay in `dir` (`kubectl apply -k`) and waits until every workload of
+/// the install is rolled out.
+pub(crate) fn install(config: &Path, dir: &Path) {
+    // Server-side: the wasm hook in the hooks ConfigMap is larger than the 256 KiB
+    // annotation a client-side apply records.
+    kubectl(
+        config,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            dir.to_str().unwrap(),
+        ],
+    );
+    for (namespace, workload) in [
+        ("operon-node", "daemonset/operon-seccomp"),
+        ("operon", "daemonset/operon-agent"),
+        ("operon", "deployment/operon"),
+    ] {
+        let (ok, out, err) = try_kubectl(
+            config,
+            &[
+                "-n",
+                namespace,
+                "rollout",
+                "status",
+                workload,
+                "--timeout=300s",
+            ],
+        );
+        if !ok {
+            let (_, pods, _) = try_kubectl(config, &["get", "pods", "-A", "-o", "wide"]);
+            let (_, events, _) = try_kubectl(config, &["-n", namespace, "get", "events"]);
+            panic!("{workload} did not become ready: {out}{err}\n{pods}\n{events}");
+        }
+    }
+}
+
 /// `to` as a path relative to the directory `from` (both absolute).
 fn relative(from: &Path, to: &Path) -> PathBuf {
     let from: Vec<_> = from.components().collect();
@@ -251,7 +290,7 @@ fn relative(from: &Path, to: &Path) -> PathBuf {
     path
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index]
 }
@@ -351,7 +390,7 @@ fn latencies(created: &BTreeMap<String, Instant>, seen: &Seen) -> (Vec<Duration>
 
 /// The working set (usage less inactive file pages, as the kubelet counts it) of the
 /// Pod `uid`'s cgroup, when this machine is the node and shows its cgroups.
-fn pod_memory(uid: &str) -> Option<u64> {
+pub(crate) fn pod_memory(uid: &str) -> Option<u64> {
     fn find(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
         for entry in std::fs::read_dir(dir).ok()?.flatten() {
             let path = entry.path();
@@ -387,7 +426,7 @@ fn pod_memory(uid: &str) -> Option<u64> {
 }
 
 /// A field (a JSONPath template) of the Pod `pod` in namespace operon.
-fn operon_pod(config: &Path, pod: &str, field: &str) -> String {
+pub(crate) fn operon_pod(config: &Path, pod: &str, field: &str) -> String {
     kubectl(
         config,
         &[
@@ -404,7 +443,12 @@ fn operon_pod(config: &Path, pod: &str, field: &str) -> String {
 
 /// The status of Diagnosis `namespace`/`name` once it Succeeded or Failed, polled every
 /// half second for at most `limit`.
-fn finished_diagnosis(config: &Path, namespace: &str, name: &str, limit: Duration) -> Value {
+pub(crate) fn finished_diagnosis(
+    config: &Path,
+    namespace: &str,
+    name: &str,
+    limit: Duration,
+) -> Value {
     let deadline = Instant::now() + limit;
     loop {
         let out = kubectl(
@@ -427,7 +471,7 @@ fn finished_diagnosis(config: &Path, namespace: &str, name: &str, limit: Duratio
 }
 
 /// The Pod holding the controller's Lease (its holder identity is `POD_NAME_SUFFIX`).
-fn leader_pod(config: &Path) -> String {
+pub(crate) fn leader_pod(config: &Path) -> String {
     let holder = kubectl(
         config,
         &[
@@ -666,40 +710,7 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
 
     // The install, timed to every Pod Ready.
     let started = Instant::now();
-    // Server-side: the wasm hook in the hooks ConfigMap is larger than the 256 KiB
-    // annotation a client-side apply records.
-    kubectl(
-        config,
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-k",
-            dir.path().to_str().unwrap(),
-        ],
-    );
-    for (namespace, workload) in [
-        ("operon-node", "daemonset/operon-seccomp"),
-        ("operon", "daemonset/operon-agent"),
-        ("operon", "deployment/operon"),
-    ] {
-        let (ok, out, err) = try_kubectl(
-            config,
-            &[
-                "-n",
-                namespace,
-                "rollout",
-                "status",
-                workload,
-                "--timeout=300s",
-            ],
-        );
-        if !ok {
-            let (_, pods, _) = try_kubectl(config, &["get", "pods", "-A", "-o", "wide"]);
-            let (_, events, _) = try_kubectl(config, &["-n", namespace, "get", "events"]);
-            panic!("{workload} did not become ready: {out}{err}\n{pods}\n{events}");
-        }
-    }
+    install(config, dir.path());
     eprintln!(
         "kubectl apply -k deploy/ to all Pods Ready: {:?}",
         started.elapsed()
