@@ -168,6 +168,12 @@ impl NamespaceSupport {
     /// The `unshare` command that starts `program` in every namespace this kernel
     /// grants, without the network namespace when `network`; `None` when namespaces are
     /// unavailable or not configured.
+    /// Whether [`Self::command`]'s `unshare` forks the program (as pid 1 of a new pid
+    /// namespace) rather than becoming it.
+    pub(super) fn forks(&self) -> bool {
+        self.unshare.is_some() && self.pid == ProtectionState::Applied
+    }
+
     pub(super) fn command(&self, network: bool, program: &Path) -> Option<Command> {
         let unshare = self.unshare.as_ref()?;
         let mut cmd = Command::new(unshare);

@@ -55,6 +55,8 @@ pub(super) struct Chain {
     child: std::process::Child,
     /// Set once the first process was reaped; until then, dropping kills the group.
     reaped: bool,
+    /// Whether the first process is `unshare` forking the launcher, not the launcher.
+    forks: bool,
     /// The engine's end of the control channel.
     control: OwnedFd,
     stdout: Option<OwnedFd>,
@@ -65,6 +67,7 @@ impl Chain {
     /// Starts a launcher in the namespaces of `shape`; it waits for its spec.
     pub(super) fn start(recipe: &Recipe, shape: Shape) -> Result<Self, SandboxError> {
         let program = &recipe.launcher.program;
+        let forks = recipe.namespaces.forks();
         let mut cmd = recipe
             .namespaces
             .command(shape.network, program)
@@ -98,6 +101,7 @@ impl Chain {
         let chain = Self {
             child,
             reaped: false,
+            forks,
             control,
             stdout,
             stderr,
@@ -128,12 +132,35 @@ impl Chain {
         channel::send(&self.control, spec, fds)
     }
 
-    /// Kills the whole process group: `unshare`, the launcher and, as the launcher is
-    /// the init of its pid namespace, everything in it.
+    /// Kills the run: the launcher, and with it everything in its pid namespace, when
+    /// `unshare` forked it; the whole process group otherwise.
+    ///
+    /// `unshare` reaps the launcher only while it lives. Killed together, the launcher
+    /// is left to the engine's reaper, which in a container is the engine itself (pid
+    /// 1, which reaps nothing it did not start): every run left a zombie there, and
+    /// the container's pid limit would end the runs. Killed alone, the launcher takes
+    /// its namespace down and `unshare` exits with its status.
     pub(super) fn kill(&self) {
-        if let Some(group) = self.group() {
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        use rustix::process::{Signal, kill_process, kill_process_group};
+        if self.forks
+            && let Some(launcher) = self.launcher()
+        {
+            let _ = kill_process(launcher, Signal::KILL);
+            return;
         }
+        if let Some(group) = self.group() {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+    }
+
+    /// The launcher `unshare` forked, as the kernel lists its children; `None` before
+    /// it forked or after the launcher exited.
+    fn launcher(&self) -> Option<rustix::process::Pid> {
+        let first = self.child.id();
+        let children =
+            std::fs::read_to_string(format!("/proc/{first}/task/{first}/children")).ok()?;
+        let pid: i32 = children.split_whitespace().next()?.parse().ok()?;
+        rustix::process::Pid::from_raw(pid)
     }
 
     /// Waits for the end of the run: the launcher's status message, sent once nothing

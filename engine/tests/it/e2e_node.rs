@@ -241,6 +241,23 @@ pub(crate) fn overlay(node: &Node, dir: &Path) {
     std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
 }
 
+/// Adds to the overlay in `dir` a patch that allows the controller's client 50 requests
+/// per second and bursts of 100 (`KUBE_CLIENT_QPS`, `KUBE_CLIENT_BURST`): under load
+/// every Pod costs each labelling hook a patch, beyond the default 5 per second.
+pub(crate) fn allow_qps(dir: &Path) {
+    let path = dir.join("kustomization.yaml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    if !text.contains("\npatches:\n") {
+        text.push_str("patches:\n");
+    }
+    for (name, value) in [("KUBE_CLIENT_QPS", "50"), ("KUBE_CLIENT_BURST", "100")] {
+        text.push_str(&format!(
+            "- target:\n    kind: Deployment\n    name: operon\n  patch: |-\n    - op: add\n      path: /spec/template/spec/containers/0/env/-\n      value: {{name: {name}, value: \"{value}\"}}\n"
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
 /// Applies the overlay in `dir` (`kubectl apply -k`) and waits until every workload of
 /// the install is rolled out.
 pub(crate) fn install(config: &Path, dir: &Path) {

@@ -130,6 +130,85 @@ async fn a_trivial_script_runs_with_every_protection() {
     assert_nothing_left(&run.marker);
 }
 
+/// Set in the copy of this binary that `runs_leave_no_zombie_to_a_pid_1_engine` starts.
+const ZOMBIE_PROBE: &str = "OPERON_TEST_ZOMBIE_PROBE";
+
+/// Runs finished and killed leave no zombie to the engine: in a container the engine is
+/// pid 1, every orphan of the pod comes to it, and it reaps only what it started. The
+/// check runs in a copy of this binary made a child subreaper (as pid 1 is), running only
+/// this test, so no other test's processes come to it.
+#[tokio::test]
+async fn runs_leave_no_zombie_to_a_pid_1_engine() {
+    if std::env::var_os(ZOMBIE_PROBE).is_some() {
+        return zombie_probe().await;
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "script_sandbox::runs_leave_no_zombie_to_a_pid_1_engine",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(ZOMBIE_PROBE, "1")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+async fn zombie_probe() {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let sandbox = sandbox();
+    for _ in 0..5 {
+        let run = run_script(&sandbox, "echo done", Duration::from_secs(10), |_| {})
+            .await
+            .unwrap();
+        assert_eq!(run.outcome.status, RunStatus::Exited(0), "{}", run.stderr());
+    }
+    // And runs killed at their time limit.
+    for _ in 0..3 {
+        let run = run_script(&sandbox, "sleep 30", Duration::from_millis(300), |_| {})
+            .await
+            .unwrap();
+        assert_eq!(run.outcome.status, RunStatus::TimedOut, "{}", run.stderr());
+    }
+    drop(sandbox);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let zombies = zombie_children();
+        if zombies.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "zombies left to the subreaper: {zombies:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// This process's children that exited and were not reaped, by name.
+fn zombie_children() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut zombies = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID ...`; the name may hold spaces and parentheses.
+        let Some((name, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let mut fields = rest.split(' ');
+        if fields.next() == Some("Z") && fields.next() == Some(me.as_str()) {
+            zombies.push(name.to_owned() + ")");
+        }
+    }
+    zombies
+}
+
 #[tokio::test]
 async fn the_environment_holds_only_the_contract_and_the_allow_list() {
     let sandbox = sandbox();

@@ -712,6 +712,7 @@ impl Engine {
             .unwrap_or_default();
         let handles = self.binding_metrics(task.hook, &binding_label, queue);
         handles.waited(task.queued_at.elapsed());
+        let task_contexts = contexts.len();
         let input = self.input(task.hook, contexts);
         let (run, input) = loaded
             .hook
@@ -734,6 +735,10 @@ impl Engine {
         let q = state.queues.entry(queue.to_owned()).or_default();
         if failed && !task.allow_failure {
             handles.run(run.elapsed, RunOutcome::Failed);
+            if run.elapsed >= loaded.config.settings.timeout && q.split_head() {
+                tracing::warn!(hook = %name, queue, contexts = task_contexts,
+                    "the run used up its time with these binding contexts: the first half is tried again alone");
+            }
             let jitter = Duration::from_millis(u64::from(getrandom::u32().unwrap_or(0) % 1000));
             retry_in = Some(q.failed(jitter));
         } else {

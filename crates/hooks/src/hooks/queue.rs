@@ -113,6 +113,28 @@ impl Queue {
         self.failures = 0;
     }
 
+    /// The head ran out of its time budget with more than one binding context: its first
+    /// half stays at the head and the rest is queued right behind it, neither taking in
+    /// later tasks any more. Retried whole, a batch that grew past what the hook gets
+    /// through in its budget would time out again and again while new events join it
+    /// (shell-operator has no budget, so it only ever waits). Returns whether it split.
+    pub fn split_head(&mut self) -> bool {
+        let Some(head) = self.tasks.front_mut() else {
+            return false;
+        };
+        if head.contexts.len() < 2 {
+            return false;
+        }
+        head.merge = false;
+        let rest = head.contexts.split_off(head.contexts.len() / 2);
+        let second = Task {
+            contexts: rest,
+            ..head.clone()
+        };
+        self.tasks.insert(1, second);
+        true
+    }
+
     /// The head failed: it stays; returns how long to wait before retrying it.
     pub fn failed(&mut self, jitter: Duration) -> Duration {
         self.failures = self.failures.saturating_add(1);
@@ -266,6 +288,32 @@ mod tests {
         q.push(task(0, TaskKind::Event, "other", Some("h")));
         let head = q.head().unwrap();
         assert_eq!(bindings(&head), ["x", "nodes", "other"]);
+    }
+
+    #[test]
+    fn a_batch_out_of_time_is_halved_and_takes_in_no_more_tasks() {
+        let mut q = Queue::default();
+        for i in 0..5 {
+            q.push(task(0, TaskKind::Event, &format!("e{i}"), None));
+        }
+        assert_eq!(q.head().unwrap().contexts.len(), 5);
+        assert!(q.split_head());
+        q.failed(Duration::ZERO);
+        // New events wait behind both halves, and are combined among themselves.
+        q.push(task(0, TaskKind::Event, "late-1", None));
+        q.push(task(0, TaskKind::Event, "late-2", None));
+        let names =
+            |t: &Task| -> Vec<String> { bindings(t).into_iter().map(str::to_owned).collect() };
+        assert_eq!(names(&q.head().unwrap()), ["e0", "e1"]);
+        assert!(q.split_head());
+        assert_eq!(names(&q.head().unwrap()), ["e0"]);
+        assert!(!q.split_head(), "one context is not split");
+        q.done();
+        assert_eq!(names(&q.head().unwrap()), ["e1"]);
+        q.done();
+        assert_eq!(names(&q.head().unwrap()), ["e2", "e3", "e4"]);
+        q.done();
+        assert_eq!(names(&q.head().unwrap()), ["late-1", "late-2"]);
     }
 
     #[test]
