@@ -50,8 +50,11 @@ impl Default for CallLimits {
             stderr_bytes: 1 << 20,
             result_bytes: 1 << 20,
             log_bytes: 1 << 20,
-            patch_operations: 1_000,
-            patch_bytes: 8 << 20,
+            // A hook's Synchronization may label every object of a big cluster in one
+            // run (10,000 Pods is about 1.5 MB of merge patches): the bytes bound the
+            // memory, the count only a runaway loop of tiny operations.
+            patch_operations: 100_000,
+            patch_bytes: 16 << 20,
             metric_operations: 10_000,
             read_only_dirs: Vec::new(),
         }

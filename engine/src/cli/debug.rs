@@ -85,13 +85,8 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
                 let head = tasks
                     .first()
                     .map(|t| {
-                        let bindings: Vec<String> = list(&t["bindings"]).iter().map(text).collect();
-                        format!(
-                            "{} {} {}",
-                            text(&t["hook"]),
-                            text(&t["kind"]),
-                            bindings.join(",")
-                        )
+                        let bindings = bindings_summary(list(&t["bindings"]).iter().map(text));
+                        format!("{} {} {}", text(&t["hook"]), text(&t["kind"]), bindings)
                     })
                     .unwrap_or_default();
                 println!(
@@ -137,4 +132,32 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The bindings of a task's contexts, runs of one binding counted: a combined task
+/// carries a context per event, thousands under load.
+fn bindings_summary(names: impl Iterator<Item = String>) -> String {
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for name in names {
+        match runs.last_mut() {
+            Some((last, n)) if *last == name => *n += 1,
+            _ => runs.push((name, 1)),
+        }
+    }
+    runs.into_iter()
+        .map(|(name, n)| if n == 1 { name } else { format!("{name}×{n}") })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_combined_tasks_bindings_are_counted_not_repeated() {
+        let names = ["pods", "pods", "pods", "nodes", "pods"].map(str::to_owned);
+        assert_eq!(
+            super::bindings_summary(names.into_iter()),
+            "pods×3,nodes,pods"
+        );
+    }
 }

@@ -448,7 +448,7 @@ async fn run_engine(
                         if let Err(e) = first {
                             tracing::warn!(error = %e, retry_in_s = 2, "the webhooks are not all registered yet");
                             if let Err(e) = registrar
-                                .register_until_done(engine.hooks(), &mut stop_registration)
+                                .register_until_done(engine.hooks(), &mut stop_registration, &e)
                                 .await
                             {
                                 tracing::error!(error = %e, "the webhooks cannot be registered");

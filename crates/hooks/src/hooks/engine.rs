@@ -19,7 +19,7 @@ use super::config::{KubernetesBinding, MAIN_QUEUE, ValidConfig};
 use super::context::{self, SnapshotEntry, Snapshots};
 use super::objects::{BindingObjects, ObjectKey, Stored};
 use super::queue::{Queue, RateLimit, Task, TaskKind};
-use super::runner::{Hook, HookRun};
+use super::runner::{Hook, HookError, HookRun};
 use crate::metrics::{BindingMetrics, MetricError, Metrics, RunOutcome};
 use operon_cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
 use operon_data::model::{
@@ -735,9 +735,9 @@ impl Engine {
         let q = state.queues.entry(queue.to_owned()).or_default();
         if failed && !task.allow_failure {
             handles.run(run.elapsed, RunOutcome::Failed);
-            if run.elapsed >= loaded.config.settings.timeout && q.split_head() {
+            if run.outcome.as_ref().is_err_and(HookError::is_limit) && q.split_head() {
                 tracing::warn!(hook = %name, queue, contexts = task_contexts,
-                    "the run used up its time with these binding contexts: the first half is tried again alone");
+                    "the run hit a per-run limit with these binding contexts: the first half is tried again alone");
             }
             let jitter = Duration::from_millis(u64::from(getrandom::u32().unwrap_or(0) % 1000));
             retry_in = Some(q.failed(jitter));

@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 struct Scripted {
     config: HookConfig,
     fail_first: usize,
+    /// Runs with more binding contexts than this fail on a per-run limit.
+    max_contexts: usize,
     /// Submitted by every run, besides the labels of unlabelled Event objects.
     patches: Vec<PatchOperation>,
     /// Submitted by every run.
@@ -33,6 +35,7 @@ impl Scripted {
         Self {
             config,
             fail_first: 0,
+            max_contexts: usize::MAX,
             patches: Vec::new(),
             metrics: Vec::new(),
             runs: AtomicUsize::new(0),
@@ -86,6 +89,11 @@ impl Hook for Scripted {
             let run = HookRun {
                 outcome: if n < self.fail_first {
                     Err(HookError::Run("failing on purpose".to_owned()))
+                } else if input.binding_contexts.len() > self.max_contexts {
+                    Err(HookError::Limit(format!(
+                        "{} binding contexts are too many",
+                        input.binding_contexts.len()
+                    )))
                 } else {
                     Ok(HookOutput {
                         validating: None,
@@ -373,6 +381,47 @@ async fn failed_synchronization_is_retried_with_backoff_and_holds_events() {
         started.elapsed() >= Duration::from_secs(60),
         "virtual time, no real sleep"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_over_a_per_run_limit_is_halved_until_it_fits() {
+    let mut hook = Scripted::new(hook_config(vec![pods_binding("pods")]));
+    hook.max_contexts = 2;
+    let (engine, cluster) = engine(Arc::new(hook)).await;
+    drain(&engine).await;
+    // Five events combine into one task of five contexts, over the limit.
+    for name in ["c", "d", "e", "f", "g"] {
+        cluster
+            .apply_watch_event(WatchEvent::Added, pod(name, "{}"))
+            .unwrap();
+    }
+    let records = Arc::new(Mutex::new(Vec::<RunRecord>::new()));
+    let sink = records.clone();
+    engine
+        .run_for(Duration::from_secs(120), move |r| {
+            sink.lock().unwrap().push(r.clone())
+        })
+        .await;
+    let records = records.lock().unwrap();
+    let sizes: Vec<(usize, bool)> = records
+        .iter()
+        .filter(|r| types(r).iter().all(|(_, t)| *t == BindingType::Event))
+        .map(|r| (r.contexts.len(), r.failed))
+        .collect();
+    // 5 fails; its first half (2) runs, then the rest (3) fails and its halves run.
+    assert_eq!(
+        sizes[..5],
+        [(5, true), (2, false), (3, true), (1, false), (2, false)],
+        "{sizes:?}"
+    );
+    for name in ["c", "d", "e", "f", "g"] {
+        let object = cluster
+            .objects()
+            .into_iter()
+            .find(|o| o["metadata"]["name"] == name)
+            .unwrap();
+        assert_eq!(object["metadata"]["labels"]["seen"], "yes", "{name}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -113,11 +113,12 @@ impl Queue {
         self.failures = 0;
     }
 
-    /// The head ran out of its time budget with more than one binding context: its first
-    /// half stays at the head and the rest is queued right behind it, neither taking in
-    /// later tasks any more. Retried whole, a batch that grew past what the hook gets
-    /// through in its budget would time out again and again while new events join it
-    /// (shell-operator has no budget, so it only ever waits). Returns whether it split.
+    /// The head hit a per-run limit (its time budget, its patches...) with more than one
+    /// binding context: its first half stays at the head and the rest is queued right
+    /// behind it, neither taking in later tasks any more. Retried whole, a batch that grew
+    /// past what one run may do would fail again and again while new events join it
+    /// (shell-operator has no such limits, so it only ever waits). Returns whether it
+    /// split.
     pub fn split_head(&mut self) -> bool {
         let Some(head) = self.tasks.front_mut() else {
             return false;

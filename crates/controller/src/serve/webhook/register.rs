@@ -313,16 +313,20 @@ impl Registrar {
         registration
     }
 
-    /// After a registration of `hooks` failed in a way that may pass (the API server
-    /// away, a CRD a conversion binding names not created yet), tries again after 2 s,
-    /// then after doubling pauses up to 30 s. Returns the error that cannot pass, or
-    /// `Ok` once registered or when `stopped` turns true.
+    /// After a registration of `hooks` failed with `first`, in a way that may pass (the
+    /// API server away, a CRD a conversion binding names not created yet), tries again
+    /// after 2 s, then after doubling pauses up to 30 s, warning when the reason changes.
+    /// Returns the error that cannot pass, or `Ok` once registered or when `stopped`
+    /// turns true.
     pub async fn register_until_done(
         &self,
         hooks: &[LoadedHook],
         stopped: &mut tokio::sync::watch::Receiver<bool>,
+        first: &RegisterError,
     ) -> Result<(), RegisterError> {
         let mut pause = std::time::Duration::from_secs(2);
+        // A CRD may be missing for days: the same reason is said once, not every 30 s.
+        let mut said = first.to_string();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
@@ -336,7 +340,11 @@ impl Registrar {
                 Err(e) if !e.may_pass() => return Err(e),
                 Err(e) => {
                     pause = (pause * 2).min(std::time::Duration::from_secs(30));
-                    tracing::warn!(error = %e, retry_in_s = pause.as_secs(), "the webhooks are not all registered yet");
+                    let reason = e.to_string();
+                    if reason != said {
+                        tracing::warn!(error = %e, retry_every_s_at_most = 30, "the webhooks are not all registered yet");
+                        said = reason;
+                    }
                 }
             }
         }
@@ -538,7 +546,7 @@ pub async fn register(
                         .map_err(error(format!("CustomResourceDefinition {crd}")))?
                         .is_none() =>
             {
-                tracing::warn!(crd = %crd,
+                tracing::debug!(crd = %crd,
                     "the CustomResourceDefinition a conversion binding names does not exist: its conversion webhook is registered once it does");
                 missing.push(crd.clone());
             }

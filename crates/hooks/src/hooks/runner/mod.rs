@@ -33,9 +33,20 @@ pub enum HookError {
         /// Why.
         reason: String,
     },
-    /// A run failed (the hook errored, timed out, hit a limit...).
+    /// A run failed (the hook errored, trapped, wrote a bad file...).
     #[error("{0}")]
     Run(String),
+    /// A run hit a per-run limit that a run with fewer binding contexts may stay within:
+    /// its time budget, or the bound of its output, patches or metrics.
+    #[error("{0}")]
+    Limit(String),
+}
+
+impl HookError {
+    /// Whether the run failed on a per-run limit ([`HookError::Limit`]).
+    pub fn is_limit(&self) -> bool {
+        matches!(self, Self::Limit(_))
+    }
 }
 
 /// Everything one hook run produced. Patches and metrics are applied by the engine
@@ -72,7 +83,13 @@ impl From<operon_sandbox::CallReport<HookOutput>> for HookRun {
     /// caller takes them first).
     fn from(report: operon_sandbox::CallReport<HookOutput>) -> Self {
         Self {
-            outcome: report.outcome.map_err(|e| HookError::Run(e.to_string())),
+            outcome: report.outcome.map_err(|e| match e {
+                operon_sandbox::CallError::Timeout { .. }
+                | operon_sandbox::CallError::OutputTooLarge { .. } => {
+                    HookError::Limit(e.to_string())
+                }
+                e => HookError::Run(e.to_string()),
+            }),
             patches: report.patches,
             metrics: report.metrics,
             logs: report.logs,

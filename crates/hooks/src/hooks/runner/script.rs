@@ -340,13 +340,24 @@ impl ScriptHook {
             .handle_in_sandbox(input, timeout, &mut run, extra, &mut outputs)
             .await;
         run.outcome = result.map_err(|e| {
+            let limit = matches!(
+                e,
+                ScriptHookError::Failed {
+                    status: RunStatus::TimedOut | RunStatus::OutputExceeded,
+                    ..
+                }
+            );
             let mut message = e.to_string();
             if !self.settings.cluster_access
                 && cluster_access::looks_like_a_cluster_call(&run.stderr)
             {
                 message = format!("{message} ({})", cluster_access::CLUSTER_CALL_HINT);
             }
-            HookError::Run(message)
+            if limit {
+                HookError::Limit(message)
+            } else {
+                HookError::Run(message)
+            }
         });
         run.elapsed = started.elapsed();
         if run.outcome.is_err() {
