@@ -408,6 +408,24 @@ fn latencies(created: &BTreeMap<String, Instant>, seen: &Seen) -> (Vec<Duration>
 /// The working set (usage less inactive file pages, as the kubelet counts it) of the
 /// Pod `uid`'s cgroup, when this machine is the node and shows its cgroups.
 pub(crate) fn pod_memory(uid: &str) -> Option<u64> {
+    let stat = |dir: &Path, key: &str| -> Option<u64> {
+        let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+    };
+    let read =
+        |path: PathBuf| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+    let dir = pod_cgroup(uid, "memory")?;
+    if let Some(usage) = read(dir.join("memory.usage_in_bytes")) {
+        return Some(usage.saturating_sub(stat(&dir, "total_inactive_file ").unwrap_or(0)));
+    }
+    let usage = read(dir.join("memory.current"))?;
+    Some(usage.saturating_sub(stat(&dir, "inactive_file ").unwrap_or(0)))
+}
+
+/// The directory of the cgroup of Pod `uid` under cgroup v1's `controller`, or in the
+/// unified hierarchy, when this machine is the node and shows its cgroups.
+pub(crate) fn pod_cgroup(uid: &str, controller: &str) -> Option<PathBuf> {
     fn find(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
         for entry in std::fs::read_dir(dir).ok()?.flatten() {
             let path = entry.path();
@@ -426,20 +444,39 @@ pub(crate) fn pod_memory(uid: &str) -> Option<u64> {
         None
     }
     let pod = format!("pod{uid}");
-    let stat = |dir: &Path, key: &str| -> Option<u64> {
-        let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-    };
-    let read =
-        |path: PathBuf| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
-    if let Some(dir) = find(Path::new("/sys/fs/cgroup/memory"), &pod, 5) {
-        let usage = read(dir.join("memory.usage_in_bytes"))?;
-        return Some(usage.saturating_sub(stat(&dir, "total_inactive_file ").unwrap_or(0)));
+    find(&Path::new("/sys/fs/cgroup").join(controller), &pod, 5)
+        .or_else(|| find(Path::new("/sys/fs/cgroup"), &pod, 6))
+}
+
+/// An install of `deploy/` as [`overlay`] writes it (with `shell_twin` as the shell
+/// labelling hook, when given), the controller's client allowed 50 requests per second
+/// ([`allow_qps`]), and a fresh namespace whose ConfigMaps the admission hook checks:
+/// for the suites that load the install.
+pub(crate) async fn install_for_load(
+    node: &Node,
+    prefix: &str,
+    shell_twin: Option<&str>,
+) -> (tempfile::TempDir, kube::Client, Scratch) {
+    let config = node.kubeconfig.as_path();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    overlay(node, dir.path());
+    if let Some(script) = shell_twin {
+        std::fs::write(dir.path().join("pod-labeler-shell.sh"), script).unwrap();
     }
-    let dir = find(Path::new("/sys/fs/cgroup"), &pod, 6)?;
-    let usage = read(dir.join("memory.current"))?;
-    Some(usage.saturating_sub(stat(&dir, "inactive_file ").unwrap_or(0)))
+    allow_qps(dir.path());
+    install(config, dir.path());
+    let cluster = connect(config).await;
+    let scratch = Scratch::new(&cluster, config, prefix).await;
+    kubectl(
+        config,
+        &[
+            "label",
+            "namespace",
+            &scratch.name,
+            "e2e.operon.dev/webhooks=true",
+        ],
+    );
+    (dir, cluster.client().clone(), scratch)
 }
 
 /// A field (a JSONPath template) of the Pod `pod` in namespace operon.

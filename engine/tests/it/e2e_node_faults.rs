@@ -22,8 +22,8 @@
 //! (the hooks' failurePolicy is Fail) and how long until Pods were labelled again.
 
 use crate::e2e_node::{
-    Node, SHELL_LABEL, WASM_LABEL, allow_qps, finished_diagnosis, install, leader_pod, node,
-    operon_pod, overlay, percentile,
+    Node, SHELL_LABEL, WASM_LABEL, finished_diagnosis, install_for_load, leader_pod, node,
+    operon_pod, percentile,
 };
 use crate::e2e_support::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -803,26 +803,10 @@ async fn operon_survives_faults_on_a_real_node() {
         eprintln!("skipped: OPERON_E2E_NODE_FAULTS is not 1 (the fault suite is opt-in)");
         return;
     }
-    let config = node.kubeconfig.as_path();
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    overlay(&node, dir.path());
     // Recovery is measured, not how fast a backlog drains through the default 5
     // requests per second.
-    allow_qps(dir.path());
-    install(config, dir.path());
-    let cluster = connect(config).await;
-    let client = cluster.client().clone();
-    let scratch = Scratch::new(&cluster, config, "e2e-faults").await;
+    let (dir, client, scratch) = install_for_load(&node, "e2e-faults", None).await;
     let namespace = scratch.name.as_str();
-    kubectl(
-        config,
-        &[
-            "label",
-            "namespace",
-            namespace,
-            "e2e.operon.dev/webhooks=true",
-        ],
-    );
     // The admission hooks answer before the faults begin.
     eventually(
         "the mutating webhook",
