@@ -237,8 +237,8 @@ fn run_logs_what_hooks_print() {
         .iter()
         .find(|r| r["output"] == "stderr")
         .unwrap_or_else(|| panic!("no hook output in the log: {records:#?}"));
-    assert_eq!(printed["hook"], "global/cluster-info.sh");
-    assert_eq!(printed["binding"], "afterAll");
+    assert_eq!(printed["hook"], "global/cluster-info.sh", "{printed:#}");
+    assert_eq!(printed["binding"], "afterAll", "{printed:#}");
     assert_eq!(printed["level"], "INFO");
     assert!(
         printed["message"]
