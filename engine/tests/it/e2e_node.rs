@@ -524,6 +524,23 @@ pub(crate) fn finished_diagnosis(
     }
 }
 
+/// Deletes Pod `pod` of namespace operon with `--force --grace-period=0`, as a node's
+/// sudden loss would.
+pub(crate) fn force_delete(config: &Path, pod: &str) {
+    kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "delete",
+            "pod",
+            pod,
+            "--force",
+            "--grace-period=0",
+        ],
+    );
+}
+
 /// The Pod holding the controller's Lease (its holder identity is `POD_NAME_SUFFIX`).
 pub(crate) fn leader_pod(config: &Path) -> String {
     let holder = kubectl(
@@ -1333,18 +1350,7 @@ spec:
     // Leader hand-over: the leader deleted with --force, the other replica takes the
     // Lease and its hooks label a new Pod.
     let handed = Instant::now();
-    kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "delete",
-            "pod",
-            &leader,
-            "--force",
-            "--grace-period=0",
-        ],
-    );
+    force_delete(config, &leader);
     let next = eventually("another leader", Duration::from_secs(60), async || {
         let holder = leader_pod(config);
         (!holder.is_empty() && holder != leader).then_some(holder)

@@ -21,7 +21,9 @@
 //! Diagnosis succeeded. Each fault reports how long admission requests were refused
 //! (the hooks' failurePolicy is Fail) and how long until Pods were labelled again.
 
-use crate::e2e_node::{Node, finished_diagnosis, install_for_load, leader_pod, node, operon_pod};
+use crate::e2e_node::{
+    Node, finished_diagnosis, force_delete, install_for_load, leader_pod, node, operon_pod,
+};
 use crate::e2e_support::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -310,18 +312,7 @@ async fn leader_lost(node: &Node, client: &kube::Client, dir: &Path, namespace: 
     .await;
     let leader = leader_pod(config);
     let fault = Instant::now();
-    kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "delete",
-            "pod",
-            &leader,
-            "--force",
-            "--grace-period=0",
-        ],
-    );
+    force_delete(config, &leader);
     let next = new_leader(config, &leader).await;
     eprintln!(
         "leader {leader} deleted; {next} holds the Lease {:.1} s later",
@@ -412,18 +403,7 @@ async fn agent_lost(node: &Node, dir: &Path, namespace: &str) {
                     "jsonpath={.items[0].metadata.name}",
                 ],
             );
-            kubectl(
-                config,
-                &[
-                    "-n",
-                    "operon",
-                    "delete",
-                    "pod",
-                    &agent,
-                    "--force",
-                    "--grace-period=0",
-                ],
-            );
+            force_delete(config, &agent);
             deleted.set(Some(Instant::now()));
             eprintln!(
                 "agent {agent} deleted {:.1} s into the Diagnosis, after its first step",
