@@ -144,8 +144,8 @@ impl Chain {
         use rustix::process::{Signal, kill_process, kill_process_group};
         if self.forks
             && let Some(launcher) = self.launcher()
+            && kill_process(launcher, Signal::KILL).is_ok()
         {
-            let _ = kill_process(launcher, Signal::KILL);
             return;
         }
         if let Some(group) = self.group() {
