@@ -429,7 +429,7 @@ async fn run_engine(
     let running = async {
         // Only the leader writes the webhook configurations (and writes them again when
         // the self-signed CA rotates); every replica serves them.
-        let (_stop_registering, mut stop_registration) = watch::channel(false);
+        let (_stop_registering, stop_registration) = watch::channel(false);
         if let Some(registrar) = registrar.clone() {
             // A binding the API server cannot serve stops the engine, as a hook that does
             // not load does; what may pass (the API server away, a CRD not created yet)
@@ -445,17 +445,9 @@ async fn run_engine(
                 first => {
                     let engine = engine.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = first {
-                            tracing::warn!(error = %e, retry_in_s = 2, "the webhooks are not all registered yet");
-                            if let Err(e) = registrar
-                                .register_until_done(engine.hooks(), &mut stop_registration, &e)
-                                .await
-                            {
-                                tracing::error!(error = %e, "the webhooks cannot be registered");
-                                return;
-                            }
-                        }
-                        registrar.follow_ca(engine.hooks(), stop_registration).await;
+                        registrar
+                            .keep_registered(engine.hooks(), first, stop_registration)
+                            .await;
                     });
                 }
             }

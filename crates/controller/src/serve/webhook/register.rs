@@ -313,12 +313,32 @@ impl Registrar {
         registration
     }
 
+    /// Keeps `hooks` registered after the first registration ended with `first`: while
+    /// that failed in a way that may pass, it is tried again
+    /// ([`Self::register_until_done`]), then every CA rotation registers them again
+    /// ([`Self::follow_ca`]), until `stopped` turns true.
+    pub async fn keep_registered(
+        &self,
+        hooks: &[LoadedHook],
+        first: Result<(), RegisterError>,
+        mut stopped: tokio::sync::watch::Receiver<bool>,
+    ) {
+        if let Err(e) = first {
+            tracing::warn!(error = %e, retry_in_s = 2, "the webhooks are not all registered yet");
+            if let Err(e) = self.register_until_done(hooks, &mut stopped, &e).await {
+                tracing::error!(error = %e, "the webhooks cannot be registered");
+                return;
+            }
+        }
+        self.follow_ca(hooks, stopped).await;
+    }
+
     /// After a registration of `hooks` failed with `first`, in a way that may pass (the
     /// API server away, a CRD a conversion binding names not created yet), tries again
     /// after 2 s, then after doubling pauses up to 30 s, warning when the reason changes.
     /// Returns the error that cannot pass, or `Ok` once registered or when `stopped`
     /// turns true.
-    pub async fn register_until_done(
+    async fn register_until_done(
         &self,
         hooks: &[LoadedHook],
         stopped: &mut tokio::sync::watch::Receiver<bool>,
