@@ -524,6 +524,23 @@ pub(crate) fn finished_diagnosis(
     }
 }
 
+/// A field (a JSONPath template) of the node agent's Pod (the one node's).
+pub(crate) fn agent_pod(config: &Path, field: &str) -> String {
+    kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=operon-agent",
+            "-o",
+            &format!("jsonpath={{.items[0]{field}}}"),
+        ],
+    )
+}
+
 /// Deletes Pod `pod` of namespace operon with `--force --grace-period=0`, as a node's
 /// sudden loss would.
 pub(crate) fn force_delete(config: &Path, pod: &str) {

@@ -22,7 +22,8 @@
 //! (the hooks' failurePolicy is Fail) and how long until Pods were labelled again.
 
 use crate::e2e_node::{
-    Node, finished_diagnosis, force_delete, install_for_load, leader_pod, node, operon_pod,
+    Node, agent_pod, finished_diagnosis, force_delete, install_for_load, leader_pod, node,
+    operon_pod,
 };
 use crate::e2e_support::*;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -221,46 +222,30 @@ spec:
   operationSet: e2e-faults-job
 "#;
 
-const AGENT_DIAGNOSIS: &str = r#"apiVersion: operon.dev/v1alpha1
+/// The three-step Diagnosis placed on the node: step N sleeps its seconds and writes the
+/// time it ended, the Operations first, the OperationSet and the Diagnosis after them.
+fn agent_diagnosis(namespace: &str, node: &str) -> String {
+    let mut text = String::new();
+    for (step, seconds) in [(1, 4), (2, 8), (3, 2)] {
+        text.push_str(&format!(
+            r#"apiVersion: operon.dev/v1alpha1
 kind: Operation
 metadata:
-  name: e2e-faults-step-1
+  name: e2e-faults-step-{step}
 spec:
   processor:
     timeoutSeconds: 60
     scriptRunner:
-      operationResultKey: step1
+      operationResultKey: step{step}
       script: |
         #!/bin/sh
-        sleep 4; date +%s%N
+        sleep {seconds}; date +%s%N
 ---
-apiVersion: operon.dev/v1alpha1
-kind: Operation
-metadata:
-  name: e2e-faults-step-2
-spec:
-  processor:
-    timeoutSeconds: 60
-    scriptRunner:
-      operationResultKey: step2
-      script: |
-        #!/bin/sh
-        sleep 8; date +%s%N
----
-apiVersion: operon.dev/v1alpha1
-kind: Operation
-metadata:
-  name: e2e-faults-step-3
-spec:
-  processor:
-    timeoutSeconds: 60
-    scriptRunner:
-      operationResultKey: step3
-      script: |
-        #!/bin/sh
-        sleep 2; date +%s%N
----
-apiVersion: operon.dev/v1alpha1
+"#
+        ));
+    }
+    text.push_str(&format!(
+        r#"apiVersion: operon.dev/v1alpha1
 kind: OperationSet
 metadata:
   name: e2e-faults-three-steps
@@ -281,11 +266,14 @@ apiVersion: operon.dev/v1alpha1
 kind: Diagnosis
 metadata:
   name: during-agent-loss
-  namespace: NAMESPACE
+  namespace: {namespace}
 spec:
   operationSet: e2e-faults-three-steps
-  nodeName: NODE
-"#;
+  nodeName: {node}
+"#
+    ));
+    text
+}
 
 /// The leader deleted while Pods and admission requests stream in and a Diagnosis runs
 /// a `job` step in the controller.
@@ -372,9 +360,7 @@ async fn agent_lost(node: &Node, dir: &Path, namespace: &str) {
         config,
         dir,
         "agent-diagnosis.yaml",
-        &AGENT_DIAGNOSIS
-            .replace("NAMESPACE", namespace)
-            .replace("NODE", &node_name),
+        &agent_diagnosis(namespace, &node_name),
     );
     let started = Instant::now();
     let deleted = std::cell::Cell::new(None);
@@ -390,19 +376,7 @@ async fn agent_lost(node: &Node, dir: &Path, namespace: &str) {
                 .is_some()
         },
         || {
-            let agent = kubectl(
-                config,
-                &[
-                    "-n",
-                    "operon",
-                    "get",
-                    "pods",
-                    "-l",
-                    "app.kubernetes.io/name=operon-agent",
-                    "-o",
-                    "jsonpath={.items[0].metadata.name}",
-                ],
-            );
+            let agent = agent_pod(config, ".metadata.name");
             force_delete(config, &agent);
             deleted.set(Some(Instant::now()));
             eprintln!(

@@ -221,19 +221,7 @@ pub fn node_diagnosis_reads_the_node(config: &Path, dir: &Path, namespace: &str,
         "mounts are named by their node paths:\n{df}"
     );
     // The agent counts what it ran on its /metrics (health port 9116).
-    let agent = kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=operon-agent",
-            "-o",
-            "jsonpath={.items[0].status.podIP}",
-        ],
-    );
+    let agent = super::agent_pod(config, ".status.podIP");
     let (_, agent_metrics) = crate::e2e_support::http_get_at(&agent, 9116, "/metrics")
         .expect("the agent serves /metrics");
     assert!(
