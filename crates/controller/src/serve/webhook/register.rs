@@ -314,8 +314,8 @@ impl Registrar {
     }
 
     /// Keeps `hooks` registered after the first registration ended with `first`: while
-    /// that failed in a way that may pass, it is tried again
-    /// ([`Self::register_until_done`]), then every CA rotation registers them again
+    /// that failed in a way that may pass, it is tried again (2 s, doubling to 30 s),
+    /// then every CA rotation registers them again
     /// ([`Self::follow_ca`]), until `stopped` turns true.
     pub async fn keep_registered(
         &self,
