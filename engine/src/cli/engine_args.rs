@@ -171,7 +171,9 @@ impl DiagnosisArgs {
                     return locator;
                 }
                 Ok(fetcher) => {
-                    let replica = self.module_store.replica(format!("agent/{node}"), None);
+                    let replica = self
+                        .module_store
+                        .replica(format!("agent/{node}"), None, None);
                     tokio::spawn(operon::store::replica::follow(
                         client.clone(),
                         catalog.clone(),

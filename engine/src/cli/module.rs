@@ -103,11 +103,13 @@ impl ModuleStoreArgs {
         &self,
         identity: String,
         advertise: Option<replica::Advertised>,
+        pods_namespace: Option<String>,
     ) -> ReplicaOptions {
         ReplicaOptions {
             identity,
             advertise,
             gc_grace: self.module_gc_grace,
+            pods_namespace,
         }
     }
 }
@@ -187,12 +189,17 @@ impl ModuleApiArgs {
             url,
             server_name: self.module_api_server_name.clone().or(server_name),
         });
-        let identity = std::env::var("POD_NAME")
-            .ok()
-            .filter(|n| !n.is_empty())
+        let pod_name = std::env::var("POD_NAME").ok().filter(|n| !n.is_empty());
+        // In a Pod, the replicas listed as sources are the Deployment's Pods, and one
+        // whose Pod is gone is taken off the list.
+        let pods_namespace = pod_name
+            .as_ref()
+            .and_then(|_| std::env::var("POD_NAMESPACE").ok())
+            .filter(|n| !n.is_empty());
+        let identity = pod_name
             .or_else(|| advertise.as_ref().map(|a| a.url.clone()))
             .unwrap_or_else(|| "operon-serve".to_owned());
-        let replica = store.replica(identity, advertise);
+        let replica = store.replica(identity, advertise, pods_namespace);
         let fetcher = store.fetcher(ca)?;
         let sandbox = ctx
             .processors()

@@ -43,6 +43,7 @@ fn api() -> (axum::Router, tempfile::TempDir) {
             identity: "operon-0".into(),
             advertise: None,
             gc_grace: std::time::Duration::from_secs(60),
+            pods_namespace: None,
         },
     );
     (router(Arc::new(api)), dir)

@@ -8,12 +8,13 @@
 use super::catalog::ModuleCatalog;
 use super::fetch::Fetcher;
 use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use operon_data::api::{Hook, Module, ModuleSource, Operation};
 use operon_sandbox::{ModuleDigest, Sandbox};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,11 @@ pub struct ReplicaOptions {
     pub advertise: Option<Advertised>,
     /// How long bytes no Module or Operation refers to are kept.
     pub gc_grace: Duration,
+    /// The namespace whose Pods the replicas are, when this engine runs in one
+    /// (`$POD_NAMESPACE`): a replica listed in `status.sources` whose Pod is gone is
+    /// removed there, so that nobody keeps fetching from an address that no longer
+    /// answers. `None` outside a Pod, where replica names are no Pod names.
+    pub pods_namespace: Option<String>,
 }
 
 /// The module API of this replica as others reach it.
@@ -75,17 +81,49 @@ pub async fn record_source(
     name: &str,
     source: &ModuleSource,
 ) -> Result<(), kube::Error> {
+    update_sources(api, name, |sources| {
+        if sources.contains(source) {
+            return false;
+        }
+        sources.retain(|s| s.replica != source.replica);
+        sources.push(source.clone());
+        sources.sort_by(|a, b| a.replica.cmp(&b.replica));
+        true
+    })
+    .await
+}
+
+/// Removes `replica` from the `status.sources` of Module `name` (a no-op when it is
+/// not listed), with the same precondition and retries as [`record_source`].
+pub async fn forget_source(
+    api: &Api<Module>,
+    name: &str,
+    replica: &str,
+) -> Result<(), kube::Error> {
+    update_sources(api, name, |sources| {
+        let before = sources.len();
+        sources.retain(|s| s.replica != replica);
+        sources.len() != before
+    })
+    .await
+}
+
+/// Reads Module `name`'s status, lets `change` edit its sources (it says whether it
+/// changed them) and writes them back with the resourceVersion read, reading again
+/// after a conflict with another writer.
+async fn update_sources(
+    api: &Api<Module>,
+    name: &str,
+    mut change: impl FnMut(&mut Vec<ModuleSource>) -> bool,
+) -> Result<(), kube::Error> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         let mut module = api.get_status(name).await?;
         let status = module.status.get_or_insert_with(Default::default);
-        if status.sources.contains(source) {
+        if !change(&mut status.sources) {
             return Ok(());
         }
-        status.sources.retain(|s| s.replica != source.replica);
-        status.sources.push(source.clone());
-        status.sources.sort_by(|a, b| a.replica.cmp(&b.replica));
         let params = PostParams {
             field_manager: Some(operon_cluster::kube::FIELD_MANAGER.to_owned()),
             ..PostParams::default()
@@ -109,7 +147,13 @@ pub async fn follow(
 ) {
     let modules: Api<Module> = Api::all(client.clone());
     let operations: Api<Operation> = Api::all(client.clone());
-    let hooks: Api<Hook> = Api::all(client);
+    let hooks: Api<Hook> = Api::all(client.clone());
+    // Only a replica that lists itself keeps the list true: an agent lists nothing and
+    // may not read Pods.
+    let pods: Option<Api<Pod>> = match (&options.pods_namespace, &options.advertise) {
+        (Some(namespace), Some(_)) => Some(Api::namespaced(client, namespace)),
+        _ => None,
+    };
     let (reader, writer) = reflector::store::<Module>();
     let events = reflector::reflector(writer, watcher(modules.clone(), watcher::Config::default()))
         .default_backoff();
@@ -139,7 +183,11 @@ pub async fn follow(
             },
             _ = resync.tick() => {
                 if listed {
-                    follower.collect_garbage(&operations, &hooks, &reader.state()).await;
+                    let modules = reader.state();
+                    follower.collect_garbage(&operations, &hooks, &modules).await;
+                    if let Some(pods) = &pods {
+                        follower.forget_departed(pods, &modules).await;
+                    }
                 }
             }
         }
@@ -305,6 +353,43 @@ impl Follower {
         }
     }
 
+    /// Removes from the Modules' `status.sources` every other replica whose Pod no
+    /// longer exists. A Pod that is terminating still serves its bytes and stays
+    /// listed; a Pod that cannot be read (an API error) is left for the next round.
+    async fn forget_departed(&self, pods: &Api<Pod>, modules: &[Arc<Module>]) {
+        let listed: BTreeSet<&str> = modules
+            .iter()
+            .filter_map(|m| m.status.as_ref())
+            .flat_map(|s| &s.sources)
+            .map(|s| s.replica.as_str())
+            .filter(|r| *r != self.options.identity && is_pod_name(r))
+            .collect();
+        for replica in listed {
+            match pods.get_opt(replica).await {
+                Ok(Some(_)) => continue,
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!(%replica, error = %e, "reading a module replica's Pod");
+                    continue;
+                }
+            }
+            let holding = modules.iter().filter(|m| {
+                m.status
+                    .as_ref()
+                    .is_some_and(|s| s.sources.iter().any(|s| s.replica == replica))
+            });
+            for module in holding {
+                let name = module.name_any();
+                match forget_source(&self.modules, &name, replica).await {
+                    Ok(()) => tracing::info!(module = %name, %replica,
+                        "Module/{name}: replica {replica} has no Pod any more; removed from status.sources"),
+                    Err(e) => tracing::warn!(module = %name, %replica, error = %e,
+                        "cannot remove a departed replica from status.sources"),
+                }
+            }
+        }
+    }
+
     fn lock_fetching(&self) -> std::sync::MutexGuard<'_, HashSet<ModuleDigest>> {
         self.fetching.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -438,6 +523,16 @@ async fn compile(sandbox: Sandbox, blobs: &super::BlobStore, name: &str, digest:
         }
         Err(e) => tracing::warn!(module = %name, %digest, error = %e, "compiling a fetched module"),
     }
+}
+
+/// Whether `name` can be a Pod's name (a DNS subdomain): a replica started outside a
+/// Pod is listed under its URL, which no Pod lookup should be made for.
+fn is_pod_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
 }
 
 /// The stored digests neither a Module names nor an Operation pins.
@@ -605,6 +700,7 @@ mod tests {
                 identity: "operon-a".into(),
                 advertise: None,
                 gc_grace: Duration::ZERO,
+                pods_namespace: None,
             },
             modules: Api::all(client.clone()),
             sandbox: None,
@@ -625,6 +721,82 @@ mod tests {
         };
         tokio::join!(collecting, answer_lists(&mut api, None));
         assert!(!blobs.contains(&pinned));
+        api.quiet().await;
+    }
+
+    #[tokio::test]
+    async fn a_replica_whose_pod_is_gone_is_taken_off_the_sources() {
+        let (client, mut api) = operon_cluster::kube::mock::pair();
+        let digest = ModuleDigest::of(b"m").to_string();
+        let entry = |replica: &str, ip: u8| {
+            serde_json::json!({"replica": replica, "url": format!("https://10.0.0.{ip}:9680"),
+                               "digest": digest})
+        };
+        // Itself, a replica whose Pod is gone, one whose Pod runs, and one started
+        // outside a Pod (listed under its URL).
+        let sources = serde_json::json!([
+            entry("operon-a", 1),
+            entry("operon-b", 2),
+            entry("operon-c", 3),
+            entry("https://10.0.0.4:9680", 4)
+        ]);
+        let modules = [Arc::new(
+            serde_json::from_value::<Module>(module_json("5", sources.clone())).unwrap(),
+        )];
+        let dir = tempfile::tempdir().unwrap();
+        let follower = Follower {
+            catalog: Arc::new(ModuleCatalog::new(
+                super::super::BlobStore::open(dir.path(), 1024).unwrap(),
+            )),
+            fetcher: None,
+            options: ReplicaOptions {
+                identity: "operon-a".into(),
+                advertise: None,
+                gc_grace: Duration::ZERO,
+                pods_namespace: Some("operon".into()),
+            },
+            modules: Api::all(client.clone()),
+            sandbox: None,
+            fetching: Arc::default(),
+            unreferenced: Mutex::default(),
+        };
+        let pods: Api<Pod> = Api::namespaced(client, "operon");
+        let forgetting = async { follower.forget_departed(&pods, &modules).await };
+        let answering = async {
+            let call = api.next().await;
+            assert_eq!(
+                (call.method.as_str(), call.uri.as_str()),
+                ("GET", "/api/v1/namespaces/operon/pods/operon-b")
+            );
+            call.fail(404, "NotFound", "pods \"operon-b\" not found");
+            const STATUS: &str = "/apis/operon.dev/v1alpha1/modules/probe/status";
+            let call = api.next().await;
+            assert_eq!((call.method.as_str(), call.uri.as_str()), ("GET", STATUS));
+            call.answer(200, module_json("6", sources.clone()));
+            let call = api.next().await;
+            assert_eq!(call.method, "PUT");
+            let body = call.json();
+            assert_eq!(body["metadata"]["resourceVersion"], "6");
+            let left: Vec<&str> = body["status"]["sources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["replica"].as_str().unwrap())
+                .collect();
+            assert_eq!(left, ["operon-a", "operon-c", "https://10.0.0.4:9680"]);
+            call.answer(200, body);
+            let call = api.next().await;
+            assert_eq!(
+                (call.method.as_str(), call.uri.as_str()),
+                ("GET", "/api/v1/namespaces/operon/pods/operon-c")
+            );
+            call.answer(
+                200,
+                serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                                   "metadata": {"name": "operon-c", "namespace": "operon"}}),
+            );
+        };
+        tokio::join!(forgetting, answering);
         api.quiet().await;
     }
 
@@ -661,6 +833,7 @@ mod tests {
             identity: "agent-a".into(),
             advertise: None,
             gc_grace: Duration::from_secs(60),
+            pods_namespace: None,
         };
         assert_eq!(options.source(&digest), None);
         options.advertise = Some(Advertised {

@@ -43,6 +43,7 @@ async fn harness(limit: u64) -> Harness {
             identity: "operon-0".into(),
             advertise: None,
             gc_grace: Duration::from_secs(60),
+            pods_namespace: None,
         },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -532,6 +533,7 @@ async fn a_replica_fetches_over_https_with_its_token_and_checks_the_digest() {
             identity: "operon-0".into(),
             advertise: None,
             gc_grace: Duration::from_secs(60),
+            pods_namespace: None,
         },
     );
     store.put(&bytes).unwrap();
