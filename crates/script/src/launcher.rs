@@ -57,10 +57,13 @@ pub fn main() -> ! {
         // Built while the launcher waits for its run: most of the run's setup.
         let rules = SystemRules::build(&base);
         let scratch = prepare_scratch(&base);
+        let backstop = start_backstop();
         let (spec, handed) = read_spec()?;
-        Ok((base, rules, scratch, spec, handed))
+        Ok((base, rules, scratch, backstop, spec, handed))
     }) {
-        Ok((base, rules, scratch, spec, handed)) => launch(&base, rules, scratch, &spec, &handed),
+        Ok((base, rules, scratch, backstop, spec, handed)) => {
+            launch(&base, rules, scratch, backstop, &spec, &handed)
+        }
         Err(message) => {
             answer(&LaunchReport {
                 error: Some(LaunchFailure {
@@ -105,10 +108,27 @@ fn answer(report: &LaunchReport) {
     let _ = out.flush();
 }
 
+/// The thread that ends the launcher, and with it the run's pid namespace, when the
+/// time it is sent has passed: started while the launcher waits, so that a run does not
+/// wait for a thread to start. It waits for nothing else and runs nothing of the run.
+fn start_backstop() -> std::io::Result<std::sync::mpsc::Sender<Duration>> {
+    let (deadline, armed) = std::sync::mpsc::channel::<Duration>();
+    std::thread::Builder::new().spawn(move || {
+        // A launcher ending before its run drops the sender: nothing to guard.
+        if let Ok(backstop) = armed.recv() {
+            std::thread::sleep(backstop);
+            // As pid 1, exiting is what kills the whole namespace.
+            std::process::exit(124)
+        }
+    })?;
+    Ok(deadline)
+}
+
 fn launch(
     base: &LaunchBase,
     rules: SystemRules,
     scratch: Option<Scratch>,
+    backstop: std::io::Result<std::sync::mpsc::Sender<Duration>>,
     spec: &LaunchSpec,
     handed: &[OwnedFd],
 ) -> i32 {
@@ -176,15 +196,15 @@ fn launch(
     }
     answer(&report);
 
-    // The backstop thread starts before the program: threads count against the process
-    // limit, which a fork bomb exhausts within microseconds of starting.
-    let backstop = Duration::from_millis(spec.backstop_ms);
-    let started = std::thread::Builder::new().spawn(move || {
-        std::thread::sleep(backstop);
-        // As pid 1, exiting is what kills the whole namespace.
-        std::process::exit(124)
+    // The backstop is armed before the program starts; its thread was started while
+    // the launcher waited, since threads count against the process limit, which a fork
+    // bomb exhausts within microseconds of starting.
+    let armed = backstop.and_then(|deadline| {
+        deadline
+            .send(Duration::from_millis(spec.backstop_ms))
+            .map_err(|_| std::io::Error::other("its thread has ended"))
     });
-    if let Err(e) = started {
+    if let Err(e) = armed {
         let _ = writeln!(
             std::io::stderr(),
             "operon sandbox: cannot start the backstop: {e}"

@@ -20,6 +20,7 @@
 //! formats or the cluster: it depends on nothing of Operon but its data model.
 
 mod channel;
+mod cleanup;
 pub mod error;
 pub mod launcher;
 mod namespaces;

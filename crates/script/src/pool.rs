@@ -4,7 +4,8 @@
 //! namespace alone about 0.7, then two program starts), several times what a small hook
 //! itself needs. The [`LauncherPool`] keeps a few launchers already waiting inside fresh
 //! namespaces, so a run only sends its spec. Each launcher serves exactly one run and is
-//! never reused; a background thread starts replacements. A waiting launcher holds
+//! never reused; a background thread starts its replacement once the run has ended,
+//! so that the run does not share the CPU with it. A waiting launcher holds
 //! nothing of any run: paths, limits and descriptors all arrive with the spec.
 //!
 //! Nothing outlives the engine: a launcher reads its spec from a socket whose other end
@@ -292,7 +293,7 @@ impl LauncherPool {
         if self.size == 0 {
             return Chain::start(&self.recipe, shape);
         }
-        let (ready, refill) = {
+        let ready = {
             let mut slots = self.lock();
             let slot = slots.entry(shape).or_default();
             let mut ready = None;
@@ -302,16 +303,32 @@ impl LauncherPool {
                     break;
                 }
             }
-            let refill = !slot.filling;
-            slot.filling = true;
-            (ready, refill)
+            ready
         };
-        if refill {
-            self.refill(shape);
-        }
         match ready {
             Some(chain) => Ok(chain),
             None => Chain::start(&self.recipe, shape),
+        }
+    }
+
+    /// Starts launchers in the background until `shape`'s slot is full again. Called
+    /// once the run that took a launcher has ended, not when it took it: starting a
+    /// launcher (two program starts, namespaces, rules) takes a few milliseconds of
+    /// CPU, which on a small machine the run itself would otherwise wait for. A burst
+    /// of runs still finds the other waiting launchers.
+    pub(super) fn replenish(self: &Arc<Self>, shape: Shape) {
+        if self.size == 0 {
+            return;
+        }
+        let refill = {
+            let mut slots = self.lock();
+            let slot = slots.entry(shape).or_default();
+            let refill = !slot.filling && slot.ready.len() < self.size;
+            slot.filling |= refill;
+            refill
+        };
+        if refill {
+            self.refill(shape);
         }
     }
 

@@ -4,9 +4,14 @@
 //! restricts itself. The first step is most of the rules' cost, and off the run's path.
 //!
 //! Rules hold inodes, not paths: an `/etc` file replaced (renamed over) while the
-//! launcher waited would keep the old file's rule and deny the new one. The entries are
-//! listed again, with their inode numbers, when the spec arrives (one directory read),
-//! and the system rules are built afresh when anything changed.
+//! launcher waited would keep the old file's rule and deny the new one. Adding,
+//! removing or renaming an entry changes its directory's status-change time (which,
+//! unlike the modification time, no program can set back), so when the spec arrives the
+//! launcher compares the times of `/etc` (and of the directories whose entries are
+//! granted one by one) with those it saw. When one moved, or is within a second of the
+//! listing (a later change in the same clock tick would leave it as it was), the
+//! entries are listed again with their inode numbers, and the system rules are built
+//! afresh when anything changed.
 
 use super::protections::ProtectionState;
 use super::spec::{LaunchBase, LaunchReport, LaunchSpec};
@@ -17,6 +22,9 @@ use landlock::{
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
+/// The directory whose entries are granted one by one, minus the hidden ones.
+const ETC: &str = "/etc";
+
 /// The Landlock ABI the rules are written for; older kernels get what they support.
 const ABI_WANTED: ABI = ABI::V6;
 
@@ -25,19 +33,44 @@ pub(super) struct SystemRules {
     created: Result<RulesetCreated, RulesetError>,
     /// The `/etc` entries granted, with their inode numbers when the rules were made.
     etc: Vec<(PathBuf, u64)>,
+    /// The directories those entries were listed from, as they were before the listing.
+    stamps: Vec<DirStamp>,
+    /// When the listing was made.
+    built: std::time::SystemTime,
+}
+
+/// What changes when a directory gains, loses or renames an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DirStamp {
+    dev: u64,
+    ino: u64,
+    /// The status-change time: seconds and nanoseconds since the epoch.
+    changed: (i64, u32),
 }
 
 impl SystemRules {
     /// Opens the system paths of `base` and adds their rules.
     pub(super) fn build(base: &LaunchBase) -> Self {
-        let etc = etc_entries(&base.etc_hidden);
+        // Stamped before the listing: a change made during it moves a time past these.
+        let built = std::time::SystemTime::now();
+        let stamps = etc_stamps(Path::new(ETC), &base.etc_hidden);
+        let etc = etc_entries(Path::new(ETC), &base.etc_hidden);
         let created = system_ruleset(base, &etc);
-        Self { created, etc }
+        Self {
+            created,
+            etc,
+            stamps,
+            built,
+        }
     }
 
     /// The rules, built again when an `/etc` entry changed since they were made.
     pub(super) fn refreshed(self, base: &LaunchBase) -> Self {
-        if etc_entries(&base.etc_hidden) == self.etc {
+        let now = etc_stamps(Path::new(ETC), &base.etc_hidden);
+        if !needs_listing(&self.stamps, &now, self.built) {
+            return self;
+        }
+        if etc_entries(Path::new(ETC), &base.etc_hidden) == self.etc {
             self
         } else {
             Self::build(base)
@@ -181,12 +214,53 @@ fn run_rules(
     Ok(created)
 }
 
+/// Whether the directories' stamps `now` may hide a change since `then`, taken just
+/// before a listing made at `built`: a stamp moved, a directory became unreadable, or a
+/// time is within a second of the listing, where a later change of the same clock tick
+/// (file times are as coarse as the kernel's tick) would leave it as it was.
+fn needs_listing(then: &[DirStamp], now: &[DirStamp], built: std::time::SystemTime) -> bool {
+    use std::time::{Duration, UNIX_EPOCH};
+    then != now
+        || then.iter().any(|stamp| {
+            let (secs, nanos) = stamp.changed;
+            let changed = u64::try_from(secs).ok().and_then(|secs| {
+                UNIX_EPOCH.checked_add(Duration::new(secs, 0) + Duration::from_nanos(nanos.into()))
+            });
+            changed.is_none_or(|changed| changed + Duration::from_secs(1) >= built)
+        })
+}
+
+/// The stamps of `/etc` and of each directory below it whose entries are granted one by
+/// one (the parents of nested hidden paths), in that order; a directory that cannot be
+/// read has no stamp, which differs from any it had.
+fn etc_stamps(etc: &Path, hidden: &[String]) -> Vec<DirStamp> {
+    let mut dirs: Vec<PathBuf> = vec![etc.to_owned()];
+    for nested in hidden {
+        if let Some((parent, _)) = nested.split_once('/') {
+            let dir = etc.join(parent);
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    use std::os::unix::fs::MetadataExt as _;
+    dirs.iter()
+        .filter_map(|dir| {
+            let meta = std::fs::metadata(dir).ok()?;
+            Some(DirStamp {
+                dev: meta.dev(),
+                ino: meta.ino(),
+                changed: (meta.ctime(), u32::try_from(meta.ctime_nsec()).unwrap_or(0)),
+            })
+        })
+        .collect()
+}
+
 /// The entries of `/etc` minus the hidden ones, with their inode numbers. `hidden`
 /// holds names (`shadow`) and nested paths (`ssl/private`), whose parent is then
 /// granted entry by entry.
-fn etc_entries(hidden: &[String]) -> Vec<(PathBuf, u64)> {
+fn etc_entries(etc: &Path, hidden: &[String]) -> Vec<(PathBuf, u64)> {
     use std::os::unix::fs::DirEntryExt as _;
-    let etc = Path::new("/etc");
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(etc) else {
         return out;
@@ -228,7 +302,10 @@ mod tests {
 
     #[test]
     fn hidden_etc_entries_are_left_out() {
-        let entries = etc_entries(&["shadow".to_owned(), "ssl/private".to_owned()]);
+        let entries = etc_entries(
+            Path::new(ETC),
+            &["shadow".to_owned(), "ssl/private".to_owned()],
+        );
         let has = |end: &str| entries.iter().any(|(p, _)| p.ends_with(end));
         assert!(!has("shadow"));
         assert!(!has("ssl/private"));
@@ -236,5 +313,48 @@ mod tests {
         if Path::new("/etc/passwd").exists() {
             assert!(has("passwd"));
         }
+    }
+
+    #[test]
+    fn a_moved_missing_or_recent_stamp_means_listing_again() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let built = UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+        let stamp = |ino: u64, secs: i64| DirStamp {
+            dev: 1,
+            ino,
+            changed: (secs, 500),
+        };
+        let then = [stamp(10, 1_000_000_000), stamp(11, 1_000_000_000)];
+        assert!(!needs_listing(&then, &then, built), "old and unchanged");
+        let moved = [stamp(10, 1_000_000_000), stamp(11, 1_999_999_000)];
+        assert!(needs_listing(&then, &moved, built), "a directory changed");
+        assert!(needs_listing(&then, &then[..1], built), "a directory went");
+        let recent = [stamp(10, 1_000_000_000), stamp(11, 1_999_999_999)];
+        assert!(
+            needs_listing(&recent, &recent, built),
+            "changed within a second before the listing"
+        );
+        let later = [stamp(10, 2_000_000_001)];
+        assert!(needs_listing(&later, &later, built), "a clock set back");
+    }
+
+    #[test]
+    fn etc_and_the_parents_of_nested_hidden_paths_are_stamped() {
+        use std::os::unix::fs::MetadataExt as _;
+        let etc = tempfile::tempdir().unwrap();
+        std::fs::create_dir(etc.path().join("ssl")).unwrap();
+        let hidden = [
+            "shadow".to_owned(),
+            "ssl/private".to_owned(),
+            "ssl/other".to_owned(),
+        ];
+        let inos: Vec<u64> = etc_stamps(etc.path(), &hidden)
+            .iter()
+            .map(|s| s.ino)
+            .collect();
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert_eq!(inos, [ino(etc.path()), ino(&etc.path().join("ssl"))]);
+        std::fs::remove_dir(etc.path().join("ssl")).unwrap();
+        assert_eq!(etc_stamps(etc.path(), &hidden).len(), 1);
     }
 }
