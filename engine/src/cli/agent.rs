@@ -68,6 +68,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    super::memory::keep_trimmed();
     anyhow::ensure!(
         !args.node_name.is_empty(),
         "--node-name (NODE_NAME) is empty: set it from the downward API (spec.nodeName)"

@@ -8,6 +8,7 @@ mod diagnose;
 mod engine_args;
 mod hook;
 mod hook_handle;
+mod memory;
 mod module;
 mod module_oci;
 mod modules;

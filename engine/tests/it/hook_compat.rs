@@ -99,6 +99,27 @@ fn discovery_finds_the_executable_hooks_in_order() {
     );
 }
 
+/// Waits until every run directory under `runs` is gone: the sandbox removes them on a
+/// thread of its own once their runs are dropped.
+async fn runs_removed(runs: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left: Vec<_> = std::fs::read_dir(runs)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run directories left behind: {left:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn configurations_come_from_config_in_yaml_and_json() {
     let runs = tempfile::tempdir().unwrap();
@@ -136,7 +157,7 @@ async fn configurations_come_from_config_in_yaml_and_json() {
     assert_eq!(webhook.rules[0].operations, ["CREATE"]);
 
     // Nothing of the runs is left behind.
-    assert_eq!(std::fs::read_dir(runs.path()).unwrap().count(), 0);
+    runs_removed(runs.path()).await;
 }
 
 #[tokio::test]
@@ -162,7 +183,7 @@ async fn on_startup_counts_and_logs() {
             conversion: None
         }
     );
-    assert_eq!(std::fs::read_dir(runs.path()).unwrap().count(), 0);
+    runs_removed(runs.path()).await;
 }
 
 #[tokio::test]
@@ -422,7 +443,7 @@ async fn malformed_files_fail_the_run_naming_file_line_and_reason() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("METRICS_PATH (metrics.json), line 1"), "{err}");
-    assert_eq!(std::fs::read_dir(runs.path()).unwrap().count(), 0);
+    runs_removed(runs.path()).await;
 }
 
 #[tokio::test]

@@ -1,0 +1,41 @@
+//! Handing the heap's free memory back to the system in the long-running commands
+//! (`operon serve`, `operon agent`).
+//!
+//! glibc's allocator gives each busy thread an arena of its own and keeps what is freed
+//! there for later allocations. Under churn (Pods created, updated and deleted, hooks run
+//! on whichever runtime thread is free) the arenas fill with free chunks between live
+//! ones that trimming the top of each heap never reaches: the resident memory of
+//! `operon serve` rose steadily while its live heap, measured with heaptrack, stayed
+//! flat. `malloc_trim(0)` returns the free pages inside every arena.
+
+use std::time::Duration;
+
+/// How often the free memory is handed back: often enough that growth between two
+/// trims stays small, rarely enough that the walk over the arenas costs nothing.
+const EVERY: Duration = Duration::from_secs(30);
+
+/// Trims the heap every [`EVERY`] until the runtime ends. A no-op where the C library
+/// is not glibc.
+pub fn keep_trimmed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    tokio::spawn(async {
+        let mut every = tokio::time::interval(EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            // Takes each arena's lock in turn: off the runtime's threads.
+            let _ = tokio::task::spawn_blocking(trim).await;
+        }
+    });
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim() {
+    // SAFETY: malloc_trim only walks and releases the allocator's own free memory,
+    // under the allocator's locks; it takes no pointer and may be called from any
+    // thread at any time.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
