@@ -14,7 +14,7 @@ use std::time::Duration;
 /// trims stays small, rarely enough that the walk over the arenas costs nothing.
 const EVERY: Duration = Duration::from_secs(30);
 
-/// Trims the heap every [`EVERY`] until the runtime ends. A no-op where the C library
+/// Trims the heap every `EVERY` until the runtime ends. A no-op where the C library
 /// is not glibc.
 pub fn keep_trimmed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
