@@ -476,7 +476,43 @@ pub(crate) async fn install_for_load(
             "e2e.operon.dev/webhooks=true",
         ],
     );
+    admission_answers(cluster.client(), &scratch.name).await;
     (dir, cluster.client().clone(), scratch)
+}
+
+/// Waits (at most 60 s) until a ConfigMap created in `namespace` comes back mutated: the
+/// leader registers the webhooks once it leads, which may be after the rollout is
+/// complete, and a load started before that would count its first ConfigMaps unchecked.
+async fn admission_answers(client: &kube::Client, namespace: &str) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{DeleteParams, PostParams};
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for attempt in 0.. {
+        let probe: ConfigMap = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": format!("admission-probe-{attempt}")}}),
+        )
+        .unwrap();
+        let created = maps.create(&PostParams::default(), &probe).await;
+        let _ = maps
+            .delete(
+                &format!("admission-probe-{attempt}"),
+                &DeleteParams::default(),
+            )
+            .await;
+        if created
+            .ok()
+            .and_then(|map| map.metadata.labels)
+            .is_some_and(|labels| labels.contains_key("e2e.operon.dev/mutated"))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ConfigMaps in {namespace} are not mutated 60 s after the install"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// A field (a JSONPath template) of the Pod `pod` in namespace operon.
