@@ -79,7 +79,7 @@ pub struct DiagnosisArgs {
     #[arg(long, default_value_t = 512 * 1024)]
     pub results_limit: usize,
     #[command(flatten)]
-    pub module_store: super::module::ModuleStoreArgs,
+    pub module_store: super::module_store::ModuleStoreArgs,
     #[command(flatten)]
     pub registries: super::module_oci::EngineRegistryArgs,
 }

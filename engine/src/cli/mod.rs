@@ -11,6 +11,7 @@ mod hook_handle;
 mod memory;
 mod module;
 mod module_oci;
+mod module_store;
 mod modules;
 mod offload;
 mod op;

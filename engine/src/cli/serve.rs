@@ -230,7 +230,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     diagnoses: DiagnosisArgs,
     #[command(flatten)]
-    module_api: super::module::ModuleApiArgs,
+    module_api: super::module_store::ModuleApiArgs,
     #[command(flatten)]
     addon_modules: super::modules::ServeModulesArgs,
     #[command(flatten)]
@@ -375,8 +375,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     });
     if let (Some(client), Some(ctx)) = (&controllers, &diagnoses) {
         let ca = match (&self_signed, ca_of(&args, &args.validating_webhook_ca)) {
-            (_, Some(path)) => Some(super::module::SourceCa::File(path)),
-            (Some(s), None) => Some(super::module::SourceCa::Pem(s.ca.borrow().clone())),
+            (_, Some(path)) => Some(super::module_store::SourceCa::File(path)),
+            (Some(s), None) => Some(super::module_store::SourceCa::Pem(s.ca.borrow().clone())),
             (None, None) => None,
         };
         let server_name = (self_signed.is_some() || args.webhook_cert_dir.is_some())
