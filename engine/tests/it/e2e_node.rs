@@ -484,27 +484,10 @@ pub(crate) async fn install_for_load(
 /// leader registers the webhooks once it leads, which may be after the rollout is
 /// complete, and a load started before that would count its first ConfigMaps unchecked.
 async fn admission_answers(client: &kube::Client, namespace: &str) {
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::{DeleteParams, PostParams};
-    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let maps = Api::namespaced(client.clone(), namespace);
     let deadline = Instant::now() + Duration::from_secs(60);
     for attempt in 0.. {
-        let probe: ConfigMap = serde_json::from_value(
-            serde_json::json!({"metadata": {"name": format!("admission-probe-{attempt}")}}),
-        )
-        .unwrap();
-        let created = maps.create(&PostParams::default(), &probe).await;
-        let _ = maps
-            .delete(
-                &format!("admission-probe-{attempt}"),
-                &DeleteParams::default(),
-            )
-            .await;
-        if created
-            .ok()
-            .and_then(|map| map.metadata.labels)
-            .is_some_and(|labels| labels.contains_key("e2e.operon.dev/mutated"))
-        {
+        if checked_configmap(&maps, &format!("admission-probe-{attempt}")).await {
             return;
         }
         assert!(
@@ -513,6 +496,22 @@ async fn admission_answers(client: &kube::Client, namespace: &str) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Creates ConfigMap `name` through `maps` and deletes it again; whether it came back
+/// mutated by the admission hook ([`WEBHOOK_HOOK`]).
+pub(crate) async fn checked_configmap(
+    maps: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+) -> bool {
+    use kube::api::{DeleteParams, PostParams};
+    let map = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    let created = maps.create(&PostParams::default(), &map).await;
+    let _ = maps.delete(name, &DeleteParams::default()).await;
+    created
+        .ok()
+        .and_then(|map| map.metadata.labels)
+        .is_some_and(|labels| labels.contains_key("e2e.operon.dev/mutated"))
 }
 
 /// A field (a JSONPath template) of the Pod `pod` in namespace operon.

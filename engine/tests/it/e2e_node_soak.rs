@@ -17,8 +17,8 @@
 //! hooks, when an admission request is refused, or when a Diagnosis does not succeed.
 
 use crate::e2e_node::{
-    SHELL_LABEL, WASM_LABEL, install_for_load, leader_pod, node, operon_pod, percentile,
-    pod_cgroup, pod_memory,
+    SHELL_LABEL, WASM_LABEL, checked_configmap, install_for_load, leader_pod, node, operon_pod,
+    percentile, pod_cgroup, pod_memory,
 };
 use crate::e2e_support::*;
 use futures::StreamExt as _;
@@ -247,21 +247,9 @@ async fn the_controller_holds_steady_under_half_an_hour_of_churn() {
             live.push_back(name);
             minute.created += 1;
             // Every Pod created, an admission request.
-            let map: ConfigMap =
-                serde_json::from_value(json!({"metadata": {"name": format!("soak-{next}")}}))
-                    .unwrap();
-            let mutated = maps
-                .create(&PostParams::default(), &map)
-                .await
-                .ok()
-                .and_then(|map| map.metadata.labels)
-                .is_some_and(|l| l.contains_key("e2e.operon.dev/mutated"));
-            if !mutated {
+            if !checked_configmap(&maps, &format!("soak-{next}")).await {
                 minute.refused += 1;
             }
-            let _ = maps
-                .delete(&format!("soak-{next}"), &DeleteParams::default())
-                .await;
         } else if step == 1 {
             let name = &live[next % live.len()];
             let patch = json!({"metadata": {"annotations": {"e2e.operon.dev/generation": next.to_string()}}});
