@@ -49,16 +49,16 @@ pub(super) const GUARD_EVERY: usize = 16;
 /// The deepest nesting of arrays and objects a filter may build or be given. Kubernetes
 /// objects are a few dozen levels deep (Operon reads YAML up to 64); a value this deep
 /// can still be dropped, compared and printed on any thread's stack.
-pub const MAX_DEPTH: usize = 512;
+pub(crate) const MAX_DEPTH: usize = 512;
 
 /// The longest array a filter may build (`[range(1e9)]` would otherwise fill memory
 /// before the time limit); the same bound as an index an assignment may pad to.
-pub const MAX_ARRAY_LENGTH: usize = MAX_ARRAY_INDEX;
+pub(crate) const MAX_ARRAY_LENGTH: usize = MAX_ARRAY_INDEX;
 
 /// How many calls of a definition with filter parameters that calls itself a run may
 /// make. Each call binds a closure over its caller's, so even a tail-recursive loop of
 /// them builds a chain as long as the loop, which is freed recursively at the end.
-pub const MAX_CLOSURE_CALLS: u32 = 20_000;
+pub(crate) const MAX_CLOSURE_CALLS: u32 = 20_000;
 
 /// Closure calls a run makes on a thread's own stack before it is run again on a stack
 /// of its own, where freeing [`MAX_CLOSURE_CALLS`] of them fits.

@@ -1,8 +1,7 @@
 //! Hostile filters meet their limits and the thread goes on; ordinary ones do not.
 
-use crate::{
-    JqError, Limit, Limits, MAX_ARRAY_LENGTH, MAX_CLOSURE_CALLS, MAX_DEPTH, MAX_TEXT_BYTES,
-};
+use super::{MAX_ARRAY_LENGTH, MAX_CLOSURE_CALLS, MAX_DEPTH};
+use crate::{JqError, Limit, Limits, MAX_TEXT_BYTES};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

@@ -18,20 +18,21 @@
 //! A filter is untrusted input, so every run is bounded (`budget`): by default it may
 //! take 1 s ([`Limits::time`]) and 16 MiB of stack for its recursion ([`Limits::stack`];
 //! a run that needs more than the calling thread has is run again on a stack of its
-//! own), build values nested at most [`MAX_DEPTH`] levels and arrays of at most
-//! [`MAX_ARRAY_LENGTH`] elements, call a recursive definition with filter parameters
-//! at most [`MAX_CLOSURE_CALLS`] times, build at most [`DEFAULT_MEMORY`] bytes of
-//! values with the operations and natives that grow them ([`Limits::memory`]: `+`, `*`,
-//! `/` of strings, interpolation, `[f]`, `{...}`, `tostring`, `tojson`, `implode`, the
-//! `@` formats...), and yield at most 100,000 outputs; its text may be at most
-//! [`MAX_TEXT_BYTES`] long. [`set_time_limit`] and [`set_memory_limit`] change the
-//! time and memory limits of the process (`--jq-timeout`, `--jq-memory`). Over a limit, the run fails with
+//! own), build values nested at most 512 levels and arrays of at most 2^20 elements,
+//! call a recursive definition with filter parameters at most 20,000 times, build at
+//! most [`DEFAULT_MEMORY`] bytes of values with the operations and natives that grow
+//! them ([`Limits::memory`]: `+`, `*`, `/` of strings, interpolation, `[f]`, `{...}`,
+//! `tostring`, `tojson`, `implode`, the `@` formats...), and yield at most 100,000
+//! outputs; its text may be at most 16 KiB long. [`set_time_limit`] and
+//! [`set_memory_limit`] change the time and memory limits of the process
+//! (`--jq-timeout`, `--jq-memory`). Over a limit, the run fails with
 //! [`JqError::Limit`], which names the filter and the limit, whatever `try` or `?` the
 //! filter wraps around the loop; the process is never taken down.
 //!
 //! This crate depends on nothing of Operon: it takes and gives JSON values, and knows
 //! nothing of hooks, bindings or patches.
 
+#![warn(unreachable_pub)]
 mod budget;
 mod field_path;
 mod instrument;
@@ -40,7 +41,8 @@ mod paths;
 mod prelude;
 mod value;
 
-pub use budget::{DEFAULT_MEMORY, Limit, Limits, MAX_ARRAY_LENGTH, MAX_CLOSURE_CALLS, MAX_DEPTH};
+use budget::MAX_DEPTH;
+pub use budget::{DEFAULT_MEMORY, Limit, Limits};
 
 use jaq_core::load::parse::Def;
 use jaq_core::load::{Arena, File, Loader};
@@ -72,7 +74,7 @@ const EXCLUDED_NATIVES: &[&str] = &["env"];
 /// The longest filter text accepted. Parsing and compiling recurse once per level of
 /// nesting, on a stack of `COMPILE_STACK` bytes, which this bounds; a hook's filters
 /// are a few hundred bytes.
-pub const MAX_TEXT_BYTES: usize = 16 << 10;
+pub(crate) const MAX_TEXT_BYTES: usize = 16 << 10;
 
 /// The stack a filter is compiled on.
 const COMPILE_STACK: usize = 256 << 20;
