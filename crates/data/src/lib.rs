@@ -7,6 +7,8 @@
 //! above it (the sandboxes, the cluster layer, the engines, the controllers) speaks these
 //! types, so a change here is a change of contract.
 
+#![warn(unreachable_pub)]
+
 pub mod api;
 pub mod duration;
 pub mod model;

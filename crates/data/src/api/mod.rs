@@ -32,10 +32,10 @@ pub use hook::{
     ScheduleOverride, WatchPermission, spec_problems as hook_spec_problems,
 };
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
+use operation::oci_reference_problem;
 pub use operation::{
-    EnvVar, HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ProcessorKind,
-    ScriptRunner, SecretReference, Storage, WasmJob, WasmProcessor, WasmRunOn,
-    oci_reference_problem,
+    EnvVar, HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ScriptRunner,
+    SecretReference, Storage, WasmJob, WasmProcessor, WasmRunOn,
 };
 pub use operation_set::{Node, OperationSet, OperationSetSpec, OperationSetStatus};
 pub use trigger::{

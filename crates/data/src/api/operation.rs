@@ -118,7 +118,7 @@ pub struct SecretReference {
 /// Why an `oci://` module reference cannot be right, when it cannot: it names a
 /// registry host (with a dot or a port, or `localhost`) and a repository, and a pinned
 /// digest is `sha256:` and 64 hex digits. The registry client checks the rest.
-pub fn oci_reference_problem(reference: &str) -> Option<String> {
+pub(crate) fn oci_reference_problem(reference: &str) -> Option<String> {
     let rest = reference.strip_prefix("oci://")?;
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     if !(host.contains('.') || host.contains(':') || host == "localhost") {
@@ -296,21 +296,6 @@ pub struct HostPathStorage {
     pub path: String,
 }
 
-/// The processor an Operation uses, once validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessorKind {
-    /// `wasm`.
-    Wasm,
-    /// `scriptRunner`.
-    Script,
-    /// `httpServer`.
-    Http,
-    /// `job`.
-    Job,
-    /// `argoWorkflow`.
-    ArgoWorkflow,
-}
-
 impl Operation {
     /// `Operation/<name>`, for messages.
     pub fn object_ref(&self) -> String {
@@ -318,25 +303,6 @@ impl Operation {
             "Operation/{}",
             self.metadata.name.as_deref().unwrap_or("<unnamed>")
         )
-    }
-
-    /// The processor kind, when exactly one is set.
-    pub fn processor_kind(&self) -> Option<ProcessorKind> {
-        let p = &self.spec.processor;
-        let kinds = [
-            p.wasm.as_ref().map(|_| ProcessorKind::Wasm),
-            p.script_runner.as_ref().map(|_| ProcessorKind::Script),
-            p.http_server.as_ref().map(|_| ProcessorKind::Http),
-            p.job.as_ref().map(|_| ProcessorKind::Job),
-            p.argo_workflow
-                .as_ref()
-                .map(|_| ProcessorKind::ArgoWorkflow),
-        ];
-        let mut set = kinds.into_iter().flatten();
-        match (set.next(), set.next()) {
-            (Some(kind), None) => Some(kind),
-            _ => None,
-        }
     }
 
     /// Every problem with this Operation.
@@ -560,13 +526,47 @@ mod tests {
         yaml_serde::from_str(yaml).unwrap()
     }
 
+    /// The processor an Operation uses, once validated.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum ProcessorKind {
+        /// `wasm`.
+        Wasm,
+        /// `scriptRunner`.
+        Script,
+        /// `httpServer`.
+        Http,
+        /// `job`.
+        Job,
+        /// `argoWorkflow`.
+        ArgoWorkflow,
+    }
+
+    /// The processor kind, when exactly one is set.
+    fn processor_kind(op: &Operation) -> Option<ProcessorKind> {
+        let p = &op.spec.processor;
+        let kinds = [
+            p.wasm.as_ref().map(|_| ProcessorKind::Wasm),
+            p.script_runner.as_ref().map(|_| ProcessorKind::Script),
+            p.http_server.as_ref().map(|_| ProcessorKind::Http),
+            p.job.as_ref().map(|_| ProcessorKind::Job),
+            p.argo_workflow
+                .as_ref()
+                .map(|_| ProcessorKind::ArgoWorkflow),
+        ];
+        let mut set = kinds.into_iter().flatten();
+        match (set.next(), set.next()) {
+            (Some(kind), None) => Some(kind),
+            _ => None,
+        }
+    }
+
     #[test]
     fn defaults_and_a_valid_script_operation() {
         let op = operation(
             "apiVersion: operon.dev/v1alpha1\nkind: Operation\nmetadata: {name: df}\nspec:\n  processor:\n    scriptRunner:\n      script: df -P\n      operationResultKey: df\n",
         );
         assert_eq!(op.spec.processor.timeout_seconds, 30);
-        assert_eq!(op.processor_kind(), Some(ProcessorKind::Script));
+        assert_eq!(processor_kind(&op), Some(ProcessorKind::Script));
         assert!(op.validate().is_empty(), "{:?}", op.validate());
     }
 
@@ -588,7 +588,7 @@ mod tests {
                 "spec.storage.hostPath.path",
             ]
         );
-        assert_eq!(op.processor_kind(), None);
+        assert_eq!(processor_kind(&op), None);
     }
 
     #[test]

@@ -150,7 +150,7 @@ impl Schedule {
     /// The last slot at or before `at`, or `None` when there is none within 8 years.
     /// Always `None` for `@every`, whose slots follow from its last run: see
     /// [`Self::latest_due`].
-    pub fn latest_at_or_before(&self, at: Timestamp) -> Option<Timestamp> {
+    pub(crate) fn latest_at_or_before(&self, at: Timestamp) -> Option<Timestamp> {
         let Rule::Fields(fields) = &self.rule else {
             return None;
         };
