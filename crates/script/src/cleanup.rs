@@ -1,7 +1,13 @@
-//! Removing finished runs' directories off the runs' path: a thread per sandbox takes
-//! them one at a time, and whatever is still queued when the sandbox is dropped is
-//! removed then, so that a short-lived process (`operon run`, `operon hook test`)
-//! leaves nothing behind.
+//! Naming runs' directories and removing them off the runs' path: a thread per sandbox
+//! takes finished ones one at a time, and whatever is still queued when the sandbox is
+//! dropped is removed then, so that a short-lived process (`operon run`, `operon hook
+//! test`) leaves nothing behind.
+//!
+//! Names are reused: a directory's name is handed out again once the directory is gone.
+//! The kernel keeps the name of a removed file as a negative dentry, charged to the
+//! engine's memory cgroup and reclaimed only under pressure; with a fresh name per run,
+//! a controller running scripts all day shows a working set that grows by about 200
+//! bytes a run. With reused names it stays at the few names that were ever in use at once.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -16,7 +22,11 @@ pub(crate) struct Cleaner {
 
 #[derive(Debug, Default)]
 struct State {
-    pending: VecDeque<PathBuf>,
+    pending: VecDeque<(PathBuf, u64)>,
+    /// Names (numbers) whose directory is gone, handed out again first.
+    free: Vec<u64>,
+    /// The next number never handed out.
+    next: u64,
     /// Whether the thread runs; without one, removals happen in the caller.
     running: bool,
     /// Set when the sandbox is gone: the thread ends and removals happen in the caller.
@@ -33,10 +43,15 @@ impl Cleaner {
         let started = std::thread::Builder::new()
             .name("operon-sandbox-clean".to_owned())
             .spawn(move || {
-                while let Some(dir) = next(&worker) {
-                    remove(&dir);
+                while let Some((dir, name)) = next(&worker) {
+                    let removed = remove(&dir);
                     if let Some(cleaner) = worker.upgrade() {
-                        cleaner.lock().busy = false;
+                        let mut state = cleaner.lock();
+                        state.busy = false;
+                        if removed {
+                            state.free.push(name);
+                        }
+                        drop(state);
                         cleaner.queued.notify_all();
                     }
                 }
@@ -45,17 +60,36 @@ impl Cleaner {
         cleaner
     }
 
-    /// Removes `dir`, later on the thread when it runs.
-    pub(crate) fn remove(&self, dir: PathBuf) {
+    /// A number for a new run's directory name: one whose directory is gone, else a
+    /// new one. A number that turns out to be taken (by another sandbox on the same
+    /// path, or by an engine that died) is simply not given back.
+    pub(crate) fn name(&self) -> u64 {
+        let mut state = self.lock();
+        state.free.pop().unwrap_or_else(|| {
+            state.next += 1;
+            state.next - 1
+        })
+    }
+
+    /// Gives back `name`, whose directory was never created.
+    pub(crate) fn unused(&self, name: u64) {
+        self.lock().free.push(name);
+    }
+
+    /// Removes `dir`, named with `name`, later on the thread when it runs; `name` is
+    /// handed out again once the directory is gone.
+    pub(crate) fn remove(&self, dir: PathBuf, name: u64) {
         {
             let mut state = self.lock();
             if state.running && !state.closed {
-                state.pending.push_back(dir);
+                state.pending.push_back((dir, name));
                 self.queued.notify_one();
                 return;
             }
         }
-        remove(&dir);
+        if remove(&dir) {
+            self.lock().free.push(name);
+        }
     }
 
     /// Ends the thread and removes what it had not yet, once the one it is removing,
@@ -70,8 +104,10 @@ impl Cleaner {
             }
             std::mem::take(&mut state.pending)
         };
-        for dir in pending {
-            remove(&dir);
+        for (dir, name) in pending {
+            if remove(&dir) {
+                self.lock().free.push(name);
+            }
         }
     }
 
@@ -81,7 +117,7 @@ impl Cleaner {
 }
 
 /// The next directory for the thread; `None` once the sandbox closed the cleaner.
-fn next(cleaner: &std::sync::Weak<Cleaner>) -> Option<PathBuf> {
+fn next(cleaner: &std::sync::Weak<Cleaner>) -> Option<(PathBuf, u64)> {
     let cleaner = cleaner.upgrade()?;
     let mut state = cleaner.lock();
     loop {
@@ -99,11 +135,15 @@ fn next(cleaner: &std::sync::Weak<Cleaner>) -> Option<PathBuf> {
     }
 }
 
-fn remove(dir: &Path) {
-    if let Err(e) = std::fs::remove_dir_all(dir)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a finished run's directory");
+/// Whether `dir` is gone, so that its name can be used again.
+fn remove(dir: &Path) -> bool {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a finished run's directory");
+            false
+        }
     }
 }
 
@@ -123,8 +163,8 @@ mod tests {
             })
             .collect();
         let cleaner = Cleaner::start();
-        for dir in &dirs {
-            cleaner.remove(dir.clone());
+        for (i, dir) in dirs.iter().enumerate() {
+            cleaner.remove(dir.clone(), i as u64);
         }
         // Whatever the thread did not reach yet goes now.
         cleaner.close();
@@ -133,7 +173,30 @@ mod tests {
         // After close, removal happens in the caller.
         let late = root.path().join("late");
         std::fs::create_dir(&late).unwrap();
-        cleaner.remove(late.clone());
+        cleaner.remove(late.clone(), 50);
         assert!(!late.exists());
+    }
+
+    #[test]
+    fn a_name_comes_back_once_its_directory_is_gone() {
+        let root = tempfile::tempdir().unwrap();
+        let cleaner = Cleaner::start();
+        let (first, second) = (cleaner.name(), cleaner.name());
+        assert_ne!(first, second);
+        let dir = root.path().join("first");
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        cleaner.remove(dir.clone(), first);
+        cleaner.close();
+        assert!(!dir.exists());
+        assert_eq!(
+            cleaner.name(),
+            first,
+            "the removed directory's name is reused"
+        );
+        // A name never used comes back as well; one whose removal failed does not.
+        cleaner.unused(second);
+        assert_eq!(cleaner.name(), second);
+        let third = cleaner.name();
+        assert!(third > second, "a new name once none is free");
     }
 }

@@ -249,7 +249,10 @@ pub struct SandboxOutcome {
 /// scratch directory.
 #[derive(Debug)]
 pub struct RunDir {
-    dir: tempfile::TempDir,
+    /// `run-N` in the runs' path, N a number the cleaner hands out again once the
+    /// directory is gone.
+    dir: PathBuf,
+    name: u64,
     /// The run's host uid and gid when they differ from the engine's.
     owner: Option<(u32, u32)>,
     /// Removes the directory once the run is dropped.
@@ -261,20 +264,20 @@ impl Drop for RunDir {
     /// without it, and deleting a few files and directories costs a run's caller a
     /// quarter of a millisecond and more on a journalled file system.
     fn drop(&mut self) {
-        self.dir.disable_cleanup(true);
-        self.cleaner.remove(self.dir.path().to_owned());
+        self.cleaner
+            .remove(std::mem::take(&mut self.dir), self.name);
     }
 }
 
 impl RunDir {
     /// The directory.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.dir
     }
 
     /// The scratch directory: cwd, HOME and TMPDIR of the run.
     pub fn work_dir(&self) -> PathBuf {
-        self.dir.path().join(WORK_DIR)
+        self.dir.join(WORK_DIR)
     }
 
     /// Creates `name` with `contents`, readable and writable by the run (0600), or
@@ -287,7 +290,7 @@ impl RunDir {
     ) -> Result<PathBuf, SandboxError> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
-        let path = self.dir.path().join(name);
+        let path = self.dir.join(name);
         let err = |source| SandboxError::RunDir {
             path: path.clone(),
             source,
@@ -309,12 +312,12 @@ impl RunDir {
     /// Reads `name` back, at most `limit` bytes (more is an error). Goes through cap-std
     /// so that nothing the run did (a symlink, say) can make the engine read elsewhere.
     pub fn read_file(&self, name: &str, limit: u64) -> Result<Vec<u8>, SandboxError> {
-        let path = self.dir.path().join(name);
+        let path = self.dir.join(name);
         let err = |source| SandboxError::RunDir {
             path: path.clone(),
             source,
         };
-        let dir = cap_std::fs::Dir::open_ambient_dir(self.dir.path(), cap_std::ambient_authority())
+        let dir = cap_std::fs::Dir::open_ambient_dir(&self.dir, cap_std::ambient_authority())
             .map_err(err)?;
         let file = dir.open(name).map_err(err)?;
         let mut bytes = Vec::new();
@@ -466,43 +469,49 @@ impl ScriptSandbox {
 
     /// A fresh private run directory with an empty scratch directory.
     pub fn prepare(&self) -> Result<RunDir, SandboxError> {
+        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
         let config = &self.inner.config;
-        let dir = tempfile::Builder::new()
-            .prefix("run-")
-            .tempdir_in(&config.runs_dir)
-            .map_err(|source| SandboxError::RunDir {
-                path: config.runs_dir.clone(),
-                source,
-            })?;
+        let cleaner = &self.inner.cleaner;
         let owner = config
             .run_as
             .filter(|(uid, _)| *uid != rustix::process::geteuid().as_raw());
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).map_err(
-                |source| SandboxError::RunDir {
-                    path: dir.path().to_owned(),
-                    source,
-                },
-            )?;
-        }
-        let run = RunDir {
-            dir,
-            owner,
-            cleaner: self.inner.cleaner.clone(),
+        let run = loop {
+            let name = cleaner.name();
+            let dir = config.runs_dir.join(format!("run-{name}"));
+            // Only the engine can create entries in the runs' path (0711, its own),
+            // and creating fails on anything already there, so a reused name is as
+            // private as a random one.
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => {
+                    break RunDir {
+                        dir,
+                        name,
+                        owner,
+                        cleaner: cleaner.clone(),
+                    };
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(source) => {
+                    cleaner.unused(name);
+                    return Err(SandboxError::RunDir { path: dir, source });
+                }
+            }
         };
+        std::fs::set_permissions(run.path(), std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| SandboxError::RunDir {
+                path: run.path().to_owned(),
+                source,
+            },
+        )?;
         let work = run.work_dir();
         let err = |path: &Path| {
             let path = path.to_owned();
             move |source| SandboxError::RunDir { path, source }
         };
-        {
-            use std::os::unix::fs::DirBuilderExt as _;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&work)
-                .map_err(err(&work))?;
-        }
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&work)
+            .map_err(err(&work))?;
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::chown(run.path(), Some(uid), Some(gid)).map_err(err(run.path()))?;
             std::os::unix::fs::chown(&work, Some(uid), Some(gid)).map_err(err(&work))?;

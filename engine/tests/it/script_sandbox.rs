@@ -568,6 +568,49 @@ fn the_runs_directory_is_traversable_but_not_listable() {
     assert!(Path::new(run.path()).starts_with(&sandbox.config().runs_dir));
 }
 
+/// A run directory's name is used again once the directory is gone (a fresh name per
+/// run leaves a negative dentry per run in the engine's memory cgroup), and a name
+/// already taken on the path is skipped and left alone.
+#[test]
+fn run_directory_names_are_reused_and_taken_ones_skipped() {
+    let runs = tempfile::tempdir().unwrap();
+    let mut config = ScriptSandboxConfig::new(crate::launcher());
+    config.strict = true;
+    config.runs_dir = runs.path().join("runs");
+    let sandbox = ScriptSandbox::new(config).unwrap();
+    let leftover = sandbox.config().runs_dir.join("run-0");
+    std::fs::create_dir(&leftover).unwrap();
+    std::fs::write(leftover.join("kept"), "x").unwrap();
+    let run = sandbox.prepare().unwrap();
+    let first = run.path().to_owned();
+    assert_ne!(first, leftover);
+    run.create_file("old", b"x", false).unwrap();
+    drop(run);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while first.exists() {
+        assert!(Instant::now() < deadline, "{} not removed", first.display());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let again = sandbox.prepare().unwrap();
+    assert_eq!(again.path(), first);
+    let entries: Vec<_> = std::fs::read_dir(again.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        entries,
+        [std::ffi::OsString::from("work")],
+        "a fresh directory"
+    );
+    let other = sandbox.prepare().unwrap();
+    assert_ne!(other.path(), first);
+    assert!(
+        leftover.join("kept").exists(),
+        "the taken name is left alone"
+    );
+}
+
 fn run_request(input: &[(&str, &str)], timeout: Duration) -> operon::runner::RunRequest {
     operon::runner::RunRequest {
         name: "kubediag".to_owned(),
