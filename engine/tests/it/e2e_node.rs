@@ -423,6 +423,24 @@ pub(crate) fn pod_memory(uid: &str) -> Option<u64> {
     Some(usage.saturating_sub(stat(&dir, "inactive_file ").unwrap_or(0)))
 }
 
+/// What the working set of Pod `uid` is made of, in bytes: anonymous memory (the
+/// processes' heaps and stacks), kernel memory charged to the Pod (dentries, inodes,
+/// page tables, sockets) and active file pages.
+pub(crate) fn pod_memory_parts(uid: &str) -> Option<(u64, u64, u64)> {
+    let dir = pod_cgroup(uid, "memory")?;
+    let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+    let stat = |key: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    if let Ok(kernel) = std::fs::read_to_string(dir.join("memory.kmem.usage_in_bytes")) {
+        let kernel = kernel.trim().parse().unwrap_or(0);
+        return Some((stat("total_rss"), kernel, stat("total_active_file")));
+    }
+    Some((stat("anon"), stat("kernel"), stat("active_file")))
+}
+
 /// The directory of the cgroup of Pod `uid` under cgroup v1's `controller`, or in the
 /// unified hierarchy, when this machine is the node and shows its cgroups.
 pub(crate) fn pod_cgroup(uid: &str, controller: &str) -> Option<PathBuf> {

@@ -8,9 +8,10 @@
 //! labelling hook), then churns 1,000 Pods at 20 operations per second (created until
 //! there are 1,000, then in turn created, updated and deleted) under three hooks: the
 //! pod labeler in wasm and in shell (one jq over the whole batch), and a validating and
-//! mutating shell hook that a ConfigMap created with every Pod calls. A Diagnosis runs every minute. Each
-//! minute it prints a row: Pods created, creation to both labels (p50, p99), the
-//! leader's working set (its cgroup), its open files and tasks, Diagnoses succeeded.
+//! mutating shell hook that a ConfigMap created with every Pod calls. A Diagnosis runs
+//! every minute. Each minute it prints a row: Pods created, creation to both labels
+//! (p50, p99), the leader's working set (its cgroup) and what it is made of, its open
+//! files and tasks, Diagnoses succeeded.
 //!
 //! It fails when, after the first five minutes of warm-up, the leader's memory grows
 //! more than 10% or its open files or tasks grow, when a Pod is not labelled by both
@@ -18,7 +19,7 @@
 
 use crate::e2e_node::{
     SHELL_LABEL, WASM_LABEL, checked_configmap, install_for_load, leader_pod, node, operon_pod,
-    percentile, pod_cgroup, pod_memory,
+    percentile, pod_cgroup, pod_memory, pod_memory_parts,
 };
 use crate::e2e_support::*;
 use futures::StreamExt as _;
@@ -158,6 +159,10 @@ fn files_and_tasks(uid: &str) -> Option<(usize, usize, usize)> {
     Some((files, tasks, zombies))
 }
 
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
 /// One minute of the soak.
 #[derive(Debug, Default, Clone)]
 struct Minute {
@@ -167,6 +172,8 @@ struct Minute {
     latencies: Vec<Duration>,
     refused: usize,
     memory: u64,
+    /// Anonymous, kernel and active file memory of the working set.
+    parts: (u64, u64, u64),
     files: usize,
     tasks: usize,
     zombies: usize,
@@ -290,6 +297,7 @@ async fn the_controller_holds_steady_under_half_an_hour_of_churn() {
             let leader = leader_pod(config);
             let uid = operon_pod(config, &leader, "{.metadata.uid}");
             minute.memory = pod_memory(&uid).unwrap_or_default();
+            minute.parts = pod_memory_parts(&uid).unwrap_or_default();
             let (files, tasks, zombies) = files_and_tasks(&uid).unwrap_or_default();
             minute.files = files;
             minute.tasks = tasks;
@@ -334,14 +342,17 @@ async fn the_controller_holds_steady_under_half_an_hour_of_churn() {
             };
             eprintln!(
                 "minute {:>2}: {} created, {} updated, {} deleted; creation to both labels p50 {}, p99 {}; \
-                 leader {:.1} MiB, {} open files, {} tasks, {} zombies; {} admissions not checked; {}/{} Diagnoses succeeded",
+                 leader {:.1} MiB (anonymous {:.1}, kernel {:.1}, active files {:.1}), {} open files, {} tasks, {} zombies; {} admissions not checked; {}/{} Diagnoses succeeded",
                 rows.len() + 1,
                 minute.created,
                 minute.updated,
                 minute.deleted,
                 lat(0.5),
                 lat(0.99),
-                minute.memory as f64 / (1 << 20) as f64,
+                mib(minute.memory),
+                mib(minute.parts.0),
+                mib(minute.parts.1),
+                mib(minute.parts.2),
                 minute.files,
                 minute.tasks,
                 minute.zombies,
