@@ -11,6 +11,8 @@
 //! and applies patch operations ([`operon_data::model::PatchOperation`]); what a binding
 //! does with the objects stays in the hook engine.
 
+#![warn(unreachable_pub)]
+
 pub mod kube;
 pub mod local;
 

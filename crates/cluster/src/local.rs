@@ -23,7 +23,6 @@ mod selector;
 mod write;
 
 pub use fixtures::{FixtureError, FixtureLocation};
-pub use selector::{field_matches, field_value, labels_match};
 
 use crate::{Cluster, ClusterError, Event, EventStream, Resource, Selector, describe_ref};
 use futures::future::BoxFuture;
@@ -243,17 +242,9 @@ impl LocalCluster {
             .collect()
     }
 
-    /// Every resource type the cluster knows, preferred versions first.
-    pub fn resources(&self) -> Vec<Resource> {
-        self.lock()
-            .kinds
-            .iter()
-            .map(|k| k.info.resource.clone())
-            .collect()
-    }
-
     /// The last `resourceVersion` handed out (0 before the first write).
-    pub fn resource_version(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn resource_version(&self) -> u64 {
         self.lock().resource_version
     }
 

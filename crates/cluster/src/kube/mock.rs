@@ -62,7 +62,8 @@ impl Call {
     }
 
     /// Answers with an API `Status` failure that carries `Retry-After: seconds`.
-    pub fn fail_retry_after(self, code: u16, reason: &str, seconds: &str) {
+    #[cfg(test)]
+    pub(crate) fn fail_retry_after(self, code: u16, reason: &str, seconds: &str) {
         let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                           "status": "Failure", "code": code, "reason": reason,
                           "message": reason, "details": {"retryAfterSeconds": 1}});
@@ -77,7 +78,8 @@ impl Call {
 
     /// Answers with a 429 or 5xx whose `Retry-After` is an HTTP-date, with the
     /// response's own `Date`.
-    pub fn fail_retry_at(self, code: u16, retry_after: &str, date: &str) {
+    #[cfg(test)]
+    pub(crate) fn fail_retry_at(self, code: u16, retry_after: &str, date: &str) {
         let response = Response::builder()
             .status(StatusCode::from_u16(code).unwrap())
             .header("retry-after", retry_after)

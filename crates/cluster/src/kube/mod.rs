@@ -20,8 +20,8 @@ pub mod mock;
 #[cfg(test)]
 mod tests;
 
-pub use retry::{MAX_RETRY_AFTER, Patient, REQUEST_TIMEOUT};
-pub use throttle::Throttle;
+use retry::Patient;
+use throttle::Throttle;
 
 use crate::{Cluster, ClusterError, EventStream, Resource, Selector, namespaced_name};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
@@ -157,7 +157,8 @@ impl KubeCluster {
     }
 
     /// How many distinct list+watch requests are open (shared by bindings).
-    pub fn open_watches(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn open_watches(&self) -> usize {
         self.watches.len()
     }
 }

@@ -27,22 +27,22 @@ use tower::{BoxError, Service};
 
 /// How long the response to one request may take to start (a watch's events may then
 /// stream for as long as the watch lasts).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The longest `Retry-After` honoured; a longer one is waited this long.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(super) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// How many times a request is sent at most when the server keeps answering with
 /// `Retry-After` (client-go's default).
-pub const RETRY_AFTER_ATTEMPTS: u32 = 10;
+pub(super) const RETRY_AFTER_ATTEMPTS: u32 = 10;
 
 /// How many times a read is sent at most when it keeps timing out.
-pub const TIMEOUT_ATTEMPTS: u32 = 3;
+pub(super) const TIMEOUT_ATTEMPTS: u32 = 3;
 
 /// A request that got no response in time.
 #[derive(Debug, thiserror::Error)]
 #[error("{method} {uri}: no response within {timeout:?} ({attempts})")]
-pub struct TimedOut {
+pub(super) struct TimedOut {
     method: Method,
     uri: String,
     timeout: Duration,
@@ -72,24 +72,24 @@ impl std::fmt::Display for Attempts {
 
 /// The client's service with `Retry-After` and timeouts in front of `inner`.
 #[derive(Clone)]
-pub struct Patient {
+pub(super) struct Patient {
     inner: Client,
     timeout: Duration,
 }
 
 impl Patient {
     /// Wraps `inner` with the default timeout.
-    pub fn new(inner: Client) -> Self {
+    pub(super) fn new(inner: Client) -> Self {
         Self::with_timeout(inner, REQUEST_TIMEOUT)
     }
 
     /// Wraps `inner` with another timeout per request.
-    pub fn with_timeout(inner: Client, timeout: Duration) -> Self {
+    pub(super) fn with_timeout(inner: Client, timeout: Duration) -> Self {
         Self { inner, timeout }
     }
 
     /// A client whose requests go through this service, in `namespace` by default.
-    pub fn into_client(self, namespace: &str) -> Client {
+    pub(super) fn into_client(self, namespace: &str) -> Client {
         Client::new(self, namespace.to_owned())
     }
 }

@@ -13,13 +13,13 @@ use tower::{Layer, Service};
 
 /// The layer; `qps` 0 (or less) lets every request through.
 #[derive(Clone)]
-pub struct Throttle {
+pub(super) struct Throttle {
     limiter: Option<Arc<DefaultDirectRateLimiter>>,
 }
 
 impl Throttle {
     /// `qps` sustained requests per second, `burst` more at once after a quiet period.
-    pub fn new(qps: f32, burst: u32) -> Self {
+    pub(super) fn new(qps: f32, burst: u32) -> Self {
         let limiter = (qps > 0.0 && qps.is_finite()).then(|| {
             let period = Duration::from_secs_f64(1.0 / f64::from(qps));
             let burst = NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN);
@@ -47,7 +47,7 @@ impl<S> Layer<S> for Throttle {
 }
 
 /// The service the layer wraps: a request is only sent once a token is taken.
-pub struct Throttled<S> {
+pub(super) struct Throttled<S> {
     inner: S,
     limiter: Option<Arc<DefaultDirectRateLimiter>>,
     wait: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,

@@ -55,6 +55,7 @@ impl Watches {
     }
 
     /// How many watches are open.
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.lock().len()
     }

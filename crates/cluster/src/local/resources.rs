@@ -43,7 +43,7 @@ impl ResourceInfo {
 
     /// A kind seen only in a fixture object: the plural is guessed, and a status
     /// subresource is assumed because custom resources nearly always enable it.
-    pub fn guessed(api_version: &str, kind: &str, namespaced: bool) -> Result<Self, String> {
+    pub(super) fn guessed(api_version: &str, kind: &str, namespaced: bool) -> Result<Self, String> {
         let (group, version) = split_api_version(api_version)?;
         Ok(ResourceInfo {
             resource: Resource {
@@ -59,20 +59,20 @@ impl ResourceInfo {
     }
 
     /// Whether `name` (a kind, plural or short name, any case) names this type.
-    pub fn is_named(&self, name: &str) -> bool {
+    pub(super) fn is_named(&self, name: &str) -> bool {
         self.resource.answers_to(name, &self.short_names)
     }
 
     /// Whether this is the type of `resource` (the plural and scope are not compared:
     /// callers may build a `Resource` by hand).
-    pub fn is(&self, resource: &Resource) -> bool {
+    pub(super) fn is(&self, resource: &Resource) -> bool {
         self.resource.kind == resource.kind
             && self.resource.group == resource.group
             && self.resource.version == resource.version
     }
 
     /// Whether this is the type of an object with this `apiVersion` and `kind`.
-    pub fn is_type_of(&self, api_version: &str, kind: &str) -> bool {
+    pub(super) fn is_type_of(&self, api_version: &str, kind: &str) -> bool {
         self.resource.kind == kind && api_version_is(&self.resource, api_version)
     }
 }

@@ -39,7 +39,7 @@ impl Selector {
 
 /// Whether `labels` (an object's `metadata.labels`, absent when it has none) satisfy
 /// `selector`. An empty selector matches everything.
-pub fn labels_match(selector: &LabelSelector, labels: Option<&Map<String, Value>>) -> bool {
+pub(super) fn labels_match(selector: &LabelSelector, labels: Option<&Map<String, Value>>) -> bool {
     let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
     let labels_ok = selector
         .match_labels
@@ -60,7 +60,7 @@ pub fn labels_match(selector: &LabelSelector, labels: Option<&Map<String, Value>
 }
 
 /// Whether `object` satisfies one field requirement.
-pub fn field_matches(requirement: &FieldRequirement, object: &Value) -> bool {
+pub(super) fn field_matches(requirement: &FieldRequirement, object: &Value) -> bool {
     // Compared in place: selectors run on every write for every watcher.
     let equal = match lookup(object, &requirement.field) {
         None | Some(Value::Null) => requirement.value.is_empty(),
@@ -80,7 +80,8 @@ pub fn field_matches(requirement: &FieldRequirement, object: &Value) -> bool {
 /// The value at a dotted path (`status.phase`) as a field selector sees it: strings as
 /// they are, numbers and booleans as text, and a missing field or `null` as the empty
 /// string (so `spec.nodeName=` selects unscheduled pods, as in Kubernetes).
-pub fn field_value(object: &Value, path: &str) -> String {
+#[cfg(test)]
+pub(crate) fn field_value(object: &Value, path: &str) -> String {
     match lookup(object, path) {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),

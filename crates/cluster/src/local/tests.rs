@@ -1,6 +1,7 @@
 //! Tests of the local cluster: fixtures, resolution, selectors, watches and every
 //! patch operation, through the `Cluster` trait where the hook engine uses it.
 
+use super::selector::field_value;
 use super::*;
 use futures::executor::block_on;
 use operon_data::model::{

@@ -19,7 +19,7 @@ pub(super) enum Subresource {
 
 impl Subresource {
     /// Parses a patch operation's `subresource`; only `status` is supported.
-    pub fn parse(name: Option<&str>) -> Result<Self, String> {
+    pub(super) fn parse(name: Option<&str>) -> Result<Self, String> {
         match name {
             None | Some("") => Ok(Subresource::Main),
             Some("status") => Ok(Subresource::Status),

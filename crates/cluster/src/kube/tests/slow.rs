@@ -3,8 +3,9 @@
 //! builds it. The clock is tokio's paused one, so each wait is asserted to the second.
 
 use super::{Server, discovery_answer, pod};
+use crate::kube::KubeCluster;
 use crate::kube::mock::Call;
-use crate::kube::{KubeCluster, MAX_RETRY_AFTER, Patient, REQUEST_TIMEOUT};
+use crate::kube::retry::{MAX_RETRY_AFTER, Patient, REQUEST_TIMEOUT};
 use crate::{Cluster as _, ClusterError, Resource, Selector};
 use operon_data::model::{CreateSpec, PatchOperation};
 use serde_json::json;
