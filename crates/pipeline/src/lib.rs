@@ -10,6 +10,8 @@
 //! This crate must not know about the controllers that watch Diagnoses and Triggers, nor
 //! about hooks: a Diagnosis's progress reaches its caller through [`pipeline::Progress`].
 
+#![warn(unreachable_pub)]
+
 pub mod graph;
 pub mod pipeline;
 pub mod triggers;

@@ -1,16 +1,16 @@
-//! OperationSet graphs: validation, lazy path search, path counting, status and rendering.
+//! OperationSet graphs: validation, path counting, status and rendering.
 //!
 //! An OperationSet's `adjacencyList` is checked once by [`validate`], which reports every
 //! [`Problem`] at once or returns a [`Graph`]: a DAG whose node ids are list indexes, every
 //! node reachable from the start node 0. Everything downstream (the pipeline, the status,
 //! the CLI) works on the [`Graph`], never on the raw list, so it never has to re-check ids.
 //!
-//! Unlike KubeDiag's graph builder, nothing here materializes the paths: [`Graph::paths`]
-//! walks them lazily in a fixed order and [`Graph::path_count`] counts them in linear
-//! time, so a graph with 2^40 paths is as cheap to accept as one with 2.
+//! Unlike KubeDiag's graph builder, nothing here materializes the paths:
+//! [`Graph::path_count`] counts them in linear time, so a graph with 2^40 paths is as
+//! cheap to accept as one with 2.
 //!
 //! - `validate.rs`: the checks, from an `OperationSet` to a [`Graph`] or its problems.
-//! - `paths.rs`: the [`Paths`] iterator and [`PathCount`].
+//! - `paths.rs`: [`PathCount`], and the lazy walk of the paths the tests count with.
 //! - `render.rs`: DOT and Mermaid pictures of a (possibly invalid) OperationSet.
 
 mod paths;
@@ -20,7 +20,7 @@ mod validate;
 #[cfg(test)]
 mod testing;
 
-pub use paths::{PathCount, Paths};
+pub use paths::PathCount;
 pub use render::{to_dot, to_mermaid};
 pub use validate::validate;
 
@@ -28,11 +28,11 @@ use operon_data::api::{Condition, ConditionStatus, OperationSet, OperationSetSta
 use std::sync::Arc;
 
 /// The `type` of the condition [`status`] writes.
-pub const READY_CONDITION: &str = "Ready";
+pub(crate) const READY_CONDITION: &str = "Ready";
 /// The reason of a `Ready=True` condition.
-pub const REASON_VALID: &str = "Valid";
+pub(crate) const REASON_VALID: &str = "Valid";
 /// The reason of a `Ready=False` condition.
-pub const REASON_INVALID_GRAPH: &str = "InvalidGraph";
+pub(crate) const REASON_INVALID_GRAPH: &str = "InvalidGraph";
 
 /// A validated OperationSet graph: acyclic, ids are list indexes, every node reachable
 /// from the start node 0, every non-start node runs an Operation that exists.
@@ -61,7 +61,7 @@ struct GraphNode {
 
 impl Graph {
     /// The start node's id; it runs no operation and is left out of every path.
-    pub const START: usize = 0;
+    pub(crate) const START: usize = 0;
 
     fn new(nodes: Vec<GraphNode>, topological_order: Vec<usize>) -> Self {
         Self {
@@ -83,13 +83,14 @@ impl Graph {
     }
 
     /// The start node's id, 0.
-    pub fn start(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn start(&self) -> usize {
         Self::START
     }
 
     /// The index of the node a user-supplied id (from a checkpoint, a CLI argument)
     /// names, or `None` when there is no such node.
-    pub fn index(&self, id: i64) -> Option<usize> {
+    pub(crate) fn index(&self, id: i64) -> Option<usize> {
         usize::try_from(id).ok().filter(|&i| i < self.len())
     }
 
@@ -97,7 +98,7 @@ impl Graph {
     ///
     /// # Panics
     /// If `id >= self.len()`; use [`Graph::index`] for ids that come from outside.
-    pub fn successors(&self, id: usize) -> &[usize] {
+    pub(crate) fn successors(&self, id: usize) -> &[usize] {
         &self.inner.nodes[id].successors
     }
 
@@ -105,7 +106,7 @@ impl Graph {
     ///
     /// # Panics
     /// If `id >= self.len()`.
-    pub fn operation(&self, id: usize) -> Option<&str> {
+    pub(crate) fn operation(&self, id: usize) -> Option<&str> {
         self.inner.nodes[id].operation.as_deref()
     }
 
@@ -113,7 +114,7 @@ impl Graph {
     ///
     /// # Panics
     /// If `id >= self.len()`.
-    pub fn dependences(&self, id: usize) -> &[usize] {
+    pub(crate) fn dependences(&self, id: usize) -> &[usize] {
         &self.inner.nodes[id].dependences
     }
 
@@ -121,12 +122,12 @@ impl Graph {
     ///
     /// # Panics
     /// If `id >= self.len()`.
-    pub fn is_sink(&self, id: usize) -> bool {
+    pub(crate) fn is_sink(&self, id: usize) -> bool {
         self.successors(id).is_empty()
     }
 
     /// Every node, each before all of its successors (the start node first).
-    pub fn topological_order(&self) -> &[usize] {
+    pub(crate) fn topological_order(&self) -> &[usize] {
         &self.inner.topological_order
     }
 }

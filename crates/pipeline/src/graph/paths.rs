@@ -1,12 +1,13 @@
-//! Source-to-sink paths of a [`Graph`]: the lazy [`Paths`] walk, and [`PathCount`].
+//! Source-to-sink paths of a [`Graph`]: [`PathCount`], and the lazy `Paths` walk the
+//! tests check the count against.
 //!
 //! KubeDiag builds every path up front and stores full node copies of each in the
 //! status; a ladder of 40 diamonds (121 nodes) has 2^40 paths, so that cannot work.
-//! Here a path exists only while it is being tried, and the count comes from a linear
-//! dynamic program, not from enumeration.
+//! Here the count comes from a linear dynamic program, not from enumeration.
 
 use super::Graph;
 use std::fmt;
+#[cfg(test)]
 use std::iter::FusedIterator;
 
 impl Graph {
@@ -20,7 +21,8 @@ impl Graph {
     ///
     /// Memory is proportional to the longest path, whatever the number of paths; each
     /// step costs at most the length of the path it yields.
-    pub fn paths(&self) -> Paths {
+    #[cfg(test)]
+    pub(crate) fn paths(&self) -> Paths {
         Paths {
             graph: self.clone(),
             stack: vec![Frame {
@@ -30,7 +32,7 @@ impl Graph {
         }
     }
 
-    /// The number of paths [`Graph::paths`] yields, in time linear in the size of the
+    /// The number of paths from the start node to a sink, in time linear in the size of the
     /// graph, saturating at [`PathCount::MoreThan`]`(u64::MAX)`.
     pub fn path_count(&self) -> PathCount {
         if self.is_sink(Graph::START) {
@@ -75,16 +77,17 @@ impl fmt::Display for PathCount {
 
 /// The paths of a [`Graph`], in the order documented on [`Graph::paths`].
 ///
-/// Holds its own handle on the graph, so it can outlive the borrow it came from (and
-/// be kept across `await`s by the pipeline).
+/// Holds its own handle on the graph, so it can outlive the borrow it came from.
+#[cfg(test)]
 #[derive(Debug, Clone)]
-pub struct Paths {
+pub(crate) struct Paths {
     graph: Graph,
     /// The current path, start node first; an explicit stack because a graph can be
     /// deeper than the thread's stack.
     stack: Vec<Frame>,
 }
 
+#[cfg(test)]
 #[derive(Debug, Clone, Copy)]
 struct Frame {
     node: usize,
@@ -92,6 +95,7 @@ struct Frame {
     next: usize,
 }
 
+#[cfg(test)]
 impl Paths {
     /// Skips every remaining path that starts with the first `prefix_len` nodes of the
     /// path last yielded.
@@ -101,13 +105,14 @@ impl Paths {
     /// enumerating them. `prune(0)` ends the walk; a `prefix_len` of the whole path or
     /// more changes nothing. Before the first path is yielded only `prune(0)` has an
     /// effect.
-    pub fn prune(&mut self, prefix_len: usize) {
+    pub(crate) fn prune(&mut self, prefix_len: usize) {
         // stack[0] is the start node and stack[k] the path's node k - 1, so the frames
         // at and above index `prefix_len` are the ones whose subtrees are abandoned.
         self.stack.truncate(prefix_len);
     }
 }
 
+#[cfg(test)]
 impl Iterator for Paths {
     type Item = Vec<usize>;
 
@@ -133,6 +138,7 @@ impl Iterator for Paths {
     }
 }
 
+#[cfg(test)]
 impl FusedIterator for Paths {}
 
 #[cfg(test)]

@@ -63,7 +63,8 @@ impl CheckpointFile {
     }
 
     /// The file's path.
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 

@@ -37,7 +37,7 @@ mod storage;
 
 pub use checkpoint::{CheckpointError, CheckpointFile};
 pub use plan::{Operations, Plan, PlanError, plan};
-pub use storage::{StorageError, store_results};
+use storage::store_results;
 
 use crate::graph::Graph;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -52,10 +52,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A dry run's detail (the object a step would create) is cut at this many bytes.
-pub const MAX_DRY_RUN_DETAIL: usize = 16 << 10;
+pub(crate) const MAX_DRY_RUN_DETAIL: usize = 16 << 10;
 
 /// At most this many failed paths are listed in the status; the rest are counted.
-pub const MAX_FAILED_PATHS: usize = 32;
+pub(crate) const MAX_FAILED_PATHS: usize = 32;
 
 /// The `Complete` condition type.
 pub const COMPLETE: &str = "Complete";

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// Why results could not be stored.
 #[derive(Debug, thiserror::Error)]
-pub enum StorageError {
+pub(crate) enum StorageError {
     /// A name that would not be a single path component.
     #[error("cannot store results under {root}: {what} {name:?} is not a plain file name")]
     BadName {
@@ -46,7 +46,7 @@ fn plain(root: &Path, what: &'static str, name: &str) -> Result<(), StorageError
 }
 
 /// Writes each result of node `id` as one file (mode 0640, directories 0750).
-pub fn store_results(
+pub(crate) fn store_results(
     root: &Path,
     diagnosis: &Diagnosis,
     id: usize,

@@ -18,26 +18,26 @@ pub struct PrometheusAlert {
     /// `firing` or `resolved` in Alertmanager's webhook messages; absent from what
     /// Prometheus posts, where only `endsAt` tells.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub status: String,
+    pub(crate) status: String,
     /// Identify the alert; `alertname` is its name.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// Describe the alert (summary, runbook, ...).
     #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     /// When the alert started firing (RFC 3339), kept as sent: templates match the text.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub starts_at: String,
+    pub(crate) starts_at: String,
     /// When the alert ends or ended (RFC 3339), kept as sent.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub ends_at: String,
+    pub(crate) ends_at: String,
     /// The Prometheus expression browser link that produced the alert.
     #[serde(
         default,
         rename = "generatorURL",
         skip_serializing_if = "String::is_empty"
     )]
-    pub generator_url: String,
+    pub(crate) generator_url: String,
 }
 
 impl PrometheusAlert {
@@ -216,8 +216,9 @@ fn label_value(alert: &PrometheusAlert, name: Option<&String>) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::super::new_diagnosis::tests::assert_valid_name;
+    use super::super::new_diagnosis::{CAUSE_ANNOTATION, TRIGGER_ANNOTATION, TRIGGER_LABEL};
     use super::super::tests::trigger;
-    use super::super::{CAUSE_ANNOTATION, CompiledTrigger, SOURCE_LABEL, TRIGGER_LABEL};
+    use super::super::{CompiledTrigger, SOURCE_LABEL};
     use super::*;
 
     const TRIGGER: &str = r#"
@@ -423,10 +424,7 @@ spec:
             new.name
         );
         assert!(new.labels[TRIGGER_LABEL].starts_with("disk-pressure-alert-"));
-        assert_eq!(
-            new.annotations[super::super::TRIGGER_ANNOTATION],
-            "Disk_Pressure/Alert"
-        );
+        assert_eq!(new.annotations[TRIGGER_ANNOTATION], "Disk_Pressure/Alert");
     }
 
     #[test]

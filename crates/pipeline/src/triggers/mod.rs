@@ -27,10 +27,7 @@ pub use self::cron::last_schedule_or_creation;
 pub use alert::PrometheusAlert;
 pub use alertmanager::{AlertPost, AlertPostError};
 pub use event::{from_events_v1, last_occurrence};
-pub use new_diagnosis::{
-    CAUSE_ANNOTATION, DEFAULT_NAMESPACE, NewDiagnosis, SOURCE_LABEL, TRIGGER_ANNOTATION,
-    TRIGGER_LABEL,
-};
+pub use new_diagnosis::{NewDiagnosis, SOURCE_LABEL};
 pub use rate::TokenBucket;
 
 use alert::AlertMatcher;
@@ -55,7 +52,7 @@ pub enum SourceKind {
 
 impl SourceKind {
     /// The prefix of the names of the Diagnoses this kind creates (KubeDiag's prefixes).
-    pub fn prefix(self) -> &'static str {
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             Self::PrometheusAlert => "prometheus-alert",
             Self::KubernetesEvent => "kubernetes-event",

@@ -9,21 +9,21 @@ use std::collections::BTreeMap;
 /// The namespace of created Diagnoses unless the caller moves them: Operon's own
 /// install namespace, where KubeDiag used `kubediag`. Triggers are cluster-scoped, so
 /// the Diagnoses they create need a namespace chosen by the installation, not by them.
-pub const DEFAULT_NAMESPACE: &str = "operon";
+pub(crate) const DEFAULT_NAMESPACE: &str = "operon";
 
 /// Label holding the creating Trigger's name, to list a Trigger's Diagnoses.
-pub const TRIGGER_LABEL: &str = "operon.dev/trigger";
+pub(crate) const TRIGGER_LABEL: &str = "operon.dev/trigger";
 
 /// Label holding the source kind: `prometheus-alert`, `kubernetes-event` or `cron`.
 pub const SOURCE_LABEL: &str = "operon.dev/trigger-source";
 
 /// Annotation holding the Trigger's full name, for when the label had to be shortened
 /// (label values are limited to 63 characters, Trigger names to 253).
-pub const TRIGGER_ANNOTATION: &str = "operon.dev/trigger";
+pub(crate) const TRIGGER_ANNOTATION: &str = "operon.dev/trigger";
 
 /// Annotation saying what fired: the alert's labels and start, the event, or the slot.
 /// It shows what the hash in the Diagnosis' name was computed from.
-pub const CAUSE_ANNOTATION: &str = "operon.dev/cause";
+pub(crate) const CAUSE_ANNOTATION: &str = "operon.dev/cause";
 
 /// The longest Kubernetes object name (a DNS-1123 subdomain).
 const MAX_NAME: usize = 253;
@@ -41,14 +41,14 @@ pub struct NewDiagnosis {
     /// `<source prefix>.<trigger>.<hash or slot>`, a valid Kubernetes name that is the
     /// same every time the same alert, event occurrence or slot is seen.
     pub name: String,
-    /// [`DEFAULT_NAMESPACE`] unless the caller changes it.
+    /// Operon's install namespace (`operon`) unless the caller changes it.
     pub namespace: String,
     /// What to run, and about what.
-    pub spec: DiagnosisSpec,
-    /// [`TRIGGER_LABEL`] and [`SOURCE_LABEL`].
+    pub(crate) spec: DiagnosisSpec,
+    /// `operon.dev/trigger` (the Trigger's name) and [`SOURCE_LABEL`].
     pub labels: BTreeMap<String, String>,
     /// [`TRIGGER_ANNOTATION`] and [`CAUSE_ANNOTATION`].
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
 }
 
 impl NewDiagnosis {

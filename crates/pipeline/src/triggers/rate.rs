@@ -27,7 +27,8 @@ impl TokenBucket {
     }
 
     /// The limit the bucket enforces.
-    pub fn limit(&self) -> RateLimit {
+    #[cfg(test)]
+    pub(crate) fn limit(&self) -> RateLimit {
         self.limit
     }
 
