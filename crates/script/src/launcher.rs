@@ -13,7 +13,7 @@
 //! before sending a spec sees the end of stdin and exits.
 //!
 //! Any binary linking the engine becomes a launcher by calling [`run_if_invoked`] first
-//! thing in `main`; the engine marks the launcher's environment with [`LAUNCHER_ENV`].
+//! thing in `main`; the engine marks the launcher's environment with `LAUNCHER_ENV`.
 //! The launcher never needs `unsafe`: every step is an ordinary syscall on itself, and the
 //! program is started with `std::process::Command`.
 
@@ -30,11 +30,11 @@ use std::time::Duration;
 
 /// Set in the launcher's environment by the engine, and nowhere else; its value is the
 /// launcher's `LaunchBase` as JSON.
-pub const LAUNCHER_ENV: &str = "OPERON_SANDBOX_EXEC";
+pub(crate) const LAUNCHER_ENV: &str = "OPERON_SANDBOX_EXEC";
 
 /// The argument the engine passes to the `operon` binary when it is the launcher; it only
 /// makes the process recognisable in `ps`, the environment variable decides.
-pub const LAUNCHER_ARG: &str = "__sandbox-exec";
+pub(crate) const LAUNCHER_ARG: &str = "__sandbox-exec";
 
 /// Exit code of a launcher that did not start the program.
 const SETUP_FAILED: i32 = 125;
@@ -52,7 +52,7 @@ pub fn run_if_invoked() {
 
 /// The launcher's entry point: prepares what every run shares, then reads the spec from
 /// stdin and runs it.
-pub fn main() -> ! {
+pub(crate) fn main() -> ! {
     let code = match read_base().and_then(|base| {
         // Built while the launcher waits for its run: most of the run's setup.
         let rules = SystemRules::build(&base);

@@ -19,6 +19,8 @@
 //! runs shell-operator hooks. This crate must not know about graphs, queues, hooks'
 //! formats or the cluster: it depends on nothing of Operon but its data model.
 
+#![warn(unreachable_pub)]
+
 mod channel;
 mod cleanup;
 pub mod error;

@@ -22,19 +22,19 @@ pub(super) struct NamespaceSupport {
     /// The `unshare` program, when it can create at least a user namespace.
     unshare: Option<PathBuf>,
     /// The user namespace, without which there is none of the others.
-    pub user: ProtectionState,
+    pub(crate) user: ProtectionState,
     /// The mount namespace.
-    pub mount: ProtectionState,
+    pub(crate) mount: ProtectionState,
     /// The pid namespace.
-    pub pid: ProtectionState,
+    pub(crate) pid: ProtectionState,
     /// A new `/proc` of that pid namespace.
-    pub proc: ProtectionState,
+    pub(crate) proc: ProtectionState,
     /// The network namespace.
-    pub network: ProtectionState,
+    pub(crate) network: ProtectionState,
     /// The IPC namespace.
-    pub ipc: ProtectionState,
+    pub(crate) ipc: ProtectionState,
     /// The UTS namespace.
-    pub uts: ProtectionState,
+    pub(crate) uts: ProtectionState,
 }
 
 impl NamespaceSupport {

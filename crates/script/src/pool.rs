@@ -30,22 +30,22 @@ use std::sync::{Arc, Mutex, Weak};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) struct Shape {
     /// The run may use the network, so it gets no network namespace.
-    pub network: bool,
+    pub(crate) network: bool,
 }
 
 /// How to start a launcher: fixed for the sandbox's life.
 #[derive(Debug)]
 pub(super) struct Recipe {
     /// What becomes the launcher.
-    pub launcher: Launcher,
+    pub(crate) launcher: Launcher,
     /// Which namespaces this kernel grants.
-    pub namespaces: NamespaceSupport,
+    pub(crate) namespaces: NamespaceSupport,
     /// The host uid and gid of runs, when they are not the engine's.
-    pub run_as: Option<(u32, u32)>,
+    pub(crate) run_as: Option<(u32, u32)>,
     /// Who must own the output pipes: the run reopens them through `/dev/stdout`.
-    pub pipe_owner: Option<(u32, u32)>,
+    pub(crate) pipe_owner: Option<(u32, u32)>,
     /// What every run shares; its `network` is set per shape.
-    pub base: LaunchBase,
+    pub(crate) base: LaunchBase,
 }
 
 /// One started launcher with the processes that put it in its namespaces, leader of

@@ -27,7 +27,7 @@ pub enum ProtectionState {
 
 impl ProtectionState {
     /// An unavailable state with a reason.
-    pub fn unavailable(reason: impl Into<String>) -> Self {
+    pub(crate) fn unavailable(reason: impl Into<String>) -> Self {
         Self::Unavailable(reason.into())
     }
 
@@ -37,7 +37,7 @@ impl ProtectionState {
     }
 
     /// The short label used in logs and metrics.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Self::Applied => "applied",
             Self::NotRequested => "not-requested",
@@ -117,12 +117,13 @@ impl Protections {
     }
 
     /// Every protection's name, as in logs, metrics and `--strict-except`.
-    pub fn names() -> [&'static str; 18] {
+    pub(crate) fn names() -> [&'static str; 18] {
         Self::default().iter().map(|(name, _)| name)
     }
 
     /// The first protection that was wanted but is missing, with its reason.
-    pub fn first_missing(&self) -> Option<(&'static str, String)> {
+    #[cfg(test)]
+    pub(crate) fn first_missing(&self) -> Option<(&'static str, String)> {
         self.iter()
             .into_iter()
             .find_map(|(name, state)| match state {

@@ -26,13 +26,14 @@ use super::spec::{LaunchBase, LaunchReport, LaunchSpec, Limits};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The PATH programs get: the usual system directories, nothing from the engine.
-pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const SANDBOX_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The host uid and gid runs use when the engine is root: `nobody`.
-pub const DEFAULT_SANDBOX_ID: u32 = 65534;
+pub(crate) const DEFAULT_SANDBOX_ID: u32 = 65534;
 
 /// Name of the scratch directory inside a run directory.
 const WORK_DIR: &str = "work";
@@ -62,12 +63,12 @@ impl Launcher {
 #[derive(Debug, Clone)]
 pub struct ScriptSandboxConfig {
     /// What becomes the launcher.
-    pub launcher: Launcher,
+    pub(crate) launcher: Launcher,
     /// Where run directories are created (made 0711 so a run's uid can reach its own).
     pub runs_dir: PathBuf,
     /// The host uid and gid of runs; `None` keeps the engine's. Defaults to
     /// [`DEFAULT_SANDBOX_ID`] when the engine is root.
-    pub run_as: Option<(u32, u32)>,
+    pub(crate) run_as: Option<(u32, u32)>,
     /// Refuse to run when any protection is unavailable.
     pub strict: bool,
     /// Default limits of a run.
@@ -75,9 +76,9 @@ pub struct ScriptSandboxConfig {
     /// Paths every run may read and execute: what a shell and its tools need.
     pub read_only: Vec<PathBuf>,
     /// `/etc` entries no run may read (`shadow`, `ssl/private`, ...).
-    pub etc_hidden: Vec<String>,
+    pub(crate) etc_hidden: Vec<String>,
     /// Device files every run may read and write.
-    pub devices: Vec<PathBuf>,
+    pub(crate) devices: Vec<PathBuf>,
     /// util-linux `unshare`; `None` runs without namespaces (reported as unavailable).
     pub unshare: Option<PathBuf>,
     /// Launchers kept waiting, already inside their namespaces, per kind of run (with
@@ -152,7 +153,7 @@ pub enum OutputMode {
 #[derive(Debug, Clone)]
 pub struct SandboxRequest {
     /// A name for logs.
-    pub name: String,
+    pub(crate) name: String,
     /// The program: a path inside the run directory or under a read-only path.
     pub program: PathBuf,
     /// Its arguments.
@@ -240,8 +241,6 @@ pub struct SandboxOutcome {
     pub stderr: Vec<u8>,
     /// Which protections the run had.
     pub protections: Protections,
-    /// Wall-clock time from spawn to the end.
-    pub elapsed: Duration,
 }
 
 /// A private run directory: 0700, owned by the run's uid, removed when dropped. Files
@@ -565,7 +564,6 @@ impl ScriptSandbox {
         let spec = self.spec(run, request, handed_paths);
         let spec_json = serde_json::to_vec(&spec)?;
 
-        let started = Instant::now();
         let shape = Shape {
             network: request.network,
         };
@@ -619,7 +617,6 @@ impl ScriptSandbox {
                 let _ = chain.wait().await;
             }
         }
-        let elapsed = started.elapsed();
         self.inner.pool.replenish(shape);
 
         let (stdout, stdout_overflow) = output::drain(stdout_task).await;
@@ -650,7 +647,6 @@ impl ScriptSandbox {
                 stdout,
                 stderr,
                 protections,
-                elapsed,
             });
         };
         merge(&mut protections, &report);
@@ -669,7 +665,6 @@ impl ScriptSandbox {
             stdout,
             stderr,
             protections,
-            elapsed,
         })
     }
 
@@ -771,7 +766,7 @@ static STRICT_EXCEPT: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Ve
 #[error("{name:?} is not a script sandbox protection (one of: {})", Protections::names().join(", "))]
 pub struct UnknownProtection {
     /// The name given.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// Sets the protections strict mode does without in every script sandbox of this

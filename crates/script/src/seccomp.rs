@@ -4,7 +4,7 @@
 //! A container runtime's `RuntimeDefault` profile refuses `unshare`/`clone` with
 //! `CLONE_NEWUSER` (and `mount`, `pivot_root`, `sethostname`) to a process without
 //! `CAP_SYS_ADMIN`, so a pod under it gets no user namespace and the sandbox none of the
-//! namespaces built on it. [`pod_profile`] is a `Localhost` profile (the OCI/Docker JSON
+//! namespaces built on it. `pod_profile` is a `Localhost` profile (the OCI/Docker JSON
 //! format the kubelet hands to containerd and CRI-O) that allows what ordinary
 //! processes, the engine (wasmtime, tokio, rustls) and the sandbox need, and nothing
 //! else: an allow-list, with every other system call failing with `EPERM`.
@@ -112,7 +112,7 @@ const ORDINARY: &[&str] = &[
 /// `CAP_SYS_ADMIN` in the node's user namespace, the kernel lets these act only on
 /// namespaces the caller's own user namespace owns.
 #[rustfmt::skip]
-pub const NAMESPACES: &[&str] = &[
+pub(crate) const NAMESPACES: &[&str] = &[
     "unshare", "setns", "mount", "umount2", "umount", "pivot_root", "chroot", "fsopen",
     "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
     "sethostname", "setdomainname",
@@ -124,7 +124,7 @@ pub const NAMESPACES: &[&str] = &[
 const PERSONALITIES: &[u64] = &[0x0, 0x8, 0x0002_0000, 0x0002_0008, 0xffff_ffff];
 
 /// The profile as JSON.
-pub fn pod_profile() -> Value {
+pub(crate) fn pod_profile() -> Value {
     let mut names: Vec<&str> = ORDINARY.iter().chain(NAMESPACES).copied().collect();
     names.sort_unstable();
     names.dedup();
@@ -179,10 +179,10 @@ pub enum Installed {
 #[error("cannot install the seccomp profile at {}: {source}", path.display())]
 pub struct InstallError {
     /// The file or directory that failed.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Why.
     #[source]
-    pub source: std::io::Error,
+    pub(crate) source: std::io::Error,
 }
 
 /// Writes the profile to `PROFILE_PATH` under `seccomp_dir` (a kubelet's seccomp

@@ -54,22 +54,22 @@ impl Default for Limits {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LaunchBase {
     /// Paths that may be read and executed.
-    pub read_only: Vec<PathBuf>,
+    pub(crate) read_only: Vec<PathBuf>,
     /// `/etc` entries never to expose, relative to `/etc`.
-    pub etc_hidden: Vec<String>,
+    pub(crate) etc_hidden: Vec<String>,
     /// Device files that may be read and written (`/dev/null`, ...).
-    pub devices: Vec<PathBuf>,
+    pub(crate) devices: Vec<PathBuf>,
     /// Whether the run may use the network.
-    pub network: bool,
+    pub(crate) network: bool,
     /// Whether the engine put the launcher in a new mount namespace.
-    pub mount_namespace: bool,
+    pub(crate) mount_namespace: bool,
     /// Whether the engine mounted a private `/proc` for a new pid namespace, or why not.
-    pub private_proc: ProtectionState,
+    pub(crate) private_proc: ProtectionState,
     /// Whether the run's host uid is 0, which the kernel exempts from `RLIMIT_NPROC`.
-    pub host_root: bool,
+    pub(crate) host_root: bool,
     /// The default size of the scratch tmpfs, which a waiting launcher mounts ahead of
     /// its run (a run asking for another size gets its own).
-    pub scratch_bytes: Option<u64>,
+    pub(crate) scratch_bytes: Option<u64>,
 }
 
 /// Everything else the launcher needs to set up one run and start its program.
@@ -77,31 +77,31 @@ pub(crate) struct LaunchBase {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LaunchSpec {
     /// The program to execute (its shebang is honoured by the kernel).
-    pub program: PathBuf,
+    pub(crate) program: PathBuf,
     /// Its arguments.
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// The complete environment of the program.
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// The program's working directory.
-    pub cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
     /// The run directory: its existing files may be read and written, nothing created.
-    pub run_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
     /// The scratch directory inside the run directory: fully writable.
-    pub work_dir: PathBuf,
+    pub(crate) work_dir: PathBuf,
     /// The run's own paths that may be read and executed, in the order of the
     /// descriptors sent with the spec: the launcher may be unable to reach them by path.
-    pub handed: Vec<PathBuf>,
+    pub(crate) handed: Vec<PathBuf>,
     /// The limits to set.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Whether the program's stderr goes to stdout, interleaved as on a terminal.
-    pub combined_output: bool,
+    pub(crate) combined_output: bool,
     /// Refuse to start the program when a protection is missing.
-    pub strict: bool,
+    pub(crate) strict: bool,
     /// Protections strict mode does without (`--strict-except`).
     #[serde(default)]
-    pub strict_except: Vec<String>,
+    pub(crate) strict_except: Vec<String>,
     /// A wall-clock backstop in milliseconds, in case the engine dies mid-run.
-    pub backstop_ms: u64,
+    pub(crate) backstop_ms: u64,
 }
 
 /// The launcher's answer: what it applied, or why it stopped.
@@ -109,29 +109,29 @@ pub(crate) struct LaunchSpec {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LaunchReport {
     /// The launcher runs as pid 1 of a new pid namespace.
-    pub pid_namespace: bool,
+    pub(crate) pid_namespace: bool,
     /// State of the private `/proc`.
-    pub private_proc: ProtectionState,
+    pub(crate) private_proc: ProtectionState,
     /// States of the Landlock parts.
-    pub landlock_filesystem: ProtectionState,
+    pub(crate) landlock_filesystem: ProtectionState,
     /// Landlock TCP rules.
-    pub landlock_network: ProtectionState,
+    pub(crate) landlock_network: ProtectionState,
     /// Landlock scopes.
-    pub landlock_scopes: ProtectionState,
+    pub(crate) landlock_scopes: ProtectionState,
     /// `RLIMIT_CPU`.
-    pub cpu_limit: ProtectionState,
+    pub(crate) cpu_limit: ProtectionState,
     /// `RLIMIT_AS`.
-    pub memory_limit: ProtectionState,
+    pub(crate) memory_limit: ProtectionState,
     /// `RLIMIT_NPROC`.
-    pub process_limit: ProtectionState,
+    pub(crate) process_limit: ProtectionState,
     /// `RLIMIT_FSIZE`.
-    pub file_size_limit: ProtectionState,
+    pub(crate) file_size_limit: ProtectionState,
     /// `RLIMIT_NOFILE`.
-    pub open_files_limit: ProtectionState,
+    pub(crate) open_files_limit: ProtectionState,
     /// The scratch tmpfs.
-    pub disk_budget: ProtectionState,
+    pub(crate) disk_budget: ProtectionState,
     /// Set when the launcher refused or failed to start the program.
-    pub error: Option<LaunchFailure>,
+    pub(crate) error: Option<LaunchFailure>,
 }
 
 /// Why the launcher did not start the program.
@@ -139,7 +139,7 @@ pub(crate) struct LaunchReport {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LaunchFailure {
     /// The missing protection, in strict mode.
-    pub protection: Option<String>,
+    pub(crate) protection: Option<String>,
     /// What went wrong.
-    pub message: String,
+    pub(crate) message: String,
 }

@@ -102,7 +102,7 @@ impl ScriptStore {
     }
 
     /// Removes the script `name`; false when there was none.
-    pub fn remove(&self, name: &str) -> Result<bool, StoreError> {
+    pub(crate) fn remove(&self, name: &str) -> Result<bool, StoreError> {
         check_name(name)?;
         match self.dir.remove_file(name) {
             Ok(()) => Ok(true),
@@ -130,7 +130,7 @@ impl ScriptStore {
     }
 
     /// The names of the stored scripts, sorted.
-    pub fn names(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn names(&self) -> Result<Vec<String>, StoreError> {
         let io = |source| StoreError::Open {
             path: self.path.clone(),
             source,
