@@ -123,7 +123,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
 
 impl ArtifactCache {
     /// Opens (creating if needed) the cache in `dir` for artifacts of `engine`.
-    pub fn open(dir: &Path, engine: &wasmtime::Engine) -> Result<Self, CacheError> {
+    pub(crate) fn open(dir: &Path, engine: &wasmtime::Engine) -> Result<Self, CacheError> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
         fs::DirBuilder::new()
             .recursive(true)
@@ -172,11 +172,6 @@ impl ArtifactCache {
         })
     }
 
-    /// The directory the cache lives in.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     fn path_for(&self, digest: &ModuleDigest) -> PathBuf {
         let mut h = Sha256::new();
         h.update(digest.as_bytes());
@@ -194,7 +189,7 @@ impl ArtifactCache {
 
     /// Returns the verified artifact for `digest`, or `None` when there is none or it
     /// fails verification (a bad one is removed so it is rewritten).
-    pub fn get(&self, digest: &ModuleDigest) -> Option<Vec<u8>> {
+    pub(crate) fn get(&self, digest: &ModuleDigest) -> Option<Vec<u8>> {
         let path = self.path_for(digest);
         let mut bytes = fs::read(&path).ok()?;
         if bytes.len() < MAC_LEN {
@@ -212,7 +207,7 @@ impl ArtifactCache {
 
     /// Stores `artifact` for `digest`, atomically. Failures are logged and ignored: the
     /// cache only saves time.
-    pub fn put(&self, digest: &ModuleDigest, artifact: &[u8]) {
+    pub(crate) fn put(&self, digest: &ModuleDigest, artifact: &[u8]) {
         let path = self.path_for(digest);
         let result = (|| {
             let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;

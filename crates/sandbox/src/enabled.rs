@@ -26,13 +26,6 @@ pub struct EnabledModule {
     pre: ModuleEnabledPre<CallState>,
 }
 
-impl EnabledModule {
-    /// The module's digest.
-    pub fn digest(&self) -> ModuleDigest {
-        self.digest
-    }
-}
-
 impl std::fmt::Debug for EnabledModule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EnabledModule")
@@ -58,7 +51,11 @@ impl Sandbox {
 
     /// Loads an `enabled` program; `name` is used in error messages only. A component of
     /// another world (a hook, an operation) is refused, naming the missing export.
-    pub fn load_enabled(&self, name: &str, bytes: &[u8]) -> Result<EnabledModule, LoadError> {
+    pub(crate) fn load_enabled(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<EnabledModule, LoadError> {
         let digest = ModuleDigest::of(bytes);
         let component = module::checked_component(&self.inner, name, &digest, bytes)?;
         let pre =

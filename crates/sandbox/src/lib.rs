@@ -17,6 +17,8 @@
 //! 0.1.0, 0.2.0 and 0.3.0): a component built against an older version keeps loading
 //! and running, its version detected when it is loaded.
 
+#![warn(unreachable_pub)]
+
 // Public only so that the call_path benchmark can call a guest through bare wasmtime
 // with the same bindings; nothing outside this crate's `convert` may use them (a test
 // of the engine's architecture checks every crate's sources).
@@ -28,7 +30,7 @@ mod enabled;
 mod engine;
 mod error;
 mod exports;
-pub mod host;
+pub(crate) mod host;
 mod limits;
 mod module;
 mod output;

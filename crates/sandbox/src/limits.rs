@@ -65,7 +65,7 @@ impl Default for CallLimits {
 /// guest that aborts after a failed allocation is reported as out of memory rather
 /// than as a generic trap.
 #[derive(Debug)]
-pub struct MemoryLimiter {
+pub(crate) struct MemoryLimiter {
     limit: u64,
     used: u64,
     /// The largest total the guest asked for and was refused.
@@ -74,7 +74,7 @@ pub struct MemoryLimiter {
 
 impl MemoryLimiter {
     /// A limiter allowing `limit` bytes in total.
-    pub fn new(limit: u64) -> Self {
+    pub(crate) fn new(limit: u64) -> Self {
         Self {
             limit,
             used: 0,
@@ -83,12 +83,12 @@ impl MemoryLimiter {
     }
 
     /// The linear memory and tables the guest holds now.
-    pub fn used(&self) -> u64 {
+    pub(crate) fn used(&self) -> u64 {
         self.used
     }
 
     /// The total the guest asked for when it was refused, if it ever was.
-    pub fn refused(&self) -> Option<u64> {
+    pub(crate) fn refused(&self) -> Option<u64> {
         self.refused
     }
 

@@ -68,7 +68,7 @@ impl WitVersion {
     }
 
     /// The version named `version` (as written in an import, e.g. `0.1.0`), if linked.
-    pub fn parse(version: &str) -> Option<WitVersion> {
+    pub(crate) fn parse(version: &str) -> Option<WitVersion> {
         Self::ALL.into_iter().find(|v| v.as_str() == version)
     }
 }

@@ -14,7 +14,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 
 /// A capped in-memory output stream shared between the WASI context and the host.
 #[derive(Debug, Clone)]
-pub struct BoundedOutput {
+pub(crate) struct BoundedOutput {
     inner: Arc<Inner>,
 }
 
@@ -28,7 +28,7 @@ struct Inner {
 
 impl BoundedOutput {
     /// An empty stream that accepts at most `capacity` bytes.
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
                 capacity,
@@ -39,17 +39,17 @@ impl BoundedOutput {
     }
 
     /// The bound this stream was created with.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.inner.capacity
     }
 
     /// Whether the guest tried to write more than the bound.
-    pub fn overflowed(&self) -> bool {
+    pub(crate) fn overflowed(&self) -> bool {
         self.inner.overflowed.load(Ordering::Relaxed)
     }
 
     /// What was written so far, decoded lossily as UTF-8.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.lock()).into_owned()
     }
 

@@ -22,7 +22,7 @@ pub(crate) mod v0_2;
 use super::bindings::{kubernetes as wk, log as wl, metrics as wm, types as wt};
 use operon_data::model;
 
-shared::shared_conversions!();
+shared::shared_conversions!(pub);
 
 fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
     wt::RunnerContext {
@@ -50,7 +50,7 @@ fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
 
 /// A hook's addon-operator lifecycle bindings, by addon-operator's names (`beforeHelm`,
 /// ...), with their orders.
-pub fn lifecycle(config: &wt::HookConfig) -> Vec<(String, f64)> {
+pub(crate) fn lifecycle(config: &wt::HookConfig) -> Vec<(String, f64)> {
     config
         .lifecycle
         .iter()
@@ -117,7 +117,7 @@ macro_rules! admission_binding {
 }
 
 /// The model value of a hook's `configure` result.
-pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
+pub(crate) fn hook_config(config: wt::HookConfig) -> model::HookConfig {
     model::HookConfig {
         version: model::ConfigVersion::V1,
         on_startup: config.on_startup,

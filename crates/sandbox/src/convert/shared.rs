@@ -10,14 +10,18 @@
 
 /// Defines the version-independent translations against the `wt`, `wk`, `wl`, `wm` and
 /// `model` paths in scope where it is invoked.
+///
+/// `$io_vis` is the visibility of `operation_input` and `operation_output`: public in
+/// the current version's `convert`, which the call_path benchmark calls, the crate's
+/// own in the older versions' modules.
 macro_rules! shared_conversions {
-    () => {
+    ($io_vis:vis) => {
         // -------------------------------------------------------------------------------
         // Model → WIT (what the guest receives)
         // -------------------------------------------------------------------------------
 
         /// The WIT `operation-input` for `input`.
-        pub fn operation_input(input: model::OperationInput) -> wt::OperationInput {
+        $io_vis fn operation_input(input: model::OperationInput) -> wt::OperationInput {
             wt::OperationInput {
                 context: runner_context(input.context),
                 parameters: input.parameters.into_iter().collect(),
@@ -27,7 +31,7 @@ macro_rules! shared_conversions {
         }
 
         /// The WIT `hook-input` for `input`; [`hook_input_back`] undoes it.
-        pub fn hook_input(input: model::HookInput) -> wt::HookInput {
+        pub(crate) fn hook_input(input: model::HookInput) -> wt::HookInput {
             wt::HookInput {
                 context: runner_context(input.context),
                 binding_contexts: input
@@ -40,7 +44,7 @@ macro_rules! shared_conversions {
 
         /// The model value of a `hook-input` made by [`hook_input`], given back to the
         /// caller after the call so it keeps its contexts without copying them.
-        pub fn hook_input_back(input: wt::HookInput) -> model::HookInput {
+        pub(crate) fn hook_input_back(input: wt::HookInput) -> model::HookInput {
             model::HookInput {
                 context: runner_context_back(input.context),
                 binding_contexts: input
@@ -137,7 +141,7 @@ macro_rules! shared_conversions {
 
         /// The model value of an operation's `run` result. Later keys win, as the
         /// contract says.
-        pub fn operation_output(output: wt::OperationOutput) -> model::OperationOutput {
+        $io_vis fn operation_output(output: wt::OperationOutput) -> model::OperationOutput {
             model::OperationOutput {
                 results: output.results.into_iter().collect(),
                 output: output.output,
@@ -145,7 +149,7 @@ macro_rules! shared_conversions {
         }
 
         /// The model value of a hook's `handle` result.
-        pub fn hook_output(output: wt::HookOutput) -> model::HookOutput {
+        pub(crate) fn hook_output(output: wt::HookOutput) -> model::HookOutput {
             model::HookOutput {
                 validating: output.validating.map(|v| model::ValidatingResponse {
                     allowed: v.allowed,
@@ -161,7 +165,7 @@ macro_rules! shared_conversions {
         }
 
         /// The model value of a log level.
-        pub fn log_level(level: wl::Level) -> model::LogLevel {
+        pub(crate) fn log_level(level: wl::Level) -> model::LogLevel {
             match level {
                 wl::Level::Trace => model::LogLevel::Trace,
                 wl::Level::Debug => model::LogLevel::Debug,
@@ -172,7 +176,7 @@ macro_rules! shared_conversions {
         }
 
         /// The model value of a submitted patch operation.
-        pub fn patch_operation(operation: wk::PatchOperation) -> model::PatchOperation {
+        pub(crate) fn patch_operation(operation: wk::PatchOperation) -> model::PatchOperation {
             use model::PatchOperation as M;
             match operation {
                 wk::PatchOperation::Create(s) => M::Create(create_spec(s)),
@@ -218,7 +222,7 @@ macro_rules! shared_conversions {
         }
 
         /// The model value of a submitted metric operation.
-        pub fn metric_operation(operation: wm::MetricOperation) -> model::MetricOperation {
+        pub(crate) fn metric_operation(operation: wm::MetricOperation) -> model::MetricOperation {
             let sample = |s: wm::Sample| model::Sample {
                 name: s.name,
                 value: s.value,

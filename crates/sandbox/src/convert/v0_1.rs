@@ -8,7 +8,7 @@
 use crate::bindings::v0_1::{kubernetes as wk, log as wl, metrics as wm, types as wt};
 use operon_data::model;
 
-super::shared::shared_conversions!();
+super::shared::shared_conversions!(pub(crate));
 
 fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
     // This version's record has no cluster; the sandbox gives the caller back the
@@ -36,7 +36,7 @@ fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
 }
 
 /// This version has no lifecycle bindings.
-pub fn lifecycle(_config: &wt::HookConfig) -> Vec<(String, f64)> {
+pub(crate) fn lifecycle(_config: &wt::HookConfig) -> Vec<(String, f64)> {
     Vec::new()
 }
 
@@ -72,7 +72,7 @@ fn binding_type_from_wit(type_: wt::BindingType) -> model::BindingType {
 
 /// The model value of a 0.1.0 hook's `configure` result: no mutating bindings, and
 /// validating bindings with the defaults of the fields 0.2.0 added.
-pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
+pub(crate) fn hook_config(config: wt::HookConfig) -> model::HookConfig {
     model::HookConfig {
         version: model::ConfigVersion::V1,
         on_startup: config.on_startup,

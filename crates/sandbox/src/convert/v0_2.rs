@@ -8,7 +8,7 @@
 use crate::bindings::v0_2::{kubernetes as wk, log as wl, metrics as wm, types as wt};
 use operon_data::model;
 
-super::shared::shared_conversions!();
+super::shared::shared_conversions!(pub(crate));
 
 fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
     // This version's record has no cluster; the sandbox gives the caller back the
@@ -36,7 +36,7 @@ fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
 }
 
 /// This version has no lifecycle bindings.
-pub fn lifecycle(_config: &wt::HookConfig) -> Vec<(String, f64)> {
+pub(crate) fn lifecycle(_config: &wt::HookConfig) -> Vec<(String, f64)> {
     Vec::new()
 }
 
@@ -89,7 +89,7 @@ macro_rules! admission_binding {
 }
 
 /// The model value of a hook's `configure` result.
-pub fn hook_config(config: wt::HookConfig) -> model::HookConfig {
+pub(crate) fn hook_config(config: wt::HookConfig) -> model::HookConfig {
     model::HookConfig {
         version: model::ConfigVersion::V1,
         on_startup: config.on_startup,

@@ -10,9 +10,9 @@ use operon_data::model::PatchOperation;
 
 /// Per-call state of the `kubernetes` interface.
 #[derive(Debug)]
-pub struct KubernetesState {
+pub(crate) struct KubernetesState {
     /// Operations submitted so far, in order.
-    pub operations: Vec<PatchOperation>,
+    pub(crate) operations: Vec<PatchOperation>,
     /// How many operations one run may submit.
     max_operations: usize,
     /// Bytes of JSON and filters still allowed across all operations.
@@ -23,7 +23,7 @@ pub struct KubernetesState {
 
 impl KubernetesState {
     /// A fresh state allowing `max_operations` operations of `max_bytes` in total.
-    pub fn new(max_operations: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(max_operations: usize, max_bytes: usize) -> Self {
         Self {
             operations: Vec::new(),
             max_operations,
@@ -81,7 +81,10 @@ fn validate(operation: &PatchOperation) -> Result<usize, String> {
 impl KubernetesState {
     /// Buffers `operation`. A malformed one is the guest's error (`Ok(Err(reason))`);
     /// one past the run's budget traps.
-    pub fn queue(&mut self, operation: PatchOperation) -> wasmtime::Result<Result<(), String>> {
+    pub(crate) fn queue(
+        &mut self,
+        operation: PatchOperation,
+    ) -> wasmtime::Result<Result<(), String>> {
         if self.operations.len() >= self.max_operations {
             return Err(wasmtime::Error::new(HostLimitExceeded::PatchOperations {
                 limit: self.max_operations,

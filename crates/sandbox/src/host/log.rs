@@ -9,9 +9,9 @@ use operon_data::model::{LogLevel, LogRecord};
 
 /// Per-call state of the `log` interface.
 #[derive(Debug)]
-pub struct LogState {
+pub(crate) struct LogState {
     /// Records kept so far.
-    pub records: Vec<LogRecord>,
+    pub(crate) records: Vec<LogRecord>,
     /// Bytes still allowed; a guest that logs in a loop must hit a wall, not fill the
     /// host's memory.
     remaining: usize,
@@ -23,7 +23,7 @@ pub struct LogState {
 
 impl LogState {
     /// A fresh state allowing `limit` bytes of messages and fields.
-    pub fn new(limit: usize, run: String) -> Self {
+    pub(crate) fn new(limit: usize, run: String) -> Self {
         Self {
             records: Vec::new(),
             remaining: limit,
@@ -33,7 +33,7 @@ impl LogState {
     }
 
     /// Keeps one record, or traps once the run's byte budget is spent.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         level: LogLevel,
         message: String,

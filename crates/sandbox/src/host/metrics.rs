@@ -9,16 +9,16 @@ use operon_data::model::MetricOperation;
 
 /// Per-call state of the `metrics` interface.
 #[derive(Debug)]
-pub struct MetricsState {
+pub(crate) struct MetricsState {
     /// Operations submitted so far, in order.
-    pub operations: Vec<MetricOperation>,
+    pub(crate) operations: Vec<MetricOperation>,
     /// How many operations one run may submit.
     max_operations: usize,
 }
 
 impl MetricsState {
     /// A fresh state allowing `max_operations` operations.
-    pub fn new(max_operations: usize) -> Self {
+    pub(crate) fn new(max_operations: usize) -> Self {
         Self {
             operations: Vec::new(),
             max_operations,
@@ -73,7 +73,10 @@ fn validate(operation: &MetricOperation) -> Result<(), String> {
 impl MetricsState {
     /// Buffers `operation`. An invalid one is the guest's error (`Ok(Err(reason))`); one
     /// past the run's budget traps.
-    pub fn queue(&mut self, operation: MetricOperation) -> wasmtime::Result<Result<(), String>> {
+    pub(crate) fn queue(
+        &mut self,
+        operation: MetricOperation,
+    ) -> wasmtime::Result<Result<(), String>> {
         if self.operations.len() >= self.max_operations {
             return Err(wasmtime::Error::new(HostLimitExceeded::MetricOperations {
                 limit: self.max_operations,

@@ -9,8 +9,8 @@
 
 pub(crate) mod kubernetes;
 pub(crate) mod log;
-pub mod metrics;
-pub mod values;
+pub(crate) mod metrics;
+pub(crate) mod values;
 
 use super::limits::{CallLimits, MemoryLimiter};
 use super::output::BoundedOutput;
@@ -20,7 +20,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 /// A host-side budget a guest exhausted through an import; returned as a trap so the
 /// guest stops at once.
 #[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
-pub enum HostLimitExceeded {
+pub(crate) enum HostLimitExceeded {
     /// The run logged more bytes than allowed.
     #[error("log output exceeded {limit} bytes")]
     Logs {
@@ -48,31 +48,35 @@ pub enum HostLimitExceeded {
 }
 
 /// Everything one call's `Store` owns.
-pub struct CallState {
+pub(crate) struct CallState {
     /// WASI context with no ambient authority.
     wasi: WasiCtx,
     /// WASI resources (streams, pollables) of this call.
     table: ResourceTable,
     /// Enforces the call's memory limit and remembers whether it was hit.
-    pub limiter: MemoryLimiter,
+    pub(crate) limiter: MemoryLimiter,
     /// Captured stdout.
-    pub stdout: BoundedOutput,
+    pub(crate) stdout: BoundedOutput,
     /// Captured stderr.
-    pub stderr: BoundedOutput,
+    pub(crate) stderr: BoundedOutput,
     /// The `log` interface.
-    pub log: log::LogState,
+    pub(crate) log: log::LogState,
     /// The `kubernetes` interface.
-    pub kubernetes: kubernetes::KubernetesState,
+    pub(crate) kubernetes: kubernetes::KubernetesState,
     /// The `metrics` interface.
-    pub metrics: metrics::MetricsState,
+    pub(crate) metrics: metrics::MetricsState,
     /// The `values` interface (addon module hooks).
-    pub values: values::ValuesState,
+    pub(crate) values: values::ValuesState,
 }
 
 impl CallState {
     /// A fresh state for one call named `run` under `limits`, with the addon module
     /// `values` a module or global hook sees (none for any other call).
-    pub fn new(limits: &CallLimits, run: String, values: Option<values::HookValues>) -> Self {
+    pub(crate) fn new(
+        limits: &CallLimits,
+        run: String,
+        values: Option<values::HookValues>,
+    ) -> Self {
         let stdout = BoundedOutput::new(limits.stdout_bytes);
         let stderr = BoundedOutput::new(limits.stderr_bytes);
         // The builder's defaults already deny what matters: no preopens, no env, no
@@ -122,7 +126,7 @@ impl WasiView for CallState {
 /// (`operon:engine/log@0.1.0`, `operon:engine/log@0.2.0`, ...), so one linker serves
 /// guests of every version, and they share one state per interface: a call's records,
 /// patches and metrics land in the same buffers whichever version the guest speaks.
-pub fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     use super::bindings::operation::operon::engine as v0_3;
     use super::bindings::v0_1::operation::operon::engine as v0_1;
     use super::bindings::v0_2::operation::operon::engine as v0_2;

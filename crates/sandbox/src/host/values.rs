@@ -32,11 +32,11 @@ pub struct ValuesPatches {
 
 /// Per-call state of the `values` interface.
 #[derive(Debug)]
-pub struct ValuesState {
+pub(crate) struct ValuesState {
     /// What the hook may read; `None` outside addon modules.
-    pub given: Option<HookValues>,
+    pub(crate) given: Option<HookValues>,
     /// What it submitted.
-    pub patches: ValuesPatches,
+    pub(crate) patches: ValuesPatches,
     /// Operations still allowed.
     remaining_operations: usize,
     /// The operation budget, for the error message.
@@ -53,7 +53,7 @@ const NOT_A_MODULE_HOOK: &str =
 
 impl ValuesState {
     /// A fresh state with `given` values and the call's patch budgets.
-    pub fn new(given: Option<HookValues>, max_operations: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(given: Option<HookValues>, max_operations: usize, max_bytes: usize) -> Self {
         Self {
             given,
             patches: ValuesPatches::default(),
@@ -76,7 +76,11 @@ impl ValuesState {
     /// Parses and buffers one patch (an array of operations or one operation). A
     /// malformed patch is the guest's error (`Ok(Err(reason))`); one past the call's
     /// budget traps.
-    pub fn queue(&mut self, patch: &str, config: bool) -> wasmtime::Result<Result<(), String>> {
+    pub(crate) fn queue(
+        &mut self,
+        patch: &str,
+        config: bool,
+    ) -> wasmtime::Result<Result<(), String>> {
         if self.given.is_none() {
             return Ok(Err(NOT_A_MODULE_HOOK.to_owned()));
         }
