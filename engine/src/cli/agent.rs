@@ -61,6 +61,7 @@ pub struct AgentArgs {
 
 /// Runs `operon agent`.
 pub fn run(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    super::memory::limit_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

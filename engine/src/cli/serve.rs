@@ -244,6 +244,7 @@ fn parse_scope(text: &str) -> Result<AccessScope, String> {
 /// Runs `operon serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     args.jq.apply();
+    super::memory::limit_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
