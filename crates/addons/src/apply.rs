@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// The label of release records, whose value is the module.
-pub const RELEASE_LABEL: &str = "operon.dev/module-release";
+pub(crate) const RELEASE_LABEL: &str = "operon.dev/module-release";
 
 /// Helm's install order for the kinds that others depend on; the rest follow.
 const FIRST_KINDS: [&str; 12] = [
@@ -37,22 +37,22 @@ const FIRST_KINDS: [&str; 12] = [
 
 /// What a module applied last time.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Release {
+pub(crate) struct Release {
     /// The objects, by identity.
-    pub objects: Vec<ObjectRef>,
+    pub(crate) objects: Vec<ObjectRef>,
     /// The checksum of what was applied.
-    pub checksum: String,
+    pub(crate) checksum: String,
 }
 
 /// What one apply did.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ApplyReport {
+pub(crate) struct ApplyReport {
     /// Objects applied.
-    pub applied: Vec<ObjectRef>,
+    pub(crate) applied: Vec<ObjectRef>,
     /// Objects of the previous release that are no longer rendered, deleted.
-    pub deleted: Vec<ObjectRef>,
+    pub(crate) deleted: Vec<ObjectRef>,
     /// Nothing changed: same checksum and every object present, so nothing was sent.
-    pub unchanged: bool,
+    pub(crate) unchanged: bool,
 }
 
 /// Writes modules' objects to a cluster.
@@ -77,22 +77,22 @@ impl ObjectWriter {
 
     /// Whether objects go in by server-side apply (an API server), not to the local
     /// cluster.
-    pub fn server_side(&self) -> bool {
+    pub(crate) fn server_side(&self) -> bool {
         self.client.is_some()
     }
 
     /// The cluster written to.
-    pub fn cluster(&self) -> &Arc<dyn Cluster> {
+    pub(crate) fn cluster(&self) -> &Arc<dyn Cluster> {
         &self.cluster
     }
 
     /// The name of `module`'s release record.
-    pub fn record_name(module: &str) -> String {
+    pub(crate) fn record_name(module: &str) -> String {
         format!("operon-module-{module}")
     }
 
     /// `module`'s release, if it has one.
-    pub async fn release(&self, module: &str) -> Result<Option<Release>, AddonError> {
+    pub(crate) async fn release(&self, module: &str) -> Result<Option<Release>, AddonError> {
         let failed = |reason: String| AddonError::Apply {
             module: module.to_owned(),
             reason,
@@ -136,7 +136,7 @@ impl ObjectWriter {
     }
 
     /// The modules that have a release record in the namespace.
-    pub async fn released_modules(&self) -> Result<Vec<String>, AddonError> {
+    pub(crate) async fn released_modules(&self) -> Result<Vec<String>, AddonError> {
         let failed = |e: operon_cluster::ClusterError| AddonError::Apply {
             module: String::new(),
             reason: format!("listing release records: {e}"),
@@ -210,7 +210,7 @@ impl ObjectWriter {
     /// Applies `objects` as `module`'s release, deletes what the previous release
     /// had and this one lacks, and records the new release. Sends nothing when the
     /// checksum is the recorded one and every object is present.
-    pub async fn apply(
+    pub(crate) async fn apply(
         &self,
         module: &str,
         objects: Vec<Value>,
@@ -300,7 +300,7 @@ impl ObjectWriter {
 
     /// Deletes every object of `module`'s release and the record; returns what was
     /// deleted.
-    pub async fn uninstall(&self, module: &str) -> Result<Vec<ObjectRef>, AddonError> {
+    pub(crate) async fn uninstall(&self, module: &str) -> Result<Vec<ObjectRef>, AddonError> {
         let failed = |reason: String| AddonError::Apply {
             module: module.to_owned(),
             reason,
@@ -417,7 +417,7 @@ impl ObjectWriter {
 }
 
 /// The identity of `object` of `resource`.
-pub fn object_ref(resource: &Resource, object: &Value) -> ObjectRef {
+pub(crate) fn object_ref(resource: &Resource, object: &Value) -> ObjectRef {
     ObjectRef {
         api_version: Some(resource.api_version()),
         kind: resource.kind.clone(),
@@ -434,7 +434,7 @@ pub fn object_ref(resource: &Resource, object: &Value) -> ObjectRef {
 }
 
 /// `Kind namespace/name`.
-pub fn describe(r: &ObjectRef) -> String {
+pub(crate) fn describe(r: &ObjectRef) -> String {
     match &r.namespace {
         Some(ns) => format!("{} {ns}/{}", r.kind, r.name),
         None => format!("{} {}", r.kind, r.name),
@@ -443,7 +443,7 @@ pub fn describe(r: &ObjectRef) -> String {
 
 /// The paths where `desired` differs from `live` (fields `live` has and `desired` does
 /// not mention are not differences: they belong to other managers or the server).
-pub fn differences(desired: &Value, live: &Value, pointer: &str, out: &mut Vec<String>) {
+pub(crate) fn differences(desired: &Value, live: &Value, pointer: &str, out: &mut Vec<String>) {
     match (desired, live) {
         (Value::Object(d), Value::Object(l)) => {
             for (key, value) in d {

@@ -29,19 +29,19 @@ use std::time::Duration;
 
 /// The values documents each owner's hooks see: `global` or a module name →
 /// (values, config values).
-pub type SharedValues = Arc<Mutex<BTreeMap<String, (Value, Value)>>>;
+pub(crate) type SharedValues = Arc<Mutex<BTreeMap<String, (Value, Value)>>>;
 
 /// Values patches a binding run wrote, for the operator to apply.
 #[derive(Debug)]
-pub struct BindingPatch {
+pub(crate) struct BindingPatch {
     /// The hook.
-    pub hook: String,
+    pub(crate) hook: String,
     /// `None` for a global hook, else the module.
-    pub module: Option<String>,
+    pub(crate) module: Option<String>,
     /// Patches of the memory values.
-    pub values_patch: Vec<json_patch::PatchOperation>,
+    pub(crate) values_patch: Vec<json_patch::PatchOperation>,
     /// Patches of the config values.
-    pub config_patch: Vec<json_patch::PatchOperation>,
+    pub(crate) config_patch: Vec<json_patch::PatchOperation>,
 }
 
 /// An addon hook as the hook engine sees it: its shell-operator bindings only (the
@@ -137,7 +137,7 @@ impl Hook for BoundHook {
 
 /// A running hook engine for one owner's bindings (or none, for an owner without
 /// bindings); stopped when dropped: no new run starts, a run in progress has 5 s.
-pub struct BindingEngine {
+pub(crate) struct BindingEngine {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     engine: Option<Arc<Engine>>,
     /// `(hook, binding)` of the kubernetes bindings whose Synchronization a ModuleRun
@@ -149,7 +149,7 @@ pub struct BindingEngine {
 
 impl BindingEngine {
     /// The engine of an owner whose hooks have no kubernetes or schedule binding.
-    pub fn idle() -> Self {
+    pub(crate) fn idle() -> Self {
         Self {
             stop: None,
             engine: None,
@@ -159,24 +159,24 @@ impl BindingEngine {
     }
 
     /// Lets schedule bindings run: the owner's Synchronization is done.
-    pub fn enable_schedules(&self) {
+    pub(crate) fn enable_schedules(&self) {
         self.schedules.store(true, Ordering::Release);
     }
 
     /// Stops schedule bindings from running: the owner is being deleted (its
     /// kubernetes bindings stay until its `afterDeleteHelm` hooks ran).
-    pub fn disable_schedules(&self) {
+    pub(crate) fn disable_schedules(&self) {
         self.schedules.store(false, Ordering::Release);
     }
 
     /// Whether schedule bindings run.
-    pub fn schedules_enabled(&self) -> bool {
+    pub(crate) fn schedules_enabled(&self) -> bool {
         self.schedules.load(Ordering::Acquire)
     }
 
     /// The waited-for bindings whose Synchronization is not done yet, as
     /// `hook/binding`.
-    pub fn pending_synchronization(&self) -> Vec<String> {
+    pub(crate) fn pending_synchronization(&self) -> Vec<String> {
         let Some(engine) = &self.engine else {
             return Vec::new();
         };
@@ -201,7 +201,10 @@ impl BindingEngine {
 /// hook, by binding name, with the objects `engine` holds for it (none when its owner's
 /// engine does not run: a run without live bindings), as addon-operator's
 /// `KubernetesSnapshots` gives them.
-pub fn lifecycle_snapshots(engine: Option<&BindingEngine>, hook: &AddonHook) -> Vec<Snapshot> {
+pub(crate) fn lifecycle_snapshots(
+    engine: Option<&BindingEngine>,
+    hook: &AddonHook,
+) -> Vec<Snapshot> {
     let held = engine
         .and_then(|e| e.engine.as_ref())
         .and_then(|e| e.hook_snapshot(&hook.name));
@@ -235,7 +238,7 @@ impl Drop for BindingEngine {
 
 /// Starts an engine for the hooks of `hooks` that have kubernetes or schedule
 /// bindings; `None` when none has.
-pub async fn start(
+pub(crate) async fn start(
     hooks: &[AddonHook],
     module: Option<&str>,
     cluster: Arc<dyn Cluster>,

@@ -25,19 +25,22 @@ impl std::fmt::Display for ConfigMapRef {
 
 /// The config values a ConfigMap holds.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ConfigValues {
+pub(crate) struct ConfigValues {
     /// The `global` section.
-    pub global: Value,
+    pub(crate) global: Value,
     /// Sections by values key.
-    pub modules: BTreeMap<String, Value>,
+    pub(crate) modules: BTreeMap<String, Value>,
     /// `<moduleKey>Enabled` flags, by values key.
-    pub enabled: BTreeMap<String, bool>,
+    pub(crate) enabled: BTreeMap<String, bool>,
 }
 
 impl ConfigValues {
     /// Reads the `data` of `object` (a ConfigMap; `None` when it does not exist, which is
     /// no config at all).
-    pub fn from_object(cm: &ConfigMapRef, object: Option<&Value>) -> Result<Self, AddonError> {
+    pub(crate) fn from_object(
+        cm: &ConfigMapRef,
+        object: Option<&Value>,
+    ) -> Result<Self, AddonError> {
         let mut out = Self {
             global: json!({}),
             ..Self::default()
@@ -75,7 +78,7 @@ impl ConfigValues {
     }
 
     /// The config section of `key` (`{}` when absent).
-    pub fn section(&self, key: &str) -> Value {
+    pub(crate) fn section(&self, key: &str) -> Value {
         if key == "global" {
             return self.global.clone();
         }
@@ -84,7 +87,7 @@ impl ConfigValues {
 }
 
 /// The merge patch that sets section `key` of the ConfigMap to `values`, as YAML text.
-pub fn section_patch(key: &str, values: &Value) -> Result<Value, String> {
+pub(crate) fn section_patch(key: &str, values: &Value) -> Result<Value, String> {
     let text = yaml_serde::to_string(values).map_err(|e| e.to_string())?;
     Ok(json!({"data": {key: text}}))
 }

@@ -18,7 +18,7 @@ impl ObjectWriter {
     /// Applies every CRD of `module`'s `crds/` and waits until each is established;
     /// returns their names. Anything but a `CustomResourceDefinition` there is an
     /// error naming the file.
-    pub async fn ensure_crds(&self, module: &ModuleDir) -> Result<Vec<String>, AddonError> {
+    pub(crate) async fn ensure_crds(&self, module: &ModuleDir) -> Result<Vec<String>, AddonError> {
         let failed = |reason: String| AddonError::Apply {
             module: module.name.clone(),
             reason,

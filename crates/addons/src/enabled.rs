@@ -20,19 +20,19 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// `$MODULE_ENABLED_RESULT`.
-pub const ENABLED_RESULT: HookFile = HookFile {
+pub(crate) const ENABLED_RESULT: HookFile = HookFile {
     variable: "MODULE_ENABLED_RESULT",
     file: "module-enabled-result",
 };
 /// `$MODULE_ENABLED_REASON`: why the program disabled the module, optional.
-pub const ENABLED_REASON: HookFile = HookFile {
+pub(crate) const ENABLED_REASON: HookFile = HookFile {
     variable: "MODULE_ENABLED_REASON",
     file: "module-enabled-reason",
 };
 
 /// How a module's state was decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// No source enables it.
     NoFlag,
     /// A flag disables it; the source that said so last.
@@ -45,7 +45,7 @@ pub enum Decision {
 
 impl Decision {
     /// Whether the module runs.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         *self == Self::Enabled
     }
 }
@@ -53,7 +53,7 @@ impl Decision {
 /// The merged flag of `module`: `None` when no source names it. Sources in
 /// addon-operator's extender order, later ones winning: `modules/values.yaml`, the
 /// module's `values.yaml`, flags global hooks set (`dynamic`), the ConfigMap.
-pub fn flag(
+pub(crate) fn flag(
     layout: &Layout,
     module: &ModuleDir,
     dynamic: &BTreeMap<String, bool>,
@@ -78,7 +78,7 @@ pub fn flag(
 
 /// Runs `module`'s `enabled` program with `values` and `config_values` (whole
 /// documents). `Ok(None)` when the module has no program.
-pub async fn run_script(
+pub(crate) async fn run_script(
     sandbox: &ScriptSandbox,
     module: &ModuleDir,
     values: &Value,

@@ -13,7 +13,7 @@
 
 use super::AddonError;
 use super::values::parse_patch_file;
-use operon_data::model::{BindingContext, BindingType, HookConfig, HookInput, RunnerContext};
+use operon_data::model::{HookConfig, HookInput};
 use operon_hooks::hooks::HookRun;
 use operon_hooks::hooks::load::{hook_files, is_wasm};
 use operon_hooks::hooks::runner::{ExtraFiles, ScriptHook};
@@ -25,22 +25,22 @@ use std::path::Path;
 use std::time::Duration;
 
 /// `$VALUES_PATH`: the values the hook sees (read-only by contract).
-pub const VALUES: HookFile = HookFile {
+pub(crate) const VALUES: HookFile = HookFile {
     variable: "VALUES_PATH",
     file: "values.json",
 };
 /// `$CONFIG_VALUES_PATH`: the config values the hook sees.
-pub const CONFIG_VALUES: HookFile = HookFile {
+pub(crate) const CONFIG_VALUES: HookFile = HookFile {
     variable: "CONFIG_VALUES_PATH",
     file: "config-values.json",
 };
 /// `$VALUES_JSON_PATCH_PATH`: JSON patches of the memory values.
-pub const VALUES_PATCH: HookFile = HookFile {
+pub(crate) const VALUES_PATCH: HookFile = HookFile {
     variable: "VALUES_JSON_PATCH_PATH",
     file: "values-json-patch.json",
 };
 /// `$CONFIG_VALUES_JSON_PATCH_PATH`: JSON patches of the config values (the ConfigMap).
-pub const CONFIG_VALUES_PATCH: HookFile = HookFile {
+pub(crate) const CONFIG_VALUES_PATCH: HookFile = HookFile {
     variable: "CONFIG_VALUES_JSON_PATCH_PATH",
     file: "config-values-json-patch.json",
 };
@@ -97,7 +97,7 @@ impl Lifecycle {
 
 /// Whose hook it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Owner {
+pub(crate) enum Owner {
     /// A global hook: sees and patches `global`.
     Global,
     /// A hook of the module with this values key: sees `global` and its section,
@@ -107,16 +107,14 @@ pub enum Owner {
 
 /// One hook of a module or of the global hooks directory.
 #[derive(Debug, Clone)]
-pub struct AddonHook {
+pub(crate) struct AddonHook {
     /// The hook's name: `global/PATH` or `MODULE/PATH` (the path relative to its
     /// hooks directory), as addon-operator names hooks in logs.
-    pub name: String,
-    /// Whose it is.
-    pub owner: Owner,
+    pub(crate) name: String,
     /// Its lifecycle bindings with their order.
-    pub lifecycle: Vec<(Lifecycle, f64)>,
+    pub(crate) lifecycle: Vec<(Lifecycle, f64)>,
     /// The rest of its configuration (kubernetes and schedule bindings, settings).
-    pub config: HookConfig,
+    pub(crate) config: HookConfig,
     program: Program,
 }
 
@@ -134,59 +132,17 @@ enum Program {
 
 impl AddonHook {
     /// The hook's order for `binding`, when it has that binding.
-    pub fn order(&self, binding: Lifecycle) -> Option<f64> {
+    pub(crate) fn order(&self, binding: Lifecycle) -> Option<f64> {
         self.lifecycle
             .iter()
             .find(|(b, _)| *b == binding)
             .map(|(_, o)| *o)
     }
 
-    /// Runs the hook for `binding` with `values` and `config_values` (whole
-    /// documents: `{"global": ..., "<key>": ...}`), returning the run and its
-    /// memory and config values patches (empty unless the run succeeded).
-    pub async fn run(
-        &self,
-        binding: Lifecycle,
-        values: &Value,
-        config_values: &Value,
-        timeout: Duration,
-    ) -> Result<HookOutcome, AddonError> {
-        let context = BindingContext {
-            binding: binding.name().to_owned(),
-            type_: BindingType::OnStartup,
-            group: None,
-            watch_event: None,
-            object: None,
-            objects: Vec::new(),
-            snapshots: Vec::new(),
-            review: None,
-        };
-        let input = HookInput {
-            context: RunnerContext::new(format!("{}/{}", self.name, binding.name()), timeout),
-            binding_contexts: vec![context],
-        };
-        let (run, patches) = self
-            .run_lifecycle(&input, values, config_values, timeout)
-            .await;
-        if let Err(e) = &run.outcome {
-            return Err(AddonError::Hook(format!(
-                "hook {} ({}): {e}",
-                self.name,
-                binding.name()
-            )));
-        }
-        let (values_patch, config_patch) = patches?;
-        Ok(HookOutcome {
-            run,
-            values_patch,
-            config_patch,
-        })
-    }
-
     /// [`run_input`](Self::run_input) for a lifecycle binding (the operator's main
     /// queue), with what the hook printed logged. Kubernetes and schedule bindings run
     /// through the hook engine, which logs theirs.
-    pub async fn run_lifecycle(
+    pub(crate) async fn run_lifecycle(
         &self,
         input: &HookInput,
         values: &Value,
@@ -207,7 +163,7 @@ impl AddonHook {
 
     /// Runs the hook once with `input` (any binding contexts) and the values files;
     /// the run, and its memory and config values patches (empty unless it succeeded).
-    pub async fn run_input(
+    pub(crate) async fn run_input(
         &self,
         input: &HookInput,
         values: &Value,
@@ -290,24 +246,24 @@ pub(super) fn wasm_sandbox() -> Result<Sandbox, AddonError> {
 }
 
 /// A run's memory values patches and config values patches.
-pub type Patches = (
+pub(crate) type Patches = (
     Vec<json_patch::PatchOperation>,
     Vec<json_patch::PatchOperation>,
 );
 
 /// What a successful lifecycle run gave.
 #[derive(Debug)]
-pub struct HookOutcome {
+pub(crate) struct HookOutcome {
     /// The run (stdout, stderr, kubernetes patches, metrics).
-    pub run: HookRun,
+    pub(crate) run: HookRun,
     /// Patches of the memory values.
-    pub values_patch: Vec<json_patch::PatchOperation>,
+    pub(crate) values_patch: Vec<json_patch::PatchOperation>,
     /// Patches of the config values.
-    pub config_patch: Vec<json_patch::PatchOperation>,
+    pub(crate) config_patch: Vec<json_patch::PatchOperation>,
 }
 
 /// Loads and configures every hook of `dir` for `owner`, named with `prefix`.
-pub async fn load_dir(
+pub(crate) async fn load_dir(
     sandbox: &ScriptSandbox,
     dir: &Path,
     owner: Owner,
@@ -388,7 +344,6 @@ async fn configure(name: String, owner: Owner, program: Program) -> Result<Addon
     }
     Ok(AddonHook {
         name,
-        owner,
         lifecycle,
         config,
         program,
@@ -424,7 +379,7 @@ fn split_lifecycle(text: &str, out: &mut Vec<(Lifecycle, f64)>) -> Result<String
 }
 
 /// The hooks with `binding`, by order then name (addon-operator's order).
-pub fn with_binding(hooks: &[AddonHook], binding: Lifecycle) -> Vec<&AddonHook> {
+pub(crate) fn with_binding(hooks: &[AddonHook], binding: Lifecycle) -> Vec<&AddonHook> {
     let mut found: Vec<(&AddonHook, f64)> = hooks
         .iter()
         .filter_map(|h| h.order(binding).map(|o| (h, o)))

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// What a module deploys.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Payload {
+pub(crate) enum Payload {
     /// A Helm chart (`Chart.yaml` and `templates/`), rendered by a Helm engine.
     Chart,
     /// Plain manifests: every `*.yaml`/`*.yml`/`*.json` file of `manifests/`, applied as
@@ -29,52 +29,52 @@ pub struct ModuleDir {
     /// `ingressNginxEnabled`): the name in camelCase, as addon-operator spells it.
     pub values_key: String,
     /// The numeric prefix, which orders modules; unnumbered modules come last.
-    pub order: Option<u32>,
+    pub(crate) order: Option<u32>,
     /// The directory.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// `values.yaml`, read (an empty mapping when the file is absent).
-    pub static_values: Value,
+    pub(crate) static_values: Value,
     /// `openapi/config-values.yaml`, read, when present.
-    pub config_schema: Option<Value>,
+    pub(crate) config_schema: Option<Value>,
     /// `openapi/values.yaml`, read, when present.
-    pub values_schema: Option<Value>,
+    pub(crate) values_schema: Option<Value>,
     /// The `enabled` program, when present and executable.
-    pub enabled_script: Option<PathBuf>,
+    pub(crate) enabled_script: Option<PathBuf>,
     /// `hooks/`, when present.
-    pub hooks_dir: Option<PathBuf>,
+    pub(crate) hooks_dir: Option<PathBuf>,
     /// What it deploys.
-    pub payload: Payload,
+    pub(crate) payload: Payload,
     /// The CRD files of `crds/` (`*.yaml`, `*.yml`, `*.json`, but not `doc-*` or
     /// `_*`, addon-operator's filters), in name order: applied when the module is
     /// enabled, before its first ModuleRun, and never deleted.
-    pub crds: Vec<PathBuf>,
+    pub(crate) crds: Vec<PathBuf>,
 }
 
 impl ModuleDir {
     /// The key of the module's enabled flag.
-    pub fn enabled_key(&self) -> String {
+    pub(crate) fn enabled_key(&self) -> String {
         format!("{}Enabled", self.values_key)
     }
 }
 
 /// The global part: hooks and schemas of the `global` values.
 #[derive(Debug, Clone, Default)]
-pub struct GlobalDir {
+pub(crate) struct GlobalDir {
     /// Where global hooks are looked for (`DIR/hooks` when it exists, else `DIR`).
-    pub hooks_dir: Option<PathBuf>,
+    pub(crate) hooks_dir: Option<PathBuf>,
     /// `openapi/config-values.yaml`, when present.
-    pub config_schema: Option<Value>,
+    pub(crate) config_schema: Option<Value>,
     /// `openapi/values.yaml`, when present.
-    pub values_schema: Option<Value>,
+    pub(crate) values_schema: Option<Value>,
 }
 
 /// A whole layout, modules in their order.
 #[derive(Debug, Clone)]
 pub struct Layout {
     /// `MODULES_DIR/values.yaml`, read: the common static values.
-    pub common_values: Value,
+    pub(crate) common_values: Value,
     /// The global hooks directory.
-    pub global: GlobalDir,
+    pub(crate) global: GlobalDir,
     /// The modules, by order then name.
     pub modules: Vec<ModuleDir>,
 }
@@ -134,7 +134,7 @@ impl Layout {
 
 /// The module name and order of a directory name: `001-ingress-nginx` →
 /// (`ingress-nginx`, 1), addon-operator's `^(([0-9]+)-)?(.+)$`.
-pub fn split_dir_name(dir_name: &str) -> (String, Option<u32>) {
+pub(crate) fn split_dir_name(dir_name: &str) -> (String, Option<u32>) {
     if let Some((digits, rest)) = dir_name.split_once('-')
         && !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
@@ -285,7 +285,7 @@ fn read_yaml_if_present(path: &Path) -> Result<Option<Value>, AddonError> {
 }
 
 /// A YAML (or JSON) mapping as a JSON value; empty text is `{}`.
-pub fn parse_yaml_mapping(text: &str) -> Result<Value, String> {
+pub(crate) fn parse_yaml_mapping(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }

@@ -3,22 +3,24 @@
 //! and global hooks, converged by a FIFO task queue as addon-operator does.
 //!
 //! [`layout`] reads the directories, [`values`] and [`schema`] layer and check values,
-//! [`config`] reads the ConfigMap, [`hooks`] runs lifecycle hooks with their values
-//! files and [`bindings`] their kubernetes and schedule bindings on the hook engine,
-//! [`enabled`] decides which modules run, [`render`] turns a module into objects (a
+//! [`config`] reads the ConfigMap, `hooks` runs lifecycle hooks with their values
+//! files and `bindings` their kubernetes and schedule bindings on the hook engine,
+//! `enabled` decides which modules run, [`render`] turns a module into objects (a
 //! real Helm engine or plain manifests), [`apply`] applies them with server-side apply
-//! and keeps a release record per module ([`crds`] applies its `crds/` first), and
+//! and keeps a release record per module (`crds` applies its `crds/` first), and
 //! [`operator`] is the task queue with its lifecycle ([`status`] shows it from
 //! outside). Named `addons` so as not to be confused with wasm modules (the runner
 //! crate's `store`). This crate must not know about Diagnoses or the processes that run
 //! it: `operon modules run` and `operon serve` drive the [`operator`].
 
+#![warn(unreachable_pub)]
+
 pub mod apply;
-pub mod bindings;
+pub(crate) mod bindings;
 pub mod config;
-pub mod crds;
-pub mod enabled;
-pub mod hooks;
+pub(crate) mod crds;
+pub(crate) mod enabled;
+pub(crate) mod hooks;
 pub mod layout;
 pub mod metrics;
 pub mod operator;

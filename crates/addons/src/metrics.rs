@@ -10,20 +10,20 @@ use prometheus::{
 #[derive(Debug, Clone)]
 pub struct ModuleMetrics {
     /// The registry holding them.
-    pub registry: Registry,
+    pub(crate) registry: Registry,
     /// `operon_module_run_seconds{module}`: one ModuleRun, hooks and apply included.
-    pub run_seconds: HistogramVec,
+    pub(crate) run_seconds: HistogramVec,
     /// `operon_module_run_errors_total{module}`.
-    pub run_errors: IntCounterVec,
+    pub(crate) run_errors: IntCounterVec,
     /// `operon_module_delete_errors_total{module}`.
-    pub delete_errors: IntCounterVec,
+    pub(crate) delete_errors: IntCounterVec,
     /// `operon_module_discover_errors_total`.
-    pub discover_errors: IntCounter,
+    pub(crate) discover_errors: IntCounter,
     /// `operon_module_enabled{module}`: 1 enabled, 0 disabled.
-    pub enabled: IntGaugeVec,
+    pub(crate) enabled: IntGaugeVec,
     /// `operon_module_hook_run_errors_total{module,hook,binding}` (`module` is
     /// `global` for global hooks).
-    pub hook_errors: IntCounterVec,
+    pub(crate) hook_errors: IntCounterVec,
 }
 
 impl ModuleMetrics {
@@ -85,7 +85,7 @@ impl ModuleMetrics {
 
     /// Registers the same metrics in `registry` too (`operon serve`'s, which
     /// `/metrics` serves).
-    pub fn register_in(&self, registry: &Registry) -> Result<(), prometheus::Error> {
+    pub(crate) fn register_in(&self, registry: &Registry) -> Result<(), prometheus::Error> {
         for collector in self.collectors() {
             registry.register(collector)?;
         }

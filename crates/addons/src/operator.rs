@@ -110,7 +110,7 @@ impl fmt::Display for Task {
 impl Task {
     /// Whether a failure of this task holds the queue (global tasks) or only this
     /// module (module tasks).
-    pub fn holds_the_queue(&self) -> bool {
+    pub(crate) fn holds_the_queue(&self) -> bool {
         matches!(self, Self::GlobalHookRun { .. } | Self::DiscoverModules)
     }
 }
@@ -354,11 +354,6 @@ impl Operator {
         Ok(())
     }
 
-    /// The queue as it runs, for a debug endpoint.
-    pub fn queue_view(&self) -> QueueView {
-        self.view.clone()
-    }
-
     /// Publishes the queue to `view` from now on (one made before the operator, say).
     pub fn publish_to(&mut self, view: QueueView) {
         self.view = view;
@@ -388,7 +383,7 @@ impl Operator {
     }
 
     /// The tasks waiting, in order.
-    pub fn queued(&self) -> Vec<Task> {
+    pub(crate) fn queued(&self) -> Vec<Task> {
         self.queue.iter().cloned().collect()
     }
 
@@ -418,7 +413,7 @@ impl Operator {
     }
 
     /// The config values `module` sees: `{"global": ..., "<moduleKey>": ...}`.
-    pub fn config_document(&self, module: &str) -> Result<Value, AddonError> {
+    pub(crate) fn config_document(&self, module: &str) -> Result<Value, AddonError> {
         let section = self.section(module)?;
         Ok(json!({"global": self.global.config(), (section.key.clone()): section.config()}))
     }

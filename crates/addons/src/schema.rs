@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 /// A compiled values schema.
 #[derive(Debug)]
-pub struct Schema {
+pub(crate) struct Schema {
     /// The schema as read, for defaults (validation uses the compiled form).
     raw: Value,
     validator: Validator,
@@ -22,7 +22,7 @@ pub struct Schema {
 
 impl Schema {
     /// Compiles `raw`; `config` is the config schema a values schema may `x-extend`.
-    pub fn new(raw: &Value, config: Option<&Value>) -> Result<Self, String> {
+    pub(crate) fn new(raw: &Value, config: Option<&Value>) -> Result<Self, String> {
         let mut raw = raw.clone();
         if let (Some(Value::Object(extend)), Some(Value::Object(config))) =
             (raw.get("x-extend").cloned(), config)
@@ -56,27 +56,27 @@ impl Schema {
     }
 
     /// Whether the schema names values required for rendering (`x-required-for-helm`).
-    pub fn has_helm_requirements(&self) -> bool {
+    pub(crate) fn has_helm_requirements(&self) -> bool {
         self.helm_validator.is_some()
     }
 
     /// Every problem of `value` for rendering: [`Schema::problems`] with the
     /// `x-required-for-helm` properties required.
-    pub fn helm_problems(&self, prefix: &str, value: &Value) -> Vec<String> {
+    pub(crate) fn helm_problems(&self, prefix: &str, value: &Value) -> Vec<String> {
         let validator = self.helm_validator.as_ref().unwrap_or(&self.validator);
         report(validator, prefix, value)
     }
 
     /// Sets every absent property that has a `default` (recursively, through objects
     /// and array items), and returns the JSON pointers it set.
-    pub fn apply_defaults(&self, value: &mut Value) -> Vec<String> {
+    pub(crate) fn apply_defaults(&self, value: &mut Value) -> Vec<String> {
         let mut set = Vec::new();
         apply_defaults(&self.raw, value, "", &mut set);
         set
     }
 
     /// Every problem of `value`, as `PATH: REASON` with `PATH` dotted from `prefix`.
-    pub fn problems(&self, prefix: &str, value: &Value) -> Vec<String> {
+    pub(crate) fn problems(&self, prefix: &str, value: &Value) -> Vec<String> {
         report(&self.validator, prefix, value)
     }
 }

@@ -32,43 +32,43 @@ pub(super) struct Published {
 #[serde(rename_all = "camelCase")]
 pub struct QueueStatus {
     /// Whether this replica runs the queue (it leads); a standby's queue is empty.
-    pub running_queue: bool,
+    pub(crate) running_queue: bool,
     /// The task in progress, if any.
-    pub current: Option<CurrentTask>,
+    pub(crate) current: Option<CurrentTask>,
     /// The tasks waiting, head first.
-    pub waiting: Vec<String>,
+    pub(crate) waiting: Vec<String>,
     /// Failed module tasks and when they run again.
-    pub retries: Vec<RetryingTask>,
+    pub(crate) retries: Vec<RetryingTask>,
     /// When a failed global task holds the queue: milliseconds until it runs again.
-    pub held_for_ms: Option<u64>,
+    pub(crate) held_for_ms: Option<u64>,
     /// The modules the last discovery enabled, in order.
-    pub enabled_modules: Vec<String>,
+    pub(crate) enabled_modules: Vec<String>,
     /// Whether the startup convergence is done (global `onStartup` hooks, the first
     /// convergence and what it queued, all succeeded): `operon serve`'s readiness.
     #[serde(default)]
-    pub startup_converged: bool,
+    pub(crate) startup_converged: bool,
 }
 
 /// The task in progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CurrentTask {
+pub(crate) struct CurrentTask {
     /// The task (`ModuleRun:echo-server`).
-    pub task: String,
+    pub(crate) task: String,
     /// How long it has run.
-    pub running_ms: u64,
+    pub(crate) running_ms: u64,
 }
 
 /// A failed module task waiting for its retry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RetryingTask {
+pub(crate) struct RetryingTask {
     /// The task.
-    pub task: String,
+    pub(crate) task: String,
     /// Its consecutive failures.
-    pub failures: u32,
+    pub(crate) failures: u32,
     /// Milliseconds until it is queued again.
-    pub retry_in_ms: u64,
+    pub(crate) retry_in_ms: u64,
 }
 
 fn millis(from: Instant, to: Instant) -> u64 {

@@ -45,11 +45,11 @@ impl std::fmt::Display for Source {
 
 /// The values of one section (`global` or one module), layer by layer.
 #[derive(Debug)]
-pub struct Section {
+pub(crate) struct Section {
     /// The section's key: `global` or the module's values key.
-    pub key: String,
+    pub(crate) key: String,
     /// What names the section in errors (`global` or `module echo`).
-    pub label: String,
+    pub(crate) label: String,
     /// The static layers, in order.
     statics: Vec<(Source, Value)>,
     /// The config values (the ConfigMap's section), `{}` when absent.
@@ -71,7 +71,7 @@ pub struct Computed {
 
 impl Section {
     /// A section with its static layers and schemas.
-    pub fn new(
+    pub(crate) fn new(
         key: &str,
         label: &str,
         statics: Vec<(Source, Value)>,
@@ -101,12 +101,12 @@ impl Section {
     }
 
     /// The config values.
-    pub fn config(&self) -> &Value {
+    pub(crate) fn config(&self) -> &Value {
         &self.config
     }
 
     /// Checks `config` against the config schema (its defaults applied first).
-    pub fn check_config(&self, config: &Value) -> Result<(), AddonError> {
+    pub(crate) fn check_config(&self, config: &Value) -> Result<(), AddonError> {
         if let Some(schema) = &self.config_schema {
             let mut with_defaults = config.clone();
             schema.apply_defaults(&mut with_defaults);
@@ -123,20 +123,24 @@ impl Section {
     }
 
     /// Replaces the config values, after checking them.
-    pub fn set_config(&mut self, config: Value) -> Result<(), AddonError> {
+    pub(crate) fn set_config(&mut self, config: Value) -> Result<(), AddonError> {
         self.check_config(&config)?;
         self.config = config;
         Ok(())
     }
 
     /// The memory patches so far.
-    pub fn patches(&self) -> &[json_patch::PatchOperation] {
+    #[cfg(test)]
+    pub(crate) fn patches(&self) -> &[json_patch::PatchOperation] {
         &self.patches
     }
 
     /// Adds memory patches (paths relative to the values document, `/KEY/...`) if the
     /// values they give are valid; nothing changes otherwise.
-    pub fn add_patches(&mut self, ops: Vec<json_patch::PatchOperation>) -> Result<(), AddonError> {
+    pub(crate) fn add_patches(
+        &mut self,
+        ops: Vec<json_patch::PatchOperation>,
+    ) -> Result<(), AddonError> {
         let before = self.patches.len();
         self.patches.extend(ops);
         if let Err(e) = self.compute() {
@@ -148,7 +152,7 @@ impl Section {
 
     /// Checks the merged values for rendering: the values schema (the config schema
     /// when there is none) with its `x-required-for-helm` properties required.
-    pub fn check_for_helm(&self) -> Result<(), AddonError> {
+    pub(crate) fn check_for_helm(&self) -> Result<(), AddonError> {
         let values = self.compute()?.values;
         let Some(schema) = self.values_schema.as_ref().or(self.config_schema.as_ref()) else {
             return Ok(());
@@ -168,7 +172,7 @@ impl Section {
     }
 
     /// The merged, validated values.
-    pub fn compute(&self) -> Result<Computed, AddonError> {
+    pub(crate) fn compute(&self) -> Result<Computed, AddonError> {
         let mut values = Value::Object(Map::new());
         let mut sources = BTreeMap::new();
         for (source, layer) in &self.statics {
@@ -319,7 +323,7 @@ fn apply_op(document: &mut Value, op: &json_patch::PatchOperation) -> Result<(),
 
 /// Reads a values patch file: JSON Patch operations as one JSON array, or one
 /// operation (or array) per line, as addon-operator accepts.
-pub fn parse_patch_file(text: &str) -> Result<Vec<json_patch::PatchOperation>, String> {
+pub(crate) fn parse_patch_file(text: &str) -> Result<Vec<json_patch::PatchOperation>, String> {
     let mut ops = Vec::new();
     for (i, item) in serde_json::Deserializer::from_str(text)
         .into_iter::<Value>()
@@ -341,7 +345,7 @@ pub fn parse_patch_file(text: &str) -> Result<Vec<json_patch::PatchOperation>, S
 
 /// Checks that every operation stays under `/KEY` (a hook may patch its own section
 /// only) and returns them.
-pub fn check_patch_paths(
+pub(crate) fn check_patch_paths(
     ops: Vec<json_patch::PatchOperation>,
     key: &str,
     hook: &str,
@@ -362,7 +366,7 @@ pub fn check_patch_paths(
 
 /// Applies config patches to `config` (a section's config values, as `{KEY: ...}`
 /// document paths) and returns the new section.
-pub fn patched_config(
+pub(crate) fn patched_config(
     config: &Value,
     key: &str,
     ops: &[json_patch::PatchOperation],
@@ -378,7 +382,7 @@ pub fn patched_config(
 }
 
 /// A stable checksum of a JSON value (keys sorted, as serde_json's maps keep them).
-pub fn checksum(value: &Value) -> String {
+pub(crate) fn checksum(value: &Value) -> String {
     hex::encode(Sha256::digest(value.to_string().as_bytes()))
 }
 
