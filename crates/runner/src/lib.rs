@@ -12,6 +12,8 @@
 //! This crate must not know about graphs, Diagnoses' progress, hook queues or the
 //! controllers: the pipeline and the hook engine above it decide what runs and when.
 
+#![warn(unreachable_pub)]
+
 pub mod node_ops;
 pub mod output_log;
 pub mod runner;

@@ -4,15 +4,15 @@
 //! Operation of a step) and `output` naming the stream. A line that is a JSON object
 //! (or a JSON object spread over consecutive lines) is one record with its own `level`
 //! and `msg` ("hook result" without one) and its other fields as `hook_fields`. Lines
-//! past [`MAX_LINE`] bytes are cut and end in `:truncated`, as shell-operator's; what a
-//! run may print in all is bounded by the sandboxes' output limits. The log records a
-//! wasm guest emits through the WIT log interface keep their level and fields.
+//! past 10,000 bytes are cut and end in `:truncated`, as shell-operator's; what a run
+//! may print in all is bounded by the sandboxes' output limits. The log records a wasm
+//! guest emits through the WIT log interface keep their level and fields.
 
 use operon_data::model::{LogLevel, LogRecord};
 use serde_json::{Map, Value};
 
 /// The longest line logged as it is (shell-operator's bound); longer ones are cut.
-pub const MAX_LINE: usize = 10_000;
+pub(crate) const MAX_LINE: usize = 10_000;
 
 /// The message of a JSON line without `msg` (shell-operator's).
 const JSON_DEFAULT_MESSAGE: &str = "hook result";

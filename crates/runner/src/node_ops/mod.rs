@@ -32,11 +32,11 @@ pub use systemd::DEFAULT_BUS as DEFAULT_SYSTEMD_BUS;
 
 /// The module of the built-ins written as wasm operations, found by name in the
 /// agent's modules directory (`--modules`).
-pub const COLLECTOR_MODULE: &str = "node_collector";
+pub(crate) const COLLECTOR_MODULE: &str = "node_collector";
 
 /// One built-in operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuiltIn {
+pub(crate) enum BuiltIn {
     /// The pods on the node.
     PodList,
     /// One pod, named by `pod.namespace` and `pod.name`.
@@ -57,7 +57,7 @@ pub enum BuiltIn {
 
 impl BuiltIn {
     /// Every built-in, in the order they are listed.
-    pub const ALL: [BuiltIn; 8] = [
+    pub(crate) const ALL: [BuiltIn; 8] = [
         BuiltIn::PodList,
         BuiltIn::PodDetail,
         BuiltIn::ContainerList,
@@ -70,7 +70,7 @@ impl BuiltIn {
 
     /// Its path, as KubeDiag's agent serves it (`nodeUncordon` and
     /// `systemdUnitCollector` are Operon's).
-    pub fn path(self) -> &'static str {
+    pub(crate) fn path(self) -> &'static str {
         match self {
             BuiltIn::PodList => "/processor/podListCollector",
             BuiltIn::PodDetail => "/processor/podDetailCollector",
@@ -84,7 +84,7 @@ impl BuiltIn {
     }
 
     /// The built-in at `path`.
-    pub fn from_path(path: &str) -> Option<BuiltIn> {
+    pub(crate) fn from_path(path: &str) -> Option<BuiltIn> {
         BuiltIn::ALL.into_iter().find(|b| b.path() == path)
     }
 }

@@ -37,7 +37,7 @@ impl NodeChange {
     }
 
     /// KubeDiag's result key (and its uncordon twin).
-    pub fn result_key(self) -> &'static str {
+    pub(crate) fn result_key(self) -> &'static str {
         match self {
             NodeChange::Cordon => "recover.kubernetes.node_cordon.result.name",
             NodeChange::Uncordon => "recover.kubernetes.node_uncordon.result.name",
@@ -50,7 +50,7 @@ impl NodeChange {
 }
 
 /// Changes `node` for the Diagnosis `request` runs for, if its ServiceAccount may.
-pub async fn change(
+pub(crate) async fn change(
     client: &Client,
     node: &str,
     change: NodeChange,

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 /// KubeDiag's result key of the pod list.
-pub const POD_LIST: &str = "collector.kubernetes.pod.list";
+pub(crate) const POD_LIST: &str = "collector.kubernetes.pod.list";
 /// KubeDiag's result key of one pod.
-pub const POD_DETAIL: &str = "collector.kubernetes.pod.detail";
+pub(crate) const POD_DETAIL: &str = "collector.kubernetes.pod.detail";
 /// KubeDiag's result key of the container list.
-pub const CONTAINER_LIST: &str = "collector.kubernetes.container.list";
+pub(crate) const CONTAINER_LIST: &str = "collector.kubernetes.container.list";
 
 /// The pods whose `spec.nodeName` is `node`, in every namespace.
 async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, RunError> {
@@ -42,7 +42,7 @@ fn encode(value: &impl serde::Serialize) -> Result<String, RunError> {
 }
 
 /// `/processor/podListCollector`: the pods on the node, as a JSON array.
-pub async fn pod_list(client: &Client, node: &str) -> Result<RunOutput, RunError> {
+pub(crate) async fn pod_list(client: &Client, node: &str) -> Result<RunOutput, RunError> {
     let pods: Vec<Pod> = pods_on(client, node)
         .await?
         .into_iter()
@@ -57,7 +57,7 @@ pub async fn pod_list(client: &Client, node: &str) -> Result<RunOutput, RunError
 
 /// `/processor/podDetailCollector`: the pod named by the input's `pod.namespace` and
 /// `pod.name`, as JSON.
-pub async fn pod_detail(
+pub(crate) async fn pod_detail(
     client: &Client,
     input: &BTreeMap<String, String>,
 ) -> Result<RunOutput, RunError> {
@@ -87,7 +87,7 @@ pub async fn pod_detail(
 /// `/processor/containerCollector`: every container of the node's pods (init and
 /// ephemeral ones too) with what its status says. KubeDiag asked Docker; the pod status
 /// reports the same for any container runtime.
-pub async fn container_list(client: &Client, node: &str) -> Result<RunOutput, RunError> {
+pub(crate) async fn container_list(client: &Client, node: &str) -> Result<RunOutput, RunError> {
     let pods = pods_on(client, node).await?;
     let mut containers = Vec::new();
     for pod in &pods {

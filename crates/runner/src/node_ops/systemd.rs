@@ -10,11 +10,11 @@ use zbus::OwnedObjectPath;
 use zbus::proxy::CacheProperties;
 
 /// The result key: a JSON array, one object per unit.
-pub const UNITS: &str = "collector.system.systemd.units";
+pub(crate) const UNITS: &str = "collector.system.systemd.units";
 /// The input naming the units, comma separated (KubeDiag's `param.` naming).
-pub const UNITS_PARAM: &str = "param.collector.system.systemd.units";
+pub(crate) const UNITS_PARAM: &str = "param.collector.system.systemd.units";
 /// The units asked about when the input names none: what a node's workloads stand on.
-pub const DEFAULT_UNITS: &str = "kubelet.service,containerd.service";
+pub(crate) const DEFAULT_UNITS: &str = "kubelet.service,containerd.service";
 /// Where the node's system bus is by default (D-Bus's well-known system bus address).
 pub const DEFAULT_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
 /// Units one run may ask about.
@@ -89,7 +89,7 @@ fn unit_names(input: &BTreeMap<String, String>) -> Result<Vec<String>, RunError>
 
 /// `/processor/systemdUnitCollector`: the state of the units the input names, from the
 /// systemd on the bus at `bus`.
-pub async fn unit_status(
+pub(crate) async fn unit_status(
     bus: &str,
     input: &BTreeMap<String, String>,
 ) -> Result<RunOutput, RunError> {

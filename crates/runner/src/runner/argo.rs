@@ -40,7 +40,7 @@ pub fn workflow_resource() -> ApiResource {
 
 /// Why an Argo step could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum ArgoRunError {
+pub(crate) enum ArgoRunError {
     /// The process has no Kubernetes client.
     #[error(
         "the argoWorkflow processor needs the Kubernetes API and this process has none (`operon run` has no cluster: use --dry-run to see the Workflow it would submit)"
@@ -118,7 +118,7 @@ impl std::fmt::Debug for ArgoRunner {
 
 /// Where a Workflow stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkflowState {
+pub(crate) enum WorkflowState {
     /// Pending or running.
     Running,
     /// Succeeded, with its output parameters.
@@ -128,7 +128,7 @@ pub enum WorkflowState {
 }
 
 /// Reads a Workflow's state (`None`: it was deleted).
-pub fn workflow_state(name: &str, workflow: Option<&DynamicObject>) -> WorkflowState {
+pub(crate) fn workflow_state(name: &str, workflow: Option<&DynamicObject>) -> WorkflowState {
     let Some(workflow) = workflow else {
         return WorkflowState::Failed(format!(
             "Workflow {name} was deleted before it finished (deleting the Diagnosis deletes its Workflows)"
@@ -175,18 +175,12 @@ impl ArgoRunner {
         }
     }
 
-    /// Changes how long the runner waits past the deadline (default 30 s).
-    pub fn with_grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
-        self
-    }
-
     fn namespace(&self, request: &RunRequest) -> String {
         super::context::namespace(request, self.client.as_ref())
     }
 
     /// The Workflow of one run.
-    pub fn workflow(&self, request: &RunRequest) -> Result<DynamicObject, ArgoRunError> {
+    pub(crate) fn workflow(&self, request: &RunRequest) -> Result<DynamicObject, ArgoRunError> {
         let name = job_name(request);
         let namespace = self.namespace(request);
         let context = RunContext::new(request, &self.platform);

@@ -11,7 +11,7 @@ use operon_data::api::HttpServer;
 use std::sync::Arc;
 
 /// The path prefix of KubeDiag's built-in processors.
-pub const PREFIX: &str = "/processor/";
+pub(crate) const PREFIX: &str = "/processor/";
 
 /// The built-in processors one process offers, by path.
 pub trait BuiltIns: Send + Sync + std::fmt::Debug {
@@ -30,7 +30,7 @@ pub trait BuiltIns: Send + Sync + std::fmt::Debug {
 
 /// The built-in path an `httpServer` processor names: one with neither address nor
 /// port whose path is under [`PREFIX`], as KubeDiag's agent would serve it.
-pub fn built_in_path(server: &HttpServer) -> Option<&str> {
+pub(crate) fn built_in_path(server: &HttpServer) -> Option<&str> {
     if server.address.is_some() || server.port.is_some() {
         return None;
     }

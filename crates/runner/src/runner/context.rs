@@ -87,7 +87,7 @@ struct OwnerReferenceFile {
 
 impl RunContext {
     /// The context of `request` on `platform`.
-    pub fn new(request: &RunRequest, platform: &Platform) -> Self {
+    pub(crate) fn new(request: &RunRequest, platform: &Platform) -> Self {
         Self {
             name: request.name.clone(),
             dry_run: request.dry_run,
@@ -123,14 +123,14 @@ impl RunContext {
 
     /// The context as `(name, value)` pairs, each named `OPERON_*`; unknown facts are
     /// empty strings so a step can test for them without `set -u` failures.
-    pub fn env(&self) -> Vec<(String, String)> {
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
         self.pairs("OPERON_", |name| {
             name.to_ascii_uppercase().replace('-', "_")
         })
     }
 
     /// The context as Argo Workflow parameters, each named `operon-*`.
-    pub fn parameters(&self) -> Vec<(String, String)> {
+    pub(crate) fn parameters(&self) -> Vec<(String, String)> {
         self.pairs("operon-", str::to_owned)
     }
 

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// KubeDiag's `MaxDataSize`: responses larger than this fail the run.
-pub const MAX_RESPONSE_BYTES: usize = 2 << 20;
+pub(crate) const MAX_RESPONSE_BYTES: usize = 2 << 20;
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -49,14 +49,14 @@ pub struct HttpServerError {
 
 /// POSTs each run's input to one URL.
 #[derive(Debug, Clone)]
-pub struct HttpRunner {
+pub(crate) struct HttpRunner {
     uri: hyper::Uri,
 }
 
 impl HttpRunner {
     /// A runner for the processor's endpoint, with KubeDiag's defaults (`http`,
     /// `127.0.0.1`, port 80/443, path `/`).
-    pub fn new(server: &HttpServer) -> Result<Self, HttpServerError> {
+    pub(crate) fn new(server: &HttpServer) -> Result<Self, HttpServerError> {
         let scheme = server.scheme.as_deref().unwrap_or("http");
         let address = server.address.as_deref().unwrap_or("127.0.0.1");
         let port = server
@@ -76,7 +76,8 @@ impl HttpRunner {
     }
 
     /// The URL runs are POSTed to.
-    pub fn uri(&self) -> &hyper::Uri {
+    #[cfg(test)]
+    pub(crate) fn uri(&self) -> &hyper::Uri {
         &self.uri
     }
 

@@ -3,7 +3,7 @@
 //! or a failure.
 //!
 //! The implementations live beside the contract: [`wasm`] runs a component in the wasm
-//! sandbox, [`script`] runs a KubeDiag script in the script sandbox, [`http`] POSTs to
+//! sandbox, [`script`] runs a KubeDiag script in the script sandbox, `http` POSTs to
 //! an endpoint, [`job`] runs a Kubernetes Job (and, through [`offload`], a wasm step in
 //! Operon's own image) and [`argo`] an Argo Workflow; [`context`]
 //! hands each of them the runner context. A new kind of processor is one new module implementing [`Runner`] and
@@ -13,7 +13,7 @@
 pub mod argo;
 pub mod builtin;
 pub mod context;
-pub mod http;
+pub(crate) mod http;
 pub mod job;
 pub mod node_paths;
 pub mod offload;

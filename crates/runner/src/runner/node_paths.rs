@@ -9,11 +9,11 @@ use std::path::{Component, Path, PathBuf};
 
 /// The environment variable that tells a script step where the node's filesystem is
 /// (empty when it is at `/`): `"$OPERON_NODE_ROOT/var/log/journal"`.
-pub const NODE_ROOT_ENV: &str = "OPERON_NODE_ROOT";
+pub(crate) const NODE_ROOT_ENV: &str = "OPERON_NODE_ROOT";
 
 /// A declared path that could not be looked up under the node root.
 #[derive(Debug, thiserror::Error)]
-pub enum NodePathError {
+pub(crate) enum NodePathError {
     /// The declared path is not absolute, or climbs with `..` (admission refuses both).
     #[error("{path}: not an absolute path without \"..\"")]
     NotPlain {
@@ -51,12 +51,13 @@ impl NodeRoot {
     }
 
     /// The root when it is not `/`.
-    pub fn path(&self) -> Option<&Path> {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> Option<&Path> {
         self.0.as_deref()
     }
 
     /// The value of [`NODE_ROOT_ENV`]: the root, or empty for `/`.
-    pub fn env_value(&self) -> String {
+    pub(crate) fn env_value(&self) -> String {
         self.0
             .as_deref()
             .map(|r| r.display().to_string())
@@ -67,7 +68,7 @@ impl NodeRoot {
     /// the node has no such path. At `/` the path is returned as it is (the sandbox
     /// skips one that is missing); under a root it is resolved inside the root, links
     /// included, and the result is the real path.
-    pub fn resolve(&self, declared: &Path) -> Result<Option<PathBuf>, NodePathError> {
+    pub(crate) fn resolve(&self, declared: &Path) -> Result<Option<PathBuf>, NodePathError> {
         let Some(root) = &self.0 else {
             return Ok(Some(declared.to_owned()));
         };

@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub const CA_FILE: &str = "module-ca.crt";
 /// The input ConfigMap's key holding the results of earlier steps alone (the WIT
 /// `operation-input` keeps them apart from the parameters).
-pub const RESULTS_FILE: &str = "results.json";
+pub(crate) const RESULTS_FILE: &str = "results.json";
 /// The ServiceAccount token the kubelet mounts in every pod that does not opt out.
 pub const TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
@@ -87,7 +87,7 @@ pub enum OffloadError {
 impl OffloadTarget {
     /// The Job runner of `operation`'s offloaded `wasm` step, running the module whose
     /// digest is `digest` (resolved from `wasm.module` just before).
-    pub fn runner(
+    pub(crate) fn runner(
         &self,
         client: Option<kube::Client>,
         operation: &str,

@@ -298,7 +298,7 @@ impl Processors {
 
     /// The script sandbox every script runner built here shares, started on first use
     /// with this binary as its launcher.
-    pub fn script_sandbox(&self) -> Result<ScriptSandbox, ProcessorError> {
+    pub(crate) fn script_sandbox(&self) -> Result<ScriptSandbox, ProcessorError> {
         Ok(self.scripts.get()?)
     }
 }

@@ -86,19 +86,19 @@ impl SandboxedScriptRunner {
     }
 
     /// Names the Operation in the records of what the script prints.
-    pub fn with_operation(mut self, name: &str) -> Self {
+    pub(crate) fn with_operation(mut self, name: &str) -> Self {
         self.operation = name.to_owned();
         self
     }
 
     /// Tells scripts which platform they run on (`OPERON_CLUSTER`).
-    pub fn with_platform(mut self, platform: Platform) -> Self {
+    pub(crate) fn with_platform(mut self, platform: Platform) -> Self {
         self.platform = platform;
         self
     }
 
     /// Passes these variables to the script (the Operation's allow-list).
-    pub fn with_env(mut self, env: Vec<(String, String)>) -> Self {
+    pub(crate) fn with_env(mut self, env: Vec<(String, String)>) -> Self {
         self.env = env;
         self
     }
@@ -110,32 +110,20 @@ impl SandboxedScriptRunner {
     }
 
     /// Looks the read-only paths up under `root`, and tells the script where it is
-    /// ([`NODE_ROOT_ENV`]).
+    /// (`$OPERON_NODE_ROOT`).
     pub fn with_node_root(mut self, root: NodeRoot) -> Self {
         self.node_root = root;
         self
     }
 
     /// Grants the network.
-    pub fn with_network(mut self, network: bool) -> Self {
+    pub(crate) fn with_network(mut self, network: bool) -> Self {
         self.network = network;
         self
     }
 
-    /// Changes the output bound (default 1 MiB).
-    pub fn with_output_limit(mut self, bytes: usize) -> Self {
-        self.output_limit = bytes;
-        self
-    }
-
-    /// Overrides the sandbox's limits.
-    pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = Some(limits);
-        self
-    }
-
     /// Sets strict mode for this Operation.
-    pub fn with_strict(mut self, strict: bool) -> Self {
+    pub(crate) fn with_strict(mut self, strict: bool) -> Self {
         self.strict = Some(strict);
         self
     }

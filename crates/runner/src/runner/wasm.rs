@@ -49,20 +49,20 @@ impl WasmRunner {
     }
 
     /// Names the Operation in the records of what the guest prints.
-    pub fn with_operation(mut self, name: &str) -> Self {
+    pub(crate) fn with_operation(mut self, name: &str) -> Self {
         self.operation = name.to_owned();
         self
     }
 
     /// Lets the guest read the node's directories `paths`, found under `root`.
-    pub fn with_read_only(mut self, paths: Vec<std::path::PathBuf>, root: NodeRoot) -> Self {
+    pub(crate) fn with_read_only(mut self, paths: Vec<std::path::PathBuf>, root: NodeRoot) -> Self {
         self.read_only = paths;
         self.node_root = root;
         self
     }
 
     /// The runner, telling guests they run on `platform`.
-    pub fn with_platform(mut self, platform: Platform) -> Self {
+    pub(crate) fn with_platform(mut self, platform: Platform) -> Self {
         self.platform = platform;
         self
     }

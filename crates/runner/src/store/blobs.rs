@@ -54,7 +54,7 @@ pub struct StoredBlob {
     /// Its size in bytes.
     pub size: u64,
     /// When it was written (its file's modification time).
-    pub stored: SystemTime,
+    pub(crate) stored: SystemTime,
 }
 
 /// The module store in one directory. Cheap to clone; clones share the directory.
@@ -108,7 +108,7 @@ impl BlobStore {
     }
 
     /// Where the module with `digest` is (or would be) kept.
-    pub fn path(&self, digest: &ModuleDigest) -> PathBuf {
+    pub(crate) fn path(&self, digest: &ModuleDigest) -> PathBuf {
         self.blobs_dir().join(hex::encode(digest.as_bytes()))
     }
 
@@ -128,7 +128,11 @@ impl BlobStore {
     }
 
     /// Keeps `bytes` if their digest is `expected` (bytes fetched from a peer).
-    pub fn put_verified(&self, expected: &ModuleDigest, bytes: &[u8]) -> Result<(), BlobError> {
+    pub(crate) fn put_verified(
+        &self,
+        expected: &ModuleDigest,
+        bytes: &[u8],
+    ) -> Result<(), BlobError> {
         self.check_size(bytes.len() as u64)?;
         let actual = ModuleDigest::of(bytes);
         if actual != *expected {
@@ -141,7 +145,7 @@ impl BlobStore {
     }
 
     /// Refuses a size over the limit.
-    pub fn check_size(&self, size: u64) -> Result<(), BlobError> {
+    pub(crate) fn check_size(&self, size: u64) -> Result<(), BlobError> {
         if size > self.max_bytes {
             return Err(BlobError::TooLarge {
                 size,
@@ -195,7 +199,7 @@ impl BlobStore {
     }
 
     /// Removes `digest`; whether it was there.
-    pub fn remove(&self, digest: &ModuleDigest) -> Result<bool, BlobError> {
+    pub(crate) fn remove(&self, digest: &ModuleDigest) -> Result<bool, BlobError> {
         let path = self.path(digest);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(true),

@@ -46,7 +46,7 @@ impl ModuleCatalog {
     }
 
     /// The digest the Module `name` points to.
-    pub fn digest_of(&self, name: &str) -> Option<ModuleDigest> {
+    pub(crate) fn digest_of(&self, name: &str) -> Option<ModuleDigest> {
         self.read().get(name).copied()
     }
 
@@ -66,7 +66,7 @@ impl ModuleCatalog {
     }
 
     /// Replaces every name at once (after a list of the Module objects).
-    pub fn replace(&self, names: impl IntoIterator<Item = (String, ModuleDigest)>) {
+    pub(crate) fn replace(&self, names: impl IntoIterator<Item = (String, ModuleDigest)>) {
         let names: HashMap<String, ModuleDigest> = names.into_iter().collect();
         let mut current = self.write();
         if *current != names {
@@ -78,7 +78,7 @@ impl ModuleCatalog {
 
     /// Keeps `digest` out of the store's garbage collection (an `oci://` module pulled
     /// into it).
-    pub fn retain(&self, digest: ModuleDigest) {
+    pub(crate) fn retain(&self, digest: ModuleDigest) {
         self.retained
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -86,7 +86,7 @@ impl ModuleCatalog {
     }
 
     /// The digests kept by [`Self::retain`].
-    pub fn retained(&self) -> HashSet<ModuleDigest> {
+    pub(crate) fn retained(&self) -> HashSet<ModuleDigest> {
         self.retained
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -94,7 +94,7 @@ impl ModuleCatalog {
     }
 
     /// Every name and its digest, by name.
-    pub fn names(&self) -> Vec<(String, ModuleDigest)> {
+    pub(crate) fn names(&self) -> Vec<(String, ModuleDigest)> {
         let mut names: Vec<_> = self.read().iter().map(|(n, d)| (n.clone(), *d)).collect();
         names.sort();
         names

@@ -11,7 +11,7 @@ use operon_data::api::ModuleSource;
 use operon_sandbox::ModuleDigest;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often a CA file is read again while fetches succeed: a renewed CA (a rotated
 /// Secret the kubelet rewrites in the pod, cert-manager) is trusted within this time,
 /// and at once when a TLS handshake fails.
-pub const CA_RECHECK: Duration = Duration::from_secs(60);
+pub(crate) const CA_RECHECK: Duration = Duration::from_secs(60);
 
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
@@ -94,13 +94,6 @@ pub enum Token {
 }
 
 impl Token {
-    /// The token in-cluster processes have.
-    pub fn service_account() -> Self {
-        Token::File(PathBuf::from(
-            "/var/run/secrets/kubernetes.io/serviceaccount/token",
-        ))
-    }
-
     fn read(&self) -> Result<String, FetchError> {
         match self {
             Token::Static(token) => Ok(token.clone()),
@@ -255,7 +248,7 @@ impl Fetcher {
     }
 
     /// A fetcher trusting the CA in the file `path`, read again when it changes: every
-    /// [`CA_RECHECK`], and at once when a TLS handshake fails (the fetch is then tried
+    /// minute, and at once when a TLS handshake fails (the fetch is then tried
     /// again if the CA changed). A rewrite that cannot be read or holds no certificate
     /// is logged and the last good CA kept. A file that is missing or holds no usable CA
     /// yet is waited for: it is read again at every fetch until it does, and each
@@ -305,7 +298,8 @@ impl Fetcher {
     }
 
     /// The CA's file, when it is read again as it changes.
-    pub fn ca_file(&self) -> Option<&Path> {
+    #[cfg(test)]
+    pub(crate) fn ca_file(&self) -> Option<&std::path::Path> {
         self.trust.reload.then_some(self.trust.path.as_path())
     }
 
@@ -493,6 +487,7 @@ pub fn host_port(url: &str) -> Option<(String, u16)> {
 mod tests {
     use super::*;
     use operon_tests::pki::ca_and_server;
+    use std::path::Path;
 
     #[test]
     fn urls_give_host_and_port() {

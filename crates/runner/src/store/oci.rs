@@ -13,9 +13,9 @@ use sha2::{Digest as _, Sha256};
 use std::path::{Path, PathBuf};
 
 /// The media type of a wasm artifact's config (CNCF wasm OCI artifact layout).
-pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+pub(crate) const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The media type of its one layer, the component.
-pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+pub(crate) const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// The scheme of a module reference that names an OCI artifact.
 pub const SCHEME: &str = "oci://";
 
@@ -221,7 +221,7 @@ impl OciClient {
     /// Reads and checks the manifest `reference` names (a tag, or a `@sha256:` digest
     /// the manifest must have): a wasm artifact of one layer no larger than `limit`.
     /// Nothing of the layer is downloaded yet.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         reference: &str,
         auth: &RegistryAuth,
@@ -282,7 +282,7 @@ impl OciClient {
 
     /// Downloads the layer of `artifact` (as resolved by this client, which holds the
     /// registry's token) and checks its bytes against its digest.
-    pub async fn layer(&self, artifact: &WasmArtifact) -> Result<Vec<u8>, OciError> {
+    pub(crate) async fn layer(&self, artifact: &WasmArtifact) -> Result<Vec<u8>, OciError> {
         let reference = &artifact.reference;
         let mut bytes = Vec::with_capacity(usize::try_from(artifact.layer.size).unwrap_or(0));
         self.client
@@ -303,23 +303,23 @@ impl OciClient {
 
 /// A wasm artifact's manifest, read and checked: what its one layer is.
 #[derive(Debug, Clone)]
-pub struct WasmArtifact {
+pub(crate) struct WasmArtifact {
     reference: String,
     parsed: Reference,
     /// The manifest's digest (`sha256:...`): what pins this version.
-    pub manifest_digest: String,
+    pub(crate) manifest_digest: String,
     layer: oci_client::manifest::OciDescriptor,
 }
 
 impl WasmArtifact {
     /// The layer's digest, which is the component's own `sha256:` digest.
-    pub fn layer_digest(&self) -> &str {
+    pub(crate) fn layer_digest(&self) -> &str {
         &self.layer.digest
     }
 
     /// The reference pinned to this manifest: `oci://REGISTRY/REPOSITORY@sha256:...`,
     /// which names these bytes for good.
-    pub fn pinned(&self) -> String {
+    pub(crate) fn pinned(&self) -> String {
         format!(
             "{SCHEME}{}/{}@{}",
             self.parsed.registry(),
@@ -468,7 +468,7 @@ pub fn docker_auth(path: Option<&Path>, registry: &str) -> Result<RegistryAuth, 
 /// `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`): `auths.<registry>`'s
 /// `auth`, or its `username` and `password`, or its `identitytoken`; anonymous when
 /// no entry names the registry. The error says what is wrong with the text.
-pub fn docker_config_auth(text: &str, registry: &str) -> Result<RegistryAuth, String> {
+pub(crate) fn docker_config_auth(text: &str, registry: &str) -> Result<RegistryAuth, String> {
     let config: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     auths_entry_auth(&config["auths"], registry)
@@ -476,7 +476,10 @@ pub fn docker_config_auth(text: &str, registry: &str) -> Result<RegistryAuth, St
 
 /// The same lookup in an `auths` object (a `kubernetes.io/dockercfg` Secret's
 /// `.dockercfg` is that object alone).
-pub fn auths_entry_auth(auths: &serde_json::Value, registry: &str) -> Result<RegistryAuth, String> {
+pub(crate) fn auths_entry_auth(
+    auths: &serde_json::Value,
+    registry: &str,
+) -> Result<RegistryAuth, String> {
     let auths = auths.as_object();
     // Docker keys Docker Hub and some registries by URL, others by host.
     let entry = auths.and_then(|auths| {

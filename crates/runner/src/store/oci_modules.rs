@@ -108,7 +108,7 @@ impl AllowList {
     }
 
     /// Whether `registry` (as an `oci://` reference names it) is on the list.
-    pub fn permits(&self, registry: &str) -> bool {
+    pub(crate) fn permits(&self, registry: &str) -> bool {
         self.0
             .iter()
             .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(registry))
@@ -166,11 +166,6 @@ impl OciModules {
             catalog: Some(catalog),
             pins: RwLock::default(),
         }
-    }
-
-    /// The registries allowed.
-    pub fn allowed(&self) -> &AllowList {
-        &self.allowed
     }
 
     /// Checks the registry of `reference` against the allow-list.
@@ -260,7 +255,7 @@ impl OciModules {
     }
 
     /// The file of a pinned reference pulled before.
-    pub fn path(&self, pinned: &str) -> Option<PathBuf> {
+    pub(crate) fn path(&self, pinned: &str) -> Option<PathBuf> {
         self.held(pinned).map(|digest| self.blobs.path(&digest))
     }
 }
@@ -306,7 +301,10 @@ pub async fn secret_auth(
 /// The credentials `secret` holds for `registry`, if any: a
 /// `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`, or a
 /// `kubernetes.io/dockercfg` Secret's `.dockercfg`.
-pub fn auth_in_secret(secret: &Secret, registry: &str) -> Result<Option<RegistryAuth>, String> {
+pub(crate) fn auth_in_secret(
+    secret: &Secret,
+    registry: &str,
+) -> Result<Option<RegistryAuth>, String> {
     let type_ = secret.type_.as_deref().unwrap_or("Opaque");
     let (key, whole_config) = match type_ {
         "kubernetes.io/dockerconfigjson" => (".dockerconfigjson", true),
@@ -341,7 +339,7 @@ pub fn auth_in_secret(secret: &Secret, registry: &str) -> Result<Option<Registry
 #[error("Operation {operation}: spec.processor.wasm.module: {source}")]
 pub struct PinError {
     /// The Operation.
-    pub operation: String,
+    pub(crate) operation: String,
     /// Why.
     #[source]
     pub source: OciModuleError,

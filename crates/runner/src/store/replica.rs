@@ -95,7 +95,7 @@ pub async fn record_source(
 
 /// Removes `replica` from the `status.sources` of Module `name` (a no-op when it is
 /// not listed), with the same precondition and retries as [`record_source`].
-pub async fn forget_source(
+pub(crate) async fn forget_source(
     api: &Api<Module>,
     name: &str,
     replica: &str,

@@ -168,14 +168,9 @@ impl JobRunner {
 
     /// Adds the earlier steps' results alone, as JSON, to the input ConfigMap as
     /// `name`.
-    pub fn with_results_file(mut self, name: impl Into<String>) -> Self {
+    pub(crate) fn with_results_file(mut self, name: impl Into<String>) -> Self {
         self.results_file = Some(name.into());
         self
-    }
-
-    /// The processor the Jobs are made from.
-    pub fn processor(&self) -> &JobProcessor {
-        &self.processor
     }
 
     /// The extra files of the input ConfigMap of `request`, with the run's own
@@ -194,12 +189,6 @@ impl JobRunner {
             );
         }
         Ok(files)
-    }
-
-    /// Changes how long the runner waits past the Job's deadline (default 30 s).
-    pub fn with_grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
-        self
     }
 
     fn namespace(&self, request: &RunRequest) -> String {

@@ -12,25 +12,25 @@ use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
 
 /// The label every object of a run carries; its value is the Job's name.
-pub const RUN_LABEL: &str = "operon.dev/run";
+pub(crate) const RUN_LABEL: &str = "operon.dev/run";
 /// The annotation holding the run's full name (`namespace/diagnosis/node-N`).
-pub const RUN_NAME_ANNOTATION: &str = "operon.dev/run-name";
+pub(crate) const RUN_NAME_ANNOTATION: &str = "operon.dev/run-name";
 /// The annotation naming the Operation the Job runs.
-pub const OPERATION_ANNOTATION: &str = "operon.dev/operation";
+pub(crate) const OPERATION_ANNOTATION: &str = "operon.dev/operation";
 /// The annotation naming the Hook whose run the Job is (instead of the Operation's).
-pub const HOOK_ANNOTATION: &str = "operon.dev/hook";
+pub(crate) const HOOK_ANNOTATION: &str = "operon.dev/hook";
 /// The label holding the uid of the Hook whose run made the object (Job, pod,
 /// ConfigMap): the Hook's own watches leave such objects out, or a Hook watching Pods
 /// in its namespace would run again on each run's pod.
 pub const HOOK_UID_LABEL: &str = "operon.dev/hook-uid";
 /// The container's name.
-pub const CONTAINER: &str = "step";
+pub(crate) const CONTAINER: &str = "step";
 /// Where the input ConfigMap is mounted.
 pub const INPUT_DIR: &str = "/var/run/operon";
 /// Where the container writes its results: its termination message file.
 pub const RESULT_PATH: &str = "/dev/termination-log";
 /// A finished Job is kept this long unless the Operation says otherwise.
-pub const DEFAULT_TTL_SECONDS: i32 = 600;
+pub(crate) const DEFAULT_TTL_SECONDS: i32 = 600;
 /// The API server refuses ConfigMaps larger than 1 MiB.
 const MAX_INPUT_BYTES: usize = 1 << 20;
 
@@ -81,7 +81,7 @@ pub fn input_variable(key: &str) -> String {
 /// extra `files`, and one key per input variable (the container's environment refers to them). A ConfigMap, not a
 /// Secret: the input is the Diagnosis' parameters and results, which its status shows
 /// anyway, and the controller is granted no Secrets outside its own namespace.
-pub fn input_config_map(
+pub(crate) fn input_config_map(
     name: &str,
     namespace: &str,
     request: &RunRequest,
@@ -144,7 +144,7 @@ fn owner_references(request: &RunRequest) -> Value {
 }
 
 /// The Job of one run of `processor`.
-pub fn job(
+pub(crate) fn job(
     name: &str,
     namespace: &str,
     operation: &str,
