@@ -12,6 +12,8 @@
 //! This crate must not know about Diagnoses, the controllers or the processes that run
 //! it (`operon serve`, `operon hook run`): they drive the engine through its API.
 
+#![warn(unreachable_pub)]
+
 pub mod hooks;
 pub mod metrics;
 pub mod shell_operator;

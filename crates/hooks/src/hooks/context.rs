@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// The `filterResult` of a jq filter's outputs: `null` for none, the value for one,
 /// an array for several (shell-operator's rule).
-pub fn filter_result(outputs: &[Value]) -> Value {
+pub(crate) fn filter_result(outputs: &[Value]) -> Value {
     match outputs {
         [] => Value::Null,
         [one] => one.clone(),
@@ -22,7 +22,7 @@ pub fn filter_result(outputs: &[Value]) -> Value {
 /// The `{object, filterResult}` item for `object`.
 ///
 /// `filter_outputs` is `None` when the binding has no jq filter (no `filterResult`),
-/// otherwise the filter's outputs (see [`filter_result`]). `keep_full_object` is the
+/// otherwise the filter's outputs (see `filter_result`). `keep_full_object` is the
 /// binding's `keepFullObjectsInMemory`: when false the object itself is left out.
 pub fn object_and_filter(
     object: &Value,
@@ -50,7 +50,7 @@ pub struct SnapshotEntry {
     /// `metadata.name`.
     pub name: String,
     /// What the hook sees.
-    pub item: ObjectAndFilter,
+    pub(crate) item: ObjectAndFilter,
 }
 
 impl SnapshotEntry {
@@ -105,11 +105,6 @@ impl Snapshots {
         self.bindings[index].1.extend(entries);
     }
 
-    /// Whether no binding was added.
-    pub fn is_empty(&self) -> bool {
-        self.bindings.is_empty()
-    }
-
     /// The snapshots, each sorted by namespace then name.
     pub fn into_snapshots(self) -> Vec<Snapshot> {
         self.bindings
@@ -153,7 +148,7 @@ pub fn schedule(binding: &str, snapshots: Vec<Snapshot>) -> BindingContext {
 
 /// The Synchronization context of an ungrouped kubernetes binding; `objects` sorted
 /// by namespace then name (see [`sorted_items`]).
-pub fn synchronization(
+pub(crate) fn synchronization(
     binding: &str,
     objects: Vec<ObjectAndFilter>,
     snapshots: Vec<Snapshot>,
@@ -209,7 +204,11 @@ pub fn mutating(binding: &str, review: String, snapshots: Vec<Snapshot>) -> Bind
 
 /// The context of a conversion binding for one step's ConversionReview (its objects in
 /// the step's `fromVersion`, `desiredAPIVersion` the step's `toVersion`).
-pub fn conversion(binding: &str, review: String, snapshots: Vec<Snapshot>) -> BindingContext {
+pub(crate) fn conversion(
+    binding: &str,
+    review: String,
+    snapshots: Vec<Snapshot>,
+) -> BindingContext {
     BindingContext {
         review: Some(review),
         ..context(binding, BindingType::Conversion, snapshots)

@@ -20,20 +20,20 @@ use std::collections::{HashSet, VecDeque};
 /// One step of a chain: which binding of which hook converts from one version to the
 /// next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConversionStep {
+pub(crate) struct ConversionStep {
     /// The hook's index in the engine.
-    pub hook: usize,
+    pub(crate) hook: usize,
     /// The conversion binding's name.
-    pub binding: String,
+    pub(crate) binding: String,
     /// The step's source version, with its group.
-    pub from: String,
+    pub(crate) from: String,
     /// The step's target version, with its group.
-    pub to: String,
+    pub(crate) to: String,
 }
 
 /// Whether two versions name the same one: equal, or one without a group and equal to
 /// the other's version part. Different groups never match.
-pub fn versions_match(a: &str, b: &str) -> bool {
+pub(crate) fn versions_match(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
@@ -55,7 +55,12 @@ fn qualified(version: &str, group: &str) -> String {
 
 /// The shortest chain of conversion rules of `hooks` for CRD `crd` from version `from`
 /// to version `to`; an empty chain when they match; `None` when no chain exists.
-pub fn chain(hooks: &[LoadedHook], crd: &str, from: &str, to: &str) -> Option<Vec<ConversionStep>> {
+pub(crate) fn chain(
+    hooks: &[LoadedHook],
+    crd: &str,
+    from: &str,
+    to: &str,
+) -> Option<Vec<ConversionStep>> {
     if versions_match(from, to) {
         return Some(Vec::new());
     }

@@ -70,7 +70,7 @@ pub struct RunRecord {
     /// The hook.
     pub hook: String,
     /// The hook's index in the engine.
-    pub hook_index: usize,
+    pub(crate) hook_index: usize,
     /// For a Synchronization run: the kubernetes binding it synchronizes.
     pub synchronizes: Option<usize>,
     /// The queue it ran on.
@@ -189,7 +189,8 @@ impl Engine {
 
     /// The same engine naming `platform` in its runs' context instead of the one
     /// `OPERON_CLUSTER_NAME` describes.
-    pub fn with_platform(mut self, platform: Platform) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_platform(mut self, platform: Platform) -> Self {
         self.platform = platform;
         self
     }
@@ -433,7 +434,7 @@ impl Engine {
 
     /// Handles one watch event of binding `(h, b)`: updates the snapshot and queues an
     /// Event run when the binding wants one.
-    pub fn handle_event(&self, key: BindingKey, event: Event) {
+    pub(crate) fn handle_event(&self, key: BindingKey, event: Event) {
         let (h, b) = key;
         let binding = &self.hooks[h].config.kubernetes[b];
         let object_key = ObjectKey::of(&event.object);
@@ -527,7 +528,7 @@ impl Engine {
     }
 
     /// Handles every event already waiting in the watch streams; returns how many.
-    pub fn pump(&self) -> usize {
+    pub(crate) fn pump(&self) -> usize {
         let mut streams = std::mem::take(&mut self.lock().streams);
         let mut handled = 0;
         for (key, stream) in &mut streams {
@@ -700,7 +701,7 @@ impl Engine {
     /// Runs the head task of `queue` once. `Ok(None)`: the queue is empty. `Err(wait)`:
     /// the hook's rate limit says to wait that long (the task stays at the head and
     /// keeps absorbing new tasks).
-    pub async fn run_head(&self, queue: &str) -> Result<Option<RunRecord>, Duration> {
+    pub(crate) async fn run_head(&self, queue: &str) -> Result<Option<RunRecord>, Duration> {
         let Some((task, contexts)) = self.take(queue)? else {
             return Ok(None);
         };
@@ -803,7 +804,8 @@ impl Engine {
     }
 
     /// Whether any queue holds a task.
-    pub fn has_tasks(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_tasks(&self) -> bool {
         self.lock().queues.values().any(|q| !q.is_empty())
     }
 

@@ -12,11 +12,11 @@ pub struct QueueInfo {
     /// Its name.
     pub name: String,
     /// Whether a run of its head is in progress.
-    pub running: bool,
+    pub(crate) running: bool,
     /// Consecutive failures of the head task.
-    pub failures: u32,
+    pub(crate) failures: u32,
     /// The waiting tasks, head first.
-    pub tasks: Vec<TaskInfo>,
+    pub(crate) tasks: Vec<TaskInfo>,
 }
 
 /// One queued task.
@@ -29,7 +29,7 @@ pub struct TaskInfo {
     /// The bindings of its contexts (a group's name for grouped contexts).
     pub bindings: Vec<String>,
     /// How long it has waited, in milliseconds.
-    pub waiting_ms: u64,
+    pub(crate) waiting_ms: u64,
 }
 
 /// One hook.
@@ -48,7 +48,7 @@ pub struct BindingInfo {
     pub name: String,
     /// `onStartup`, `schedule`, `kubernetes`, `kubernetesValidating` or
     /// `kubernetesCustomResourceConversion`.
-    pub binding_type: &'static str,
+    pub(crate) binding_type: &'static str,
     /// The queue its runs go to.
     pub queue: String,
     /// For a kubernetes binding: the objects it holds.

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 /// `namespace` NUL `name`: one allocation, and NUL sorts before every character a
 /// namespace may hold, so the order is (namespace, name).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ObjectKey(Box<str>);
+pub(crate) struct ObjectKey(Box<str>);
 
 impl ObjectKey {
     /// The key of `object` (empty namespace for cluster-scoped objects).
-    pub fn of(object: &Value) -> Self {
+    pub(crate) fn of(object: &Value) -> Self {
         let field = |f: &str| {
             object
                 .get("metadata")
@@ -26,29 +26,29 @@ impl ObjectKey {
     }
 
     /// `metadata.namespace`.
-    pub fn namespace(&self) -> &str {
+    pub(crate) fn namespace(&self) -> &str {
         self.0.split_once('\0').map_or("", |(ns, _)| ns)
     }
 
     /// `metadata.name`.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.0.split_once('\0').map_or(&*self.0, |(_, name)| name)
     }
 }
 
 /// One object: what the hook sees of it, and a checksum of that.
 #[derive(Debug, Clone)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// What the hook sees.
-    pub item: ObjectAndFilter,
+    pub(crate) item: ObjectAndFilter,
     /// A hash of the filter result (or of the object without a filter): an Added or
     /// Modified event whose checksum did not change runs nothing.
-    pub checksum: u64,
+    pub(crate) checksum: u64,
 }
 
 /// The objects of one binding.
 #[derive(Debug, Default)]
-pub struct BindingObjects {
+pub(crate) struct BindingObjects {
     objects: BTreeMap<ObjectKey, Stored>,
     bytes: usize,
 }
@@ -70,7 +70,7 @@ fn bytes_of(key: &ObjectKey, stored: &Stored) -> usize {
 
 impl BindingObjects {
     /// The objects of a list, built in one pass (the map's nodes come out full).
-    pub fn from_list(objects: impl IntoIterator<Item = (ObjectKey, Stored)>) -> Self {
+    pub(crate) fn from_list(objects: impl IntoIterator<Item = (ObjectKey, Stored)>) -> Self {
         let mut list: Vec<(ObjectKey, Stored)> = objects.into_iter().collect();
         list.sort_by(|a, b| a.0.cmp(&b.0));
         // A list never holds one object twice; if a cluster sent one, the last wins.
@@ -89,7 +89,7 @@ impl BindingObjects {
     }
 
     /// Stores `stored` under `key`; returns what was there.
-    pub fn insert(&mut self, key: ObjectKey, stored: Stored) -> Option<Stored> {
+    pub(crate) fn insert(&mut self, key: ObjectKey, stored: Stored) -> Option<Stored> {
         // The key's share is the same before and after: counted once, for a new object.
         let key_bytes = bytes_of_key(&key);
         self.bytes += bytes_of_stored(&stored);
@@ -102,29 +102,29 @@ impl BindingObjects {
     }
 
     /// Removes the object under `key`.
-    pub fn remove(&mut self, key: &ObjectKey) -> Option<Stored> {
+    pub(crate) fn remove(&mut self, key: &ObjectKey) -> Option<Stored> {
         let removed = self.objects.remove(key)?;
         self.bytes -= bytes_of(key, &removed);
         Some(removed)
     }
 
     /// How many objects.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.objects.len()
     }
 
     /// Bytes held: keys, texts, and the map entries themselves.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// Every object with its key, sorted by namespace then name.
-    pub fn entries(&self) -> impl Iterator<Item = (&ObjectKey, &Stored)> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&ObjectKey, &Stored)> {
         self.objects.iter()
     }
 
     /// What the hook sees, sorted by namespace then name.
-    pub fn items(&self) -> impl Iterator<Item = &ObjectAndFilter> {
+    pub(crate) fn items(&self) -> impl Iterator<Item = &ObjectAndFilter> {
         self.objects.values().map(|s| &s.item)
     }
 }

@@ -20,7 +20,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// The namespace that stands for every namespace in a permission.
-pub const ALL_NAMESPACES: &str = "*";
+pub(crate) const ALL_NAMESPACES: &str = "*";
 
 /// One kind a permission covers.
 #[derive(Debug, Clone, PartialEq)]
@@ -252,7 +252,7 @@ impl Permissions {
 
     /// Checks that `operation`, on an object of `resource` in `namespace` (as the
     /// cluster defaults it), is granted; the error names the missing permission.
-    pub fn check_patch(
+    pub(crate) fn check_patch(
         &self,
         operation: &PatchOperation,
         target: &ObjectRef,

@@ -32,27 +32,27 @@ pub enum TaskKind {
 
 /// One queued hook run.
 #[derive(Debug, Clone)]
-pub struct Task {
+pub(crate) struct Task {
     /// Index of the hook in the engine.
-    pub hook: usize,
+    pub(crate) hook: usize,
     /// The kind of task.
-    pub kind: TaskKind,
+    pub(crate) kind: TaskKind,
     /// Whether later tasks of the same hook and kind may be merged into this one (not
     /// for hooks declared in the v0 format, whose every event is a run of its own).
-    pub merge: bool,
+    pub(crate) merge: bool,
     /// The binding contexts of the run, oldest first.
-    pub contexts: Vec<BindingContext>,
+    pub(crate) contexts: Vec<BindingContext>,
     /// Whether a failure is allowed (every merged binding allows it).
-    pub allow_failure: bool,
+    pub(crate) allow_failure: bool,
     /// For synchronization tasks: the binding whose events wait for it.
-    pub synchronizes: Option<usize>,
+    pub(crate) synchronizes: Option<usize>,
     /// When the task was queued (for the wait-time metric).
-    pub queued_at: Instant,
+    pub(crate) queued_at: Instant,
 }
 
 /// A named queue.
 #[derive(Debug, Default)]
-pub struct Queue {
+pub(crate) struct Queue {
     tasks: VecDeque<Task>,
     /// Consecutive failures of the task at the head.
     failures: u32,
@@ -60,34 +60,34 @@ pub struct Queue {
 
 impl Queue {
     /// Appends a task.
-    pub fn push(&mut self, task: Task) {
+    pub(crate) fn push(&mut self, task: Task) {
         self.tasks.push_back(task);
     }
 
     /// How many tasks wait.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.tasks.len()
     }
 
     /// The waiting tasks, head first.
-    pub fn tasks(&self) -> impl Iterator<Item = &Task> {
+    pub(crate) fn tasks(&self) -> impl Iterator<Item = &Task> {
         self.tasks.iter()
     }
 
     /// Whether no task waits.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.tasks.is_empty()
     }
 
     /// Consecutive failures of the head task.
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 
     /// Merges the tasks that follow the head into it where shell-operator would, and
     /// returns a copy of the head to run. The head stays queued until [`Queue::done`]
     /// or [`Queue::failed`] says what happened.
-    pub fn head(&mut self) -> Option<Task> {
+    pub(crate) fn head(&mut self) -> Option<Task> {
         let mut head = self.tasks.pop_front()?;
         if head.kind != TaskKind::Synchronization && head.merge {
             let mut rest = VecDeque::with_capacity(self.tasks.len());
@@ -108,7 +108,7 @@ impl Queue {
     }
 
     /// The head ran successfully (or its failure was allowed): drop it.
-    pub fn done(&mut self) {
+    pub(crate) fn done(&mut self) {
         self.tasks.pop_front();
         self.failures = 0;
     }
@@ -119,7 +119,7 @@ impl Queue {
     /// past what one run may do would fail again and again while new events join it
     /// (shell-operator has no such limits, so it only ever waits). Returns whether it
     /// split.
-    pub fn split_head(&mut self) -> bool {
+    pub(crate) fn split_head(&mut self) -> bool {
         let Some(head) = self.tasks.front_mut() else {
             return false;
         };
@@ -137,7 +137,7 @@ impl Queue {
     }
 
     /// The head failed: it stays; returns how long to wait before retrying it.
-    pub fn failed(&mut self, jitter: Duration) -> Duration {
+    pub(crate) fn failed(&mut self, jitter: Duration) -> Duration {
         self.failures = self.failures.saturating_add(1);
         backoff(self.failures, jitter)
     }
@@ -145,7 +145,7 @@ impl Queue {
 
 /// For grouped contexts only the last one per group is kept, in the position of that
 /// last one; ungrouped contexts are all kept.
-pub fn compact_groups(contexts: &mut Vec<BindingContext>) {
+pub(crate) fn compact_groups(contexts: &mut Vec<BindingContext>) {
     let mut seen = std::collections::HashSet::new();
     let mut kept: Vec<BindingContext> = Vec::with_capacity(contexts.len());
     for context in contexts.drain(..).rev() {
@@ -165,7 +165,7 @@ pub fn compact_groups(contexts: &mut Vec<BindingContext>) {
 /// shell-operator's retry delay after `failures` consecutive failures: 5 s, then
 /// 5 s + 2^(n-2) s plus up to 1 s of jitter (≈ 6–7, 7–8, 9–10, 13–14, 21–22 s),
 /// capped at 32 s.
-pub fn backoff(failures: u32, jitter: Duration) -> Duration {
+pub(crate) fn backoff(failures: u32, jitter: Duration) -> Duration {
     let jitter = jitter.min(Duration::from_secs(1));
     if failures <= 1 {
         return Duration::from_secs(5);
@@ -177,7 +177,7 @@ pub fn backoff(failures: u32, jitter: Duration) -> Duration {
 
 /// A token bucket: `burst` runs back to back, then one per `interval`.
 #[derive(Debug, Clone)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     interval: Duration,
     burst: u32,
     tokens: f64,
@@ -186,7 +186,7 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// A full bucket.
-    pub fn new(interval: Duration, burst: u32) -> Self {
+    pub(crate) fn new(interval: Duration, burst: u32) -> Self {
         let burst = burst.max(1);
         Self {
             interval,
@@ -208,7 +208,7 @@ impl RateLimit {
     }
 
     /// How long to wait before a run may start; zero when a token is available.
-    pub fn wait(&mut self, now: Instant) -> Duration {
+    pub(crate) fn wait(&mut self, now: Instant) -> Duration {
         self.refill(now);
         if self.tokens >= 1.0 {
             Duration::ZERO
@@ -218,7 +218,7 @@ impl RateLimit {
     }
 
     /// Takes a token for a run starting `now`.
-    pub fn take(&mut self, now: Instant) {
+    pub(crate) fn take(&mut self, now: Instant) {
         self.refill(now);
         self.tokens = (self.tokens - 1.0).max(0.0);
     }

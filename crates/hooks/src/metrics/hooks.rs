@@ -124,7 +124,7 @@ pub enum MetricError {
     Registry(String),
 }
 
-/// A run's metric operations, validated by [`HookMetrics::prepare`] and waiting to be
+/// A run's metric operations, validated by `HookMetrics::prepare` and waiting to be
 /// committed.
 pub struct PreparedMetrics<'a> {
     hook: &'a str,
@@ -160,7 +160,7 @@ impl fmt::Debug for HookMetrics {
 
 impl HookMetrics {
     /// An empty store.
-    pub fn new() -> Result<Self, MetricError> {
+    pub(crate) fn new() -> Result<Self, MetricError> {
         let store = Arc::new(Mutex::new(Store::default()));
         let registry = Registry::new();
         registry
@@ -171,18 +171,11 @@ impl HookMetrics {
         Ok(Self { store, registry })
     }
 
-    /// A collector of these metrics, to expose them from another registry too.
-    pub fn collector(&self) -> Box<dyn Collector> {
-        Box::new(HookCollector {
-            store: Arc::clone(&self.store),
-        })
-    }
-
     /// Validates a run's metric operations and checks them against the registered
     /// metrics, without applying them: the engine does this before it applies the run's
     /// patches, so a bad metric fails the run before it changed the cluster, and then
     /// [`HookMetrics::commit`]s what was prepared.
-    pub fn prepare<'a>(
+    pub(crate) fn prepare<'a>(
         &self,
         hook: &'a str,
         operations: &'a [MetricOperation],
@@ -200,7 +193,7 @@ impl HookMetrics {
     /// Applies what [`HookMetrics::prepare`] accepted, all or none. The check is
     /// repeated under the lock, since another hook may have registered a conflicting
     /// metric in between.
-    pub fn commit(&self, metrics: PreparedMetrics<'_>) -> Result<(), MetricError> {
+    pub(crate) fn commit(&self, metrics: PreparedMetrics<'_>) -> Result<(), MetricError> {
         if metrics.prepared.is_empty() {
             return Ok(());
         }
@@ -226,7 +219,8 @@ impl HookMetrics {
     }
 
     /// Removes every series of `hook`, e.g. when the hook is unloaded.
-    pub fn forget_hook(&self, hook: &str) {
+    #[cfg(test)]
+    pub(crate) fn forget_hook(&self, hook: &str) {
         let mut store = self.lock();
         for family in store.families.values_mut() {
             family
@@ -237,7 +231,7 @@ impl HookMetrics {
     }
 
     /// The metrics in the Prometheus text format (what `/metrics/hooks` serves).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         render(&self.registry)
     }
 
@@ -262,6 +256,7 @@ pub(super) fn render(registry: &Registry) -> String {
 /// A series' labels, sorted by name, `hook` included.
 type Labels = Box<[(String, String)]>;
 
+#[cfg(test)]
 fn hook_of(labels: &Labels) -> Option<&str> {
     labels
         .iter()

@@ -57,14 +57,14 @@ pub struct Metrics {
     /// What `/metrics` serves; other parts of the engine register their metrics here.
     registry: Registry,
     /// `operon_hook_run_seconds{hook, binding, queue}`: run durations.
-    pub hook_run_seconds: Labeled<HistogramVec, 3>,
+    pub(crate) hook_run_seconds: Labeled<HistogramVec, 3>,
     /// `operon_hook_run_errors_total{hook, binding, queue}`: failed runs, retried.
-    pub hook_run_errors_total: Labeled<IntCounterVec, 3>,
+    pub(crate) hook_run_errors_total: Labeled<IntCounterVec, 3>,
     /// `operon_hook_run_allowed_errors_total{hook, binding, queue}`: failed runs of
     /// bindings with `allowFailure`.
-    pub hook_run_allowed_errors_total: Labeled<IntCounterVec, 3>,
+    pub(crate) hook_run_allowed_errors_total: Labeled<IntCounterVec, 3>,
     /// `operon_hook_run_success_total{hook, binding, queue}`: successful runs.
-    pub hook_run_success_total: Labeled<IntCounterVec, 3>,
+    pub(crate) hook_run_success_total: Labeled<IntCounterVec, 3>,
     /// `operon_tasks_queue_length{queue, hook}`: tasks waiting per queue. `hook` is
     /// empty for the queues of the hooks directory (shared by its hooks, as in
     /// shell-operator) and names the Hook object (`Hook/<ns>/<name>`) for the queues of
@@ -72,15 +72,15 @@ pub struct Metrics {
     pub tasks_queue_length: QueueGauge,
     /// `operon_task_wait_in_queue_seconds_total{hook, binding, queue}`: time tasks
     /// waited before running.
-    pub task_wait_in_queue_seconds_total: Labeled<CounterVec, 3>,
+    pub(crate) task_wait_in_queue_seconds_total: Labeled<CounterVec, 3>,
     /// `operon_live_ticks_total`: grows every 10 seconds while the engine is alive.
-    pub live_ticks: IntCounter,
+    pub(crate) live_ticks: IntCounter,
     /// `operon_kube_jq_filter_duration_seconds{hook, binding, queue}`: jq filter runs.
-    pub kube_jq_filter_duration_seconds: Labeled<HistogramVec, 3>,
+    pub(crate) kube_jq_filter_duration_seconds: Labeled<HistogramVec, 3>,
     /// `operon_kube_snapshot_objects{hook, binding}`: objects per snapshot.
-    pub kube_snapshot_objects: Labeled<IntGaugeVec, 2>,
+    pub(crate) kube_snapshot_objects: Labeled<IntGaugeVec, 2>,
     /// `operon_kube_snapshot_bytes{hook, binding}`: bytes a snapshot holds.
-    pub kube_snapshot_bytes: Labeled<IntGaugeVec, 2>,
+    pub(crate) kube_snapshot_bytes: Labeled<IntGaugeVec, 2>,
     /// `operon_trigger_diagnoses_total{trigger, source, outcome}`: what Triggers' matches
     /// came to; outcome `created`, `already_exists` (a redelivery), `rate_limited` or
     /// `failed`.
@@ -113,7 +113,7 @@ impl<T: MetricVecBuilder, const N: usize> Labeled<MetricVec<T>, N> {
     }
 
     /// Removes the series with these label values, if it exists.
-    pub fn remove_label_values(&self, values: &[&str; N]) {
+    pub(crate) fn remove_label_values(&self, values: &[&str; N]) {
         // A series never touched is absent; that is not an error worth reporting.
         let _ = self.0.remove_label_values(values);
     }
@@ -129,7 +129,7 @@ pub struct QueueGauge {
 
 impl QueueGauge {
     /// The series of `queue` of this engine.
-    pub fn with_label_values(&self, [queue]: &[&str; 1]) -> prometheus::IntGauge {
+    pub(crate) fn with_label_values(&self, [queue]: &[&str; 1]) -> prometheus::IntGauge {
         self.gauge.with_label_values(&[*queue, &*self.hook])
     }
 
@@ -176,12 +176,12 @@ impl BindingMetrics {
     }
 
     /// Records how long a task waited in its queue before it ran.
-    pub fn waited(&self, waited: Duration) {
+    pub(crate) fn waited(&self, waited: Duration) {
         self.wait_in_queue_seconds.inc_by(waited.as_secs_f64());
     }
 
     /// Records one run of the binding's jq filter.
-    pub fn jq_filter(&self, elapsed: Duration) {
+    pub(crate) fn jq_filter(&self, elapsed: Duration) {
         self.jq_filter_seconds.observe(elapsed.as_secs_f64());
     }
 }

@@ -20,7 +20,7 @@
 //! | Conversion      | `type`, `fromVersion`, `toVersion`, `review`, `snapshots`?         |
 //!
 //! A hook whose configuration has no `configVersion` (v0) gets shell-operator's v0
-//! shapes instead ([`to_json_v0`]): `binding` alone, and for kubernetes events
+//! shapes instead (`to_json_v0`): `binding` alone, and for kubernetes events
 //! `resourceEvent` (`add`, `update`, `delete`) with the object's `resourceNamespace`,
 //! `resourceKind` and `resourceName`.
 //!
@@ -42,7 +42,7 @@ use operon_data::model::{
 use serde_json::{Map, Value};
 
 /// addon-operator's lifecycle bindings, whose contexts carry all the hook's snapshots.
-pub const LIFECYCLE_BINDINGS: [&str; 6] = [
+pub(crate) const LIFECYCLE_BINDINGS: [&str; 6] = [
     "beforeAll",
     "afterAll",
     "beforeHelm",
@@ -112,13 +112,13 @@ pub fn to_json_for(version: ConfigVersion, contexts: &[BindingContext]) -> Value
 }
 
 /// The JSON array shell-operator writes for a hook declared in the v0 format.
-pub fn to_json_v0(contexts: &[BindingContext]) -> Value {
+pub(crate) fn to_json_v0(contexts: &[BindingContext]) -> Value {
     Value::Array(contexts.iter().map(context_to_json_v0).collect())
 }
 
 /// One binding context in shell-operator's v0 shape: `binding` for every type, and the
 /// event with the object's identity for kubernetes contexts (the only ones v0 has).
-pub fn context_to_json_v0(context: &BindingContext) -> Value {
+pub(crate) fn context_to_json_v0(context: &BindingContext) -> Value {
     let mut out = Map::new();
     out.insert("binding".into(), Value::String(context.binding.clone()));
     let item = match context.type_ {
@@ -157,7 +157,7 @@ pub fn context_to_json_v0(context: &BindingContext) -> Value {
 }
 
 /// One binding context as a JSON object.
-pub fn context_to_json(context: &BindingContext) -> Value {
+pub(crate) fn context_to_json(context: &BindingContext) -> Value {
     let mut out = Map::new();
     out.insert("binding".into(), Value::String(context.binding.clone()));
     if is_lifecycle(context) {

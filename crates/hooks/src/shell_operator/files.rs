@@ -12,17 +12,17 @@ pub struct HookFile {
 }
 
 /// `$BINDING_CONTEXT_PATH`, written by Operon.
-pub const BINDING_CONTEXT: HookFile = HookFile {
+pub(crate) const BINDING_CONTEXT: HookFile = HookFile {
     variable: "BINDING_CONTEXT_PATH",
     file: "binding-context.json",
 };
 /// `$KUBERNETES_PATCH_PATH`.
-pub const KUBERNETES_PATCH: HookFile = HookFile {
+pub(crate) const KUBERNETES_PATCH: HookFile = HookFile {
     variable: "KUBERNETES_PATCH_PATH",
     file: "kubernetes-patch",
 };
 /// `$METRICS_PATH`.
-pub const METRICS: HookFile = HookFile {
+pub(crate) const METRICS: HookFile = HookFile {
     variable: "METRICS_PATH",
     file: "metrics.json",
 };
@@ -32,18 +32,18 @@ pub const VALIDATING_RESPONSE: HookFile = HookFile {
     file: "validating-response.json",
 };
 /// `$ADMISSION_RESPONSE_PATH`, the newer name of the validating response.
-pub const ADMISSION_RESPONSE: HookFile = HookFile {
+pub(crate) const ADMISSION_RESPONSE: HookFile = HookFile {
     variable: "ADMISSION_RESPONSE_PATH",
     file: "admission-response.json",
 };
 /// `$CONVERSION_RESPONSE_PATH`.
-pub const CONVERSION_RESPONSE: HookFile = HookFile {
+pub(crate) const CONVERSION_RESPONSE: HookFile = HookFile {
     variable: "CONVERSION_RESPONSE_PATH",
     file: "conversion-response.json",
 };
 
 /// Every file a run's hook may write, created empty before the run.
-pub const OUTPUT_FILES: [HookFile; 5] = [
+pub(crate) const OUTPUT_FILES: [HookFile; 5] = [
     KUBERNETES_PATCH,
     METRICS,
     VALIDATING_RESPONSE,
@@ -72,7 +72,7 @@ pub struct HookFileError {
     /// The file's name inside the run directory.
     pub file: &'static str,
     /// 1-based line of the problem (1 for problems of the whole file).
-    pub line: usize,
+    pub(crate) line: usize,
     /// What is wrong.
-    pub reason: String,
+    pub(crate) reason: String,
 }

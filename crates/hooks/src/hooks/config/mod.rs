@@ -34,15 +34,15 @@ pub const MAIN_QUEUE: &str = "main";
 /// A hook's run budget when `settings` does not give one. shell-operator has no
 /// timeout at all, so a stuck hook blocks its queue forever; a minute is far above what
 /// a hook should take and still frees the queue.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long the API server waits for a validating hook when the binding does not say
 /// (the Kubernetes and shell-operator default).
-pub const DEFAULT_WEBHOOK_TIMEOUT_SECONDS: u32 = 10;
+pub(crate) const DEFAULT_WEBHOOK_TIMEOUT_SECONDS: u32 = 10;
 
 /// What [`validate`] calls to check a kubernetes binding's `apiVersion` (when given)
 /// and `kind`: `Ok` when the cluster knows them, otherwise why not.
-pub type KindExists<'a> = dyn Fn(Option<&str>, &str) -> Result<(), ClusterError> + 'a;
+pub(crate) type KindExists<'a> = dyn Fn(Option<&str>, &str) -> Result<(), ClusterError> + 'a;
 
 /// A kind-checker that accepts every kind, for checking a configuration without a
 /// cluster (`kind` is then only checked to be non-empty).
@@ -57,7 +57,7 @@ pub struct ValidConfig {
     /// The hook's name, kept so the config can be reported on its own.
     pub hook: String,
     /// The format it was declared in, which decides the shape of its binding contexts.
-    pub version: ConfigVersion,
+    pub(crate) version: ConfigVersion,
     /// What is accepted but will have no effect (e.g. a hook with settings and no
     /// bindings), for the operator to see.
     pub warnings: Vec<ConfigProblem>,
@@ -80,12 +80,13 @@ pub struct ValidConfig {
 
 impl ValidConfig {
     /// The kubernetes binding called `name`; snapshots are looked up this way.
-    pub fn kubernetes_binding(&self, name: &str) -> Option<&KubernetesBinding> {
+    pub(crate) fn kubernetes_binding(&self, name: &str) -> Option<&KubernetesBinding> {
         self.kubernetes.iter().find(|b| b.name == name)
     }
 
     /// The name of the binding `id`, if the hook has it.
-    pub fn binding_name(&self, id: BindingId) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn binding_name(&self, id: BindingId) -> Option<&str> {
         let index = id.index;
         match id.kind {
             BindingKind::Schedule => self.schedules.get(index).map(|b| b.name.as_str()),
@@ -100,51 +101,49 @@ impl ValidConfig {
 /// A validated `schedule` binding.
 #[derive(Debug, Clone)]
 pub struct ScheduleBinding {
-    /// Stable identity (`schedule[i]`).
-    pub id: BindingId,
     /// The name passed back in binding contexts.
     pub name: String,
     /// When the binding fires.
-    pub crontab: Schedule,
+    pub(crate) crontab: Schedule,
     /// Whether a failed run is counted and dropped instead of retried.
-    pub allow_failure: bool,
+    pub(crate) allow_failure: bool,
     /// The queue its runs go to (default [`MAIN_QUEUE`]).
     pub queue: String,
     /// The group the binding belongs to; its contexts are then `Group` contexts.
-    pub group: Option<String>,
+    pub(crate) group: Option<String>,
     /// The kubernetes bindings whose snapshots its contexts carry: the ones the hook
     /// named, then every kubernetes binding of its group, without repeats.
-    pub include_snapshots_from: Vec<String>,
+    pub(crate) include_snapshots_from: Vec<String>,
 }
 
 /// The watch events a kubernetes binding runs its hook on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct EventSet {
+pub(crate) struct EventSet {
     /// `Added`.
-    pub added: bool,
+    pub(crate) added: bool,
     /// `Modified`.
-    pub modified: bool,
+    pub(crate) modified: bool,
     /// `Deleted`.
-    pub deleted: bool,
+    pub(crate) deleted: bool,
 }
 
 impl EventSet {
     /// Every event: what a binding without `executeHookOnEvent` runs on.
-    pub const ALL: Self = Self {
+    pub(crate) const ALL: Self = Self {
         added: true,
         modified: true,
         deleted: true,
     };
 
     /// No event: a binding that only keeps a snapshot for others.
-    pub const NONE: Self = Self {
+    pub(crate) const NONE: Self = Self {
         added: false,
         modified: false,
         deleted: false,
     };
 
     /// Whether `event` runs the hook.
-    pub fn contains(self, event: WatchEvent) -> bool {
+    pub(crate) fn contains(self, event: WatchEvent) -> bool {
         match event {
             WatchEvent::Added => self.added,
             WatchEvent::Modified => self.modified,
@@ -153,7 +152,8 @@ impl EventSet {
     }
 
     /// Whether no event runs the hook.
-    pub fn is_empty(self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(self) -> bool {
         self == Self::NONE
     }
 
@@ -170,7 +170,7 @@ impl EventSet {
 #[derive(Debug, Clone)]
 pub struct KubernetesBinding {
     /// Stable identity (`kubernetes[i]`).
-    pub id: BindingId,
+    pub(crate) id: BindingId,
     /// The name passed back in binding contexts and used by `includeSnapshotsFrom`.
     pub name: String,
     /// `apiVersion` of the objects; `None` picks the preferred version.
@@ -179,35 +179,35 @@ pub struct KubernetesBinding {
     /// accepted, the cluster resolves them).
     pub kind: String,
     /// The events that run the hook (default: all three).
-    pub execute_hook_on_event: EventSet,
+    pub(crate) execute_hook_on_event: EventSet,
     /// Whether the hook runs once with every existing object at start (default true).
-    pub execute_hook_on_synchronization: bool,
+    pub(crate) execute_hook_on_synchronization: bool,
     /// Whether the hook's later bindings wait for this binding's Synchronization run
     /// (default true; `false` only on a named queue).
-    pub wait_for_synchronization: bool,
+    pub(crate) wait_for_synchronization: bool,
     /// Whether contexts and snapshots carry the full objects or only filter results
     /// (default true).
-    pub keep_full_objects_in_memory: bool,
+    pub(crate) keep_full_objects_in_memory: bool,
     /// Only objects with one of these names; `None` for any name.
-    pub name_selector: Option<Vec<String>>,
+    pub(crate) name_selector: Option<Vec<String>>,
     /// Only objects whose labels match; `matchLabels` keys are unique and sorted.
     pub label_selector: Option<LabelSelector>,
     /// Only objects whose fields match (all requirements hold); empty for any.
-    pub field_selector: Vec<FieldRequirement>,
+    pub(crate) field_selector: Vec<FieldRequirement>,
     /// Which namespaces to watch; `None` for every namespace.
     pub namespace: Option<NamespaceSelector>,
     /// The jq filter applied to every object, compiled once here.
-    pub jq_filter: Option<jq::Filter>,
+    pub(crate) jq_filter: Option<jq::Filter>,
     /// Whether a failed run is counted and dropped instead of retried.
-    pub allow_failure: bool,
+    pub(crate) allow_failure: bool,
     /// The queue its event runs go to (default [`MAIN_QUEUE`]); Synchronization runs
     /// always go to the main queue, as in shell-operator.
     pub queue: String,
     /// The group the binding belongs to.
-    pub group: Option<String>,
+    pub(crate) group: Option<String>,
     /// The kubernetes bindings whose snapshots its contexts carry (the ones named, then
     /// the group's, without repeats).
-    pub include_snapshots_from: Vec<String>,
+    pub(crate) include_snapshots_from: Vec<String>,
 }
 
 /// What the API server does when a validating hook fails or times out.
@@ -268,13 +268,13 @@ impl ReinvocationPolicy {
 }
 
 /// How many `matchConditions` the API server accepts per webhook.
-pub const MAX_MATCH_CONDITIONS: usize = 64;
+pub(crate) const MAX_MATCH_CONDITIONS: usize = 64;
 
 /// A validated `kubernetesValidating` or `kubernetesMutating` binding.
 #[derive(Debug, Clone)]
 pub struct AdmissionBinding {
     /// Stable identity (`kubernetesValidating[i]` or `kubernetesMutating[i]`).
-    pub id: BindingId,
+    pub(crate) id: BindingId,
     /// The webhook name (a fully qualified domain name) and binding context name.
     pub name: String,
     /// The requests the webhook receives; a rule without `scope` means `*`.
@@ -294,10 +294,8 @@ pub struct AdmissionBinding {
     /// For mutating bindings, whether the API server calls again after later
     /// mutations (default [`ReinvocationPolicy::Never`]); `None` for validating ones.
     pub reinvocation_policy: Option<ReinvocationPolicy>,
-    /// The group, used only to include its snapshots.
-    pub group: Option<String>,
     /// The kubernetes bindings whose snapshots its contexts carry.
-    pub include_snapshots_from: Vec<String>,
+    pub(crate) include_snapshots_from: Vec<String>,
 }
 
 impl AdmissionBinding {
@@ -310,35 +308,31 @@ impl AdmissionBinding {
 /// A validated `kubernetesCustomResourceConversion` binding.
 #[derive(Debug, Clone)]
 pub struct ConversionBinding {
-    /// Stable identity (`kubernetesCustomResourceConversion[i]`).
-    pub id: BindingId,
     /// The binding context name.
     pub name: String,
     /// The CustomResourceDefinition (`<plural>.<group>`) whose objects are converted.
     pub crd_name: String,
     /// The conversion steps this hook performs; the engine chains them.
     pub conversions: Vec<ConversionRule>,
-    /// The group, used only to include its snapshots.
-    pub group: Option<String>,
     /// The kubernetes bindings whose snapshots its contexts carry.
-    pub include_snapshots_from: Vec<String>,
+    pub(crate) include_snapshots_from: Vec<String>,
 }
 
 /// `settings.executionMinInterval` and `settings.executionBurst`: a token bucket
 /// throttling the hook's runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExecutionRate {
+pub(crate) struct ExecutionRate {
     /// The time one token takes to come back.
-    pub min_interval: Duration,
+    pub(crate) min_interval: Duration,
     /// How many runs may happen back to back (default 1).
-    pub burst: u32,
+    pub(crate) burst: u32,
 }
 
 /// Hook-wide settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     /// Throttling of the hook's runs; `None` runs it as often as tasks arrive.
-    pub execution_rate: Option<ExecutionRate>,
-    /// The wall-clock budget of one run (default [`DEFAULT_TIMEOUT`]).
+    pub(crate) execution_rate: Option<ExecutionRate>,
+    /// The wall-clock budget of one run (default 60 s).
     pub timeout: Duration,
 }

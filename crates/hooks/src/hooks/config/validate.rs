@@ -242,10 +242,6 @@ impl<'a> Checker<'a> {
         let include_snapshots_from =
             self.snapshots(&at, &binding.include_snapshots_from, group.as_deref());
         Some(ScheduleBinding {
-            id: BindingId {
-                kind: BindingKind::Schedule,
-                index,
-            },
             name: binding.name.clone(),
             crontab: crontab?,
             allow_failure: binding.allow_failure,
@@ -608,7 +604,6 @@ impl<'a> Checker<'a> {
             timeout_seconds,
             match_conditions: binding.match_conditions.clone(),
             reinvocation_policy,
-            group,
             include_snapshots_from,
         })
     }
@@ -678,14 +673,9 @@ impl<'a> Checker<'a> {
             self.snapshots(&at, &binding.include_snapshots_from, group.as_deref());
 
         Some(ConversionBinding {
-            id: BindingId {
-                kind: BindingKind::Conversion,
-                index,
-            },
             name: binding.name.clone(),
             crd_name: binding.crd_name.clone(),
             conversions: binding.conversions.clone(),
-            group,
             include_snapshots_from,
         })
     }

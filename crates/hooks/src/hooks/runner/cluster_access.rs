@@ -13,10 +13,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Where the kubelet mounts a pod's ServiceAccount token, CA and namespace.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// The variables client-go's in-cluster configuration (and so kubectl) reads.
-pub const SERVICE_ENV: [&str; 2] = ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"];
+pub(crate) const SERVICE_ENV: [&str; 2] = ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"];
 
 /// The files of [`SERVICE_ACCOUNT_DIR`] kubectl needs.
 const CREDENTIAL_FILES: [&str; 2] = ["token", "ca.crt"];
@@ -127,7 +127,7 @@ impl ClusterAccess {
 
     /// The names of the scope that are not among `hooks`, to warn about a typo that
     /// would leave a hook without the access it was meant to get.
-    pub fn unknown<'a>(&'a self, hooks: &[&str]) -> Vec<&'a str> {
+    pub(crate) fn unknown<'a>(&'a self, hooks: &[&str]) -> Vec<&'a str> {
         match &self.scope {
             AccessScope::All => Vec::new(),
             AccessScope::Hooks(names) => names
@@ -139,12 +139,12 @@ impl ClusterAccess {
     }
 
     /// The directory of the credentials, to be readable by the hooks granted access.
-    pub fn credentials(&self) -> &Path {
+    pub(crate) fn credentials(&self) -> &Path {
         &self.credentials
     }
 
     /// The in-cluster variables the hooks granted access get.
-    pub fn env(&self) -> &[(String, String)] {
+    pub(crate) fn env(&self) -> &[(String, String)] {
         &self.env
     }
 }
@@ -164,14 +164,14 @@ const CLUSTER_CALL_FAILURES: &[&str] = &[
 
 /// Whether a failed hook's stderr shows that it tried to reach a Kubernetes API server
 /// (kubectl or another client) and could not.
-pub fn looks_like_a_cluster_call(stderr: &str) -> bool {
+pub(crate) fn looks_like_a_cluster_call(stderr: &str) -> bool {
     CLUSTER_CALL_FAILURES
         .iter()
         .any(|needle| stderr.contains(needle))
 }
 
 /// The sentence added to the error of such a run.
-pub const CLUSTER_CALL_HINT: &str = "the hook seems to have tried to reach a Kubernetes API \
+pub(crate) const CLUSTER_CALL_HINT: &str = "the hook seems to have tried to reach a Kubernetes API \
      server itself (e.g. with kubectl): script hooks get no network and no credentials; \
      change objects through $KUBERNETES_PATCH_PATH, or, under `operon serve`, allow this \
      hook with --hook-cluster-access";

@@ -30,14 +30,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The Job's ConfigMap key holding the run's [`HookInput`] as JSON.
-pub const INPUT_FILE: &str = "hook-input.json";
+pub(crate) const INPUT_FILE: &str = "hook-input.json";
 /// How a termination message starts when the report is in the log instead.
 pub const REPORT_IN_LOG: &str = "report in the log: ";
 /// The version of [`HookReport`] this engine reads and its container writes.
-pub const REPORT_FORMAT: u32 = 1;
+pub(crate) const REPORT_FORMAT: u32 = 1;
 /// Captured stdout and stderr travel back cut to their last this many bytes: they are
 /// for the engine's log, and the whole report must fit in [`MAX_LOG_RESULT`].
-pub const MAX_REPORTED_OUTPUT: usize = 64 * 1024;
+pub(crate) const MAX_REPORTED_OUTPUT: usize = 64 * 1024;
 
 /// What one offloaded run produced, as its container prints it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,13 +45,13 @@ pub const MAX_REPORTED_OUTPUT: usize = 64 * 1024;
 pub struct HookReport {
     /// [`REPORT_FORMAT`]: an engine refuses a report of another format (an image of
     /// another version) rather than misreading it.
-    pub format: u32,
+    pub(crate) format: u32,
     /// Why the run failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The hook's answer, when it succeeded.
     #[serde(default)]
-    pub output: HookOutput,
+    pub(crate) output: HookOutput,
     /// Patch operations submitted, in order.
     #[serde(default)]
     pub patches: Vec<PatchOperation>,
@@ -73,7 +73,7 @@ pub struct HookReport {
 }
 
 impl HookReport {
-    /// The report of `run`, its captured output cut to [`MAX_REPORTED_OUTPUT`].
+    /// The report of `run`, its captured output cut to 64 KiB.
     pub fn of(run: &HookRun) -> Self {
         let (output, error) = match &run.outcome {
             Ok(output) => (output.clone(), None),
@@ -108,7 +108,7 @@ impl HookReport {
     }
 
     /// Reads the report a container printed.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text.is_empty() {
             return Err(
@@ -129,7 +129,7 @@ impl HookReport {
     }
 
     /// The run this report describes; `elapsed` is the time the engine waited.
-    pub fn into_run(self, elapsed: Duration) -> HookRun {
+    pub(crate) fn into_run(self, elapsed: Duration) -> HookRun {
         HookRun {
             outcome: match self.error {
                 Some(e) => Err(HookError::Run(e)),
@@ -283,7 +283,7 @@ fn guest_memory(job: &WasmJob, engine: u64) -> u64 {
 /// A Kubernetes memory quantity in bytes (`512Mi`, `2Gi`, `1G`, `1048576`); `None`
 /// for forms this does not read (the API server has checked the quantity; the guest
 /// then keeps the engine's limit).
-pub fn quantity_bytes(quantity: &str) -> Option<u64> {
+pub(crate) fn quantity_bytes(quantity: &str) -> Option<u64> {
     let quantity = quantity.trim();
     let split = quantity
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

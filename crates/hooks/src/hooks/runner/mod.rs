@@ -3,14 +3,14 @@
 //! metrics and responses ([`HookRun`]). The engine cannot tell one kind of hook from
 //! another.
 //!
-//! The implementations live beside the contract: [`wasm`] (a component of the `hook`
-//! world, in the wasm sandbox) and [`script`] (a shell-operator hook, run unchanged in
+//! The implementations live beside the contract: `wasm` (a component of the `hook`
+//! world, in the wasm sandbox) and `script` (a shell-operator hook, run unchanged in
 //! the script sandbox, whose files become the same typed values).
 
 pub(crate) mod cluster_access;
 pub mod job;
-pub mod script;
-pub mod wasm;
+pub(crate) mod script;
+pub(crate) mod wasm;
 
 pub use cluster_access::{AccessScope, ClusterAccess, ClusterAccessError};
 pub use script::{DiscoveryError, ExtraFiles, ScriptHook, ScriptHookSettings, discover};
@@ -44,7 +44,7 @@ pub enum HookError {
 
 impl HookError {
     /// Whether the run failed on a per-run limit ([`HookError::Limit`]).
-    pub fn is_limit(&self) -> bool {
+    pub(crate) fn is_limit(&self) -> bool {
         matches!(self, Self::Limit(_))
     }
 }

@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 #[error("hooks directory {path}: {source}")]
 pub struct DiscoveryError {
     /// The path that could not be read.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The underlying error.
     #[source]
-    pub source: std::io::Error,
+    pub(crate) source: std::io::Error,
 }
 
 /// Why a script hook's run failed. Reported through the hook contract as text
@@ -125,7 +125,7 @@ fn walk(dir: &Path, hooks: &mut Vec<PathBuf>) -> Result<(), DiscoveryError> {
 #[derive(Debug, Clone)]
 pub struct ScriptHookSettings {
     /// Variables the hook may see besides the contract's (its declared allow-list).
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// Whether the hook may use the network (it needs it to call kubectl itself).
     pub network: bool,
     /// Paths the hook may read besides the hooks directory and the system's.
@@ -134,15 +134,15 @@ pub struct ScriptHookSettings {
     /// ([`ClusterAccess`](super::cluster_access::ClusterAccess)).
     pub cluster_access: bool,
     /// Limits, when the hook overrides the sandbox's.
-    pub limits: Option<Limits>,
+    pub(crate) limits: Option<Limits>,
     /// Per-hook strict mode; `None` uses the sandbox's.
-    pub strict: Option<bool>,
+    pub(crate) strict: Option<bool>,
     /// Bytes of stdout and of stderr kept; more kills the run.
-    pub output_limit: usize,
+    pub(crate) output_limit: usize,
     /// Bytes each output file may hold.
-    pub file_limit: u64,
+    pub(crate) file_limit: u64,
     /// The deadline of `--config`.
-    pub config_timeout: Duration,
+    pub(crate) config_timeout: Duration,
 }
 
 impl ScriptHookSettings {
@@ -217,17 +217,6 @@ impl ScriptHook {
         }
     }
 
-    /// Every hook of `hooks_dir`, in shell-operator's order.
-    pub fn discover_all(
-        sandbox: &ScriptSandbox,
-        hooks_dir: &Path,
-    ) -> Result<Vec<Self>, DiscoveryError> {
-        Ok(discover(hooks_dir)?
-            .iter()
-            .map(|path| Self::new(sandbox.clone(), hooks_dir, path))
-            .collect())
-    }
-
     /// The settings.
     pub fn settings(&self) -> &ScriptHookSettings {
         &self.settings
@@ -237,11 +226,6 @@ impl ScriptHook {
     pub fn with_settings(mut self, settings: ScriptHookSettings) -> Self {
         self.settings = settings;
         self
-    }
-
-    /// The executable.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn request(&self, timeout: Duration) -> SandboxRequest {

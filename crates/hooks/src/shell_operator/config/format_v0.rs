@@ -16,32 +16,32 @@ use serde_json::Value;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct ConfigV0 {
-    pub on_startup: Option<Integer<i32>>,
-    pub schedule: Option<Vec<Value>>,
-    pub on_kubernetes_event: Option<Vec<Value>>,
+    pub(crate) on_startup: Option<Integer<i32>>,
+    pub(crate) schedule: Option<Vec<Value>>,
+    pub(crate) on_kubernetes_event: Option<Vec<Value>>,
 }
 
 /// An item of `schedule`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct ScheduleV0 {
-    pub name: Option<String>,
-    pub crontab: Option<String>,
-    pub allow_failure: Option<Flag>,
+    pub(crate) name: Option<String>,
+    pub(crate) crontab: Option<String>,
+    pub(crate) allow_failure: Option<Flag>,
 }
 
 /// An item of `onKubernetesEvent`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct KubernetesV0 {
-    pub name: Option<String>,
-    pub event: Option<Vec<EventV0>>,
-    pub kind: Option<String>,
-    pub selector: Option<LabelSelectorV1>,
-    pub object_name: Option<String>,
-    pub namespace_selector: Option<NamespaceSelectorV0>,
-    pub jq_filter: Option<String>,
-    pub allow_failure: Option<Flag>,
+    pub(crate) name: Option<String>,
+    pub(crate) event: Option<Vec<EventV0>>,
+    pub(crate) kind: Option<String>,
+    pub(crate) selector: Option<LabelSelectorV1>,
+    pub(crate) object_name: Option<String>,
+    pub(crate) namespace_selector: Option<NamespaceSelectorV0>,
+    pub(crate) jq_filter: Option<String>,
+    pub(crate) allow_failure: Option<Flag>,
 }
 
 /// A v0 event name.
@@ -57,8 +57,8 @@ pub(super) enum EventV0 {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct NamespaceSelectorV0 {
-    pub match_names: Option<Vec<String>>,
-    pub any: Option<Flag>,
+    pub(crate) match_names: Option<Vec<String>>,
+    pub(crate) any: Option<Flag>,
 }
 
 /// What a v1 key on the v0 top level means.

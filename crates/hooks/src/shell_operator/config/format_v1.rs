@@ -19,53 +19,53 @@ use std::collections::BTreeMap;
 pub(super) struct ConfigV1 {
     /// Always `v1`: the version is looked at first, to choose this format.
     #[expect(dead_code, reason = "listed so that the key is known; read before")]
-    pub config_version: String,
-    pub on_startup: Option<Integer<i32>>,
-    pub schedule: Option<Vec<Value>>,
-    pub kubernetes: Option<Vec<Value>>,
-    pub kubernetes_validating: Option<Vec<Value>>,
-    pub kubernetes_mutating: Option<Vec<Value>>,
+    pub(crate) config_version: String,
+    pub(crate) on_startup: Option<Integer<i32>>,
+    pub(crate) schedule: Option<Vec<Value>>,
+    pub(crate) kubernetes: Option<Vec<Value>>,
+    pub(crate) kubernetes_validating: Option<Vec<Value>>,
+    pub(crate) kubernetes_mutating: Option<Vec<Value>>,
     #[serde(rename = "kubernetesCustomResourceConversion")]
-    pub kubernetes_conversion: Option<Vec<Value>>,
-    pub settings: Option<SettingsV1>,
+    pub(crate) kubernetes_conversion: Option<Vec<Value>>,
+    pub(crate) settings: Option<SettingsV1>,
 }
 
 /// An item of `schedule`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct ScheduleV1 {
-    pub name: Option<String>,
-    pub crontab: Option<String>,
-    pub allow_failure: Option<Flag>,
-    pub include_snapshots_from: Option<Vec<String>>,
-    pub queue: Option<String>,
-    pub group: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) crontab: Option<String>,
+    pub(crate) allow_failure: Option<Flag>,
+    pub(crate) include_snapshots_from: Option<Vec<String>>,
+    pub(crate) queue: Option<String>,
+    pub(crate) group: Option<String>,
 }
 
 /// An item of `kubernetes`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct KubernetesV1 {
-    pub name: Option<String>,
-    pub api_version: Option<String>,
-    pub kind: Option<String>,
-    pub execute_hook_on_event: Option<Vec<EventV1>>,
+    pub(crate) name: Option<String>,
+    pub(crate) api_version: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) execute_hook_on_event: Option<Vec<EventV1>>,
     /// The older spelling of `executeHookOnEvent`.
-    pub watch_event: Option<Vec<EventV1>>,
-    pub execute_hook_on_synchronization: Option<Flag>,
-    pub wait_for_synchronization: Option<Flag>,
-    pub keep_full_objects_in_memory: Option<Flag>,
-    pub name_selector: Option<NameSelector>,
-    pub label_selector: Option<LabelSelectorV1>,
-    pub field_selector: Option<FieldSelectorV1>,
-    pub namespace: Option<NamespaceV1>,
-    pub jq_filter: Option<String>,
-    pub allow_failure: Option<Flag>,
+    pub(crate) watch_event: Option<Vec<EventV1>>,
+    pub(crate) execute_hook_on_synchronization: Option<Flag>,
+    pub(crate) wait_for_synchronization: Option<Flag>,
+    pub(crate) keep_full_objects_in_memory: Option<Flag>,
+    pub(crate) name_selector: Option<NameSelector>,
+    pub(crate) label_selector: Option<LabelSelectorV1>,
+    pub(crate) field_selector: Option<FieldSelectorV1>,
+    pub(crate) namespace: Option<NamespaceV1>,
+    pub(crate) jq_filter: Option<String>,
+    pub(crate) allow_failure: Option<Flag>,
     /// Accepted by shell-operator's schema and then ignored.
-    pub resynchronization_period: Option<String>,
-    pub include_snapshots_from: Option<Vec<String>>,
-    pub queue: Option<String>,
-    pub group: Option<String>,
+    pub(crate) resynchronization_period: Option<String>,
+    pub(crate) include_snapshots_from: Option<Vec<String>>,
+    pub(crate) queue: Option<String>,
+    pub(crate) group: Option<String>,
 }
 
 /// A watch event name in `executeHookOnEvent`.
@@ -80,17 +80,17 @@ pub(super) enum EventV1 {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct LabelSelectorV1 {
-    pub match_labels: Option<BTreeMap<String, LabelValue>>,
-    pub match_expressions: Option<Vec<LabelExpressionV1>>,
+    pub(crate) match_labels: Option<BTreeMap<String, LabelValue>>,
+    pub(crate) match_expressions: Option<Vec<LabelExpressionV1>>,
 }
 
 /// An item of `labelSelector.matchExpressions`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct LabelExpressionV1 {
-    pub key: String,
-    pub operator: LabelOperatorV1,
-    pub values: Option<Vec<String>>,
+    pub(crate) key: String,
+    pub(crate) operator: LabelOperatorV1,
+    pub(crate) values: Option<Vec<String>>,
 }
 
 /// The operator of a label expression.
@@ -106,16 +106,16 @@ pub(super) enum LabelOperatorV1 {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct FieldSelectorV1 {
-    pub match_expressions: Vec<FieldExpressionV1>,
+    pub(crate) match_expressions: Vec<FieldExpressionV1>,
 }
 
 /// An item of `fieldSelector.matchExpressions`: the schema wants all three keys.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping")]
 pub(super) struct FieldExpressionV1 {
-    pub field: String,
-    pub operator: FieldOperatorV1,
-    pub value: String,
+    pub(crate) field: String,
+    pub(crate) operator: FieldOperatorV1,
+    pub(crate) value: String,
 }
 
 /// The operator of a field expression, in each spelling shell-operator accepts.
@@ -131,8 +131,8 @@ pub(super) enum FieldOperatorV1 {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct NamespaceV1 {
-    pub name_selector: Option<NameSelector>,
-    pub label_selector: Option<LabelSelectorV1>,
+    pub(crate) name_selector: Option<NameSelector>,
+    pub(crate) label_selector: Option<LabelSelectorV1>,
 }
 
 /// An item of `kubernetesValidating` or `kubernetesMutating`: shell-operator reads both
@@ -140,71 +140,71 @@ pub(super) struct NamespaceV1 {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct AdmissionV1 {
-    pub name: Option<String>,
-    pub rules: Option<Vec<WebhookRuleV1>>,
-    pub failure_policy: Option<String>,
-    pub side_effects: Option<String>,
-    pub label_selector: Option<LabelSelectorV1>,
-    pub namespace: Option<AdmissionNamespaceV1>,
-    pub timeout_seconds: Option<Integer<u32>>,
-    pub match_conditions: Option<Vec<MatchConditionV1>>,
-    pub reinvocation_policy: Option<String>,
-    pub include_snapshots_from: Option<Vec<String>>,
-    pub group: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) rules: Option<Vec<WebhookRuleV1>>,
+    pub(crate) failure_policy: Option<String>,
+    pub(crate) side_effects: Option<String>,
+    pub(crate) label_selector: Option<LabelSelectorV1>,
+    pub(crate) namespace: Option<AdmissionNamespaceV1>,
+    pub(crate) timeout_seconds: Option<Integer<u32>>,
+    pub(crate) match_conditions: Option<Vec<MatchConditionV1>>,
+    pub(crate) reinvocation_policy: Option<String>,
+    pub(crate) include_snapshots_from: Option<Vec<String>>,
+    pub(crate) group: Option<String>,
 }
 
 /// An item of an admission binding's `rules`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct WebhookRuleV1 {
-    pub operations: Option<Vec<String>>,
-    pub api_groups: Option<Vec<String>>,
-    pub api_versions: Option<Vec<String>>,
-    pub resources: Option<Vec<String>>,
-    pub scope: Option<String>,
+    pub(crate) operations: Option<Vec<String>>,
+    pub(crate) api_groups: Option<Vec<String>>,
+    pub(crate) api_versions: Option<Vec<String>>,
+    pub(crate) resources: Option<Vec<String>>,
+    pub(crate) scope: Option<String>,
 }
 
 /// `namespace` of an admission binding: a webhook selects namespaces by labels only.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct AdmissionNamespaceV1 {
-    pub label_selector: Option<LabelSelectorV1>,
+    pub(crate) label_selector: Option<LabelSelectorV1>,
 }
 
 /// An item of `matchConditions`. Its schema does not refuse other keys.
 #[derive(Debug, Deserialize)]
 #[serde(expecting = "a mapping")]
 pub(super) struct MatchConditionV1 {
-    pub name: Option<String>,
-    pub expression: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) expression: Option<String>,
 }
 
 /// An item of `kubernetesCustomResourceConversion`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct ConversionV1 {
-    pub name: Option<String>,
-    pub crd_name: Option<String>,
-    pub conversions: Option<Vec<ConversionRuleV1>>,
-    pub include_snapshots_from: Option<Vec<String>>,
-    pub group: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) crd_name: Option<String>,
+    pub(crate) conversions: Option<Vec<ConversionRuleV1>>,
+    pub(crate) include_snapshots_from: Option<Vec<String>>,
+    pub(crate) group: Option<String>,
 }
 
 /// An item of `conversions`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct ConversionRuleV1 {
-    pub from_version: Option<String>,
-    pub to_version: Option<String>,
+    pub(crate) from_version: Option<String>,
+    pub(crate) to_version: Option<String>,
 }
 
 /// `settings`. `timeout` is Operon's addition: the run budget.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct SettingsV1 {
-    pub execution_min_interval: Option<GoDuration>,
-    pub execution_burst: Option<Integer<u32>>,
-    pub timeout: Option<GoDuration>,
+    pub(crate) execution_min_interval: Option<GoDuration>,
+    pub(crate) execution_burst: Option<Integer<u32>>,
+    pub(crate) timeout: Option<GoDuration>,
 }
 
 /// Keys refused for a known cause, with what to write instead.

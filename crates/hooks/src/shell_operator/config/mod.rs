@@ -46,7 +46,7 @@ pub use write::to_json;
 /// budget, which shell-operator does not have) and `reinvocationPolicy` on mutating
 /// bindings. What shell-operator accepts and ignores loads with a warning, as existing
 /// hooks must load: `resynchronizationPeriod`, and unknown keys where its schema does
-/// not refuse them (v0 bindings, `matchConditions` items). [`parse_with_warnings`]
+/// not refuse them (v0 bindings, `matchConditions` items). `parse_with_warnings`
 /// also returns the warnings.
 pub fn parse(hook: &str, text: &str) -> Result<HookConfig, Vec<ConfigProblem>> {
     parse_with_warnings(hook, text).map(|parsed| parsed.config)
@@ -54,16 +54,16 @@ pub fn parse(hook: &str, text: &str) -> Result<HookConfig, Vec<ConfigProblem>> {
 
 /// A configuration that reads, with what it holds that is accepted but ignored.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// The configuration as declared.
-    pub config: HookConfig,
+    pub(crate) config: HookConfig,
     /// Options accepted and ignored, as shell-operator ignores them, each naming the
     /// binding and the field.
-    pub warnings: Vec<ConfigProblem>,
+    pub(crate) warnings: Vec<ConfigProblem>,
 }
 
 /// [`parse`], also returning the warnings.
-pub fn parse_with_warnings(hook: &str, text: &str) -> Result<Parsed, Vec<ConfigProblem>> {
+pub(crate) fn parse_with_warnings(hook: &str, text: &str) -> Result<Parsed, Vec<ConfigProblem>> {
     let mut reader = read::Reader::new(hook);
     let config = match parse_document(text) {
         Ok(document) => read_version(&mut reader, document),
