@@ -9,11 +9,11 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FixtureLocation {
     /// The file name or other origin given to the loader.
-    pub origin: String,
+    pub(crate) origin: String,
     /// The YAML document, from 1.
-    pub document: usize,
+    pub(crate) document: usize,
     /// The position in the document's `items` when the document is a list, from 0.
-    pub item: Option<usize>,
+    pub(crate) item: Option<usize>,
 }
 
 impl std::fmt::Display for FixtureLocation {

@@ -10,12 +10,12 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ResourceInfo {
     /// The resource as callers see it.
-    pub resource: Resource,
+    pub(crate) resource: Resource,
     /// Short names accepted by `resolve` (`po`, `deploy`...), lowercase.
-    pub short_names: Vec<String>,
+    pub(crate) short_names: Vec<String>,
     /// Whether the type has a `status` subresource: writes to the main resource then
     /// leave `.status` alone, and only `subresource: status` writes change it.
-    pub status_subresource: bool,
+    pub(crate) status_subresource: bool,
 }
 
 impl ResourceInfo {

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 impl Selector {
     /// Whether `object`, of type `resource`, is one of the objects this selector picks.
-    pub fn matches(&self, resource: &Resource, object: &Value) -> bool {
+    pub(crate) fn matches(&self, resource: &Resource, object: &Value) -> bool {
         let metadata = object.get("metadata");
         let text = |field: &str| metadata.and_then(|m| m.get(field)).and_then(Value::as_str);
         if resource.namespaced
