@@ -161,7 +161,7 @@ fn is_argo_parameter_name(name: &str) -> bool {
 
 impl JobProcessor {
     /// Every problem of this processor, as `(field under spec.processor.job, reason)`.
-    pub fn problems(&self) -> Vec<(String, String)> {
+    pub(crate) fn problems(&self) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         if self.image.trim().is_empty() {
             problems.push(("image".to_owned(), "must name an image".to_owned()));
@@ -229,7 +229,7 @@ impl JobProcessor {
 impl ArgoWorkflowProcessor {
     /// Every problem of this processor, as `(field under spec.processor.argoWorkflow,
     /// reason)`.
-    pub fn problems(&self) -> Vec<(String, String)> {
+    pub(crate) fn problems(&self) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         match (&self.workflow_template_ref, &self.workflow_spec) {
             (None, None) => problems.push((

@@ -57,16 +57,6 @@ pub enum ModuleWorld {
     Hook,
 }
 
-impl ModuleWorld {
-    /// The world as written in the spec.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ModuleWorld::Operation => "operation",
-            ModuleWorld::Hook => "hook",
-        }
-    }
-}
-
 /// Where a Module's bytes can be fetched.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
