@@ -362,7 +362,7 @@ impl Operator {
         self.publish(None);
     }
 
-    /// Publishes the queue's state to [`Operator::queue_view`].
+    /// Publishes the queue's state to the view given to [`Operator::publish_to`].
     pub(super) fn publish(&self, running: Option<&Task>) {
         self.view.update(|p| {
             p.running = running.map(|t| (t.clone(), Instant::now()));
