@@ -405,22 +405,32 @@ fn latencies(created: &BTreeMap<String, Instant>, seen: &Seen) -> (Vec<Duration>
     (wasm, shell)
 }
 
+/// A number in file `file` of cgroup directory `dir`.
+fn cgroup_number(dir: &Path, file: &str) -> Option<u64> {
+    std::fs::read_to_string(dir.join(file))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Field `key` of a cgroup's `memory.stat` text, 0 when it is not there.
+fn memory_stat(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The working set (usage less inactive file pages, as the kubelet counts it) of the
 /// Pod `uid`'s cgroup, when this machine is the node and shows its cgroups.
 pub(crate) fn pod_memory(uid: &str) -> Option<u64> {
-    let stat = |dir: &Path, key: &str| -> Option<u64> {
-        let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-    };
-    let read =
-        |path: PathBuf| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
     let dir = pod_cgroup(uid, "memory")?;
-    if let Some(usage) = read(dir.join("memory.usage_in_bytes")) {
-        return Some(usage.saturating_sub(stat(&dir, "total_inactive_file ").unwrap_or(0)));
+    let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
+    if let Some(usage) = cgroup_number(&dir, "memory.usage_in_bytes") {
+        return Some(usage.saturating_sub(memory_stat(&stat, "total_inactive_file")));
     }
-    let usage = read(dir.join("memory.current"))?;
-    Some(usage.saturating_sub(stat(&dir, "inactive_file ").unwrap_or(0)))
+    let usage = cgroup_number(&dir, "memory.current")?;
+    Some(usage.saturating_sub(memory_stat(&stat, "inactive_file")))
 }
 
 /// What the working set of Pod `uid` is made of, in bytes: anonymous memory (the
@@ -428,17 +438,19 @@ pub(crate) fn pod_memory(uid: &str) -> Option<u64> {
 /// page tables, sockets) and active file pages.
 pub(crate) fn pod_memory_parts(uid: &str) -> Option<(u64, u64, u64)> {
     let dir = pod_cgroup(uid, "memory")?;
-    let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
-    let stat = |key: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    if let Ok(kernel) = std::fs::read_to_string(dir.join("memory.kmem.usage_in_bytes")) {
-        let kernel = kernel.trim().parse().unwrap_or(0);
-        return Some((stat("total_rss"), kernel, stat("total_active_file")));
+    let stat = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+    if let Some(kernel) = cgroup_number(&dir, "memory.kmem.usage_in_bytes") {
+        return Some((
+            memory_stat(&stat, "total_rss"),
+            kernel,
+            memory_stat(&stat, "total_active_file"),
+        ));
     }
-    Some((stat("anon"), stat("kernel"), stat("active_file")))
+    Some((
+        memory_stat(&stat, "anon"),
+        memory_stat(&stat, "kernel"),
+        memory_stat(&stat, "active_file"),
+    ))
 }
 
 /// The directory of the cgroup of Pod `uid` under cgroup v1's `controller`, or in the
@@ -498,19 +510,19 @@ pub(crate) async fn install_for_load(
     (dir, cluster.client().clone(), scratch)
 }
 
-/// Waits (at most 60 s) until a ConfigMap created in `namespace` comes back mutated: the
+/// Waits (at most 120 s) until a ConfigMap created in `namespace` comes back mutated: the
 /// leader registers the webhooks once it leads, which may be after the rollout is
 /// complete, and a load started before that would count its first ConfigMaps unchecked.
 async fn admission_answers(client: &kube::Client, namespace: &str) {
     let maps = Api::namespaced(client.clone(), namespace);
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     for attempt in 0.. {
         if checked_configmap(&maps, &format!("admission-probe-{attempt}")).await {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "ConfigMaps in {namespace} are not mutated 60 s after the install"
+            "ConfigMaps in {namespace} are not mutated 120 s after the install"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

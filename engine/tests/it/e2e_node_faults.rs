@@ -26,10 +26,8 @@ use crate::e2e_node::{
     operon_pod,
 };
 use crate::e2e_support::*;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
 use load::Load;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -486,26 +484,7 @@ async fn operon_survives_faults_on_a_real_node() {
     // requests per second.
     let (dir, client, scratch) = install_for_load(&node, "e2e-faults", None).await;
     let namespace = scratch.name.as_str();
-    // The admission hooks answer before the faults begin.
-    eventually(
-        "the mutating webhook",
-        Duration::from_secs(120),
-        async || {
-            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-            let map: ConfigMap = serde_json::from_value(json!({
-                "metadata": {"generateName": "probe-"}}))
-            .unwrap();
-            let created = maps.create(&PostParams::default(), &map).await.ok()?;
-            created
-                .metadata
-                .labels
-                .unwrap_or_default()
-                .contains_key("e2e.operon.dev/mutated")
-                .then_some(())
-        },
-    )
-    .await;
-
+    // install_for_load waited until the admission hooks answer.
     // OPERON_E2E_NODE_FAULTS_ONLY=agent,partition (say) runs only those.
     let only = std::env::var("OPERON_E2E_NODE_FAULTS_ONLY").unwrap_or_default();
     let runs = |fault: &str| only.is_empty() || only.split(',').any(|f| f.trim() == fault);
