@@ -71,7 +71,7 @@ impl Cleaner {
         })
     }
 
-    /// Gives back `name`, whose directory was never created.
+    /// Gives back `name`, whose directory is gone or was never created.
     pub(crate) fn unused(&self, name: u64) {
         self.lock().free.push(name);
     }
@@ -87,8 +87,13 @@ impl Cleaner {
                 return;
             }
         }
-        if remove(&dir) {
-            self.lock().free.push(name);
+        self.remove_now(&dir, name);
+    }
+
+    /// Removes `dir` in the caller and gives `name` back once it is gone.
+    fn remove_now(&self, dir: &Path, name: u64) {
+        if remove(dir) {
+            self.unused(name);
         }
     }
 
@@ -105,9 +110,7 @@ impl Cleaner {
             std::mem::take(&mut state.pending)
         };
         for (dir, name) in pending {
-            if remove(&dir) {
-                self.lock().free.push(name);
-            }
+            self.remove_now(&dir, name);
         }
     }
 
