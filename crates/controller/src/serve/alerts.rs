@@ -819,6 +819,7 @@ mod tests {
             engine: watch::Sender::new(None),
             leading: watch::Sender::new(None),
             modules: None,
+            webhooks_registered: tokio::sync::watch::Sender::new(true),
         });
         let router = super::super::http::router(status, None);
         let (code, _) = send(&router, request("/api/v2/alerts", Some(TOKEN), FIRING)).await;

@@ -156,6 +156,10 @@ pub(crate) struct Status {
     leading: watch::Sender<Option<bool>>,
     /// With modules: their queue, whose startup convergence readiness waits for.
     modules: Option<operon_addons::status::QueueView>,
+    /// Whether the leader's webhooks are registered (true without a registrar): until
+    /// they are, the API server does not send admission requests, so objects created
+    /// after `kubectl wait --for=condition=Ready` would pass unchecked.
+    webhooks_registered: watch::Sender<bool>,
 }
 
 impl Status {
@@ -163,9 +167,9 @@ impl Status {
         self.engine.borrow().clone()
     }
 
-    /// Ready once the engine runs, every binding synchronized and the modules' startup
-    /// convergence is done (addon-operator's readiness); a follower is ready as a
-    /// standby once its hooks loaded.
+    /// Ready once the engine runs, every binding synchronized, the webhooks are
+    /// registered and the modules' startup convergence is done (addon-operator's
+    /// readiness); a follower is ready as a standby once its hooks loaded.
     fn ready(&self) -> Result<(), String> {
         let leading = *self.leading.borrow();
         match self.engine() {
@@ -173,6 +177,9 @@ impl Status {
             None => Err("hooks are loading".to_owned()),
             Some(engine) if !engine.synchronized() => {
                 Err("waiting for the Synchronization of every kubernetes binding".to_owned())
+            }
+            Some(_) if !*self.webhooks_registered.borrow() => {
+                Err("waiting for the webhook configurations to be registered".to_owned())
             }
             Some(_) => self
                 .modules
@@ -212,6 +219,7 @@ pub async fn run(
         engine: watch::Sender::new(None),
         leading: watch::Sender::new(coordination.elector.as_ref().map(|_| false)),
         modules: options.modules.as_ref().map(|m| m.view.clone()),
+        webhooks_registered: watch::Sender::new(coordination.registrar.is_none()),
     });
     let (stop, stopped) = watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
@@ -311,7 +319,7 @@ async fn run_engine(
     loader: &HookLoader,
     cluster: Arc<dyn Cluster>,
     metrics: Arc<Metrics>,
-    status: &Status,
+    status: &Arc<Status>,
     coordination: Coordination,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
@@ -443,10 +451,17 @@ async fn run_engine(
             match first {
                 Err(e) if !e.may_pass() => return Err(e.into()),
                 first => {
+                    if first.as_ref().err().is_none_or(RegisterError::in_place) {
+                        status.webhooks_registered.send_replace(true);
+                    }
                     let engine = engine.clone();
+                    let status = status.clone();
                     tokio::spawn(async move {
+                        let registered = || {
+                            status.webhooks_registered.send_replace(true);
+                        };
                         registrar
-                            .keep_registered(engine.hooks(), first, stop_registration)
+                            .keep_registered(engine.hooks(), first, stop_registration, registered)
                             .await;
                     });
                 }

@@ -368,3 +368,81 @@ async fn an_empty_hooks_directory_serves_with_no_hooks() {
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_until_the_webhook_configurations_are_registered() {
+    use operon_cluster::kube::mock;
+    use webhook::register::{ClientTarget, Registration};
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let options = ServeOptions::new(dir.path().to_owned(), address);
+    let (client, mut api) = mock::pair();
+    let target = ClientTarget::Url("https://127.0.0.1:9680".to_owned());
+    let registrar = Registrar::new(
+        client,
+        Registration {
+            validating_configuration: "operon-webhooks".to_owned(),
+            mutating_configuration: "operon-webhooks".to_owned(),
+            admission: target.clone(),
+            conversion: target,
+            admission_ca: b"a CA bundle".to_vec(),
+            conversion_ca: Vec::new(),
+            own_resources: false,
+        },
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let coordination = Coordination {
+            registrar: Some(registrar),
+            ..Coordination::default()
+        };
+        run(
+            options,
+            &loader,
+            Arc::new(LocalCluster::new()),
+            coordination,
+            shutdown,
+        )
+        .await
+    });
+
+    // No hook has admission bindings: the configuration is deleted, and the API server
+    // is away the first time.
+    let call = api.next().await;
+    assert_eq!(call.method, "DELETE");
+    assert!(
+        call.uri
+            .contains("validatingwebhookconfigurations/operon-webhooks"),
+        "{}",
+        call.uri
+    );
+    call.fail(503, "ServiceUnavailable", "the server is shutting down");
+    let (code, reason) = get(address, "/readyz").await.unwrap();
+    assert_eq!(code, 503);
+    assert_eq!(
+        reason,
+        "waiting for the webhook configurations to be registered\n"
+    );
+
+    // Tried again 2 s later: both configurations are already gone.
+    for kind in [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+    ] {
+        let call = api.next().await;
+        assert_eq!(call.method, "DELETE");
+        assert!(call.uri.contains(kind), "{}", call.uri);
+        call.fail(404, "NotFound", "not found");
+    }
+    wait_for("readiness", async || {
+        matches!(get(address, "/readyz").await, Ok((200, _)))
+    })
+    .await;
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}

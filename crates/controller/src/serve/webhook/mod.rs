@@ -362,6 +362,7 @@ pub async fn serve_engine(
         engine: watch::Sender::new(Some(engine)),
         leading: watch::Sender::new(None),
         modules: None,
+        webhooks_registered: tokio::sync::watch::Sender::new(true),
     });
     serve_tls(listener, tls, router(status, kind, timeout), stopped).await;
 }

@@ -316,16 +316,21 @@ impl Registrar {
     /// Keeps `hooks` registered after the first registration ended with `first`: while
     /// that failed in a way that may pass, it is tried again (2 s, doubling to 30 s),
     /// then every CA rotation registers them again
-    /// ([`Self::follow_ca`]), until `stopped` turns true.
+    /// ([`Self::follow_ca`]), until `stopped` turns true. `registered` is called once
+    /// the admission webhooks are in place ([`RegisterError::in_place`]).
     pub async fn keep_registered(
         &self,
         hooks: &[LoadedHook],
         first: Result<(), RegisterError>,
         mut stopped: tokio::sync::watch::Receiver<bool>,
+        registered: impl Fn(),
     ) {
         if let Err(e) = first {
             tracing::warn!(error = %e, retry_in_s = 2, "the webhooks are not all registered yet");
-            if let Err(e) = self.register_until_done(hooks, &mut stopped, &e).await {
+            let done = self
+                .register_until_done(hooks, &mut stopped, &e, &registered)
+                .await;
+            if let Err(e) = done {
                 tracing::error!(error = %e, "the webhooks cannot be registered");
                 return;
             }
@@ -335,14 +340,16 @@ impl Registrar {
 
     /// After a registration of `hooks` failed with `first`, in a way that may pass (the
     /// API server away, a CRD a conversion binding names not created yet), tries again
-    /// after 2 s, then after doubling pauses up to 30 s, warning when the reason changes.
-    /// Returns the error that cannot pass, or `Ok` once registered or when `stopped`
-    /// turns true.
+    /// after 2 s, then after doubling pauses up to 30 s, warning when the reason changes,
+    /// and calling `registered` after each attempt that left the admission webhooks in
+    /// place. Returns the error that cannot pass, or `Ok` once registered or when
+    /// `stopped` turns true.
     async fn register_until_done(
         &self,
         hooks: &[LoadedHook],
         stopped: &mut tokio::sync::watch::Receiver<bool>,
         first: &RegisterError,
+        registered: &impl Fn(),
     ) -> Result<(), RegisterError> {
         let mut pause = std::time::Duration::from_secs(2);
         // A CRD may be missing for days: the same reason is said once, not every 30 s.
@@ -355,10 +362,14 @@ impl Registrar {
             match register(&self.client, hooks, &self.registration()).await {
                 Ok(()) => {
                     tracing::info!("the webhooks are registered");
+                    registered();
                     return Ok(());
                 }
                 Err(e) if !e.may_pass() => return Err(e),
                 Err(e) => {
+                    if e.in_place() {
+                        registered();
+                    }
                     pause = (pause * 2).min(std::time::Duration::from_secs(30));
                     let reason = e.to_string();
                     if reason != said {
@@ -444,6 +455,12 @@ impl RegisterError {
     /// while, or a CRD is not there yet. A binding this server cannot serve stays so.
     pub fn may_pass(&self) -> bool {
         !matches!(self, Self::MatchConditionsUnsupported { .. })
+    }
+
+    /// Whether everything but conversion webhooks of CRDs not created yet is
+    /// registered. Such a CRD may never come, so readiness does not wait for it.
+    pub fn in_place(&self) -> bool {
+        matches!(self, Self::CrdsMissing { .. })
     }
 }
 

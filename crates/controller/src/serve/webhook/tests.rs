@@ -195,6 +195,7 @@ async fn start(
         engine: watch::Sender::new(Some(engine)),
         leading: watch::Sender::new(None),
         modules: None,
+        webhooks_registered: tokio::sync::watch::Sender::new(true),
     });
     let router = router(status.clone(), WebhookKind::Admission, timeout).merge(
         Router::new()
