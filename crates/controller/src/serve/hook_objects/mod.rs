@@ -323,6 +323,31 @@ fn refuse(hook: &Hook, writer: &StatusWriter, refusal: &prepare::Refusal) {
     });
 }
 
+/// Before this engine's first run of a `runOn: Job` hook: deletes the inputs of runs an
+/// engine before it (a leader that died, an engine replaced by a spec change) left
+/// between creating them and handing them to their Jobs. Only one engine runs a Hook,
+/// so none of them is in use. A failure is logged: the inputs go with the Hook.
+async fn remove_interrupted_inputs(offload: &prepare::HookOffload, hook: &Hook, name: &str) {
+    let (Some(namespace), Some(uid)) = (hook.namespace(), hook.uid()) else {
+        return;
+    };
+    let selector = format!("{}={uid}", operon_runner::runner::job::HOOK_UID_LABEL);
+    let removed = operon_runner::runner::job::remove_interrupted_inputs(
+        offload.client.clone(),
+        &namespace,
+        &selector,
+        &uid,
+    )
+    .await;
+    match removed {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(hook = %name, removed = n,
+            "deleted the input ConfigMaps of runs an earlier engine left unfinished"),
+        Err(e) => tracing::warn!(hook = %name, error = %e,
+            "cannot look for input ConfigMaps of unfinished runs; they stay until the Hook is deleted"),
+    }
+}
+
 /// Loads the hook and runs its engine until dropped.
 async fn run_hook(
     objects: &HookObjects,
@@ -346,6 +371,9 @@ async fn run_hook(
         Err(refusal) => return refuse(hook, writer, &refusal),
     };
     tracing::info!(hook = %name, digest = %prepared.digest, bindings = prepared.bindings.len(), "Hook loaded");
+    if let Some(offload) = objects.offload.as_ref().filter(|_| hook.spec.offloaded()) {
+        remove_interrupted_inputs(offload, hook, &name).await;
+    }
     writer.update(|status| {
         *status = HookStatus {
             observed_generation: hook.metadata.generation,

@@ -1,8 +1,9 @@
 //! The `job` runner: a step run as a Kubernetes Job in the Diagnosis' namespace.
 //!
 //! A run creates a ConfigMap holding the step's input (mounted as files and referred to
-//! by environment variables) and a Job, both owned by the Diagnosis, then watches the
-//! Job and its pods until the container exits. The container writes its results, a
+//! by environment variables) and a Job, both owned by the Diagnosis, hands the
+//! ConfigMap to the Job (so that the Job's TTL removes an input the engine could not),
+//! then watches the Job and its pods until the container exits. The container writes its results, a
 //! JSON object of strings, to its termination message (or, when the Operation says
 //! so, as the last line of its log). A failed pod, a Job past its deadline, an evicted
 //! pod or an image that cannot be pulled fails the step with that reason.
@@ -25,7 +26,9 @@ use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams, PropagationPolicy};
+use kube::api::{
+    Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams, PropagationPolicy,
+};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use operon_data::api::{JobProcessor, JobResultSource};
@@ -91,6 +94,58 @@ impl From<JobRunError> for RunError {
 fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> JobRunError {
     let what = what.into();
     move |source| JobRunError::Api { what, source }
+}
+
+/// Makes the Job `job` the only owner of its input ConfigMap `name`, which was created
+/// owned by the run's owner (the pod needs it before the Job exists). The engine
+/// deletes the input once the run ends; when the engine stops or dies first, the Job's
+/// TTL now removes the input with the Job, where the run's owner (a Hook, a Diagnosis)
+/// would have kept it as long as it lives. A failure is logged: the input then stays
+/// owned as before.
+async fn hand_input_to_job(maps: &Api<ConfigMap>, name: &str, job: &Job) {
+    let Some(uid) = job.metadata.uid.as_deref() else {
+        return;
+    };
+    let patch = serde_json::json!({"metadata": {"ownerReferences": [{
+        "apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
+        "blockOwnerDeletion": false, "controller": false,
+    }]}});
+    let params = PatchParams {
+        field_manager: Some(operon_cluster::kube::FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    if let Err(e) = maps.patch(name, &params, &Patch::Merge(&patch)).await {
+        tracing::warn!(config_map = name, error = %e,
+            "cannot hand the input ConfigMap to its Job; it stays owned by the run's owner");
+    }
+}
+
+/// Deletes the input ConfigMaps in `namespace` labelled `selector` that `owner_uid`
+/// still owns: their run was cut off between creating its input and handing it to its
+/// Job ([`hand_input_to_job`]), by an engine that stopped or died, and nothing else
+/// would delete them before their owner goes. Call it before the owner's first run of
+/// a new engine. Returns how many were deleted.
+pub async fn remove_interrupted_inputs(
+    client: kube::Client,
+    namespace: &str,
+    selector: &str,
+    owner_uid: &str,
+) -> Result<usize, kube::Error> {
+    let maps: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let listed = maps.list(&ListParams::default().labels(selector)).await?;
+    let mut removed = 0;
+    for map in listed {
+        let owned = (map.metadata.owner_references.iter().flatten()).any(|o| o.uid == owner_uid);
+        let Some(name) = map.metadata.name.as_deref().filter(|_| owned) else {
+            continue;
+        };
+        match maps.delete(name, &DeleteParams::default()).await {
+            Ok(_) => removed += 1,
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -263,7 +318,10 @@ impl JobRunner {
                     return Err(api_error(format!("creating ConfigMap {job_ref}"))(e));
                 }
                 match jobs.create(&post_params(false), &job).await {
-                    Ok(_) => tracing::info!(job = %job_ref, run = %request.name, "Job created"),
+                    Ok(created) => {
+                        tracing::info!(job = %job_ref, run = %request.name, "Job created");
+                        hand_input_to_job(&maps, &name, &created).await;
+                    }
                     // Another instance created it in between: it is this run's.
                     Err(e) if is_conflict(&e) => {}
                     Err(e) => return Err(api_error(format!("creating Job {job_ref}"))(e)),

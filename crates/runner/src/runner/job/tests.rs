@@ -183,6 +183,12 @@ async fn serve_watches(
                 200,
                 json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
             );
+        } else if call.method == "PATCH" && call.uri.contains("/configmaps/") {
+            let owner = &call.json()["metadata"]["ownerReferences"][0];
+            seen.last_mut()
+                .unwrap()
+                .push_str(&format!(" to {} {}", owner["kind"], owner["uid"]));
+            call.answer(200, json!({"kind": "ConfigMap", "apiVersion": "v1"}));
         } else if call.uri.contains("/log?") {
             let body = match call.uri.contains("tailLines=1") {
                 true => kubelet_tail(log),
@@ -246,7 +252,8 @@ async fn creates_the_input_and_the_job_and_reads_the_termination_message() {
         "/apis/batch/v1/namespaces/ops/jobs?&fieldManager=operon"
     );
     assert_eq!(job.json(), expected_job());
-    let created = job.json();
+    let mut created = job.json();
+    created["metadata"]["uid"] = json!("job-uid-1");
     job.answer(201, created.clone());
 
     let done = pod(terminated(
@@ -258,6 +265,14 @@ async fn creates_the_input_and_the_job_and_reads_the_termination_message() {
     let out = task.await.unwrap().unwrap();
     assert_eq!(out.results["fsck"], "clean");
     assert_eq!(out.results["blocks"], "12");
+    // The input is handed to the Job before the run is watched, so the Job's TTL
+    // removes it should this engine never get to.
+    assert_eq!(
+        seen[0],
+        format!(
+            "PATCH /api/v1/namespaces/ops/configmaps/{name}?&fieldManager=operon to \"Job\" \"job-uid-1\""
+        )
+    );
     // The finished Job stays for its TTL; only the input ConfigMap goes at once.
     let deletes: Vec<&String> = seen.iter().filter(|s| s.starts_with("DELETE")).collect();
     assert_eq!(
@@ -756,4 +771,48 @@ async fn an_offloaded_step_waits_for_the_module_apis_ca_and_creates_nothing_mean
             )
             .is_ok()
     );
+}
+
+#[tokio::test]
+async fn inputs_left_by_an_interrupted_run_are_removed_and_those_of_jobs_kept() {
+    let (client, mut api) = mock::pair();
+    let task = tokio::spawn(async move {
+        super::remove_interrupted_inputs(client, "ops", "operon.dev/hook-uid=hook-1", "hook-1")
+            .await
+    });
+    let owned = |name: &str, kind: &str, uid: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name,
+            "namespace": "ops", "ownerReferences": [{"apiVersion": "x/v1", "kind": kind,
+            "name": "owner", "uid": uid}]}})
+    };
+    let listing = api.next().await;
+    assert_eq!(
+        (listing.method.as_str(), listing.uri.as_str()),
+        (
+            "GET",
+            "/api/v1/namespaces/ops/configmaps?&labelSelector=operon.dev%2Fhook-uid%3Dhook-1"
+        )
+    );
+    listing.answer(
+        200,
+        list(
+            "ConfigMapList",
+            vec![
+                owned("run-a", "Hook", "hook-1"),
+                owned("run-b", "Job", "job-b"),
+                owned("run-c", "Hook", "hook-1"),
+            ],
+        ),
+    );
+    let first = api.next().await;
+    assert_eq!(
+        (first.method.as_str(), first.uri.as_str()),
+        ("DELETE", "/api/v1/namespaces/ops/configmaps/run-a?")
+    );
+    first.answer(200, json!({"kind": "Status", "status": "Success"}));
+    // Gone meanwhile (the engine that created it deleted it after all): not an error.
+    let second = api.next().await;
+    assert_eq!(second.uri, "/api/v1/namespaces/ops/configmaps/run-c?");
+    second.fail(404, "NotFound", "configmaps \"run-c\" not found");
+    assert_eq!(task.await.unwrap().unwrap(), 1);
 }
