@@ -510,6 +510,67 @@ pub(crate) async fn install_for_load(
     (dir, cluster.client().clone(), scratch)
 }
 
+/// Pushes each `(name, file)` of `modules` through the controller's module API (its
+/// Service, with the webhook CA the install wrote to `dir`) as the ServiceAccount
+/// `uploader` of `namespace`, granted what a push needs by a ClusterRole that lives as
+/// long as the returned guard.
+pub(crate) fn push_modules(
+    config: &Path,
+    dir: &Path,
+    namespace: &str,
+    modules: &[(&str, &str)],
+) -> ClusterScoped {
+    let role = format!("{namespace}-uploader");
+    let token = module_account(config, namespace, "uploader", &role, "create,get,list");
+    let cleanup = ClusterScoped {
+        kubeconfig: config.to_owned(),
+        objects: vec![("clusterrole", role.clone()), ("clusterrolebinding", role)],
+    };
+    let ca = dir.join("ca.crt");
+    let ca_pem = kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "secret",
+            "operon-webhook-tls",
+            "-o",
+            "jsonpath={.data.ca\\.crt}",
+        ],
+    );
+    use base64::Engine as _;
+    std::fs::write(
+        &ca,
+        base64::engine::general_purpose::STANDARD
+            .decode(ca_pem.trim())
+            .unwrap(),
+    )
+    .unwrap();
+    let webhooks_ip = cluster_ip(config, "operon", "operon-webhooks");
+    for (name, file) in modules {
+        let output = Command::new(env!("CARGO_BIN_EXE_operon"))
+            .args(["module", "push", file, "--name", name])
+            .args([
+                "--server",
+                &format!("https://{webhooks_ip}:443"),
+                "--token",
+                &token,
+            ])
+            .args(["--tls-server-name", "operon-webhooks.operon.svc"])
+            .arg("--certificate-authority")
+            .arg(&ca)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "operon module push {name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    cleanup
+}
+
 /// Waits (at most 120 s) until a ConfigMap created in `namespace` comes back mutated: the
 /// leader registers the webhooks once it leads, which may be after the rollout is
 /// complete, and a load started before that would count its first ConfigMaps unchecked.
@@ -1119,66 +1180,16 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     // Modules pushed to a fresh install, followed by the agent (which may have started
     // before the webhook certificate's Secret existed), and the node-diagnosis example
     // run on this node through the agent.
-    let token = module_account(
+    let _uploader = push_modules(
         config,
+        dir.path(),
         namespace,
-        "uploader",
-        &format!("{namespace}-uploader"),
-        "create,get,list",
-    );
-    let _cleanup = ClusterScoped {
-        kubeconfig: config.to_owned(),
-        objects: vec![
-            ("clusterrole", format!("{namespace}-uploader")),
-            ("clusterrolebinding", format!("{namespace}-uploader")),
-        ],
-    };
-    let ca = dir.path().join("ca.crt");
-    let ca_pem = kubectl(
-        config,
         &[
-            "-n",
-            "operon",
-            "get",
-            "secret",
-            "operon-webhook-tls",
-            "-o",
-            "jsonpath={.data.ca\\.crt}",
+            ("log-triage", operon_tests::LOG_TRIAGE),
+            ("disk-pressure", operon_tests::DISK_PRESSURE),
+            ("pod-labeler", operon_tests::POD_LABELER),
         ],
     );
-    use base64::Engine as _;
-    std::fs::write(
-        &ca,
-        base64::engine::general_purpose::STANDARD
-            .decode(ca_pem.trim())
-            .unwrap(),
-    )
-    .unwrap();
-    let webhooks_ip = cluster_ip(config, "operon", "operon-webhooks");
-    for (name, file) in [
-        ("log-triage", operon_tests::LOG_TRIAGE),
-        ("disk-pressure", operon_tests::DISK_PRESSURE),
-        ("pod-labeler", operon_tests::POD_LABELER),
-    ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_operon"))
-            .args(["module", "push", file, "--name", name])
-            .args([
-                "--server",
-                &format!("https://{webhooks_ip}:443"),
-                "--token",
-                &token,
-            ])
-            .args(["--tls-server-name", "operon-webhooks.operon.svc"])
-            .arg("--certificate-authority")
-            .arg(&ca)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "operon module push {name}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
     let example = repo().join("operations/examples/node-diagnosis");
     for file in ["operations.yaml", "pipeline.yaml"] {
         kubectl(

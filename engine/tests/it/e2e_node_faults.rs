@@ -14,7 +14,8 @@
 //!   `OPERON_E2E_NODE_PIDS`, a directory holding `kube-apiserver.pid` and `etcd.pid`, and
 //!   `OPERON_E2E_NODE_RESTART`, a command that starts what was killed);
 //! - drops the traffic between the leader Pod and the API server for 30 s (iptables, in
-//!   the network namespace the test runs in: only where that is the node's).
+//!   the network namespace the test runs in: only where that is the node's);
+//! - deletes the leader during a run of a Hook object with `runOn: Job` ([`hook_job`]).
 //!
 //! After each: every Pod created carries both labels, no Diagnosis step that finished ran
 //! again (its result, a timestamp, never changes), no Job was created twice, and the
@@ -33,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+mod hook_job;
 mod load;
 
 /// A Diagnosis' status, polled every 300 ms until it Succeeded or Failed: every
@@ -511,5 +513,8 @@ async fn operon_survives_faults_on_a_real_node() {
     }
     if runs("partition") {
         leader_cut_off(&node, &client, namespace).await;
+    }
+    if runs("hookjob") {
+        hook_job::leader_lost_during_a_hook_job(&node, &client, dir.path(), namespace).await;
     }
 }
