@@ -60,7 +60,7 @@ pub struct AgentOptions {
 
 impl AgentOptions {
     /// The Lease of this agent, with client-go's timing.
-    pub fn lease(&self) -> LeaseOptions {
+    pub(crate) fn lease(&self) -> LeaseOptions {
         LeaseOptions::new(&placement::agent_lease_name(&self.node), &self.namespace)
     }
 }

@@ -36,19 +36,19 @@ pub const KUBEDIAG_API_VERSION: &str = "diagnosis.kubediag.org/v1";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The object, as `Kind/name`.
-    pub object: String,
+    pub(crate) object: String,
     /// The field, as a dotted path (`spec.processor.function`); empty for the whole
     /// object.
-    pub field: String,
+    pub(crate) field: String,
     /// What was done.
-    pub action: Action,
+    pub(crate) action: Action,
     /// Why, and what to do about it.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// What a [`Change`] did to its field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// The value was rewritten.
     Changed,
     /// The field (or the whole object) was removed.
@@ -59,7 +59,7 @@ pub enum Action {
 
 impl Action {
     /// The word used in reports.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Changed => "changed",
             Self::Dropped => "dropped",

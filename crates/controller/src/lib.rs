@@ -14,6 +14,8 @@
 //! sandboxes, the cluster layer, the data model) is its own crate and knows nothing of
 //! this one. Command lines are parsed by the `operon` binary, not here.
 
+#![warn(unreachable_pub)]
+
 pub mod agent;
 pub mod controllers;
 pub mod kubediag;

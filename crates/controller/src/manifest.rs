@@ -30,16 +30,16 @@ pub const PARAMETERS_BYTES: usize = 256 * 1024;
 
 /// Where an object came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Source {
+pub(crate) struct Source {
     /// The file.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// The document's position in the file, from 1.
-    pub document: usize,
+    pub(crate) document: usize,
 }
 
 impl Source {
     /// The directory relative paths in the object are resolved against.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self.file.parent().unwrap_or(Path::new("."))
     }
 }
@@ -56,7 +56,7 @@ pub struct Loaded<T> {
     /// The object.
     pub object: T,
     /// Where it was read.
-    pub source: Source,
+    pub(crate) source: Source,
 }
 
 /// Everything read, by kind and name (sorted, so output is deterministic).

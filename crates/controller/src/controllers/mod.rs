@@ -1,14 +1,14 @@
 //! The controllers of Operon's own resources in a cluster (kube-runtime), run by the
 //! leader of `operon serve` beside its hooks when the operon.dev CRDs are installed.
 //!
-//! - [`operation_set`]: OperationSet `status.ready`, `status.pathCount` and conditions.
-//! - [`trigger`]: Triggers into Diagnoses (cron, Kubernetes Events; the alert receiver
+//! - `operation_set`: OperationSet `status.ready`, `status.pathCount` and conditions.
+//! - `trigger`: Triggers into Diagnoses (cron, Kubernetes Events; the alert receiver
 //!   of `operon serve` shares its parts).
 //! - [`diagnosis`]: runs Diagnoses (in the controller, or on their node's agent).
 
 pub mod diagnosis;
-pub mod operation_set;
-pub mod trigger;
+pub(crate) mod operation_set;
+pub(crate) mod trigger;
 
 use kube::Client;
 
@@ -25,16 +25,16 @@ pub async fn crds_installed(client: &Client) -> Result<bool, kube::Error> {
 }
 
 /// A spawned controller that is aborted when this is dropped.
-pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl AbortOnDrop {
     /// Spawns `task`.
-    pub fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+    pub(crate) fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
         Self(tokio::spawn(task))
     }
 
     /// Waits until the task has ended (returned, panicked or been aborted).
-    pub async fn ended(&mut self) {
+    pub(crate) async fn ended(&mut self) {
         let _ = (&mut self.0).await;
     }
 }

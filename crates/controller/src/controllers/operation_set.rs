@@ -28,7 +28,7 @@ const RETRY: Duration = Duration::from_secs(5);
 
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
-pub enum OperationSetError {
+pub(crate) enum OperationSetError {
     /// Listing the Operations failed.
     #[error("listing Operations: {0}")]
     List(#[source] kube::Error),
@@ -44,14 +44,14 @@ pub enum OperationSetError {
 }
 
 /// What a reconcile needs.
-pub struct Context {
+pub(crate) struct Context {
     sets: Api<OperationSet>,
     operations: Api<Operation>,
 }
 
 impl Context {
     /// The context for `client`.
-    pub fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client) -> Self {
         Self {
             sets: Api::all(client.clone()),
             operations: Api::all(client),
@@ -61,7 +61,7 @@ impl Context {
 
 /// The status `set` should carry, given the names of the Operations that exist; `None`
 /// when it already carries it.
-pub fn desired_status(
+pub(crate) fn desired_status(
     set: &OperationSet,
     operations: &HashSet<String>,
 ) -> Option<OperationSetStatus> {
@@ -71,7 +71,7 @@ pub fn desired_status(
 }
 
 /// Brings one set's status up to date.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     set: Arc<OperationSet>,
     ctx: Arc<Context>,
 ) -> Result<Action, OperationSetError> {
@@ -127,7 +127,7 @@ fn naming(sets: &[Arc<OperationSet>], operation: &str) -> Vec<ObjectRef<Operatio
 }
 
 /// Runs the controller until `shutdown` completes.
-pub async fn run(
+pub(crate) async fn run(
     client: Client,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {

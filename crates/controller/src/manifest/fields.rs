@@ -13,12 +13,12 @@ use serde_path_to_error::Segment;
 
 /// At most this many field problems are listed for one object; the rest would repeat
 /// the same mistake.
-pub const LISTED_FIELD_PROBLEMS: usize = 20;
+pub(crate) const LISTED_FIELD_PROBLEMS: usize = 20;
 
 /// Deserializes `value` as `T`, or returns every `(field, reason)` found (at most
 /// [`LISTED_FIELD_PROBLEMS`]). Problems at a field in `known` (already reported by the
 /// scan) are not listed again.
-pub fn typed<T: DeserializeOwned>(
+pub(crate) fn typed<T: DeserializeOwned>(
     mut value: Value,
     known: &[String],
 ) -> Result<T, Vec<(String, String)>> {
@@ -192,7 +192,7 @@ fn set(value: &mut Value, segments: &[&Segment], slot: &Slot, new: Option<Value>
 
 /// A JSON tree read from YAML in which numbers JSON cannot hold (integers beyond 64
 /// bits, infinities, NaN) are nulls instead of an error for the whole document.
-pub struct Tree(pub Value);
+pub(crate) struct Tree(pub Value);
 
 impl<'de> de::Deserialize<'de> for Tree {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -7,7 +7,7 @@
 //! A request is taken in this order, so that nothing unauthenticated is read: the
 //! token must be loaded (503 otherwise, which Alertmanager retries), the `Authorization:
 //! Bearer` token must match (401, compared in constant time), the body must fit in
-//! [`MAX_BODY`] (413, refused from `Content-Length` before reading, or as soon as a
+//! `MAX_BODY` (413, refused from `Content-Length` before reading, or as soon as a
 //! chunked body passes it), and parse as Alertmanager's webhook message or a plain list
 //! of alerts (400). Resolved alerts are skipped; each firing alert makes a Diagnosis for
 //! every alert Trigger it matches. The answer counts what happened, and is a 500 when a
@@ -40,20 +40,20 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// The largest body read: Alertmanager's messages hold a group's alerts, a few KiB each.
-pub const MAX_BODY: usize = 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 1024 * 1024;
 /// The key of the token in the Secret.
-pub const TOKEN_KEY: &str = "token";
+pub(crate) const TOKEN_KEY: &str = "token";
 /// The receiver's paths: Alertmanager's API versions, which Prometheus and `amtool`
 /// POST to, and what a `webhook_config` URL names.
-pub const PATHS: [&str; 2] = ["/api/v2/alerts", "/api/v1/alerts"];
+pub(crate) const PATHS: [&str; 2] = ["/api/v2/alerts", "/api/v1/alerts"];
 
 /// `NAMESPACE/NAME` of the Secret holding the bearer token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretRef {
     /// The Secret's namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The Secret's name.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// Why a `--alertmanager-token-secret` value is not `NAMESPACE/NAME`.
@@ -108,7 +108,7 @@ type TokenDigest = [u8; 32];
 
 /// The receiver: its Triggers, its creator, its token, and the tasks that keep the
 /// Triggers and the token current (stopped when the receiver is dropped).
-pub struct AlertReceiver {
+pub(crate) struct AlertReceiver {
     catalog: TriggerCatalog,
     creator: DiagnosisCreator,
     token: watch::Receiver<Option<TokenDigest>>,
@@ -126,7 +126,10 @@ impl Drop for AlertReceiver {
 
 impl AlertReceiver {
     /// Starts watching the Triggers and the token Secret.
-    pub fn start(options: AlertmanagerOptions, counter: Option<Labeled<IntCounterVec, 3>>) -> Self {
+    pub(crate) fn start(
+        options: AlertmanagerOptions,
+        counter: Option<Labeled<IntCounterVec, 3>>,
+    ) -> Self {
         let catalog = TriggerCatalog::new();
         let (token_sender, token) = watch::channel(None);
         let tasks = vec![
@@ -172,7 +175,7 @@ impl AlertReceiver {
 }
 
 /// The receiver's routes.
-pub fn routes(receiver: Arc<AlertReceiver>) -> Router {
+pub(crate) fn routes(receiver: Arc<AlertReceiver>) -> Router {
     let mut router = Router::new();
     for path in PATHS {
         router = router.route(path, post(receive));
@@ -238,38 +241,38 @@ fn same(a: &TokenDigest, b: &TokenDigest) -> bool {
 /// What a POST came to.
 #[derive(Debug, Default, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ReceiveSummary {
+pub(crate) struct ReceiveSummary {
     /// Alerts in the body.
-    pub alerts: usize,
+    pub(crate) alerts: usize,
     /// Resolved alerts, skipped.
-    pub resolved: usize,
+    pub(crate) resolved: usize,
     /// Diagnoses created.
-    pub created: usize,
+    pub(crate) created: usize,
     /// Diagnoses that existed already (a redelivery, or another replica was first).
-    pub already_existed: usize,
+    pub(crate) already_existed: usize,
     /// Diagnoses not created because their Trigger is over its rate limit.
-    pub rate_limited: usize,
+    pub(crate) rate_limited: usize,
     /// Diagnoses whose creation failed (the answer is then a 500).
-    pub failed: usize,
+    pub(crate) failed: usize,
     /// Each Diagnosis asked for.
-    pub diagnoses: Vec<DiagnosisOutcome>,
+    pub(crate) diagnoses: Vec<DiagnosisOutcome>,
 }
 
 /// One Diagnosis asked for.
 #[derive(Debug, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct DiagnosisOutcome {
+pub(crate) struct DiagnosisOutcome {
     /// The Trigger that matched.
-    pub trigger: String,
+    pub(crate) trigger: String,
     /// The Diagnosis' namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The Diagnosis' name.
-    pub name: String,
+    pub(crate) name: String,
     /// `created`, `already_exists`, `rate_limited` or `failed`.
-    pub outcome: &'static str,
+    pub(crate) outcome: &'static str,
     /// Why it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 fn plain(status: StatusCode, message: impl Into<String>) -> Response {
@@ -390,7 +393,7 @@ fn is_length_limit(error: &axum::Error) -> bool {
 }
 
 /// Creates the Diagnoses of every firing alert for every alert Trigger it matches.
-pub async fn create_all(
+pub(crate) async fn create_all(
     creator: &DiagnosisCreator,
     snapshot: &crate::controllers::trigger::Snapshot,
     alerts: &[PrometheusAlert],

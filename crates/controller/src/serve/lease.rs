@@ -19,11 +19,11 @@ use tokio::time::Instant;
 #[derive(Debug, Clone)]
 pub struct LeaseOptions {
     /// The Lease's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Who this replica is (the pod name plus a random suffix).
-    pub identity: String,
+    pub(crate) identity: String,
     /// How long a Lease not renewed stays its holder's.
     pub lease_duration: Duration,
     /// How long a leader keeps trying to renew before it gives up leading.
@@ -57,7 +57,7 @@ impl LeaseOptions {
 
 /// What one attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Attempt {
+pub(crate) enum Attempt {
     /// This replica holds the Lease (acquired or renewed).
     Leading,
     /// Another replica holds it.
@@ -97,7 +97,7 @@ impl LeaderElector {
     }
 
     /// The options.
-    pub fn options(&self) -> &LeaseOptions {
+    pub(crate) fn options(&self) -> &LeaseOptions {
         &self.options
     }
 
@@ -113,7 +113,7 @@ impl LeaderElector {
     }
 
     /// One attempt to acquire the Lease or renew it.
-    pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, ::kube::Error> {
+    pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<Attempt, ::kube::Error> {
         let me = self.options.identity.clone();
         let now = MicroTime(jiff::Timestamp::now());
         let Some(lease) = self.api.get_opt(&self.options.name).await? else {
@@ -182,7 +182,7 @@ impl LeaderElector {
     }
 
     /// Waits until this replica leads (or `stop` is set: `false`).
-    pub async fn acquire(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
+    pub(crate) async fn acquire(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(Attempt::Leading) => {
@@ -203,7 +203,10 @@ impl LeaderElector {
     }
 
     /// Renews while leading; returns why leading ended, or `Ok` when `stop` was set.
-    pub async fn renew(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), LeadershipLost> {
+    pub(crate) async fn renew(
+        &mut self,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<(), LeadershipLost> {
         let mut renewed = Instant::now();
         loop {
             if self.pause(stop).await {
@@ -240,7 +243,7 @@ impl LeaderElector {
 
     /// Hands the Lease back (as client-go's `ReleaseOnCancel`), so a follower takes
     /// over at once instead of after the lease duration.
-    pub async fn release(&mut self) -> Result<(), ::kube::Error> {
+    pub(crate) async fn release(&mut self) -> Result<(), ::kube::Error> {
         let Some(mut lease) = self.api.get_opt(&self.options.name).await? else {
             return Ok(());
         };

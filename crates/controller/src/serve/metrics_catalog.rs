@@ -8,7 +8,7 @@ use prometheus::Registry;
 
 /// The registry of a node agent's `/metrics`: what its script steps got from the
 /// sandbox, the Diagnoses it ran, its module fetches and its pulls from registries.
-pub fn agent_registry() -> Result<Registry, MetricError> {
+pub(crate) fn agent_registry() -> Result<Registry, MetricError> {
     let registry = Registry::new();
     operon_script::register_metrics(&registry)
         .and_then(|()| crate::controllers::diagnosis::metrics::register_metrics(&registry))

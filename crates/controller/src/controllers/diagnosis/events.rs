@@ -15,14 +15,14 @@ const NOTE_MAX: usize = 1000;
 
 /// Publishes the Events of one Diagnosis.
 #[derive(Clone)]
-pub struct Events {
+pub(crate) struct Events {
     recorder: Recorder,
     reference: ObjectReference,
 }
 
 impl Events {
     /// Events about `diagnosis`, published by `recorder`.
-    pub fn new(recorder: Recorder, diagnosis: &Diagnosis) -> Self {
+    pub(crate) fn new(recorder: Recorder, diagnosis: &Diagnosis) -> Self {
         Self {
             recorder,
             reference: kube::Resource::object_ref(diagnosis, &()),
@@ -31,7 +31,7 @@ impl Events {
 
     /// Publishes one Event without waiting for it. Events of one `reason` and `action`
     /// are counted as one series with the first note, so an action names its node.
-    pub fn publish(&self, type_: EventType, reason: &str, action: &str, note: String) {
+    pub(crate) fn publish(&self, type_: EventType, reason: &str, action: &str, note: String) {
         let recorder = self.recorder.clone();
         let reference = self.reference.clone();
         let event = Event {
@@ -49,7 +49,7 @@ impl Events {
     }
 
     /// Node `id` is about to run.
-    pub fn node_started(&self, id: usize, operation: &str) {
+    pub(crate) fn node_started(&self, id: usize, operation: &str) {
         self.publish(
             EventType::Normal,
             "NodeStarted",
@@ -59,7 +59,7 @@ impl Events {
     }
 
     /// A node failed (successes are in the status; an Event each would be noise).
-    pub fn node_finished(&self, record: &NodeRecord) {
+    pub(crate) fn node_finished(&self, record: &NodeRecord) {
         if record.phase == NodePhase::Failed {
             self.publish(
                 EventType::Warning,

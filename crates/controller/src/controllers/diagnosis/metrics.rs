@@ -22,7 +22,7 @@ fn finished_total() -> &'static IntCounterVec {
 }
 
 /// Counts one Diagnosis that ended in `phase` here.
-pub fn finished(role: &Role, phase: DiagnosisPhase) {
+pub(crate) fn finished(role: &Role, phase: DiagnosisPhase) {
     let role = match role {
         Role::Controller => "controller",
         Role::Agent { .. } => "agent",
@@ -38,17 +38,17 @@ pub fn finished(role: &Role, phase: DiagnosisPhase) {
 
 /// How many Diagnoses ended in `phase` with `role` (`controller`, `agent`) so far.
 #[cfg(test)]
-pub fn count(role: &str, phase: &str) -> u64 {
+pub(crate) fn count(role: &str, phase: &str) -> u64 {
     finished_total().with_label_values(&[role, phase]).get()
 }
 
 /// The collectors, one per metric family.
-pub fn collectors() -> Vec<Box<dyn prometheus::core::Collector>> {
+pub(crate) fn collectors() -> Vec<Box<dyn prometheus::core::Collector>> {
     vec![Box::new(finished_total().clone())]
 }
 
 /// Registers the metrics in `registry` (once per registry).
-pub fn register_metrics(registry: &Registry) -> Result<(), prometheus::Error> {
+pub(crate) fn register_metrics(registry: &Registry) -> Result<(), prometheus::Error> {
     for collector in collectors() {
         registry.register(collector)?;
     }

@@ -12,7 +12,7 @@
 //! with their ServiceAccounts, RBAC decides what each may do, and a restart of either
 //! side resumes from the stored status. Each reconcile reads the Diagnosis afresh (a
 //! cached copy may predate the last write), and every status write carries the
-//! `resourceVersion` it read ([`status::StatusWriter`]): a node that finished is never
+//! `resourceVersion` it read (`status::StatusWriter`): a node that finished is never
 //! run again; a node cut off mid-run (the process killed) runs again, as it never
 //! reported.
 //!
@@ -21,8 +21,8 @@
 //! any order) and fails after [`Settings::wait_limit`]. One whose OperationSet changed
 //! since it started fails: it cannot be resumed over another graph.
 
-pub mod events;
-pub mod metrics;
+pub(crate) mod events;
+pub(crate) mod metrics;
 pub(crate) mod placement;
 pub mod status;
 
@@ -52,9 +52,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The condition saying where a Diagnosis runs.
-pub const SCHEDULED: &str = "Scheduled";
+pub(crate) const SCHEDULED: &str = "Scheduled";
 /// The condition saying whether its OperationSet and Operations can run.
-pub const ACCEPTED: &str = "Accepted";
+pub(crate) const ACCEPTED: &str = "Accepted";
 
 /// How long before a reconcile that hit an API error is tried again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -79,18 +79,18 @@ pub enum Role {
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Which Diagnoses it runs.
-    pub role: Role,
+    pub(crate) role: Role,
     /// Where results stop fitting in the status.
     pub limits: Limits,
     /// The namespace of the agents' Leases.
-    pub agent_namespace: String,
+    pub(crate) agent_namespace: String,
     /// How long a Diagnosis waits for its OperationSet, Operations, pod or agent
     /// before it fails.
     pub wait_limit: Duration,
     /// How many Diagnoses run at once.
     pub concurrency: u16,
     /// The name Events are reported under (the pod's name, when known).
-    pub instance: Option<String>,
+    pub(crate) instance: Option<String>,
 }
 
 impl Settings {
@@ -109,7 +109,7 @@ impl Settings {
 
 /// Why a reconcile failed (it is retried; the Diagnosis resumes from its status).
 #[derive(Debug, thiserror::Error)]
-pub enum DiagnosisError {
+pub(crate) enum DiagnosisError {
     /// Reading what the Diagnosis needs failed.
     #[error("reading {what} for {diagnosis}: {source}")]
     Read {
@@ -236,7 +236,7 @@ fn fail(status: &mut DiagnosisStatus, type_: &str, reason: &str, message: String
 }
 
 /// Brings one Diagnosis forward: places it, waits, or runs (resumes) it to its end.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     cached: Arc<Diagnosis>,
     ctx: Arc<Context>,
 ) -> Result<Action, DiagnosisError> {

@@ -11,10 +11,10 @@ use operon_data::api::Diagnosis;
 use sha2::Digest as _;
 
 /// The prefix of the agents' Lease names.
-pub const AGENT_LEASE_PREFIX: &str = "operon-agent-";
+pub(crate) const AGENT_LEASE_PREFIX: &str = "operon-agent-";
 
 /// The Lease the agent of `node` holds.
-pub fn agent_lease_name(node: &str) -> String {
+pub(crate) fn agent_lease_name(node: &str) -> String {
     let name = format!("{AGENT_LEASE_PREFIX}{node}");
     if name.len() <= 253 {
         name
@@ -28,7 +28,7 @@ pub fn agent_lease_name(node: &str) -> String {
 
 /// Why a Diagnosis has no node to run on (yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unplaced {
+pub(crate) enum Unplaced {
     /// `spec.nodeName` names no Node.
     NodeNotFound(String),
     /// `spec.podReference` names no Pod.
@@ -39,7 +39,7 @@ pub enum Unplaced {
 
 impl Unplaced {
     /// The condition reason.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             Self::NodeNotFound(_) => "NodeNotFound",
             Self::PodNotFound(_) => "PodNotFound",
@@ -48,12 +48,12 @@ impl Unplaced {
     }
 
     /// Whether waiting may help.
-    pub fn may_resolve(&self) -> bool {
+    pub(crate) fn may_resolve(&self) -> bool {
         matches!(self, Self::PodNotScheduled(_))
     }
 
     /// The condition message.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             Self::NodeNotFound(node) => format!("spec.nodeName: there is no Node {node:?}"),
             Self::PodNotFound(pod) => format!("spec.podReference: there is no Pod {pod}"),
@@ -65,7 +65,7 @@ impl Unplaced {
 }
 
 /// The node `diagnosis` runs on: `Ok(None)` when it names none.
-pub async fn resolve(
+pub(crate) async fn resolve(
     client: &Client,
     diagnosis: &Diagnosis,
 ) -> Result<Result<Option<String>, Unplaced>, kube::Error> {
@@ -92,7 +92,7 @@ pub async fn resolve(
 
 /// Whether the agent of `node` holds its Lease now: renewed within its duration, as
 /// this controller's clock tells (agents and controllers run on synchronised nodes).
-pub async fn agent_alive(
+pub(crate) async fn agent_alive(
     leases: &Api<Lease>,
     node: &str,
     now: jiff::Timestamp,
@@ -104,7 +104,7 @@ pub async fn agent_alive(
 }
 
 /// Whether `lease` has a holder that renewed it within its duration at `now`.
-pub fn lease_held(lease: &Lease, now: jiff::Timestamp) -> bool {
+pub(crate) fn lease_held(lease: &Lease, now: jiff::Timestamp) -> bool {
     let Some(spec) = &lease.spec else {
         return false;
     };

@@ -45,14 +45,14 @@ impl Default for Limits {
 
 /// The most a results ConfigMap holds: the API server refuses a ConfigMap whose data
 /// exceeds 1 MiB; the rest is room for its metadata.
-pub const CONFIG_MAP_MAX: usize = 1024 * 1024 - 16 * 1024;
+pub(crate) const CONFIG_MAP_MAX: usize = 1024 * 1024 - 16 * 1024;
 
 /// How often a conflicting status write is retried when only metadata changed.
 const CONFLICT_RETRIES: usize = 3;
 
 /// Why the status could not be written.
 #[derive(Debug, thiserror::Error)]
-pub enum StatusError {
+pub(crate) enum StatusError {
     /// The API server refused or could not be reached.
     #[error("writing the status of {diagnosis}: {source}")]
     Api {
@@ -100,7 +100,7 @@ pub enum StatusError {
 }
 
 /// The name of the ConfigMap holding `diagnosis`' large results.
-pub fn config_map_name(diagnosis: &Diagnosis) -> String {
+pub(crate) fn config_map_name(diagnosis: &Diagnosis) -> String {
     let name = diagnosis.name_any();
     // Object names stop at 253 characters; the uid keeps a long name's ConfigMap unique.
     if name.len() + "-results".len() <= 253 {
@@ -114,7 +114,7 @@ pub fn config_map_name(diagnosis: &Diagnosis) -> String {
 }
 
 /// `status` as stored: the results that fit, and apart those that go to the ConfigMap.
-pub fn split(
+pub(crate) fn split(
     status: &DiagnosisStatus,
     limits: Limits,
     config_map: &str,
@@ -153,7 +153,7 @@ pub fn split(
 }
 
 /// The results `diagnosis` keeps in its ConfigMap, read back for a resumed run.
-pub async fn restore_results(
+pub(crate) async fn restore_results(
     client: &Client,
     diagnosis: &mut Diagnosis,
 ) -> Result<(), StatusError> {
@@ -188,7 +188,7 @@ pub async fn restore_results(
 }
 
 /// Persists a Diagnosis as it runs; the [`Progress`] the controller hands the pipeline.
-pub struct StatusWriter {
+pub(crate) struct StatusWriter {
     diagnoses: Api<Diagnosis>,
     config_maps: Api<ConfigMap>,
     limits: Limits,
@@ -209,7 +209,7 @@ pub struct StatusWriter {
 impl StatusWriter {
     /// A writer for `diagnosis` as just read from the API server (with the results of
     /// its ConfigMap restored, [`restore_results`]).
-    pub fn new(client: Client, diagnosis: &Diagnosis, limits: Limits) -> Self {
+    pub(crate) fn new(client: Client, diagnosis: &Diagnosis, limits: Limits) -> Self {
         let namespace = diagnosis.metadata.namespace.clone().unwrap_or_default();
         let config_map = config_map_name(diagnosis);
         let (sent, offloaded) = match &diagnosis.status {
@@ -235,25 +235,26 @@ impl StatusWriter {
     }
 
     /// Emits Events on the Diagnosis as nodes start and fail.
-    pub fn with_events(mut self, events: super::events::Events) -> Self {
+    pub(crate) fn with_events(mut self, events: super::events::Events) -> Self {
         self.events = Some(events);
         self
     }
 
     /// Counts this writer's status writes into `total` instead of a counter of its own.
-    pub fn counting_into(mut self, total: Arc<AtomicU64>) -> Self {
+    pub(crate) fn counting_into(mut self, total: Arc<AtomicU64>) -> Self {
         self.writes = total;
         self
     }
 
     /// How many status writes reached the API server.
-    pub fn writes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn writes(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
     }
 
     /// Writes `diagnosis`' status (and its large results) unless the API server already
     /// holds it.
-    pub async fn write(&mut self, diagnosis: &Diagnosis) -> Result<(), StatusError> {
+    pub(crate) async fn write(&mut self, diagnosis: &Diagnosis) -> Result<(), StatusError> {
         let status = diagnosis.status.clone().unwrap_or_default();
         let (stored, offloaded) = split(&status, self.limits, &self.config_map);
         if offloaded != self.offloaded {

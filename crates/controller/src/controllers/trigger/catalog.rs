@@ -14,25 +14,25 @@ use tokio::sync::watch;
 
 /// One Trigger as last seen, with its compiled form when it is valid.
 #[derive(Debug, Clone)]
-pub struct TriggerEntry {
+pub(crate) struct TriggerEntry {
     /// The object: its uid for owner references, its status and creation for cron.
-    pub trigger: Arc<Trigger>,
+    pub(crate) trigger: Arc<Trigger>,
     /// `None` when the Trigger is invalid (its problems were logged when it was seen).
-    pub compiled: Option<Arc<CompiledTrigger>>,
+    pub(crate) compiled: Option<Arc<CompiledTrigger>>,
 }
 
 /// The Triggers at one moment.
 #[derive(Debug, Clone, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Whether the first list completed: before it, "no Trigger" means "not known yet".
-    pub listed: bool,
+    pub(crate) listed: bool,
     /// By name (Triggers are cluster-scoped).
-    pub triggers: Arc<BTreeMap<String, TriggerEntry>>,
+    pub(crate) triggers: Arc<BTreeMap<String, TriggerEntry>>,
 }
 
 impl Snapshot {
     /// The valid Triggers, with their objects.
-    pub fn compiled(&self) -> impl Iterator<Item = (&Arc<Trigger>, &Arc<CompiledTrigger>)> {
+    pub(crate) fn compiled(&self) -> impl Iterator<Item = (&Arc<Trigger>, &Arc<CompiledTrigger>)> {
         self.triggers
             .values()
             .filter_map(|entry| Some((&entry.trigger, entry.compiled.as_ref()?)))
@@ -41,7 +41,7 @@ impl Snapshot {
 
 /// The Triggers of the cluster, as snapshots.
 #[derive(Debug, Clone)]
-pub struct TriggerCatalog {
+pub(crate) struct TriggerCatalog {
     snapshots: watch::Sender<Snapshot>,
 }
 
@@ -53,7 +53,7 @@ impl Default for TriggerCatalog {
 
 impl TriggerCatalog {
     /// An empty catalog, not yet listed.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             snapshots: watch::Sender::new(Snapshot::default()),
         }
@@ -73,17 +73,17 @@ impl TriggerCatalog {
     }
 
     /// The current snapshot.
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         self.snapshots.borrow().clone()
     }
 
     /// A receiver that is told of every new snapshot.
-    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Snapshot> {
         self.snapshots.subscribe()
     }
 
     /// Watches `api` for ever (retrying with backoff), keeping the snapshots current.
-    pub async fn run(&self, api: Api<Trigger>) {
+    pub(crate) async fn run(&self, api: Api<Trigger>) {
         let mut relisting = None;
         let mut events =
             std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());

@@ -20,7 +20,7 @@ const MAX_IDLE_BUCKETS: usize = 1024;
 
 /// What became of one Diagnosis a Trigger asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// It was created.
     Created,
     /// A Diagnosis of that name exists: the same alert, event occurrence or slot was
@@ -32,7 +32,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The `outcome` label of `operon_trigger_diagnoses_total`.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Created => "created",
             Self::AlreadyExists => "already_exists",
@@ -43,7 +43,7 @@ impl Outcome {
 
 /// Why a Diagnosis could not be created (worth retrying, unlike [`Outcome`]s).
 #[derive(Debug, thiserror::Error)]
-pub enum CreateError {
+pub(crate) enum CreateError {
     /// The Trigger has no uid (it was not read from an API server), so no owner
     /// reference can point at it.
     #[error("{trigger} has no uid")]
@@ -65,7 +65,7 @@ pub enum CreateError {
 }
 
 /// Creates Diagnoses for Triggers.
-pub struct DiagnosisCreator {
+pub(crate) struct DiagnosisCreator {
     client: Client,
     /// Per Trigger uid, so a Trigger deleted and created again starts with a full
     /// bucket, and one edited keeps what it used.
@@ -76,7 +76,7 @@ pub struct DiagnosisCreator {
 
 impl DiagnosisCreator {
     /// A creator that talks to `client` and counts into `counter`, if any.
-    pub fn new(client: Client, counter: Option<Labeled<IntCounterVec, 3>>) -> Self {
+    pub(crate) fn new(client: Client, counter: Option<Labeled<IntCounterVec, 3>>) -> Self {
         Self {
             client,
             buckets: Mutex::new(HashMap::new()),
@@ -87,7 +87,7 @@ impl DiagnosisCreator {
     /// Creates `new` for `trigger` (compiled as `compiled`), unless the Trigger is over
     /// its rate limit. A Diagnosis that already exists is not an error: the names are
     /// deterministic, so it is this very match seen again.
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         trigger: &Trigger,
         compiled: &CompiledTrigger,
@@ -197,7 +197,7 @@ impl DiagnosisCreator {
 /// `update` on `triggers/finalizers` where the OwnerReferencesPermissionEnforcement
 /// admission plugin runs, and a Trigger's deletion need not wait for its Diagnoses; the
 /// garbage collector deletes them in the background either way.
-pub fn owner_reference(trigger: &Trigger, uid: String) -> OwnerReference {
+pub(crate) fn owner_reference(trigger: &Trigger, uid: String) -> OwnerReference {
     OwnerReference {
         api_version: API_VERSION.to_owned(),
         kind: "Trigger".to_owned(),

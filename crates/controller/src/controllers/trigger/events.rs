@@ -31,7 +31,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 /// How far before the controller's start an Event may have occurred and still count.
-pub const LOOKBACK: SignedDuration = SignedDuration::from_secs(120);
+pub(crate) const LOOKBACK: SignedDuration = SignedDuration::from_secs(120);
 /// Occurrences remembered to skip their second arrival.
 const REMEMBERED: usize = 8192;
 

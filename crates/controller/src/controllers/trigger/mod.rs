@@ -14,8 +14,9 @@
 //!   Trigger's rate limit. The alert receiver of `operon serve` (every replica) uses it
 //!   too, with its own catalog.
 //!
-//! The leader runs [`run`]; a Trigger has one source, so the leader's limits for cron
-//! and event Triggers and each replica's for alert Triggers never share a Trigger.
+//! The leader runs [`run_with_metrics`]; a Trigger has one source, so the leader's
+//! limits for cron and event Triggers and each replica's for alert Triggers never share
+//! a Trigger.
 
 mod catalog;
 mod create;
@@ -24,9 +25,8 @@ mod events;
 #[cfg(test)]
 mod tests;
 
-pub use catalog::{Snapshot, TriggerCatalog, TriggerEntry};
-pub use create::{CreateError, DiagnosisCreator, Outcome, owner_reference};
-pub use events::LOOKBACK;
+pub(crate) use catalog::{Snapshot, TriggerCatalog};
+pub(crate) use create::{DiagnosisCreator, Outcome};
 
 use jiff::Timestamp;
 use kube::{Api, Client};
@@ -36,14 +36,9 @@ use prometheus::IntCounterVec;
 use std::future::Future;
 use std::sync::Arc;
 
-/// Runs the controller until `shutdown` completes, counting nothing.
-pub async fn run(client: Client, shutdown: impl Future<Output = ()> + Send + 'static) {
-    run_with_metrics(client, None, shutdown).await;
-}
-
 /// Runs the controller until `shutdown` completes, counting what Triggers ask for in
 /// `counter` (`operon_trigger_diagnoses_total`).
-pub async fn run_with_metrics(
+pub(crate) async fn run_with_metrics(
     client: Client,
     counter: Option<Labeled<IntCounterVec, 3>>,
     shutdown: impl Future<Output = ()> + Send + 'static,

@@ -7,10 +7,10 @@
 //!
 //! What this owns: following the Hook objects (a kube-runtime watcher; a re-list drops
 //! the Hooks it no longer finds), preparing each ([`prepare`]) and writing its status
-//! ([`status`]). It does not touch the hooks of the hooks directory.
+//! (`status`). It does not touch the hooks of the hooks directory.
 
 pub mod prepare;
-pub mod status;
+pub(crate) mod status;
 
 use crate::controllers::AbortOnDrop;
 use futures::StreamExt as _;
@@ -60,7 +60,7 @@ impl std::fmt::Debug for HookObjects {
 impl HookObjects {
     /// Hook objects read through `client`, their modules found by `modules` and loaded
     /// by `loader`, their engines over `cluster`.
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         modules: ModuleLocator,
         loader: HookLoader,
@@ -77,13 +77,16 @@ impl HookObjects {
     }
 
     /// Lets Hooks with `runOn: Job` run, in Jobs of `offload`.
-    pub fn with_offload(mut self, offload: Option<prepare::HookOffload>) -> Self {
+    pub(crate) fn with_offload(mut self, offload: Option<prepare::HookOffload>) -> Self {
         self.offload = offload;
         self
     }
 
     /// Reloads the Hooks naming a module when the module's name points to new bytes.
-    pub fn with_catalog_changes(mut self, changes: tokio::sync::watch::Receiver<u64>) -> Self {
+    pub(crate) fn with_catalog_changes(
+        mut self,
+        changes: tokio::sync::watch::Receiver<u64>,
+    ) -> Self {
         self.catalog_changes = Some(changes);
         self
     }
@@ -120,7 +123,7 @@ pub async fn setup(
 }
 
 /// Whether the API server serves the Hook resource (its CRD is installed).
-pub async fn hooks_installed(client: &Client) -> Result<bool, kube::Error> {
+pub(crate) async fn hooks_installed(client: &Client) -> Result<bool, kube::Error> {
     match client
         .list_api_group_resources(operon_data::api::API_VERSION)
         .await
@@ -144,7 +147,7 @@ struct Running {
 }
 
 /// Runs the Hook objects until the future is dropped, reporting to `metrics`.
-pub async fn run(objects: Arc<HookObjects>, metrics: Arc<Metrics>) {
+pub(crate) async fn run(objects: Arc<HookObjects>, metrics: Arc<Metrics>) {
     let api: Api<Hook> = Api::all(objects.client.clone());
     let events = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(events);

@@ -63,7 +63,7 @@ pub struct Prepared {
     /// Its configuration as declared, with the overrides applied.
     pub declared: HookConfig,
     /// The digest of its module.
-    pub digest: ModuleDigest,
+    pub(crate) digest: ModuleDigest,
     /// Its bindings, for the status.
     pub bindings: Vec<HookBindingStatus>,
     /// The cluster its engine talks to: patches outside the permissions are refused.
@@ -71,7 +71,7 @@ pub struct Prepared {
 }
 
 /// The name a Hook object's hook runs under (in logs and metrics): `Hook/ns/name`.
-pub fn run_name(hook: &Hook) -> String {
+pub(crate) fn run_name(hook: &Hook) -> String {
     format!(
         "Hook/{}",
         hook_name(&hook.namespace().unwrap_or_default(), &hook.name_any())
@@ -79,7 +79,7 @@ pub fn run_name(hook: &Hook) -> String {
 }
 
 /// Where `spec.module` of `hook` is, or why it cannot be found.
-pub fn locate(locator: &ModuleLocator, hook: &Hook) -> Result<std::path::PathBuf, Refusal> {
+pub(crate) fn locate(locator: &ModuleLocator, hook: &Hook) -> Result<std::path::PathBuf, Refusal> {
     locator.locate_named(&hook.spec.module).map_err(|e| {
         let reason = match e {
             ModuleError::NotInStore { .. } => "ModuleNotInStore",
@@ -94,7 +94,7 @@ pub fn locate(locator: &ModuleLocator, hook: &Hook) -> Result<std::path::PathBuf
 /// `spec.imagePullSecrets`: what its status pinned for this generation of its spec,
 /// else `spec.module` itself (a tag is resolved now). The file and the pinned
 /// reference, or why not and whether trying again may help.
-pub async fn pull_oci(
+pub(crate) async fn pull_oci(
     client: &kube::Client,
     locator: &ModuleLocator,
     hook: &Hook,
@@ -358,7 +358,7 @@ fn duration(field: &str, text: &str) -> Result<u64, String> {
 }
 
 /// Applies `overrides` to what the hook declared; every problem is reported.
-pub fn apply_overrides(
+pub(crate) fn apply_overrides(
     config: &mut HookConfig,
     overrides: &HookOverrides,
 ) -> Result<(), Vec<String>> {

@@ -22,7 +22,7 @@ const RETRY: Duration = Duration::from_secs(5);
 
 /// Sets condition `type_` of `conditions`, keeping its transition time when its
 /// status does not change.
-pub fn set_condition(
+pub(crate) fn set_condition(
     conditions: &mut Vec<Condition>,
     type_: &str,
     status: ConditionStatus,
@@ -42,7 +42,7 @@ pub fn set_condition(
 }
 
 /// Records `record` (a run that just ended) in `status`.
-pub fn record_run(status: &mut HookStatus, record: &RunRecord) {
+pub(crate) fn record_run(status: &mut HookStatus, record: &RunRecord) {
     let binding = record
         .contexts
         .first()
@@ -97,7 +97,7 @@ pub fn record_run(status: &mut HookStatus, record: &RunRecord) {
 
 /// Keeps one Hook's status written: updates go to [`StatusWriter::update`], a task
 /// writes the latest one.
-pub struct StatusWriter {
+pub(crate) struct StatusWriter {
     desired: Arc<watch::Sender<HookStatus>>,
     _task: AbortOnDrop,
 }
@@ -105,7 +105,7 @@ pub struct StatusWriter {
 impl StatusWriter {
     /// Starts writing the status of Hook `name` through `api` (namespaced), starting
     /// from `current` (the status the object has, so transition times carry over).
-    pub fn start(api: Api<Hook>, name: String, current: HookStatus) -> Self {
+    pub(crate) fn start(api: Api<Hook>, name: String, current: HookStatus) -> Self {
         let desired = Arc::new(watch::Sender::new(current));
         let receiver = desired.subscribe();
         Self {
@@ -115,18 +115,13 @@ impl StatusWriter {
     }
 
     /// Changes the status to be written.
-    pub fn update(&self, change: impl FnOnce(&mut HookStatus)) {
+    pub(crate) fn update(&self, change: impl FnOnce(&mut HookStatus)) {
         self.desired.send_modify(change);
     }
 
     /// A handle that updates the same status, for the engine's run callback.
-    pub fn handle(&self) -> Arc<watch::Sender<HookStatus>> {
+    pub(crate) fn handle(&self) -> Arc<watch::Sender<HookStatus>> {
         self.desired.clone()
-    }
-
-    /// The status as last set.
-    pub fn current(&self) -> HookStatus {
-        self.desired.borrow().clone()
     }
 }
 
@@ -152,7 +147,11 @@ async fn write_loop(api: Api<Hook>, name: String, mut desired: watch::Receiver<H
 
 /// Writes `status` to Hook `name` with server-side apply, as field manager `operon`
 /// (forcing: the status is the engine's alone).
-pub async fn write(api: &Api<Hook>, name: &str, status: &HookStatus) -> Result<(), kube::Error> {
+pub(crate) async fn write(
+    api: &Api<Hook>,
+    name: &str,
+    status: &HookStatus,
+) -> Result<(), kube::Error> {
     let body = serde_json::json!({
         "apiVersion": operon_data::api::API_VERSION,
         "kind": "Hook",

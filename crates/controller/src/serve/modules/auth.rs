@@ -16,8 +16,8 @@
 //! Answers are cached briefly, as kube-apiserver caches its webhook authenticator's and
 //! authorizer's: a push followed by `operon module ls` asks the API server once. The
 //! cache is keyed by the SHA-256 of the token, never the token; a token accepted or an
-//! access allowed is kept [`AUTHENTICATED_TTL`] / [`ALLOWED_TTL`], a refusal only
-//! [`DENIED_TTL`], so that a new RoleBinding takes effect within seconds. A review that
+//! access allowed is kept `AUTHENTICATED_TTL` / `ALLOWED_TTL`, a refusal only
+//! `DENIED_TTL`, so that a new RoleBinding takes effect within seconds. A review that
 //! could not be made is not cached.
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
@@ -34,16 +34,16 @@ use tokio::time::Instant;
 
 /// How long an accepted token is taken without asking again (kube-apiserver's
 /// `--authentication-token-webhook-cache-ttl` is 2 minutes; this is shorter).
-pub const AUTHENTICATED_TTL: Duration = Duration::from_secs(60);
+pub(crate) const AUTHENTICATED_TTL: Duration = Duration::from_secs(60);
 /// How long an allowed access is taken without asking again.
-pub const ALLOWED_TTL: Duration = Duration::from_secs(60);
+pub(crate) const ALLOWED_TTL: Duration = Duration::from_secs(60);
 /// How long a rejected token or a denied access is remembered.
-pub const DENIED_TTL: Duration = Duration::from_secs(10);
+pub(crate) const DENIED_TTL: Duration = Duration::from_secs(10);
 /// The most answers kept; past it, expired ones go, then all.
 const CACHE_ENTRIES: usize = 4096;
 
 /// The verbs a ServiceAccount may also be granted in its own namespace.
-pub const NAMESPACED_READS: [&str; 2] = ["get", "list"];
+pub(crate) const NAMESPACED_READS: [&str; 2] = ["get", "list"];
 
 /// The user name prefix of ServiceAccounts: `system:serviceaccount:NAMESPACE:NAME`.
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
@@ -98,7 +98,7 @@ impl<K: std::hash::Hash + Eq, V: Clone> Cache<K, V> {
 
 /// Why a request was not allowed.
 #[derive(Debug, thiserror::Error)]
-pub enum AuthError {
+pub(crate) enum AuthError {
     /// No `Authorization: Bearer` header.
     #[error(
         "no bearer token: send `Authorization: Bearer <token>` (e.g. from `kubectl create token`)"
@@ -140,7 +140,7 @@ fn suffix(text: &str) -> String {
 
 /// The namespace of a ServiceAccount's user name (`system:serviceaccount:NS:NAME`);
 /// `None` for any other user.
-pub fn service_account_namespace(user: &str) -> Option<&str> {
+pub(crate) fn service_account_namespace(user: &str) -> Option<&str> {
     let (namespace, name) = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?.split_once(':')?;
     let valid = !namespace.is_empty() && !name.is_empty() && !name.contains(':');
     valid.then_some(namespace)
@@ -148,9 +148,9 @@ pub fn service_account_namespace(user: &str) -> Option<&str> {
 
 /// The caller, as the API server authenticated them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// Their user name, e.g. `system:serviceaccount:ns:name`.
-    pub user: String,
+    pub(crate) user: String,
     user_info: UserInfo,
 }
 
@@ -191,7 +191,7 @@ impl Authorizer {
     /// Authenticates `authorization` (the header's value) and checks that the caller may
     /// `verb` the modules (the module `name`, when the request is about one):
     /// cluster-wide, or, for a ServiceAccount reading, in its own namespace.
-    pub async fn allow(
+    pub(crate) async fn allow(
         &self,
         authorization: Option<&str>,
         verb: &'static str,

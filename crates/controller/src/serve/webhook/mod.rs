@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// The API server sends at most 3 MiB objects; a review wraps up to two of them.
-pub const MAX_BODY: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 8 * 1024 * 1024;
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

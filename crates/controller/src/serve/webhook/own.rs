@@ -16,13 +16,13 @@ use operon_data::model::ValidatingResponse;
 use serde_json::Value;
 
 /// The path of this webhook on the admission server.
-pub const PATH: &str = "/operon/validate";
+pub(crate) const PATH: &str = "/operon/validate";
 
 /// The webhook's name in the ValidatingWebhookConfiguration.
-pub const WEBHOOK_NAME: &str = "resources.operon.dev";
+pub(crate) const WEBHOOK_NAME: &str = "resources.operon.dev";
 
 /// The resources of group `operon.dev` it checks.
-pub const RESOURCES: [&str; 5] = [
+pub(crate) const RESOURCES: [&str; 5] = [
     "operations",
     "operationsets",
     "triggers",
@@ -32,7 +32,7 @@ pub const RESOURCES: [&str; 5] = [
 
 /// How long the API server waits for it: the check is local and fast, and a short
 /// timeout bounds how long a create waits while no replica answers.
-pub const TIMEOUT_SECONDS: i32 = 5;
+pub(crate) const TIMEOUT_SECONDS: i32 = 5;
 
 /// The answer to an AdmissionReview of one of Operon's resources.
 pub fn answer(review: &Value) -> Value {
@@ -88,7 +88,7 @@ fn denied(problems: &[Problem]) -> ValidatingResponse {
 /// pointing at [`PATH`]. `failurePolicy: Fail`: an invalid object must never be stored
 /// unchecked; the price is that Operon's own kinds cannot be created or changed while
 /// no replica answers (no other resource is affected).
-pub fn webhook(client_config: Value) -> Value {
+pub(crate) fn webhook(client_config: Value) -> Value {
     serde_json::json!({
         "name": WEBHOOK_NAME,
         "admissionReviewVersions": ["v1"],

@@ -62,7 +62,7 @@ pub struct Registration {
 }
 
 /// The path of one binding's webhook (the hook's name percent-encoded).
-pub fn path(prefix: &str, hook: &str, binding: &str) -> String {
+pub(crate) fn path(prefix: &str, hook: &str, binding: &str) -> String {
     format!("/{prefix}/{}/{}", encode(hook), encode(binding))
 }
 
@@ -188,7 +188,7 @@ fn configuration(kind: &str, name: &str, webhooks: Vec<Value>) -> Option<Value> 
 
 /// The ValidatingWebhookConfiguration for `hooks` (and Operon's own resources when
 /// the registration says so), or `None` when nothing validates.
-pub fn validating_configuration(
+pub(crate) fn validating_configuration(
     hooks: &[LoadedHook],
     registration: &Registration,
 ) -> Option<Value> {
@@ -215,7 +215,10 @@ pub fn validating_configuration(
 /// The MutatingWebhookConfiguration for `hooks`, or `None` when no hook mutates. The API
 /// server calls its webhooks in the order listed: hooks in name order (as they are
 /// loaded), each hook's bindings in configuration order.
-pub fn mutating_configuration(hooks: &[LoadedHook], registration: &Registration) -> Option<Value> {
+pub(crate) fn mutating_configuration(
+    hooks: &[LoadedHook],
+    registration: &Registration,
+) -> Option<Value> {
     let webhooks = hooks
         .iter()
         .flat_map(|h| (h.config.mutating.iter()).map(|b| webhook(h.hook.name(), b, registration)))
@@ -229,7 +232,7 @@ pub fn mutating_configuration(hooks: &[LoadedHook], registration: &Registration)
 
 /// The `spec.conversion` each CRD named by a conversion binding gets: (CRD name,
 /// patch), one per CRD however many hooks convert it (the server chains their rules).
-pub fn conversion_patches(
+pub(crate) fn conversion_patches(
     hooks: &[LoadedHook],
     registration: &Registration,
 ) -> Vec<(String, Value)> {
@@ -294,12 +297,12 @@ impl Registrar {
     }
 
     /// The client.
-    pub fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
     /// What is registered now: the registration with the current self-signed CA.
-    pub fn registration(&self) -> Registration {
+    pub(crate) fn registration(&self) -> Registration {
         let mut registration = self.registration.clone();
         if let Some(ca) = &self.self_signed {
             let bundle = ca.bundle.borrow().clone();
@@ -318,7 +321,7 @@ impl Registrar {
     /// then every CA rotation registers them again
     /// ([`Self::follow_ca`]), until `stopped` turns true. `registered` is called once
     /// the admission webhooks are in place ([`RegisterError::in_place`]).
-    pub async fn keep_registered(
+    pub(crate) async fn keep_registered(
         &self,
         hooks: &[LoadedHook],
         first: Result<(), RegisterError>,
@@ -384,7 +387,7 @@ impl Registrar {
     /// Registers `hooks` again whenever the self-signed CA bundle changes (a CA
     /// rotation), until `stopped` turns true; a failed registration is retried every
     /// 30 s until it succeeds. Without a self-signed CA it returns at once.
-    pub async fn follow_ca(
+    pub(crate) async fn follow_ca(
         &self,
         hooks: &[LoadedHook],
         mut stopped: tokio::sync::watch::Receiver<bool>,
@@ -453,13 +456,13 @@ pub enum RegisterError {
 impl RegisterError {
     /// Whether trying again later may succeed: the API server was away or refused for a
     /// while, or a CRD is not there yet. A binding this server cannot serve stays so.
-    pub fn may_pass(&self) -> bool {
+    pub(crate) fn may_pass(&self) -> bool {
         !matches!(self, Self::MatchConditionsUnsupported { .. })
     }
 
     /// Whether everything but conversion webhooks of CRDs not created yet is
     /// registered. Such a CRD may never come, so readiness does not wait for it.
-    pub fn in_place(&self) -> bool {
+    pub(crate) fn in_place(&self) -> bool {
         matches!(self, Self::CrdsMissing { .. })
     }
 }
@@ -540,7 +543,7 @@ where
 /// Writes the configurations for `hooks`: the ValidatingWebhookConfiguration and the
 /// MutatingWebhookConfiguration (each deleted when no hook has such bindings any more)
 /// and each conversion CRD's `spec.conversion`.
-pub async fn register(
+pub(crate) async fn register(
     client: &Client,
     hooks: &[LoadedHook],
     registration: &Registration,

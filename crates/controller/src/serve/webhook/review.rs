@@ -82,7 +82,7 @@ pub enum AdmissionOutcome {
 impl AdmissionOutcome {
     /// The `outcome` label of `operon_webhook_requests_total`: `allowed`, `denied`, or
     /// `error` when the API server gets code 500.
-    pub fn metric_label(&self) -> &'static str {
+    pub(crate) fn metric_label(&self) -> &'static str {
         match self {
             Self::Answered(answer) if answer.allowed => "allowed",
             Self::Answered(_) => "denied",
@@ -142,7 +142,7 @@ pub fn patched_object(review: &Value, answer: &ValidatingResponse) -> Option<Val
 /// Checks a mutating hook's answer against the object under review: its patch must be
 /// an RFC 6902 JSON Patch that applies to `request.object`. An empty patch (`[]`) is
 /// no patch. A denial keeps no patch: there is nothing to mutate.
-pub fn checked_mutation(
+pub(crate) fn checked_mutation(
     review: &Value,
     mut answer: ValidatingResponse,
 ) -> Result<ValidatingResponse, String> {

@@ -120,7 +120,7 @@ impl ReloadingCert {
 
     /// Reads the files again and swaps the certificate if they changed; `Ok(true)`
     /// when it was swapped.
-    pub fn reload(&self) -> Result<bool, TlsError> {
+    pub(crate) fn reload(&self) -> Result<bool, TlsError> {
         let cert = read(&self.files.cert)?;
         let key = read(&self.files.key)?;
         let print = fingerprint(&cert, &key);
@@ -135,7 +135,7 @@ impl ReloadingCert {
     }
 
     /// Looks at the files every `interval` until the returned task is aborted.
-    pub fn watch(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn watch(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
             let mut failing = false;

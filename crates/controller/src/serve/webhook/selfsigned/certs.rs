@@ -56,8 +56,8 @@ pub enum CertError {
 /// The DNS names and IP addresses a serving certificate is for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Names {
-    pub dns: Vec<String>,
-    pub ips: Vec<IpAddr>,
+    pub(crate) dns: Vec<String>,
+    pub(crate) ips: Vec<IpAddr>,
 }
 
 impl Names {
@@ -121,13 +121,13 @@ impl Names {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub(super) struct Material {
     /// The CA bundle: the signing CA first.
-    pub ca_crt: Vec<u8>,
+    pub(crate) ca_crt: Vec<u8>,
     /// The signing CA's key.
-    pub ca_key: Vec<u8>,
+    pub(crate) ca_key: Vec<u8>,
     /// The serving certificate.
-    pub tls_crt: Vec<u8>,
+    pub(crate) tls_crt: Vec<u8>,
     /// Its key.
-    pub tls_key: Vec<u8>,
+    pub(crate) tls_key: Vec<u8>,
 }
 
 impl std::fmt::Debug for Material {
@@ -145,9 +145,9 @@ impl std::fmt::Debug for Material {
 pub(super) struct Policy {
     /// Renew a serving certificate that expires within this many seconds; replace a CA
     /// that expires within twice as many.
-    pub renew_before: i64,
+    pub(crate) renew_before: i64,
     /// How old a new CA must be before it signs a serving certificate that could wait.
-    pub settle: i64,
+    pub(crate) settle: i64,
 }
 
 /// What a stored set needs.

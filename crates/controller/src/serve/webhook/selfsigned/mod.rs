@@ -40,25 +40,25 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// The label that marks the Secret as Operon's to write.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub(crate) const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Its value.
-pub const MANAGED_BY: &str = "operon";
+pub(crate) const MANAGED_BY: &str = "operon";
 /// The annotation recording the names the serving certificate was made for.
-pub const NAMES_ANNOTATION: &str = "operon.dev/webhook-certificate-names";
+pub(crate) const NAMES_ANNOTATION: &str = "operon.dev/webhook-certificate-names";
 /// The Secret's type: the one kubectl, cert-manager and Ingress controllers know.
-pub const SECRET_TYPE: &str = "kubernetes.io/tls";
+pub(crate) const SECRET_TYPE: &str = "kubernetes.io/tls";
 /// The serving certificate's file name, in the Secret and in the directory.
-pub const CERT_FILE: &str = "tls.crt";
+pub(crate) const CERT_FILE: &str = "tls.crt";
 /// Its key's file name.
-pub const KEY_FILE: &str = "tls.key";
+pub(crate) const KEY_FILE: &str = "tls.key";
 const CA_CERT_KEY: &str = "ca.crt";
 const CA_KEY_KEY: &str = "ca.key";
 
 /// A renewal window of 30 days: the certificate is renewed well before it expires, and
 /// a replica that cannot reach the API server keeps serving for a month.
-pub const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(30 * 86_400);
+pub(crate) const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(30 * 86_400);
 /// How often each replica looks at the Secret.
-pub const DEFAULT_CHECK_EVERY: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_CHECK_EVERY: Duration = Duration::from_secs(3600);
 
 /// Read-check-write rounds before giving up when other replicas keep winning.
 const ATTEMPTS: usize = 5;
@@ -69,9 +69,9 @@ const FIRST_RETRY: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct SelfSignedOptions {
     /// The engine's namespace, where the Secret is.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The Secret's name.
-    pub secret: String,
+    pub(crate) secret: String,
     /// The DNS names the API server calls the webhooks by (see [`service_dns_names`]).
     pub dns_names: Vec<String>,
     /// IP addresses the API server calls the webhooks by (an engine outside the cluster
@@ -79,13 +79,13 @@ pub struct SelfSignedOptions {
     pub ip_addresses: Vec<IpAddr>,
     /// The directory the serving certificate and key are written to (`tls.crt`,
     /// `tls.key`); made when missing.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Renew a serving certificate that expires within this; replace a CA that expires
     /// within twice this.
-    pub renew_before: Duration,
+    pub(crate) renew_before: Duration,
     /// How often [`SelfSigned::run`] looks at the Secret (plus up to a tenth of it at
     /// random, so replicas do not look at once).
-    pub check_every: Duration,
+    pub(crate) check_every: Duration,
 }
 
 impl SelfSignedOptions {
@@ -120,13 +120,13 @@ pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
 pub struct Bundle {
     /// The CA certificates (PEM) the API server must trust: the `caBundle` of the webhook
     /// configurations.
-    pub ca_pem: Vec<u8>,
+    pub(crate) ca_pem: Vec<u8>,
     /// The serving certificate's file.
     pub cert_path: PathBuf,
     /// Its key's file (mode 0600).
     pub key_path: PathBuf,
     /// When the serving certificate expires.
-    pub not_after: jiff::Timestamp,
+    pub(crate) not_after: jiff::Timestamp,
 }
 
 /// Why the certificate could not be ensured; every message names the Secret.
@@ -206,11 +206,6 @@ impl SelfSigned {
             options,
             ca: watch::Sender::new(Vec::new()),
         }
-    }
-
-    /// The options.
-    pub fn options(&self) -> &SelfSignedOptions {
-        &self.options
     }
 
     /// The CA bundle (PEM), updated whenever [`ensure`](Self::ensure) finds it changed;
