@@ -510,6 +510,42 @@ pub(crate) async fn install_for_load(
     (dir, cluster.client().clone(), scratch)
 }
 
+/// Grants the `default` ServiceAccount of `namespace` `get` on Modules (what a Job's pod
+/// needs to fetch its module from the module API) through a ClusterRole that lives as
+/// long as the returned guard and a RoleBinding in `namespace`.
+pub(crate) fn grant_module_reader(config: &Path, namespace: &str) -> ClusterScoped {
+    let reader = format!("{namespace}-module-reader");
+    kubectl(
+        config,
+        &[
+            "create",
+            "clusterrole",
+            &reader,
+            "--verb=get",
+            "--resource=modules.operon.dev",
+        ],
+    );
+    let reader_role = ClusterScoped {
+        kubeconfig: config.to_owned(),
+        objects: vec![("clusterrole", reader.clone())],
+    };
+    kubectl(
+        config,
+        &[
+            "-n",
+            namespace,
+            "create",
+            "rolebinding",
+            "module-reader",
+            "--clusterrole",
+            &reader,
+            "--serviceaccount",
+            &format!("{namespace}:default"),
+        ],
+    );
+    reader_role
+}
+
 /// Pushes each `(name, file)` of `modules` through the controller's module API (its
 /// Service, with the webhook CA the install wrote to `dir`) as the ServiceAccount
 /// `uploader` of `namespace`, granted what a push needs by a ClusterRole that lives as
@@ -549,24 +585,34 @@ pub(crate) fn push_modules(
     .unwrap();
     let webhooks_ip = cluster_ip(config, "operon", "operon-webhooks");
     for (name, file) in modules {
-        let output = Command::new(env!("CARGO_BIN_EXE_operon"))
-            .args(["module", "push", file, "--name", name])
-            .args([
-                "--server",
-                &format!("https://{webhooks_ip}:443"),
-                "--token",
-                &token,
-            ])
-            .args(["--tls-server-name", "operon-webhooks.operon.svc"])
-            .arg("--certificate-authority")
-            .arg(&ca)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "operon module push {name}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        // Right after a rollout, kube-proxy may not route the Service to the new Pods
+        // yet (a busy node syncs its rules late): a refused connection is tried again.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let output = Command::new(env!("CARGO_BIN_EXE_operon"))
+                .args(["module", "push", file, "--name", name])
+                .args([
+                    "--server",
+                    &format!("https://{webhooks_ip}:443"),
+                    "--token",
+                    &token,
+                ])
+                .args(["--tls-server-name", "operon-webhooks.operon.svc"])
+                .arg("--certificate-authority")
+                .arg(&ca)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if output.status.success() {
+                break;
+            }
+            assert!(
+                stderr.contains("error: connecting to") && Instant::now() < deadline,
+                "operon module push {name}: {stderr}"
+            );
+            eprintln!("operon module push {name}: {stderr}; trying again");
+            std::thread::sleep(Duration::from_secs(2));
+        }
     }
     cleanup
 }
@@ -1234,35 +1280,7 @@ async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
     // the Operon image, then a wasm step offloaded to a Job (`runOn: Job`) whose pod
     // fetches the pushed module from the module API through the webhook Service with
     // its ServiceAccount's token (granted `get` on Modules in this namespace only).
-    let reader = format!("{namespace}-module-reader");
-    kubectl(
-        config,
-        &[
-            "create",
-            "clusterrole",
-            &reader,
-            "--verb=get",
-            "--resource=modules.operon.dev",
-        ],
-    );
-    let _reader = ClusterScoped {
-        kubeconfig: config.to_owned(),
-        objects: vec![("clusterrole", reader.clone())],
-    };
-    kubectl(
-        config,
-        &[
-            "-n",
-            namespace,
-            "create",
-            "rolebinding",
-            "module-reader",
-            "--clusterrole",
-            &reader,
-            "--serviceaccount",
-            &format!("{namespace}:default"),
-        ],
-    );
+    let _reader = grant_module_reader(config, namespace);
     let jobs = dir.path().join("jobs.yaml");
     std::fs::write(
         &jobs,

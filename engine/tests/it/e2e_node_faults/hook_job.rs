@@ -3,7 +3,7 @@
 //! no run's input ConfigMap outlives its Job, and the Module's `status.sources` forgets
 //! the deleted replica.
 
-use crate::e2e_node::{Node, force_delete, leader_pod, push_modules};
+use crate::e2e_node::{Node, force_delete, grant_module_reader, leader_pod, push_modules};
 use crate::e2e_support::*;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -93,6 +93,10 @@ fn active(job: &Job) -> bool {
     job.status.as_ref().and_then(|s| s.active).unwrap_or(0) > 0
 }
 
+fn failed(job: &Job) -> bool {
+    job.status.as_ref().and_then(|s| s.failed).unwrap_or(0) > 0
+}
+
 fn succeeded(job: &Job) -> bool {
     job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0) > 0
 }
@@ -122,6 +126,8 @@ pub(super) async fn leader_lost_during_a_hook_job(
         namespace,
         &[("pod-labeler", operon_tests::POD_LABELER)],
     );
+    // The Jobs' pods fetch the module as the namespace's default ServiceAccount.
+    let _reader = grant_module_reader(config, namespace);
     // Each replica lists itself once it holds the bytes.
     eventually(
         "both replicas in the Module's sources",
@@ -157,6 +163,8 @@ pub(super) async fn leader_lost_during_a_hook_job(
         Duration::from_secs(180),
         async || {
             let listed = hook_jobs(&jobs, &selector).await;
+            let failed: Vec<_> = listed.iter().filter(|j| failed(j)).collect();
+            assert!(failed.is_empty(), "a Job of the Hook failed: {failed:#?}");
             // Past the first runs, whose Jobs wait for the module's first fetch.
             let warm = listed.iter().any(succeeded);
             (warm && listed.iter().any(active)).then_some(listed.len())
