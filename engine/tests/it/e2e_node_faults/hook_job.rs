@@ -113,6 +113,8 @@ fn module_sources(config: &Path, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The scenario of this module, in the install `e2e_node_faults` made, with its Hook and
+/// the Module's reader in `namespace`.
 pub(super) async fn leader_lost_during_a_hook_job(
     node: &Node,
     client: &kube::Client,
