@@ -510,6 +510,40 @@ pub(crate) async fn install_for_load(
     (dir, cluster.client().clone(), scratch)
 }
 
+/// A Hook object in `namespace` running the pushed pod labeler with `runOn: Job` on the
+/// Pods of `watched` (another namespace: in its own, each run's pod would start the next
+/// run), its Jobs kept `ttl` seconds after they finish.
+pub(crate) fn labeler_hook_yaml(namespace: &str, watched: &str, ttl: u64) -> String {
+    format!(
+        r#"apiVersion: operon.dev/v1alpha1
+kind: Hook
+metadata:
+  name: labeler
+  namespace: {namespace}
+spec:
+  module: pod-labeler
+  runOn: Job
+  job:
+    ttlSecondsAfterFinished: {ttl}
+  overrides:
+    timeout: 120s
+    kubernetes:
+    - name: pods
+      namespaces: [{watched}]
+  permissions:
+    watch:
+    - apiVersion: v1
+      kind: Pod
+      namespaces: [{watched}]
+    patch:
+    - apiVersion: v1
+      kind: Pod
+      operations: [MergePatch]
+      namespaces: [{watched}]
+"#
+    )
+}
+
 /// Grants the `default` ServiceAccount of `namespace` `get` on Modules (what a Job's pod
 /// needs to fetch its module from the module API) through a ClusterRole that lives as
 /// long as the returned guard and a RoleBinding in `namespace`.
@@ -1358,37 +1392,7 @@ spec:
     let target = Scratch::new(&cluster, config, "e2e-node-target").await;
     let watched = target.name.as_str();
     let hook = dir.path().join("hook.yaml");
-    std::fs::write(
-        &hook,
-        format!(
-            r#"apiVersion: operon.dev/v1alpha1
-kind: Hook
-metadata:
-  name: labeler
-  namespace: {namespace}
-spec:
-  module: pod-labeler
-  runOn: Job
-  job:
-    ttlSecondsAfterFinished: 300
-  overrides:
-    kubernetes:
-    - name: pods
-      namespaces: [{watched}]
-  permissions:
-    watch:
-    - apiVersion: v1
-      kind: Pod
-      namespaces: [{watched}]
-    patch:
-    - apiVersion: v1
-      kind: Pod
-      operations: [MergePatch]
-      namespaces: [{watched}]
-"#
-        ),
-    )
-    .unwrap();
+    std::fs::write(&hook, labeler_hook_yaml(namespace, watched, 300)).unwrap();
     let hooked = Instant::now();
     kubectl(config, &["apply", "-f", hook.to_str().unwrap()]);
     kubectl(

@@ -3,7 +3,9 @@
 //! no run's input ConfigMap outlives its Job, and the Module's `status.sources` forgets
 //! the deleted replica.
 
-use crate::e2e_node::{Node, force_delete, grant_module_reader, leader_pod, push_modules};
+use crate::e2e_node::{
+    Node, force_delete, grant_module_reader, labeler_hook_yaml, leader_pod, push_modules,
+};
 use crate::e2e_support::*;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -17,37 +19,6 @@ use std::time::{Duration, Instant};
 /// Seconds a finished Job of the Hook stays: short, so that the check of the inputs'
 /// removal does not wait long.
 const JOB_TTL: u64 = 30;
-
-fn hook_yaml(namespace: &str, watched: &str) -> String {
-    format!(
-        r#"apiVersion: operon.dev/v1alpha1
-kind: Hook
-metadata:
-  name: labeler
-  namespace: {namespace}
-spec:
-  module: pod-labeler
-  runOn: Job
-  job:
-    ttlSecondsAfterFinished: {JOB_TTL}
-  overrides:
-    timeout: 120s
-    kubernetes:
-    - name: pods
-      namespaces: [{watched}]
-  permissions:
-    watch:
-    - apiVersion: v1
-      kind: Pod
-      namespaces: [{watched}]
-    patch:
-    - apiVersion: v1
-      kind: Pod
-      operations: [MergePatch]
-      namespaces: [{watched}]
-"#
-    )
-}
 
 /// Pods created in `namespace` every 3 s until stopped (never scheduled: the hooks see
 /// them all the same); how many were created.
@@ -140,7 +111,7 @@ pub(super) async fn leader_lost_during_a_hook_job(
     let cluster = connect(config).await;
     let target = Scratch::new(&cluster, config, "e2e-faults-hooked").await;
     let hook = dir.join("hook-job.yaml");
-    std::fs::write(&hook, hook_yaml(namespace, &target.name)).unwrap();
+    std::fs::write(&hook, labeler_hook_yaml(namespace, &target.name, JOB_TTL)).unwrap();
     kubectl(config, &["apply", "-f", hook.to_str().unwrap()]);
     let uid = kubectl(
         config,
