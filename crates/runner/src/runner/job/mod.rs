@@ -122,8 +122,8 @@ async fn hand_input_to_job(maps: &Api<ConfigMap>, name: &str, job: &Job) {
 
 /// Deletes the input ConfigMaps in `namespace` labelled `selector` that `owner_uid`
 /// still owns: their run was cut off between creating its input and handing it to its
-/// Job ([`hand_input_to_job`]), by an engine that stopped or died, and nothing else
-/// would delete them before their owner goes. Call it before the owner's first run of
+/// Job (which a run does once the Job exists), by an engine that stopped or died, and
+/// nothing else would delete them before their owner goes. Call it before the owner's first run of
 /// a new engine. Returns how many were deleted.
 pub async fn remove_interrupted_inputs(
     client: kube::Client,
