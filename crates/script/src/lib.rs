@@ -31,6 +31,7 @@ mod pool;
 mod proc_view;
 pub mod protections;
 mod rules;
+mod run_dir;
 pub mod sandbox;
 pub mod seccomp;
 mod spec;
@@ -38,8 +39,9 @@ pub mod store;
 
 pub use error::{SandboxError, StoreError};
 pub use protections::{ProtectionState, Protections, register_metrics};
+pub use run_dir::RunDir;
 pub use sandbox::{
-    Launcher, LazyScriptSandbox, OutputMode, RunDir, RunStatus, SandboxOutcome, SandboxRequest,
+    Launcher, LazyScriptSandbox, OutputMode, RunStatus, SandboxOutcome, SandboxRequest,
     ScriptSandbox, ScriptSandboxConfig,
 };
 pub use spec::Limits;

@@ -22,9 +22,9 @@ use super::namespaces::NamespaceSupport;
 use super::output;
 use super::pool::{Finished, LauncherPool, Recipe, Shape};
 use super::protections::{ProtectionState, Protections};
+use super::run_dir::RunDir;
 use super::spec::{LaunchBase, LaunchReport, LaunchSpec, Limits};
-use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,9 +34,6 @@ pub(crate) const SANDBOX_PATH: &str =
 
 /// The host uid and gid runs use when the engine is root: `nobody`.
 pub(crate) const DEFAULT_SANDBOX_ID: u32 = 65534;
-
-/// Name of the scratch directory inside a run directory.
-const WORK_DIR: &str = "work";
 
 /// The program that becomes the launcher, and the arguments that make it one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,93 +240,6 @@ pub struct SandboxOutcome {
     pub protections: Protections,
 }
 
-/// A private run directory: 0700, owned by the run's uid, removed when dropped. Files
-/// the engine puts here before the run are the only files the run may write besides its
-/// scratch directory.
-#[derive(Debug)]
-pub struct RunDir {
-    /// `run-N` in the runs' path, N a number the cleaner hands out again once the
-    /// directory is gone.
-    dir: PathBuf,
-    name: u64,
-    /// The run's host uid and gid when they differ from the engine's.
-    owner: Option<(u32, u32)>,
-    /// Removes the directory once the run is dropped.
-    cleaner: Arc<Cleaner>,
-}
-
-impl Drop for RunDir {
-    /// Leaves the removal to the sandbox's cleaner thread: a run's result is complete
-    /// without it, and deleting a few files and directories costs a run's caller a
-    /// quarter of a millisecond and more on a journalled file system.
-    fn drop(&mut self) {
-        self.cleaner
-            .remove(std::mem::take(&mut self.dir), self.name);
-    }
-}
-
-impl RunDir {
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The scratch directory: cwd, HOME and TMPDIR of the run.
-    pub fn work_dir(&self) -> PathBuf {
-        self.dir.join(WORK_DIR)
-    }
-
-    /// Creates `name` with `contents`, readable and writable by the run (0600), or
-    /// executable (0700) when `executable`.
-    pub fn create_file(
-        &self,
-        name: &str,
-        contents: &[u8],
-        executable: bool,
-    ) -> Result<PathBuf, SandboxError> {
-        use std::io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let path = self.dir.join(name);
-        let err = |source| SandboxError::RunDir {
-            path: path.clone(),
-            source,
-        };
-        let mut file = std::fs::File::options()
-            .write(true)
-            .create_new(true)
-            .mode(if executable { 0o700 } else { 0o600 })
-            .open(&path)
-            .map_err(err)?;
-        file.write_all(contents).map_err(err)?;
-        drop(file);
-        if let Some((uid, gid)) = self.owner {
-            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(err)?;
-        }
-        Ok(path)
-    }
-
-    /// Reads `name` back, at most `limit` bytes (more is an error). Goes through cap-std
-    /// so that nothing the run did (a symlink, say) can make the engine read elsewhere.
-    pub fn read_file(&self, name: &str, limit: u64) -> Result<Vec<u8>, SandboxError> {
-        let path = self.dir.join(name);
-        let err = |source| SandboxError::RunDir {
-            path: path.clone(),
-            source,
-        };
-        let dir = cap_std::fs::Dir::open_ambient_dir(&self.dir, cap_std::ambient_authority())
-            .map_err(err)?;
-        let file = dir.open(name).map_err(err)?;
-        let mut bytes = Vec::new();
-        file.take(limit + 1).read_to_end(&mut bytes).map_err(err)?;
-        if bytes.len() as u64 > limit {
-            return Err(err(std::io::Error::other(format!(
-                "larger than {limit} bytes"
-            ))));
-        }
-        Ok(bytes)
-    }
-}
-
 /// The script sandbox. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ScriptSandbox {
@@ -468,54 +378,11 @@ impl ScriptSandbox {
 
     /// A fresh private run directory with an empty scratch directory.
     pub fn prepare(&self) -> Result<RunDir, SandboxError> {
-        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
         let config = &self.inner.config;
-        let cleaner = &self.inner.cleaner;
         let owner = config
             .run_as
             .filter(|(uid, _)| *uid != rustix::process::geteuid().as_raw());
-        let run = loop {
-            let name = cleaner.name();
-            let dir = config.runs_dir.join(format!("run-{name}"));
-            // Only the engine can create entries in the runs' path (0711, its own),
-            // and creating fails on anything already there, so a reused name is as
-            // private as a random one.
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => {
-                    break RunDir {
-                        dir,
-                        name,
-                        owner,
-                        cleaner: cleaner.clone(),
-                    };
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(source) => {
-                    cleaner.unused(name);
-                    return Err(SandboxError::RunDir { path: dir, source });
-                }
-            }
-        };
-        std::fs::set_permissions(run.path(), std::fs::Permissions::from_mode(0o700)).map_err(
-            |source| SandboxError::RunDir {
-                path: run.path().to_owned(),
-                source,
-            },
-        )?;
-        let work = run.work_dir();
-        let err = |path: &Path| {
-            let path = path.to_owned();
-            move |source| SandboxError::RunDir { path, source }
-        };
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&work)
-            .map_err(err(&work))?;
-        if let Some((uid, gid)) = owner {
-            std::os::unix::fs::chown(run.path(), Some(uid), Some(gid)).map_err(err(run.path()))?;
-            std::os::unix::fs::chown(&work, Some(uid), Some(gid)).map_err(err(&work))?;
-        }
-        Ok(run)
+        RunDir::create(&config.runs_dir, owner, &self.inner.cleaner)
     }
 
     /// The protections a run with `network` gets from the engine's side of the chain:
