@@ -355,14 +355,22 @@ impl Registrar {
         registered: &impl Fn(),
     ) -> Result<(), RegisterError> {
         let mut pause = std::time::Duration::from_secs(2);
-        // A CRD may be missing for days: the same reason is said once, not every 30 s.
+        // A CRD may be missing for days: the same reason is said once, not every 30 s,
+        // and the admission configurations, once in place, are written again only for a
+        // new CA bundle (a rotation), not at every try.
         let mut said = first.to_string();
+        let mut admission_written = first.in_place().then(|| self.registration().admission_ca);
         loop {
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 _ = stopped.wait_for(|s| *s) => return Ok(()),
             }
-            match register(&self.client, hooks, &self.registration()).await {
+            let mut registration = self.registration();
+            let admission_ca = registration.admission_ca.clone();
+            if admission_written.as_ref() == Some(&admission_ca) {
+                registration.admission_ca.clear();
+            }
+            match register(&self.client, hooks, &registration).await {
                 Ok(()) => {
                     tracing::info!("the webhooks are registered");
                     registered();
@@ -371,6 +379,7 @@ impl Registrar {
                 Err(e) if !e.may_pass() => return Err(e),
                 Err(e) => {
                     if e.in_place() {
+                        admission_written = Some(admission_ca);
                         registered();
                     }
                     pause = (pause * 2).min(std::time::Duration::from_secs(30));

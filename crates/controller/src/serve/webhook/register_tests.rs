@@ -434,3 +434,48 @@ async fn a_missing_crd_is_named_and_the_rest_registered() {
         "{calls:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn while_a_crd_is_missing_only_its_conversion_is_tried_again() {
+    // The try 2 s after the first: the refused apply, the CRD read, the CRD list, the
+    // stale conversion given back. No GET /version and no admission configuration.
+    let (client, server) = mock_server_without(4, 30, Some("widgets.example.com"));
+    let registrar = Registrar::new(client, registration());
+    let first = Err(RegisterError::CrdsMissing {
+        crds: vec!["widgets.example.com".to_owned()],
+    });
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let registered = std::sync::atomic::AtomicUsize::new(0);
+    let hooks = hooks(true);
+    let keeping = registrar.keep_registered(&hooks, first, stopped, || {
+        registered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    });
+    let stopping = async {
+        let seen = server.await.unwrap();
+        stop.send(true).unwrap();
+        seen
+    };
+    let ((), seen) = tokio::join!(keeping, stopping);
+    let calls: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|(method, uri, _, _)| (method.as_str(), uri.as_str()))
+        .collect();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert_eq!(
+        calls,
+        [
+            (
+                "PATCH",
+                format!("{crds}/widgets.example.com?&force=true&fieldManager=operon").as_str()
+            ),
+            ("GET", format!("{crds}/widgets.example.com").as_str()),
+            ("GET", format!("{crds}?").as_str()),
+            (
+                "PATCH",
+                format!("{crds}/gadgets.example.com?&force=true&fieldManager=operon").as_str()
+            ),
+        ]
+    );
+    // The admission webhooks stayed in place: readiness is told so again.
+    assert_eq!(registered.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
