@@ -544,6 +544,24 @@ spec:
     )
 }
 
+/// The label selector of what the runs of the Hook [`labeler_hook_yaml`] applied in
+/// `namespace` create (its Jobs, their pods and ConfigMaps).
+pub(crate) fn labeler_hook_selector(config: &Path, namespace: &str) -> String {
+    let uid = kubectl(
+        config,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "hook",
+            "labeler",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    );
+    format!("operon.dev/hook-uid={uid}")
+}
+
 /// Grants the `default` ServiceAccount of `namespace` `get` on Modules (what a Job's pod
 /// needs to fetch its module from the module API) through a ClusterRole that lives as
 /// long as the returned guard and a RoleBinding in `namespace`.
@@ -1407,19 +1425,7 @@ spec:
             "--restart=Never",
         ],
     );
-    let uid = kubectl(
-        config,
-        &[
-            "-n",
-            namespace,
-            "get",
-            "hook",
-            "labeler",
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ],
-    );
-    let selector = format!("operon.dev/hook-uid={uid}");
+    let selector = labeler_hook_selector(config, namespace);
     let succeeded = eventually(
         "a Job of the Hook to succeed",
         Duration::from_secs(180),

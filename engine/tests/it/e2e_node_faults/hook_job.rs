@@ -4,7 +4,8 @@
 //! the deleted replica.
 
 use crate::e2e_node::{
-    Node, force_delete, grant_module_reader, labeler_hook_yaml, leader_pod, push_modules,
+    Node, force_delete, grant_module_reader, labeler_hook_selector, labeler_hook_yaml, leader_pod,
+    push_modules,
 };
 use crate::e2e_support::*;
 use k8s_openapi::api::batch::v1::Job;
@@ -113,19 +114,7 @@ pub(super) async fn leader_lost_during_a_hook_job(
     let hook = dir.join("hook-job.yaml");
     std::fs::write(&hook, labeler_hook_yaml(namespace, &target.name, JOB_TTL)).unwrap();
     kubectl(config, &["apply", "-f", hook.to_str().unwrap()]);
-    let uid = kubectl(
-        config,
-        &[
-            "-n",
-            namespace,
-            "get",
-            "hook",
-            "labeler",
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ],
-    );
-    let selector = format!("operon.dev/hook-uid={uid}");
+    let selector = labeler_hook_selector(config, namespace);
     let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let (stop, creating) = create_pods(client, &target.name, &node.pod_image);
