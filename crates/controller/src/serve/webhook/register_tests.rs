@@ -405,26 +405,8 @@ async fn a_missing_crd_is_named_and_the_rest_registered() {
         "CustomResourceDefinitions named by conversion bindings do not exist: widgets.example.com"
     );
     let seen = server.await.unwrap();
-    let calls: Vec<(&str, &str)> = seen
-        .iter()
-        .map(|(method, uri, _, _)| (method.as_str(), uri.as_str()))
-        .collect();
-    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    assert_eq!(
-        calls[3..],
-        [
-            (
-                "PATCH",
-                format!("{crds}/widgets.example.com?&force=true&fieldManager=operon").as_str()
-            ),
-            ("GET", format!("{crds}/widgets.example.com").as_str()),
-            ("GET", format!("{crds}?").as_str()),
-            (
-                "PATCH",
-                format!("{crds}/gadgets.example.com?&force=true&fieldManager=operon").as_str()
-            ),
-        ]
-    );
+    let calls = calls(&seen);
+    assert_eq!(calls[3..], missing_crd_calls());
     assert!(
         calls[1].1.contains("validatingwebhookconfigurations"),
         "{calls:?}"
@@ -456,26 +438,36 @@ async fn while_a_crd_is_missing_only_its_conversion_is_tried_again() {
         seen
     };
     let ((), seen) = tokio::join!(keeping, stopping);
-    let calls: Vec<(&str, &str)> = seen
-        .iter()
-        .map(|(method, uri, _, _)| (method.as_str(), uri.as_str()))
-        .collect();
-    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    assert_eq!(
-        calls,
-        [
-            (
-                "PATCH",
-                format!("{crds}/widgets.example.com?&force=true&fieldManager=operon").as_str()
-            ),
-            ("GET", format!("{crds}/widgets.example.com").as_str()),
-            ("GET", format!("{crds}?").as_str()),
-            (
-                "PATCH",
-                format!("{crds}/gadgets.example.com?&force=true&fieldManager=operon").as_str()
-            ),
-        ]
-    );
+    assert_eq!(calls(&seen), missing_crd_calls());
     // The admission webhooks stayed in place: readiness is told so again.
     assert_eq!(registered.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+/// Each request of `seen` as (method, URI).
+fn calls(seen: &Seen) -> Vec<(String, String)> {
+    (seen.iter())
+        .map(|(method, uri, _, _)| (method.clone(), uri.clone()))
+        .collect()
+}
+
+/// The requests of a registration of [`hooks`]' conversions while CRD
+/// widgets.example.com is missing: the refused apply, the CRD read, the CRD list, and
+/// the stale conversion of gadgets.example.com given back.
+fn missing_crd_calls() -> Vec<(String, String)> {
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    [
+        (
+            "PATCH",
+            format!("{crds}/widgets.example.com?&force=true&fieldManager=operon"),
+        ),
+        ("GET", format!("{crds}/widgets.example.com")),
+        ("GET", format!("{crds}?")),
+        (
+            "PATCH",
+            format!("{crds}/gadgets.example.com?&force=true&fieldManager=operon"),
+        ),
+    ]
+    .into_iter()
+    .map(|(method, uri)| (method.to_owned(), uri))
+    .collect()
 }
