@@ -470,12 +470,11 @@ impl ScriptSandbox {
             () = &mut deadline => (Ended::TimedOut, None),
             () = overflow.notified() => (Ended::Overflow, None),
         };
-        if let Some(Ok(Finished::Reported(_))) = exit {
-            // Nothing of the run is left but the launcher, which is killed with its
-            // group: the output pipes hold all there is, and the namespaces' teardown
-            // need not hold up the run.
+        let reported = matches!(exit, Some(Ok(Finished::Reported(_))));
+        if reported {
+            // Nothing of the run is left but the launcher: the output pipes hold all
+            // there is.
             let _ = finish.send(true);
-            chain.reap_in_background();
         } else {
             // Whatever happened, nothing of the run may survive it: the group holds
             // unshare and, without a pid namespace, every process that did not leave it.
@@ -488,6 +487,13 @@ impl ScriptSandbox {
 
         let (stdout, stdout_overflow) = output::drain(stdout_task).await;
         let (stderr, stderr_overflow) = output::drain(stderr_task).await;
+        if reported {
+            // Killed only once the output is read: `unshare`, seeing its launcher die
+            // of SIGKILL, complains on the run's stderr that it cannot die of it too
+            // ("sigprocmask unblock failed"), which is not the program's output. The
+            // namespaces' teardown need not hold up the run.
+            chain.reap_in_background();
+        }
         let report = report_rx.await.ok();
 
         let status = match (ended, exit) {

@@ -130,6 +130,22 @@ async fn a_trivial_script_runs_with_every_protection() {
     assert_nothing_left(&run.marker);
 }
 
+/// A finished run's stderr is the program's alone: the chain is killed once the output
+/// is read, so `unshare`'s complaint about its launcher's SIGKILL ("sigprocmask unblock
+/// failed") never reaches it. Before, it did now and then, depending on which ran
+/// first; many short runs give the race its chances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_runs_stderr_holds_only_the_programs_output() {
+    let sandbox = sandbox();
+    for _ in 0..100 {
+        let run = run_script(&sandbox, "echo err >&2", Duration::from_secs(10), |_| {})
+            .await
+            .unwrap();
+        assert_eq!(run.outcome.status, RunStatus::Exited(0), "{}", run.stderr());
+        assert_eq!(run.stderr(), "err\n");
+    }
+}
+
 /// Set in the copy of this binary that `runs_leave_no_zombie_to_a_pid_1_engine` starts.
 const ZOMBIE_PROBE: &str = "OPERON_TEST_ZOMBIE_PROBE";
 
