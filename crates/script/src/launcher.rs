@@ -220,13 +220,29 @@ fn launch(
         // interpreter its shebang names: both run after exec.
         let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty());
     }
-    let child = Command::new(&program)
-        .args(&spec.args)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&cwd)
-        .stdin(Stdio::null())
-        .spawn();
+    let spawn = || {
+        Command::new(&program)
+            .args(&spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&cwd)
+            .stdin(Stdio::null())
+            .spawn()
+    };
+    // The engine wrote the program just before the run. A process the engine forked
+    // meanwhile (a launcher for the pool, another hook's run) holds a copy of that write
+    // descriptor until it execs, and the kernel refuses to run a file open for writing
+    // (ETXTBSY): that lasts a moment, so it is tried again for up to 200 ms.
+    let mut child = spawn();
+    for _ in 0..100 {
+        match &child {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error()) => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                child = spawn();
+            }
+            _ => break,
+        }
+    }
     let mut child = match child {
         Ok(child) => child,
         Err(e) => {

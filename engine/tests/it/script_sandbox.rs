@@ -146,6 +146,36 @@ async fn a_finished_runs_stderr_holds_only_the_programs_output() {
     }
 }
 
+/// A program still open for writing somewhere when its run starts (a process the
+/// engine forked at that moment holds a copy of the descriptor it was written with) is
+/// run once that passes, not refused with "Text file busy".
+#[tokio::test]
+async fn a_program_briefly_open_for_writing_still_runs() {
+    let sandbox = sandbox();
+    let dir = sandbox.prepare().unwrap();
+    let program = dir
+        .create_file("script", b"#!/bin/bash\necho ran\n", true)
+        .unwrap();
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&program)
+        .unwrap();
+    let closing = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        drop(writer);
+    });
+    let request = SandboxRequest::new("busy", program);
+    let outcome = sandbox.run(&dir, &request).await.unwrap();
+    closing.join().unwrap();
+    assert_eq!(
+        outcome.status,
+        RunStatus::Exited(0),
+        "{}",
+        String::from_utf8_lossy(&outcome.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&outcome.stdout), "ran\n");
+}
+
 /// Set in the copy of this binary that `runs_leave_no_zombie_to_a_pid_1_engine` starts.
 const ZOMBIE_PROBE: &str = "OPERON_TEST_ZOMBIE_PROBE";
 
