@@ -644,7 +644,10 @@ impl State {
         let kind = &mut self.kinds[index];
         match kind.objects.entry(key) {
             btree_map::Entry::Occupied(mut slot) => {
-                write::carry_server_fields(&mut object, slot.get(), origin == Origin::Fixture);
+                // A client's write came through `KindState::updated`, which carried them.
+                if origin == Origin::Fixture {
+                    write::carry_server_fields(&mut object, slot.get(), true);
+                }
                 write::set_resource_version(&mut object, resource_version);
                 let old = std::mem::replace(slot.get_mut(), object);
                 notify(

@@ -131,6 +131,11 @@ struct State {
     handles: HashMap<(usize, String, String), BindingMetrics>,
     /// The same handles per kubernetes binding, for the event path (no key allocation).
     jq_handles: HashMap<BindingKey, BindingMetrics>,
+    /// Per kubernetes binding, its `operon_kube_snapshot_objects` and
+    /// `operon_kube_snapshot_bytes` series, set on every event.
+    snapshot_gauges: HashMap<BindingKey, [prometheus::IntGauge; 2]>,
+    /// Per queue, its `operon_tasks_queue_length` series, set on every push and run.
+    queue_gauges: HashMap<String, prometheus::IntGauge>,
 }
 
 /// The hook engine.
@@ -237,10 +242,18 @@ impl Engine {
     fn push(&self, state: &mut State, queue: &str, task: Task) {
         let q = state.queues.entry(queue.to_owned()).or_default();
         q.push(task);
-        self.metrics
-            .tasks_queue_length
-            .with_label_values(&[queue])
-            .set(q.len() as i64);
+        let length = q.len();
+        self.set_queue_length(state, queue, length);
+    }
+
+    /// Sets `operon_tasks_queue_length` of `queue`, looking its series up once.
+    fn set_queue_length(&self, state: &mut State, queue: &str, length: usize) {
+        if let Some(gauge) = state.queue_gauges.get(queue) {
+            return gauge.set(length as i64);
+        }
+        let gauge = self.metrics.tasks_queue_length.with_label_values(&[queue]);
+        gauge.set(length as i64);
+        state.queue_gauges.insert(queue.to_owned(), gauge);
     }
 
     /// Queues the onStartup runs, lists every kubernetes binding, and queues their
@@ -385,7 +398,7 @@ impl Engine {
         }));
         let mut state = self.lock();
         state.snapshots.insert((h, b), snapshot);
-        self.count_snapshot(&state, (h, b));
+        self.count_snapshot(&mut state, (h, b));
         state.streams.push(((h, b), stream));
         Ok(())
     }
@@ -451,42 +464,49 @@ impl Engine {
         let (item, sum) = self.filter(h, binding, &event.object);
         let mut state = self.lock();
         let snapshot = state.snapshots.entry(key).or_default();
-        let fire = match event.kind {
+        let item = match event.kind {
             WatchEvent::Deleted => {
                 snapshot.remove(&object_key);
-                true
+                Some(item)
             }
             WatchEvent::Added | WatchEvent::Modified => {
-                let stored = Stored {
-                    item: item.clone(),
-                    checksum: sum,
-                };
-                let before = snapshot.insert(object_key, stored);
-                before.is_none_or(|b| b.checksum != sum)
+                // The snapshot takes the item; the run gets a copy only when it runs.
+                let changed = snapshot.checksum(&object_key) != Some(sum);
+                let run_item = changed.then(|| item.clone());
+                snapshot.insert(
+                    object_key,
+                    Stored {
+                        item,
+                        checksum: sum,
+                    },
+                );
+                run_item
             }
         };
-        if fire {
-            self.fire(state, key, event.kind, item);
-        } else {
-            self.count_snapshot(&state, key);
+        match item {
+            Some(item) => self.fire(state, key, event.kind, item),
+            None => self.count_snapshot(&mut state, key),
         }
     }
 
-    fn count_snapshot(&self, state: &State, (h, b): BindingKey) {
-        let binding = &self.hooks[h].config.kubernetes[b];
+    fn count_snapshot(&self, state: &mut State, (h, b): BindingKey) {
         let (objects, bytes) = state
             .snapshots
             .get(&(h, b))
             .map_or((0, 0), |s| (s.len(), s.bytes()));
-        let labels = [self.hooks[h].hook.name(), binding.name.as_str()];
-        self.metrics
-            .kube_snapshot_objects
-            .with_label_values(&labels)
-            .set(objects as i64);
-        self.metrics
-            .kube_snapshot_bytes
-            .with_label_values(&labels)
-            .set(bytes as i64);
+        let [objects_gauge, bytes_gauge] =
+            state.snapshot_gauges.entry((h, b)).or_insert_with(|| {
+                let binding = &self.hooks[h].config.kubernetes[b];
+                let labels = [self.hooks[h].hook.name(), binding.name.as_str()];
+                [
+                    self.metrics
+                        .kube_snapshot_objects
+                        .with_label_values(&labels),
+                    self.metrics.kube_snapshot_bytes.with_label_values(&labels),
+                ]
+            });
+        objects_gauge.set(objects as i64);
+        bytes_gauge.set(bytes as i64);
     }
 
     /// Queues an Event run of binding `key` for a change of `entry` (or holds it until
@@ -498,7 +518,7 @@ impl Engine {
         kind: WatchEvent,
         item: ObjectAndFilter,
     ) {
-        self.count_snapshot(&state, key);
+        self.count_snapshot(&mut state, key);
         let (h, b) = key;
         let binding = &self.hooks[h].config.kubernetes[b];
         // A standby keeps its snapshots current and runs nothing.
@@ -757,10 +777,7 @@ impl Engine {
             }
         }
         let length = state.queues.get(queue).map_or(0, Queue::len);
-        self.metrics
-            .tasks_queue_length
-            .with_label_values(&[queue])
-            .set(length as i64);
+        self.set_queue_length(&mut state, queue, length);
         drop(state);
         Ok(Some(RunRecord {
             hook: name,

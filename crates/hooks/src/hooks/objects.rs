@@ -101,6 +101,11 @@ impl BindingObjects {
         before
     }
 
+    /// The checksum of the object under `key`, if there is one.
+    pub(crate) fn checksum(&self, key: &ObjectKey) -> Option<u64> {
+        self.objects.get(key).map(|stored| stored.checksum)
+    }
+
     /// Removes the object under `key`.
     pub(crate) fn remove(&mut self, key: &ObjectKey) -> Option<Stored> {
         let removed = self.objects.remove(key)?;
