@@ -10,8 +10,8 @@
 
 mod apply;
 mod discovery;
-mod raw;
 mod retry;
+mod source;
 mod throttle;
 mod watch;
 
@@ -228,6 +228,12 @@ fn collection_path(resource: &Resource, namespace: Option<&str>) -> String {
         Some(ns) => format!("{base}/namespaces/{ns}/{}", resource.plural),
         None => format!("{base}/{}", resource.plural),
     }
+}
+
+/// A text field of an object's `metadata`. Watches read these for every event, and
+/// `Value::pointer` allocates for each part of its path.
+fn metadata_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.as_str()
 }
 
 /// Maps a client error to the engine's vocabulary; `what` names the call.

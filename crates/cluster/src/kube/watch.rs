@@ -1,4 +1,4 @@
-//! Lists and watches, shared: one kube-runtime watcher per distinct (resource,
+//! Lists and watches, shared: one watch (a [`Source`]) per distinct (resource,
 //! namespace, label selector, field selector), whatever number of bindings ask for it.
 //!
 //! A watcher keeps no object, only each object's identity and a hash of its
@@ -8,16 +8,13 @@
 //! `final_state_unknown`: the watcher never saw their last state), while unchanged ones
 //! produce nothing, so no event is lost or reported twice. A joining binding gets the
 //! full list of that re-list as its initial objects. Reconnects back off exponentially
-//! with jitter (kube-runtime's default backoff); lists are paged, never streaming lists,
-//! which API servers before 1.27 reject.
+//! with jitter (kube-runtime's default backoff).
 
-use super::api_error;
-use super::raw::RawObject;
+use super::source::{Source, SourceError, Step};
+use super::{api_error, collection_path, metadata_str};
 use crate::{ClusterError, Event, EventStream, Resource, Selector};
 use ::kube::Client;
-use ::kube::api::{Api, ApiResource};
 use ::kube::runtime::WatchStreamExt as _;
-use ::kube::runtime::watcher::{self, watcher};
 use futures::StreamExt as _;
 use operon_data::model::{FieldOperator, LabelOperator, LabelSelector, WatchEvent};
 use serde_json::Value;
@@ -143,6 +140,7 @@ fn join(
         watches: Arc::downgrade(watches),
         known: HashMap::new(),
         generation: 0,
+        key_buffer: String::new(),
         subscribers: Vec::new(),
         pending: Vec::new(),
     };
@@ -161,6 +159,8 @@ struct WatchTask {
     known: HashMap<Box<str>, (u64, u32)>,
     /// Incremented by every (re-)list.
     generation: u32,
+    /// Where `record` writes an object's key to look it up.
+    key_buffer: String,
     /// Bindings that have their initial list.
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     /// Bindings waiting for the current list to finish, with what it listed so far.
@@ -169,32 +169,21 @@ struct WatchTask {
 
 impl WatchTask {
     async fn run(mut self) {
-        let ar = ApiResource {
-            group: self.key.resource.group.clone(),
-            version: self.key.resource.version.clone(),
-            api_version: self.key.resource.api_version(),
-            kind: self.key.resource.kind.clone(),
-            plural: self.key.resource.plural.clone(),
-        };
-        let api: Api<RawObject> = match &self.key.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-            None => Api::all_with(self.client.clone(), &ar),
-        };
-        let mut config = watcher::Config::default();
-        if !self.key.labels.is_empty() {
-            config = config.labels(&self.key.labels);
-        }
-        if !self.key.fields.is_empty() {
-            config = config.fields(&self.key.fields);
-        }
+        let path = collection_path(&self.key.resource, self.key.namespace.as_deref());
         // Each pass of this loop lists afresh: at start and whenever a binding joins.
         loop {
             for join in std::iter::from_fn(|| self.joins.try_recv().ok()) {
                 self.pending.push((join, Vec::new()));
             }
-            let mut stream = watcher(api.clone(), config.clone())
-                .default_backoff()
-                .boxed();
+            let mut stream = Source::new(
+                self.client.clone(),
+                path.clone(),
+                &self.key.labels,
+                &self.key.fields,
+            )
+            .into_stream()
+            .default_backoff()
+            .boxed();
             // Resolves once every subscriber dropped its stream, so a watch nobody
             // reads closes without waiting for its next event; rebuilt when the
             // subscribers change.
@@ -228,6 +217,11 @@ impl WatchTask {
                     },
                     () = closing => {}
                 }
+                // A page of a list, or a body frame of many events, is handled without
+                // waiting on anything: this hands the thread to the bindings reading
+                // the events once the task's share of the runtime is used, so that they
+                // keep up, rather than holding a whole list's events in their queues.
+                tokio::task::consume_budget().await;
                 self.subscribers.retain(|s| !s.is_closed());
                 if self.subscribers.len() != subscribers {
                     all_closed = None;
@@ -254,7 +248,7 @@ impl WatchTask {
         true
     }
 
-    fn failed(&mut self, error: watcher::Error) {
+    fn failed(&mut self, error: SourceError) {
         let what = format!(
             "watch of {} {}",
             self.key.resource.plural,
@@ -262,7 +256,7 @@ impl WatchTask {
         );
         // A refusal (forbidden, not found, a bad selector) will not heal by retrying:
         // a binding waiting for its first list gets it as its error.
-        if let watcher::Error::InitialListFailed(::kube::Error::Api(status)) = &error
+        if let SourceError::List(::kube::Error::Api(status)) = &error
             && (400..500).contains(&status.code)
             && status.code != 410
             && status.code != 429
@@ -275,15 +269,15 @@ impl WatchTask {
         tracing::warn!(watch = %what, error = %error, "watch failed; retrying with backoff");
     }
 
-    fn handle(&mut self, event: watcher::Event<RawObject>) {
-        match event {
-            watcher::Event::Init => {
+    fn handle(&mut self, step: Step) {
+        match step {
+            Step::Init => {
                 self.generation = self.generation.wrapping_add(1);
                 for (_, listed) in &mut self.pending {
                     listed.clear();
                 }
             }
-            watcher::Event::InitApply(object) => {
+            Step::Listed(object) => {
                 let object = self.value(object);
                 let kind = self
                     .record(&object)
@@ -303,7 +297,7 @@ impl WatchTask {
                     self.send(kind, object, false);
                 }
             }
-            watcher::Event::InitDone => {
+            Step::ListDone => {
                 let generation = self.generation;
                 let mut gone = Vec::new();
                 self.known.retain(|key, (_, seen)| {
@@ -323,11 +317,11 @@ impl WatchTask {
                     }
                 }
             }
-            watcher::Event::Apply(object) => {
+            Step::Applied(object) => {
                 let object = self.value(object);
                 self.applied(object);
             }
-            watcher::Event::Delete(object) => {
+            Step::Deleted(object) => {
                 let object = self.value(object);
                 let (namespace, name) = identity(&object);
                 self.known.remove(key_of(namespace, name).as_str());
@@ -348,15 +342,18 @@ impl WatchTask {
     /// any: none when its `resourceVersion` is the one they already saw.
     fn record(&mut self, object: &Value) -> Option<WatchEvent> {
         let (namespace, name) = identity(object);
-        let key = key_of(namespace, name);
-        let version = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let version = hash(version);
-        let previous = self
-            .known
-            .insert(key.into_boxed_str(), (version, self.generation));
+        let version = hash(metadata_str(object, "resourceVersion").unwrap_or(""));
+        let seen = (version, self.generation);
+        // Looked up by a reused buffer: most events are about objects already known.
+        let key = &mut self.key_buffer;
+        key.clear();
+        key.push_str(namespace);
+        key.push('/');
+        key.push_str(name);
+        let previous = match self.known.get_mut(key.as_str()) {
+            Some(entry) => Some(std::mem::replace(entry, seen)),
+            None => self.known.insert(key.as_str().into(), seen),
+        };
         match previous {
             None => Some(WatchEvent::Added),
             Some((before, _)) if before != version => Some(WatchEvent::Modified),
@@ -384,8 +381,8 @@ impl WatchTask {
 
     /// The JSON of an object, with `apiVersion` and `kind` (list items lack them),
     /// otherwise as the API server sent it.
-    fn value(&self, object: RawObject) -> Value {
-        let mut map = match object.value {
+    fn value(&self, object: Value) -> Value {
+        let mut map = match object {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
@@ -435,8 +432,8 @@ fn key_of(namespace: &str, name: &str) -> String {
 }
 
 fn identity(object: &Value) -> (&str, &str) {
-    let text = |field: &str| object.pointer(field).and_then(Value::as_str).unwrap_or("");
-    (text("/metadata/namespace"), text("/metadata/name"))
+    let text = |field: &str| metadata_str(object, field).unwrap_or("");
+    (text("namespace"), text("name"))
 }
 
 /// A label selector in the API's query syntax.

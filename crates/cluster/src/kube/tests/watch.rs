@@ -403,3 +403,81 @@ async fn a_binding_joining_gets_the_relist_and_the_others_its_changes() {
     );
     assert!(first_events.try_recv().is_err(), "b did not change");
 }
+
+#[tokio::test]
+async fn a_list_of_several_pages_is_followed_to_its_last_page() {
+    let (cluster, mut server) = mock();
+    let listing =
+        tokio::spawn(async move { cluster.list_and_watch(&pods(), &default_app_x()).await });
+    let mut first = list("", vec![pod("a", "1"), pod("b", "2")]);
+    first["metadata"] = json!({"continue": "page-2", "remainingItemCount": 1});
+    server.expect("GET", LIST).await.answer(200, first);
+    server
+        .expect("GET", &format!("{LIST}&continue=page-2"))
+        .await
+        .answer(200, list("15", vec![pod("c", "3")]));
+    let _watch = server.expect("GET", &watch_uri("15")).await;
+    let (objects, _events) = listing.await.unwrap().unwrap();
+    let names: Vec<&str> = objects
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn a_line_that_is_no_watch_event_brings_a_new_list_and_loses_nothing() {
+    let (_cluster, mut server, watch, _objects, mut events) = watched(vec![pod("a", "1")]).await;
+    // An event, a line cut short (what a broken proxy might pass on), and an event the
+    // source can no longer trust to follow on from it.
+    let mut body = watch_lines(&[json!({"type": "MODIFIED", "object": pod("a", "11")})]);
+    body.extend_from_slice(b"{\"type\": \"MODIFIED\", \"object\": {\"metadata\"\n");
+    body.extend(watch_lines(&[
+        json!({"type": "ADDED", "object": pod("b", "13")}),
+    ]));
+    watch.answer_raw(200, body);
+    // The new list has what the broken line was about (a at 12) and b.
+    server
+        .expect("GET", LIST)
+        .await
+        .answer(200, list("13", vec![pod("a", "12"), pod("b", "13")]));
+    let _next = server.expect("GET", &watch_uri("13")).await;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let event = events.recv().await.unwrap();
+        let version = event.object["metadata"]["resourceVersion"].clone();
+        seen.push((event.kind, name(&event).to_owned(), version));
+    }
+    assert_eq!(
+        seen,
+        [
+            (WatchEvent::Modified, "a".to_owned(), json!("11")),
+            (WatchEvent::Modified, "a".to_owned(), json!("12")),
+            (WatchEvent::Added, "b".to_owned(), json!("13")),
+        ]
+    );
+    server.quiet().await;
+    assert!(events.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn an_error_event_other_than_gone_resumes_the_watch_without_a_list() {
+    let (_cluster, mut server, watch, _objects, mut events) = watched(vec![pod("a", "1")]).await;
+    watch.answer_raw(
+        200,
+        watch_lines(&[
+            json!({"type": "ADDED", "object": pod("b", "11")}),
+            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+                   "status": "Failure", "code": 500, "reason": "InternalError",
+                   "message": "etcdserver: leader changed"}}),
+            json!({"type": "DELETED", "object": pod("a", "12")}),
+        ]),
+    );
+    let _next = server.expect("GET", &watch_uri("12")).await;
+    let added = events.recv().await.unwrap();
+    let deleted = events.recv().await.unwrap();
+    assert_eq!(
+        [(added.kind, name(&added)), (deleted.kind, name(&deleted))],
+        [(WatchEvent::Added, "b"), (WatchEvent::Deleted, "a")]
+    );
+}
