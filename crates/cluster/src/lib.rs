@@ -20,6 +20,7 @@ use futures::future::BoxFuture;
 use operon_data::model::{FieldRequirement, LabelSelector, WatchEvent};
 use operon_data::model::{ObjectRef, PatchOperation, PatchSpec};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// A resolved resource type.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -73,8 +74,9 @@ pub struct Selector {
 pub struct Event {
     /// What happened.
     pub kind: WatchEvent,
-    /// The object after the change (before it, for `Deleted`).
-    pub object: Value,
+    /// The object after the change (before it, for `Deleted`). Shared: every binding
+    /// reading the same watch, and the in-memory cluster's store, hold the same one.
+    pub object: Arc<Value>,
     /// A `Deleted` noticed by a re-list rather than seen: `object` is only the
     /// identity (apiVersion, kind, namespace, name), as client-go's
     /// `DeletedFinalStateUnknown`; the binding's last known state is the better one.

@@ -32,7 +32,7 @@ use resources::ResourceInfo;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, btree_map};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::mpsc;
 use write::{ObjectKey, Subresource};
 
@@ -54,7 +54,8 @@ struct State {
 struct KindState {
     info: ResourceInfo,
     /// Sorted by namespace then name: lists come out in the order the contract asks.
-    objects: BTreeMap<ObjectKey, Value>,
+    /// Shared with the watch events that carry them.
+    objects: BTreeMap<ObjectKey, Arc<Value>>,
     watchers: Vec<Watcher>,
 }
 
@@ -238,7 +239,7 @@ impl LocalCluster {
         kinds.sort_by_cached_key(|k| (k.info.resource.api_version(), k.info.resource.kind.clone()));
         kinds
             .into_iter()
-            .flat_map(|k| k.objects.values().cloned())
+            .flat_map(|k| k.objects.values().map(|o| Value::clone(o)))
             .collect()
     }
 
@@ -314,7 +315,7 @@ impl LocalCluster {
             .objects
             .values()
             .filter(|object| selector.matches(&kind.info.resource, object))
-            .cloned()
+            .map(|object| Value::clone(object))
             .collect();
         let (sender, receiver) = mpsc::unbounded_channel();
         // Receivers dropped since the last write are pruned here too, so a cluster
@@ -337,7 +338,10 @@ impl LocalCluster {
         let index = state.index_of(resource)?;
         let info = &state.kinds[index].info;
         let key = target_key(&info.resource, namespace, name)?;
-        Ok(state.kinds[index].objects.get(&key).cloned())
+        Ok(state.kinds[index]
+            .objects
+            .get(&key)
+            .map(|o| Value::clone(o)))
     }
 
     fn apply_now(&self, operation: &PatchOperation) -> Result<(), ClusterError> {
@@ -649,7 +653,7 @@ impl State {
                     write::carry_server_fields(&mut object, slot.get(), true);
                 }
                 write::set_resource_version(&mut object, resource_version);
-                let old = std::mem::replace(slot.get_mut(), object);
+                let old = std::mem::replace(slot.get_mut(), Arc::new(object));
                 notify(
                     &kind.info.resource,
                     &mut kind.watchers,
@@ -663,7 +667,7 @@ impl State {
                     write::init_server_fields(&mut object, true);
                 }
                 write::set_resource_version(&mut object, resource_version);
-                let new = slot.insert(object);
+                let new = slot.insert(Arc::new(object));
                 notify(
                     &kind.info.resource,
                     &mut kind.watchers,
@@ -735,8 +739,8 @@ impl KindState {
 fn notify(
     resource: &Resource,
     watchers: &mut Vec<Watcher>,
-    old: Option<&Value>,
-    new: Option<&Value>,
+    old: Option<&Arc<Value>>,
+    new: Option<&Arc<Value>>,
     resource_version: u64,
 ) {
     watchers.retain(|watcher| {
@@ -745,22 +749,22 @@ fn notify(
         let event = match (was, is, old, new) {
             (false, true, _, Some(new)) => Event {
                 kind: WatchEvent::Added,
-                object: new.clone(),
+                object: Arc::clone(new),
                 final_state_unknown: false,
             },
             (true, true, _, Some(new)) => Event {
                 kind: WatchEvent::Modified,
-                object: new.clone(),
+                object: Arc::clone(new),
                 final_state_unknown: false,
             },
             // Deleted, or no longer selected: the last state it was seen in, at the
             // resourceVersion of the change (as the API server's watch cache does).
             (true, false, Some(old), _) => {
-                let mut object = old.clone();
+                let mut object = Value::clone(old);
                 write::set_resource_version(&mut object, resource_version);
                 Event {
                     kind: WatchEvent::Deleted,
-                    object,
+                    object: Arc::new(object),
                     final_state_unknown: false,
                 }
             }

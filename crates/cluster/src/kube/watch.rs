@@ -362,21 +362,17 @@ impl WatchTask {
     }
 
     fn send(&self, kind: WatchEvent, object: Value, final_state_unknown: bool) {
-        let Some((last, rest)) = self.subscribers.split_last() else {
+        if self.subscribers.is_empty() {
             return;
-        };
-        for subscriber in rest {
+        }
+        let object = Arc::new(object);
+        for subscriber in &self.subscribers {
             let _ = subscriber.send(Event {
                 kind,
-                object: object.clone(),
+                object: Arc::clone(&object),
                 final_state_unknown,
             });
         }
-        let _ = last.send(Event {
-            kind,
-            object,
-            final_state_unknown,
-        });
     }
 
     /// The JSON of an object, with `apiVersion` and `kind` (list items lack them),

@@ -75,7 +75,7 @@ impl LocalCluster {
             target.namespace.as_deref(),
             &target.name,
         )?;
-        Ok(kind.objects.get(&key).cloned())
+        Ok(kind.objects.get(&key).map(|o| Value::clone(o)))
     }
 }
 

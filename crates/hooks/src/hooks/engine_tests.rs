@@ -524,7 +524,7 @@ async fn a_deletion_noticed_by_a_relist_reports_the_last_state_the_binding_saw()
                                        "metadata": {"name": "a", "namespace": "ns"}});
     let gone = |object: Value| Event {
         kind: WatchEvent::Deleted,
-        object,
+        object: object.into(),
         final_state_unknown: true,
     };
     engine.handle_event((0, 0), gone(tombstone.clone()));
