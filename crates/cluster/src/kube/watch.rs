@@ -139,7 +139,6 @@ fn join(
         joins: join_receiver,
         watches: Arc::downgrade(watches),
         known: HashMap::new(),
-        generation: 0,
         key_buffer: String::new(),
         subscribers: Vec::new(),
         pending: Vec::new(),
@@ -154,11 +153,10 @@ struct WatchTask {
     client: Client,
     joins: mpsc::UnboundedReceiver<Join>,
     watches: Weak<Watches>,
-    /// Per object (`namespace/name`): its `resourceVersion` hash and the list
-    /// generation that last saw it.
-    known: HashMap<Box<str>, (u64, u32)>,
-    /// Incremented by every (re-)list.
-    generation: u32,
+    /// Per object (`namespace/name`): a hash of its `resourceVersion`, with
+    /// [`LISTED`] set once the current list saw it. One word per object: a watch of a
+    /// whole cluster holds one entry per object it sees.
+    known: HashMap<Box<str>, u64>,
     /// Where `record` writes an object's key to look it up.
     key_buffer: String,
     /// Bindings that have their initial list.
@@ -272,7 +270,9 @@ impl WatchTask {
     fn handle(&mut self, step: Step) {
         match step {
             Step::Init => {
-                self.generation = self.generation.wrapping_add(1);
+                for seen in self.known.values_mut() {
+                    *seen &= !LISTED;
+                }
                 for (_, listed) in &mut self.pending {
                     listed.clear();
                 }
@@ -298,10 +298,9 @@ impl WatchTask {
                 }
             }
             Step::ListDone => {
-                let generation = self.generation;
                 let mut gone = Vec::new();
-                self.known.retain(|key, (_, seen)| {
-                    let keep = *seen == generation;
+                self.known.retain(|key, seen| {
+                    let keep = *seen & LISTED != 0;
                     if !keep {
                         gone.push(key.clone());
                     }
@@ -343,7 +342,7 @@ impl WatchTask {
     fn record(&mut self, object: &Value) -> Option<WatchEvent> {
         let (namespace, name) = identity(object);
         let version = hash(metadata_str(object, "resourceVersion").unwrap_or(""));
-        let seen = (version, self.generation);
+        let seen = version | LISTED;
         // Looked up by a reused buffer: most events are about objects already known.
         let key = &mut self.key_buffer;
         key.clear();
@@ -356,7 +355,7 @@ impl WatchTask {
         };
         match previous {
             None => Some(WatchEvent::Added),
-            Some((before, _)) if before != version => Some(WatchEvent::Modified),
+            Some(before) if before & !LISTED != version => Some(WatchEvent::Modified),
             Some(_) => None,
         }
     }
@@ -416,11 +415,15 @@ impl WatchTask {
     }
 }
 
+/// The bit of a [`WatchTask::known`] entry that says the current list saw the object.
+const LISTED: u64 = 1;
+
+/// A `resourceVersion`'s hash, its lowest bit left for [`LISTED`].
 fn hash(text: &str) -> u64 {
     // SipHash with fixed keys: the same version always hashes the same.
     let mut hasher = std::hash::DefaultHasher::new();
     text.hash(&mut hasher);
-    hasher.finish()
+    hasher.finish() & !LISTED
 }
 
 fn key_of(namespace: &str, name: &str) -> String {

@@ -394,7 +394,7 @@ impl Engine {
         // Each object is dropped as soon as its filter ran: only what the hook sees stays.
         let snapshot = BindingObjects::from_list(objects.into_iter().map(|object| {
             let (item, checksum) = self.filter(h, binding, &object);
-            (ObjectKey::of(&object), Stored { item, checksum })
+            (ObjectKey::of(&object), Stored::new(item, checksum))
         }));
         let mut state = self.lock();
         state.snapshots.insert((h, b), snapshot);
@@ -420,7 +420,7 @@ impl Engine {
                 let items = state
                     .snapshots
                     .get(&(h, b))
-                    .map(|s| s.items().cloned().collect())
+                    .map(|s| s.items().collect())
                     .unwrap_or_default();
                 context::synchronization(&binding.name, items, Vec::new())
             }
@@ -459,7 +459,7 @@ impl Engine {
             let Some(last) = snapshot.remove(&object_key) else {
                 return;
             };
-            return self.fire(state, key, WatchEvent::Deleted, last.item);
+            return self.fire(state, key, WatchEvent::Deleted, last.into_item());
         }
         let (item, sum) = self.filter(h, binding, &event.object);
         let mut state = self.lock();
@@ -473,13 +473,7 @@ impl Engine {
                 // The snapshot takes the item; the run gets a copy only when it runs.
                 let changed = snapshot.checksum(&object_key) != Some(sum);
                 let run_item = changed.then(|| item.clone());
-                snapshot.insert(
-                    object_key,
-                    Stored {
-                        item,
-                        checksum: sum,
-                    },
-                );
+                snapshot.insert(object_key, Stored::new(item, sum));
                 run_item
             }
         };
@@ -676,7 +670,7 @@ impl Engine {
                         .map(|(key, stored)| SnapshotEntry {
                             namespace: key.namespace().to_owned(),
                             name: key.name().to_owned(),
-                            item: stored.item.clone(),
+                            item: stored.item(),
                         })
                         .collect::<Vec<_>>()
                 })

@@ -177,7 +177,7 @@ impl Engine {
                     objects: state
                         .snapshots
                         .get(&(h, b))
-                        .map(|objects| objects.items().cloned().collect())
+                        .map(|objects| objects.items().collect())
                         .unwrap_or_default(),
                 })
                 .collect(),

@@ -36,14 +36,42 @@ impl ObjectKey {
     }
 }
 
-/// One object: what the hook sees of it, and a checksum of that.
+/// One object: what the hook sees of it (an [`ObjectAndFilter`], its texts boxed to
+/// their length: a binding of a whole cluster holds one per object), and a checksum
+/// of that.
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
-    /// What the hook sees.
-    pub(crate) item: ObjectAndFilter,
+    object: Option<Box<str>>,
+    filter_result: Option<Box<str>>,
     /// A hash of the filter result (or of the object without a filter): an Added or
     /// Modified event whose checksum did not change runs nothing.
     pub(crate) checksum: u64,
+}
+
+impl Stored {
+    pub(crate) fn new(item: ObjectAndFilter, checksum: u64) -> Self {
+        Self {
+            object: item.object.map(String::into_boxed_str),
+            filter_result: item.filter_result.map(String::into_boxed_str),
+            checksum,
+        }
+    }
+
+    /// What the hook sees, as a copy.
+    pub(crate) fn item(&self) -> ObjectAndFilter {
+        ObjectAndFilter {
+            object: self.object.as_deref().map(str::to_owned),
+            filter_result: self.filter_result.as_deref().map(str::to_owned),
+        }
+    }
+
+    /// What the hook sees.
+    pub(crate) fn into_item(self) -> ObjectAndFilter {
+        ObjectAndFilter {
+            object: self.object.map(String::from),
+            filter_result: self.filter_result.map(String::from),
+        }
+    }
 }
 
 /// The objects of one binding.
@@ -60,8 +88,8 @@ fn bytes_of_key(key: &ObjectKey) -> usize {
 
 /// The texts an object keeps.
 fn bytes_of_stored(stored: &Stored) -> usize {
-    let text = |t: &Option<String>| t.as_ref().map_or(0, String::capacity);
-    text(&stored.item.object) + text(&stored.item.filter_result)
+    let text = |t: &Option<Box<str>>| t.as_deref().map_or(0, str::len);
+    text(&stored.object) + text(&stored.filter_result)
 }
 
 fn bytes_of(key: &ObjectKey, stored: &Stored) -> usize {
@@ -128,9 +156,9 @@ impl BindingObjects {
         self.objects.iter()
     }
 
-    /// What the hook sees, sorted by namespace then name.
-    pub(crate) fn items(&self) -> impl Iterator<Item = &ObjectAndFilter> {
-        self.objects.values().map(|s| &s.item)
+    /// What the hook sees, sorted by namespace then name, as copies.
+    pub(crate) fn items(&self) -> impl Iterator<Item = ObjectAndFilter> + '_ {
+        self.objects.values().map(Stored::item)
     }
 }
 
@@ -140,13 +168,13 @@ mod tests {
     use serde_json::json;
 
     fn stored(text: &str) -> Stored {
-        Stored {
-            item: ObjectAndFilter {
+        Stored::new(
+            ObjectAndFilter {
                 object: None,
                 filter_result: Some(text.to_owned()),
             },
-            checksum: 0,
-        }
+            0,
+        )
     }
 
     fn key(ns: &str, name: &str) -> ObjectKey {
