@@ -32,6 +32,7 @@ use operon::metrics::Metrics;
 use operon::model::{HookConfig, HookInput, HookOutput, WatchEvent};
 use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
 use operon::shell_operator;
+use operon_tests::bench::median;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -164,11 +165,6 @@ fn main() {
 
 /// Rounds of the annotator's loop and its baseline.
 const ROUNDS: usize = 5;
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
 
 /// How many calls the bare-call baseline makes.
 const ANNOTATOR_CALLS: usize = 20_000;

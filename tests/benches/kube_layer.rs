@@ -18,6 +18,7 @@ use operon::hooks::engine::{Engine, LoadedHook};
 use operon::hooks::{Hook, HookError, HookRun};
 use operon::metrics::Metrics;
 use operon::model::{HookConfig, HookInput, KubernetesBindingConfig};
+use operon_tests::bench::median;
 use serde_json::{Value, json};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -263,11 +264,6 @@ async fn main() {
 }
 
 const ROUNDS: usize = 5;
-
-fn median<T: PartialOrd + Copy>(values: &mut [T]) -> T {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    values[values.len() / 2]
-}
 
 /// The time from the watch's body becoming available to the last of its events
 /// reaching the binding's stream.

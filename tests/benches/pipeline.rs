@@ -16,6 +16,7 @@ use operon::pipeline::{self, Quiet, Step};
 use operon::runner::wasm::WasmRunner;
 use operon::runner::{RunError, RunOutput, RunRequest, Runner};
 use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
+use operon_tests::bench::median;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,11 +149,6 @@ fn run(
     (phase, calls.load(Ordering::Relaxed), started.elapsed())
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -164,7 +160,8 @@ fn main() {
     let n = 200;
     let g = chain(n);
     let steps = noop_steps(&g, &BTreeSet::new(), &calls);
-    let noop = median((0..21).map(|_| run(&rt, &g, &steps, &calls).2).collect()) / n as u32;
+    let mut noops: Vec<Duration> = (0..21).map(|_| run(&rt, &g, &steps, &calls).2).collect();
+    let noop = median(&mut noops) / n as u32;
 
     let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
     let module = sandbox
@@ -188,11 +185,10 @@ fn main() {
             )
         })
         .collect();
-    let wasm = median(
-        (0..11)
-            .map(|_| run(&rt, &g, &wasm_steps, &calls).2)
-            .collect(),
-    ) / n as u32;
+    let mut wasms: Vec<Duration> = (0..11)
+        .map(|_| run(&rt, &g, &wasm_steps, &calls).2)
+        .collect();
+    let wasm = median(&mut wasms) / n as u32;
     println!("per node, {n}-node chain (median of runs)");
     println!(
         "  engine with a no-op runner        {:>10.2} µs",
@@ -227,7 +223,8 @@ fn main() {
             };
             assert_eq!(phase, expected);
             assert!(nodes < g.len(), "a node ran twice");
-            let time = median(runs.into_iter().map(|r| r.2).collect());
+            let mut times: Vec<Duration> = runs.into_iter().map(|r| r.2).collect();
+            let time = median(&mut times);
             cells.push(format!(
                 "{nodes} nodes {:>8.3} ms",
                 time.as_secs_f64() * 1e3

@@ -2,10 +2,12 @@
 //!
 //! The build script compiles every guest crate of the workspace for `wasm32-wasip2` (in
 //! release mode, into `target/guests`) whenever the SDK, the WIT contract or the
-//! operations change. This library only says where the resulting components are: each
-//! constant is the absolute path of one component, ready for the engine to load.
+//! operations change. This library says where the resulting components are (each
+//! constant is the absolute path of one component, ready for the engine to load), and
+//! holds what the suites and benchmarks share.
 
 pub mod alertmanager;
+pub mod bench;
 pub mod pki;
 pub mod sdk_guests;
 

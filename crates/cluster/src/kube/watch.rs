@@ -322,8 +322,8 @@ impl WatchTask {
             }
             Step::Deleted(object) => {
                 let object = self.value(object);
-                let (namespace, name) = identity(&object);
-                self.known.remove(key_of(namespace, name).as_str());
+                let key = key_into(&mut self.key_buffer, &object);
+                self.known.remove(key);
                 self.send(WatchEvent::Deleted, object, false);
             }
         }
@@ -340,18 +340,12 @@ impl WatchTask {
     /// Remembers that the watch saw `object`; the event it is for the subscribers, if
     /// any: none when its `resourceVersion` is the one they already saw.
     fn record(&mut self, object: &Value) -> Option<WatchEvent> {
-        let (namespace, name) = identity(object);
         let version = hash(metadata_str(object, "resourceVersion").unwrap_or(""));
         let seen = version | LISTED;
-        // Looked up by a reused buffer: most events are about objects already known.
-        let key = &mut self.key_buffer;
-        key.clear();
-        key.push_str(namespace);
-        key.push('/');
-        key.push_str(name);
-        let previous = match self.known.get_mut(key.as_str()) {
+        let key = key_into(&mut self.key_buffer, object);
+        let previous = match self.known.get_mut(key) {
             Some(entry) => Some(std::mem::replace(entry, seen)),
-            None => self.known.insert(key.as_str().into(), seen),
+            None => self.known.insert(key.into(), seen),
         };
         match previous {
             None => Some(WatchEvent::Added),
@@ -426,8 +420,15 @@ fn hash(text: &str) -> u64 {
     hasher.finish() & !LISTED
 }
 
-fn key_of(namespace: &str, name: &str) -> String {
-    format!("{namespace}/{name}")
+/// `object`'s key in [`WatchTask::known`] (`namespace/name`), written into `buffer`:
+/// every event looks one up, most of them for an object already known.
+fn key_into<'a>(buffer: &'a mut String, object: &Value) -> &'a str {
+    let (namespace, name) = identity(object);
+    buffer.clear();
+    buffer.push_str(namespace);
+    buffer.push('/');
+    buffer.push_str(name);
+    buffer
 }
 
 fn identity(object: &Value) -> (&str, &str) {
