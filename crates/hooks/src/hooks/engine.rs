@@ -29,7 +29,6 @@ use operon_data::model::{
 use operon_runner::runner::context::Platform;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{Hash as _, Hasher as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -152,18 +151,6 @@ pub struct Engine {
     /// Set by [`Engine::take_over`]: events run hooks (before it, they only update
     /// snapshots).
     running: AtomicBool,
-}
-
-fn checksum_text(text: &str) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut hasher);
-    hasher.finish()
-}
-
-fn checksum(value: &Value) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    value.to_string().hash(&mut hasher);
-    hasher.finish()
 }
 
 fn object_key(object: &Value) -> (String, String) {
@@ -347,12 +334,7 @@ impl Engine {
         })
     }
 
-    fn filter(
-        &self,
-        h: usize,
-        binding: &KubernetesBinding,
-        object: &Value,
-    ) -> (ObjectAndFilter, u64) {
+    fn filter(&self, h: usize, binding: &KubernetesBinding, object: &Value) -> ObjectAndFilter {
         let outputs = binding.jq_filter.as_ref().map(|filter| {
             let started = std::time::Instant::now();
             // A filter that errors on one object yields nothing for it, as jq would
@@ -365,18 +347,11 @@ impl Engine {
             self.jq_metrics(h, binding).jq_filter(started.elapsed());
             outputs
         });
-        let item = context::object_and_filter(
+        context::object_and_filter(
             object,
             outputs.as_deref(),
             binding.keep_full_objects_in_memory,
-        );
-        // The item already holds the serialized filter result (or object): hash that
-        // text rather than serializing again.
-        let sum = match (&item.filter_result, &item.object) {
-            (Some(text), _) | (None, Some(text)) => checksum_text(text),
-            (None, None) => checksum(object),
-        };
-        (item, sum)
+        )
     }
 
     async fn watch_binding(
@@ -393,8 +368,8 @@ impl Engine {
         let (objects, stream) = self.cluster.list_and_watch(&resource, &selector).await?;
         // Each object is dropped as soon as its filter ran: only what the hook sees stays.
         let snapshot = BindingObjects::from_list(objects.into_iter().map(|object| {
-            let (item, checksum) = self.filter(h, binding, &object);
-            (ObjectKey::of(&object), Stored::new(item, checksum))
+            let item = self.filter(h, binding, &object);
+            (ObjectKey::of(&object), Stored::new(item, &object))
         }));
         let mut state = self.lock();
         state.snapshots.insert((h, b), snapshot);
@@ -461,7 +436,7 @@ impl Engine {
             };
             return self.fire(state, key, WatchEvent::Deleted, last.into_item());
         }
-        let (item, sum) = self.filter(h, binding, &event.object);
+        let item = self.filter(h, binding, &event.object);
         let mut state = self.lock();
         let snapshot = state.snapshots.entry(key).or_default();
         let item = match event.kind {
@@ -471,9 +446,12 @@ impl Engine {
             }
             WatchEvent::Added | WatchEvent::Modified => {
                 // The snapshot takes the item; the run gets a copy only when it runs.
-                let changed = snapshot.checksum(&object_key) != Some(sum);
-                let run_item = changed.then(|| item.clone());
-                snapshot.insert(object_key, Stored::new(item, sum));
+                let stored = Stored::new(item, &event.object);
+                let changed = snapshot
+                    .get(&object_key)
+                    .is_none_or(|before| !before.shows_the_same(&stored));
+                let run_item = changed.then(|| stored.item());
+                snapshot.insert(object_key, stored);
                 run_item
             }
         };

@@ -1,6 +1,7 @@
 //! The objects one kubernetes binding holds: per object, what the hook sees of it (the
-//! filter result, and the full object only with `keepFullObjectsInMemory: true`) and a
-//! checksum of that, under a compact key that sorts as snapshots are sorted (namespace,
+//! filter result, and the full object only with `keepFullObjectsInMemory: true`; a hash
+//! of the object when it sees neither), which is also what decides whether an event
+//! changed anything, under a compact key that sorts as snapshots are sorted (namespace,
 //! then name). Also counts the bytes it holds, for `operon_kube_snapshot_bytes`.
 
 use operon_data::model::ObjectAndFilter;
@@ -36,42 +37,141 @@ impl ObjectKey {
     }
 }
 
-/// One object: what the hook sees of it (an [`ObjectAndFilter`], its texts boxed to
-/// their length: a binding of a whole cluster holds one per object), and a checksum
-/// of that.
+/// One object: what the hook sees of it, each text boxed to its length (a binding of a
+/// whole cluster holds one per object, so the common case, a filter result alone, is
+/// one pointer and one small allocation).
 #[derive(Debug, Clone)]
-pub(crate) struct Stored {
-    object: Option<Box<str>>,
-    filter_result: Option<Box<str>>,
-    /// A hash of the filter result (or of the object without a filter): an Added or
-    /// Modified event whose checksum did not change runs nothing.
-    pub(crate) checksum: u64,
+pub(crate) enum Stored {
+    /// The filter result alone (a jqFilter, `keepFullObjectsInMemory: false`).
+    Filtered(Box<str>),
+    /// The object alone (no jqFilter).
+    Object(Box<str>),
+    /// The object's text followed by the filter result's, in one allocation, split at
+    /// `split` bytes.
+    Both { texts: Box<str>, split: u32 },
+    /// The same for an object whose text is too long for a `u32` split (4 GiB: no API
+    /// server sends one, but a local file could hold one).
+    BothLong(Box<(Box<str>, Box<str>)>),
+    /// Neither (no jqFilter, `keepFullObjectsInMemory: false`): a hash of the object's
+    /// JSON, which is all an event needs to be compared with.
+    Checksum(u64),
 }
 
 impl Stored {
-    pub(crate) fn new(item: ObjectAndFilter, checksum: u64) -> Self {
-        Self {
-            object: item.object.map(String::into_boxed_str),
-            filter_result: item.filter_result.map(String::into_boxed_str),
-            checksum,
+    /// What a binding keeps of `object`, given what the hook sees of it.
+    pub(crate) fn new(item: ObjectAndFilter, object: &Value) -> Self {
+        match (item.object, item.filter_result) {
+            (None, Some(filtered)) => Self::Filtered(filtered.into_boxed_str()),
+            (Some(object), None) => Self::Object(object.into_boxed_str()),
+            (Some(object), Some(filtered)) => match u32::try_from(object.len()) {
+                Ok(split) => Self::Both {
+                    texts: (object + &filtered).into_boxed_str(),
+                    split,
+                },
+                Err(_) => Self::BothLong(Box::new((
+                    object.into_boxed_str(),
+                    filtered.into_boxed_str(),
+                ))),
+            },
+            (None, None) => Self::Checksum(checksum(object)),
+        }
+    }
+
+    /// Whether the hook sees the same in both: the filter result when there is one,
+    /// otherwise the object (as shell-operator compares the checksum of the filter
+    /// result, or of the object without a filter). An Added or Modified event that
+    /// changes nothing the hook sees runs nothing.
+    pub(crate) fn shows_the_same(&self, other: &Stored) -> bool {
+        self.shown() == other.shown()
+    }
+
+    /// The text the hook is shown (or the hash standing in for it).
+    fn shown(&self) -> Result<&str, u64> {
+        match self {
+            Self::Filtered(_) | Self::Both { .. } | Self::BothLong(_) => {
+                Ok(self.filter_result().unwrap_or_default())
+            }
+            Self::Object(text) => Ok(text),
+            Self::Checksum(sum) => Err(*sum),
+        }
+    }
+
+    fn object(&self) -> Option<&str> {
+        match self {
+            Self::Object(text) => Some(text),
+            Self::Both { texts, split } => Some(&texts[..*split as usize]),
+            Self::BothLong(texts) => Some(&texts.0),
+            Self::Filtered(_) | Self::Checksum(_) => None,
+        }
+    }
+
+    fn filter_result(&self) -> Option<&str> {
+        match self {
+            Self::Filtered(text) => Some(text),
+            Self::Both { texts, split } => Some(&texts[*split as usize..]),
+            Self::BothLong(texts) => Some(&texts.1),
+            Self::Object(_) | Self::Checksum(_) => None,
         }
     }
 
     /// What the hook sees, as a copy.
     pub(crate) fn item(&self) -> ObjectAndFilter {
         ObjectAndFilter {
-            object: self.object.as_deref().map(str::to_owned),
-            filter_result: self.filter_result.as_deref().map(str::to_owned),
+            object: self.object().map(str::to_owned),
+            filter_result: self.filter_result().map(str::to_owned),
         }
     }
 
     /// What the hook sees.
     pub(crate) fn into_item(self) -> ObjectAndFilter {
-        ObjectAndFilter {
-            object: self.object.map(String::from),
-            filter_result: self.filter_result.map(String::from),
+        match self {
+            Self::Filtered(text) => ObjectAndFilter {
+                object: None,
+                filter_result: Some(text.into()),
+            },
+            Self::Object(text) => ObjectAndFilter {
+                object: Some(text.into()),
+                filter_result: None,
+            },
+            Self::Both { texts, split } => {
+                let mut object = String::from(texts);
+                let filtered = object.split_off(split as usize);
+                ObjectAndFilter {
+                    object: Some(object),
+                    filter_result: Some(filtered),
+                }
+            }
+            Self::BothLong(texts) => {
+                let (object, filtered) = *texts;
+                ObjectAndFilter {
+                    object: Some(object.into()),
+                    filter_result: Some(filtered.into()),
+                }
+            }
+            Self::Checksum(_) => ObjectAndFilter {
+                object: None,
+                filter_result: None,
+            },
         }
     }
+
+    /// The bytes it keeps besides itself.
+    fn heap_bytes(&self) -> usize {
+        let text = |t: Option<&str>| t.map_or(0, str::len);
+        let boxed = match self {
+            Self::BothLong(_) => std::mem::size_of::<(Box<str>, Box<str>)>(),
+            _ => 0,
+        };
+        boxed + text(self.object()) + text(self.filter_result())
+    }
+}
+
+/// A hash of an object's JSON, for an object kept neither whole nor filtered.
+fn checksum(value: &Value) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The objects of one binding.
@@ -86,10 +186,9 @@ fn bytes_of_key(key: &ObjectKey) -> usize {
     std::mem::size_of::<(ObjectKey, Stored)>() + key.0.len()
 }
 
-/// The texts an object keeps.
+/// What an object keeps outside the map entry.
 fn bytes_of_stored(stored: &Stored) -> usize {
-    let text = |t: &Option<Box<str>>| t.as_deref().map_or(0, str::len);
-    text(&stored.object) + text(&stored.filter_result)
+    stored.heap_bytes()
 }
 
 fn bytes_of(key: &ObjectKey, stored: &Stored) -> usize {
@@ -129,9 +228,9 @@ impl BindingObjects {
         before
     }
 
-    /// The checksum of the object under `key`, if there is one.
-    pub(crate) fn checksum(&self, key: &ObjectKey) -> Option<u64> {
-        self.objects.get(key).map(|stored| stored.checksum)
+    /// The object under `key`, if there is one.
+    pub(crate) fn get(&self, key: &ObjectKey) -> Option<&Stored> {
+        self.objects.get(key)
     }
 
     /// Removes the object under `key`.
@@ -168,13 +267,15 @@ mod tests {
     use serde_json::json;
 
     fn stored(text: &str) -> Stored {
-        Stored::new(
-            ObjectAndFilter {
-                object: None,
-                filter_result: Some(text.to_owned()),
-            },
-            0,
-        )
+        Stored::Filtered(text.into())
+    }
+
+    fn kept(object: Option<&str>, filter_result: Option<&str>, of: &Value) -> Stored {
+        let item = ObjectAndFilter {
+            object: object.map(str::to_owned),
+            filter_result: filter_result.map(str::to_owned),
+        };
+        Stored::new(item, of)
     }
 
     fn key(ns: &str, name: &str) -> ObjectKey {
@@ -201,5 +302,47 @@ mod tests {
         let expected = BindingObjects::from_list([(key("a", "y"), stored("22"))]).bytes();
         assert_eq!(objects.bytes(), expected);
         assert_eq!(objects.len(), 1);
+    }
+
+    #[test]
+    fn what_is_kept_comes_back_as_the_hook_sees_it() {
+        let pod = json!({"metadata": {"name": "a"}});
+        for (object, filter_result) in [
+            (None, Some("1")),
+            (Some("{}"), None),
+            (Some("{}"), Some("1")),
+            (None, None),
+        ] {
+            let stored = kept(object, filter_result, &pod);
+            let expected = ObjectAndFilter {
+                object: object.map(str::to_owned),
+                filter_result: filter_result.map(str::to_owned),
+            };
+            assert_eq!(stored.item(), expected);
+            assert_eq!(stored.into_item(), expected);
+        }
+    }
+
+    #[test]
+    fn a_change_counts_only_in_what_the_hook_is_shown() {
+        let a = json!({"metadata": {"name": "a"}});
+        let b = json!({"metadata": {"name": "b"}});
+        // With a filter, only its result counts, even when the object is kept too.
+        assert!(kept(Some("{1}"), Some("x"), &a).shows_the_same(&kept(Some("{2}"), Some("x"), &b)));
+        assert!(!kept(Some("{1}"), Some("x"), &a).shows_the_same(&kept(
+            Some("{1}"),
+            Some("y"),
+            &a
+        )));
+        assert!(kept(None, Some("x"), &a).shows_the_same(&kept(None, Some("x"), &b)));
+        assert!(!kept(Some("{1}"), None, &a).shows_the_same(&kept(Some("{2}"), None, &a)));
+        // Neither kept: the object itself, through its hash.
+        assert!(kept(None, None, &a).shows_the_same(&kept(None, None, &a.clone())));
+        assert!(!kept(None, None, &a).shows_the_same(&kept(None, None, &b)));
+    }
+
+    #[test]
+    fn a_filter_result_alone_is_kept_in_three_words() {
+        assert_eq!(std::mem::size_of::<Stored>(), 24);
     }
 }
