@@ -20,7 +20,10 @@
 //! - afterwards, every Pod whose last update either hook never recorded (lost events);
 //! - the API server's request counts (its `/metrics`) per label update, by verb.
 //!
-//! `OPERON_SCALE_WRAPPER` starts `operon serve` under a profiler (`heaptrack -o FILE`).
+//! `OPERON_SCALE_WRAPPER` starts `operon serve` under a profiler (`heaptrack -o FILE`);
+//! `OPERON_SCALE_BINARY` runs another build of it (the image's, `target/image/operon`).
+//! `OPERON_SCALE_SHELL=0` leaves the bash + jq twin out, to see what the wasm hook's
+//! latency is when the CPUs do not also run a hundred bash and jq processes a second.
 //!
 //! The engine's client limits are `--kube-client-qps` / `--kube-client-burst` from
 //! `OPERON_SCALE_QPS` (default: three requests per update per second, the two hooks'
@@ -67,6 +70,8 @@ struct Settings {
     rate: u32,
     seconds: u64,
     qps: u32,
+    /// Whether the bash + jq twin runs beside the wasm hook.
+    shell: bool,
 }
 
 async fn client(kubeconfig: &Path) -> kube::Client {
@@ -87,6 +92,7 @@ async fn run(kubeconfig: &Path) {
         rate,
         seconds: env_or("OPERON_SCALE_SECONDS", 600),
         qps: env_or("OPERON_SCALE_QPS", rate * 3),
+        shell: env_or("OPERON_SCALE_SHELL", 1) != 0,
     };
     let client = client(kubeconfig).await;
     // Fresh namespaces each run: an earlier run's may still be terminating.
@@ -104,7 +110,7 @@ async fn run(kubeconfig: &Path) {
     );
 
     let dir = tempfile::tempdir().expect("a temp dir");
-    let hooks = write_hooks(dir.path());
+    let hooks = write_hooks(dir.path(), settings.shell);
     let mut serve = Serve::start(kubeconfig, &hooks, dir.path(), settings.qps);
     let started = Instant::now();
     while !serve.ready() {
@@ -133,9 +139,11 @@ async fn run(kubeconfig: &Path) {
         "  of which the bindings' snapshots (operon_kube_snapshot_bytes): {:.1} MiB",
         serve.metric_sum("operon_kube_snapshot_bytes") / (1024.0 * 1024.0)
     );
-    let requests_before = apiserver_requests(&client).await;
+    let (api_before, serve_before) = (apiserver_metrics(&client).await, serve.get("/metrics"));
+    let requests_before = requests_by_verb(&api_before);
     let outcome = churn(&client, &pods, &settings, &serve).await;
-    let requests_after = apiserver_requests(&client).await;
+    let (api_after, serve_after) = (apiserver_metrics(&client).await, serve.get("/metrics"));
+    let requests_after = requests_by_verb(&api_after);
     let rss_end = serve.rss_mib();
     println!(
         "resident after {} s of churn: {:.1} MiB ({:+.1}% from after sync; goal: within 10%)",
@@ -143,7 +151,8 @@ async fn run(kubeconfig: &Path) {
         rss_end,
         (rss_end / rss_synced - 1.0) * 100.0
     );
-    for (hook, key) in [("wasm annotator", WASM_KEY), ("bash + jq twin", SHELL_KEY)] {
+    let hooks = [("wasm annotator", WASM_KEY), ("bash + jq twin", SHELL_KEY)];
+    for (hook, key) in &hooks[..if settings.shell { 2 } else { 1 }] {
         let mut latencies = outcome.latencies(key);
         latencies.sort();
         println!(
@@ -154,9 +163,56 @@ async fn run(kubeconfig: &Path) {
             ms(latencies.last().copied().unwrap_or_default()),
         );
     }
+    // Where the time between an update and its annotation goes, from both sides'
+    // histograms over the churn (bucket bounds, so "at most").
+    let patches = ["verb=\"PATCH\"", "resource=\"pods\""];
+    let api_patch = histogram_delta(
+        &api_before,
+        &api_after,
+        "apiserver_request_duration_seconds",
+        &patches,
+    );
+    println!(
+        "  API server, PATCH of pods (every one: the load's and the hooks'), server side: {}",
+        quantiles(&api_patch)
+    );
+    for (hook, file) in &[
+        ("wasm annotator", "annotator.wasm"),
+        ("bash + jq twin", "annotator.sh"),
+    ][..if settings.shell { 2 } else { 1 }]
+    {
+        // Hooks are named by their path under the hooks directory's parent.
+        let label = format!("/{file}\"");
+        let runs = histogram_delta(
+            &serve_before,
+            &serve_after,
+            "operon_hook_run_seconds",
+            &[&label],
+        );
+        let waited = counter_sum(
+            &serve_after,
+            "operon_task_wait_in_queue_seconds_total",
+            &label,
+        ) - counter_sum(
+            &serve_before,
+            "operon_task_wait_in_queue_seconds_total",
+            &label,
+        );
+        let count = runs.last().map_or(0.0, |(_, n)| *n);
+        println!(
+            "  {hook:<15} runs: {count:.0}, run time {}, mean wait in its queue {:.1} ms",
+            quantiles(&runs),
+            waited / count.max(1.0) * 1e3
+        );
+    }
     // Every Pod's last update must be handled by both hooks.
     tokio::time::sleep(Duration::from_secs(30)).await;
     let (missed_wasm, missed_shell) = lost(&client, &namespaces, &outcome).await;
+    let missed_shell = if settings.shell {
+        missed_shell.to_string()
+    } else {
+        "not run".to_owned()
+    };
     println!(
         "Pods whose last update was not recorded 30 s after the churn: wasm {missed_wasm}, shell {missed_shell} (of {} updated)",
         outcome.last.lock().unwrap().len()
@@ -269,7 +325,9 @@ async fn delete_namespaces(client: &kube::Client, namespaces: &[String]) {
     }
 }
 
-fn write_hooks(dir: &Path) -> PathBuf {
+/// The hooks directory: the wasm annotator, the snapshot hook, and the bash + jq twin
+/// when `shell`.
+fn write_hooks(dir: &Path, shell: bool) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let hooks = dir.join("hooks");
     std::fs::create_dir(&hooks).expect("the hooks directory");
@@ -302,6 +360,9 @@ jq '.[0].snapshots.pods | length' "$BINDING_CONTEXT_PATH" >&2
         ),
     ];
     for (name, text) in scripts {
+        if name == "annotator.sh" && !shell {
+            continue;
+        }
         let path = hooks.join(name);
         std::fs::write(&path, text).expect("a hook");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -323,14 +384,20 @@ impl Serve {
         // A profiler to start it under, e.g. `heaptrack -o /tmp/serve` (its figures
         // then include the profiler's).
         let wrapper = std::env::var("OPERON_SCALE_WRAPPER").unwrap_or_default();
+        // Another build of the same source, e.g. the container image's (`cargo build
+        // --profile image`: what runs in a cluster).
+        let operon = std::env::var_os("OPERON_SCALE_BINARY").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_operon")),
+            PathBuf::from,
+        );
         let mut words = wrapper.split_whitespace();
         let mut command = match words.next() {
             Some(program) => {
                 let mut command = std::process::Command::new(program);
-                command.args(words).arg(env!("CARGO_BIN_EXE_operon"));
+                command.args(words).arg(&operon);
                 command
             }
-            None => std::process::Command::new(env!("CARGO_BIN_EXE_operon")),
+            None => std::process::Command::new(&operon),
         };
         // Its own process group, so that a wrapper's child dies with it.
         use std::os::unix::process::CommandExt as _;
@@ -555,12 +622,16 @@ async fn lost(client: &kube::Client, namespaces: &[String], churn: &Churn) -> (u
     (missed(WASM_KEY), missed(SHELL_KEY))
 }
 
-/// The API server's `apiserver_request_total` for Pods, summed by verb.
-async fn apiserver_requests(client: &kube::Client) -> HashMap<String, f64> {
+/// The API server's metrics, as text.
+async fn apiserver_metrics(client: &kube::Client) -> String {
     let request = http::Request::get("/metrics")
         .body(Vec::new())
         .expect("a request");
-    let text = client.request_text(request).await.unwrap_or_default();
+    client.request_text(request).await.unwrap_or_default()
+}
+
+/// `apiserver_request_total` for Pods, summed by verb.
+fn requests_by_verb(text: &str) -> HashMap<String, f64> {
     let mut by_verb: HashMap<String, f64> = HashMap::new();
     for line in text.lines() {
         if !line.starts_with("apiserver_request_total{") || !line.contains("resource=\"pods\"") {
@@ -579,4 +650,80 @@ async fn apiserver_requests(client: &kube::Client) -> HashMap<String, f64> {
         *by_verb.entry(verb.to_owned()).or_default() += value;
     }
     by_verb
+}
+
+/// The value at the end of a sample line.
+fn sample_value(line: &str) -> f64 {
+    line.rsplit(' ')
+        .next()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// A counter family's samples whose labels hold `label`, summed.
+fn counter_sum(text: &str, family: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with('{'))
+        .filter(|l| l.contains(label))
+        .map(sample_value)
+        .sum()
+}
+
+/// A histogram's cumulative buckets (upper bound, count) summed over the series whose
+/// labels hold every one of `labels`, from `after` minus `before`, by bound.
+fn histogram_delta(before: &str, after: &str, family: &str, labels: &[&str]) -> Vec<(f64, f64)> {
+    let prefix = format!("{family}_bucket{{");
+    let buckets = |text: &str| {
+        let mut by_bound: Vec<(f64, f64)> = Vec::new();
+        for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+            if !labels.iter().all(|label| line.contains(label)) {
+                continue;
+            }
+            let Some(bound) = line
+                .split("le=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .and_then(|b| b.parse::<f64>().ok())
+            else {
+                continue;
+            };
+            match by_bound.iter_mut().find(|(b, _)| *b == bound) {
+                Some((_, count)) => *count += sample_value(line),
+                None => by_bound.push((bound, sample_value(line))),
+            }
+        }
+        by_bound.sort_by(|a, b| a.0.total_cmp(&b.0));
+        by_bound
+    };
+    let before = buckets(before);
+    buckets(after)
+        .into_iter()
+        .map(|(bound, count)| {
+            let earlier = before
+                .iter()
+                .find(|(b, _)| *b == bound)
+                .map_or(0.0, |(_, n)| *n);
+            (bound, count - earlier)
+        })
+        .collect()
+}
+
+/// p50 and p99 of cumulative buckets, as the bucket bounds they fall under.
+fn quantiles(buckets: &[(f64, f64)]) -> String {
+    let total = buckets.last().map_or(0.0, |(_, n)| *n);
+    if total == 0.0 {
+        return "no samples".to_owned();
+    }
+    let at = |q: f64| {
+        let bound = buckets
+            .iter()
+            .find(|(_, n)| *n >= q * total)
+            .map_or(f64::INFINITY, |(b, _)| *b);
+        if bound.is_finite() {
+            format!("<= {:.1} ms", bound * 1e3)
+        } else {
+            "over the last bound".to_owned()
+        }
+    };
+    format!("p50 {}, p99 {}", at(0.50), at(0.99))
 }
