@@ -77,10 +77,44 @@ pub struct Event {
     /// The object after the change (before it, for `Deleted`). Shared: every binding
     /// reading the same watch, and the in-memory cluster's store, hold the same one.
     pub object: Arc<Value>,
-    /// A `Deleted` noticed by a re-list rather than seen: `object` is only the
-    /// identity (apiVersion, kind, namespace, name), as client-go's
-    /// `DeletedFinalStateUnknown`; the binding's last known state is the better one.
-    pub final_state_unknown: bool,
+    /// Set on a `Deleted` noticed by a re-list rather than seen (client-go's
+    /// `DeletedFinalStateUnknown`): which object went. A watch keeps only the
+    /// [`Identity`] of the objects it saw, not their names, so `object` then holds only
+    /// `apiVersion` and `kind`; the reader's last known state of the object is the one
+    /// to report.
+    pub deleted_final_state_unknown: Option<Identity>,
+}
+
+/// An object's identity (namespace and name) as a hash: what a watch keeps per object
+/// to tell which objects a re-list no longer has, in one word rather than the names.
+/// Keyed once per process with random keys, so names cannot be chosen to collide; two
+/// objects of one watch share an identity with a probability of about n²/2⁶⁵ (10⁻¹⁰ for
+/// 100,000 objects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Identity(u64);
+
+impl Identity {
+    /// The identity of the object `name` in `namespace` (empty for cluster-scoped
+    /// objects).
+    pub fn of(namespace: &str, name: &str) -> Self {
+        static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+        Self(std::hash::BuildHasher::hash_one(
+            KEYS.get_or_init(std::hash::RandomState::new),
+            (namespace, name),
+        ))
+    }
+
+    /// The identity of `object`, from its `metadata`.
+    pub fn of_object(object: &Value) -> Self {
+        let text = |field: &str| {
+            object
+                .get("metadata")
+                .and_then(|metadata| metadata.get(field))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        Self::of(text("namespace"), text("name"))
+    }
 }
 
 /// Why a cluster call failed.
@@ -201,4 +235,23 @@ pub trait Cluster: Send + Sync {
         &'a self,
         operation: &'a PatchOperation,
     ) -> BoxFuture<'a, Result<(), ClusterError>>;
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::Identity;
+    use serde_json::json;
+
+    #[test]
+    fn an_identity_is_its_namespace_and_name_and_nothing_else() {
+        let object = json!({"metadata": {"namespace": "a", "name": "b", "uid": "1"}});
+        assert_eq!(Identity::of_object(&object), Identity::of("a", "b"));
+        assert_ne!(Identity::of("a", "b"), Identity::of("b", "a"));
+        // Where the namespace ends is part of it.
+        assert_ne!(Identity::of("a", "b-c"), Identity::of("a-b", "c"));
+        assert_ne!(Identity::of("", "ab"), Identity::of("a", "b"));
+        // A cluster-scoped object: no namespace.
+        let node = json!({"metadata": {"name": "n1"}});
+        assert_eq!(Identity::of_object(&node), Identity::of("", "n1"));
+    }
 }

@@ -750,12 +750,12 @@ fn notify(
             (false, true, _, Some(new)) => Event {
                 kind: WatchEvent::Added,
                 object: Arc::clone(new),
-                final_state_unknown: false,
+                deleted_final_state_unknown: None,
             },
             (true, true, _, Some(new)) => Event {
                 kind: WatchEvent::Modified,
                 object: Arc::clone(new),
-                final_state_unknown: false,
+                deleted_final_state_unknown: None,
             },
             // Deleted, or no longer selected: the last state it was seen in, at the
             // resourceVersion of the change (as the API server's watch cache does).
@@ -765,7 +765,7 @@ fn notify(
                 Event {
                     kind: WatchEvent::Deleted,
                     object: Arc::new(object),
-                    final_state_unknown: false,
+                    deleted_final_state_unknown: None,
                 }
             }
             _ => return !watcher.sender.is_closed(),

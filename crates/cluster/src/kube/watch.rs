@@ -1,18 +1,19 @@
 //! Lists and watches, shared: one watch (a [`Source`]) per distinct (resource,
 //! namespace, label selector, field selector), whatever number of bindings ask for it.
 //!
-//! A watcher keeps no object, only each object's identity and a hash of its
-//! `resourceVersion`, which is what it needs to turn a re-list (after a `410 Gone`, or
-//! when another binding joins) into exact events: objects that changed during the gap
-//! become `Modified`, new ones `Added`, and ones that vanished `Deleted` (flagged
-//! `final_state_unknown`: the watcher never saw their last state), while unchanged ones
-//! produce nothing, so no event is lost or reported twice. A joining binding gets the
+//! A watcher keeps no object, only each object's [`Identity`] and a hash of its
+//! `resourceVersion` (two words), which is what it needs to turn a re-list (after a
+//! `410 Gone`, or when another binding joins) into exact events: objects that changed
+//! during the gap become `Modified`, new ones `Added`, and ones that vanished `Deleted`
+//! (with `deleted_final_state_unknown`: the watcher never saw their last state, and
+//! knows them by identity only), while unchanged ones produce nothing, so no event is
+//! lost or reported twice. A joining binding gets the
 //! full list of that re-list as its initial objects. Reconnects back off exponentially
 //! with jitter (kube-runtime's default backoff).
 
 use super::source::{Source, SourceError, Step};
 use super::{api_error, collection_path, metadata_str};
-use crate::{ClusterError, Event, EventStream, Resource, Selector};
+use crate::{ClusterError, Event, EventStream, Identity, Resource, Selector};
 use ::kube::Client;
 use ::kube::runtime::WatchStreamExt as _;
 use futures::StreamExt as _;
@@ -109,7 +110,7 @@ pub(super) async fn list_and_watch(
             .map_err(|_| ClusterError::Other("the watch ended before its list".to_owned()))??;
         objects.extend(list);
     }
-    objects.sort_by(|a, b| identity(a).cmp(&identity(b)));
+    objects.sort_by(|a, b| namespace_and_name(a).cmp(&namespace_and_name(b)));
     Ok((objects, receiver))
 }
 
@@ -139,7 +140,6 @@ fn join(
         joins: join_receiver,
         watches: Arc::downgrade(watches),
         known: HashMap::new(),
-        key_buffer: String::new(),
         subscribers: Vec::new(),
         pending: Vec::new(),
     };
@@ -153,12 +153,10 @@ struct WatchTask {
     client: Client,
     joins: mpsc::UnboundedReceiver<Join>,
     watches: Weak<Watches>,
-    /// Per object (`namespace/name`): a hash of its `resourceVersion`, with
-    /// [`LISTED`] set once the current list saw it. One word per object: a watch of a
-    /// whole cluster holds one entry per object it sees.
-    known: HashMap<Box<str>, u64>,
-    /// Where `record` writes an object's key to look it up.
-    key_buffer: String,
+    /// Per object: a hash of its `resourceVersion`, with [`LISTED`] set once the
+    /// current list saw it. Two words per object and no name: a watch of a whole
+    /// cluster holds one entry per object it sees.
+    known: HashMap<Identity, u64>,
     /// Bindings that have their initial list.
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     /// Bindings waiting for the current list to finish, with what it listed so far.
@@ -294,21 +292,20 @@ impl WatchTask {
                     listed.extend(mine);
                 }
                 if let (Some(kind), Some(object)) = (kind, object) {
-                    self.send(kind, object, false);
+                    self.send(kind, object, None);
                 }
             }
             Step::ListDone => {
                 let mut gone = Vec::new();
-                self.known.retain(|key, seen| {
+                self.known.retain(|identity, seen| {
                     let keep = *seen & LISTED != 0;
                     if !keep {
-                        gone.push(key.clone());
+                        gone.push(*identity);
                     }
                     keep
                 });
-                for key in gone {
-                    let object = self.tombstone(&key);
-                    self.send(WatchEvent::Deleted, object, true);
+                for identity in gone {
+                    self.send(WatchEvent::Deleted, self.tombstone(), Some(identity));
                 }
                 for (join, listed) in self.pending.drain(..) {
                     if join.initial.send(Ok(listed)).is_ok() {
@@ -322,9 +319,8 @@ impl WatchTask {
             }
             Step::Deleted(object) => {
                 let object = self.value(object);
-                let key = key_into(&mut self.key_buffer, &object);
-                self.known.remove(key);
-                self.send(WatchEvent::Deleted, object, false);
+                self.known.remove(&Identity::of_object(&object));
+                self.send(WatchEvent::Deleted, object, None);
             }
         }
     }
@@ -333,7 +329,7 @@ impl WatchTask {
     /// `resourceVersion` is the one they already saw.
     fn applied(&mut self, object: Value) {
         if let Some(kind) = self.record(&object) {
-            self.send(kind, object, false);
+            self.send(kind, object, None);
         }
     }
 
@@ -341,12 +337,9 @@ impl WatchTask {
     /// any: none when its `resourceVersion` is the one they already saw.
     fn record(&mut self, object: &Value) -> Option<WatchEvent> {
         let version = hash(metadata_str(object, "resourceVersion").unwrap_or(""));
-        let seen = version | LISTED;
-        let key = key_into(&mut self.key_buffer, object);
-        let previous = match self.known.get_mut(key) {
-            Some(entry) => Some(std::mem::replace(entry, seen)),
-            None => self.known.insert(key.into(), seen),
-        };
+        let previous = self
+            .known
+            .insert(Identity::of_object(object), version | LISTED);
         match previous {
             None => Some(WatchEvent::Added),
             Some(before) if before & !LISTED != version => Some(WatchEvent::Modified),
@@ -354,7 +347,7 @@ impl WatchTask {
         }
     }
 
-    fn send(&self, kind: WatchEvent, object: Value, final_state_unknown: bool) {
+    fn send(&self, kind: WatchEvent, object: Value, deleted_final_state_unknown: Option<Identity>) {
         if self.subscribers.is_empty() {
             return;
         }
@@ -363,7 +356,7 @@ impl WatchTask {
             let _ = subscriber.send(Event {
                 kind,
                 object: Arc::clone(&object),
-                final_state_unknown,
+                deleted_final_state_unknown,
             });
         }
     }
@@ -393,18 +386,13 @@ impl WatchTask {
         Value::Object(map)
     }
 
-    /// What is left of an object deleted while nobody watched: its identity.
-    fn tombstone(&self, key: &str) -> Value {
-        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-        let mut metadata = serde_json::Map::new();
-        metadata.insert("name".to_owned(), Value::String(name.to_owned()));
-        if !namespace.is_empty() {
-            metadata.insert("namespace".to_owned(), Value::String(namespace.to_owned()));
-        }
+    /// The object of a deletion noticed by a re-list: its type; the event's
+    /// [`Identity`] says which object it was.
+    fn tombstone(&self) -> Value {
         serde_json::json!({
             "apiVersion": self.key.resource.api_version(),
             "kind": self.key.resource.kind,
-            "metadata": metadata,
+            "metadata": {},
         })
     }
 }
@@ -420,18 +408,8 @@ fn hash(text: &str) -> u64 {
     hasher.finish() & !LISTED
 }
 
-/// `object`'s key in [`WatchTask::known`] (`namespace/name`), written into `buffer`:
-/// every event looks one up, most of them for an object already known.
-fn key_into<'a>(buffer: &'a mut String, object: &Value) -> &'a str {
-    let (namespace, name) = identity(object);
-    buffer.clear();
-    buffer.push_str(namespace);
-    buffer.push('/');
-    buffer.push_str(name);
-    buffer
-}
-
-fn identity(object: &Value) -> (&str, &str) {
+/// `(namespace, name)`, the order of a list.
+fn namespace_and_name(object: &Value) -> (&str, &str) {
     let text = |field: &str| metadata_str(object, field).unwrap_or("");
     (text("namespace"), text("name"))
 }

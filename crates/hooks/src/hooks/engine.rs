@@ -425,17 +425,17 @@ impl Engine {
     pub(crate) fn handle_event(&self, key: BindingKey, event: Event) {
         let (h, b) = key;
         let binding = &self.hooks[h].config.kubernetes[b];
-        let object_key = ObjectKey::of(&event.object);
-        if event.final_state_unknown {
+        if let Some(identity) = event.deleted_final_state_unknown {
             // Deleted while the watch was down: the last state the binding saw is the
-            // one to report, not the bare identity the cluster layer still knows.
+            // one to report; the cluster layer knows only the object's identity.
             let mut state = self.lock();
             let snapshot = state.snapshots.entry(key).or_default();
-            let Some(last) = snapshot.remove(&object_key) else {
+            let Some(last) = snapshot.remove_identity(identity) else {
                 return;
             };
             return self.fire(state, key, WatchEvent::Deleted, last.into_item());
         }
+        let object_key = ObjectKey::of(&event.object);
         let item = self.filter(h, binding, &event.object);
         let mut state = self.lock();
         let snapshot = state.snapshots.entry(key).or_default();

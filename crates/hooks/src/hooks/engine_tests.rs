@@ -6,6 +6,7 @@ use super::*;
 use crate::hooks::config;
 use crate::hooks::runner::HookError;
 use futures::future::BoxFuture;
+use operon_cluster::Identity;
 use operon_cluster::local::LocalCluster;
 use operon_data::model::{
     ConfigVersion, HookConfig, HookOutput, HookSettings, KubernetesBindingConfig,
@@ -520,21 +521,19 @@ async fn a_deletion_noticed_by_a_relist_reports_the_last_state_the_binding_saw()
     let (engine, _cluster) = engine(hook.clone()).await;
     drain(&engine).await;
     // The cluster layer only knows the identity of an object deleted during the gap.
-    let tombstone = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-                                       "metadata": {"name": "a", "namespace": "ns"}});
-    let gone = |object: Value| Event {
+    let gone = || Event {
         kind: WatchEvent::Deleted,
-        object: object.into(),
-        final_state_unknown: true,
+        object: serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}).into(),
+        deleted_final_state_unknown: Some(Identity::of("ns", "a")),
     };
-    engine.handle_event((0, 0), gone(tombstone.clone()));
+    engine.handle_event((0, 0), gone());
     assert_eq!(
         engine.lock().snapshots[&(0, 0)].len(),
         1,
         "a left the snapshot"
     );
     // A second notice of the same deletion reports nothing.
-    engine.handle_event((0, 0), gone(tombstone));
+    engine.handle_event((0, 0), gone());
     let held = engine.lock().queues.values().map(Queue::len).sum::<usize>();
     assert_eq!(held, 1, "one Event run queued");
     let records = drain(&engine).await;

@@ -4,6 +4,7 @@
 //! changed anything, under a compact key that sorts as snapshots are sorted (namespace,
 //! then name). Also counts the bytes it holds, for `operon_kube_snapshot_bytes`.
 
+use operon_cluster::Identity;
 use operon_data::model::ObjectAndFilter;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -240,6 +241,18 @@ impl BindingObjects {
         Some(removed)
     }
 
+    /// Removes the object whose [`Identity`] is `identity` (a deletion the cluster layer
+    /// noticed by a re-list, knowing no name). Looks at every key: such deletions are
+    /// rare, and keeping each identity beside its key would cost a word per object.
+    pub(crate) fn remove_identity(&mut self, identity: Identity) -> Option<Stored> {
+        let key = self
+            .objects
+            .keys()
+            .find(|key| Identity::of(key.namespace(), key.name()) == identity)?
+            .clone();
+        self.remove(&key)
+    }
+
     /// How many objects.
     pub(crate) fn len(&self) -> usize {
         self.objects.len()
@@ -344,5 +357,25 @@ mod tests {
     #[test]
     fn a_filter_result_alone_is_kept_in_three_words() {
         assert_eq!(std::mem::size_of::<Stored>(), 24);
+    }
+
+    #[test]
+    fn an_object_known_only_by_identity_is_found_and_removed() {
+        let mut objects =
+            BindingObjects::from_list([(key("a", "x"), stored("1")), (key("b", "x"), stored("2"))]);
+        let removed = objects.remove_identity(Identity::of("b", "x"));
+        assert_eq!(
+            removed
+                .map(Stored::into_item)
+                .and_then(|i| i.filter_result)
+                .as_deref(),
+            Some("2")
+        );
+        assert!(objects.remove_identity(Identity::of("b", "x")).is_none());
+        assert_eq!(objects.len(), 1);
+        assert_eq!(
+            objects.bytes(),
+            BindingObjects::from_list([(key("a", "x"), stored("1"))]).bytes()
+        );
     }
 }
