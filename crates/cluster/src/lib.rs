@@ -106,15 +106,22 @@ impl Identity {
 
     /// The identity of `object`, from its `metadata`.
     pub fn of_object(object: &Value) -> Self {
-        let text = |field: &str| {
-            object
-                .get("metadata")
-                .and_then(|metadata| metadata.get(field))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
-        Self::of(text("namespace"), text("name"))
+        let (namespace, name) = namespace_and_name(object);
+        Self::of(namespace, name)
     }
+}
+
+/// `metadata.namespace` (empty for cluster-scoped objects) and `metadata.name` of an
+/// object; empty where missing.
+pub fn namespace_and_name(object: &Value) -> (&str, &str) {
+    let text = |field: &str| {
+        object
+            .get("metadata")
+            .and_then(|metadata| metadata.get(field))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    (text("namespace"), text("name"))
 }
 
 /// Why a cluster call failed.

@@ -13,7 +13,7 @@
 
 use super::source::{Source, SourceError, Step};
 use super::{api_error, collection_path, metadata_str};
-use crate::{ClusterError, Event, EventStream, Identity, Resource, Selector};
+use crate::{ClusterError, Event, EventStream, Identity, Resource, Selector, namespace_and_name};
 use ::kube::Client;
 use ::kube::runtime::WatchStreamExt as _;
 use futures::StreamExt as _;
@@ -406,12 +406,6 @@ fn hash(text: &str) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     text.hash(&mut hasher);
     hasher.finish() & !LISTED
-}
-
-/// `(namespace, name)`, the order of a list.
-fn namespace_and_name(object: &Value) -> (&str, &str) {
-    let text = |field: &str| metadata_str(object, field).unwrap_or("");
-    (text("namespace"), text("name"))
 }
 
 /// A label selector in the API's query syntax.

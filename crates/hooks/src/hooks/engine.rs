@@ -21,7 +21,9 @@ use super::objects::{BindingObjects, ObjectKey, Stored};
 use super::queue::{Queue, RateLimit, Task, TaskKind};
 use super::runner::{Hook, HookError, HookRun};
 use crate::metrics::{BindingMetrics, MetricError, Metrics, RunOutcome};
-use operon_cluster::{Cluster, ClusterError, Event, EventStream, Resource, Selector};
+use operon_cluster::{
+    Cluster, ClusterError, Event, EventStream, Resource, Selector, namespace_and_name,
+};
 use operon_data::model::{
     BindingContext, BindingType, ConfigVersion, HookInput, ObjectAndFilter, RunnerContext,
     WatchEvent,
@@ -151,17 +153,6 @@ pub struct Engine {
     /// Set by [`Engine::take_over`]: events run hooks (before it, they only update
     /// snapshots).
     running: AtomicBool,
-}
-
-fn object_key(object: &Value) -> (String, String) {
-    let field = |f: &str| {
-        object
-            .pointer(&format!("/metadata/{f}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    (field("namespace"), field("name"))
 }
 
 impl Engine {
@@ -319,7 +310,10 @@ impl Engine {
                 };
                 // Namespaces matching the label selector, intersected with the names.
                 let (objects, _stream) = self.cluster.list_and_watch(&resource, &selector).await?;
-                let labelled: Vec<String> = objects.iter().map(|o| object_key(o).1).collect();
+                let labelled: Vec<String> = objects
+                    .iter()
+                    .map(|o| namespace_and_name(o).1.to_owned())
+                    .collect();
                 namespaces = Some(match namespaces {
                     Some(names) => names.into_iter().filter(|n| labelled.contains(n)).collect(),
                     None => labelled,

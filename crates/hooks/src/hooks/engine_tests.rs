@@ -47,7 +47,8 @@ impl Scripted {
 }
 
 fn label_patch(object: &Value) -> PatchOperation {
-    let (namespace, name) = object_key(object);
+    let (namespace, name) = namespace_and_name(object);
+    let (namespace, name) = (namespace.to_owned(), name.to_owned());
     PatchOperation::MergePatch(PatchSpec {
         target: ObjectRef {
             api_version: None,
@@ -191,7 +192,7 @@ async fn synchronization_runs_first_then_events_and_patches_are_applied() {
     let labelled = cluster
         .objects()
         .into_iter()
-        .find(|o| object_key(o).1 == "c")
+        .find(|o| namespace_and_name(o).1 == "c")
         .unwrap();
     assert_eq!(
         labelled.pointer("/metadata/labels/seen"),

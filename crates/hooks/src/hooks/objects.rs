@@ -4,7 +4,7 @@
 //! changed anything, under a compact key that sorts as snapshots are sorted (namespace,
 //! then name). Also counts the bytes it holds, for `operon_kube_snapshot_bytes`.
 
-use operon_cluster::Identity;
+use operon_cluster::{Identity, namespace_and_name};
 use operon_data::model::ObjectAndFilter;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -17,14 +17,8 @@ pub(crate) struct ObjectKey(Box<str>);
 impl ObjectKey {
     /// The key of `object` (empty namespace for cluster-scoped objects).
     pub(crate) fn of(object: &Value) -> Self {
-        let field = |f: &str| {
-            object
-                .get("metadata")
-                .and_then(|m| m.get(f))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
-        Self(format!("{}\0{}", field("namespace"), field("name")).into_boxed_str())
+        let (namespace, name) = namespace_and_name(object);
+        Self(format!("{namespace}\0{name}").into_boxed_str())
     }
 
     /// `metadata.namespace`.
