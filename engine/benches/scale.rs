@@ -41,6 +41,8 @@ use std::time::{Duration, Instant};
 
 const WASM_KEY: &str = "operon.dev/seen-version";
 const SHELL_KEY: &str = "operon.dev/seen-version-sh";
+/// Where the latency of an update seen by the bench's own watch is kept.
+const ECHO: &str = "the update itself";
 const GEN_LABEL: &str = "scale.operon.dev/gen";
 const PREFIX: &str = "operon-scale";
 
@@ -151,12 +153,16 @@ async fn run(kubeconfig: &Path) {
         rss_end,
         (rss_end / rss_synced - 1.0) * 100.0
     );
-    let hooks = [("wasm annotator", WASM_KEY), ("bash + jq twin", SHELL_KEY)];
-    for (hook, key) in &hooks[..if settings.shell { 2 } else { 1 }] {
+    let hooks = [
+        ("no hook", ECHO, "the update's own event"),
+        ("wasm annotator", WASM_KEY, "its annotation"),
+        ("bash + jq twin", SHELL_KEY, "its annotation"),
+    ];
+    for (hook, key, what) in &hooks[..if settings.shell { 3 } else { 2 }] {
         let mut latencies = outcome.latencies(key);
         latencies.sort();
         println!(
-            "{hook:<15} update to annotation: {} seen, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (goal for wasm: p99 < 50 ms)",
+            "{hook:<15} update to {what} in a watch: {} seen, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (goal for wasm: p99 < 50 ms)",
             latencies.len(),
             ms(percentile(&latencies, 0.50)),
             ms(percentile(&latencies, 0.99)),
@@ -181,8 +187,8 @@ async fn run(kubeconfig: &Path) {
         ("bash + jq twin", "annotator.sh"),
     ][..if settings.shell { 2 } else { 1 }]
     {
-        // Hooks are named by their path under the hooks directory's parent.
-        let label = format!("/{file}\"");
+        // A hook is named by its path, which ends with its file name.
+        let label = format!("{file}\"");
         let runs = histogram_delta(
             &serve_before,
             &serve_after,
@@ -520,6 +526,15 @@ async fn churn(
         futures::pin_mut!(events);
         while let Some(Ok(pod)) = events.next().await {
             let now = Instant::now();
+            // The update itself, seen by this watch: the floor under the hooks'
+            // latencies (the API server, its watch and this process; no hook). Counted
+            // only when its answer came before its event.
+            if let Some(version) = pod.metadata.resource_version.as_ref()
+                && let Some(at) = sent.lock().unwrap().get(version)
+            {
+                let latency = now.duration_since(*at);
+                seen.lock().unwrap().entry(ECHO).or_default().push(latency);
+            }
             let annotations = pod.metadata.annotations.unwrap_or_default();
             for key in [WASM_KEY, SHELL_KEY] {
                 let Some(version) = annotations.get(key) else {
