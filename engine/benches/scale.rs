@@ -17,6 +17,9 @@
 //!   `OPERON_SCALE_SECONDS` (600): the resident memory each minute, and the latency from
 //!   an update's answer to the annotation of each hook carrying its resourceVersion
 //!   (p50, p99), from a watch of the Pods;
+//! - beside them, the floor (an update's own event in the same watch) and where the
+//!   hooks' time went: the API server's PATCH latency and each hook's run time and wait
+//!   in its queue, from both sides' histograms;
 //! - afterwards, every Pod whose last update either hook never recorded (lost events);
 //! - the API server's request counts (its `/metrics`) per label update, by verb.
 //!
