@@ -198,11 +198,11 @@ async fn run(kubeconfig: &Path) {
             "operon_hook_run_seconds",
             &[&label],
         );
-        let waited = counter_sum(
+        let waited = family_sum(
             &serve_after,
             "operon_task_wait_in_queue_seconds_total",
             &label,
-        ) - counter_sum(
+        ) - family_sum(
             &serve_before,
             "operon_task_wait_in_queue_seconds_total",
             &label,
@@ -450,11 +450,7 @@ impl Serve {
 
     /// The sum of a gauge family on its `/metrics`.
     fn metric_sum(&self, family: &str) -> f64 {
-        self.get("/metrics")
-            .lines()
-            .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        family_sum(&self.get("/metrics"), family, "")
     }
 
     fn alive(&mut self) -> bool {
@@ -655,17 +651,8 @@ fn requests_by_verb(text: &str) -> HashMap<String, f64> {
         if !line.starts_with("apiserver_request_total{") || !line.contains("resource=\"pods\"") {
             continue;
         }
-        let verb = line
-            .split("verb=\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .unwrap_or("?");
-        let value = line
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        *by_verb.entry(verb.to_owned()).or_default() += value;
+        let verb = label_value(line, "verb").unwrap_or("?");
+        *by_verb.entry(verb.to_owned()).or_default() += sample_value(line);
     }
     by_verb
 }
@@ -678,10 +665,15 @@ fn sample_value(line: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// A counter family's samples whose labels hold `label`, summed.
-fn counter_sum(text: &str, family: &str, label: &str) -> f64 {
+/// The value of label `name` in a sample line.
+fn label_value<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    line.split(&format!("{name}=\"")).nth(1)?.split('"').next()
+}
+
+/// A family's samples whose line holds `label` (anything, when empty), summed.
+fn family_sum(text: &str, family: &str, label: &str) -> f64 {
     text.lines()
-        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with('{'))
+        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
         .filter(|l| l.contains(label))
         .map(sample_value)
         .sum()
@@ -697,12 +689,7 @@ fn histogram_delta(before: &str, after: &str, family: &str, labels: &[&str]) -> 
             if !labels.iter().all(|label| line.contains(label)) {
                 continue;
             }
-            let Some(bound) = line
-                .split("le=\"")
-                .nth(1)
-                .and_then(|rest| rest.split('"').next())
-                .and_then(|b| b.parse::<f64>().ok())
-            else {
+            let Some(bound) = label_value(line, "le").and_then(|b| b.parse::<f64>().ok()) else {
                 continue;
             };
             match by_bound.iter_mut().find(|(b, _)| *b == bound) {

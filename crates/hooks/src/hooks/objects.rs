@@ -83,11 +83,8 @@ impl Stored {
     /// The text the hook is shown (or the hash standing in for it).
     fn shown(&self) -> Result<&str, u64> {
         match self {
-            Self::Filtered(_) | Self::Both { .. } | Self::BothLong(_) => {
-                Ok(self.filter_result().unwrap_or_default())
-            }
-            Self::Object(text) => Ok(text),
             Self::Checksum(sum) => Err(*sum),
+            _ => Ok(self.filter_result().or(self.object()).unwrap_or_default()),
         }
     }
 
@@ -181,13 +178,8 @@ fn bytes_of_key(key: &ObjectKey) -> usize {
     std::mem::size_of::<(ObjectKey, Stored)>() + key.0.len()
 }
 
-/// What an object keeps outside the map entry.
-fn bytes_of_stored(stored: &Stored) -> usize {
-    stored.heap_bytes()
-}
-
 fn bytes_of(key: &ObjectKey, stored: &Stored) -> usize {
-    bytes_of_key(key) + bytes_of_stored(stored)
+    bytes_of_key(key) + stored.heap_bytes()
 }
 
 impl BindingObjects {
@@ -214,10 +206,10 @@ impl BindingObjects {
     pub(crate) fn insert(&mut self, key: ObjectKey, stored: Stored) -> Option<Stored> {
         // The key's share is the same before and after: counted once, for a new object.
         let key_bytes = bytes_of_key(&key);
-        self.bytes += bytes_of_stored(&stored);
+        self.bytes += stored.heap_bytes();
         let before = self.objects.insert(key, stored);
         match &before {
-            Some(before) => self.bytes -= bytes_of_stored(before),
+            Some(before) => self.bytes -= before.heap_bytes(),
             None => self.bytes += key_bytes,
         }
         before
