@@ -18,8 +18,9 @@
 //!   an update's answer to the annotation of each hook carrying its resourceVersion
 //!   (p50, p99), from a watch of the Pods;
 //! - beside them, the floor (an update's own event in the same watch) and where the
-//!   hooks' time went: the API server's PATCH latency and each hook's run time and wait
-//!   in its queue, from both sides' histograms;
+//!   hooks' time went: the API server's PATCH latency, Operon's client's (sent to
+//!   answered), each hook's watch events from decoded to queued, and each hook's run
+//!   time and wait in its queue, from both sides' histograms;
 //! - afterwards, every Pod whose last update either hook never recorded (lost events);
 //! - the API server's request counts (its `/metrics`) per label update, by verb.
 //!
@@ -185,6 +186,16 @@ async fn run(kubeconfig: &Path) {
         "  API server, PATCH of pods (every one: the load's and the hooks'), server side: {}",
         quantiles(&api_patch)
     );
+    let client_patch = histogram_delta(
+        &serve_before,
+        &serve_after,
+        "operon_kubernetes_client_request_latency_seconds",
+        &["verb=\"PATCH\""],
+    );
+    println!(
+        "  Operon's client, its PATCHes sent to answered (both hooks'): {}",
+        quantiles(&client_patch)
+    );
     for (hook, file) in &[
         ("wasm annotator", "annotator.wasm"),
         ("bash + jq twin", "annotator.sh"),
@@ -212,6 +223,16 @@ async fn run(kubeconfig: &Path) {
             "  {hook:<15} runs: {count:.0}, run time {}, mean wait in its queue {:.1} ms",
             quantiles(&runs),
             waited / count.max(1.0) * 1e3
+        );
+        let events = histogram_delta(
+            &serve_before,
+            &serve_after,
+            "operon_kube_event_duration_seconds",
+            &[&label],
+        );
+        println!(
+            "  {hook:<15} watch events, decoded to queued: {}",
+            quantiles(&events)
         );
     }
     // Every Pod's last update must be handled by both hooks.

@@ -83,6 +83,10 @@ pub struct Event {
     /// `apiVersion` and `kind`; the reader's last known state of the object is the one
     /// to report.
     pub deleted_final_state_unknown: Option<Identity>,
+    /// When the cluster layer had the event (decoded from the watch, or the change
+    /// made in memory): where a reader's handling time starts
+    /// (`operon_kube_event_duration_seconds`).
+    pub received: std::time::Instant,
 }
 
 /// An object's identity (namespace and name) as a hash: what a watch keeps per object

@@ -743,6 +743,7 @@ fn notify(
     new: Option<&Arc<Value>>,
     resource_version: u64,
 ) {
+    let now = std::time::Instant::now();
     watchers.retain(|watcher| {
         let was = old.is_some_and(|o| watcher.selector.matches(resource, o));
         let is = new.is_some_and(|n| watcher.selector.matches(resource, n));
@@ -751,11 +752,13 @@ fn notify(
                 kind: WatchEvent::Added,
                 object: Arc::clone(new),
                 deleted_final_state_unknown: None,
+                received: now,
             },
             (true, true, _, Some(new)) => Event {
                 kind: WatchEvent::Modified,
                 object: Arc::clone(new),
                 deleted_final_state_unknown: None,
+                received: now,
             },
             // Deleted, or no longer selected: the last state it was seen in, at the
             // resourceVersion of the change (as the API server's watch cache does).
@@ -766,6 +769,7 @@ fn notify(
                     kind: WatchEvent::Deleted,
                     object: Arc::new(object),
                     deleted_final_state_unknown: None,
+                    received: now,
                 }
             }
             _ => return !watcher.sender.is_closed(),

@@ -3,13 +3,15 @@
 //! (`discovery`), lists and watches are shared per distinct request (`watch`), and
 //! patch operations map onto API calls with shell-operator's semantics (`apply`); what
 //! a binding does with the objects stays in `hooks/`. Every request waits out an
-//! answer's `Retry-After` and times out when no answer comes (`retry`).
+//! answer's `Retry-After` and times out when no answer comes (`retry`), and is counted
+//! and timed for `/metrics` (`observe`).
 //!
 //! Every write carries the field manager `operon`. Objects travel as JSON values, as
 //! everywhere in the engine.
 
 mod apply;
 mod discovery;
+pub mod observe;
 mod retry;
 mod source;
 mod throttle;
@@ -20,6 +22,7 @@ pub mod mock;
 #[cfg(test)]
 mod tests;
 
+use observe::Observe;
 use retry::Patient;
 use throttle::Throttle;
 
@@ -129,8 +132,14 @@ impl KubeCluster {
         };
         let throttle = Throttle::new(options.qps, options.burst);
         let namespace = config.default_namespace.clone();
+        let host = config
+            .cluster_url
+            .authority()
+            .map_or_else(String::new, ToString::to_string);
+        // Inside the throttle: the latency observed is the server's, not a token's wait.
         let client = ::kube::client::ClientBuilder::try_from(config)
             .map_err(KubeConnectError::Client)?
+            .with_layer(&Observe::new(host))
             .with_layer(&throttle)
             .build();
         // Outside the throttle, so that a request sent again waits for a token too.

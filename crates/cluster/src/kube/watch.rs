@@ -352,11 +352,13 @@ impl WatchTask {
             return;
         }
         let object = Arc::new(object);
+        let received = std::time::Instant::now();
         for subscriber in &self.subscribers {
             let _ = subscriber.send(Event {
                 kind,
                 object: Arc::clone(&object),
                 deleted_final_state_unknown,
+                received,
             });
         }
     }

@@ -7,13 +7,15 @@ use operon_hooks::metrics::MetricError;
 use prometheus::Registry;
 
 /// The registry of a node agent's `/metrics`: what its script steps got from the
-/// sandbox, the Diagnoses it ran, its module fetches and its pulls from registries.
+/// sandbox, the Diagnoses it ran, its module fetches, its pulls from registries and its
+/// requests to the API server.
 pub(crate) fn agent_registry() -> Result<Registry, MetricError> {
     let registry = Registry::new();
     operon_script::register_metrics(&registry)
         .and_then(|()| crate::controllers::diagnosis::metrics::register_metrics(&registry))
         .and_then(|()| operon_runner::store::fetch::register_metrics(&registry))
         .and_then(|()| operon_runner::store::oci_modules::register_metrics(&registry))
+        .and_then(|()| operon_cluster::kube::observe::register_metrics(&registry))
         .map_err(|e| MetricError::Registry(e.to_string()))?;
     Ok(registry)
 }
@@ -28,6 +30,7 @@ pub fn catalog() -> Result<Vec<(String, String)>, MetricError> {
     collectors.extend(crate::controllers::diagnosis::metrics::collectors());
     collectors.extend(operon_runner::store::fetch::collectors());
     collectors.extend(operon_runner::store::oci_modules::collectors());
+    collectors.extend(operon_cluster::kube::observe::collectors());
     collectors.extend(
         operon_addons::metrics::ModuleMetrics::new()
             .map_err(registry_error)?
@@ -64,6 +67,9 @@ mod tests {
             "operon_diagnoses_total",
             "operon_module_fetch_errors_total",
             "operon_module_run_seconds",
+            "operon_kube_event_duration_seconds",
+            "operon_kubernetes_client_request_latency_seconds",
+            "operon_kubernetes_client_request_result_total",
         ] {
             assert!(
                 names.contains(&expected),

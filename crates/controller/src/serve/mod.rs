@@ -212,6 +212,7 @@ pub async fn run(
     crate::controllers::diagnosis::metrics::register_metrics(metrics.registry())
         .and_then(|()| operon_runner::store::fetch::register_metrics(metrics.registry()))
         .and_then(|()| operon_runner::store::oci_modules::register_metrics(metrics.registry()))
+        .and_then(|()| operon_cluster::kube::observe::register_metrics(metrics.registry()))
         .map_err(|e| MetricError::Registry(e.to_string()))?;
 
     let status = Arc::new(Status {

@@ -183,7 +183,7 @@ impl Engine {
         &self.hooks
     }
 
-    fn jq_metrics(&self, h: usize, binding: &KubernetesBinding) -> BindingMetrics {
+    fn kube_metrics(&self, h: usize, binding: &KubernetesBinding) -> BindingMetrics {
         let key = (h, binding.id.index);
         if let Some(handles) = self.lock().jq_handles.get(&key) {
             return handles.clone();
@@ -328,7 +328,11 @@ impl Engine {
         })
     }
 
-    fn filter(&self, h: usize, binding: &KubernetesBinding, object: &Value) -> ObjectAndFilter {
+    fn filter(
+        binding: &KubernetesBinding,
+        object: &Value,
+        handles: &BindingMetrics,
+    ) -> ObjectAndFilter {
         let outputs = binding.jq_filter.as_ref().map(|filter| {
             let started = std::time::Instant::now();
             // A filter that errors on one object yields nothing for it, as jq would
@@ -338,7 +342,7 @@ impl Engine {
                 tracing::warn!(binding = %binding.name, error = %e, "jq filter failed on an object");
                 Vec::new()
             });
-            self.jq_metrics(h, binding).jq_filter(started.elapsed());
+            handles.jq_filter(started.elapsed());
             outputs
         });
         context::object_and_filter(
@@ -361,8 +365,9 @@ impl Engine {
         let selector = self.selector(binding).await?;
         let (objects, stream) = self.cluster.list_and_watch(&resource, &selector).await?;
         // Each object is dropped as soon as its filter ran: only what the hook sees stays.
+        let handles = self.kube_metrics(h, binding);
         let snapshot = BindingObjects::from_list(objects.into_iter().map(|object| {
-            let item = self.filter(h, binding, &object);
+            let item = Self::filter(binding, &object, &handles);
             (ObjectKey::of(&object), Stored::new(item, &object))
         }));
         let mut state = self.lock();
@@ -419,6 +424,19 @@ impl Engine {
     pub(crate) fn handle_event(&self, key: BindingKey, event: Event) {
         let (h, b) = key;
         let binding = &self.hooks[h].config.kubernetes[b];
+        let handles = self.kube_metrics(h, binding);
+        let received = event.received;
+        self.handle(key, binding, event, &handles);
+        handles.event(received.elapsed());
+    }
+
+    fn handle(
+        &self,
+        key: BindingKey,
+        binding: &KubernetesBinding,
+        event: Event,
+        handles: &BindingMetrics,
+    ) {
         if let Some(identity) = event.deleted_final_state_unknown {
             // Deleted while the watch was down: the last state the binding saw is the
             // one to report; the cluster layer knows only the object's identity.
@@ -430,7 +448,7 @@ impl Engine {
             return self.fire(state, key, WatchEvent::Deleted, last.into_item());
         }
         let object_key = ObjectKey::of(&event.object);
-        let item = self.filter(h, binding, &event.object);
+        let item = Self::filter(binding, &event.object, handles);
         let mut state = self.lock();
         let snapshot = state.snapshots.entry(key).or_default();
         let item = match event.kind {

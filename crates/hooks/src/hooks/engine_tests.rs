@@ -526,6 +526,7 @@ async fn a_deletion_noticed_by_a_relist_reports_the_last_state_the_binding_saw()
         kind: WatchEvent::Deleted,
         object: serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}).into(),
         deleted_final_state_unknown: Some(Identity::of("ns", "a")),
+        received: std::time::Instant::now(),
     };
     engine.handle_event((0, 0), gone());
     assert_eq!(

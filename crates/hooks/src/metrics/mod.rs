@@ -36,6 +36,14 @@ const JQ_SECONDS_BUCKETS: &[f64] = &[
     0.1,
 ];
 
+/// Buckets of `operon_kube_event_duration_seconds`: filtering and queueing take
+/// microseconds; what makes it long is the wait for the engine (a watch's events are
+/// handled one at a time).
+const EVENT_SECONDS_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0,
+];
+
 /// Buckets of `operon_webhook_request_duration_seconds`: a wasm hook answers in a
 /// millisecond, a script in tens; the API server gives up after `timeoutSeconds` (10 s
 /// by default).
@@ -77,6 +85,10 @@ pub struct Metrics {
     pub(crate) live_ticks: IntCounter,
     /// `operon_kube_jq_filter_duration_seconds{hook, binding, queue}`: jq filter runs.
     pub(crate) kube_jq_filter_duration_seconds: Labeled<HistogramVec, 3>,
+    /// `operon_kube_event_duration_seconds{hook, binding, queue}`: from the cluster
+    /// layer having a watch event to the binding having handled it (filtered, the
+    /// snapshot updated, a run queued).
+    pub(crate) kube_event_duration_seconds: Labeled<HistogramVec, 3>,
     /// `operon_kube_snapshot_objects{hook, binding}`: objects per snapshot.
     pub(crate) kube_snapshot_objects: Labeled<IntGaugeVec, 2>,
     /// `operon_kube_snapshot_bytes{hook, binding}`: bytes a snapshot holds.
@@ -162,6 +174,7 @@ pub struct BindingMetrics {
     success: IntCounter,
     wait_in_queue_seconds: Counter,
     jq_filter_seconds: Histogram,
+    event_seconds: Histogram,
 }
 
 impl BindingMetrics {
@@ -183,6 +196,11 @@ impl BindingMetrics {
     /// Records one run of the binding's jq filter.
     pub(crate) fn jq_filter(&self, elapsed: Duration) {
         self.jq_filter_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records how long one watch event took from the cluster layer to handled.
+    pub(crate) fn event(&self, elapsed: Duration) {
+        self.event_seconds.observe(elapsed.as_secs_f64());
     }
 }
 
@@ -251,6 +269,11 @@ impl Metrics {
             "operon_kube_jq_filter_duration_seconds",
             "How long jq filters of kubernetes bindings took per object.",
             JQ_SECONDS_BUCKETS,
+        )?;
+        let kube_event_duration_seconds = binding_histogram(
+            "operon_kube_event_duration_seconds",
+            "How long watch events took from the API client to handled by a kubernetes binding (filtered, snapshot updated, run queued).",
+            EVENT_SECONDS_BUCKETS,
         )?;
         let kube_snapshot_objects = labeled(
             r,
@@ -322,6 +345,7 @@ impl Metrics {
             task_wait_in_queue_seconds_total,
             live_ticks,
             kube_jq_filter_duration_seconds,
+            kube_event_duration_seconds,
             kube_snapshot_objects,
             kube_snapshot_bytes,
             trigger_diagnoses_total,
@@ -350,6 +374,7 @@ impl Metrics {
             jq_filter_seconds: self
                 .kube_jq_filter_duration_seconds
                 .with_label_values(&labels),
+            event_seconds: self.kube_event_duration_seconds.with_label_values(&labels),
         }
     }
 
@@ -373,7 +398,11 @@ impl Metrics {
             .remove_label_values(&labels);
         self.kube_jq_filter_duration_seconds
             .remove_label_values(&labels);
+        self.kube_event_duration_seconds
+            .remove_label_values(&labels);
         self.kube_snapshot_objects
+            .remove_label_values(&[hook, binding]);
+        self.kube_snapshot_bytes
             .remove_label_values(&[hook, binding]);
     }
 
@@ -394,6 +423,7 @@ impl Metrics {
             Box::new(self.task_wait_in_queue_seconds_total.0.clone()),
             Box::new(self.live_ticks.clone()),
             Box::new(self.kube_jq_filter_duration_seconds.0.clone()),
+            Box::new(self.kube_event_duration_seconds.0.clone()),
             Box::new(self.kube_snapshot_objects.0.clone()),
             Box::new(self.kube_snapshot_bytes.0.clone()),
             Box::new(self.trigger_diagnoses_total.0.clone()),
@@ -455,6 +485,7 @@ mod tests {
         binding.run(Duration::from_millis(3), RunOutcome::AllowedFailure);
         binding.waited(Duration::from_millis(1500));
         binding.jq_filter(Duration::from_micros(20));
+        binding.event(Duration::from_micros(80));
         metrics
             .tasks_queue_length
             .with_label_values(&["main"])
@@ -475,6 +506,7 @@ mod tests {
             "operon_task_wait_in_queue_seconds_total counter",
             "operon_live_ticks_total counter",
             "operon_kube_jq_filter_duration_seconds histogram",
+            "operon_kube_event_duration_seconds histogram",
             "operon_kube_snapshot_objects gauge",
         ] {
             assert!(
@@ -489,6 +521,7 @@ mod tests {
             r#"operon_hook_run_seconds_count{binding="pods",hook="pods.sh",queue="main"} 3"#,
             r#"operon_task_wait_in_queue_seconds_total{binding="pods",hook="pods.sh",queue="main"} 1.5"#,
             r#"operon_kube_jq_filter_duration_seconds_count{binding="pods",hook="pods.sh",queue="main"} 1"#,
+            r#"operon_kube_event_duration_seconds_count{binding="pods",hook="pods.sh",queue="main"} 1"#,
             r#"operon_tasks_queue_length{hook="",queue="main"} 4"#,
             r#"operon_kube_snapshot_objects{binding="pods",hook="pods.sh"} 12"#,
             "operon_live_ticks_total 1",
