@@ -172,6 +172,10 @@ async fn run(kubeconfig: &Path) {
             ms(percentile(&latencies, 0.99)),
             ms(latencies.last().copied().unwrap_or_default()),
         );
+        println!(
+            "  over 100 ms, per 10 s of churn: {}",
+            outcome.slow_windows(key, Duration::from_millis(100))
+        );
     }
     // Where the time between an update and its annotation goes, from both sides'
     // histograms over the churn (bucket bounds, so "at most").
@@ -192,9 +196,24 @@ async fn run(kubeconfig: &Path) {
         "operon_kubernetes_client_request_latency_seconds",
         &["verb=\"PATCH\""],
     );
+    let patch_total = |text: &str, part: &str| {
+        family_sum(
+            text,
+            &format!("operon_kubernetes_client_request_latency_seconds_{part}"),
+            "verb=\"PATCH\"",
+        )
+    };
+    let mean_patch = (patch_total(&serve_after, "sum") - patch_total(&serve_before, "sum"))
+        / (patch_total(&serve_after, "count") - patch_total(&serve_before, "count")).max(1.0);
+    // A queue runs one task at a time and applies a run's patches in order before the
+    // next: one patch per label update keeps the wasm hook's queue busy this much.
     println!(
-        "  Operon's client, its PATCHes sent to answered (both hooks'): {}",
-        quantiles(&client_patch)
+        "  Operon's client, its PATCHes sent to answered (both hooks'): {}, mean {:.1} ms: \
+         at {} label updates/s, the wasm hook's queue spends {:.0}% of its time waiting for them",
+        quantiles(&client_patch),
+        mean_patch * 1e3,
+        settings.rate,
+        f64::from(settings.rate) * mean_patch * 100.0
     );
     for (hook, file) in &[
         ("wasm annotator", "annotator.wasm"),
@@ -502,25 +521,59 @@ impl Drop for Serve {
 
 type Key = (String, String);
 
+/// A latency, with when it was seen.
+type Seen = (Instant, Duration);
+
 /// What the churn saw.
 struct Churn {
     updates: u64,
     /// Each update's resourceVersion → when its answer came.
     sent: Arc<Mutex<HashMap<String, Instant>>>,
-    /// Per annotation key, the latencies seen.
-    seen: Arc<Mutex<HashMap<&'static str, Vec<Duration>>>>,
+    /// Per annotation key, the latencies seen, with when they were.
+    seen: Arc<Mutex<HashMap<&'static str, Vec<Seen>>>>,
     /// Each Pod's last update's resourceVersion.
     last: Arc<Mutex<HashMap<Key, String>>>,
+    /// When the churn began.
+    started: Option<Instant>,
 }
 
 impl Churn {
     fn latencies(&self, key: &str) -> Vec<Duration> {
+        self.timed(key).into_iter().map(|(_, d)| d).collect()
+    }
+
+    fn timed(&self, key: &str) -> Vec<Seen> {
         self.seen
             .lock()
             .unwrap()
             .get(key)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// How the latencies over `slow` spread over the churn, in 10-second windows from
+    /// its start: a few windows holding them all point at stalls, an even spread at
+    /// queueing.
+    fn slow_windows(&self, key: &str, slow: Duration) -> String {
+        let Some(start) = self.started else {
+            return String::new();
+        };
+        let mut windows: Vec<usize> = Vec::new();
+        for (at, latency) in self.timed(key) {
+            if latency <= slow {
+                continue;
+            }
+            let window = (at.saturating_duration_since(start).as_secs() / 10) as usize;
+            if windows.len() <= window {
+                windows.resize(window + 1, 0);
+            }
+            windows[window] += 1;
+        }
+        windows
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -535,6 +588,7 @@ async fn churn(
         sent: Arc::default(),
         seen: Arc::default(),
         last: Arc::default(),
+        started: None,
     };
     // The watch that sees the hooks' annotations land.
     let watched: Api<Pod> = Api::all(client.clone());
@@ -553,7 +607,11 @@ async fn churn(
                 && let Some(at) = sent.lock().unwrap().get(version)
             {
                 let latency = now.duration_since(*at);
-                seen.lock().unwrap().entry(ECHO).or_default().push(latency);
+                seen.lock()
+                    .unwrap()
+                    .entry(ECHO)
+                    .or_default()
+                    .push((now, latency));
             }
             let annotations = pod.metadata.annotations.unwrap_or_default();
             for key in [WASM_KEY, SHELL_KEY] {
@@ -568,7 +626,7 @@ async fn churn(
                         .unwrap()
                         .entry(key)
                         .or_default()
-                        .push(now.duration_since(*at));
+                        .push((now, now.duration_since(*at)));
                 }
             }
         }
@@ -621,6 +679,7 @@ async fn churn(
     watch.abort();
     Churn {
         updates: total,
+        started: Some(started),
         ..outcome
     }
 }

@@ -233,11 +233,12 @@ fn run_logs_what_hooks_print() {
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect();
+    // The hook that prints to stderr; another hook may log too (a slow run's warning
+    // on a loaded machine), which is not what this test is about.
     let printed = records
         .iter()
-        .find(|r| r["output"] == "stderr")
-        .unwrap_or_else(|| panic!("no hook output in the log: {records:#?}"));
-    assert_eq!(printed["hook"], "global/cluster-info.sh", "{printed:#}");
+        .find(|r| r["output"] == "stderr" && r["hook"] == "global/cluster-info.sh")
+        .unwrap_or_else(|| panic!("no output of global/cluster-info.sh in the log: {records:#?}"));
     assert_eq!(printed["binding"], "afterAll", "{printed:#}");
     assert_eq!(printed["level"], "INFO");
     assert!(
