@@ -130,8 +130,9 @@ struct State {
     busy: HashSet<String>,
     /// Metric handles per (hook, binding, queue), resolved once.
     handles: HashMap<(usize, String, String), BindingMetrics>,
-    /// The same handles per kubernetes binding, for the event path (no key allocation).
-    jq_handles: HashMap<BindingKey, BindingMetrics>,
+    /// The same handles per kubernetes binding, for the event path (no key allocation,
+    /// one reference count per event).
+    kube_handles: HashMap<BindingKey, Arc<BindingMetrics>>,
     /// Per kubernetes binding, its `operon_kube_snapshot_objects` and
     /// `operon_kube_snapshot_bytes` series, set on every event.
     snapshot_gauges: HashMap<BindingKey, [prometheus::IntGauge; 2]>,
@@ -183,13 +184,13 @@ impl Engine {
         &self.hooks
     }
 
-    fn kube_metrics(&self, h: usize, binding: &KubernetesBinding) -> BindingMetrics {
+    fn kube_metrics(&self, h: usize, binding: &KubernetesBinding) -> Arc<BindingMetrics> {
         let key = (h, binding.id.index);
-        if let Some(handles) = self.lock().jq_handles.get(&key) {
+        if let Some(handles) = self.lock().kube_handles.get(&key) {
             return handles.clone();
         }
-        let handles = self.binding_metrics(h, &binding.name, &binding.queue);
-        self.lock().jq_handles.insert(key, handles.clone());
+        let handles = Arc::new(self.binding_metrics(h, &binding.name, &binding.queue));
+        self.lock().kube_handles.insert(key, handles.clone());
         handles
     }
 
