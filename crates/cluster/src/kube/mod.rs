@@ -139,7 +139,7 @@ impl KubeCluster {
         // Inside the throttle: the latency observed is the server's, not a token's wait.
         let client = ::kube::client::ClientBuilder::try_from(config)
             .map_err(KubeConnectError::Client)?
-            .with_layer(&Observe::new(host))
+            .with_layer(&Observe::new(&host))
             .with_layer(&throttle)
             .build();
         // Outside the throttle, so that a request sent again waits for a token too.

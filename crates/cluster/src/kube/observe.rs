@@ -12,11 +12,11 @@
 //! `{namespace}` and `{name}` (as client-go's URL template), so that a series is one
 //! kind of call, not one object.
 
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 use tower::{Layer, Service};
@@ -74,12 +74,12 @@ pub fn register_metrics(registry: &prometheus::Registry) -> Result<(), prometheu
 /// The layer, for a client of the API server at `host`.
 #[derive(Clone)]
 pub(super) struct Observe {
-    host: String,
+    host: Arc<str>,
 }
 
 impl Observe {
-    pub(super) fn new(host: String) -> Self {
-        Self { host }
+    pub(super) fn new(host: &str) -> Self {
+        Self { host: host.into() }
     }
 }
 
@@ -98,7 +98,7 @@ impl<S> Layer<S> for Observe {
 #[derive(Clone)]
 pub(super) struct Observed<S> {
     inner: S,
-    host: String,
+    host: Arc<str>,
 }
 
 impl<S, B, RB> Service<Request<B>> for Observed<S>
@@ -114,16 +114,10 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let method = request.method().as_str().to_owned();
-        let query = request.uri().query().unwrap_or("");
-        let verb = match watches(query) {
-            true => "WATCH".to_owned(),
-            false => method.clone(),
-        };
         Timed {
             url: url_template(request.uri().path()),
-            verb,
-            method,
+            watch: watches(request.uri().query().unwrap_or("")),
+            method: request.method().clone(),
             host: self.host.clone(),
             started: Instant::now(),
             inner: self.inner.call(request),
@@ -137,10 +131,10 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         started: Instant,
-        verb: String,
         url: String,
-        method: String,
-        host: String,
+        method: Method,
+        watch: bool,
+        host: Arc<str>,
     }
 }
 
@@ -153,15 +147,18 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let output = ready!(this.inner.poll(cx));
-        latency_seconds()
-            .with_label_values(&[this.verb.as_str(), this.url.as_str()])
-            .observe(this.started.elapsed().as_secs_f64());
-        let code = match &output {
-            Ok(response) => response.status().as_str().to_owned(),
-            Err(_) => "<error>".to_owned(),
+        let verb = if *this.watch {
+            "WATCH"
+        } else {
+            this.method.as_str()
         };
+        latency_seconds()
+            .with_label_values(&[verb, this.url.as_str()])
+            .observe(this.started.elapsed().as_secs_f64());
+        let status = output.as_ref().ok().map(Response::status);
+        let code = status.as_ref().map_or("<error>", http::StatusCode::as_str);
         result_total()
-            .with_label_values(&[code.as_str(), this.method.as_str(), this.host.as_str()])
+            .with_label_values(&[code, this.method.as_str(), &**this.host])
             .inc();
         Poll::Ready(output)
     }
@@ -273,32 +270,23 @@ mod tests {
     async fn each_request_is_counted_and_timed() {
         let service = tower::service_fn(|request: Request<()>| async move {
             let status = match request.method() {
-                &http::Method::PATCH => 200,
+                &Method::PATCH => 200,
                 _ => 404,
             };
             Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap())
         });
         // A host no other test uses: the metrics are the process'.
-        let observed = Observe::new("observe-test:6443".to_owned()).layer(service);
-        let request = |method: http::Method, uri: &str| {
-            Request::builder().method(method).uri(uri).body(()).unwrap()
-        };
-        observed
-            .clone()
-            .oneshot(request(
-                http::Method::PATCH,
+        let observed = Observe::new("observe-test:6443").layer(service);
+        for (method, uri) in [
+            (
+                Method::PATCH,
                 "/api/v1/namespaces/a/pods/p?fieldManager=operon",
-            ))
-            .await
-            .unwrap();
-        observed
-            .clone()
-            .oneshot(request(
-                http::Method::GET,
-                "/api/v1/namespaces/a/configmaps/gone",
-            ))
-            .await
-            .unwrap();
+            ),
+            (Method::GET, "/api/v1/namespaces/a/configmaps/gone"),
+        ] {
+            let request = Request::builder().method(method).uri(uri).body(()).unwrap();
+            observed.clone().oneshot(request).await.unwrap();
+        }
         let count = |code: &str, method: &str| {
             result_total()
                 .with_label_values(&[code, method, "observe-test:6443"])
