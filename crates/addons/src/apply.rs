@@ -165,9 +165,12 @@ impl ObjectWriter {
             .await
             .map_err(failed)?;
         let mut names: Vec<String> = records
-            .iter()
-            .filter_map(|r| r.pointer("/data/module").and_then(Value::as_str))
-            .map(str::to_owned)
+            .into_iter()
+            .filter_map(|r| {
+                r.pointer("/data/module")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
             .collect();
         names.sort();
         names.dedup();

@@ -14,7 +14,10 @@
 #![warn(unreachable_pub)]
 
 pub mod kube;
+mod listed;
 pub mod local;
+
+pub use listed::{IntoIter as ListedObjects, Listed};
 
 use futures::future::BoxFuture;
 use operon_data::model::{FieldRequirement, LabelSelector, WatchEvent};
@@ -226,12 +229,13 @@ pub trait Cluster: Send + Sync {
     ) -> BoxFuture<'a, Result<Resource, ClusterError>>;
 
     /// Lists the matching objects, sorted by namespace then name, and starts watching
-    /// them: the stream carries every change after the list, in order.
+    /// them: the stream carries every change after the list, in order. The listed
+    /// objects decode as they are taken (see [`Listed`]).
     fn list_and_watch<'a>(
         &'a self,
         resource: &'a Resource,
         selector: &'a Selector,
-    ) -> BoxFuture<'a, Result<(Vec<Value>, EventStream), ClusterError>>;
+    ) -> BoxFuture<'a, Result<(Listed, EventStream), ClusterError>>;
 
     /// Gets one object (`namespace` is ignored for cluster-scoped resources).
     fn get<'a>(

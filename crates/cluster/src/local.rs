@@ -24,7 +24,7 @@ mod write;
 
 pub use fixtures::{FixtureError, FixtureLocation};
 
-use crate::{Cluster, ClusterError, Event, EventStream, Resource, Selector, describe_ref};
+use crate::{Cluster, ClusterError, Event, EventStream, Listed, Resource, Selector, describe_ref};
 use futures::future::BoxFuture;
 use operon_data::model::WatchEvent;
 use operon_data::model::{CreateSpec, ObjectRef, PatchOperation};
@@ -307,11 +307,11 @@ impl LocalCluster {
         &self,
         resource: &Resource,
         selector: &Selector,
-    ) -> Result<(Vec<Value>, EventStream), ClusterError> {
+    ) -> Result<(Listed, EventStream), ClusterError> {
         let mut state = self.lock();
         let index = state.index_of(resource)?;
         let kind = &mut state.kinds[index];
-        let objects = kind
+        let objects: Vec<Value> = kind
             .objects
             .values()
             .filter(|object| selector.matches(&kind.info.resource, object))
@@ -325,7 +325,7 @@ impl LocalCluster {
             selector: selector.clone(),
             sender,
         });
-        Ok((objects, receiver))
+        Ok((Listed::from(objects), receiver))
     }
 
     fn get_now(
@@ -521,7 +521,7 @@ impl Cluster for LocalCluster {
         &'a self,
         resource: &'a Resource,
         selector: &'a Selector,
-    ) -> BoxFuture<'a, Result<(Vec<Value>, EventStream), ClusterError>> {
+    ) -> BoxFuture<'a, Result<(Listed, EventStream), ClusterError>> {
         Box::pin(std::future::ready(
             self.list_and_watch_now(resource, selector),
         ))

@@ -26,7 +26,7 @@ use observe::Observe;
 use retry::Patient;
 use throttle::Throttle;
 
-use crate::{Cluster, ClusterError, EventStream, Resource, Selector, namespaced_name};
+use crate::{Cluster, ClusterError, EventStream, Listed, Resource, Selector, namespaced_name};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::{Client, Config};
 use futures::FutureExt as _;
@@ -185,7 +185,7 @@ impl Cluster for KubeCluster {
         &'a self,
         resource: &'a Resource,
         selector: &'a Selector,
-    ) -> BoxFuture<'a, Result<(Vec<Value>, EventStream), ClusterError>> {
+    ) -> BoxFuture<'a, Result<(Listed, EventStream), ClusterError>> {
         watch::list_and_watch(&self.watches, &self.client, resource, selector).boxed()
     }
 

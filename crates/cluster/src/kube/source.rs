@@ -21,6 +21,7 @@ use futures::Stream;
 use http_body_util::BodyExt as _;
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::time::Duration;
 
 /// Objects per list page (kube-runtime's default).
@@ -41,8 +42,8 @@ pub(super) enum Step {
     /// A list starts (at start, after `410 Gone`, after a failed list).
     Init,
     /// An object of the list, as the server listed it (list items lack `apiVersion`
-    /// and `kind`).
-    Listed(Value),
+    /// and `kind`): its text, which the watch decodes only as far as it needs.
+    Listed(Box<RawValue>),
     /// The list is complete.
     ListDone,
     /// An object was added or modified.
@@ -100,7 +101,7 @@ enum State {
     Empty,
     /// Listing: what is left of the current page, and where the next page starts.
     Listing {
-        items: std::vec::IntoIter<Value>,
+        items: std::vec::IntoIter<Box<RawValue>>,
         continue_token: Option<String>,
         version: Option<String>,
     },
@@ -119,7 +120,7 @@ enum State {
 struct Page {
     metadata: PageMeta,
     #[serde(default, deserialize_with = "null_is_empty")]
-    items: Vec<Value>,
+    items: Vec<Box<RawValue>>,
 }
 
 #[derive(Deserialize)]
@@ -130,8 +131,8 @@ struct PageMeta {
     continue_token: Option<String>,
 }
 
-fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error> {
-    Ok(Option::<Vec<Value>>::deserialize(d)?.unwrap_or_default())
+fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Box<RawValue>>, D::Error> {
+    Ok(Option::<Vec<Box<RawValue>>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// One line of a watch.

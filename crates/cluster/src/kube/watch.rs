@@ -13,12 +13,16 @@
 
 use super::source::{Source, SourceError, Step};
 use super::{api_error, collection_path, metadata_str};
-use crate::{ClusterError, Event, EventStream, Identity, Resource, Selector, namespace_and_name};
+use crate::listed::{Text, with_type_meta};
+use crate::{ClusterError, Event, EventStream, Identity, Listed, Resource, Selector};
 use ::kube::Client;
 use ::kube::runtime::WatchStreamExt as _;
 use futures::StreamExt as _;
 use operon_data::model::{FieldOperator, LabelOperator, LabelSelector, WatchEvent};
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::{Hash as _, Hasher as _};
@@ -38,7 +42,7 @@ struct WatchKey {
 /// A binding joining a watch: where its events go, and where its initial list goes.
 struct Join {
     events: mpsc::UnboundedSender<Event>,
-    initial: oneshot::Sender<Result<Vec<Value>, ClusterError>>,
+    initial: oneshot::Sender<Result<Listed, ClusterError>>,
 }
 
 /// The open watches of one client.
@@ -68,7 +72,7 @@ pub(super) async fn list_and_watch(
     client: &Client,
     resource: &Resource,
     selector: &Selector,
-) -> Result<(Vec<Value>, EventStream), ClusterError> {
+) -> Result<(Listed, EventStream), ClusterError> {
     let (sender, receiver) = mpsc::unbounded_channel();
     let namespaces: Vec<Option<String>> = match (&selector.namespaces, resource.namespaced) {
         (Some(list), true) => list.iter().cloned().map(Some).collect(),
@@ -103,14 +107,14 @@ pub(super) async fn list_and_watch(
         }
     }
     drop(sender);
-    let mut objects = Vec::new();
+    let mut objects = Listed::default();
     for list in initial {
         let list = list
             .await
             .map_err(|_| ClusterError::Other("the watch ended before its list".to_owned()))??;
-        objects.extend(list);
+        objects.append(list);
     }
-    objects.sort_by(|a, b| namespace_and_name(a).cmp(&namespace_and_name(b)));
+    objects.sort();
     Ok((objects, receiver))
 }
 
@@ -120,7 +124,7 @@ fn join(
     client: &Client,
     key: WatchKey,
     events: mpsc::UnboundedSender<Event>,
-) -> oneshot::Receiver<Result<Vec<Value>, ClusterError>> {
+) -> oneshot::Receiver<Result<Listed, ClusterError>> {
     let (initial, receiver) = oneshot::channel();
     let mut request = Join { events, initial };
     let mut open = watches.lock();
@@ -134,7 +138,9 @@ fn join(
     let (joins, join_receiver) = mpsc::unbounded_channel();
     let _ = joins.send(request);
     open.insert(key.clone(), joins);
+    let type_meta = Arc::new((key.resource.api_version(), key.resource.kind.clone()));
     let task = WatchTask {
+        type_meta,
         key,
         client: client.clone(),
         joins: join_receiver,
@@ -150,6 +156,8 @@ fn join(
 /// One shared watch.
 struct WatchTask {
     key: WatchKey,
+    /// The resource's `apiVersion` and `kind`, which list items lack.
+    type_meta: Arc<(String, String)>,
     client: Client,
     joins: mpsc::UnboundedReceiver<Join>,
     watches: Weak<Watches>,
@@ -160,7 +168,7 @@ struct WatchTask {
     /// Bindings that have their initial list.
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     /// Bindings waiting for the current list to finish, with what it listed so far.
-    pending: Vec<(Join, Vec<Value>)>,
+    pending: Vec<(Join, Listed)>,
 }
 
 impl WatchTask {
@@ -169,7 +177,7 @@ impl WatchTask {
         // Each pass of this loop lists afresh: at start and whenever a binding joins.
         loop {
             for join in std::iter::from_fn(|| self.joins.try_recv().ok()) {
-                self.pending.push((join, Vec::new()));
+                self.pending.push((join, Listed::default()));
             }
             let mut stream = Source::new(
                 self.client.clone(),
@@ -203,7 +211,7 @@ impl WatchTask {
                 tokio::select! {
                     join = self.joins.recv() => {
                         let Some(join) = join else { return };
-                        self.pending.push((join, Vec::new()));
+                        self.pending.push((join, Listed::default()));
                         break;
                     }
                     item = stream.next() => match item {
@@ -237,7 +245,7 @@ impl WatchTask {
         };
         let mut open = watches.lock();
         if let Ok(join) = self.joins.try_recv() {
-            self.pending.push((join, Vec::new()));
+            self.pending.push((join, Listed::default()));
             return false;
         }
         open.remove(&self.key);
@@ -272,29 +280,10 @@ impl WatchTask {
                     *seen &= !LISTED;
                 }
                 for (_, listed) in &mut self.pending {
-                    listed.clear();
+                    *listed = Listed::default();
                 }
             }
-            Step::Listed(object) => {
-                let object = self.value(object);
-                let kind = self
-                    .record(&object)
-                    .filter(|_| !self.subscribers.is_empty());
-                // Each joining binding gets the object, and the subscribers an event for
-                // it when it changed: the last to need it takes this one, the others get
-                // copies. Usually one binding joins a watch nobody else reads, and then
-                // the list holds each object once.
-                let mut object = Some(object);
-                let takers = self.pending.len();
-                for (i, (_, listed)) in self.pending.iter_mut().enumerate() {
-                    let last = i + 1 == takers && kind.is_none();
-                    let mine = if last { object.take() } else { object.clone() };
-                    listed.extend(mine);
-                }
-                if let (Some(kind), Some(object)) = (kind, object) {
-                    self.send(kind, object, None);
-                }
-            }
+            Step::Listed(object) => self.listed(object),
             Step::ListDone => {
                 let mut gone = Vec::new();
                 self.known.retain(|identity, seen| {
@@ -325,21 +314,91 @@ impl WatchTask {
         }
     }
 
-    /// An object listed or seen by the watch: an event for the subscribers unless its
-    /// `resourceVersion` is the one they already saw.
-    fn applied(&mut self, object: Value) {
-        if let Some(kind) = self.record(&object) {
+    /// An object of the list. Each binding waiting for the list gets it as text, and
+    /// the subscribers an event for it when it changed since they last saw it (a
+    /// re-list after a gap): the watch decodes only its metadata otherwise.
+    fn listed(&mut self, object: Box<RawValue>) {
+        let Ok(head) = serde_json::from_str::<Head<'_>>(object.get()) else {
+            // Metadata of an unusual shape (a null, a repeated field): the object is
+            // read whole, as a watch event is.
+            match serde_json::from_str(object.get()) {
+                Ok(value) => self.listed_value(self.value(value)),
+                Err(error) => tracing::warn!(
+                    watch = %self.key.resource.plural,
+                    error = %error,
+                    "a listed object does not decode; it is left out of the list"
+                ),
+            }
+            return;
+        };
+        let meta = head.metadata.unwrap_or_default();
+        let text = |field: &Option<Cow<'_, str>>| field.as_deref().unwrap_or_default().to_owned();
+        let (namespace, name) = (text(&meta.namespace), text(&meta.name));
+        let version = meta.resource_version.as_deref().unwrap_or_default();
+        let kind = self
+            .record(Identity::of(&namespace, &name), version)
+            .filter(|_| !self.subscribers.is_empty());
+        if let Some(kind) = kind {
+            match serde_json::from_str(object.get()) {
+                Ok(value) => {
+                    let value = self.value(value);
+                    self.send(kind, value, None);
+                }
+                Err(error) => tracing::warn!(
+                    watch = %self.key.resource.plural,
+                    object = %crate::namespaced_name(Some(namespace.as_str()).filter(|n| !n.is_empty()), &name),
+                    error = %error,
+                    "a listed object does not decode; its change is not reported"
+                ),
+            }
+        }
+        // The last binding to need the text takes this one, the others copies: usually
+        // one binding joins a watch nobody else reads, and the list holds it once.
+        let Some(((_, last), others)) = self.pending.split_last_mut() else {
+            return;
+        };
+        let text = Text {
+            namespace: namespace.into(),
+            name: name.into(),
+            json: Box::<str>::from(object),
+            type_meta: Arc::clone(&self.type_meta),
+        };
+        for (_, listed) in others {
+            listed.push_text(text.clone());
+        }
+        last.push_text(text);
+    }
+
+    /// A listed object the watch had to decode whole: as [`Self::listed`], with values.
+    fn listed_value(&mut self, object: Value) {
+        let identity = Identity::of_object(&object);
+        let version = metadata_str(&object, "resourceVersion").unwrap_or("");
+        let kind = self
+            .record(identity, version)
+            .filter(|_| !self.subscribers.is_empty());
+        for (_, listed) in &mut self.pending {
+            listed.push_value(object.clone());
+        }
+        if let Some(kind) = kind {
             self.send(kind, object, None);
         }
     }
 
-    /// Remembers that the watch saw `object`; the event it is for the subscribers, if
-    /// any: none when its `resourceVersion` is the one they already saw.
-    fn record(&mut self, object: &Value) -> Option<WatchEvent> {
-        let version = hash(metadata_str(object, "resourceVersion").unwrap_or(""));
-        let previous = self
-            .known
-            .insert(Identity::of_object(object), version | LISTED);
+    /// An object listed or seen by the watch: an event for the subscribers unless its
+    /// `resourceVersion` is the one they already saw.
+    fn applied(&mut self, object: Value) {
+        let identity = Identity::of_object(&object);
+        let version = metadata_str(&object, "resourceVersion").unwrap_or("");
+        if let Some(kind) = self.record(identity, version) {
+            self.send(kind, object, None);
+        }
+    }
+
+    /// Remembers that the watch saw the object `identity` at `version`; the event it is
+    /// for the subscribers, if any: none when that version is the one they already saw.
+    fn record(&mut self, identity: Identity, version: &str) -> Option<WatchEvent> {
+        let version = hash(version);
+        let previous = self.known.insert(identity, version | LISTED);
         match previous {
             None => Some(WatchEvent::Added),
             Some(before) if before & !LISTED != version => Some(WatchEvent::Modified),
@@ -366,26 +425,7 @@ impl WatchTask {
     /// The JSON of an object, with `apiVersion` and `kind` (list items lack them),
     /// otherwise as the API server sent it.
     fn value(&self, object: Value) -> Value {
-        let mut map = match object {
-            Value::Object(map) => map,
-            _ => serde_json::Map::new(),
-        };
-        let missing = |map: &serde_json::Map<String, Value>, field: &str| {
-            map.get(field)
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-        };
-        if missing(&map, "apiVersion") || missing(&map, "kind") {
-            map.insert(
-                "apiVersion".to_owned(),
-                Value::String(self.key.resource.api_version()),
-            );
-            map.insert(
-                "kind".to_owned(),
-                Value::String(self.key.resource.kind.clone()),
-            );
-        }
-        Value::Object(map)
+        with_type_meta(object, &self.type_meta.0, &self.type_meta.1)
     }
 
     /// The object of a deletion noticed by a re-list: its type; the event's
@@ -397,6 +437,23 @@ impl WatchTask {
             "metadata": {},
         })
     }
+}
+
+/// What the watch reads of a listed object to record it.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<HeadMeta<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct HeadMeta<'a> {
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "resourceVersion")]
+    resource_version: Option<Cow<'a, str>>,
 }
 
 /// The bit of a [`WatchTask::known`] entry that says the current list saw the object.

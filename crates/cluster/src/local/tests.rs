@@ -73,7 +73,7 @@ fn list(cluster: &LocalCluster, kind: &str, selector: &Selector) -> (Vec<String>
     let resource = resource(cluster, kind);
     let (objects, events) =
         block_on(cluster.list_and_watch(&resource, selector)).expect("list_and_watch");
-    (objects.iter().map(key_of).collect(), events)
+    (objects.into_iter().map(|o| key_of(&o)).collect(), events)
 }
 
 fn key_of(object: &Value) -> String {

@@ -312,8 +312,8 @@ impl Engine {
                 // Namespaces matching the label selector, intersected with the names.
                 let (objects, _stream) = self.cluster.list_and_watch(&resource, &selector).await?;
                 let labelled: Vec<String> = objects
-                    .iter()
-                    .map(|o| namespace_and_name(o).1.to_owned())
+                    .into_iter()
+                    .map(|o| namespace_and_name(&o).1.to_owned())
                     .collect();
                 namespaces = Some(match namespaces {
                     Some(names) => names.into_iter().filter(|n| labelled.contains(n)).collect(),

@@ -11,7 +11,7 @@
 use super::config::KubernetesBinding;
 use futures::future::BoxFuture;
 use operon_cluster::{
-    Cluster, ClusterError, EventStream, Resource, Selector, describe_ref, namespaced_name,
+    Cluster, ClusterError, EventStream, Listed, Resource, Selector, describe_ref, namespaced_name,
     split_api_version,
 };
 use operon_data::api::{HookPermissions, PatchOperationName};
@@ -331,7 +331,7 @@ impl Cluster for PermittedCluster {
         &'a self,
         resource: &'a Resource,
         selector: &'a Selector,
-    ) -> BoxFuture<'a, Result<(Vec<Value>, EventStream), ClusterError>> {
+    ) -> BoxFuture<'a, Result<(Listed, EventStream), ClusterError>> {
         self.inner.list_and_watch(resource, selector)
     }
 

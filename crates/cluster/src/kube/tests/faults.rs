@@ -84,6 +84,7 @@ async fn a_list_failing_with_500_then_429_is_retried_until_it_succeeds() {
         .await
         .unwrap()
         .expect("the binding gets its objects");
+    let objects: Vec<_> = objects.into_iter().collect();
     assert_eq!(objects.len(), 1);
     assert_eq!(objects[0]["metadata"]["name"], "a");
 }
