@@ -157,3 +157,90 @@ fn only_the_sandbox_uses_the_wit_generated_types() {
          sandbox::convert instead: {offenders:?}"
     );
 }
+
+/// Whether a doc comment's code fence holds Rust that rustdoc would compile: an empty
+/// info string, or one made only of rustdoc's own attributes.
+fn is_rust_fence(info: &str) -> bool {
+    info.split([',', ' ', '\t'])
+        .filter(|token| !token.is_empty())
+        .all(|token| {
+            matches!(
+                token,
+                "rust"
+                    | "ignore"
+                    | "no_run"
+                    | "should_panic"
+                    | "compile_fail"
+                    | "standalone_crate"
+                    | "test_harness"
+            ) || token.starts_with("edition")
+                || token.starts_with("ignore-")
+        })
+}
+
+#[test]
+fn crates_without_doc_tests_have_no_rust_examples_in_their_docs() {
+    let mut manifests: Vec<PathBuf> = crate_dirs()
+        .into_iter()
+        .map(|dir| dir.join("Cargo.toml"))
+        .collect();
+    manifests.push(workspace().join("sdk/Cargo.toml"));
+    manifests.push(workspace().join("tests/Cargo.toml"));
+    manifests.push(workspace().join("fuzz/checks/Cargo.toml"));
+    let mut off = 0;
+    let mut offenders = Vec::new();
+    for manifest in manifests {
+        let text = std::fs::read_to_string(&manifest).expect("readable Cargo.toml");
+        if !text.lines().any(|l| l.replace(' ', "") == "doctest=false") {
+            continue;
+        }
+        off += 1;
+        let mut files = Vec::new();
+        rust_files(&manifest.parent().unwrap().join("src"), &mut files);
+        for file in files {
+            let source = std::fs::read_to_string(&file).expect("readable file");
+            let mut in_block = false;
+            for (number, line) in source.lines().enumerate() {
+                let line = line.trim_start();
+                let Some(doc) = line
+                    .strip_prefix("///")
+                    .or_else(|| line.strip_prefix("//!"))
+                else {
+                    continue;
+                };
+                let Some(info) = doc.trim_start().strip_prefix("```") else {
+                    continue;
+                };
+                // A closing fence has an empty info string too: only openings count.
+                if !in_block && is_rust_fence(info.trim()) {
+                    offenders.push(format!("{}:{}", file.display(), number + 1));
+                }
+                in_block = !in_block;
+            }
+        }
+    }
+    assert!(off >= 10, "only {off} crates have doctest = false");
+    assert!(
+        offenders.is_empty(),
+        "Rust examples in the docs of a crate whose doc tests are off (they would never be \
+         compiled): remove `doctest = false` from its Cargo.toml or mark the block `text`: \
+         {offenders:?}"
+    );
+}
+
+#[test]
+fn rust_fences_are_told_from_other_languages() {
+    for rust in [
+        "",
+        "rust",
+        "no_run",
+        "rust,ignore",
+        "edition2024",
+        "should_panic",
+    ] {
+        assert!(is_rust_fence(rust), "{rust:?}");
+    }
+    for other in ["text", "console", "yaml", "json", "rust,text", "sh"] {
+        assert!(!is_rust_fence(other), "{other:?}");
+    }
+}
