@@ -371,10 +371,8 @@ impl WatchTask {
 
     /// A listed object the watch had to decode whole: as [`Self::listed`], with values.
     fn listed_value(&mut self, object: Value) {
-        let identity = Identity::of_object(&object);
-        let version = metadata_str(&object, "resourceVersion").unwrap_or("");
         let kind = self
-            .record(identity, version)
+            .record_object(&object)
             .filter(|_| !self.subscribers.is_empty());
         for (_, listed) in &mut self.pending {
             listed.push_value(object.clone());
@@ -387,11 +385,15 @@ impl WatchTask {
     /// An object listed or seen by the watch: an event for the subscribers unless its
     /// `resourceVersion` is the one they already saw.
     fn applied(&mut self, object: Value) {
-        let identity = Identity::of_object(&object);
-        let version = metadata_str(&object, "resourceVersion").unwrap_or("");
-        if let Some(kind) = self.record(identity, version) {
+        if let Some(kind) = self.record_object(&object) {
             self.send(kind, object, None);
         }
+    }
+
+    /// [`Self::record`] of a decoded object.
+    fn record_object(&mut self, object: &Value) -> Option<WatchEvent> {
+        let version = metadata_str(object, "resourceVersion").unwrap_or("");
+        self.record(Identity::of_object(object), version)
     }
 
     /// Remembers that the watch saw the object `identity` at `version`; the event it is
