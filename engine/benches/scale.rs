@@ -141,9 +141,9 @@ async fn run(kubeconfig: &Path) {
         rss_synced
     );
 
+    let snapshots_synced = serve.snapshot_mib();
     println!(
-        "  of which the bindings' snapshots (operon_kube_snapshot_bytes): {:.1} MiB",
-        serve.metric_sum("operon_kube_snapshot_bytes") / (1024.0 * 1024.0)
+        "  of which the bindings' snapshots (operon_kube_snapshot_bytes): {snapshots_synced:.1} MiB"
     );
     let (api_before, serve_before) = (apiserver_metrics(&client).await, serve.get("/metrics"));
     let requests_before = requests_by_verb(&api_before);
@@ -156,6 +156,14 @@ async fn run(kubeconfig: &Path) {
         settings.seconds,
         rss_end,
         (rss_end / rss_synced - 1.0) * 100.0
+    );
+    // The hooks' annotations and the API server's managedFields entries make every
+    // updated Pod larger: the snapshots that keep whole objects grow with them.
+    let snapshots_end = serve.snapshot_mib();
+    println!(
+        "  the snapshots then: {snapshots_end:.1} MiB ({:+.1} MiB since sync); the rest of the resident size {:+.1} MiB",
+        snapshots_end - snapshots_synced,
+        (rss_end - snapshots_end) - (rss_synced - snapshots_synced)
     );
     let hooks = [
         ("no hook", ECHO, "the update's own event"),
@@ -493,6 +501,10 @@ impl Serve {
         family_sum(&self.get("/metrics"), family, "")
     }
 
+    fn snapshot_mib(&self) -> f64 {
+        self.metric_sum("operon_kube_snapshot_bytes") / (1024.0 * 1024.0)
+    }
+
     fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
@@ -661,9 +673,10 @@ async fn churn(
         while tasks.try_join_next().is_some() {}
         if started.elapsed().as_secs() >= next_minute {
             println!(
-                "  minute {:>2}: resident {:.1} MiB, {} updates sent",
+                "  minute {:>2}: resident {:.1} MiB (snapshots {:.1} MiB), {} updates sent",
                 next_minute / 60,
                 serve.rss_mib(),
+                serve.snapshot_mib(),
                 i + 1
             );
             next_minute += 60;

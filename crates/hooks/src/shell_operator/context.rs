@@ -39,7 +39,11 @@ use super::json_text;
 use operon_data::model::{
     BindingContext, BindingType, ConfigVersion, ObjectAndFilter, Snapshot, WatchEvent,
 };
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// addon-operator's lifecycle bindings, whose contexts carry all the hook's snapshots.
 pub(crate) const LIFECYCLE_BINDINGS: [&str; 6] = [
@@ -93,6 +97,71 @@ pub enum ContextError {
 // Typed contexts → JSON
 // ---------------------------------------------------------------------------------------
 
+/// A binding context on its way out. The contract's JSON texts (objects, filter results,
+/// reviews) are carried as they are and written into the document unchanged: a run that
+/// collected thousands of events (a queue behind a slow API server) would otherwise
+/// parse each Pod into a `serde_json::Value`, about ten times its text, only to write
+/// it again.
+enum Out<'a> {
+    Value(Value),
+    Raw(&'a RawValue),
+    /// Sorted by key, as a `serde_json::Map` writes them.
+    Map(BTreeMap<Cow<'a, str>, Out<'a>>),
+    List(Vec<Out<'a>>),
+}
+
+impl Serialize for Out<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Value(value) => value.serialize(serializer),
+            Self::Raw(raw) => raw.serialize(serializer),
+            Self::Map(map) => {
+                let mut out = serializer.serialize_map(Some(map.len()))?;
+                for (key, value) in map {
+                    out.serialize_entry(key, value)?;
+                }
+                out.end()
+            }
+            Self::List(items) => {
+                let mut out = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    out.serialize_element(item)?;
+                }
+                out.end()
+            }
+        }
+    }
+}
+
+impl Out<'_> {
+    fn into_value(self) -> Value {
+        match self {
+            Self::Value(value) => value,
+            // Checked when it was taken in (`raw_text`).
+            Self::Raw(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            Self::Map(map) => Value::Object(
+                map.into_iter()
+                    .map(|(key, value)| (key.into_owned(), value.into_value()))
+                    .collect(),
+            ),
+            Self::List(items) => Value::Array(items.into_iter().map(Out::into_value).collect()),
+        }
+    }
+}
+
+/// A JSON-text field as it is written: the text itself when it is one JSON value,
+/// otherwise a JSON string holding it (as [`json_text`]).
+fn raw_text(text: &str) -> Out<'_> {
+    match serde_json::from_str::<&RawValue>(text) {
+        Ok(raw) => Out::Raw(raw),
+        Err(_) => Out::Value(Value::String(text.to_owned())),
+    }
+}
+
+fn string(text: &str) -> Out<'static> {
+    Out::Value(Value::String(text.to_owned()))
+}
+
 /// The JSON array shell-operator writes to `$BINDING_CONTEXT_PATH` for `contexts`.
 ///
 /// JSON-valued fields of the contract are JSON text; a field whose text does not parse
@@ -108,6 +177,20 @@ pub fn to_json_for(version: ConfigVersion, contexts: &[BindingContext]) -> Value
     match version {
         ConfigVersion::V0 => to_json_v0(contexts),
         ConfigVersion::V1 => to_json(contexts),
+    }
+}
+
+/// [`to_json_for`] as the compact text a script hook reads, written without turning
+/// the objects into values (they are copied from their texts).
+pub fn to_text_for(version: ConfigVersion, contexts: &[BindingContext]) -> String {
+    match version {
+        ConfigVersion::V0 => to_json_v0(contexts).to_string(),
+        ConfigVersion::V1 => {
+            let out = Out::List(contexts.iter().map(context_out).collect());
+            // Writing into a String fails only on a map key that is not a string;
+            // every key here is one.
+            serde_json::to_string(&out).unwrap_or_default()
+        }
     }
 }
 
@@ -158,14 +241,18 @@ pub(crate) fn context_to_json_v0(context: &BindingContext) -> Value {
 
 /// One binding context as a JSON object.
 pub(crate) fn context_to_json(context: &BindingContext) -> Value {
-    let mut out = Map::new();
-    out.insert("binding".into(), Value::String(context.binding.clone()));
+    context_out(context).into_value()
+}
+
+fn context_out(context: &BindingContext) -> Out<'_> {
+    let mut out = BTreeMap::new();
+    out.insert(Cow::Borrowed("binding"), string(&context.binding));
     if is_lifecycle(context) {
-        out.insert("snapshots".into(), snapshots_json(context));
-        return Value::Object(out);
+        out.insert(Cow::Borrowed("snapshots"), snapshots_out(context));
+        return Out::Map(out);
     }
     let type_name = match context.type_ {
-        BindingType::OnStartup => return Value::Object(out),
+        BindingType::OnStartup => return Out::Map(out),
         BindingType::Schedule => "Schedule",
         BindingType::Synchronization => "Synchronization",
         BindingType::Event => "Event",
@@ -174,71 +261,78 @@ pub(crate) fn context_to_json(context: &BindingContext) -> Value {
         BindingType::Mutating => "Mutating",
         BindingType::Conversion => "Conversion",
     };
-    out.insert("type".into(), Value::String(type_name.to_owned()));
+    out.insert(Cow::Borrowed("type"), string(type_name));
     match context.type_ {
         BindingType::Synchronization => {
-            let objects = context.objects.iter().map(item_to_json).collect();
-            out.insert("objects".into(), Value::Array(objects));
+            let objects = context.objects.iter().map(item_out).collect();
+            out.insert(Cow::Borrowed("objects"), Out::List(objects));
         }
         BindingType::Event => {
             if let Some(event) = context.watch_event {
-                out.insert("watchEvent".into(), Value::String(event.as_str().into()));
+                out.insert(Cow::Borrowed("watchEvent"), string(event.as_str()));
             }
             match &context.object {
                 Some(item) => insert_item(&mut out, item),
                 // What shell-operator writes for an event without an object.
                 None => {
-                    out.insert("object".into(), Value::Null);
+                    out.insert(Cow::Borrowed("object"), Out::Value(Value::Null));
                 }
             }
         }
         BindingType::Group => {
             let group = context.group.as_ref().unwrap_or(&context.binding);
-            out.insert("groupName".into(), Value::String(group.clone()));
+            out.insert(Cow::Borrowed("groupName"), string(group));
         }
         BindingType::Validating | BindingType::Mutating => {
-            out.insert("review".into(), review_json(context));
+            let review = context
+                .review
+                .as_deref()
+                .map_or(Out::Value(Value::Null), raw_text);
+            out.insert(Cow::Borrowed("review"), review);
         }
         BindingType::Conversion => {
             let review = review_json(context);
             let (from, to) = conversion_versions(&review);
-            out.insert("fromVersion".into(), Value::String(from));
-            out.insert("toVersion".into(), Value::String(to));
-            out.insert("review".into(), review);
+            out.insert(
+                Cow::Borrowed("fromVersion"),
+                Out::Value(Value::String(from)),
+            );
+            out.insert(Cow::Borrowed("toVersion"), Out::Value(Value::String(to)));
+            out.insert(Cow::Borrowed("review"), Out::Value(review));
         }
         BindingType::OnStartup | BindingType::Schedule => {}
     }
     if !context.snapshots.is_empty() {
-        out.insert("snapshots".into(), snapshots_json(context));
+        out.insert(Cow::Borrowed("snapshots"), snapshots_out(context));
     }
-    Value::Object(out)
+    Out::Map(out)
 }
 
-fn snapshots_json(context: &BindingContext) -> Value {
+fn snapshots_out(context: &BindingContext) -> Out<'_> {
     let snapshots = context
         .snapshots
         .iter()
         .map(|s| {
-            let items = s.objects.iter().map(item_to_json).collect();
-            (s.binding.clone(), Value::Array(items))
+            let items = s.objects.iter().map(item_out).collect();
+            (Cow::Borrowed(s.binding.as_str()), Out::List(items))
         })
         .collect();
-    Value::Object(snapshots)
+    Out::Map(snapshots)
 }
 
-fn insert_item(out: &mut Map<String, Value>, item: &ObjectAndFilter) {
+fn insert_item<'a>(out: &mut BTreeMap<Cow<'a, str>, Out<'a>>, item: &'a ObjectAndFilter) {
     if let Some(object) = &item.object {
-        out.insert("object".into(), json_text(object));
+        out.insert(Cow::Borrowed("object"), raw_text(object));
     }
     if let Some(result) = &item.filter_result {
-        out.insert("filterResult".into(), json_text(result));
+        out.insert(Cow::Borrowed("filterResult"), raw_text(result));
     }
 }
 
-fn item_to_json(item: &ObjectAndFilter) -> Value {
-    let mut out = Map::new();
+fn item_out(item: &ObjectAndFilter) -> Out<'_> {
+    let mut out = BTreeMap::new();
     insert_item(&mut out, item);
-    Value::Object(out)
+    Out::Map(out)
 }
 
 fn review_json(context: &BindingContext) -> Value {
@@ -424,7 +518,63 @@ fn item_from_map(map: &Map<String, Value>) -> ObjectAndFilter {
 mod tests {
     use super::*;
 
-    use crate::hooks::context::lifecycle;
+    use crate::hooks::context::{
+        event, group, lifecycle, mutating, object_and_filter, on_startup, schedule,
+        synchronization, validating,
+    };
+    use serde_json::json;
+
+    /// The text a script hook reads is the values' text: the same document, the same
+    /// bytes, for every kind of context, though no object was parsed to write it.
+    #[test]
+    fn the_text_is_the_json_written_compactly() {
+        let pod = json!({"kind": "Pod", "metadata": {"name": "web", "namespace": "a"},
+                         "spec": {"n": 1.5, "s": "q\"u\u{e9}"}});
+        let item = object_and_filter(&pod, Some(&[json!("web"), json!(null)]), true);
+        let pods = Snapshot {
+            binding: "pods".to_owned(),
+            objects: vec![item.clone(), object_and_filter(&pod, None, false)],
+        };
+        let mut broken = validating("v", "{}".to_owned(), vec![]);
+        broken.review = Some("not json".to_owned());
+        let mut without_object = event("pods", WatchEvent::Deleted, item.clone(), vec![]);
+        without_object.object = None;
+        let contexts = [
+            on_startup(),
+            lifecycle("beforeHelm", vec![pods.clone()]),
+            schedule("nightly", vec![pods.clone()]),
+            synchronization("pods", vec![item.clone()], vec![pods.clone()]),
+            event("pods", WatchEvent::Modified, item, vec![pods.clone()]),
+            without_object,
+            group("pods", "main", vec![pods]),
+            mutating("m", json!({"request": {"uid": "1"}}).to_string(), vec![]),
+            broken,
+        ];
+        let text = to_text_for(ConfigVersion::V1, &contexts);
+        assert_eq!(text, to_json(&contexts).to_string());
+        assert_eq!(
+            to_text_for(ConfigVersion::V0, &contexts),
+            to_json_v0(&contexts).to_string()
+        );
+    }
+
+    /// An object's text goes into the document as it is (the engine's texts are
+    /// compact, so nothing changes for them).
+    #[test]
+    fn an_objects_text_is_written_as_it_is() {
+        let item = ObjectAndFilter {
+            object: Some(r#"{"z": 1, "a": [ 2 ]}"#.to_owned()),
+            filter_result: Some("not json".to_owned()),
+        };
+        let text = to_text_for(
+            ConfigVersion::V1,
+            &[event("pods", WatchEvent::Added, item, vec![])],
+        );
+        assert_eq!(
+            text,
+            r#"[{"binding":"pods","filterResult":"not json","object":{"z": 1, "a": [ 2 ]},"type":"Event","watchEvent":"Added"}]"#
+        );
+    }
 
     #[test]
     fn lifecycle_contexts_always_carry_snapshots_and_read_back() {

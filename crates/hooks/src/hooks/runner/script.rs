@@ -360,10 +360,9 @@ impl ScriptHook {
     ) -> Result<HookOutput, ScriptHookError> {
         let dir = self.sandbox.prepare()?;
         let version = *self.version.lock().unwrap_or_else(PoisonError::into_inner);
-        let contexts = shell_operator::context::to_json_for(version, &input.binding_contexts);
+        let contexts = shell_operator::context::to_text_for(version, &input.binding_contexts);
         let mut request = self.request(timeout);
-        let context_path =
-            dir.create_file(BINDING_CONTEXT.file, contexts.to_string().as_bytes(), false)?;
+        let context_path = dir.create_file(BINDING_CONTEXT.file, contexts.as_bytes(), false)?;
         request.env.push((
             BINDING_CONTEXT.variable.to_owned(),
             context_path.display().to_string(),
