@@ -55,10 +55,15 @@ async fn the_agent_offloads_a_wasm_step_to_a_job_pinned_to_its_node() {
     let cluster = connect(&path).await;
     let client = cluster.client().clone();
     let nodes: Api<Node> = Api::all(client.clone());
-    assert!(
-        nodes.get_opt(NODE).await.unwrap().is_some(),
-        "the cluster has Node {NODE}"
-    );
+    // The API server harness has no kubelet to register a Node: one started with fresh
+    // state has none, so the test makes its own (and leaves it, as a kubelet would).
+    if nodes.get_opt(NODE).await.unwrap().is_none() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}}
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-agent-offload").await;
     let ns = scratch.name.clone();
     let run = format!("{:08x}", getrandom_u32());
