@@ -133,22 +133,6 @@ impl Serialize for Out<'_> {
     }
 }
 
-impl Out<'_> {
-    fn into_value(self) -> Value {
-        match self {
-            Self::Value(value) => value,
-            // Checked when it was taken in (`raw_text`).
-            Self::Raw(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-            Self::Map(map) => Value::Object(
-                map.into_iter()
-                    .map(|(key, value)| (key.into_owned(), value.into_value()))
-                    .collect(),
-            ),
-            Self::List(items) => Value::Array(items.into_iter().map(Out::into_value).collect()),
-        }
-    }
-}
-
 /// A JSON-text field as it is written: the text itself when it is one JSON value,
 /// otherwise a JSON string holding it (as [`json_text`]).
 fn raw_text(text: &str) -> Out<'_> {
@@ -241,7 +225,9 @@ pub(crate) fn context_to_json_v0(context: &BindingContext) -> Value {
 
 /// One binding context as a JSON object.
 pub(crate) fn context_to_json(context: &BindingContext) -> Value {
-    context_out(context).into_value()
+    // serde_json reads each raw text back into a value here; it fails only on a map
+    // key that is not a string, and every key here is one.
+    serde_json::to_value(context_out(context)).unwrap_or(Value::Null)
 }
 
 fn context_out(context: &BindingContext) -> Out<'_> {
