@@ -244,3 +244,64 @@ fn rust_fences_are_told_from_other_languages() {
         assert!(!is_rust_fence(other), "{other:?}");
     }
 }
+
+/// The `name@version` keys of `[profile.*.package."..."]` in the workspace manifest.
+fn versioned_profile_overrides(manifest: &str) -> Vec<(String, String)> {
+    manifest
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("[profile."))
+        .filter_map(|rest| rest.split_once(".package.\"")?.1.split_once("\"]"))
+        .filter_map(|(spec, _)| spec.split_once('@'))
+        .map(|(name, version)| (name.to_owned(), version.to_owned()))
+        .collect()
+}
+
+/// Whether Cargo.lock holds `name` at a version starting with `version` (a spec's partial
+/// version matches the releases it prefixes, as cargo matches it).
+fn locked(lock: &str, name: &str, version: &str) -> bool {
+    let mut current = None;
+    lock.lines().any(|line| {
+        if let Some(value) = line.strip_prefix("name = ") {
+            current = Some(value.trim_matches('"'));
+        } else if let Some(value) = line.strip_prefix("version = ")
+            && current == Some(name)
+        {
+            let locked = value.trim_matches('"');
+            return locked == version || locked.starts_with(&format!("{version}."));
+        }
+        false
+    })
+}
+
+#[test]
+fn each_versioned_profile_override_names_a_locked_package() {
+    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
+    let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).unwrap();
+    let overrides = versioned_profile_overrides(&manifest);
+    assert!(
+        overrides.iter().any(|(name, _)| name == "wasmparser"),
+        "{overrides:?}"
+    );
+    // A stale version is only a cargo warning, and the crate silently goes unoptimised:
+    // the big guests of the SDK suite then take twice as long to compile.
+    let stale: Vec<_> = overrides
+        .iter()
+        .filter(|(name, version)| !locked(&lock, name, version))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "Cargo.toml optimises versions that Cargo.lock no longer has (wasmtime moved to \
+         a newer wasm-tools?): {stale:?}"
+    );
+}
+
+#[test]
+fn a_partial_version_matches_only_the_releases_it_prefixes() {
+    let lock = "[[package]]\nname = \"wasmparser\"\nversion = \"0.254.2\"\n\n\
+                [[package]]\nname = \"other\"\nversion = \"0.262.0\"\n";
+    assert!(locked(lock, "wasmparser", "0.254"));
+    assert!(locked(lock, "wasmparser", "0.254.2"));
+    assert!(!locked(lock, "wasmparser", "0.25"));
+    assert!(!locked(lock, "wasmparser", "0.262"));
+    assert!(!locked(lock, "missing", "0.254"));
+}
