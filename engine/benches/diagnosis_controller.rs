@@ -86,6 +86,7 @@ fn diagnosis(name: &str, namespace: &str, set: &str) -> Diagnosis {
             parameters: BTreeMap::new(),
             service_account_name: None,
             dry_run: false,
+            ..Default::default()
         },
     );
     d.metadata.namespace = Some(namespace.to_owned());

@@ -102,6 +102,7 @@ fn diagnosis() -> Diagnosis {
             parameters: BTreeMap::from([("threshold".to_owned(), "80".to_owned())]),
             service_account_name: None,
             dry_run: false,
+            ..Default::default()
         },
     );
     d.metadata.namespace = Some("default".to_owned());

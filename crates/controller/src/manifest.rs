@@ -119,6 +119,7 @@ impl Manifests {
             ));
         }
         for diagnosis in self.diagnoses.values() {
+            problems.extend(diagnosis.object.validate());
             problems.extend(parameters_size(
                 diagnosis.object.object_ref(),
                 &diagnosis.object.spec.parameters,
@@ -165,6 +166,7 @@ pub fn validate_object(value: serde_json::Value) -> Vec<Problem> {
         ));
     }
     for diagnosis in manifests.diagnoses.values() {
+        problems.extend(diagnosis.object.validate());
         problems.extend(parameters_size(
             diagnosis.object.object_ref(),
             &diagnosis.object.spec.parameters,

@@ -329,6 +329,7 @@ fn pick_diagnosis(manifests: &Manifests, args: &DiagnoseArgs) -> anyhow::Result<
                 parameters: BTreeMap::new(),
                 service_account_name: None,
                 dry_run: false,
+                ..Default::default()
             },
         );
         d.metadata.namespace = Some("default".to_owned());

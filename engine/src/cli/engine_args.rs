@@ -72,6 +72,10 @@ pub struct DiagnosisArgs {
     /// it fails.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub diagnosis_wait_limit: Duration,
+    /// How long a Diagnosis placed on a node that is not Ready waits for the node
+    /// before it fails (a Diagnosis' `spec.nodeNotReadyTimeoutSeconds` overrides it).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub diagnosis_node_wait: Duration,
     /// Results longer than this many bytes go to the Diagnosis' results ConfigMap.
     #[arg(long, default_value_t = 64 * 1024)]
     pub result_value_limit: usize,
@@ -122,6 +126,7 @@ impl DiagnosisArgs {
         let mut settings = diagnosis::Settings::new(role, agent_namespace);
         settings.concurrency = self.diagnosis_concurrency.max(1);
         settings.wait_limit = self.diagnosis_wait_limit;
+        settings.node_wait = self.diagnosis_node_wait;
         settings.limits = Limits {
             per_value: self.result_value_limit,
             per_diagnosis: self.results_limit,

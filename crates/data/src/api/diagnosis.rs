@@ -1,14 +1,14 @@
 //! `Diagnosis`: one run of an OperationSet about a node or a pod, and its record.
 
-use super::Condition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use super::{Condition, Problem};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A Diagnosis: run `operationSet` with `parameters` about `nodeName` or `podReference`.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "operon.dev",
     version = "v1alpha1",
@@ -42,11 +42,63 @@ pub struct DiagnosisSpec {
     /// `nodeUncordon` patch the node only when this account may `patch` it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
+    /// Where it runs: `Node` (what a Diagnosis naming a node or a pod gets) on that
+    /// node's agent, so that collection and repair steps run where the problem is;
+    /// `Controller` in the controller, still about that node (the steps' `node` input),
+    /// for a node whose own agent cannot answer: a node that died, whose steps read
+    /// what the API server knows of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_on: Option<DiagnosisRunOn>,
+    /// How long a Diagnosis placed on a node waits while that node is not Ready (or
+    /// gone) before it fails, in seconds; it resumes from its checkpoint if the node
+    /// comes back sooner. Counted from when the node stopped being Ready, or from the
+    /// Diagnosis' creation if that is later. Unset: the controller's
+    /// `--diagnosis-node-wait` (10 minutes unless set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub node_not_ready_timeout_seconds: Option<i64>,
     /// Walk the pipeline without side effects: wasm and script steps run in their
     /// sandboxes (patches recorded, not applied; scripts without network), the other
     /// steps only report what they would do (`status.nodes[].dryRun`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// The nodes to run on, each in a Diagnosis of its own (KubeDiag's field, after
+    /// v0.3.1): this one then runs nothing itself, it creates one child per node
+    /// (`<name>-<node>`, same spec but `spec.nodeName`) and gathers their outcomes in
+    /// `status.targets`. Not with `nodeName` or `podReference`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_selector: Option<TargetSelector>,
+}
+
+/// The nodes a Diagnosis with `spec.targetSelector` runs on: those named and those
+/// matched, once each. Resolved once, when the Diagnosis starts: a node that joins
+/// later is not added to a run under way.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetSelector {
+    /// Nodes by name. A name with no Node is recorded as a failed target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_names: Vec<String>,
+    /// Nodes by label (a standard label selector: `{}` matches every node). While it
+    /// matches none, the Diagnosis waits, and fails after the controller's wait limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<LabelSelector>,
+    /// KubeDiag's pods by label: in the schema so that it is refused by name rather
+    /// than dropped unseen by the API server; not supported yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+    /// KubeDiag's pods by reference: refused like `podSelector`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_references: Vec<PodReference>,
+}
+
+/// Where a Diagnosis runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum DiagnosisRunOn {
+    /// On the agent of the node it names (or of its pod's node).
+    Node,
+    /// In the controller, whatever node it names.
+    Controller,
 }
 
 /// A pod, optionally one of its containers.
@@ -221,6 +273,34 @@ pub struct DiagnosisStatus {
     /// step and every resumption runs these bytes, wherever the tag moved since.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pinned_modules: BTreeMap<String, String>,
+    /// With `spec.targetSelector`: the nodes resolved when it started, one entry each,
+    /// with what its child Diagnosis reports. Written once and never extended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetStatus>,
+}
+
+/// One node of a Diagnosis with `spec.targetSelector`, and how its child stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetStatus {
+    /// The node.
+    pub node_name: String,
+    /// The child Diagnosis (same namespace) that runs on it; unset when the node did
+    /// not exist, so nothing ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<String>,
+    /// The child's phase.
+    pub phase: DiagnosisPhase,
+    /// Why it failed or waits (the child's condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The results the child holds in its status, once it has finished.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub operation_results: BTreeMap<String, String>,
+    /// The child's results did not fit beside the other targets' and are not copied
+    /// here: read them from the child (and its `resultsConfigMap`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub results_omitted: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -235,5 +315,290 @@ impl Diagnosis {
             self.metadata.namespace.as_deref().unwrap_or("default"),
             self.metadata.name.as_deref().unwrap_or("<unnamed>")
         )
+    }
+}
+
+impl Diagnosis {
+    /// Every problem of this Diagnosis on its own (what admission refuses); the
+    /// objects it names are not looked up.
+    pub fn validate(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        if let Some(selector) = &self.spec.target_selector {
+            target_selector_problems(&self.spec, selector, &mut |field, reason| {
+                problems.push(Problem::new(self.object_ref(), field, reason));
+            });
+        }
+        problems
+    }
+}
+
+/// The problems of `spec.targetSelector`, each as (field, reason).
+fn target_selector_problems(
+    spec: &DiagnosisSpec,
+    selector: &TargetSelector,
+    push: &mut dyn FnMut(String, String),
+) {
+    const AT: &str = "spec.targetSelector";
+    if spec.node_name.is_some() {
+        push(
+            AT.to_owned(),
+            "give spec.targetSelector or spec.nodeName, not both: a selector naming one \
+             node is nodeNames: [that node]"
+                .to_owned(),
+        );
+    }
+    if spec.pod_reference.is_some() {
+        push(
+            AT.to_owned(),
+            "give spec.targetSelector or spec.podReference, not both".to_owned(),
+        );
+    }
+    let unsupported = "not supported yet, use nodeNames or nodeSelector";
+    if selector.pod_selector.is_some() {
+        push(format!("{AT}.podSelector"), unsupported.to_owned());
+    }
+    if !selector.pod_references.is_empty() {
+        push(format!("{AT}.podReferences"), unsupported.to_owned());
+    }
+    if selector.node_names.is_empty()
+        && selector.node_selector.is_none()
+        && selector.pod_selector.is_none()
+        && selector.pod_references.is_empty()
+    {
+        push(
+            AT.to_owned(),
+            "selects no node: give nodeNames, nodeSelector or both".to_owned(),
+        );
+    }
+    for (i, name) in selector.node_names.iter().enumerate() {
+        if !is_dns_subdomain(name) {
+            push(
+                format!("{AT}.nodeNames[{i}]"),
+                format!("{name:?} is not a node name (a lowercase DNS subdomain)"),
+            );
+        }
+    }
+    if let Some(nodes) = &selector.node_selector {
+        label_selector_problems(&format!("{AT}.nodeSelector"), nodes, push);
+    }
+}
+
+/// The problems of a label selector at `at`, as the API server would refuse them when
+/// the selector is used (too late: a list refused then fails the Diagnosis).
+fn label_selector_problems(at: &str, selector: &LabelSelector, push: &mut dyn FnMut(String, String)) {
+    for (key, value) in selector.match_labels.iter().flatten() {
+        if let Err(reason) = label_key(key) {
+            push(format!("{at}.matchLabels"), reason);
+        }
+        if !is_label_value(value) {
+            push(format!("{at}.matchLabels.{key}"), label_value_reason(value));
+        }
+    }
+    for (i, requirement) in selector.match_expressions.iter().flatten().enumerate() {
+        let at = format!("{at}.matchExpressions[{i}]");
+        if let Err(reason) = label_key(&requirement.key) {
+            push(format!("{at}.key"), reason);
+        }
+        let values = requirement.values.as_deref().unwrap_or_default();
+        match requirement.operator.as_str() {
+            "In" | "NotIn" => {
+                if values.is_empty() {
+                    push(
+                        format!("{at}.values"),
+                        "In and NotIn need at least one value".to_owned(),
+                    );
+                }
+                for (j, value) in values.iter().enumerate() {
+                    if !is_label_value(value) {
+                        push(format!("{at}.values[{j}]"), label_value_reason(value));
+                    }
+                }
+            }
+            "Exists" | "DoesNotExist" => {
+                if !values.is_empty() {
+                    push(
+                        format!("{at}.values"),
+                        "Exists and DoesNotExist take no values".to_owned(),
+                    );
+                }
+            }
+            other => push(
+                format!("{at}.operator"),
+                format!("unknown operator {other:?}; expected In, NotIn, Exists or DoesNotExist"),
+            ),
+        }
+    }
+}
+
+/// A label key: an optional DNS subdomain prefix and `/`, then a label name.
+fn label_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if prefix.is_some_and(|prefix| !is_dns_subdomain(prefix)) {
+        return Err(format!(
+            "label key {key:?}: the prefix must be a lowercase DNS subdomain"
+        ));
+    }
+    if !is_label_name(name) {
+        return Err(format!(
+            "label key {key:?}: the name must be at most 63 letters, digits, '-', '_' or \
+             '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+fn label_value_reason(value: &str) -> String {
+    format!(
+        "label value {value:?}: at most 63 letters, digits, '-', '_' or '.', starting and \
+         ending with a letter or digit"
+    )
+}
+
+/// A label value: empty, or like a label key's name.
+fn is_label_value(value: &str) -> bool {
+    value.is_empty() || is_label_name(value)
+}
+
+fn is_label_name(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
+}
+
+/// RFC 1123 subdomain: what Kubernetes accepts as a Node's name.
+fn is_dns_subdomain(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 253
+        && text.split('.').all(|label| {
+            let bytes = label.as_bytes();
+            !bytes.is_empty()
+                && bytes.len() <= 63
+                && bytes[0].is_ascii_alphanumeric()
+                && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn diagnosis(spec: serde_json::Value) -> Diagnosis {
+        serde_json::from_value(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+            "metadata": {"name": "d", "namespace": "ops"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn fields(d: &Diagnosis) -> Vec<String> {
+        d.validate().into_iter().map(|p| p.field).collect()
+    }
+
+    #[test]
+    fn a_target_selector_by_names_and_labels_is_valid() {
+        let d = diagnosis(json!({"operationSet": "s", "targetSelector": {
+            "nodeNames": ["worker-1", "node.example.com"],
+            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""},
+                             "matchExpressions": [
+                                {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                                {"key": "spot", "operator": "DoesNotExist"}]},
+        }}));
+        assert_eq!(d.validate(), []);
+        let every_node = diagnosis(json!({"operationSet": "s", "targetSelector": {"nodeSelector": {}}}));
+        assert_eq!(every_node.validate(), []);
+        assert_eq!(diagnosis(json!({"operationSet": "s"})).validate(), []);
+    }
+
+    #[test]
+    fn a_target_selector_beside_a_node_or_pod_or_empty_is_refused() {
+        let both = diagnosis(json!({"operationSet": "s", "nodeName": "n",
+            "podReference": {"namespace": "a", "name": "p"},
+            "targetSelector": {"nodeNames": ["n"]}}));
+        let problems = both.validate();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].reason.contains("spec.nodeName"), "{problems:?}");
+        assert!(problems[1].reason.contains("spec.podReference"), "{problems:?}");
+        assert_eq!(problems[0].object, "Diagnosis/ops/d");
+        let empty = diagnosis(json!({"operationSet": "s", "targetSelector": {}}));
+        let problems = empty.validate();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].field, "spec.targetSelector");
+        assert!(problems[0].reason.contains("selects no node"));
+    }
+
+    #[test]
+    fn pod_targets_are_refused_by_name() {
+        let d = diagnosis(json!({"operationSet": "s", "targetSelector": {
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "podReferences": [{"namespace": "a", "name": "p"}],
+        }}));
+        let problems = d.validate();
+        assert_eq!(
+            fields(&d),
+            ["spec.targetSelector.podSelector", "spec.targetSelector.podReferences"]
+        );
+        assert_eq!(
+            problems[0].reason,
+            "not supported yet, use nodeNames or nodeSelector"
+        );
+    }
+
+    #[test]
+    fn bad_names_and_selectors_are_refused_field_by_field() {
+        let d = diagnosis(json!({"operationSet": "s", "targetSelector": {
+            "nodeNames": ["ok", "Not_A_Node"],
+            "nodeSelector": {
+                "matchLabels": {"bad key!": "v", "k": "-v"},
+                "matchExpressions": [
+                    {"key": "zone", "operator": "Equals", "values": ["a"]},
+                    {"key": "zone", "operator": "In"},
+                    {"key": "zone", "operator": "Exists", "values": ["a"]},
+                    {"key": "UPPER.example.com/x", "operator": "NotIn", "values": ["a b"]},
+                ],
+            },
+        }}));
+        assert_eq!(
+            fields(&d),
+            [
+                "spec.targetSelector.nodeNames[1]",
+                "spec.targetSelector.nodeSelector.matchLabels",
+                "spec.targetSelector.nodeSelector.matchLabels.k",
+                "spec.targetSelector.nodeSelector.matchExpressions[0].operator",
+                "spec.targetSelector.nodeSelector.matchExpressions[1].values",
+                "spec.targetSelector.nodeSelector.matchExpressions[2].values",
+                "spec.targetSelector.nodeSelector.matchExpressions[3].key",
+                "spec.targetSelector.nodeSelector.matchExpressions[3].values[0]",
+            ]
+        );
+        let reasons: Vec<String> = d.validate().into_iter().map(|p| p.reason).collect();
+        assert!(reasons[3].contains("unknown operator \"Equals\""), "{reasons:?}");
+    }
+
+    #[test]
+    fn targets_round_trip_in_the_status_with_kubediags_field_names() {
+        let status: DiagnosisStatus = serde_json::from_value(json!({
+            "targets": [{"nodeName": "n1", "diagnosis": "d-n1", "phase": "Succeeded",
+                         "operationResults": {"k": "v"}},
+                        {"nodeName": "gone", "phase": "Failed", "message": "no Node"}],
+        }))
+        .unwrap();
+        assert_eq!(status.targets[0].diagnosis.as_deref(), Some("d-n1"));
+        assert_eq!(status.targets[1].phase, DiagnosisPhase::Failed);
+        let back = serde_json::to_value(&status).unwrap();
+        assert!(back["targets"][1].get("resultsOmitted").is_none());
+        assert!(back["targets"][1].get("operationResults").is_none());
     }
 }

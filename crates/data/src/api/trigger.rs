@@ -33,6 +33,11 @@ pub struct TriggerSpec {
     /// Trigger's namespace whose RBAC permissions their node-changing steps act under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
+    /// The `spec.runOn` of the created Diagnoses: `Controller` for a Trigger on a node
+    /// that stopped answering (its Ready condition, the node controller's `NodeNotReady`
+    /// Event), whose own agent cannot run them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_on: Option<super::DiagnosisRunOn>,
     /// Exactly one source.
     pub source_template: SourceTemplate,
     /// How many Diagnoses this Trigger may create in a time window; a match over the

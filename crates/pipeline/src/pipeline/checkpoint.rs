@@ -132,6 +132,7 @@ mod tests {
                 parameters: BTreeMap::new(),
                 service_account_name: None,
                 dry_run: false,
+                ..Default::default()
             },
         )
     }

@@ -97,6 +97,7 @@ mod tests {
                 parameters: BTreeMap::new(),
                 service_account_name: None,
                 dry_run: false,
+                ..Default::default()
             },
         );
         d.metadata.namespace = Some("ops".to_owned());

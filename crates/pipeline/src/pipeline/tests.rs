@@ -103,6 +103,7 @@ fn diagnosis(params: &[(&str, &str)]) -> Diagnosis {
                 .collect(),
             service_account_name: None,
             dry_run: false,
+            ..Default::default()
         },
     );
     d.metadata.namespace = Some("ops".to_owned());

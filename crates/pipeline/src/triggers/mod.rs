@@ -34,7 +34,7 @@ use alert::AlertMatcher;
 use event::EventMatcher;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
-use operon_data::api::{DiagnosisSpec, Problem, RateLimit, Trigger};
+use operon_data::api::{DiagnosisRunOn, DiagnosisSpec, Problem, RateLimit, Trigger};
 use operon_data::schedule::Schedule;
 use regex::Regex;
 use std::collections::BTreeMap;
@@ -74,6 +74,8 @@ pub struct CompiledTrigger {
     parameters: BTreeMap<String, String>,
     /// The ServiceAccount the created Diagnoses name.
     service_account_name: Option<String>,
+    /// Where the created Diagnoses run.
+    run_on: Option<DiagnosisRunOn>,
     /// Exactly one source, as validated.
     source: Source,
     /// `spec.rateLimit`, or the default.
@@ -157,6 +159,7 @@ impl CompiledTrigger {
                 node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
                 parameters: spec.parameters.clone(),
                 service_account_name: spec.service_account_name.clone().filter(|a| !a.is_empty()),
+                run_on: spec.run_on,
                 source,
                 rate_limit,
             }),
@@ -209,7 +212,9 @@ impl CompiledTrigger {
             pod_reference: matcher.pod_reference(alert),
             parameters,
             service_account_name: self.service_account_name.clone(),
+            run_on: self.run_on,
             dry_run: false,
+            ..Default::default()
         };
         let hash = new_diagnosis::short_hash(
             &self.name,
@@ -243,7 +248,9 @@ impl CompiledTrigger {
             pod_reference: subject.pod_reference,
             parameters: self.parameters.clone(),
             service_account_name: self.service_account_name.clone(),
+            run_on: self.run_on,
             dry_run: false,
+            ..Default::default()
         };
         let hash = new_diagnosis::short_hash(
             &self.name,
@@ -301,7 +308,9 @@ impl CompiledTrigger {
             pod_reference: None,
             parameters: self.parameters.clone(),
             service_account_name: self.service_account_name.clone(),
+            run_on: self.run_on,
             dry_run: false,
+            ..Default::default()
         };
         Some(NewDiagnosis::build(
             &self.name,

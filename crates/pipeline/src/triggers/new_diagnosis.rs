@@ -289,6 +289,7 @@ pub(crate) mod tests {
             parameters: BTreeMap::new(),
             service_account_name: None,
             dry_run: false,
+            ..Default::default()
         };
         let new = NewDiagnosis::build("t", SourceKind::Cron, "60", spec.clone(), "c".into());
         let diagnosis: Diagnosis = new.into();

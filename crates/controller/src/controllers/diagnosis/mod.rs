@@ -24,14 +24,19 @@
 pub(crate) mod events;
 pub(crate) mod metrics;
 pub(crate) mod placement;
+pub(crate) mod targets;
 pub mod status;
 
+#[cfg(test)]
+mod node_down_tests;
 #[cfg(test)]
 mod tests;
 
 use events::Events;
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use placement::NodeHealth;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -87,6 +92,9 @@ pub struct Settings {
     /// How long a Diagnosis waits for its OperationSet, Operations, pod or agent
     /// before it fails.
     pub wait_limit: Duration,
+    /// How long a Diagnosis placed on a node that is not Ready waits for it before it
+    /// fails, unless its `spec.nodeNotReadyTimeoutSeconds` says otherwise.
+    pub node_wait: Duration,
     /// How many Diagnoses run at once.
     pub concurrency: u16,
     /// The name Events are reported under (the pod's name, when known).
@@ -101,6 +109,7 @@ impl Settings {
             limits: Limits::default(),
             agent_namespace: agent_namespace.to_owned(),
             wait_limit: Duration::from_secs(300),
+            node_wait: Duration::from_secs(600),
             concurrency: 16,
             instance: std::env::var("POD_NAME").ok(),
         }
@@ -188,8 +197,12 @@ impl Context {
 
     /// A status writer for `diagnosis` (as just read), counted in [`Self::status_writes`].
     fn writer(&self, diagnosis: &Diagnosis) -> StatusWriter {
-        StatusWriter::new(self.client.clone(), diagnosis, self.settings.limits)
-            .counting_into(self.status_writes.clone())
+        let writer = StatusWriter::new(self.client.clone(), diagnosis, self.settings.limits)
+            .counting_into(self.status_writes.clone());
+        match self.settings.role {
+            Role::Controller => writer,
+            Role::Agent { .. } => writer.keeping_placement(),
+        }
     }
 }
 
@@ -271,6 +284,11 @@ pub(crate) async fn reconcile(
         }
         return run(diagnosis, &ctx).await;
     }
+    // A Diagnosis about several nodes runs nothing itself: its children do. It never
+    // gets a `status.nodeName`, so no agent takes it.
+    if let Some(selector) = diagnosis.spec.target_selector.clone() {
+        return targets::reconcile(diagnosis, &selector, &ctx).await;
+    }
     let mut writer = ctx.writer(&diagnosis);
     let status = diagnosis.status.get_or_insert_with(Default::default);
     if status.node_name.is_none() {
@@ -303,6 +321,13 @@ pub(crate) async fn reconcile(
     }
     let status = diagnosis.status.get_or_insert_with(Default::default);
     let node = status.node_name.clone().unwrap_or_default();
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let health = placement::node_health(&nodes, &node)
+        .await
+        .map_err(ctx.read_error(&cached, format!("Node {node}")))?;
+    if health != NodeHealth::Ready {
+        return node_down(&ctx, &mut diagnosis, &mut writer, &node, &health).await;
+    }
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     let alive = placement::agent_alive(&leases, &node, now())
         .await
@@ -351,6 +376,89 @@ pub(crate) async fn reconcile(
         patience,
     )
     .await
+}
+
+/// The reason of the condition saying that a Diagnosis' node is down.
+pub(crate) const NODE_NOT_READY: &str = "NodeNotReady";
+
+/// Waits for the node `diagnosis` is placed on while it is not Ready (or gone), saying
+/// so in its `Scheduled` condition; fails it once the node has been down for its
+/// `spec.nodeNotReadyTimeoutSeconds` (or [`Settings::node_wait`]). The agent resumes it
+/// from its checkpoint when the node is back: nothing here touches its record.
+async fn node_down(
+    ctx: &Context,
+    diagnosis: &mut Diagnosis,
+    writer: &mut StatusWriter,
+    node: &str,
+    health: &NodeHealth,
+) -> Result<Action, DiagnosisError> {
+    let limit = match diagnosis.spec.node_not_ready_timeout_seconds {
+        Some(seconds) => jiff::SignedDuration::from_secs(seconds.max(1)),
+        None => jiff::SignedDuration::try_from(ctx.settings.node_wait).unwrap_or_default(),
+    };
+    let created = diagnosis
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or_else(now, |t| t.0);
+    let status = diagnosis.status.get_or_insert_with(Default::default);
+    // Since when this Diagnosis has waited for the node: a node down before the
+    // Diagnosis existed counts from its creation; a deleted Node from when this
+    // controller first saw it gone (the condition it wrote then).
+    let down_since = match health {
+        NodeHealth::NotReady { since, .. } => since.unwrap_or(created).max(created),
+        _ => status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == SCHEDULED && c.reason == NODE_NOT_READY)
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map_or_else(now, |t| t.0)
+            .max(created),
+    };
+    let deadline = down_since + limit;
+    let what = health.describe(node);
+    let field = match diagnosis.spec.node_not_ready_timeout_seconds {
+        Some(_) => "spec.nodeNotReadyTimeoutSeconds",
+        None => "the controller's --diagnosis-node-wait",
+    };
+    let now = now();
+    if now >= deadline {
+        let message = format!(
+            "{what}: gave up after waiting {}s for it ({field})",
+            limit.as_secs()
+        );
+        fail(status, SCHEDULED, NODE_NOT_READY, message);
+        writer.write(diagnosis).await?;
+        metrics::finished(&ctx.settings.role, DiagnosisPhase::Failed);
+        tracing::info!(diagnosis = %diagnosis.object_ref(), node, "Diagnosis failed: its node stayed down");
+        return Ok(Action::await_change());
+    }
+    let resumes = if status.start_time.is_some() {
+        "its agent resumes it from its checkpoint when the node is Ready again"
+    } else {
+        "its agent runs it when the node is Ready again"
+    };
+    let message = format!(
+        "{what}: {resumes}; it fails at {deadline} ({}s after the node went down, {field})",
+        limit.as_secs()
+    );
+    let mut condition = Condition::new(SCHEDULED, ConditionStatus::False, NODE_NOT_READY, message);
+    if let Some(old) = status.conditions.iter().find(|c| c.type_ == SCHEDULED)
+        && old.status == ConditionStatus::False
+        && old.reason == NODE_NOT_READY
+    {
+        // Still the same outage: the message may have moved (the node's own reason
+        // changed), the time it began did not.
+        condition.last_transition_time = old.last_transition_time.clone();
+    }
+    set_condition(status, condition);
+    if status.phase.is_none() {
+        status.phase = Some(DiagnosisPhase::Pending);
+    }
+    writer.write(diagnosis).await?;
+    // The Node watch wakes it when the node changes; this wakes it for its deadline.
+    let left = deadline.duration_since(now).unsigned_abs() + Duration::from_secs(1);
+    Ok(Action::requeue(left.min(AGENT_POLL)))
 }
 
 /// How long a Diagnosis may wait for what it lacks.
@@ -671,6 +779,17 @@ fn waiting_for(diagnoses: &[Arc<Diagnosis>], set: &str) -> Vec<ObjectRef<Diagnos
         .collect()
 }
 
+/// The unfinished Diagnoses placed on `node`.
+fn placed_on(diagnoses: &[Arc<Diagnosis>], node: &str) -> Vec<ObjectRef<Diagnosis>> {
+    diagnoses
+        .iter()
+        .filter(|d| {
+            !finished(d) && d.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+        })
+        .map(|d| ObjectRef::from_obj(d.as_ref()))
+        .collect()
+}
+
 /// Runs the controller until `shutdown` completes; Diagnoses running then finish their
 /// current node first (the caller aborts the task to stop at once).
 pub async fn run_controller(
@@ -682,12 +801,33 @@ pub async fn run_controller(
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
     let controller = Controller::new(diagnoses, watcher::Config::default()).with_config(config);
     let store = controller.store();
-    controller
-        .watches(
-            sets,
+    let on_node = store.clone();
+    let controller = controller.watches(
+        sets,
+        watcher::Config::default(),
+        move |set: OperationSet| waiting_for(&store.state(), &set.name_any()),
+    );
+    // The controller follows the nodes Diagnoses are placed on, to say at once when one
+    // goes down or comes back; an agent has nothing to do for another node.
+    let controller = match ctx.settings.role {
+        Role::Controller => controller.watches(
+            Api::<Node>::all(ctx.client.clone()),
             watcher::Config::default(),
-            move |set: OperationSet| waiting_for(&store.state(), &set.name_any()),
-        )
+            move |node: Node| placed_on(&on_node.state(), &node.name_any()),
+        ),
+        Role::Agent { .. } => controller,
+    };
+    // A Diagnosis about several nodes hears from its children (kube-runtime maps an
+    // owned Diagnosis to its owning Diagnosis as to any owner); only the controller
+    // runs parents.
+    let controller = match ctx.settings.role {
+        Role::Controller => controller.owns(
+            Api::<Diagnosis>::all(ctx.client.clone()),
+            targets::children_watch(),
+        ),
+        Role::Agent { .. } => controller,
+    };
+    controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})

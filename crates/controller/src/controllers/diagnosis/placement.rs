@@ -1,13 +1,14 @@
 //! Where a Diagnosis runs: on the node it names (`spec.nodeName`, or the node of the
-//! pod of `spec.podReference`), by that node's agent; or, naming none, in the
-//! controller. An agent shows it is alive by holding the Lease
-//! `operon-agent-<node>` in its namespace.
+//! pod of `spec.podReference`), by that node's agent; or, naming none or with
+//! `spec.runOn: Controller`, in the controller. An agent shows it is alive by holding
+//! the Lease `operon-agent-<node>` in its namespace; whether its node is up is the
+//! Node's Ready condition, which the node controller keeps.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::Api;
-use operon_data::api::Diagnosis;
+use operon_data::api::{Diagnosis, DiagnosisRunOn};
 use sha2::Digest as _;
 
 /// The prefix of the agents' Lease names.
@@ -69,6 +70,9 @@ pub(crate) async fn resolve(
     client: &Client,
     diagnosis: &Diagnosis,
 ) -> Result<Result<Option<String>, Unplaced>, kube::Error> {
+    if diagnosis.spec.run_on == Some(DiagnosisRunOn::Controller) {
+        return Ok(Ok(None));
+    }
     if let Some(node) = &diagnosis.spec.node_name {
         let nodes: Api<Node> = Api::all(client.clone());
         return Ok(match nodes.get_metadata_opt(node).await? {
@@ -88,6 +92,91 @@ pub(crate) async fn resolve(
         });
     }
     Ok(Ok(None))
+}
+
+/// What the API server says of a node a Diagnosis is placed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NodeHealth {
+    /// Its Ready condition is `True`.
+    Ready,
+    /// Its Ready condition is `False` or `Unknown` (the kubelet stopped posting its
+    /// status), or missing (a Node that never reported).
+    NotReady {
+        /// The condition's status: `False`, `Unknown`, or `Unknown` when missing.
+        status: String,
+        /// The condition's reason and message, as the kubelet or the node controller
+        /// wrote them.
+        reason: Option<String>,
+        /// Its message.
+        message: Option<String>,
+        /// When it stopped being Ready (the condition's last transition).
+        since: Option<jiff::Timestamp>,
+    },
+    /// There is no such Node (any more).
+    Gone,
+}
+
+impl NodeHealth {
+    /// What it says of `node`, for a condition message.
+    pub(crate) fn describe(&self, node: &str) -> String {
+        match self {
+            Self::Ready => format!("node {node} is Ready"),
+            Self::Gone => format!("node {node} no longer exists"),
+            Self::NotReady {
+                status,
+                reason,
+                message,
+                since,
+            } => {
+                let mut text = format!("node {node} is not Ready (Ready={status}");
+                if let Some(since) = since {
+                    text.push_str(&format!(" since {since}"));
+                }
+                match (reason, message) {
+                    (Some(reason), Some(message)) => {
+                        text.push_str(&format!(", {reason}: {message}"));
+                    }
+                    (Some(reason), None) => text.push_str(&format!(", {reason}")),
+                    (None, Some(message)) => text.push_str(&format!(", {message}")),
+                    (None, None) => {}
+                }
+                text.push(')');
+                text
+            }
+        }
+    }
+}
+
+/// The health of `node`, as its Ready condition tells.
+pub(crate) fn health_of(node: &Node) -> NodeHealth {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => NodeHealth::Ready,
+        Some(c) => NodeHealth::NotReady {
+            status: c.status.clone(),
+            reason: c.reason.clone().filter(|r| !r.is_empty()),
+            message: c.message.clone().filter(|m| !m.is_empty()),
+            since: c.last_transition_time.as_ref().map(|t| t.0),
+        },
+        None => NodeHealth::NotReady {
+            status: "Unknown".to_owned(),
+            reason: None,
+            message: Some("the node has not reported its Ready condition".to_owned()),
+            since: None,
+        },
+    }
+}
+
+/// The health of the Node named `node`.
+pub(crate) async fn node_health(nodes: &Api<Node>, node: &str) -> Result<NodeHealth, kube::Error> {
+    Ok(match nodes.get_opt(node).await? {
+        Some(found) => health_of(&found),
+        None => NodeHealth::Gone,
+    })
 }
 
 /// Whether the agent of `node` holds its Lease now: renewed within its duration, as

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use operon_cluster::kube::FIELD_MANAGER;
-use operon_data::api::{API_VERSION, Diagnosis, DiagnosisStatus};
+use operon_data::api::{API_VERSION, Condition, Diagnosis, DiagnosisStatus};
 use operon_pipeline::pipeline::{CheckpointError, CheckpointFuture, Progress};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -204,6 +204,13 @@ pub(crate) struct StatusWriter {
     /// controller when it counts them all).
     writes: Arc<AtomicU64>,
     events: Option<super::events::Events>,
+    /// Set for the agent: the `Scheduled` condition is the controller's (it says
+    /// whether the node is up), so this writer keeps the one the API server holds
+    /// instead of its own copy, and a conflict that only that condition caused is not
+    /// a conflict: a node that comes back does not lose the step that just finished.
+    placement_foreign: bool,
+    /// The `Scheduled` condition the API server holds, as last read or written.
+    placement: Option<Condition>,
 }
 
 impl StatusWriter {
@@ -231,7 +238,15 @@ impl StatusWriter {
             offloaded,
             writes: Arc::new(AtomicU64::new(0)),
             events: None,
+            placement_foreign: false,
+            placement: placement_of(diagnosis.status.as_ref()),
         }
+    }
+
+    /// Leaves the `Scheduled` condition to the controller (the agent's writer).
+    pub(crate) fn keeping_placement(mut self) -> Self {
+        self.placement_foreign = true;
+        self
     }
 
     /// Emits Events on the Diagnosis as nodes start and fail.
@@ -255,8 +270,11 @@ impl StatusWriter {
     /// Writes `diagnosis`' status (and its large results) unless the API server already
     /// holds it.
     pub(crate) async fn write(&mut self, diagnosis: &Diagnosis) -> Result<(), StatusError> {
-        let status = diagnosis.status.clone().unwrap_or_default();
-        let (stored, offloaded) = split(&status, self.limits, &self.config_map);
+        let mut status = diagnosis.status.clone().unwrap_or_default();
+        if self.placement_foreign {
+            with_placement(&mut status, self.placement.as_ref());
+        }
+        let (mut stored, offloaded) = split(&status, self.limits, &self.config_map);
         if offloaded != self.offloaded {
             // A status that no longer names the ConfigMap needs nothing written there.
             if !offloaded.is_empty() {
@@ -282,6 +300,7 @@ impl StatusWriter {
                     self.writes.fetch_add(1, Ordering::Relaxed);
                     self.resource_version = written.metadata.resource_version.clone();
                     self.stored = status_value(&written);
+                    self.placement = placement_of(written.status.as_ref());
                     self.sent = Some(stored);
                     return Ok(());
                 }
@@ -299,10 +318,22 @@ impl StatusWriter {
                             diagnosis: self.object.clone(),
                         });
                     };
-                    if status_value(&current) != self.stored {
+                    let changed = if self.placement_foreign {
+                        without_placement(status_value(&current))
+                            != without_placement(self.stored.clone())
+                    } else {
+                        status_value(&current) != self.stored
+                    };
+                    if changed {
                         return Err(StatusError::Conflict {
                             diagnosis: self.object.clone(),
                         });
+                    }
+                    if self.placement_foreign {
+                        self.placement = placement_of(current.status.as_ref());
+                        with_placement(&mut stored, self.placement.as_ref());
+                        body.status = Some(stored.clone());
+                        self.stored = status_value(&current);
                     }
                     self.resource_version = current.metadata.resource_version.clone();
                     body.metadata.resource_version = self.resource_version.clone();
@@ -371,6 +402,39 @@ impl StatusWriter {
             })?;
         Ok(())
     }
+}
+
+/// The `Scheduled` condition of `status`.
+fn placement_of(status: Option<&DiagnosisStatus>) -> Option<Condition> {
+    status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == super::SCHEDULED)
+        .cloned()
+}
+
+/// `status` with `placement` as its `Scheduled` condition (none when `None`).
+fn with_placement(status: &mut DiagnosisStatus, placement: Option<&Condition>) {
+    let at = status
+        .conditions
+        .iter()
+        .position(|c| c.type_ == super::SCHEDULED);
+    match (at, placement) {
+        (Some(i), Some(c)) => status.conditions[i] = c.clone(),
+        (Some(i), None) => {
+            status.conditions.remove(i);
+        }
+        (None, Some(c)) => status.conditions.push(c.clone()),
+        (None, None) => {}
+    }
+}
+
+/// A stored status (as JSON) without its `Scheduled` condition.
+fn without_placement(mut status: Value) -> Value {
+    if let Some(Value::Array(conditions)) = status.get_mut("conditions") {
+        conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some(super::SCHEDULED));
+    }
+    status
 }
 
 fn status_value(diagnosis: &Diagnosis) -> Value {

@@ -32,7 +32,7 @@ impl Runner for Fake {
     }
 }
 
-fn diagnosis(status: Option<Value>) -> Diagnosis {
+pub(super) fn diagnosis(status: Option<Value>) -> Diagnosis {
     let mut value = json!({
         "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
         "metadata": {"name": "d1", "namespace": "ops", "uid": "u-1", "resourceVersion": "10",
@@ -83,7 +83,7 @@ const STATUS_URI: &str =
 
 /// Answers a status PUT as the API server does: the body back with the next
 /// resourceVersion. Returns the body.
-async fn answer_put(api: &mut MockApi, version: u32) -> Value {
+pub(super) async fn answer_put(api: &mut MockApi, version: u32) -> Value {
     let call = api.next().await;
     assert_eq!(call.method, "PUT");
     assert_eq!(call.uri, STATUS_URI);
@@ -363,7 +363,14 @@ fn a_set_change_wakes_only_the_unfinished_diagnoses_that_name_it() {
     assert!(waiting_for(&[waiting], "other").is_empty());
 }
 
-fn context(client: kube::Client) -> Arc<Context> {
+/// A Node whose Ready condition is `True`.
+pub(super) fn ready_node(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+           "status": {"conditions": [{"type": "Ready", "status": "True",
+                                      "lastTransitionTime": "2026-11-23T09:00:00Z"}]}})
+}
+
+pub(super) fn context(client: kube::Client) -> Arc<Context> {
     let processors = Arc::new(Processors::new(Default::default()));
     Arc::new(Context::new(
         client,
@@ -398,6 +405,9 @@ async fn a_diagnosis_about_a_pod_is_placed_on_its_node_and_waits_for_an_agent() 
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0"},
                "spec": {"nodeName": "worker-3", "containers": []}}),
     );
+    let node = api.next().await;
+    assert_eq!(node.uri, "/api/v1/nodes/worker-3");
+    node.answer(200, ready_node("worker-3"));
     let lease = api.next().await;
     assert_eq!(
         lease.uri,
