@@ -17,8 +17,10 @@
 //! - OperationSet: KubeDiag's admission webhook overwrote every node's `id` with its
 //!   index in `adjacencyList`; Operon requires them equal, so ids are rewritten the
 //!   same way.
-//! - Diagnosis: the unreleased `targetSelector` becomes `nodeName` or `podReference`
-//!   when it names exactly one node or pod, and is reported otherwise.
+//! - Diagnosis: the unreleased `targetSelector` keeps its nodes (`nodeNames`,
+//!   `nodeSelector`; a plain map of labels becomes `matchLabels`), which Operon runs as
+//!   one child Diagnosis per node; its pods are dropped with the reason, except that a
+//!   selector of exactly one pod reference becomes `podReference`.
 //! - Trigger: `commonEventTemplate` has no equivalent (KubeDiag's own webhook refused a
 //!   Trigger with only that template).
 //! - `CommonEvent` and `Task` objects have no Operon kind and are not converted.
@@ -346,44 +348,72 @@ fn operation_set(spec: &mut Map<String, Value>, report: &mut Report<'_>) {
 }
 
 fn diagnosis(spec: &mut Map<String, Value>, report: &mut Report<'_>) {
-    let Some(selector) = spec.remove("targetSelector") else {
-        return;
-    };
-    let list = |key: &str| {
-        selector
-            .get(key)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let nodes = list("nodeNames");
-    let pods = list("podReferences");
-    let selectors = ["nodeSelector", "podSelector"]
-        .iter()
-        .any(|key| selector.get(*key).is_some_and(|v| !v.is_null()));
-    match (nodes.as_slice(), pods.as_slice(), selectors) {
-        ([node], [], false) => {
-            spec.insert("nodeName".into(), node.clone());
-            report.push(
-                "spec.targetSelector",
-                Action::Changed,
-                "its one node name became spec.nodeName",
-            );
+    let mut selector = match spec.remove("targetSelector") {
+        None | Some(Value::Null) => return,
+        Some(Value::Object(selector)) => selector,
+        // Not a selector at all: kept for validation to refuse by name.
+        Some(other) => {
+            spec.insert("targetSelector".into(), other);
+            return;
         }
-        ([], [pod], false) => {
-            spec.insert("podReference".into(), pod.clone());
-            report.push(
-                "spec.targetSelector",
-                Action::Changed,
-                "its one pod reference became spec.podReference",
-            );
-        }
-        _ => report.push(
+    };
+    let pods = selector.remove("podReferences").filter(given);
+    let pod_selector = selector.remove("podSelector").filter(given);
+    let nodes = selector.get("nodeNames").is_some_and(given)
+        || selector.get("nodeSelector").is_some_and(given);
+    if let (false, None, Some(Value::Array(pods))) = (nodes, &pod_selector, &pods)
+        && let [pod] = pods.as_slice()
+    {
+        spec.insert("podReference".into(), pod.clone());
+        report.push(
             "spec.targetSelector",
-            Action::Dropped,
-            "a Diagnosis runs about one node or one pod (spec.nodeName or \
-             spec.podReference): make one Diagnosis per target",
-        ),
+            Action::Changed,
+            "its one pod reference became spec.podReference",
+        );
+        return;
+    }
+    const PODS: &str = "not supported yet: Operon selects nodes (nodeNames, nodeSelector); \
+                        name the pods' nodes, or make one Diagnosis per pod with \
+                        spec.podReference";
+    if pod_selector.is_some() {
+        report.push("spec.targetSelector.podSelector", Action::Dropped, PODS);
+    }
+    if pods.is_some() {
+        report.push("spec.targetSelector.podReferences", Action::Dropped, PODS);
+    }
+    if !nodes {
+        return;
+    }
+    if let Some(Value::Object(labels)) = selector.get_mut("nodeSelector")
+        && !labels.is_empty()
+        && !labels.contains_key("matchLabels")
+        && !labels.contains_key("matchExpressions")
+        && labels.values().all(Value::is_string)
+    {
+        let plain = std::mem::take(labels);
+        labels.insert("matchLabels".into(), Value::Object(plain));
+        report.push(
+            "spec.targetSelector.nodeSelector",
+            Action::Changed,
+            "a map of labels became the label selector's matchLabels",
+        );
+    }
+    spec.insert("targetSelector".into(), Value::Object(selector));
+    report.push(
+        "spec.targetSelector",
+        Action::Note,
+        "each node runs in a Diagnosis of its own, <name>-<node>, owned by this one; \
+         per-node phases and results are in status.targets (not KubeDiag's \
+         status.context), and the selector is resolved once, when the Diagnosis starts",
+    );
+}
+
+/// Whether a selector's field says anything: set, and not an empty list.
+fn given(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Array(items) => !items.is_empty(),
+        _ => true,
     }
 }
 
@@ -522,30 +552,88 @@ mod tests {
         );
     }
 
+    fn with_target_selector(selector: Value) -> Converted {
+        convert(json!({
+            "apiVersion": "diagnosis.kubediag.org/v1",
+            "kind": "Diagnosis",
+            "metadata": {"name": "d", "namespace": "kubediag"},
+            "spec": {"operationSet": "s", "targetSelector": selector},
+        }))
+    }
+
     #[test]
-    fn a_target_selector_with_one_target_becomes_node_name_or_pod_reference() {
-        let diagnosis = |selector: Value| {
-            convert(json!({
-                "apiVersion": "diagnosis.kubediag.org/v1",
-                "kind": "Diagnosis",
-                "metadata": {"name": "d", "namespace": "kubediag"},
-                "spec": {"operationSet": "s", "targetSelector": selector},
-            }))
-        };
-        let one_node = diagnosis(json!({"nodeNames": ["n1"]}));
+    fn a_target_selector_keeps_its_nodes_and_says_how_they_run() {
+        let selector = json!({"nodeNames": ["n1", "n2"],
+                              "nodeSelector": {"matchExpressions": [
+                                  {"key": "zone", "operator": "In", "values": ["a"]}]}});
+        let nodes = with_target_selector(selector.clone());
         assert_eq!(
-            one_node.objects[0]["spec"],
-            json!({"operationSet": "s", "nodeName": "n1"})
+            nodes.objects[0]["spec"],
+            json!({"operationSet": "s", "targetSelector": selector})
         );
-        let one_pod = diagnosis(json!({"podReferences": [{"namespace": "a", "name": "p"}]}));
+        let (_, field, action) = fields(&nodes)[1];
+        assert_eq!((field, action), ("spec.targetSelector", Action::Note));
+        assert!(nodes.changes[1].reason.contains("status.targets"));
+        // One node stays a selector too: its record is per node like the others'.
+        let one = with_target_selector(json!({"nodeNames": ["n1"]}));
         assert_eq!(
-            one_pod.objects[0]["spec"]["podReference"],
-            json!({"namespace": "a", "name": "p"})
+            one.objects[0]["spec"]["targetSelector"],
+            json!({"nodeNames": ["n1"]})
         );
-        let many = diagnosis(json!({"nodeNames": ["n1", "n2"]}));
-        assert_eq!(many.objects[0]["spec"], json!({"operationSet": "s"}));
-        assert_eq!(many.changes[1].action, Action::Dropped);
-        assert!(many.changes[1].reason.contains("one Diagnosis per target"));
+        assert!(one.objects[0]["spec"].get("nodeName").is_none());
+        // A plain map of labels is what a label selector's matchLabels holds.
+        let plain = with_target_selector(json!({"nodeSelector": {"role": "worker"}}));
+        assert_eq!(
+            plain.objects[0]["spec"]["targetSelector"],
+            json!({"nodeSelector": {"matchLabels": {"role": "worker"}}})
+        );
+        assert_eq!(
+            fields(&plain)[1..],
+            [
+                (
+                    "Diagnosis/d",
+                    "spec.targetSelector.nodeSelector",
+                    Action::Changed
+                ),
+                ("Diagnosis/d", "spec.targetSelector", Action::Note),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_target_selector_of_pods_is_dropped_unless_it_is_one_pod_reference() {
+        let one_pod =
+            with_target_selector(json!({"podReferences": [{"namespace": "a", "name": "p"}]}));
+        assert_eq!(
+            one_pod.objects[0]["spec"],
+            json!({"operationSet": "s", "podReference": {"namespace": "a", "name": "p"}})
+        );
+        assert_eq!(one_pod.changes[1].action, Action::Changed);
+        let pods = with_target_selector(json!({
+            "nodeNames": ["n1"],
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "podReferences": [{"namespace": "a", "name": "p"}, {"namespace": "a", "name": "q"}],
+        }));
+        assert_eq!(
+            pods.objects[0]["spec"]["targetSelector"],
+            json!({"nodeNames": ["n1"]})
+        );
+        let dropped: Vec<&str> = pods
+            .changes
+            .iter()
+            .filter(|c| c.action == Action::Dropped)
+            .map(|c| c.field.as_str())
+            .collect();
+        assert_eq!(
+            dropped,
+            [
+                "spec.targetSelector.podSelector",
+                "spec.targetSelector.podReferences"
+            ]
+        );
+        assert!(pods.changes[1].reason.starts_with("not supported yet"));
+        let only_pods = with_target_selector(json!({"podSelector": {}}));
+        assert_eq!(only_pods.objects[0]["spec"], json!({"operationSet": "s"}));
     }
 
     #[test]

@@ -107,7 +107,15 @@ impl DiagnosisArgs {
                 Some(on_node.built_ins),
                 on_node.node_root,
             ),
-            None => (None, None, Default::default()),
+            // The controller reads what the API server knows of a Diagnosis' node.
+            None => (
+                None,
+                Some(
+                    Arc::new(operon::node_ops::ControllerOps::new(client.clone()))
+                        as Arc<dyn operon::runner::builtin::BuiltIns>,
+                ),
+                Default::default(),
+            ),
         };
         let cache_dir = cache_dir.or_else(operon::sandbox::default_cache_dir);
         let processors = Processors::new(ProcessorSettings {

@@ -192,6 +192,11 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
     // Placing a Diagnosis: the Node it names, the Pod it references.
     expected.insert(grant("", "nodes", "get", ""));
     expected.insert(grant("", "pods", "get", ""));
+    // A Diagnosis about several nodes: its nodeSelector's Nodes listed, its children
+    // created owned by it with blockOwnerDeletion (allowed to who may update its
+    // finalizers).
+    expected.insert(grant("", "nodes", "list", ""));
+    expected.insert(grant("operon.dev", "diagnoses/finalizers", "update", ""));
     // job steps: their Job and input ConfigMap, the pods watched and a log read for
     // the result; argoWorkflow steps: their Workflow, watched and told to terminate.
     for verb in ["get", "list", "watch", "create", "delete"] {

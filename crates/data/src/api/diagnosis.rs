@@ -385,7 +385,11 @@ fn target_selector_problems(
 
 /// The problems of a label selector at `at`, as the API server would refuse them when
 /// the selector is used (too late: a list refused then fails the Diagnosis).
-fn label_selector_problems(at: &str, selector: &LabelSelector, push: &mut dyn FnMut(String, String)) {
+fn label_selector_problems(
+    at: &str,
+    selector: &LabelSelector,
+    push: &mut dyn FnMut(String, String),
+) {
     for (key, value) in selector.match_labels.iter().flatten() {
         if let Err(reason) = label_key(key) {
             push(format!("{at}.matchLabels"), reason);
@@ -517,7 +521,8 @@ mod tests {
                                 {"key": "spot", "operator": "DoesNotExist"}]},
         }}));
         assert_eq!(d.validate(), []);
-        let every_node = diagnosis(json!({"operationSet": "s", "targetSelector": {"nodeSelector": {}}}));
+        let every_node =
+            diagnosis(json!({"operationSet": "s", "targetSelector": {"nodeSelector": {}}}));
         assert_eq!(every_node.validate(), []);
         assert_eq!(diagnosis(json!({"operationSet": "s"})).validate(), []);
     }
@@ -530,7 +535,10 @@ mod tests {
         let problems = both.validate();
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].reason.contains("spec.nodeName"), "{problems:?}");
-        assert!(problems[1].reason.contains("spec.podReference"), "{problems:?}");
+        assert!(
+            problems[1].reason.contains("spec.podReference"),
+            "{problems:?}"
+        );
         assert_eq!(problems[0].object, "Diagnosis/ops/d");
         let empty = diagnosis(json!({"operationSet": "s", "targetSelector": {}}));
         let problems = empty.validate();
@@ -548,7 +556,10 @@ mod tests {
         let problems = d.validate();
         assert_eq!(
             fields(&d),
-            ["spec.targetSelector.podSelector", "spec.targetSelector.podReferences"]
+            [
+                "spec.targetSelector.podSelector",
+                "spec.targetSelector.podReferences"
+            ]
         );
         assert_eq!(
             problems[0].reason,
@@ -584,7 +595,10 @@ mod tests {
             ]
         );
         let reasons: Vec<String> = d.validate().into_iter().map(|p| p.reason).collect();
-        assert!(reasons[3].contains("unknown operator \"Equals\""), "{reasons:?}");
+        assert!(
+            reasons[3].contains("unknown operator \"Equals\""),
+            "{reasons:?}"
+        );
     }
 
     #[test]

@@ -23,8 +23,9 @@ pub use cluster_processor::{
 pub use condition::{Condition, ConditionStatus};
 pub use crd::{crds, crds_yaml};
 pub use diagnosis::{
-    Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisRunOn, DiagnosisSpec, DiagnosisStatus, DryRunRecord,
-    FailedPath, NodePhase, NodeRecord, PathNode, PodReference, TargetSelector, TargetStatus,
+    Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisRunOn, DiagnosisSpec, DiagnosisStatus,
+    DryRunRecord, FailedPath, NodePhase, NodeRecord, PathNode, PodReference, TargetSelector,
+    TargetStatus,
 };
 pub use hook::{
     Hook, HookBindingStatus, HookOverrides, HookPermissions, HookRunOutcome, HookRunStatus,

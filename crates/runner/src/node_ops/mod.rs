@@ -1,5 +1,5 @@
-//! The node agent's built-in operations, under KubeDiag's processor paths
-//! (`/processor/podListCollector`, `/processor/nodeCordon`, ...). An `httpServer` step
+//! The built-in operations of the node agent and of the controller, under KubeDiag's
+//! processor paths (`/processor/podListCollector`, `/processor/nodeCordon`, ...). An `httpServer` step
 //! with neither address nor port names one of them, as it named a handler of
 //! KubeDiag's agent; here the agent runs it itself, with no HTTP endpoint of its own,
 //! so nothing but a Diagnosis placed on the node (created by someone RBAC allows to)
@@ -12,8 +12,14 @@
 //! the node's system bus (`systemd`). What changes the node (cordon, uncordon) runs
 //! only for a Diagnosis that names a ServiceAccount RBAC allows to patch the node
 //! (`node`).
+//!
+//! The controller ([`ControllerOps`]) runs those that only read the API server, about
+//! the node the Diagnosis names: the pods ones, and what the cluster knows of the node
+//! itself (`node_state`: its status, its kubelet's Lease, its Events), so that a
+//! Diagnosis about a node whose agent is down still has something to read.
 
 mod node;
+mod node_state;
 mod pods;
 mod systemd;
 
@@ -53,11 +59,17 @@ pub(crate) enum BuiltIn {
     NodeCordon,
     /// Marks the node schedulable again.
     NodeUncordon,
+    /// The node's conditions, taints and versions, from the API server.
+    NodeStatus,
+    /// The Lease the node's kubelet renews.
+    NodeLease,
+    /// The Events about the node.
+    NodeEvents,
 }
 
 impl BuiltIn {
     /// Every built-in, in the order they are listed.
-    pub(crate) const ALL: [BuiltIn; 8] = [
+    pub(crate) const ALL: [BuiltIn; 11] = [
         BuiltIn::PodList,
         BuiltIn::PodDetail,
         BuiltIn::ContainerList,
@@ -66,6 +78,9 @@ impl BuiltIn {
         BuiltIn::SystemdUnits,
         BuiltIn::NodeCordon,
         BuiltIn::NodeUncordon,
+        BuiltIn::NodeStatus,
+        BuiltIn::NodeLease,
+        BuiltIn::NodeEvents,
     ];
 
     /// Its path, as KubeDiag's agent serves it (`nodeUncordon` and
@@ -80,7 +95,35 @@ impl BuiltIn {
             BuiltIn::SystemdUnits => "/processor/systemdUnitCollector",
             BuiltIn::NodeCordon => "/processor/nodeCordon",
             BuiltIn::NodeUncordon => "/processor/nodeUncordon",
+            BuiltIn::NodeStatus => "/processor/nodeStatusCollector",
+            BuiltIn::NodeLease => "/processor/nodeLeaseCollector",
+            BuiltIn::NodeEvents => "/processor/nodeEventCollector",
         }
+    }
+
+    /// Whether the node's agent runs it: all but those that read only what the API
+    /// server knows of a node, which the controller runs (the agent's account may not
+    /// read Leases and Events).
+    pub(crate) fn on_agent(self) -> bool {
+        !matches!(
+            self,
+            BuiltIn::NodeStatus | BuiltIn::NodeLease | BuiltIn::NodeEvents
+        )
+    }
+
+    /// Whether the controller runs it, about the node a Diagnosis names: those that
+    /// read the API server only (what needs the node itself, or changes it, runs on
+    /// its agent).
+    pub(crate) fn in_controller(self) -> bool {
+        matches!(
+            self,
+            BuiltIn::PodList
+                | BuiltIn::PodDetail
+                | BuiltIn::ContainerList
+                | BuiltIn::NodeStatus
+                | BuiltIn::NodeLease
+                | BuiltIn::NodeEvents
+        )
     }
 
     /// The built-in at `path`.
@@ -163,6 +206,9 @@ enum ApiOp {
     ContainerList,
     SystemdUnits,
     Node(NodeChange),
+    NodeStatus,
+    NodeLease,
+    NodeEvents,
 }
 
 impl BuiltIn {
@@ -176,6 +222,9 @@ impl BuiltIn {
             BuiltIn::SystemdUnits => Action::Api(ApiOp::SystemdUnits),
             BuiltIn::NodeCordon => Action::Api(ApiOp::Node(NodeChange::Cordon)),
             BuiltIn::NodeUncordon => Action::Api(ApiOp::Node(NodeChange::Uncordon)),
+            BuiltIn::NodeStatus => Action::Api(ApiOp::NodeStatus),
+            BuiltIn::NodeLease => Action::Api(ApiOp::NodeLease),
+            BuiltIn::NodeEvents => Action::Api(ApiOp::NodeEvents),
         }
     }
 }
@@ -186,11 +235,13 @@ impl BuiltIns for NodeOps {
         path: &str,
         processors: &Processors,
     ) -> Option<Result<Arc<dyn Runner>, ProcessorError>> {
-        let built_in = BuiltIn::from_path(path)?;
+        let built_in = BuiltIn::from_path(path).filter(|b| b.on_agent())?;
         Some(match built_in.action() {
             Action::Collect(what) => processors.runner(&self.collector(what), Path::new(".")),
             Action::Api(op) => Ok(Arc::new(ApiRunner {
-                ops: self.clone(),
+                client: self.client.clone(),
+                node: Some(self.node.clone()),
+                systemd_bus: self.systemd_bus.clone(),
                 path: built_in.path(),
                 op,
             })),
@@ -198,32 +249,114 @@ impl BuiltIns for NodeOps {
     }
 
     fn paths(&self) -> Vec<&'static str> {
-        BuiltIn::ALL.iter().map(|b| b.path()).collect()
+        BuiltIn::ALL
+            .iter()
+            .filter(|b| b.on_agent())
+            .map(|b| b.path())
+            .collect()
     }
 }
 
-/// A built-in that runs in the agent itself, with its credentials.
+/// The built-ins of the controller (`operon serve`): those that read the API server,
+/// about the node of the Diagnosis that runs them. So a Diagnosis about a node whose
+/// agent cannot answer (`runOn: Controller`) still collects what the cluster knows of
+/// it: its status, its kubelet's Lease, its Events and its Pods.
+#[derive(Clone)]
+pub struct ControllerOps {
+    client: Client,
+}
+
+impl std::fmt::Debug for ControllerOps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerOps").finish_non_exhaustive()
+    }
+}
+
+impl ControllerOps {
+    /// The controller's built-ins, reading with `client`'s credentials.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+impl BuiltIns for ControllerOps {
+    fn runner(
+        &self,
+        path: &str,
+        _processors: &Processors,
+    ) -> Option<Result<Arc<dyn Runner>, ProcessorError>> {
+        let built_in = BuiltIn::from_path(path)?;
+        let (true, Action::Api(op)) = (built_in.in_controller(), built_in.action()) else {
+            // The node's own files or a change of it: only its agent runs that.
+            return Some(Err(ProcessorError::BuiltInOffNode {
+                path: path.to_owned(),
+            }));
+        };
+        Some(Ok(Arc::new(ApiRunner {
+            client: self.client.clone(),
+            node: None,
+            systemd_bus: String::new(),
+            path: built_in.path(),
+            op,
+        })))
+    }
+
+    fn paths(&self) -> Vec<&'static str> {
+        BuiltIn::ALL
+            .iter()
+            .filter(|b| b.in_controller())
+            .map(|b| b.path())
+            .collect()
+    }
+}
+
+/// A built-in that runs in the process itself (the agent or the controller), with its
+/// credentials.
 struct ApiRunner {
-    ops: NodeOps,
+    client: Client,
+    /// The agent's node; `None` in the controller, which runs it about the node of the
+    /// Diagnosis.
+    node: Option<String>,
+    /// The D-Bus address of the node's system bus (the agent's).
+    systemd_bus: String,
     /// Its path, for messages.
     path: &'static str,
     op: ApiOp,
+}
+
+impl ApiRunner {
+    /// The node it reads: the agent's own, or in the controller the Diagnosis' node.
+    fn node<'a>(&'a self, request: &'a RunRequest) -> Result<&'a str, RunError> {
+        self.node
+            .as_deref()
+            .or(request.node.as_deref())
+            .ok_or_else(|| {
+                RunError::new(format!(
+                    "{} reads a node, and this Diagnosis names none (spec.nodeName)",
+                    self.path
+                ))
+            })
+    }
 }
 
 impl Runner for ApiRunner {
     fn run<'a>(&'a self, request: &'a RunRequest) -> BoxFuture<'a, Result<RunOutput, RunError>> {
         Box::pin(async move {
             let work = async {
-                let client = &self.ops.client;
-                let node = &self.ops.node;
+                let client = &self.client;
                 match self.op {
-                    ApiOp::PodList => pods::pod_list(client, node).await,
+                    ApiOp::PodList => pods::pod_list(client, self.node(request)?).await,
                     ApiOp::PodDetail => pods::pod_detail(client, &request.input).await,
-                    ApiOp::ContainerList => pods::container_list(client, node).await,
+                    ApiOp::ContainerList => pods::container_list(client, self.node(request)?).await,
                     ApiOp::SystemdUnits => {
-                        systemd::unit_status(&self.ops.systemd_bus, &request.input).await
+                        systemd::unit_status(&self.systemd_bus, &request.input).await
                     }
-                    ApiOp::Node(change) => node::change(client, node, change, request).await,
+                    ApiOp::Node(change) => {
+                        node::change(client, self.node(request)?, change, request).await
+                    }
+                    ApiOp::NodeStatus => node_state::node_status(client, self.node(request)?).await,
+                    ApiOp::NodeLease => node_state::node_lease(client, self.node(request)?).await,
+                    ApiOp::NodeEvents => node_state::node_events(client, self.node(request)?).await,
                 }
             };
             tokio::time::timeout(request.timeout, work)

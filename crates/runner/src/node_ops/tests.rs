@@ -27,7 +27,9 @@ fn runner(client: Client, built_in: BuiltIn) -> ApiRunner {
         panic!("{built_in:?} is not run by the agent itself");
     };
     ApiRunner {
-        ops: NodeOps::new(client, "node-a"),
+        client,
+        node: Some("node-a".to_owned()),
+        systemd_bus: systemd::DEFAULT_BUS.to_owned(),
         path: built_in.path(),
         op,
     }
@@ -325,4 +327,164 @@ async fn a_step_names_a_built_in_only_on_an_agent() {
         err.contains("names no built-in processor; built-ins: /processor/podListCollector"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn the_controller_reads_the_node_of_the_diagnosis_and_leaves_the_rest_to_agents() {
+    let (client, mut api) = mock::pair();
+    let controller = Processors::new(crate::runner::processors::ProcessorSettings {
+        built_ins: Some(Arc::new(ControllerOps::new(client))),
+        ..Default::default()
+    });
+    let step = |path: &str| -> Operation {
+        serde_json::from_value(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Operation",
+            "metadata": {"name": "step"},
+            "spec": {"processor": {"httpServer": {"path": path}}},
+        }))
+        .unwrap()
+    };
+    // The pods of the Diagnosis' node (the request's), read through the API server.
+    let pods = controller
+        .runner(&step("/processor/podListCollector"), Path::new("."))
+        .unwrap();
+    let run = tokio::spawn(async move { pods.run(&request(false)).await });
+    answer_pod_list(&mut api).await;
+    assert!(run.await.unwrap().is_ok());
+    // The node's status, from its Node object.
+    let status = controller
+        .runner(&step("/processor/nodeStatusCollector"), Path::new("."))
+        .unwrap();
+    let run = tokio::spawn(async move { status.run(&request(false)).await });
+    let get = api.next().await;
+    assert_eq!(get.uri, "/api/v1/nodes/node-a");
+    get.answer(
+        200,
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"},
+               "status": {"conditions": [{"type": "Ready", "status": "False",
+                                          "reason": "KubeletNotReady"}]}}),
+    );
+    let out = run.await.unwrap().unwrap();
+    assert_eq!(out.results[node_state::NODE_READY], "False");
+    assert!(
+        out.output
+            .starts_with("node node-a: Ready=False (KubeletNotReady)"),
+        "{}",
+        out.output
+    );
+    // Its kubelet's Lease, and the Events about it.
+    let lease = controller
+        .runner(&step("/processor/nodeLeaseCollector"), Path::new("."))
+        .unwrap();
+    let run = tokio::spawn(async move { lease.run(&request(false)).await });
+    let get = api.next().await;
+    assert_eq!(
+        get.uri,
+        "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-a"
+    );
+    get.fail(404, "NotFound", "leases \"node-a\" not found");
+    let out = run.await.unwrap().unwrap();
+    assert_eq!(out.output, "node node-a has no Lease in kube-node-lease");
+    let events = controller
+        .runner(&step("/processor/nodeEventCollector"), Path::new("."))
+        .unwrap();
+    let run = tokio::spawn(async move { events.run(&request(false)).await });
+    let list = api.next().await;
+    assert_eq!(
+        list.uri,
+        "/api/v1/events?&fieldSelector=involvedObject.kind%3DNode%2CinvolvedObject.name%3Dnode-a"
+    );
+    list.answer(
+        200,
+        json!({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": []}),
+    );
+    assert_eq!(
+        run.await.unwrap().unwrap().output,
+        "no Events about node node-a"
+    );
+    // A Diagnosis that names no node has nothing to read.
+    let status = controller
+        .runner(&step("/processor/nodeStatusCollector"), Path::new("."))
+        .unwrap();
+    let mut nowhere = request(false);
+    nowhere.node = None;
+    let err = status.run(&nowhere).await.unwrap_err().to_string();
+    assert!(
+        err.contains("this Diagnosis names none (spec.nodeName)"),
+        "{err}"
+    );
+    // What needs the node itself, or changes it, is its agent's.
+    for path in ["/processor/processCollector", "/processor/nodeCordon"] {
+        let err = controller
+            .runner(&step(path), Path::new("."))
+            .err()
+            .expect("agent only")
+            .to_string();
+        assert!(
+            err.contains("is a built-in of the node agent"),
+            "{path}: {err}"
+        );
+    }
+    api.quiet().await;
+}
+
+#[tokio::test]
+async fn the_agent_leaves_the_node_state_collectors_to_the_controller() {
+    let (client, _api) = mock::pair();
+    let agent = NodeOps::new(client, "node-a");
+    assert!(!agent.paths().contains(&"/processor/nodeStatusCollector"));
+    assert!(agent.paths().contains(&"/processor/podListCollector"));
+}
+
+/// `deploy/builtins/operations.yaml`: one Operation per built-in, named as KubeDiag
+/// names it (the path's last part in kebab case), saying where it runs.
+#[test]
+fn every_built_in_ships_as_an_operation_under_its_kubediag_name() {
+    let text = include_str!("../../../../deploy/builtins/operations.yaml");
+    let mut shipped = BTreeMap::new();
+    for document in text.split("\n---\n").skip(1) {
+        let field = |key: &str| {
+            document
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(key))
+                .map(str::trim)
+                .unwrap_or_else(|| panic!("no {key} in {document}"))
+        };
+        let comment: String = document
+            .lines()
+            .map_while(|l| l.strip_prefix("# "))
+            .collect::<Vec<_>>()
+            .join(" ");
+        shipped.insert(field("path:"), (field("name:"), comment));
+    }
+    assert_eq!(shipped.len(), BuiltIn::ALL.len(), "{shipped:?}");
+    for built_in in BuiltIn::ALL {
+        let path = built_in.path();
+        let (name, comment) = shipped
+            .get(path)
+            .unwrap_or_else(|| panic!("no Operation for {path}"));
+        let tail = path.trim_start_matches("/processor/");
+        let kebab: String = tail
+            .chars()
+            .flat_map(|c| {
+                let lower = c.to_ascii_lowercase();
+                if c.is_ascii_uppercase() {
+                    vec!['-', lower]
+                } else {
+                    vec![lower]
+                }
+            })
+            .collect();
+        assert_eq!(*name, kebab, "{path}");
+        let place = match (built_in.on_agent(), built_in.in_controller()) {
+            (true, true) => "Agent and controller.",
+            (true, false) => "Agent only.",
+            (false, true) => "Controller only.",
+            (false, false) => unreachable!("{path} runs nowhere"),
+        };
+        assert!(
+            comment.ends_with(place),
+            "{path}: {comment:?} should say {place:?}"
+        );
+    }
 }

@@ -49,7 +49,7 @@ pub enum ProcessorError {
     Http(#[from] HttpServerError),
     /// An `httpServer` step names a built-in processor where none are offered.
     #[error(
-        "httpServer path {path} with no address is a built-in of the node agent; run the Diagnosis on a node (spec.nodeName or spec.podReference) so that the node's `operon agent` runs this step"
+        "httpServer path {path} with no address is a built-in of the node agent; run the Diagnosis on a node (spec.nodeName or spec.podReference, without spec.runOn: Controller) so that the node's `operon agent` runs this step"
     )]
     BuiltInOffNode {
         /// The path.

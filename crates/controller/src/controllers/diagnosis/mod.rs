@@ -24,8 +24,8 @@
 pub(crate) mod events;
 pub(crate) mod metrics;
 pub(crate) mod placement;
-pub(crate) mod targets;
 pub mod status;
+pub(crate) mod targets;
 
 #[cfg(test)]
 mod node_down_tests;
@@ -36,7 +36,6 @@ use events::Events;
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use placement::NodeHealth;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -50,6 +49,7 @@ use operon_data::api::{
 use operon_pipeline::pipeline::{self, CheckpointError, PipelineError, PlanError};
 use operon_runner::runner::processors::Processors;
 use operon_runner::store::oci_modules::{PinError, pin_operations, secret_auth};
+use placement::NodeHealth;
 use status::{Limits, StatusError, StatusWriter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -139,6 +139,17 @@ pub(crate) enum DiagnosisError {
     /// The script store could not be brought in step with the Operations.
     #[error("the script store: {0}")]
     Scripts(#[from] operon_script::StoreError),
+    /// A child Diagnosis of one with `spec.targetSelector` could not be created.
+    #[error("creating {child}, the child of {diagnosis} on one of its nodes: {source}")]
+    CreateChild {
+        /// `Diagnosis/namespace/name` of the parent.
+        diagnosis: String,
+        /// The child's name.
+        child: String,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// What a reconcile needs.

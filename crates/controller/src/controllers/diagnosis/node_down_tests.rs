@@ -57,7 +57,10 @@ async fn a_running_diagnosis_whose_node_is_down_says_so_and_waits_for_it() {
     // No Lease read: whatever the agent's Lease says, its node is down.
     let put = answer_put(&mut api, 11).await;
     let status = &put["status"];
-    assert_eq!(status["phase"], "Running", "its record stays as the agent left it");
+    assert_eq!(
+        status["phase"], "Running",
+        "its record stays as the agent left it"
+    );
     let condition = scheduled(status);
     assert_eq!(condition["status"], "False");
     assert_eq!(condition["reason"], NODE_NOT_READY);
@@ -90,9 +93,7 @@ async fn a_diagnosis_fails_when_its_node_stays_down_past_its_deadline() {
     api.next()
         .await
         .answer(200, serde_json::to_value(&d).unwrap());
-    api.next()
-        .await
-        .answer(200, unknown_node("worker-2", down));
+    api.next().await.answer(200, unknown_node("worker-2", down));
     let put = answer_put(&mut api, 11).await;
     let status = &put["status"];
     assert_eq!(status["phase"], "Failed");
@@ -212,7 +213,11 @@ async fn the_agent_keeps_the_controllers_condition_over_a_conflict_it_caused() {
     progressed.status.as_mut().unwrap().operation_results =
         [("result.a".to_owned(), "x".to_owned())].into();
     let mut more = progressed.clone();
-    more.status.as_mut().unwrap().operation_results.insert("result.b".to_owned(), "y".to_owned());
+    more.status
+        .as_mut()
+        .unwrap()
+        .operation_results
+        .insert("result.b".to_owned(), "y".to_owned());
     let writing = tokio::spawn(async move {
         let mut writer = StatusWriter::new(client, &d, Limits::default()).keeping_placement();
         let first = writer.write(&progressed).await;
@@ -272,11 +277,15 @@ async fn the_agent_still_stops_when_the_controller_failed_the_diagnosis() {
 
 #[test]
 fn a_node_change_wakes_the_unfinished_diagnoses_placed_on_it() {
-    let on_2 = Arc::new(diagnosis(Some(json!({"phase": "Running", "nodeName": "worker-2"}))));
+    let on_2 = Arc::new(diagnosis(Some(
+        json!({"phase": "Running", "nodeName": "worker-2"}),
+    )));
     let done = Arc::new(diagnosis(Some(
         json!({"phase": "Failed", "nodeName": "worker-2"}),
     )));
-    let on_1 = Arc::new(diagnosis(Some(json!({"phase": "Pending", "nodeName": "worker-1"}))));
+    let on_1 = Arc::new(diagnosis(Some(
+        json!({"phase": "Pending", "nodeName": "worker-1"}),
+    )));
     assert_eq!(placed_on(&[on_2, done, on_1.clone()], "worker-2").len(), 1);
     assert_eq!(placed_on(&[on_1], "worker-3").len(), 0);
 }

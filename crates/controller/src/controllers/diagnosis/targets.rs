@@ -12,9 +12,7 @@
 //! already counts as done, so a controller restarted between recording the targets and
 //! creating the children creates each child once.
 
-use super::{
-    Context, DiagnosisError, Patience, SCHEDULED, metrics, now, set_condition, wait,
-};
+use super::{Context, DiagnosisError, Patience, SCHEDULED, metrics, now, set_condition, wait};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{Api, ListParams, PostParams};
@@ -200,7 +198,11 @@ pub(crate) fn gather(
 ) {
     let mut used = 0;
     for target in targets.iter_mut() {
-        let Some(child) = target.diagnosis.as_ref().and_then(|name| children.get(name)) else {
+        let Some(child) = target
+            .diagnosis
+            .as_ref()
+            .and_then(|name| children.get(name))
+        else {
             used += size(&target.operation_results);
             continue;
         };
@@ -362,7 +364,7 @@ pub(super) async fn reconcile(
         .as_ref()
         .map(|s| s.targets.clone())
         .unwrap_or_default();
-    let mut taken = BTreeMap::new();
+    let mut taken = BTreeSet::new();
     for target in &targets {
         let Some(name) = &target.diagnosis else {
             continue;
@@ -372,15 +374,15 @@ pub(super) async fn reconcile(
         }
         match create(&api, &diagnosis, &target.node_name, &uid).await {
             Ok(Created::Mine(child)) => {
-                children.insert(name.clone(), child);
+                children.insert(name.clone(), *child);
             }
             Ok(Created::Taken) => {
-                taken.insert(name.clone(), target.node_name.clone());
+                taken.insert(name.clone());
             }
             Err(source) => {
-                return Err(DiagnosisError::Read {
+                return Err(DiagnosisError::CreateChild {
                     diagnosis: diagnosis.object_ref(),
-                    what: format!("creating its child Diagnosis {name}"),
+                    child: name.clone(),
                     source,
                 });
             }
@@ -393,7 +395,7 @@ pub(super) async fn reconcile(
         ctx.settings.limits.per_diagnosis,
     );
     for target in &mut status.targets {
-        if let Some(name) = target.diagnosis.as_ref().filter(|n| taken.contains_key(*n)) {
+        if let Some(name) = target.diagnosis.as_ref().filter(|n| taken.contains(*n)) {
             target.phase = DiagnosisPhase::Failed;
             target.message = Some(format!(
                 "a Diagnosis {name} that this one does not own exists already: delete it or \
@@ -420,7 +422,7 @@ pub(super) async fn reconcile(
 /// What creating a child came to.
 enum Created {
     /// The child, created now or found created by this parent before.
-    Mine(Diagnosis),
+    Mine(Box<Diagnosis>),
     /// Another Diagnosis holds the child's name.
     Taken,
 }
@@ -441,15 +443,15 @@ async fn create(
     match api.create(&params, &child).await {
         Ok(created) => {
             tracing::info!(parent = %parent.object_ref(), child = %created.name_any(), node, "child Diagnosis created");
-            Ok(Created::Mine(created))
+            Ok(Created::Mine(Box::new(created)))
         }
         Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => {
             // Created before a restart, or a stranger of the same name.
             match api.get_opt(&child.name_any()).await? {
-                Some(existing) if owned_by(&existing, uid) => Ok(Created::Mine(existing)),
+                Some(existing) if owned_by(&existing, uid) => Ok(Created::Mine(Box::new(existing))),
                 Some(_) => Ok(Created::Taken),
                 // Deleted since: the next reconcile creates it.
-                None => Ok(Created::Mine(child)),
+                None => Ok(Created::Mine(Box::new(child))),
             }
         }
         Err(e) => Err(e),
@@ -556,7 +558,13 @@ mod tests {
                 ("w2", Some("d-w2"), DiagnosisPhase::Pending),
             ]
         );
-        assert!(targets[0].message.as_deref().unwrap().contains("no Node \"gone\""));
+        assert!(
+            targets[0]
+                .message
+                .as_deref()
+                .unwrap()
+                .contains("no Node \"gone\"")
+        );
     }
 
     fn finished_child(node: &str, phase: &str, results: serde_json::Value) -> (String, Diagnosis) {

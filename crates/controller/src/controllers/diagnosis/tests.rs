@@ -492,3 +492,280 @@ async fn an_agent_skips_diagnoses_placed_on_other_nodes_without_a_request() {
     }
     api.quiet().await;
 }
+
+/// `d1` about the nodes `selector` names or matches.
+fn parent(selector: Value, status: Option<Value>) -> Diagnosis {
+    let mut d = diagnosis(status);
+    d.spec.target_selector = Some(serde_json::from_value(selector).unwrap());
+    d
+}
+
+/// A child of `d1` on `node` as the API server holds it, owned by `owner`.
+fn stored_child(node: &str, owner: &str, status: Option<Value>) -> Value {
+    let mut child = json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+        "metadata": {"name": format!("d1-{node}"), "namespace": "ops", "uid": format!("u-{node}"),
+                     "labels": {"operon.dev/parent-diagnosis": "d1"},
+                     "ownerReferences": [{"apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+                                          "name": "d1", "uid": owner, "controller": true}]},
+        "spec": {"operationSet": "three", "nodeName": node},
+    });
+    if let Some(status) = status {
+        child["status"] = status;
+    }
+    child
+}
+
+fn node_metadata(name: &str) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+           "metadata": {"name": name}})
+}
+
+const CHILDREN_URI: &str = "/apis/operon.dev/v1alpha1/namespaces/ops/diagnoses?&labelSelector=operon.dev%2Fparent-diagnosis%3Dd1";
+
+#[tokio::test]
+async fn a_target_selector_records_its_nodes_once_then_creates_one_child_per_node() {
+    let (client, mut api) = mock::pair();
+    let d = parent(
+        json!({"nodeNames": ["w1", "gone", "w1"],
+               "nodeSelector": {"matchLabels": {"role": "worker"}}}),
+        None,
+    );
+    let reconciling = tokio::spawn(reconcile(Arc::new(d.clone()), context(client)));
+    api.next()
+        .await
+        .answer(200, serde_json::to_value(&d).unwrap());
+    // Each name once, in order; then the selector, in one list.
+    let gone = api.next().await;
+    assert_eq!(
+        (gone.method.as_str(), gone.uri.as_str()),
+        ("GET", "/api/v1/nodes/gone")
+    );
+    gone.fail(404, "NotFound", "nodes \"gone\" not found");
+    let w1 = api.next().await;
+    assert_eq!(w1.uri, "/api/v1/nodes/w1");
+    w1.answer(200, node_metadata("w1"));
+    let list = api.next().await;
+    assert_eq!(
+        (list.method.as_str(), list.uri.as_str()),
+        ("GET", "/api/v1/nodes?&labelSelector=role%3Dworker")
+    );
+    list.answer(
+        200,
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+               "metadata": {"resourceVersion": "5"},
+               "items": [node_metadata("w1"), node_metadata("w2")]}),
+    );
+    // The targets are recorded before any child exists.
+    let put = answer_put(&mut api, 11).await;
+    let status = &put["status"];
+    assert_eq!(status["phase"], "Running");
+    assert!(
+        status.get("nodeName").is_none(),
+        "no agent may take a parent"
+    );
+    assert_eq!(
+        status["targets"],
+        json!([
+            {"nodeName": "gone", "phase": "Failed",
+             "message": "spec.targetSelector.nodeNames: there is no Node \"gone\""},
+            {"nodeName": "w1", "diagnosis": "d1-w1", "phase": "Pending"},
+            {"nodeName": "w2", "diagnosis": "d1-w2", "phase": "Pending"},
+        ])
+    );
+    assert_eq!(status["conditions"][0]["type"], SCHEDULED);
+    assert_eq!(status["conditions"][0]["reason"], "TargetsResolved");
+    let children = api.next().await;
+    assert_eq!(
+        (children.method.as_str(), children.uri.as_str()),
+        ("GET", CHILDREN_URI)
+    );
+    children.answer(
+        200,
+        json!({"apiVersion": "operon.dev/v1alpha1", "kind": "DiagnosisList",
+               "metadata": {"resourceVersion": "11"}, "items": []}),
+    );
+    let create = api.next().await;
+    assert_eq!(create.method, "POST");
+    assert_eq!(
+        create.uri,
+        "/apis/operon.dev/v1alpha1/namespaces/ops/diagnoses?&fieldManager=operon"
+    );
+    let body = create.json();
+    assert_eq!(
+        body,
+        json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+            "metadata": {"name": "d1-w1", "namespace": "ops",
+                         "labels": {"operon.dev/parent-diagnosis": "d1"},
+                         "ownerReferences": [{"apiVersion": "operon.dev/v1alpha1",
+                             "kind": "Diagnosis", "name": "d1", "uid": "u-1",
+                             "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"operationSet": "three", "nodeName": "w1"},
+        })
+    );
+    create.answer(201, stored_child("w1", "u-1", None));
+    // Created by this parent before a restart: found, not created twice.
+    let again = api.next().await;
+    assert_eq!(again.json()["metadata"]["name"], "d1-w2");
+    again.fail(409, "AlreadyExists", "diagnoses \"d1-w2\" already exists");
+    let get = api.next().await;
+    assert_eq!(
+        (get.method.as_str(), get.uri.as_str()),
+        (
+            "GET",
+            "/apis/operon.dev/v1alpha1/namespaces/ops/diagnoses/d1-w2"
+        )
+    );
+    get.answer(
+        200,
+        stored_child("w2", "u-1", Some(json!({"phase": "Running"}))),
+    );
+    let put = answer_put(&mut api, 12).await;
+    assert_eq!(put["metadata"]["resourceVersion"], "11");
+    assert_eq!(put["status"]["targets"][2]["phase"], "Running");
+    assert_eq!(put["status"]["phase"], "Running");
+    let action = reconciling.await.unwrap().unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(60)));
+    api.quiet().await;
+}
+
+#[tokio::test]
+async fn a_parent_gathers_its_children_and_fails_naming_the_nodes_that_failed() {
+    let (client, mut api) = mock::pair();
+    let recorded = json!({
+        "phase": "Running", "startTime": "2026-11-23T10:00:01Z",
+        "targets": [{"nodeName": "w1", "diagnosis": "d1-w1", "phase": "Pending"},
+                    {"nodeName": "w2", "diagnosis": "d1-w2", "phase": "Pending"}],
+    });
+    let d = parent(json!({"nodeSelector": {}}), Some(recorded));
+    let reconciling = tokio::spawn(reconcile(Arc::new(d.clone()), context(client)));
+    api.next()
+        .await
+        .answer(200, serde_json::to_value(&d).unwrap());
+    let children = api.next().await;
+    assert_eq!(children.uri, CHILDREN_URI);
+    let complete = |reason: &str, message: &str| {
+        json!([{"type": "Complete", "status": "True", "reason": reason, "message": message,
+                "lastTransitionTime": "2026-11-23T10:05:00Z"}])
+    };
+    children.answer(
+        200,
+        json!({"apiVersion": "operon.dev/v1alpha1", "kind": "DiagnosisList",
+               "metadata": {"resourceVersion": "20"}, "items": [
+            stored_child("w1", "u-1", Some(json!({"phase": "Succeeded",
+                "operationResults": {"disk": "ok"}, "conditions": complete("Succeeded", "path 1")}))),
+            stored_child("w2", "u-1", Some(json!({"phase": "Failed",
+                "conditions": complete("NodeNotReady", "node w2 is gone")}))),
+            // Same label, another owner (a parent deleted and created again): not its child.
+            stored_child("w3", "u-old", Some(json!({"phase": "Failed"}))),
+        ]}),
+    );
+    let put = answer_put(&mut api, 21).await;
+    let status = &put["status"];
+    assert_eq!(status["phase"], "Failed");
+    assert_eq!(
+        status["targets"],
+        json!([
+            {"nodeName": "w1", "diagnosis": "d1-w1", "phase": "Succeeded", "message": "path 1",
+             "operationResults": {"disk": "ok"}},
+            {"nodeName": "w2", "diagnosis": "d1-w2", "phase": "Failed",
+             "message": "node w2 is gone"},
+        ])
+    );
+    let complete = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == pipeline::COMPLETE)
+        .unwrap();
+    assert_eq!(complete["reason"], "Failed");
+    assert_eq!(complete["message"], "failed on 1 of 2 nodes: w2");
+    assert!(status.get("completionTime").is_some());
+    assert_eq!(reconciling.await.unwrap().unwrap(), Action::await_change());
+    api.quiet().await;
+}
+
+#[tokio::test]
+async fn a_selector_that_matches_no_node_waits_then_fails() {
+    for (created, phase, action) in [
+        (Time(now()), "Pending", Action::requeue(WAIT_POLL)),
+        (
+            Time("2026-11-23T10:00:00Z".parse().unwrap()),
+            "Failed",
+            Action::await_change(),
+        ),
+    ] {
+        let (client, mut api) = mock::pair();
+        let mut d = parent(
+            json!({"nodeSelector": {"matchExpressions": [
+                {"key": "gpu", "operator": "Exists"}]}}),
+            None,
+        );
+        d.metadata.creation_timestamp = Some(created);
+        let reconciling = tokio::spawn(reconcile(Arc::new(d.clone()), context(client)));
+        api.next()
+            .await
+            .answer(200, serde_json::to_value(&d).unwrap());
+        let list = api.next().await;
+        assert_eq!(list.uri, "/api/v1/nodes?&labelSelector=gpu");
+        list.answer(
+            200,
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                   "metadata": {}, "items": []}),
+        );
+        let put = answer_put(&mut api, 11).await;
+        let status = &put["status"];
+        assert_eq!(status["phase"], phase);
+        assert!(status.get("targets").is_none());
+        let scheduled = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == SCHEDULED)
+            .unwrap();
+        assert_eq!(scheduled["reason"], "NoMatchingNode");
+        assert_eq!(reconciling.await.unwrap().unwrap(), action);
+        api.quiet().await;
+    }
+}
+
+#[tokio::test]
+async fn an_agent_never_runs_a_parent() {
+    let (client, mut api) = mock::pair();
+    let role = Role::Agent {
+        node: "w1".to_owned(),
+    };
+    let processors = Arc::new(Processors::new(Default::default()));
+    let ctx = Arc::new(Context::new(
+        client,
+        processors,
+        Settings::new(role, "operon"),
+    ));
+    let running = json!({"phase": "Running",
+        "targets": [{"nodeName": "w1", "diagnosis": "d1-w1", "phase": "Running"}]});
+    let d = parent(json!({"nodeNames": ["w1"]}), Some(running));
+    let action = reconcile(Arc::new(d), ctx).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    api.quiet().await;
+}
+
+#[test]
+fn admission_refuses_a_target_selector_beside_a_node_or_naming_pods() {
+    let problems = crate::manifest::validate_object(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
+        "metadata": {"name": "d1", "namespace": "ops"},
+        "spec": {"operationSet": "three", "nodeName": "w1",
+                 "targetSelector": {"podSelector": {"matchLabels": {"app": "web"}}}},
+    }));
+    let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["spec.targetSelector", "spec.targetSelector.podSelector"]
+    );
+    assert!(
+        problems[1]
+            .reason
+            .contains("not supported yet, use nodeNames or nodeSelector")
+    );
+}
