@@ -90,7 +90,11 @@ fn check_namespaces(objects: &[Value]) {
             assert_eq!(namespace, Some("operon-node"));
             continue;
         }
-        if CLUSTER_SCOPED.contains(&kind(object)) {
+        // The kubelets' Leases are read where they are.
+        let node_leases = name(object).ends_with("node-leases");
+        if node_leases {
+            assert_eq!(namespace, Some("kube-node-lease"), "{object}");
+        } else if CLUSTER_SCOPED.contains(&kind(object)) {
             assert_eq!(namespace, None, "{} is cluster-scoped", name(object));
         } else {
             assert_eq!(
@@ -196,6 +200,8 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
     // created owned by it with blockOwnerDeletion (allowed to who may update its
     // finalizers).
     expected.insert(grant("", "nodes", "list", ""));
+    // The nodes Diagnoses are placed on, followed for their Ready condition.
+    expected.insert(grant("", "nodes", "watch", ""));
     expected.insert(grant("operon.dev", "diagnoses/finalizers", "update", ""));
     // job steps: their Job and input ConfigMap, the pods watched and a log read for
     // the result; argoWorkflow steps: their Workflow, watched and told to terminate.
@@ -342,7 +348,25 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         "Role",
         "operon-agent-leases",
     ));
-    let mut roles = BTreeSet::from(["operon-leader-election", "operon-agent-leases"]);
+    // The kubelets' Leases, in kube-node-lease, read (only) by the node-lease built-in.
+    let role = find(objects, "Role", "operon-node-leases");
+    assert_eq!(role["metadata"]["namespace"], "kube-node-lease");
+    assert_eq!(
+        grants(role),
+        BTreeSet::from([grant("coordination.k8s.io", "leases", "get", "")]),
+        "the kubelet-Lease Role"
+    );
+    bindings.push((
+        "RoleBinding",
+        "operon-node-leases",
+        "Role",
+        "operon-node-leases",
+    ));
+    let mut roles = BTreeSet::from([
+        "operon-leader-election",
+        "operon-agent-leases",
+        "operon-node-leases",
+    ]);
     // The Alertmanager receiver's token: read and watched by name, never written, and
     // there exactly when the flag names it.
     let token_secret = alertmanager_token_secret(objects);
@@ -783,6 +807,9 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "PodDisruptionBudget/operon",
         "Role/operon-agent-leases",
         "RoleBinding/operon-agent-leases",
+        // The kubelets' Leases, in kube-node-lease.
+        "Role/operon-node-leases",
+        "RoleBinding/operon-node-leases",
         // The node agent (deploy_agent.rs checks it).
         "ServiceAccount/operon-agent",
         "ClusterRole/operon-agent",
@@ -1328,6 +1355,7 @@ fn chart_without_leader_election_runs_one_replica_and_no_lease_role() {
                 "operon-webhook-tls",
                 ALERTMANAGER_TOKEN_SECRET,
                 "operon-agent-leases",
+                "operon-node-leases",
                 "operon-agent",
             ]),
             "no {kind_} for the leader-election Lease"

@@ -35,13 +35,13 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod hook_job;
-mod load;
+pub(crate) mod load;
 
 /// A Diagnosis' status, polled every 300 ms until it Succeeded or Failed: every
 /// `operationResults` value must keep the value it was first seen with (a step that
 /// finished and ran again would write a new timestamp). `during` runs once `trigger`
 /// holds for the status.
-async fn follow_diagnosis(
+pub(crate) async fn follow_diagnosis(
     config: &Path,
     namespace: &str,
     name: &str,
@@ -86,7 +86,7 @@ async fn follow_diagnosis(
 }
 
 /// Each node of `status.nodes` once: none ran to its end twice.
-fn nodes_ran_once(status: &Value) {
+pub(crate) fn nodes_ran_once(status: &Value) {
     let mut seen = BTreeMap::new();
     for record in status["nodes"].as_array().into_iter().flatten() {
         let id = record["id"].to_string();
@@ -105,7 +105,7 @@ fn apply(config: &Path, dir: &Path, name: &str, text: &str) {
 }
 
 /// Waits until a replica holds the Lease that is not `old`; returns it.
-async fn new_leader(config: &Path, old: &str) -> String {
+pub(crate) async fn new_leader(config: &Path, old: &str) -> String {
     eventually("another leader", Duration::from_secs(120), async || {
         let holder = leader_pod(config);
         (!holder.is_empty() && holder != old).then_some(holder)

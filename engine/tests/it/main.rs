@@ -57,6 +57,7 @@ mod e2e_modules;
 mod e2e_node;
 mod e2e_node_faults;
 mod e2e_node_soak;
+mod e2e_two_nodes;
 mod e2e_oci_modules;
 mod e2e_offload;
 mod e2e_prometheus;

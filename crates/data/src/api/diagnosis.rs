@@ -328,6 +328,27 @@ impl Diagnosis {
                 problems.push(Problem::new(self.object_ref(), field, reason));
             });
         }
+        if let Some(seconds) = self.spec.node_not_ready_timeout_seconds
+            && seconds < 1
+        {
+            problems.push(Problem::new(
+                self.object_ref(),
+                "spec.nodeNotReadyTimeoutSeconds",
+                format!("must be at least 1, got {seconds}"),
+            ));
+        }
+        let placed = self.spec.node_name.is_some()
+            || self.spec.pod_reference.is_some()
+            || self.spec.target_selector.is_some();
+        if self.spec.run_on == Some(DiagnosisRunOn::Controller) && !placed {
+            problems.push(Problem::new(
+                self.object_ref(),
+                "spec.runOn",
+                "Controller needs spec.nodeName, spec.podReference or spec.targetSelector: \
+                 it runs a Diagnosis about a node in the controller (one naming none runs \
+                 there anyway)",
+            ));
+        }
         problems
     }
 }
@@ -614,5 +635,25 @@ mod tests {
         let back = serde_json::to_value(&status).unwrap();
         assert!(back["targets"][1].get("resultsOmitted").is_none());
         assert!(back["targets"][1].get("operationResults").is_none());
+    }
+
+    #[test]
+    fn a_node_wait_below_a_second_and_run_on_controller_about_nothing_are_refused() {
+        let mut d = Diagnosis::new(
+            "d",
+            DiagnosisSpec {
+                operation_set: "s".to_owned(),
+                node_not_ready_timeout_seconds: Some(0),
+                run_on: Some(DiagnosisRunOn::Controller),
+                ..Default::default()
+            },
+        );
+        let fields: Vec<String> = d.validate().into_iter().map(|p| p.to_string()).collect();
+        assert_eq!(fields.len(), 2, "{fields:?}");
+        assert!(fields[0].contains("spec.nodeNotReadyTimeoutSeconds") && fields[0].contains("got 0"));
+        assert!(fields[1].contains("spec.runOn"));
+        d.spec.node_not_ready_timeout_seconds = Some(30);
+        d.spec.node_name = Some("worker-2".to_owned());
+        assert!(d.validate().is_empty());
     }
 }

@@ -45,7 +45,7 @@ struct Record {
 
 /// ConfigMaps created at [`RATE`] and Pods at half of it in `namespace` until stopped, and each load
 /// Pod's time of carrying both labels, polled every 300 ms.
-pub(super) struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     creating: tokio::task::JoinHandle<Record>,
     labelled: Arc<Mutex<BTreeMap<String, Instant>>>,
@@ -53,7 +53,7 @@ pub(super) struct Load {
 }
 
 impl Load {
-    pub(super) fn start(
+    pub(crate) fn start(
         client: &kube::Client,
         namespace: &str,
         prefix: &str,
@@ -156,7 +156,7 @@ impl Load {
 
     /// Stops creating, waits (at most `limit`) until every Pod created carries both
     /// labels, and reports the fault that began at `fault`.
-    pub(super) async fn finish(self, what: &str, fault: Instant, limit: Duration) -> Report {
+    pub(crate) async fn finish(self, what: &str, fault: Instant, limit: Duration) -> Report {
         self.stop.store(true, Ordering::Relaxed);
         let record = self.creating.await.unwrap();
         let deadline = Instant::now() + limit;
@@ -189,7 +189,7 @@ impl Load {
 }
 
 /// What one fault came to.
-pub(super) struct Report {
+pub(crate) struct Report {
     what: String,
     pods: usize,
     pods_not_created: usize,
@@ -255,7 +255,7 @@ impl Report {
         }
     }
 
-    pub(super) fn print(&self) {
+    pub(crate) fn print(&self) {
         let span = |w: Option<(Duration, Duration)>| match w {
             Some((from, to)) => format!(
                 "{:.1} s to {:.1} s after the fault",
