@@ -120,17 +120,6 @@ pub struct ArgoParameter {
     pub from_key: Option<String>,
 }
 
-/// A DNS-1123 subdomain: what Kubernetes accepts as an object name.
-fn is_dns_subdomain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
 /// Whether `text` is a Kubernetes quantity, as the API server reads it: a signed
 /// decimal number, then a binary suffix (`Ki`...`Ei`), a decimal one (`m`, `k`, `M`...
 /// `E`) or a decimal exponent (`e3`, `E-2`).
@@ -199,7 +188,7 @@ impl JobProcessor {
             }
         }
         if let Some(sa) = &self.service_account_name
-            && !is_dns_subdomain(sa)
+            && !crate::names::is_dns_subdomain(sa)
         {
             problems.push((
                 "serviceAccountName".to_owned(),
@@ -240,7 +229,7 @@ impl ArgoWorkflowProcessor {
                 String::new(),
                 "set one of workflowTemplateRef, workflowSpec (both are set)".to_owned(),
             )),
-            (Some(r), None) if !is_dns_subdomain(&r.name) => problems.push((
+            (Some(r), None) if !crate::names::is_dns_subdomain(&r.name) => problems.push((
                 "workflowTemplateRef.name".to_owned(),
                 format!("{:?} is not a valid object name", r.name),
             )),
@@ -274,7 +263,7 @@ impl ArgoWorkflowProcessor {
             }
         }
         if let Some(sa) = &self.service_account_name
-            && !is_dns_subdomain(sa)
+            && !crate::names::is_dns_subdomain(sa)
         {
             problems.push((
                 "serviceAccountName".to_owned(),

@@ -1,6 +1,7 @@
 //! `Diagnosis`: one run of an OperationSet about a node or a pod, and its record.
 
 use super::{Condition, Problem};
+use crate::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -392,7 +393,7 @@ fn target_selector_problems(
         );
     }
     for (i, name) in selector.node_names.iter().enumerate() {
-        if !is_dns_subdomain(name) {
+        if !names::is_dns_subdomain(name) {
             push(
                 format!("{AT}.nodeNames[{i}]"),
                 format!("{name:?} is not a node name (a lowercase DNS subdomain)"),
@@ -412,16 +413,16 @@ fn label_selector_problems(
     push: &mut dyn FnMut(String, String),
 ) {
     for (key, value) in selector.match_labels.iter().flatten() {
-        if let Err(reason) = label_key(key) {
+        if let Err(reason) = names::label_key(key) {
             push(format!("{at}.matchLabels"), reason);
         }
-        if !is_label_value(value) {
-            push(format!("{at}.matchLabels.{key}"), label_value_reason(value));
+        if let Err(reason) = names::label_value(value) {
+            push(format!("{at}.matchLabels.{key}"), reason);
         }
     }
     for (i, requirement) in selector.match_expressions.iter().flatten().enumerate() {
         let at = format!("{at}.matchExpressions[{i}]");
-        if let Err(reason) = label_key(&requirement.key) {
+        if let Err(reason) = names::label_key(&requirement.key) {
             push(format!("{at}.key"), reason);
         }
         let values = requirement.values.as_deref().unwrap_or_default();
@@ -434,8 +435,8 @@ fn label_selector_problems(
                     );
                 }
                 for (j, value) in values.iter().enumerate() {
-                    if !is_label_value(value) {
-                        push(format!("{at}.values[{j}]"), label_value_reason(value));
+                    if let Err(reason) = names::label_value(value) {
+                        push(format!("{at}.values[{j}]"), reason);
                     }
                 }
             }
@@ -453,65 +454,6 @@ fn label_selector_problems(
             ),
         }
     }
-}
-
-/// A label key: an optional DNS subdomain prefix and `/`, then a label name.
-fn label_key(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if prefix.is_some_and(|prefix| !is_dns_subdomain(prefix)) {
-        return Err(format!(
-            "label key {key:?}: the prefix must be a lowercase DNS subdomain"
-        ));
-    }
-    if !is_label_name(name) {
-        return Err(format!(
-            "label key {key:?}: the name must be at most 63 letters, digits, '-', '_' or \
-             '.', starting and ending with a letter or digit"
-        ));
-    }
-    Ok(())
-}
-
-fn label_value_reason(value: &str) -> String {
-    format!(
-        "label value {value:?}: at most 63 letters, digits, '-', '_' or '.', starting and \
-         ending with a letter or digit"
-    )
-}
-
-/// A label value: empty, or like a label key's name.
-fn is_label_value(value: &str) -> bool {
-    value.is_empty() || is_label_name(value)
-}
-
-fn is_label_name(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
-}
-
-/// RFC 1123 subdomain: what Kubernetes accepts as a Node's name.
-fn is_dns_subdomain(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 253
-        && text.split('.').all(|label| {
-            let bytes = label.as_bytes();
-            !bytes.is_empty()
-                && bytes.len() <= 63
-                && bytes[0].is_ascii_alphanumeric()
-                && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-                && bytes
-                    .iter()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        })
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ use operon_data::model::{
     KubernetesBindingConfig, LabelOperator, LabelSelector, NamespaceSelector,
     ScheduleBindingConfig, WatchEvent,
 };
+use operon_data::names::{
+    is_dns_label, is_dns_subdomain, is_qualified_name, label_key, label_value,
+};
 use operon_data::schedule::Schedule;
 use operon_jq as jq;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -757,16 +760,16 @@ fn check_label_selector(
     selector: &LabelSelector,
 ) -> LabelSelector {
     for (key, value) in &selector.match_labels {
-        if let Err(reason) = check_label_key(key) {
+        if let Err(reason) = label_key(key) {
             p.push(Some(at), format!("{field}.matchLabels"), reason);
         }
-        if let Err(reason) = check_label_value(value) {
+        if let Err(reason) = label_value(value) {
             p.push(Some(at), format!("{field}.matchLabels.{key}"), reason);
         }
     }
     for (i, requirement) in selector.match_expressions.iter().enumerate() {
         let path = format!("{field}.matchExpressions[{i}]");
-        if let Err(reason) = check_label_key(&requirement.key) {
+        if let Err(reason) = label_key(&requirement.key) {
             p.push(Some(at), format!("{path}.key"), reason);
         }
         match requirement.operator {
@@ -779,7 +782,7 @@ fn check_label_selector(
                     );
                 }
                 for value in &requirement.values {
-                    if let Err(reason) = check_label_value(value) {
+                    if let Err(reason) = label_value(value) {
                         p.push(Some(at), format!("{path}.values"), reason);
                     }
                 }
@@ -859,79 +862,6 @@ fn check_namespace_selector(
             .map(|s| check_label_selector(p, at, "namespace.labelSelector", s)),
     };
     (checked.name_selector.is_some() || checked.label_selector.is_some()).then_some(checked)
-}
-
-/// A label key: an optional DNS subdomain prefix and `/`, then a name of at most 63
-/// characters.
-fn check_label_key(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if let Some(prefix) = prefix
-        && !is_dns_subdomain(prefix)
-    {
-        return Err(format!(
-            "label key {key:?}: the prefix must be a lowercase DNS subdomain"
-        ));
-    }
-    if name.is_empty() || !is_label_name(name) {
-        return Err(format!(
-            "label key {key:?}: the name must be at most 63 letters, digits, '-', '_' or \
-             '.', starting and ending with a letter or digit"
-        ));
-    }
-    Ok(())
-}
-
-/// A label value: empty, or like a label key's name.
-fn check_label_value(value: &str) -> Result<(), String> {
-    if value.is_empty() || is_label_name(value) {
-        Ok(())
-    } else {
-        Err(format!(
-            "label value {value:?}: at most 63 letters, digits, '-', '_' or '.', starting \
-             and ending with a letter or digit"
-        ))
-    }
-}
-
-fn is_label_name(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
-}
-
-/// RFC 1123 label: lowercase letters, digits and '-', at most 63, alphanumeric ends.
-fn is_dns_label(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-}
-
-/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-fn is_dns_subdomain(text: &str) -> bool {
-    text.len() <= 253 && text.split('.').all(is_dns_label)
-}
-
-/// A Kubernetes qualified name: `name` or `prefix/name`, the prefix a DNS subdomain.
-fn is_qualified_name(text: &str) -> bool {
-    match text.split_once('/') {
-        Some((prefix, name)) => {
-            !prefix.is_empty() && is_dns_subdomain(prefix) && is_label_name(name)
-        }
-        None => is_label_name(text),
-    }
 }
 
 /// Webhook names must be fully qualified: a subdomain with at least three segments.

@@ -361,18 +361,6 @@ fn a_hook_with_settings_only_loads_with_a_warning_as_in_shell_operator() {
 }
 
 #[test]
-fn label_syntax() {
-    assert!(check_label_key("app").is_ok());
-    assert!(check_label_key("app.kubernetes.io/name").is_ok());
-    assert!(check_label_key("Example.com/name").is_err());
-    assert!(check_label_key("-app").is_err());
-    assert!(check_label_key(&"a".repeat(64)).is_err());
-    assert!(check_label_value("").is_ok());
-    assert!(check_label_value("v1.2_x-y").is_ok());
-    assert!(check_label_value("has space").is_err());
-}
-
-#[test]
 fn problems_display_hook_binding_field_and_reason() {
     let problem = ConfigProblem {
         hook: "pods.sh".to_owned(),
