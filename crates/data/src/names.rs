@@ -87,7 +87,11 @@ mod tests {
             assert!(!is_dns_label(bad), "{bad:?}");
         }
         assert!(is_dns_subdomain("ip-10-0-0-1.eu-west-1.compute.internal"));
-        assert!(is_dns_subdomain(&format!("{}.{}", "a".repeat(63), "b".repeat(63))));
+        assert!(is_dns_subdomain(&format!(
+            "{}.{}",
+            "a".repeat(63),
+            "b".repeat(63)
+        )));
         for bad in ["", "a..b", ".a", "a.", "a_b", &"a.".repeat(127)] {
             assert!(!is_dns_subdomain(bad), "{bad:?}");
         }
@@ -98,7 +102,10 @@ mod tests {
         assert!(label_key("node-role.kubernetes.io/worker").is_ok());
         assert!(label_key("app").is_ok());
         let prefix = label_key("Bad_Prefix/x").unwrap_err();
-        assert!(prefix.contains("the prefix must be a lowercase DNS subdomain"), "{prefix}");
+        assert!(
+            prefix.contains("the prefix must be a lowercase DNS subdomain"),
+            "{prefix}"
+        );
         let name = label_key("example.com/-x").unwrap_err();
         assert!(name.contains("the name must be at most 63"), "{name}");
         assert!(label_key("example.com/").is_err());

@@ -139,7 +139,15 @@ fn pods_by_node(config: &Path, selector: &str) -> BTreeMap<String, Vec<String>> 
 fn node_of(config: &Path, pod: &str) -> String {
     kubectl(
         config,
-        &["-n", "operon", "get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"],
+        &[
+            "-n",
+            "operon",
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.spec.nodeName}",
+        ],
     )
 }
 
@@ -229,10 +237,7 @@ async fn placement(node: &Node, second: &Second, dir: &Path, namespace: &str) {
             "one agent on node {n}: {agents:?}"
         );
     }
-    let replicas = pods_by_node(
-        config,
-        "app.kubernetes.io/name=operon,app.kubernetes.io/component=controller",
-    );
+    let replicas = pods_by_node(config, CONTROLLER);
     assert_eq!(
         replicas.len(),
         2,
@@ -444,17 +449,21 @@ async fn node_dies_under_a_diagnosis(node: &Node, second: &Second, dir: &Path, n
     // The Trigger on the node controller's NodeNotReady Event.
     let dead = dead_node_diagnosis(config, node_name).await;
     assert_eq!(dead["phase"], "Succeeded", "{dead:#}");
-    assert!(dead["nodeName"].is_null(), "run in the controller: {dead:#}");
+    assert!(
+        dead["nodeName"].is_null(),
+        "run in the controller: {dead:#}"
+    );
     let results = &dead["operationResults"];
     let ready = results["collector.kubernetes.node.ready"]
         .as_str()
         .unwrap_or_default();
     assert_ne!(ready, "True", "{dead:#}");
     let lease: Value =
-        serde_json::from_str(results["collector.kubernetes.node.lease"].as_str().unwrap())
-            .unwrap();
+        serde_json::from_str(results["collector.kubernetes.node.lease"].as_str().unwrap()).unwrap();
     assert_eq!(lease["expired"], true, "{lease}");
-    let events = results["collector.kubernetes.node.events"].as_str().unwrap();
+    let events = results["collector.kubernetes.node.events"]
+        .as_str()
+        .unwrap();
     assert!(events.contains("NodeNotReady"), "{events}");
     let pods = results["collector.kubernetes.pod.list"].as_str().unwrap();
     assert!(pods.contains("operon-agent"), "its agent's Pod is listed");
@@ -499,32 +508,53 @@ fn timestamp_in(line: &str) -> Option<jiff::Timestamp> {
         .find_map(|word| word.trim_end_matches(',').parse().ok())
 }
 
-/// Makes the replica on `node` the leader: deletes the leader while it is elsewhere.
+/// The controller replicas' Pods.
+const CONTROLLER: &str = "app.kubernetes.io/name=operon,app.kubernetes.io/component=controller";
+
+fn rolled_out(config: &Path) {
+    kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "rollout",
+            "status",
+            "deployment/operon",
+            "--timeout=300s",
+        ],
+    );
+}
+
+/// Makes a replica on `node` the leader. Nothing moves a replica back to a node that
+/// returned, so a standby elsewhere is deleted first: its replacement is spread onto
+/// `node`; then the leader, while it is elsewhere.
 async fn leader_on(config: &Path, node: &str) -> String {
-    for _ in 0..3 {
+    for _ in 0..4 {
+        rolled_out(config);
+        let replicas = pods_by_node(config, CONTROLLER);
         let leader = leader_pod(config);
+        if !replicas.contains_key(node) {
+            let standby = replicas
+                .values()
+                .flatten()
+                .find(|p| **p != leader)
+                .unwrap_or(&leader)
+                .clone();
+            force_delete(config, &standby);
+            // Wait for the Deployment to see the deletion before waiting for its rollout.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
         if node_of(config, &leader) == node {
             return leader;
         }
         force_delete(config, &leader);
-        let next = new_leader(config, &leader).await;
-        if node_of(config, &next) == node {
-            // The deleted replica's successor comes back as a standby.
-            kubectl(
-                config,
-                &[
-                    "-n",
-                    "operon",
-                    "rollout",
-                    "status",
-                    "deployment/operon",
-                    "--timeout=180s",
-                ],
-            );
-            return next;
-        }
+        new_leader(config, &leader).await;
     }
-    panic!("no leader on node {node}");
+    panic!(
+        "no leader on node {node}: replicas {:?}",
+        pods_by_node(config, CONTROLLER)
+    );
 }
 
 /// The leader's node stopped, then partitioned, under load.
@@ -551,7 +581,11 @@ async fn leader_node_fails(
     // Past the Pods' eviction, so that the Service has dropped the dead replica.
     tokio::time::sleep(Duration::from_secs(40).saturating_sub(fault.elapsed())).await;
     let report = load
-        .finish(&format!("leader's node {action}"), fault, Duration::from_secs(180))
+        .finish(
+            &format!("leader's node {action}"),
+            fault,
+            Duration::from_secs(180),
+        )
         .await;
     report.print();
     let healed = Instant::now();
@@ -590,9 +624,12 @@ async fn leader_node_fails(
             "partition healed {:.1} s ago; the Lease was acquired at {acquired}; the cut-off \
              replica logged: {}",
             healed.elapsed().as_secs_f64(),
-            stopped_leading.as_deref().unwrap_or("(nothing about leading)")
+            stopped_leading
+                .as_deref()
+                .unwrap_or("(nothing about leading)")
         );
-        let stopped_leading = stopped_leading.expect("the cut-off replica logs that it stopped leading");
+        let stopped_leading =
+            stopped_leading.expect("the cut-off replica logs that it stopped leading");
         let at = timestamp_in(&stopped_leading).expect("a timestamp in the log line");
         let acquired: jiff::Timestamp = acquired.parse().unwrap();
         assert!(
@@ -600,17 +637,7 @@ async fn leader_node_fails(
             "the cut-off replica stopped leading at {at}, after the other took the Lease at {acquired}"
         );
     }
-    kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "rollout",
-            "status",
-            "deployment/operon",
-            "--timeout=300s",
-        ],
-    );
+    rolled_out(config);
 }
 
 #[tokio::test]
@@ -622,7 +649,11 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
     let namespace = scratch.name.as_str();
     kubectl(
         config,
-        &["apply", "-k", repo().join("deploy/builtins").to_str().unwrap()],
+        &[
+            "apply",
+            "-k",
+            repo().join("deploy/builtins").to_str().unwrap(),
+        ],
     );
     let example = repo().join("operations/examples/dead-node");
     for file in ["pipeline.yaml", "trigger.yaml"] {

@@ -592,7 +592,9 @@ mod tests {
         );
         let fields: Vec<String> = d.validate().into_iter().map(|p| p.to_string()).collect();
         assert_eq!(fields.len(), 2, "{fields:?}");
-        assert!(fields[0].contains("spec.nodeNotReadyTimeoutSeconds") && fields[0].contains("got 0"));
+        assert!(
+            fields[0].contains("spec.nodeNotReadyTimeoutSeconds") && fields[0].contains("got 0")
+        );
         assert!(fields[1].contains("spec.runOn"));
         d.spec.node_not_ready_timeout_seconds = Some(30);
         d.spec.node_name = Some("worker-2".to_owned());
