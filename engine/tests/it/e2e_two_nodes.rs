@@ -16,13 +16,17 @@
 //! - the dead-node Trigger: the node controller's `NodeNotReady` Event creates a
 //!   Diagnosis about the stopped node that runs in the controller and collects the
 //!   node's Ready state, its expired Lease, the Event and its Pods;
+//! - the agents' DaemonSet and the controller's Deployment rolled out while a Diagnosis
+//!   runs on each node under that load: nothing lost, no finished step run again;
 //! - the leader on the failing node, under load (Pods for the labelling hooks,
 //!   ConfigMaps for the admission hooks): stopped, then partitioned. Each reports the
 //!   time to a new leader, how long admission requests were refused and until labels
 //!   flowed again; after the partition heals, that the cut-off replica stopped leading
 //!   before the other took the Lease (no two leaders).
 
-use crate::e2e_node::{Node, finished_diagnosis, force_delete, install_for_load, leader_pod, node};
+use crate::e2e_node::{
+    Node, finished_diagnosis, force_delete, install_for_load, leader_pod, node, push_modules,
+};
 use crate::e2e_node_faults::load::Load;
 use crate::e2e_node_faults::{follow_diagnosis, new_leader, nodes_ran_once};
 use crate::e2e_support::*;
@@ -183,7 +187,8 @@ fn nodes(config: &Path, second: &Second) -> (String, String) {
 }
 
 /// A step printing the host name of the Pod it runs in (`uname -n`: the agent's Pod),
-/// and the set and the Diagnosis over both nodes.
+/// then the pushed echo module (which returns the node it was told of), and the set and
+/// the Diagnosis over both nodes.
 fn whoami(namespace: &str, nodes: [&str; 2]) -> String {
     format!(
         r#"apiVersion: operon.dev/v1alpha1
@@ -200,6 +205,16 @@ spec:
         uname -n
 ---
 apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata:
+  name: e2e-two-echo
+spec:
+  processor:
+    timeoutSeconds: 30
+    wasm:
+      module: e2e-two-echo
+---
+apiVersion: operon.dev/v1alpha1
 kind: OperationSet
 metadata:
   name: e2e-two-whoami
@@ -209,6 +224,9 @@ spec:
     to: [1]
   - id: 1
     operation: e2e-two-whoami
+    to: [2]
+  - id: 2
+    operation: e2e-two-echo
 ---
 apiVersion: operon.dev/v1alpha1
 kind: Diagnosis
@@ -245,6 +263,13 @@ async fn placement(node: &Node, second: &Second, dir: &Path, namespace: &str) {
     );
     eprintln!("agents: {agents:?}; controller replicas: {replicas:?}");
 
+    // A module pushed to the engine: both agents fetch it and run it.
+    let _uploader = push_modules(
+        config,
+        dir,
+        namespace,
+        &[("e2e-two-echo", operon_tests::ECHO)],
+    );
     let started = Instant::now();
     apply(
         config,
@@ -275,9 +300,15 @@ async fn placement(node: &Node, second: &Second, dir: &Path, namespace: &str) {
             "the step about node {n} ran in its agent"
         );
         assert_eq!(node_of(config, &ran_in), *n);
+        assert_eq!(
+            status["operationResults"]["context.node"],
+            n.as_str(),
+            "the pushed module ran about node {n}: {status:#}"
+        );
     }
     eprintln!(
-        "a Diagnosis over both nodes succeeded in {:.1} s, each step in its node's agent",
+        "a Diagnosis over both nodes succeeded in {:.1} s, each step in its node's agent, \
+         the pushed module run by both",
         started.elapsed().as_secs_f64()
     );
 }
@@ -303,6 +334,12 @@ spec:
 "#
         ));
     }
+    // No node: a line for three_steps_on_both to fill.
+    let place = if node.is_empty() {
+        String::new()
+    } else {
+        format!("nodeName: {node}")
+    };
     let timeout = timeout.map_or(String::new(), |t| {
         format!("\n  nodeNotReadyTimeoutSeconds: {t}")
     });
@@ -331,10 +368,21 @@ metadata:
   namespace: {namespace}
 spec:
   operationSet: e2e-two-three-steps
-  nodeName: {node}{timeout}
+  {place}{timeout}
 "#
     ));
     text
+}
+
+/// The three steps on both nodes at once (a child Diagnosis each).
+fn three_steps_on_both(namespace: &str, name: &str, nodes: [&str; 2]) -> String {
+    three_steps(namespace, name, "", None).replace(
+        "\n  \n",
+        &format!(
+            "\n  targetSelector:\n    nodeNames: [{}, {}]\n",
+            nodes[0], nodes[1]
+        ),
+    )
 }
 
 /// Waits until Diagnosis `name`'s `Scheduled` condition has `reason`; returns it.
@@ -640,6 +688,95 @@ async fn leader_node_fails(
     rolled_out(config);
 }
 
+/// The agents' DaemonSet and the controller's Deployment rolled out across both nodes
+/// while a Diagnosis runs on each node and Pods and admission requests stream in:
+/// every Pod labelled, every admission request answered, no finished step run again.
+async fn rollouts(
+    node: &Node,
+    second: &Second,
+    client: &kube::Client,
+    dir: &Path,
+    namespace: &str,
+) {
+    let config = node.kubeconfig.as_path();
+    let (first, failing) = nodes(config, second);
+    let load = Load::start(client, namespace, "rollout", &node.pod_image);
+    apply(
+        config,
+        dir,
+        "during-rollout.yaml",
+        &three_steps_on_both(namespace, "during-rollout", [&first, &failing]),
+    );
+    let children = [
+        format!("during-rollout-{first}"),
+        format!("during-rollout-{failing}"),
+    ];
+    for child in &children {
+        eventually(
+            &format!("the first step of {child}"),
+            Duration::from_secs(180),
+            async || {
+                let (ok, out, _) = try_kubectl(
+                    config,
+                    &["-n", namespace, "get", "diagnosis", child, "-o", "json"],
+                );
+                let status = serde_json::from_str::<Value>(&out).ok().filter(|_| ok)?;
+                status["status"]["operationResults"]
+                    .get("operation.step1.output")
+                    .map(|_| ())
+            },
+        )
+        .await;
+    }
+    let fault = Instant::now();
+    for workload in ["daemonset/operon-agent", "deployment/operon"] {
+        kubectl(config, &["-n", "operon", "rollout", "restart", workload]);
+    }
+    let mut took = Vec::new();
+    for child in &children {
+        let status = follow_diagnosis(
+            config,
+            namespace,
+            child,
+            Duration::from_secs(300),
+            |_| false,
+            || {},
+        )
+        .await;
+        assert_eq!(status["phase"], "Succeeded", "{child}: {status:#}");
+        nodes_ran_once(&status);
+        took.push(format!("{child} {:.1} s", fault.elapsed().as_secs_f64()));
+    }
+    for workload in ["daemonset/operon-agent", "deployment/operon"] {
+        kubectl(
+            config,
+            &[
+                "-n",
+                "operon",
+                "rollout",
+                "status",
+                workload,
+                "--timeout=300s",
+            ],
+        );
+    }
+    let rolled = fault.elapsed();
+    let report = load
+        .finish(
+            "rollouts of the agents and the controller",
+            fault,
+            Duration::from_secs(180),
+        )
+        .await;
+    report.print();
+    eprintln!(
+        "both rollouts done {:.1} s after they began; the Diagnoses on both nodes succeeded \
+         with no finished step run again ({})",
+        rolled.as_secs_f64(),
+        took.join(", ")
+    );
+}
+
 #[tokio::test]
 async fn operon_on_two_nodes_and_a_node_that_dies() {
     let Some(node) = node() else { return };
@@ -663,7 +800,7 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
         );
     }
     // OPERON_E2E_NODE_TWO_ONLY=placement,diagnosis (say) runs only some of placement,
-    // diagnosis, stop, partition.
+    // diagnosis, rollout, stop, partition.
     let only = std::env::var("OPERON_E2E_NODE_TWO_ONLY").unwrap_or_default();
     let runs = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
     if runs("placement") {
@@ -671,6 +808,9 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
     }
     if runs("diagnosis") {
         node_dies_under_a_diagnosis(&node, &second, dir.path(), namespace).await;
+    }
+    if runs("rollout") {
+        rollouts(&node, &second, &client, dir.path(), namespace).await;
     }
     if runs("stop") {
         leader_node_fails(&node, &second, &client, namespace, "stop", "start").await;

@@ -39,6 +39,8 @@ struct Record {
     pods: BTreeMap<String, Instant>,
     /// Each admission request, with when it was sent.
     admissions: Vec<(Instant, Admission)>,
+    /// The longest an admission request took to be answered, and when it was sent.
+    slowest: Option<(Duration, Instant)>,
     /// Pod creations the API server did not answer.
     pods_not_created: usize,
 }
@@ -114,6 +116,10 @@ impl Load {
                         }
                         Err(e) => Admission::ApiAway(e.to_string()),
                     };
+                    let took = sent.elapsed();
+                    if record.slowest.is_none_or(|(longest, _)| took > longest) {
+                        record.slowest = Some((took, sent));
+                    }
                     record.admissions.push((sent, outcome));
                     tokio::time::sleep_until(tick + period).await;
                 }
@@ -204,6 +210,9 @@ pub(crate) struct Report {
     /// From the fault to the first and the last refused request.
     refused_window: Option<(Duration, Duration)>,
     unchecked_window: Option<(Duration, Duration)>,
+    /// The longest an admission request waited for its answer, and when it was sent
+    /// (from the fault; negative when before it).
+    slowest: Option<(Duration, f64)>,
 }
 
 impl Report {
@@ -252,6 +261,14 @@ impl Report {
             api_away: count(|a| matches!(a, Admission::ApiAway(_))),
             refused_window: window(|a| matches!(a, Admission::Refused(_))),
             unchecked_window: window(|a| *a == Admission::Unchecked),
+            slowest: record.slowest.map(|(took, sent)| {
+                let after = if sent >= fault {
+                    sent.duration_since(fault).as_secs_f64()
+                } else {
+                    -fault.duration_since(sent).as_secs_f64()
+                };
+                (took, after)
+            }),
         }
     }
 
@@ -286,5 +303,12 @@ impl Report {
             span(self.refused_window),
             self.api_away,
         );
+        if let Some((took, sent)) = self.slowest {
+            eprintln!(
+                "{}: the slowest admission request took {:.1} s, sent {sent:.1} s after the fault",
+                self.what,
+                took.as_secs_f64()
+            );
+        }
     }
 }
