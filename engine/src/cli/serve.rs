@@ -46,6 +46,12 @@ pub struct ServeArgs {
     /// How long hook runs in progress may take to finish after SIGTERM.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     graceful_shutdown_period: Duration,
+    /// How long to go on as before after SIGTERM, webhooks and all, before shutting
+    /// down: a Pod being deleted leaves its Service's endpoints at once, but every
+    /// node's kube-proxy applies that a moment later, and admission requests sent to it
+    /// meanwhile would fail if its webhook server had stopped.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    shutdown_delay: Duration,
     /// The validating webhook server's certificate (PEM), reloaded when it changes.
     #[arg(
         long,
@@ -469,7 +475,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             diagnoses,
             hook_objects,
         },
-        shutdown_signal(),
+        delayed(shutdown_signal(), args.shutdown_delay),
     )
     .await?;
     Ok(ExitCode::SUCCESS)
@@ -643,6 +649,18 @@ fn endpoint(
             client_ca,
         },
     })
+}
+
+/// `signal`, passed on `delay` after it came.
+async fn delayed(signal: impl Future<Output = ()>, delay: Duration) {
+    signal.await;
+    if !delay.is_zero() {
+        tracing::info!(
+            delay = ?delay,
+            "serving on while the Pod leaves its Services' endpoints"
+        );
+        tokio::time::sleep(delay).await;
+    }
 }
 
 /// SIGTERM (what Kubernetes sends) or Ctrl-C.

@@ -222,16 +222,17 @@ spec:
   operationSet: e2e-faults-job
 "#;
 
-/// The three-step Diagnosis placed on the node: step N sleeps its seconds and writes the
-/// time it ended, the Operations first, the OperationSet and the Diagnosis after them.
-fn agent_diagnosis(namespace: &str, node: &str) -> String {
+/// Three script steps in a chain, `{prefix}-step-N` (step N sleeps its `seconds` and
+/// writes the time it ended, as its result `operation.stepN.output`), and their
+/// OperationSet `{prefix}-three-steps`.
+pub(crate) fn three_script_steps(prefix: &str, seconds: [u64; 3]) -> String {
     let mut text = String::new();
-    for (step, seconds) in [(1, 4), (2, 8), (3, 2)] {
+    for (step, seconds) in (1..).zip(seconds) {
         text.push_str(&format!(
             r#"apiVersion: operon.dev/v1alpha1
 kind: Operation
 metadata:
-  name: e2e-faults-step-{step}
+  name: {prefix}-step-{step}
 spec:
   processor:
     timeoutSeconds: 60
@@ -248,20 +249,30 @@ spec:
         r#"apiVersion: operon.dev/v1alpha1
 kind: OperationSet
 metadata:
-  name: e2e-faults-three-steps
+  name: {prefix}-three-steps
 spec:
   adjacencyList:
   - id: 0
     to: [1]
   - id: 1
-    operation: e2e-faults-step-1
+    operation: {prefix}-step-1
     to: [2]
   - id: 2
-    operation: e2e-faults-step-2
+    operation: {prefix}-step-2
     to: [3]
   - id: 3
-    operation: e2e-faults-step-3
----
+    operation: {prefix}-step-3
+"#
+    ));
+    text
+}
+
+/// The three-step Diagnosis placed on the node, the Operations first, the OperationSet
+/// and the Diagnosis after them.
+fn agent_diagnosis(namespace: &str, node: &str) -> String {
+    let steps = three_script_steps("e2e-faults", [4, 8, 2]);
+    format!(
+        r#"{steps}---
 apiVersion: operon.dev/v1alpha1
 kind: Diagnosis
 metadata:
@@ -271,8 +282,7 @@ spec:
   operationSet: e2e-faults-three-steps
   nodeName: {node}
 "#
-    ));
-    text
+    )
 }
 
 /// The leader deleted while Pods and admission requests stream in and a Diagnosis runs
