@@ -4,7 +4,9 @@
 //! - [`Role::Controller`] (the leader of `operon serve`) places each Diagnosis: one
 //!   naming a node or a pod is recorded as that node's (`status.nodeName`) and left to
 //!   the node's agent, with a `Scheduled` condition saying whether an agent holds the
-//!   node's Lease; one naming neither runs in the controller.
+//!   node's Lease, or that the node is down (`node_down`, woken by a watch on Nodes);
+//!   one naming neither, or with `spec.runOn: Controller`, runs in the controller; one
+//!   with `spec.targetSelector` becomes one child Diagnosis per node (`targets`).
 //! - [`Role::Agent`] (`operon agent --node-name`) runs the Diagnoses placed on its node,
 //!   so that collection and repair steps run where the problem is.
 //!
@@ -14,7 +16,8 @@
 //! cached copy may predate the last write), and every status write carries the
 //! `resourceVersion` it read (`status::StatusWriter`): a node that finished is never
 //! run again; a node cut off mid-run (the process killed) runs again, as it never
-//! reported.
+//! reported. The `Scheduled` condition is the controller's alone: the agent's writes
+//! keep the one the API server holds.
 //!
 //! A Diagnosis whose OperationSet or Operations are missing or invalid waits (phase
 //! `Pending`, an `Accepted` condition saying why; objects applied together arrive in
@@ -23,6 +26,7 @@
 
 pub(crate) mod events;
 pub(crate) mod metrics;
+mod node_down;
 pub(crate) mod placement;
 pub mod status;
 pub(crate) mod targets;
@@ -43,6 +47,7 @@ use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
+use node_down::node_down;
 use operon_data::api::{
     Condition, ConditionStatus, Diagnosis, DiagnosisPhase, DiagnosisStatus, Operation, OperationSet,
 };
@@ -387,89 +392,6 @@ pub(crate) async fn reconcile(
         patience,
     )
     .await
-}
-
-/// The reason of the condition saying that a Diagnosis' node is down.
-pub(crate) const NODE_NOT_READY: &str = "NodeNotReady";
-
-/// Waits for the node `diagnosis` is placed on while it is not Ready (or gone), saying
-/// so in its `Scheduled` condition; fails it once the node has been down for its
-/// `spec.nodeNotReadyTimeoutSeconds` (or [`Settings::node_wait`]). The agent resumes it
-/// from its checkpoint when the node is back: nothing here touches its record.
-async fn node_down(
-    ctx: &Context,
-    diagnosis: &mut Diagnosis,
-    writer: &mut StatusWriter,
-    node: &str,
-    health: &NodeHealth,
-) -> Result<Action, DiagnosisError> {
-    let limit = match diagnosis.spec.node_not_ready_timeout_seconds {
-        Some(seconds) => jiff::SignedDuration::from_secs(seconds.max(1)),
-        None => jiff::SignedDuration::try_from(ctx.settings.node_wait).unwrap_or_default(),
-    };
-    let created = diagnosis
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or_else(now, |t| t.0);
-    let status = diagnosis.status.get_or_insert_with(Default::default);
-    // Since when this Diagnosis has waited for the node: a node down before the
-    // Diagnosis existed counts from its creation; a deleted Node from when this
-    // controller first saw it gone (the condition it wrote then).
-    let down_since = match health {
-        NodeHealth::NotReady { since, .. } => since.unwrap_or(created).max(created),
-        _ => status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == SCHEDULED && c.reason == NODE_NOT_READY)
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map_or_else(now, |t| t.0)
-            .max(created),
-    };
-    let deadline = down_since + limit;
-    let what = health.describe(node);
-    let field = match diagnosis.spec.node_not_ready_timeout_seconds {
-        Some(_) => "spec.nodeNotReadyTimeoutSeconds",
-        None => "the controller's --diagnosis-node-wait",
-    };
-    let now = now();
-    if now >= deadline {
-        let message = format!(
-            "{what}: gave up after waiting {}s for it ({field})",
-            limit.as_secs()
-        );
-        fail(status, SCHEDULED, NODE_NOT_READY, message);
-        writer.write(diagnosis).await?;
-        metrics::finished(&ctx.settings.role, DiagnosisPhase::Failed);
-        tracing::info!(diagnosis = %diagnosis.object_ref(), node, "Diagnosis failed: its node stayed down");
-        return Ok(Action::await_change());
-    }
-    let resumes = if status.start_time.is_some() {
-        "its agent resumes it from its checkpoint when the node is Ready again"
-    } else {
-        "its agent runs it when the node is Ready again"
-    };
-    let message = format!(
-        "{what}: {resumes}; it fails at {deadline} ({}s after the node went down, {field})",
-        limit.as_secs()
-    );
-    let mut condition = Condition::new(SCHEDULED, ConditionStatus::False, NODE_NOT_READY, message);
-    if let Some(old) = status.conditions.iter().find(|c| c.type_ == SCHEDULED)
-        && old.status == ConditionStatus::False
-        && old.reason == NODE_NOT_READY
-    {
-        // Still the same outage: the message may have moved (the node's own reason
-        // changed), the time it began did not.
-        condition.last_transition_time = old.last_transition_time.clone();
-    }
-    set_condition(status, condition);
-    if status.phase.is_none() {
-        status.phase = Some(DiagnosisPhase::Pending);
-    }
-    writer.write(diagnosis).await?;
-    // The Node watch wakes it when the node changes; this wakes it for its deadline.
-    let left = deadline.duration_since(now).unsigned_abs() + Duration::from_secs(1);
-    Ok(Action::requeue(left.min(AGENT_POLL)))
 }
 
 /// How long a Diagnosis may wait for what it lacks.

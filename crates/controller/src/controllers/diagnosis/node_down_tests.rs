@@ -3,6 +3,7 @@
 //! deadline, and the agent's writes keep the controller's condition instead of
 //! stopping the run over it.
 
+use super::node_down::NODE_NOT_READY;
 use super::status::{Limits, StatusWriter};
 use super::tests::{answer_put, context, diagnosis, ready_node};
 use super::*;
