@@ -267,6 +267,28 @@ fn validate_accepts_the_example() {
 }
 
 #[test]
+fn validate_accepts_the_dead_node_example_with_the_shipped_built_ins() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let example = repo.join("operations/examples/dead-node");
+    let builtins = repo.join("deploy/builtins/operations.yaml");
+    let out = operon(&[
+        "validate",
+        example.to_str().unwrap(),
+        builtins.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("1 paths") || text(&out.stdout).contains("1 path"));
+    // Without the built-ins the pipeline names Operations that do not exist.
+    let alone = operon(&["validate", example.to_str().unwrap()]);
+    assert!(!alone.status.success());
+    assert!(
+        text(&alone.stderr).contains("node-status-collector"),
+        "{}",
+        text(&alone.stderr)
+    );
+}
+
+#[test]
 fn graph_draws_outcomes_from_a_saved_run() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "pipeline.yaml", PIPELINE);
