@@ -23,8 +23,9 @@
 //! - the leader on the failing node, under load (Pods for the labelling hooks,
 //!   ConfigMaps for the admission hooks): stopped, then partitioned. Each reports the
 //!   time to a new leader, how long admission requests were refused and until labels
-//!   flowed again; after the partition heals, that the cut-off replica stopped leading
-//!   before the other took the Lease (no two leaders).
+//!   flowed again, and checks that the Lease changed hands no sooner than the cut-off
+//!   leader's renew deadline after its last renewal, when it has stopped leading (no
+//!   two leaders; its own log says so too when it survives the heal).
 
 mod leader;
 mod node_dies;
