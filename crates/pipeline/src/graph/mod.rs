@@ -173,21 +173,18 @@ pub fn status(set: &OperationSet, result: &Result<Graph, Vec<Problem>>) -> Opera
             (false, None, condition)
         }
     };
-    let mut condition = condition;
-    if let Some(previous) = set
+    // Only the Ready condition, its transition time kept while its status holds.
+    let mut conditions: Vec<Condition> = set
         .status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == READY_CONDITION))
-        && previous.status == condition.status
-        && previous.last_transition_time.is_some()
-    {
-        condition
-            .last_transition_time
-            .clone_from(&previous.last_transition_time);
-    }
+        .cloned()
+        .into_iter()
+        .collect();
+    operon_data::api::set_condition(&mut conditions, condition);
     OperationSetStatus {
         ready,
-        conditions: vec![condition],
+        conditions,
         path_count,
     }
 }

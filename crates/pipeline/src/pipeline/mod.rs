@@ -133,8 +133,7 @@ fn now() -> Time {
 }
 
 fn set_condition(status: &mut DiagnosisStatus, condition: Condition) {
-    status.conditions.retain(|c| c.type_ != condition.type_);
-    status.conditions.push(condition);
+    operon_data::api::set_condition(&mut status.conditions, condition);
 }
 
 /// The node `diagnosis` is about: `spec.nodeName`, else the node it was placed on

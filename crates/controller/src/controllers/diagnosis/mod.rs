@@ -230,19 +230,7 @@ fn finished(diagnosis: &Diagnosis) -> bool {
 }
 
 fn set_condition(status: &mut DiagnosisStatus, condition: Condition) {
-    // The transition time moves only when the condition's status does.
-    if let Some(old) = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == condition.type_)
-        && old.status == condition.status
-        && old.reason == condition.reason
-        && old.message == condition.message
-    {
-        return;
-    }
-    status.conditions.retain(|c| c.type_ != condition.type_);
-    status.conditions.push(condition);
+    operon_data::api::set_condition(&mut status.conditions, condition);
 }
 
 fn now() -> jiff::Timestamp {

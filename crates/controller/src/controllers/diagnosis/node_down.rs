@@ -74,16 +74,10 @@ pub(super) async fn node_down(
         "{what}: {resumes}; it fails at {deadline} ({}s after the node went down, {field})",
         limit.as_secs()
     );
-    let mut condition = Condition::new(SCHEDULED, ConditionStatus::False, NODE_NOT_READY, message);
-    if let Some(old) = status.conditions.iter().find(|c| c.type_ == SCHEDULED)
-        && old.status == ConditionStatus::False
-        && old.reason == NODE_NOT_READY
-    {
-        // Still the same outage: the message may have moved (the node's own reason
-        // changed), the time it began did not.
-        condition.last_transition_time = old.last_transition_time.clone();
-    }
-    set_condition(status, condition);
+    set_condition(
+        status,
+        Condition::new(SCHEDULED, ConditionStatus::False, NODE_NOT_READY, message),
+    );
     if status.phase.is_none() {
         status.phase = Some(DiagnosisPhase::Pending);
     }

@@ -20,8 +20,8 @@ const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a failed write waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
 
-/// Sets condition `type_` of `conditions`, keeping its transition time when its
-/// status does not change.
+/// Sets condition `type_` of `conditions` (the Kubernetes rule:
+/// [`operon_data::api::set_condition`]).
 pub(crate) fn set_condition(
     conditions: &mut Vec<Condition>,
     type_: &str,
@@ -29,16 +29,7 @@ pub(crate) fn set_condition(
     reason: &str,
     message: impl Into<String>,
 ) {
-    let mut condition = Condition::new(type_, status, reason, message);
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(existing) => {
-            if existing.status == status {
-                condition.last_transition_time = existing.last_transition_time.clone();
-            }
-            *existing = condition;
-        }
-        None => conditions.push(condition),
-    }
+    operon_data::api::set_condition(conditions, Condition::new(type_, status, reason, message));
 }
 
 /// Records `record` (a run that just ended) in `status`.
