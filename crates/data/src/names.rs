@@ -7,14 +7,19 @@
 /// An RFC 1123 label: at most 63 lowercase letters, digits and '-', starting and ending
 /// with a letter or digit (a namespace's name).
 pub fn is_dns_label(text: &str) -> bool {
+    is_segment(text, |b| {
+        b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'
+    })
+}
+
+/// 1 to 63 bytes that `inner` allows, starting and ending with a letter or digit: the
+/// shape of DNS labels and label names alike.
+fn is_segment(text: &str, inner: fn(u8) -> bool) -> bool {
     let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
+    (1..=63).contains(&bytes.len())
         && bytes[0].is_ascii_alphanumeric()
         && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes.iter().all(|b| inner(*b))
 }
 
 /// An RFC 1123 subdomain: dot-separated labels, at most 253 characters (most objects'
@@ -26,14 +31,7 @@ pub fn is_dns_subdomain(text: &str) -> bool {
 /// A label name (a label key's name part, and a non-empty label value): at most 63
 /// letters, digits, '-', '_' or '.', starting and ending with a letter or digit.
 pub fn is_label_name(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
+    is_segment(text, |b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
 /// A qualified name: `name`, or `prefix/name` with a DNS subdomain prefix.
