@@ -160,6 +160,26 @@ fn diagnosis(config: &Path, namespace: &str, name: &str) -> Value {
     serde_json::from_str(&out).unwrap()
 }
 
+/// The result of the first of [`three_steps`], once Diagnosis `name` (which may not
+/// exist yet: a child is created by its parent) has it.
+async fn first_step(config: &Path, namespace: &str, name: &str) -> String {
+    eventually(
+        &format!("the first step of Diagnosis {name}"),
+        Duration::from_secs(180),
+        async || {
+            let (ok, out, _) = try_kubectl(
+                config,
+                &["-n", namespace, "get", "diagnosis", name, "-o", "json"],
+            );
+            let object = serde_json::from_str::<Value>(&out).ok().filter(|_| ok)?;
+            object["status"]["operationResults"]["operation.step1.output"]
+                .as_str()
+                .map(str::to_owned)
+        },
+    )
+    .await
+}
+
 fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
     status["conditions"]
         .as_array()?

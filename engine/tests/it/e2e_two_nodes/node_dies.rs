@@ -66,17 +66,7 @@ pub(super) async fn node_dies_under_a_diagnosis(
         "on-the-failing-node.yaml",
         &three_steps(namespace, "node-dies", &format!("nodeName: {node_name}")),
     );
-    let step1 = eventually(
-        "the first step of Diagnosis node-dies",
-        Duration::from_secs(180),
-        async || {
-            let status = diagnosis(config, namespace, "node-dies")["status"].clone();
-            status["operationResults"]["operation.step1.output"]
-                .as_str()
-                .map(str::to_owned)
-        },
-    )
-    .await;
+    let step1 = first_step(config, namespace, "node-dies").await;
     let stopped = Instant::now();
     let stopped_at = jiff::Timestamp::now();
     let down = second.down("stop", "start");

@@ -286,21 +286,7 @@ pub(super) async fn rollouts(
         format!("during-rollout-{failing}"),
     ];
     for child in &children {
-        eventually(
-            &format!("the first step of {child}"),
-            Duration::from_secs(180),
-            async || {
-                let (ok, out, _) = try_kubectl(
-                    config,
-                    &["-n", namespace, "get", "diagnosis", child, "-o", "json"],
-                );
-                let status = serde_json::from_str::<Value>(&out).ok().filter(|_| ok)?;
-                status["status"]["operationResults"]
-                    .get("operation.step1.output")
-                    .map(|_| ())
-            },
-        )
-        .await;
+        first_step(config, namespace, child).await;
     }
     let fault = Instant::now();
     for workload in ["daemonset/operon-agent", "deployment/operon"] {

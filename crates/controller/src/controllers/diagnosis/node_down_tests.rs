@@ -19,14 +19,29 @@ fn unknown_node(name: &str, since: jiff::Timestamp) -> Value {
                                       "lastTransitionTime": since.to_string()}]}})
 }
 
-fn scheduled(status: &Value) -> Value {
+/// Condition `type_` of a status as sent.
+fn condition(status: &Value, type_: &str) -> Value {
     status["conditions"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["type"] == SCHEDULED)
+        .find(|c| c["type"] == type_)
         .cloned()
         .unwrap_or(Value::Null)
+}
+
+fn scheduled(status: &Value) -> Value {
+    condition(status, SCHEDULED)
+}
+
+/// `d` with one more result, as its agent's run would have it.
+fn with_result(d: &Diagnosis, key: &str, value: &str) -> Diagnosis {
+    let mut d = d.clone();
+    let status = d.status.get_or_insert_with(Default::default);
+    status
+        .operation_results
+        .insert(key.to_owned(), value.to_owned());
+    d
 }
 
 /// A Diagnosis placed on `worker-2` whose agent started it.
@@ -99,13 +114,7 @@ async fn a_diagnosis_fails_when_its_node_stays_down_past_its_deadline() {
     let status = &put["status"];
     assert_eq!(status["phase"], "Failed");
     assert!(status["completionTime"].is_string());
-    let complete = status["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == pipeline::COMPLETE)
-        .unwrap()
-        .clone();
+    let complete = condition(status, pipeline::COMPLETE);
     assert_eq!(complete["reason"], NODE_NOT_READY);
     let message = complete["message"].as_str().unwrap();
     assert!(
@@ -210,15 +219,8 @@ async fn the_agent_keeps_the_controllers_condition_over_a_conflict_it_caused() {
     let (client, mut api) = mock::pair();
     let created = now() - jiff::SignedDuration::from_secs(60);
     let d = started_on_worker_2(created);
-    let mut progressed = d.clone();
-    progressed.status.as_mut().unwrap().operation_results =
-        [("result.a".to_owned(), "x".to_owned())].into();
-    let mut more = progressed.clone();
-    more.status
-        .as_mut()
-        .unwrap()
-        .operation_results
-        .insert("result.b".to_owned(), "y".to_owned());
+    let progressed = with_result(&d, "result.a", "x");
+    let more = with_result(&progressed, "result.b", "y");
     let writing = tokio::spawn(async move {
         let mut writer = StatusWriter::new(client, &d, Limits::default()).keeping_placement();
         let first = writer.write(&progressed).await;
@@ -254,9 +256,7 @@ async fn the_agent_still_stops_when_the_controller_failed_the_diagnosis() {
     let (client, mut api) = mock::pair();
     let created = now() - jiff::SignedDuration::from_secs(60);
     let d = started_on_worker_2(created);
-    let mut progressed = d.clone();
-    progressed.status.as_mut().unwrap().operation_results =
-        [("result.a".to_owned(), "x".to_owned())].into();
+    let progressed = with_result(&d, "result.a", "x");
     let writing = tokio::spawn(async move {
         let mut writer = StatusWriter::new(client, &d, Limits::default()).keeping_placement();
         writer.write(&progressed).await
