@@ -54,7 +54,6 @@ use operon_data::api::{
 use operon_pipeline::pipeline::{self, CheckpointError, PipelineError, PlanError};
 use operon_runner::runner::processors::Processors;
 use operon_runner::store::oci_modules::{PinError, pin_operations, secret_auth};
-use placement::NodeHealth;
 use status::{Limits, StatusError, StatusWriter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -325,17 +324,22 @@ pub(crate) async fn reconcile(
     }
     let status = diagnosis.status.get_or_insert_with(Default::default);
     let node = status.node_name.clone().unwrap_or_default();
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let health = placement::node_health(&nodes, &node)
-        .await
-        .map_err(ctx.read_error(&cached, format!("Node {node}")))?;
-    if health != NodeHealth::Ready {
-        return node_down(&ctx, &mut diagnosis, &mut writer, &node, &health).await;
-    }
+    // An agent renewing its Lease runs the Diagnosis whatever its node's Ready condition
+    // says (a kubelet that crashed leaves its Pods running); without one, a node that is
+    // down is why.
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.agent_namespace);
     let alive = placement::agent_alive(&leases, &node, now())
         .await
         .map_err(ctx.read_error(&cached, "the agent's Lease"))?;
+    if !alive {
+        let nodes: Api<Node> = Api::all(ctx.client.clone());
+        let health = placement::node_health(&nodes, &node)
+            .await
+            .map_err(ctx.read_error(&cached, format!("Node {node}")))?;
+        if health.is_down() {
+            return node_down(&ctx, &mut diagnosis, &mut writer, &node, &health).await;
+        }
+    }
     if alive {
         let status = diagnosis.status.get_or_insert_with(Default::default);
         set_condition(

@@ -4,6 +4,7 @@
 //! stopping the run over it.
 
 use super::node_down::NODE_NOT_READY;
+use super::placement::NodeHealth;
 use super::status::{Limits, StatusWriter};
 use super::tests::{answer_put, context, diagnosis, ready_node};
 use super::*;
@@ -67,10 +68,20 @@ async fn a_running_diagnosis_whose_node_is_down_says_so_and_waits_for_it() {
     api.next()
         .await
         .answer(200, serde_json::to_value(&d).unwrap());
+    // Its agent's Lease went with the node.
+    let lease = api.next().await;
+    assert_eq!(
+        lease.uri,
+        "/apis/coordination.k8s.io/v1/namespaces/operon/leases/operon-agent-worker-2"
+    );
+    lease.fail(
+        404,
+        "NotFound",
+        "leases \"operon-agent-worker-2\" not found",
+    );
     let node = api.next().await;
     assert_eq!(node.uri, "/api/v1/nodes/worker-2");
     node.answer(200, unknown_node("worker-2", down));
-    // No Lease read: whatever the agent's Lease says, its node is down.
     let put = answer_put(&mut api, 11).await;
     let status = &put["status"];
     assert_eq!(
@@ -109,6 +120,11 @@ async fn a_diagnosis_fails_when_its_node_stays_down_past_its_deadline() {
     api.next()
         .await
         .answer(200, serde_json::to_value(&d).unwrap());
+    api.next().await.fail(
+        404,
+        "NotFound",
+        "leases \"operon-agent-worker-2\" not found",
+    );
     api.next().await.answer(200, unknown_node("worker-2", down));
     let put = answer_put(&mut api, 11).await;
     let status = &put["status"];
@@ -144,6 +160,11 @@ async fn the_deadline_counts_from_the_diagnosis_when_the_node_was_down_before_it
         .answer(200, serde_json::to_value(&d).unwrap());
     // Placed: the Node exists.
     api.next().await.answer(200, unknown_node("worker-2", down));
+    api.next().await.fail(
+        404,
+        "NotFound",
+        "leases \"operon-agent-worker-2\" not found",
+    );
     api.next().await.answer(200, unknown_node("worker-2", down));
     let put = answer_put(&mut api, 11).await;
     let status = &put["status"];
@@ -179,7 +200,7 @@ async fn a_node_back_with_its_agent_is_said_to_run_it_again() {
     api.next()
         .await
         .answer(200, serde_json::to_value(&d).unwrap());
-    api.next().await.answer(200, ready_node("worker-2"));
+    // Its agent holds the Lease again: no need to look at the node.
     let lease = api.next().await;
     assert_eq!(
         lease.uri,
@@ -304,10 +325,13 @@ fn a_nodes_health_is_its_ready_condition() {
          Kubelet stopped posting node status.)"
     );
     let silent: Node = serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
+    let unreported = placement::health_of(&silent);
     assert!(
-        placement::health_of(&silent)
+        unreported
             .describe("a")
             .contains("has not reported its Ready condition")
     );
+    assert!(!unreported.is_down(), "nothing says a silent node is down");
+    assert!(health.is_down() && NodeHealth::Gone.is_down());
     assert_eq!(NodeHealth::Gone.describe("a"), "node a no longer exists");
 }

@@ -100,9 +100,9 @@ pub(crate) enum NodeHealth {
     /// Its Ready condition is `True`.
     Ready,
     /// Its Ready condition is `False` or `Unknown` (the kubelet stopped posting its
-    /// status), or missing (a Node that never reported).
+    /// status).
     NotReady {
-        /// The condition's status: `False`, `Unknown`, or `Unknown` when missing.
+        /// The condition's status: `False` or `Unknown`.
         status: String,
         /// The condition's reason and message, as the kubelet or the node controller
         /// wrote them.
@@ -114,14 +114,23 @@ pub(crate) enum NodeHealth {
     },
     /// There is no such Node (any more).
     Gone,
+    /// It has no Ready condition yet (just registered, or a Node no kubelet posts for):
+    /// nothing says it is down.
+    Unreported,
 }
 
 impl NodeHealth {
+    /// Whether the node is known to be down: not Ready, or gone.
+    pub(crate) fn is_down(&self) -> bool {
+        matches!(self, Self::NotReady { .. } | Self::Gone)
+    }
+
     /// What it says of `node`, for a condition message.
     pub(crate) fn describe(&self, node: &str) -> String {
         match self {
             Self::Ready => format!("node {node} is Ready"),
             Self::Gone => format!("node {node} no longer exists"),
+            Self::Unreported => format!("node {node} has not reported its Ready condition"),
             Self::NotReady {
                 status,
                 reason,
@@ -162,12 +171,7 @@ pub(crate) fn health_of(node: &Node) -> NodeHealth {
             message: c.message.clone().filter(|m| !m.is_empty()),
             since: c.last_transition_time.as_ref().map(|t| t.0),
         },
-        None => NodeHealth::NotReady {
-            status: "Unknown".to_owned(),
-            reason: None,
-            message: Some("the node has not reported its Ready condition".to_owned()),
-            since: None,
-        },
+        None => NodeHealth::Unreported,
     }
 }
 

@@ -405,9 +405,6 @@ async fn a_diagnosis_about_a_pod_is_placed_on_its_node_and_waits_for_an_agent() 
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0"},
                "spec": {"nodeName": "worker-3", "containers": []}}),
     );
-    let node = api.next().await;
-    assert_eq!(node.uri, "/api/v1/nodes/worker-3");
-    node.answer(200, ready_node("worker-3"));
     let lease = api.next().await;
     assert_eq!(
         lease.uri,
@@ -418,6 +415,10 @@ async fn a_diagnosis_about_a_pod_is_placed_on_its_node_and_waits_for_an_agent() 
         "NotFound",
         "leases \"operon-agent-worker-3\" not found",
     );
+    // No agent: is its node down? It is Ready.
+    let node = api.next().await;
+    assert_eq!(node.uri, "/api/v1/nodes/worker-3");
+    node.answer(200, ready_node("worker-3"));
     let put = answer_put(&mut api, 11).await;
     let status = &put["status"];
     assert_eq!(status["nodeName"], "worker-3");
