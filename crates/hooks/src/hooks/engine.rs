@@ -154,12 +154,18 @@ pub struct Engine {
     /// Set by [`Engine::take_over`]: events run hooks (before it, they only update
     /// snapshots).
     running: AtomicBool,
+    /// The last runs of each hook, for `operon hook history`.
+    pub(super) runs: super::history::History,
+    /// Each hook's own log level, changed at run time.
+    pub(super) log_levels: super::log_level::LogLevels,
 }
 
 impl Engine {
     /// An engine for `hooks` over `cluster`, reporting to `metrics`.
     pub fn new(hooks: Vec<LoadedHook>, cluster: Arc<dyn Cluster>, metrics: Arc<Metrics>) -> Self {
         Self {
+            runs: super::history::History::new(hooks.len()),
+            log_levels: super::log_level::LogLevels::new(hooks.len()),
             hooks,
             cluster,
             metrics,
@@ -724,11 +730,12 @@ impl Engine {
             .hook
             .handle(input, loaded.config.settings.timeout)
             .await;
-        run.log_output(operon_runner::output_log::Source::Hook {
+        let source = operon_runner::output_log::Source::Hook {
             hook: &name,
             binding: &binding_label,
             queue,
-        });
+        };
+        run.log_output_at(source, self.log_level(task.hook));
         let apply_error = match &run.outcome {
             Ok(_) => self.apply(&name, &run).await.err(),
             Err(_) => None,
@@ -764,7 +771,7 @@ impl Engine {
         let length = state.queues.get(queue).map_or(0, Queue::len);
         self.set_queue_length(&mut state, queue, length);
         drop(state);
-        Ok(Some(RunRecord {
+        let record = RunRecord {
             hook: name,
             hook_index: task.hook,
             synchronizes: task.synchronizes,
@@ -776,7 +783,10 @@ impl Engine {
             failed,
             allowed_failure,
             retry_in,
-        }))
+        };
+        self.runs
+            .push(task.hook, super::history::RunEntry::of(&record));
+        Ok(Some(record))
     }
 
     /// A binding's Synchronization run succeeded: its held events may run now.

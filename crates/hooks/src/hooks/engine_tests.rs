@@ -628,3 +628,29 @@ async fn every_run_names_the_platforms_cluster() {
         assert_eq!(context.name, "scripted");
     }
 }
+
+#[tokio::test]
+async fn every_run_is_kept_in_the_hooks_history_and_log_levels_are_per_hook() {
+    let mut scripted = Scripted::new(hook_config(vec![pods_binding("pods")]));
+    scripted.fail_first = 1;
+    let (engine, cluster) = engine(Arc::new(scripted)).await;
+    drain(&engine).await;
+    cluster
+        .apply_watch_event(WatchEvent::Added, pod("c", "{}"))
+        .unwrap();
+    drain(&engine).await;
+    let runs = engine.history(Some("scripted")).unwrap();
+    assert_eq!(runs[0].trigger, "Synchronization (2 objects)");
+    assert_eq!(runs[0].outcome, operon_data::api::HookRunOutcome::Failed);
+    assert_eq!(runs[0].error.as_deref(), Some("failing on purpose"));
+    assert_eq!(runs[1].outcome, operon_data::api::HookRunOutcome::Succeeded);
+    let added = runs.iter().find(|r| r.trigger == "Added Pod ns/c").unwrap();
+    assert_eq!(added.patch_descriptions, ["MergePatch Pod ns/c"]);
+    assert_eq!(engine.history(None).unwrap(), runs);
+    assert!(engine.history(Some("nope")).is_none());
+
+    assert_eq!(engine.hook_infos()[0].log_level, None);
+    assert!(engine.set_log_level("scripted", Some(operon_data::model::LogLevel::Debug)));
+    assert_eq!(engine.hook_infos()[0].log_level, Some("debug"));
+    assert!(!engine.set_log_level("nope", None));
+}

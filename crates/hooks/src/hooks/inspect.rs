@@ -3,7 +3,7 @@
 //! their bindings, and the objects each kubernetes binding holds.
 
 use super::{Engine, MAIN_QUEUE, TaskKind};
-use operon_data::model::ObjectAndFilter;
+use operon_data::model::{LogLevel, ObjectAndFilter};
 use serde::Serialize;
 
 /// One queue.
@@ -39,6 +39,9 @@ pub struct HookInfo {
     pub name: String,
     /// Its bindings.
     pub bindings: Vec<BindingInfo>,
+    /// Its own log level (`operon debug hook log-level`); none: every record at its
+    /// level.
+    pub log_level: Option<&'static str>,
 }
 
 /// One binding of a hook.
@@ -157,6 +160,7 @@ impl Engine {
                 HookInfo {
                     name: loaded.hook.name().to_owned(),
                     bindings,
+                    log_level: self.log_level(h).map(LogLevel::as_str),
                 }
             })
             .collect()

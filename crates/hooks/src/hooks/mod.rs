@@ -6,13 +6,16 @@
 //! configuration and handles runs with typed binding contexts, returning typed patches
 //! and metrics. The engine cannot tell a wasm hook from a shell script. [`load`] makes
 //! hooks from files, [`config`] checks what they declare, [`context`] builds their
-//! binding contexts, `queue` and [`engine`] run them.
+//! binding contexts, `queue` and [`engine`] run them; [`history`] keeps each hook's
+//! last runs and [`log_level`] its own log level, both for the debug socket.
 
 pub mod config;
 pub mod context;
 pub mod conversion;
 pub mod engine;
+pub mod history;
 pub mod load;
+pub mod log_level;
 pub(crate) mod objects;
 pub mod permitted;
 pub(crate) mod queue;

@@ -28,16 +28,17 @@ impl Engine {
         }];
         let input = self.input(h, contexts);
         let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
-        run.log_output(operon_runner::output_log::Source::Hook {
+        let source = operon_runner::output_log::Source::Hook {
             hook: loaded.hook.name(),
             binding: input
                 .binding_contexts
                 .first()
                 .map_or("", |c| c.binding.as_str()),
             queue: "webhook",
-        });
+        };
+        run.log_output_at(source, self.log_level(h));
         let failed = run.outcome.is_err();
-        Some(RunRecord {
+        let record = RunRecord {
             hook: loaded.hook.name().to_owned(),
             hook_index: h,
             synchronizes: None,
@@ -49,6 +50,9 @@ impl Engine {
             failed,
             allowed_failure: false,
             retry_in: None,
-        })
+        };
+        self.runs
+            .push(h, super::super::history::RunEntry::of(&record));
+        Some(record)
     }
 }

@@ -106,3 +106,29 @@ fn steps_and_guest_records_carry_their_own_fields() {
     assert_eq!(logged[1]["output"], "log");
     assert_eq!(logged[1]["hook_fields"], r#"{"mount":"/"}"#);
 }
+
+#[test]
+fn a_hooks_own_level_drops_what_is_below_it_and_lifts_what_info_would_hide() {
+    let text =
+        "{\"level\":\"debug\",\"msg\":\"detail\"}\nplain\n{\"level\":\"error\",\"msg\":\"bad\"}\n";
+    let at = |level| records(|| log_output_at(HOOK, "stdout", text, Some(level)));
+    let logged = at(LogLevel::Debug);
+    assert_eq!(logged.len(), 3, "{logged:?}");
+    assert_eq!(logged[0]["level"], "INFO");
+    assert_eq!(logged[0]["hook_level"], "debug");
+    assert_eq!(logged[0]["message"], "detail");
+    assert!(logged[1].get("hook_level").is_none());
+    let logged = at(LogLevel::Warn);
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["message"], "bad");
+    let guest = [LogRecord {
+        level: LogLevel::Info,
+        message: "hello".into(),
+        fields: Vec::new(),
+    }];
+    assert!(records(|| log_records_at(HOOK, &guest, Some(LogLevel::Error))).is_empty());
+    // With no level of its own, a hook's records keep theirs.
+    let logged = records(|| log_output(HOOK, "stdout", text));
+    assert_eq!(logged[0]["level"], "DEBUG");
+    assert!(logged[0].get("hook_level").is_none());
+}

@@ -72,9 +72,20 @@ pub struct HookRun {
 impl HookRun {
     /// Logs everything the run printed or emitted ([`operon_runner::output_log`]).
     pub fn log_output(&self, source: operon_runner::output_log::Source<'_>) {
-        operon_runner::output_log::log_output(source, "stdout", &self.stdout);
-        operon_runner::output_log::log_output(source, "stderr", &self.stderr);
-        operon_runner::output_log::log_records(source, &self.logs);
+        self.log_output_at(source, None);
+    }
+
+    /// [`HookRun::log_output`] under the hook's own log level (`None`: every record at
+    /// its level).
+    pub fn log_output_at(
+        &self,
+        source: operon_runner::output_log::Source<'_>,
+        level: Option<operon_data::model::LogLevel>,
+    ) {
+        use operon_runner::output_log::{log_output_at, log_records_at};
+        log_output_at(source, "stdout", &self.stdout, level);
+        log_output_at(source, "stderr", &self.stderr, level);
+        log_records_at(source, &self.logs, level);
     }
 }
 
