@@ -11,18 +11,27 @@
 //! no-ops, with no event and no new `resourceVersion`, so a hook patching what it
 //! watches does not loop.
 //!
-//! What it does not model: conflicts on a stale `resourceVersion`, finalizers and
-//! graceful deletion, garbage collection of dependents, admission, defaulting of
+//! [`LocalApi`] serves it over HTTPS on loopback with the API server's REST
+//! interface, so that kubectl and other clients (a script hook's) read and write the
+//! same objects; it adds `resourceVersion` preconditions, `generateName`, every
+//! patch type with server-side apply's field managers, and watches that resume
+//! from a recent `resourceVersion` (see [`server`] for what it implements and
+//! refuses).
+//!
+//! What it does not model: finalizers and graceful deletion, garbage collection of dependents, admission, defaulting of
 //! fields beyond the namespace, and version conversion (each `apiVersion` of a kind is
 //! a separate store).
 
+mod access;
 mod fixtures;
 mod jq_patch;
 mod resources;
 mod selector;
+pub mod server;
 mod write;
 
 pub use fixtures::{FixtureError, FixtureLocation};
+pub use server::{LocalApi, LocalApiError};
 
 use crate::{Cluster, ClusterError, Event, EventStream, Listed, Resource, Selector, describe_ref};
 use futures::future::BoxFuture;
@@ -57,6 +66,9 @@ struct KindState {
     /// Shared with the watch events that carry them.
     objects: BTreeMap<ObjectKey, Arc<Value>>,
     watchers: Vec<Watcher>,
+    /// The last changes, so that a watch from an older `resourceVersion` (kubectl's
+    /// list then watch) misses nothing written in between.
+    history: access::History,
 }
 
 struct Watcher {
@@ -654,6 +666,8 @@ impl State {
                 }
                 write::set_resource_version(&mut object, resource_version);
                 let old = std::mem::replace(slot.get_mut(), Arc::new(object));
+                kind.history
+                    .record(resource_version, Some(&old), Some(slot.get()));
                 notify(
                     &kind.info.resource,
                     &mut kind.watchers,
@@ -668,6 +682,7 @@ impl State {
                 }
                 write::set_resource_version(&mut object, resource_version);
                 let new = slot.insert(Arc::new(object));
+                kind.history.record(resource_version, None, Some(new));
                 notify(
                     &kind.info.resource,
                     &mut kind.watchers,
@@ -687,6 +702,7 @@ impl State {
         let resource_version = self.next_resource_version();
         let kind = &mut self.kinds[index];
         if let Some(old) = kind.objects.remove(key) {
+            kind.history.record(resource_version, Some(&old), None);
             notify(
                 &kind.info.resource,
                 &mut kind.watchers,
@@ -704,6 +720,7 @@ impl KindState {
             info,
             objects: BTreeMap::new(),
             watchers: Vec::new(),
+            history: access::History::default(),
         }
     }
 
@@ -745,37 +762,51 @@ fn notify(
 ) {
     let now = std::time::Instant::now();
     watchers.retain(|watcher| {
-        let was = old.is_some_and(|o| watcher.selector.matches(resource, o));
-        let is = new.is_some_and(|n| watcher.selector.matches(resource, n));
-        let event = match (was, is, old, new) {
-            (false, true, _, Some(new)) => Event {
-                kind: WatchEvent::Added,
-                object: Arc::clone(new),
-                deleted_final_state_unknown: None,
-                received: now,
-            },
-            (true, true, _, Some(new)) => Event {
-                kind: WatchEvent::Modified,
-                object: Arc::clone(new),
-                deleted_final_state_unknown: None,
-                received: now,
-            },
-            // Deleted, or no longer selected: the last state it was seen in, at the
-            // resourceVersion of the change (as the API server's watch cache does).
-            (true, false, Some(old), _) => {
-                let mut object = Value::clone(old);
-                write::set_resource_version(&mut object, resource_version);
-                Event {
-                    kind: WatchEvent::Deleted,
-                    object: Arc::new(object),
-                    deleted_final_state_unknown: None,
-                    received: now,
-                }
-            }
-            _ => return !watcher.sender.is_closed(),
-        };
-        watcher.sender.send(event).is_ok()
+        match event_for(&watcher.selector, resource, old, new, resource_version, now) {
+            Some(event) => watcher.sender.send(event).is_ok(),
+            None => !watcher.sender.is_closed(),
+        }
     });
+}
+
+/// The event a watch with `selector` sees for a change from `old` to `new`, if any.
+fn event_for(
+    selector: &Selector,
+    resource: &Resource,
+    old: Option<&Arc<Value>>,
+    new: Option<&Arc<Value>>,
+    resource_version: u64,
+    now: std::time::Instant,
+) -> Option<Event> {
+    let was = old.is_some_and(|o| selector.matches(resource, o));
+    let is = new.is_some_and(|n| selector.matches(resource, n));
+    match (was, is, old, new) {
+        (false, true, _, Some(new)) => Some(Event {
+            kind: WatchEvent::Added,
+            object: Arc::clone(new),
+            deleted_final_state_unknown: None,
+            received: now,
+        }),
+        (true, true, _, Some(new)) => Some(Event {
+            kind: WatchEvent::Modified,
+            object: Arc::clone(new),
+            deleted_final_state_unknown: None,
+            received: now,
+        }),
+        // Deleted, or no longer selected: the last state it was seen in, at the
+        // resourceVersion of the change (as the API server's watch cache does).
+        (true, false, Some(old), _) => {
+            let mut object = Value::clone(old);
+            write::set_resource_version(&mut object, resource_version);
+            Some(Event {
+                kind: WatchEvent::Deleted,
+                object: Arc::new(object),
+                deleted_final_state_unknown: None,
+                received: now,
+            })
+        }
+        _ => None,
+    }
 }
 
 fn is_crd(object: &Value) -> bool {
