@@ -167,11 +167,13 @@ impl HookLoader {
             let mut settings = hook.settings().clone();
             settings.grant_cluster_access(access);
             hook = hook.with_settings(settings);
-            tracing::warn!(
+            if !access.is_local() {
+                tracing::warn!(
                 hook = %name,
                 "cluster access: the hook runs with the network and the engine's \
                  ServiceAccount credentials (read-only), so it can do what that account may"
-            );
+                );
+            }
         }
         Ok(Arc::new(hook))
     }

@@ -111,12 +111,12 @@ pub(crate) fn serve(
                 event = state.events.recv() => {
                     let event = event?;
                     state.last = version_of(&event).unwrap_or(state.last);
-                    return Some((Ok(line_of(&event_json(&event))), state));
+                    Some((Ok(line_of(&event_json(&event))), state))
                 }
-                () = tokio::time::sleep_until(state.deadline) => return None,
+                () = tokio::time::sleep_until(state.deadline) => None,
                 () = tick => {
                     let version = state.shared.cluster.current_resource_version().max(state.last);
-                    return Some((Ok(line_of(&bookmark(version, false))), state));
+                    Some((Ok(line_of(&bookmark(version, false))), state))
                 }
             }
         }

@@ -2,6 +2,10 @@
 //! shell-operator hooks do: an opt-in, per hook or for the whole hooks directory, that
 //! gives a hook the network and the pod's ServiceAccount credentials read-only.
 //!
+//! Locally (`operon hook test`, `operon hook run`) the credentials are those of the
+//! local cluster's API server (`operon_cluster::local::LocalApi`): a directory with a
+//! kubeconfig, passed as `KUBECONFIG`, instead of the pod's in-cluster variables.
+//!
 //! Without it a script hook has no network and no credentials: it changes the cluster
 //! only through `$KUBERNETES_PATCH_PATH`. With it the hook can do anything the engine's
 //! ServiceAccount may do, which is what it could do under shell-operator; every other
@@ -17,6 +21,9 @@ pub(crate) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/ser
 
 /// The variables client-go's in-cluster configuration (and so kubectl) reads.
 pub(crate) const SERVICE_ENV: [&str; 2] = ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"];
+
+/// The kubeconfig of a local API server's credentials directory.
+const LOCAL_KUBECONFIG: &str = "kubeconfig";
 
 /// The files of [`SERVICE_ACCOUNT_DIR`] kubectl needs.
 const CREDENTIAL_FILES: [&str; 2] = ["token", "ca.crt"];
@@ -115,6 +122,29 @@ impl ClusterAccess {
             credentials: dir.to_owned(),
             env,
         })
+    }
+
+    /// Access for `scope` to a local API server whose kubeconfig (with `token` and
+    /// `ca.crt` beside it) is in `dir`: the hooks get `KUBECONFIG` pointing there.
+    pub fn local(scope: AccessScope, dir: &Path) -> Result<Self, ClusterAccessError> {
+        let kubeconfig = dir.join(LOCAL_KUBECONFIG);
+        if !kubeconfig.exists() {
+            return Err(ClusterAccessError::MissingCredential {
+                dir: dir.to_owned(),
+                file: LOCAL_KUBECONFIG,
+            });
+        }
+        let env = vec![(
+            "KUBECONFIG".to_owned(),
+            kubeconfig.to_string_lossy().into_owned(),
+        )];
+        Self::new(scope, dir, env)
+    }
+
+    /// Whether the credentials are a local API server's, which can reach no real
+    /// cluster (nothing to warn about).
+    pub(crate) fn is_local(&self) -> bool {
+        self.env.iter().any(|(name, _)| name == "KUBECONFIG")
     }
 
     /// Whether the hook called `name` gets access.
@@ -224,6 +254,28 @@ mod tests {
         assert!(
             error.to_string().contains("no ServiceAccount ca.crt"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn local_access_points_kubectl_at_the_kubeconfig() {
+        let dir = credentials();
+        let error = ClusterAccess::local(AccessScope::All, dir.path()).unwrap_err();
+        assert!(
+            error.to_string().contains("no ServiceAccount kubeconfig"),
+            "{error}"
+        );
+        std::fs::write(dir.path().join("kubeconfig"), "x").unwrap();
+        let access = ClusterAccess::local(AccessScope::All, dir.path()).unwrap();
+        assert!(access.grants("any.sh"));
+        assert!(access.is_local());
+        assert_eq!(access.credentials(), dir.path());
+        assert_eq!(
+            access.env(),
+            [(
+                "KUBECONFIG".to_owned(),
+                dir.path().join("kubeconfig").to_string_lossy().into_owned()
+            )]
         );
     }
 
