@@ -1,4 +1,5 @@
-//! `operon debug`: asks a running `operon serve` through its debug socket.
+//! `operon debug`: asks a running `operon serve` through its debug socket (and sets a
+//! hook's own log level there).
 
 use super::output::{self, Format};
 use operon::serve::debug;
@@ -36,6 +37,19 @@ pub enum HookCommand {
         #[command(flatten)]
         target: Target,
     },
+    /// Set a hook's own log level until `operon serve` restarts: its records below the
+    /// level are dropped, and those below info but at or above it are logged at info
+    /// with `hook_level` (so `--log` need not change); `default` logs every record at
+    /// its own level again.
+    LogLevel {
+        /// The hook's name.
+        name: String,
+        /// The level.
+        #[arg(value_parser = ["trace", "debug", "info", "warn", "error", "default"])]
+        level: String,
+        #[command(flatten)]
+        target: Target,
+    },
 }
 
 /// Where the engine is and how to print.
@@ -54,14 +68,30 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (target, path) = match &cmd {
-        DebugCommand::Queue(QueueCommand::List(t)) => (t, "/queue/list".to_owned()),
-        DebugCommand::Hook(HookCommand::List(t)) => (t, "/hook/list".to_owned()),
-        DebugCommand::Hook(HookCommand::Snapshot { name, target }) => {
-            (target, format!("/hook/{name}/snapshot"))
-        }
+    let get = hyper::Method::GET;
+    let (target, method, path) = match &cmd {
+        DebugCommand::Queue(QueueCommand::List(t)) => (t, get, "/queue/list".to_owned()),
+        DebugCommand::Hook(HookCommand::List(t)) => (t, get, "/hook/list".to_owned()),
+        DebugCommand::Hook(HookCommand::Snapshot { name, target }) => (
+            target,
+            get,
+            format!("/hook/{}/snapshot", path_segment(name)),
+        ),
+        DebugCommand::Hook(HookCommand::LogLevel {
+            name,
+            level,
+            target,
+        }) => (
+            target,
+            hyper::Method::PUT,
+            format!("/hook/{}/log-level/{level}", path_segment(name)),
+        ),
     };
-    let answer = runtime.block_on(debug::request(&target.debug_unix_socket, &path))?;
+    let answer = runtime.block_on(debug::request_with(
+        &target.debug_unix_socket,
+        method,
+        &path,
+    ))?;
     if target.output != Format::Table {
         output::print_structured(target.output, &answer)?;
         return Ok(ExitCode::SUCCESS);
@@ -100,13 +130,17 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
         }
         DebugCommand::Hook(HookCommand::List(_)) => {
             println!(
-                "{:<28} {:<24} {:<36} {:<16} {:>8}  SYNCED",
-                "HOOK", "BINDING", "TYPE", "QUEUE", "OBJECTS"
+                "{:<28} {:<24} {:<36} {:<16} {:>8}  {:<6}  LOG LEVEL",
+                "HOOK", "BINDING", "TYPE", "QUEUE", "OBJECTS", "SYNCED"
             );
             for hook in list(&answer) {
+                let level = match &hook["log_level"] {
+                    Value::Null => "default".to_owned(),
+                    level => text(level),
+                };
                 for b in list(&hook["bindings"]) {
                     println!(
-                        "{:<28} {:<24} {:<36} {:<16} {:>8}  {}",
+                        "{:<28} {:<24} {:<36} {:<16} {:>8}  {:<6}  {level}",
                         text(&hook["name"]),
                         text(&b["name"]),
                         text(&b["binding_type"]),
@@ -116,6 +150,13 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
                     );
                 }
             }
+        }
+        DebugCommand::Hook(HookCommand::LogLevel { .. }) => {
+            let level = match &answer["log_level"] {
+                Value::Null => "default".to_owned(),
+                level => text(level),
+            };
+            println!("{}: log level {level}", text(&answer["hook"]));
         }
         DebugCommand::Hook(HookCommand::Snapshot { .. }) => {
             for b in list(&answer) {
@@ -132,6 +173,12 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A hook's name as one segment of a debug socket path: a hook in a subdirectory of
+/// the hooks directory has a `/` in its name.
+pub(super) fn path_segment(name: &str) -> String {
+    name.replace('%', "%25").replace('/', "%2F")
 }
 
 /// The bindings of a task's contexts, runs of one binding counted: a combined task

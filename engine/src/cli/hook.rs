@@ -33,6 +33,10 @@ pub enum HookCommand {
     /// Run a wasm hook once on the binding contexts of a file and print the run's
     /// report as one JSON line: the container of a Hook run offloaded to a Job.
     Handle(Box<super::hook_handle::HandleArgs>),
+    /// Print the last runs of a running `operon serve`'s hooks (through its debug
+    /// socket), newest last; with a hook's name, its patches and the end of its stderr
+    /// too.
+    History(super::hook_history::HistoryArgs),
 }
 
 /// A scenario event: `added|modified|deleted:FILE`.
@@ -186,6 +190,7 @@ pub fn run(cmd: HookCommand) -> anyhow::Result<ExitCode> {
             runtime.block_on(run_dir(args))
         }
         HookCommand::Handle(args) => runtime.block_on(super::hook_handle::run(*args)),
+        HookCommand::History(args) => super::hook_history::run(args),
     }
 }
 

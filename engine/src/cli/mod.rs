@@ -8,6 +8,7 @@ mod diagnose;
 mod engine_args;
 mod hook;
 mod hook_handle;
+mod hook_history;
 mod memory;
 mod module;
 mod module_oci;

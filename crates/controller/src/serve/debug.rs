@@ -1,8 +1,10 @@
 //! The debug endpoint (shell-operator's idea): HTTP on a unix socket, so only who may
 //! open the socket file (mode 0600, the engine's user) can ask, with `operon debug
-//! queue list`, `operon debug hook list` and `operon debug hook snapshot NAME` (and,
-//! with modules, `operon modules queue`: `/queue/main`, see [`super::addons`]). This
-//! module has both sides: the server routes and the client request.
+//! queue list`, `operon debug hook list`, `operon debug hook snapshot NAME`, `operon
+//! hook history [NAME]` (each hook's last runs) and `operon debug hook log-level NAME
+//! LEVEL` (the one request that changes something: a hook's own log level) (and, with
+//! modules, `operon modules queue`: `/queue/main`, see [`super::addons`]). This module
+//! has both sides: the server routes and the client request.
 
 use super::Status;
 use axum::Json;
@@ -10,7 +12,7 @@ use axum::Router;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use http_body_util::BodyExt as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -72,6 +74,9 @@ pub(super) async fn serve(
         .route("/queue/list", get(queues))
         .route("/hook/list", get(hooks))
         .route("/hook/{name}/snapshot", get(snapshot))
+        .route("/hook/history", get(all_history))
+        .route("/hook/{name}/history", get(history))
+        .route("/hook/{name}/log-level/{level}", put(log_level))
         .with_state(status);
     // addon-operator's module queue (`/queue/main`), when modules run.
     let router = match modules {
@@ -117,8 +122,55 @@ async fn snapshot(State(status): State<Arc<Status>>, UrlPath(name): UrlPath<Stri
     }
 }
 
+async fn all_history(State(status): State<Arc<Status>>) -> Response {
+    match status.engine() {
+        Some(engine) => Json(engine.history(None).unwrap_or_default()).into_response(),
+        None => loading(),
+    }
+}
+
+async fn history(State(status): State<Arc<Status>>, UrlPath(name): UrlPath<String>) -> Response {
+    let Some(engine) = status.engine() else {
+        return loading();
+    };
+    match engine.history(Some(&name)) {
+        Some(runs) => Json(runs).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response(),
+    }
+}
+
+async fn log_level(
+    State(status): State<Arc<Status>>,
+    UrlPath((name, level)): UrlPath<(String, String)>,
+) -> Response {
+    let Some(engine) = status.engine() else {
+        return loading();
+    };
+    let level = match operon_hooks::hooks::log_level::parse(&level) {
+        Ok(level) => level,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    if !engine.set_log_level(&name, level) {
+        return (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response();
+    }
+    Json(serde_json::json!({
+        "hook": name,
+        "log_level": level.map(operon_data::model::LogLevel::as_str),
+    }))
+    .into_response()
+}
+
 /// GETs `path` from the debug socket and returns the JSON answer.
 pub async fn request(socket: &Path, path: &str) -> Result<serde_json::Value, DebugError> {
+    request_with(socket, hyper::Method::GET, path).await
+}
+
+/// Sends a `method` request for `path` to the debug socket and returns the JSON answer.
+pub async fn request_with(
+    socket: &Path,
+    method: hyper::Method,
+    path: &str,
+) -> Result<serde_json::Value, DebugError> {
     let http_error = |reason: String| DebugError::Http {
         path: path.to_owned(),
         reason,
@@ -134,7 +186,9 @@ pub async fn request(socket: &Path, path: &str) -> Result<serde_json::Value, Deb
             .await
             .map_err(|e| http_error(e.to_string()))?;
     tokio::spawn(connection);
-    let request = hyper::Request::get(path)
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
         .header(hyper::header::HOST, "operon")
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .map_err(|e| http_error(e.to_string()))?;

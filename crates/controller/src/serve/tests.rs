@@ -165,6 +165,53 @@ async fn serve_runs_hooks_and_answers_metrics_health_readiness_and_debug() {
         matches!(&missing, Err(debug::DebugError::Answer(m)) if m.contains("no hook named")),
         "{missing:?}"
     );
+    // The Synchronization run that labelled the pods is in the hook's history.
+    let runs = debug::request(&socket, "/hook/pod-labeler.wasm/history")
+        .await
+        .unwrap();
+    let sync = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["binding_type"] == "Synchronization")
+        .unwrap_or_else(|| panic!("{runs}"));
+    assert_eq!(sync["outcome"], "Succeeded");
+    assert_eq!(sync["trigger"], "Synchronization (2 objects)");
+    assert_eq!(
+        sync["patch_descriptions"][0],
+        "MergePatch Pod default/web-1"
+    );
+    assert_eq!(
+        debug::request(&socket, "/hook/history").await.unwrap(),
+        runs
+    );
+    // A hook's own log level, set and shown.
+    let put = hyper::Method::PUT;
+    let set = debug::request_with(
+        &socket,
+        put.clone(),
+        "/hook/pod-labeler.wasm/log-level/debug",
+    )
+    .await
+    .unwrap();
+    assert_eq!(set["log_level"], "debug");
+    let hooks = debug::request(&socket, "/hook/list").await.unwrap();
+    assert_eq!(hooks[0]["log_level"], "debug");
+    let wrong = debug::request_with(
+        &socket,
+        put.clone(),
+        "/hook/pod-labeler.wasm/log-level/loud",
+    )
+    .await;
+    assert!(
+        matches!(&wrong, Err(debug::DebugError::Answer(m)) if m.contains("unknown log level")),
+        "{wrong:?}"
+    );
+    let missing = debug::request_with(&socket, put, "/hook/nope/log-level/info").await;
+    assert!(
+        matches!(&missing, Err(debug::DebugError::Answer(_))),
+        "{missing:?}"
+    );
 
     stop.send(()).unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(30), server)
