@@ -411,8 +411,15 @@ fn indent(text: &str) -> String {
 }
 
 async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
-    let loader = loader(args.cache_dir.clone(), args.strict)?;
     let cluster = Arc::new(LocalCluster::new());
+    // Script hooks that call kubectl reach these same objects through the local API,
+    // served until this function returns.
+    let api = operon::cluster::local::LocalApi::start(cluster.clone()).await?;
+    let access = operon::hooks::runner::ClusterAccess::local(
+        operon::hooks::runner::AccessScope::All,
+        api.dir(),
+    )?;
+    let loader = loader(args.cache_dir.clone(), args.strict)?.with_cluster_access(access);
     load_fixtures(&cluster, &args.objects)?;
     let (loaded, declared, engine_cluster) = hook_under_test(&args, &loader, &cluster).await?;
     // Printed as shell-operator's v1 document, the form hook authors write.
@@ -521,8 +528,15 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_dir(args: HookRunArgs) -> anyhow::Result<ExitCode> {
-    let loader = loader(args.cache_dir.clone(), args.strict)?;
     let cluster = Arc::new(LocalCluster::new());
+    // Script hooks that call kubectl reach these same objects through the local API,
+    // served until this function returns.
+    let api = operon::cluster::local::LocalApi::start(cluster.clone()).await?;
+    let access = operon::hooks::runner::ClusterAccess::local(
+        operon::hooks::runner::AccessScope::All,
+        api.dir(),
+    )?;
+    let loader = loader(args.cache_dir.clone(), args.strict)?.with_cluster_access(access);
     load_fixtures(&cluster, &args.objects)?;
     let mut hooks = Vec::new();
     for hook in loader.hooks_in(&args.hooks_dir)? {

@@ -73,6 +73,7 @@ mod hook_objects;
 mod hook_objects_cli;
 mod hook_twins;
 mod jq_compat;
+mod local_kubectl;
 mod module_cli;
 mod module_openapi;
 mod node_builtins;
