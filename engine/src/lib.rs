@@ -23,6 +23,8 @@
 //! - `operon-addons`: [`addons`], addon-operator's modules on the hook engine.
 //! - `operon-controller`: [`serve`], [`controllers`], [`agent`], [`manifest`],
 //!   [`kubediag`].
+//! - `operon-scenario`: [`scenario`], `operon test`'s test files, run against the
+//!   in-memory cluster and checked.
 //!
 //! The binary's own code (parsing a command line, calling these, printing) is in
 //! `src/cli`, beside `main.rs`.
@@ -36,4 +38,5 @@ pub use operon_jq as jq;
 pub use operon_pipeline::{graph, pipeline, triggers};
 pub use operon_runner::{node_ops, output_log, runner, store};
 pub use operon_sandbox as sandbox;
+pub use operon_scenario as scenario;
 pub use operon_script as script;

@@ -19,6 +19,7 @@ mod op;
 mod output;
 mod seccomp;
 mod serve;
+mod test;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -72,6 +73,9 @@ enum Command {
     /// Upload, list, download and remove the wasm modules of `operon serve`.
     #[command(subcommand)]
     Module(module::ModuleCommand),
+    /// Run test files of hooks, Hook objects, modules and pipelines against local
+    /// objects; PASS or FAIL per step, exit code 1 on any failure.
+    Test(Box<test::TestArgs>),
     /// Run a Diagnosis of an OperationSet from YAML files, with no cluster.
     Run(Box<diagnose::DiagnoseArgs>),
     /// Check Operations, OperationSets, Triggers and Diagnoses; report every problem.
@@ -134,6 +138,7 @@ pub fn main() -> ExitCode {
         Command::Modules(cmd) => modules::run(cmd),
         Command::Module(cmd) => module::run(cmd),
         Command::Run(args) => diagnose::run(*args),
+        Command::Test(args) => test::run(*args),
         Command::Validate(args) => diagnose::validate(args),
         Command::Graph(args) => diagnose::draw(args),
         Command::Version { output } => version(output),

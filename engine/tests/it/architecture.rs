@@ -67,6 +67,7 @@ const LAYERS: &[&[&str]] = &[
     &["operon-pipeline", "operon-hooks"],
     &["operon-addons"],
     &["operon-controller"],
+    &["operon-scenario"],
     &["operon-engine"],
 ];
 

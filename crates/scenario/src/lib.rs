@@ -1,0 +1,326 @@
+//! `operon test`: test files for hooks, Hook objects, addon-operator modules and
+//! pipelines, run against the in-memory cluster, each step checked against what it
+//! expects.
+//!
+//! A test ([`file::Test`]) names its subject, the objects the cluster starts with and
+//! its steps. Each step is one action (the first runs, a watch event, a schedule tick,
+//! an admission or conversion review, config values for modules, a Diagnosis) and what
+//! must hold after it ([`file::Expect`]), compared as kuttl and Chainsaw compare
+//! objects ([`matcher`]). [`run_test`] runs one test and reports every step
+//! ([`report`]); nothing here prints.
+//!
+//! This crate sits above `operon-controller`: a Hook object is prepared, and a review
+//! answered, exactly as `operon serve` prepares and answers them.
+
+pub mod file;
+pub mod hooks;
+pub mod matcher;
+pub mod report;
+
+mod check;
+mod modules;
+mod pipelines;
+
+use check::Observed;
+use file::{Action, Objects, Subject, Test};
+use operon_cluster::ClusterError;
+use operon_cluster::local::LocalCluster;
+use operon_hooks::hooks::engine::{Engine, HookEngineError};
+use operon_hooks::hooks::load::{HookLoadError, HookLoader};
+use operon_hooks::metrics::Metrics;
+use operon_runner::store::{ModuleError, ModuleLocator};
+use report::{StepReport, TestReport};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a test could not run (as opposed to a step that did not hold).
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// A module reference leads to no file.
+    #[error("{subject}: {source}")]
+    Module {
+        /// What names the module.
+        subject: String,
+        /// Why it was not found.
+        #[source]
+        source: ModuleError,
+    },
+    /// A Hook object does not load, as its `Loaded` condition would say.
+    #[error("{name} does not load ({reason}): {message}")]
+    HookObject {
+        /// `Hook namespace/name`.
+        name: String,
+        /// The condition's reason.
+        reason: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A hook does not load.
+    #[error(transparent)]
+    Load(#[from] HookLoadError),
+    /// A hook's configuration is invalid.
+    #[error("hook {hook} has an invalid configuration: {}", problems.join("; "))]
+    InvalidHook {
+        /// The hook.
+        hook: String,
+        /// Every problem.
+        problems: Vec<String>,
+    },
+    /// The engine could not start (a binding's kind is unknown).
+    #[error(transparent)]
+    Engine(#[from] HookEngineError),
+    /// A file the test names cannot be used.
+    #[error("{}: {message}", path.display())]
+    Subject {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// Objects do not load into the cluster.
+    #[error("{origin}: {}", problems.join("; "))]
+    Objects {
+        /// Where they come from.
+        origin: String,
+        /// Every problem.
+        problems: Vec<String>,
+    },
+    /// An event's object is refused by the cluster.
+    #[error("event: {source}")]
+    Event {
+        /// Why.
+        #[source]
+        source: ClusterError,
+    },
+    /// A step names a binding the hook does not have.
+    #[error("the hook has no {kind} binding {binding:?}")]
+    NoBinding {
+        /// Which kinds of binding were looked in.
+        kind: &'static str,
+        /// The name.
+        binding: String,
+    },
+    /// A pipeline cannot be planned or run.
+    #[error("pipeline: {0}")]
+    Pipeline(String),
+    /// The modules directory or the operator cannot be used.
+    #[error("modules: {0}")]
+    Modules(String),
+}
+
+/// What every test of a run shares.
+pub struct Options {
+    /// Loads hooks (its wasm sandbox is compiled once for every test).
+    pub loader: Arc<HookLoader>,
+    /// Where wasm modules are found by name or digest when a test does not say.
+    pub modules: Option<PathBuf>,
+    /// Where compiled modules are cached, for pipelines.
+    pub cache_dir: Option<PathBuf>,
+    /// Refuse to run scripts when a sandbox protection is unavailable.
+    pub strict: bool,
+    /// The `helm` program modules render with.
+    pub helm: PathBuf,
+}
+
+/// Runs one test read from `path`; the report says how each step went.
+pub async fn run_test(test: &Test, path: &Path, options: &Options) -> TestReport {
+    let mut report = TestReport {
+        file: path.to_owned(),
+        name: test.name.clone(),
+        error: None,
+        steps: Vec::new(),
+    };
+    if let Err(error) = run_steps(test, path, options, &mut report.steps).await {
+        report.error = Some(error.to_string());
+    }
+    report
+}
+
+async fn run_steps(
+    test: &Test,
+    path: &Path,
+    options: &Options,
+    steps: &mut Vec<StepReport>,
+) -> Result<(), ScenarioError> {
+    let base = path.parent().unwrap_or(Path::new(".")).to_owned();
+    let modules = match &test.modules {
+        Some(dir) => Some(base.join(dir)),
+        None => options.modules.clone(),
+    };
+    let locator = ModuleLocator::new(modules);
+    let cluster = Arc::new(LocalCluster::new());
+    load_objects(&cluster, &test.objects, &base)?;
+    match &test.subject {
+        Subject::Hook(hook) | Subject::HookObject(hook) => {
+            let hook = hooks::load_hook(hook, &base, &locator, &options.loader, &cluster).await?;
+            let engine = Engine::new(
+                vec![hook.loaded],
+                hook.cluster,
+                Arc::new(Metrics::new().map_err(|e| ScenarioError::Modules(e.to_string()))?),
+            );
+            engine.start().await?;
+            let mut first = Vec::new();
+            engine.drain(|r| first.push(r.clone())).await;
+            let mut start = Some(Observed {
+                runs: first.iter().map(hooks::run_json).collect(),
+                ..Observed::default()
+            });
+            for (index, step) in test.steps.iter().enumerate() {
+                let started = Instant::now();
+                let action = step.action().expect("checked when read");
+                let observed = match (action, start.take()) {
+                    (Action::Start, Some(observed)) => observed,
+                    (action, first_runs) => {
+                        if let Some(first_runs) = first_runs {
+                            // Not checked by a `start` step: its failures still count.
+                            push_start(steps, &first_runs);
+                        }
+                        hooks::act(action, &engine, &cluster, &base).await?.0
+                    }
+                };
+                finish(steps, step, index, observed, &cluster, started);
+            }
+        }
+        Subject::Modules(subject) => {
+            let mut modules = modules::Modules::new(
+                subject,
+                &base,
+                cluster.clone(),
+                options.helm.clone(),
+                options.strict,
+            )
+            .await?;
+            let mut start = Some(modules.drain().await?);
+            for (index, step) in test.steps.iter().enumerate() {
+                let started = Instant::now();
+                let action = step.action().expect("checked when read");
+                let observed = match (action, start.take()) {
+                    (Action::Start, Some(observed)) => observed,
+                    (action, first) => {
+                        if let Some(first) = first {
+                            push_start(steps, &first);
+                        }
+                        match action {
+                            Action::Config(config) => modules.configure(config, &cluster).await?,
+                            Action::Event(event) => {
+                                for object in objects(&event.objects, &base)? {
+                                    cluster
+                                        .apply_watch_event(hooks::watch_event(event.kind), object)
+                                        .map_err(|source| ScenarioError::Event { source })?;
+                                }
+                                modules.drain().await?
+                            }
+                            _ => Observed::default(),
+                        }
+                    }
+                };
+                finish(steps, step, index, observed, &cluster, started);
+            }
+        }
+        Subject::Pipeline(files) => {
+            let pipeline = pipelines::Pipeline::load(
+                &pipelines::files(&base, files),
+                locator,
+                options.cache_dir.clone(),
+                options.strict,
+            )?;
+            for (index, step) in test.steps.iter().enumerate() {
+                let started = Instant::now();
+                let observed = match step.action().expect("checked when read") {
+                    Action::Diagnosis(diagnosis) => pipeline.diagnose(diagnosis, index).await?,
+                    _ => Observed::default(),
+                };
+                finish(steps, step, index, observed, &cluster, started);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first runs, reported as a step of their own only when one of them failed (a
+/// test without a `start` step does not check them otherwise).
+fn push_start(steps: &mut Vec<StepReport>, first: &Observed) {
+    let failures = check::check(&file::Expect::default(), first);
+    if !failures.is_empty() {
+        steps.push(StepReport {
+            name: "start".to_owned(),
+            elapsed: std::time::Duration::ZERO,
+            failures,
+            runs: first.runs.clone(),
+        });
+    }
+}
+
+fn finish(
+    steps: &mut Vec<StepReport>,
+    step: &file::Step,
+    index: usize,
+    mut observed: Observed,
+    cluster: &LocalCluster,
+    started: Instant,
+) {
+    observed.objects = cluster.objects();
+    let failures = check::check(&step.expect, &observed);
+    steps.push(StepReport {
+        name: format!("{}. {}", index + 1, step.title()),
+        elapsed: started.elapsed(),
+        failures,
+        runs: observed.runs,
+    });
+}
+
+/// Loads a test's starting objects.
+fn load_objects(
+    cluster: &LocalCluster,
+    sources: &[Objects],
+    base: &Path,
+) -> Result<(), ScenarioError> {
+    for (index, source) in sources.iter().enumerate() {
+        let (text, origin) = match source {
+            Objects::File(file) => {
+                let path = base.join(file);
+                let text = std::fs::read_to_string(&path).map_err(|e| ScenarioError::Subject {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                (text, path.display().to_string())
+            }
+            Objects::Object(object) => (object.to_string(), format!("objects[{index}]")),
+        };
+        cluster
+            .load_yaml(&text, &origin)
+            .map_err(|problems| ScenarioError::Objects {
+                origin: origin.clone(),
+                problems: problems.iter().map(ToString::to_string).collect(),
+            })?;
+    }
+    Ok(())
+}
+
+/// The objects of an event: each file's documents, and inline objects.
+pub(crate) fn objects(sources: &[Objects], base: &Path) -> Result<Vec<Value>, ScenarioError> {
+    let mut objects = Vec::new();
+    for source in sources {
+        match source {
+            Objects::Object(object) => objects.push(object.clone()),
+            Objects::File(file) => {
+                let path = base.join(file);
+                let invalid = |message: String| ScenarioError::Subject {
+                    path: path.clone(),
+                    message,
+                };
+                let text = std::fs::read_to_string(&path).map_err(|e| invalid(e.to_string()))?;
+                for document in yaml_serde::Deserializer::from_str(&text) {
+                    let object = <Value as serde::Deserialize>::deserialize(document)
+                        .map_err(|e| invalid(format!("not YAML: {e}")))?;
+                    if !object.is_null() {
+                        objects.push(object);
+                    }
+                }
+            }
+        }
+    }
+    Ok(objects)
+}
