@@ -86,14 +86,33 @@ fn default_config_map() -> String {
     "addon-operator".to_owned()
 }
 
-/// Objects from a file or written inline.
+/// Objects from a file or written inline: `file: PATH`, `object: OBJECT`, or the object
+/// itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(untagged, deny_unknown_fields)]
 pub enum Objects {
     /// A YAML file of objects, relative to the test file.
-    File(PathBuf),
-    /// One object.
-    Object(Value),
+    File {
+        /// The file.
+        file: PathBuf,
+    },
+    /// One object, under `object:`.
+    Object {
+        /// The object.
+        object: Value,
+    },
+    /// One object, written as it is.
+    Bare(Value),
+}
+
+impl Objects {
+    /// The object written here, when it is not a file.
+    pub fn object(&self) -> Option<&Value> {
+        match self {
+            Objects::File { .. } => None,
+            Objects::Object { object } | Objects::Bare(object) => Some(object),
+        }
+    }
 }
 
 /// One step: exactly one action, then what must hold after it.
@@ -400,6 +419,7 @@ fn check(test: &Test) -> Result<(), (String, String)> {
     if test.kind != KIND {
         return Err(("kind".to_owned(), format!("{:?} is not {KIND}", test.kind)));
     }
+    objects_ok(&test.objects, "objects")?;
     if test.steps.is_empty() {
         return Err((
             "steps".to_owned(),
@@ -457,6 +477,9 @@ fn check(test: &Test) -> Result<(), (String, String)> {
                 "a review has a request or a file, not both or neither".to_owned(),
             ));
         }
+        if let Action::Event(event) = action {
+            objects_ok(&event.objects, &format!("{at}.event.objects"))?;
+        }
         if let Action::Event(event) = action
             && event.objects.is_empty()
         {
@@ -481,6 +504,22 @@ fn check(test: &Test) -> Result<(), (String, String)> {
                     "an absent object names its apiVersion, kind and metadata.name".to_owned(),
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Objects written in the file are objects with a kind.
+fn objects_ok(objects: &[Objects], at: &str) -> Result<(), (String, String)> {
+    for (index, source) in objects.iter().enumerate() {
+        if let Some(object) = source.object()
+            && !(object["apiVersion"].is_string() && object["kind"].is_string())
+        {
+            return Err((
+                format!("{at}[{index}]"),
+                "expected `file: PATH`, `object: OBJECT` or an object with apiVersion and kind"
+                    .to_owned(),
+            ));
         }
     }
     Ok(())
@@ -522,26 +561,22 @@ fn document_lines(text: &str) -> Vec<usize> {
 
 /// The line of `field` (a path such as `steps[1].expect.objectz`) in the document
 /// starting at `first`: each key is looked for below the previous one's line, list
-/// items counted by their `-`. Best effort: `None` when the text does not show it in
-/// block style.
+/// items counted by their `-`. Where the text stops showing the path in block style
+/// (a flow mapping such as `{a: 1}`), the line of the deepest part found.
 fn line_of(text: &str, first: usize, field: &str) -> Option<usize> {
     let lines: Vec<&str> = text.lines().collect();
     let mut at = first.checked_sub(1)?;
     let mut indent: Option<usize> = None;
     for segment in path_segments(field) {
-        match segment {
-            Segment::Key(key) => {
-                let (line, found_indent) = (at..lines.len()).find_map(|n| {
-                    let line = lines[n];
-                    let body = line.trim_start();
-                    let body = body.strip_prefix("- ").unwrap_or(body);
-                    let own = line.len() - body.len();
-                    let deeper = indent.is_none_or(|i| own > i || (own == i && n == at));
-                    (deeper && (body.starts_with(&format!("{key}:")))).then_some((n, own))
-                })?;
-                at = line;
-                indent = Some(found_indent);
-            }
+        let found = match segment {
+            Segment::Key(key) => (at..lines.len()).find_map(|n| {
+                let line = lines[n];
+                let body = line.trim_start();
+                let body = body.strip_prefix("- ").unwrap_or(body);
+                let own = line.len() - body.len();
+                let deeper = indent.is_none_or(|i| own > i || (own == i && n == at));
+                (deeper && body.starts_with(&format!("{key}:"))).then_some((n, own))
+            }),
             Segment::Index(index) => {
                 let mut seen = 0;
                 let mut found = None;
@@ -562,11 +597,12 @@ fn line_of(text: &str, first: usize, field: &str) -> Option<usize> {
                         seen += 1;
                     }
                 }
-                let (line, own) = found?;
-                at = line;
-                indent = Some(own);
+                found
             }
-        }
+        };
+        let Some((line, own)) = found else { break };
+        at = line;
+        indent = Some(own);
     }
     Some(at + 1)
 }
@@ -614,7 +650,7 @@ mod tests {
     #[test]
     fn a_test_reads_with_its_steps() {
         let text = format!(
-            "{HEADER}objects:\n- file: fixtures.yaml\nsteps:\n- start: {{}}\n- event:\n    type: Added\n    objects:\n    - object: {{apiVersion: v1, kind: Namespace, metadata: {{name: a}}}}\n  expect:\n    patches: []\n"
+            "{HEADER}objects:\n- file: fixtures.yaml\nsteps:\n- start: {{}}\n- event:\n    type: Added\n    objects:\n    - object: {{apiVersion: v1, kind: Namespace, metadata: {{name: a}}}}\n    - {{apiVersion: v1, kind: Namespace, metadata: {{name: b}}}}\n    - file: more.yaml\n  expect:\n    patches: []\n"
         );
         let tests = parse_one(&text).unwrap();
         assert_eq!(tests.len(), 1);
@@ -623,6 +659,22 @@ mod tests {
         assert_eq!(test.steps[0].action(), Some(Action::Start));
         assert_eq!(test.steps[1].title(), "Added event");
         assert_eq!(test.steps[1].expect.patches, Some(vec![]));
+        let objects = &test.steps[1].event.as_ref().unwrap().objects;
+        assert_eq!(objects[0].object().unwrap()["metadata"]["name"], "a");
+        assert_eq!(objects[1].object().unwrap()["metadata"]["name"], "b");
+        assert_eq!(
+            objects[2],
+            Objects::File {
+                file: "more.yaml".into()
+            }
+        );
+        let text =
+            format!("{HEADER}steps:\n- event: {{type: Added, objects: [{{fil: x.yaml}}]}}\n");
+        let error = parse_one(&text).unwrap_err().to_string();
+        assert!(
+            error.contains("t.test.yaml:7: steps[0].event.objects[0]: expected `file: PATH`"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -24,11 +24,13 @@ mod pipelines;
 use check::Observed;
 use file::{Action, Objects, Subject, Test};
 use operon_cluster::ClusterError;
-use operon_cluster::local::LocalCluster;
+use operon_cluster::local::{LocalApi, LocalApiError, LocalCluster};
 use operon_hooks::hooks::engine::{Engine, HookEngineError};
 use operon_hooks::hooks::load::{HookLoadError, HookLoader};
+use operon_hooks::hooks::runner::{AccessScope, ClusterAccess, ClusterAccessError};
 use operon_hooks::metrics::Metrics;
 use operon_runner::store::{ModuleError, ModuleLocator};
+use operon_sandbox::{CallLimits, Sandbox};
 use report::{StepReport, TestReport};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -102,6 +104,15 @@ pub enum ScenarioError {
         /// The name.
         binding: String,
     },
+    /// The local API kubectl in script hooks talks to cannot start.
+    #[error("the local API server: {0}")]
+    LocalApi(#[from] LocalApiError),
+    /// Script hooks cannot be given the local API.
+    #[error(transparent)]
+    Access(#[from] ClusterAccessError),
+    /// The hook engine's metrics cannot be registered.
+    #[error("metrics: {0}")]
+    Metrics(String),
     /// A pipeline cannot be planned or run.
     #[error("pipeline: {0}")]
     Pipeline(String),
@@ -112,8 +123,8 @@ pub enum ScenarioError {
 
 /// What every test of a run shares.
 pub struct Options {
-    /// Loads hooks (its wasm sandbox is compiled once for every test).
-    pub loader: Arc<HookLoader>,
+    /// The wasm sandbox every test's hooks load into (modules are compiled once).
+    pub sandbox: Sandbox,
     /// Where wasm modules are found by name or digest when a test does not say.
     pub modules: Option<PathBuf>,
     /// Where compiled modules are cached, for pipelines.
@@ -154,12 +165,19 @@ async fn run_steps(
     load_objects(&cluster, &test.objects, &base)?;
     match &test.subject {
         Subject::Hook(hook) | Subject::HookObject(hook) => {
-            let hook = hooks::load_hook(hook, &base, &locator, &options.loader, &cluster).await?;
-            let engine = Engine::new(
-                vec![hook.loaded],
-                hook.cluster,
-                Arc::new(Metrics::new().map_err(|e| ScenarioError::Modules(e.to_string()))?),
-            );
+            // Script hooks that call kubectl reach this test's objects through a local
+            // API server, served until the test ends.
+            let api = LocalApi::start(cluster.clone()).await?;
+            let access = ClusterAccess::local(AccessScope::All, api.dir())?;
+            let loader = HookLoader::new(
+                options.sandbox.clone(),
+                CallLimits::default(),
+                options.strict,
+            )
+            .with_cluster_access(access);
+            let hook = hooks::load_hook(hook, &base, &locator, &loader, &cluster).await?;
+            let metrics = Metrics::new().map_err(|e| ScenarioError::Metrics(e.to_string()))?;
+            let engine = Engine::new(vec![hook.loaded], hook.cluster, Arc::new(metrics));
             engine.start().await?;
             let mut first = Vec::new();
             engine.drain(|r| first.push(r.clone())).await;
@@ -279,7 +297,7 @@ fn load_objects(
 ) -> Result<(), ScenarioError> {
     for (index, source) in sources.iter().enumerate() {
         let (text, origin) = match source {
-            Objects::File(file) => {
+            Objects::File { file } => {
                 let path = base.join(file);
                 let text = std::fs::read_to_string(&path).map_err(|e| ScenarioError::Subject {
                     path: path.clone(),
@@ -287,7 +305,9 @@ fn load_objects(
                 })?;
                 (text, path.display().to_string())
             }
-            Objects::Object(object) => (object.to_string(), format!("objects[{index}]")),
+            Objects::Object { object } | Objects::Bare(object) => {
+                (object.to_string(), format!("objects[{index}]"))
+            }
         };
         cluster
             .load_yaml(&text, &origin)
@@ -304,8 +324,8 @@ pub(crate) fn objects(sources: &[Objects], base: &Path) -> Result<Vec<Value>, Sc
     let mut objects = Vec::new();
     for source in sources {
         match source {
-            Objects::Object(object) => objects.push(object.clone()),
-            Objects::File(file) => {
+            Objects::Object { object } | Objects::Bare(object) => objects.push(object.clone()),
+            Objects::File { file } => {
                 let path = base.join(file);
                 let invalid = |message: String| ScenarioError::Subject {
                     path: path.clone(),

@@ -195,12 +195,20 @@ pub fn run(cmd: HookCommand) -> anyhow::Result<ExitCode> {
 }
 
 pub(super) fn loader(cache_dir: Option<PathBuf>, strict: bool) -> anyhow::Result<HookLoader> {
-    let sandbox = Sandbox::new(SandboxConfig {
+    Ok(HookLoader::new(
+        sandbox(cache_dir)?,
+        CallLimits::default(),
+        strict,
+    ))
+}
+
+/// The wasm sandbox hooks of a local command load into.
+pub(super) fn sandbox(cache_dir: Option<PathBuf>) -> anyhow::Result<Sandbox> {
+    Ok(Sandbox::new(SandboxConfig {
         cache_dir: cache_dir.or_else(sandbox::default_cache_dir),
         max_concurrent_calls: 16,
         ..SandboxConfig::default()
-    })?;
-    Ok(HookLoader::new(sandbox, CallLimits::default(), strict))
+    })?)
 }
 
 fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()> {

@@ -7,7 +7,6 @@ use operon::scenario::report::{self, TestReport};
 use operon::scenario::{self, Options};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Arguments of `operon test`.
 #[derive(Debug, clap::Args)]
@@ -79,7 +78,7 @@ async fn run_all(args: TestArgs) -> anyhow::Result<ExitCode> {
             .join(", ")
     );
     let options = Options {
-        loader: Arc::new(super::hook::loader(args.cache_dir.clone(), args.strict)?),
+        sandbox: super::hook::sandbox(args.cache_dir.clone())?,
         modules: args.modules.clone(),
         cache_dir: args
             .cache_dir
