@@ -240,6 +240,11 @@ pub struct HookStatus {
     /// The last error: of loading the hook, or of its last failed run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The last failed runs, oldest first, at most five: what `kubectl describe hook`
+    /// shows of a hook that fails now and then. A success leaves them (they change on
+    /// failures only); the `Ready` condition says how the hook runs now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_failures: Vec<HookFailure>,
     /// `Loaded` (the module loaded, its configuration is valid and within the
     /// permissions) and `Ready` (its bindings are watched and its last run succeeded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -283,6 +288,31 @@ pub struct HookRunStatus {
     pub duration_ms: u64,
     /// How many patch operations it submitted.
     pub patches: u32,
+}
+
+/// One failed run of a hook.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookFailure {
+    /// When it ended.
+    pub time: Time,
+    /// The bindings of its binding contexts.
+    pub binding: String,
+    /// What started it (`Added Pod demo/web-1`, `schedule`, `Synchronization (3
+    /// objects)`...).
+    pub trigger: String,
+    /// `Failed` (retried) or `AllowedFailure` (on a binding with `allowFailure`).
+    pub outcome: HookRunOutcome,
+    /// Why it failed (cut at 1 KiB).
+    pub error: String,
+    /// A script hook's exit code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+impl HookFailure {
+    /// How many failures a Hook's status keeps (`status.lastFailures` says five).
+    pub const KEPT: usize = 5;
 }
 
 /// How a run ended.

@@ -28,8 +28,8 @@ pub use diagnosis::{
     TargetStatus,
 };
 pub use hook::{
-    Hook, HookBindingStatus, HookOverrides, HookPermissions, HookRunOutcome, HookRunStatus,
-    HookSpec, HookStatus, KubernetesOverride, PatchOperationName, PatchPermission,
+    Hook, HookBindingStatus, HookFailure, HookOverrides, HookPermissions, HookRunOutcome,
+    HookRunStatus, HookSpec, HookStatus, KubernetesOverride, PatchOperationName, PatchPermission,
     ScheduleOverride, WatchPermission, spec_problems as hook_spec_problems,
 };
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};

@@ -197,9 +197,10 @@ fn trigger(contexts: &[BindingContext]) -> String {
     let described = match first.type_ {
         BindingType::OnStartup => "startup".to_owned(),
         BindingType::Schedule => "schedule".to_owned(),
-        BindingType::Synchronization => {
-            format!("Synchronization ({} objects)", first.objects.len())
-        }
+        BindingType::Synchronization => match first.objects.len() {
+            1 => "Synchronization (1 object)".to_owned(),
+            n => format!("Synchronization ({n} objects)"),
+        },
         BindingType::Group => format!("group {}", first.group.as_deref().unwrap_or(&first.binding)),
         BindingType::Validating => "validating review".to_owned(),
         BindingType::Mutating => "mutating review".to_owned(),

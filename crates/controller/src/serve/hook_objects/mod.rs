@@ -385,6 +385,8 @@ async fn run_hook(
             bindings: prepared.bindings.clone(),
             last_run: status.last_run.take(),
             last_error: None,
+            // Failures of an engine before this one stay: they have their times.
+            last_failures: std::mem::take(&mut status.last_failures),
             conditions: std::mem::take(&mut status.conditions),
         };
         set_condition(

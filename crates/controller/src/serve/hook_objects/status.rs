@@ -1,5 +1,6 @@
 //! A Hook object's status: what the engine made of it (the digest loaded, the
-//! bindings, the last run and error, the `Loaded` and `Ready` conditions) written with
+//! bindings, the last run and error, the last failures, the `Loaded` and `Ready`
+//! conditions) written with
 //! server-side apply (field manager `operon`) to the status subresource. Updates are
 //! coalesced: a hook that runs every second writes its status at most once a second.
 
@@ -8,9 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use operon_data::api::{
-    Condition, ConditionStatus, Hook, HookRunOutcome, HookRunStatus, HookStatus,
+    Condition, ConditionStatus, Hook, HookFailure, HookRunOutcome, HookRunStatus, HookStatus,
 };
 use operon_hooks::hooks::engine::RunRecord;
+use operon_hooks::hooks::history::RunEntry;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -56,6 +58,9 @@ pub(crate) fn record_run(status: &mut HookStatus, record: &RunRecord) {
         (Ok(_), Some(e)) => Some(e.to_string()),
         _ => None,
     };
+    if outcome != HookRunOutcome::Succeeded {
+        record_failure(status, &RunEntry::of(record));
+    }
     match (error, outcome) {
         (Some(error), HookRunOutcome::Failed) => {
             let message = format!(
@@ -84,6 +89,23 @@ pub(crate) fn record_run(status: &mut HookStatus, record: &RunRecord) {
             "the hook runs on its bindings",
         ),
     }
+}
+
+/// Keeps `run` (a failed one) among the last failures of `status`, dropping the oldest
+/// past [`HookFailure::KEPT`].
+pub(crate) fn record_failure(status: &mut HookStatus, run: &RunEntry) {
+    if status.last_failures.len() >= HookFailure::KEPT {
+        let extra = status.last_failures.len() + 1 - HookFailure::KEPT;
+        status.last_failures.drain(..extra);
+    }
+    status.last_failures.push(HookFailure {
+        time: Time(jiff::Timestamp::now()),
+        binding: run.bindings.join(","),
+        trigger: run.trigger.clone(),
+        outcome: run.outcome,
+        error: run.error.clone().unwrap_or_default(),
+        exit_code: run.exit_code,
+    });
 }
 
 /// Keeps one Hook's status written: updates go to [`StatusWriter::update`], a task

@@ -64,6 +64,45 @@ async fn a_status_is_written_with_server_side_apply_as_operon() {
 }
 
 #[test]
+fn a_status_keeps_the_last_five_failures_oldest_first() {
+    let run = |n: u64| operon_hooks::hooks::history::RunEntry {
+        hook: "labeler".into(),
+        bindings: vec!["pods".into()],
+        binding_type: "Event".into(),
+        trigger: format!("Added Pod demo/web-{n}"),
+        queue: "main".into(),
+        started: jiff::Timestamp::UNIX_EPOCH,
+        duration_ms: n,
+        outcome: operon_data::api::HookRunOutcome::Failed,
+        error: Some("exit code 2".into()),
+        patches: 0,
+        patch_descriptions: Vec::new(),
+        exit_code: Some(2),
+        stderr_tail: String::new(),
+        stderr_truncated: false,
+    };
+    let mut status = HookStatus::default();
+    for n in 0..7 {
+        status::record_failure(&mut status, &run(n));
+    }
+    let triggers: Vec<&str> = status
+        .last_failures
+        .iter()
+        .map(|f| f.trigger.as_str())
+        .collect();
+    assert_eq!(
+        triggers,
+        (2..7)
+            .map(|n| format!("Added Pod demo/web-{n}"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(status.last_failures[4].exit_code, Some(2));
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["lastFailures"][0]["exitCode"], 2);
+    assert_eq!(json["lastFailures"][0]["outcome"], "Failed");
+}
+
+#[test]
 fn a_condition_keeps_its_transition_time_while_its_status_holds() {
     let mut conditions = Vec::new();
     set_condition(
@@ -263,6 +302,14 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
         "{error}"
     );
     assert_eq!(label(&cluster, "web-1"), Value::Null);
+    let failure = &failed["status"]["lastFailures"][0];
+    assert_eq!(failure["outcome"], "Failed", "{failed}");
+    assert_eq!(failure["binding"], "pods");
+    assert_eq!(failure["trigger"], "Synchronization (1 object)");
+    assert!(
+        failure["error"].as_str().unwrap().contains("not permitted"),
+        "{failure}"
+    );
 
     // 3. Granted the patch: the next engine labels the pod.
     let v3 = hook(
@@ -286,6 +333,11 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
         "{succeeded}"
     );
     assert_eq!(label(&cluster, "web-1"), "true");
+    // A success leaves the failures before it.
+    assert_eq!(
+        succeeded["status"]["lastFailures"][0]["trigger"],
+        "Synchronization (1 object)"
+    );
     // Its events run it too.
     cluster
         .apply_watch_event(WatchEvent::Added, pod("web-3"))
