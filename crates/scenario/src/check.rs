@@ -23,6 +23,22 @@ pub(crate) struct Observed {
     pub objects: Vec<Value>,
 }
 
+impl Observed {
+    /// What the step observed besides runs and objects, keyed as in `expect`.
+    pub(crate) fn answers(&self) -> serde_json::Map<String, Value> {
+        [
+            ("admission", &self.admission),
+            ("conversion", &self.conversion),
+            ("values", &self.values),
+            ("tasks", &self.tasks),
+            ("diagnosis", &self.diagnosis),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_owned(), value.clone()?)))
+        .collect()
+    }
+}
+
 /// Every way `observed` is not what `expect` says, each a line for the reader.
 pub(crate) fn check(expect: &Expect, observed: &Observed) -> Vec<String> {
     let mut failures = Vec::new();

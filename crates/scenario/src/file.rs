@@ -57,8 +57,20 @@ pub enum Subject {
     HookObject(PathBuf),
     /// addon-operator's modules directory, with the operator's queue run over it.
     Modules(ModulesSubject),
-    /// Files of Operations and OperationSets (and KubeDiag's), for Diagnosis steps.
-    Pipeline(Vec<PathBuf>),
+    /// Operations and OperationSets (and KubeDiag's), for Diagnosis steps.
+    Pipeline(PipelineSubject),
+}
+
+/// The files of a pipeline and the node it runs on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PipelineSubject {
+    /// Files or directories of Operations, OperationSets and KubeDiag's objects.
+    pub files: Vec<PathBuf>,
+    /// The node's filesystem as an agent sees it (`$OPERON_NODE_ROOT` of scripts), a
+    /// directory of fixtures [default: this machine's /].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_root: Option<PathBuf>,
 }
 
 /// An addon-operator modules directory and what the operator is told about it.

@@ -155,7 +155,13 @@ async fn run_steps(
     options: &Options,
     steps: &mut Vec<StepReport>,
 ) -> Result<(), ScenarioError> {
-    let base = path.parent().unwrap_or(Path::new(".")).to_owned();
+    // Absolute: scripts get paths of the test (a node root) with another working
+    // directory.
+    let base = std::path::absolute(path.parent().unwrap_or(Path::new(".")))
+        .map_err(|e| ScenarioError::Subject {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
     let modules = match &test.modules {
         Some(dir) => Some(base.join(dir)),
         None => options.modules.clone(),
@@ -237,13 +243,8 @@ async fn run_steps(
                 finish(steps, step, index, observed, &cluster, started);
             }
         }
-        Subject::Pipeline(files) => {
-            let pipeline = pipelines::Pipeline::load(
-                &pipelines::files(&base, files),
-                locator,
-                options.cache_dir.clone(),
-                options.strict,
-            )?;
+        Subject::Pipeline(subject) => {
+            let pipeline = pipelines::Pipeline::load(subject, &base, locator, options)?;
             for (index, step) in test.steps.iter().enumerate() {
                 let started = Instant::now();
                 let observed = match step.action().expect("checked when read") {
@@ -267,6 +268,7 @@ fn push_start(steps: &mut Vec<StepReport>, first: &Observed) {
             elapsed: std::time::Duration::ZERO,
             failures,
             runs: first.runs.clone(),
+            observed: first.answers(),
         });
     }
 }
@@ -285,6 +287,7 @@ fn finish(
         name: format!("{}. {}", index + 1, step.title()),
         elapsed: started.elapsed(),
         failures,
+        observed: observed.answers(),
         runs: observed.runs,
     });
 }

@@ -2,12 +2,14 @@
 //! run to its end as `operon run` runs it, shown in the form `expect.diagnosis` is
 //! written in.
 
-use crate::ScenarioError;
 use crate::check::Observed;
 use crate::file::DiagnosisStep;
+use crate::file::PipelineSubject;
+use crate::{Options, ScenarioError};
 use operon_controller::manifest::{self, Manifests};
 use operon_data::api::{Diagnosis, DiagnosisSpec, DiagnosisStatus};
 use operon_pipeline::pipeline::{self, Progress};
+use operon_runner::runner::node_paths::NodeRoot;
 use operon_runner::runner::processors::{ProcessorSettings, Processors};
 use operon_runner::store::ModuleLocator;
 use serde_json::{Value, json};
@@ -29,18 +31,20 @@ struct Quiet;
 impl Progress for Quiet {}
 
 impl Pipeline {
-    /// Reads `files`.
+    /// Reads the subject's files (relative to `base`).
     pub(crate) fn load(
-        files: &[PathBuf],
+        subject: &PipelineSubject,
+        base: &Path,
         modules: ModuleLocator,
-        cache_dir: Option<PathBuf>,
-        strict: bool,
+        options: &Options,
     ) -> Result<Self, ScenarioError> {
-        let (manifests, problems) = manifest::load(files);
+        let files: Vec<PathBuf> = subject.files.iter().map(|f| base.join(f)).collect();
+        let (manifests, problems) = manifest::load(&files);
         let processors = Processors::new(ProcessorSettings {
-            cache_dir,
-            strict,
+            cache_dir: options.cache_dir.clone(),
+            strict: options.strict,
             modules,
+            node_root: NodeRoot::new(subject.node_root.as_ref().map(|r| base.join(r))),
             ..ProcessorSettings::default()
         });
         Ok(Self {
@@ -138,9 +142,4 @@ fn view(status: Option<&DiagnosisStatus>) -> Value {
         "failed": failed,
         "nodes": status.nodes.iter().map(|n| json!({"operation": n.operation, "phase": n.phase})).collect::<Vec<_>>(),
     })
-}
-
-/// The files of a pipeline subject, relative to the test file.
-pub(crate) fn files(base: &Path, files: &[PathBuf]) -> Vec<PathBuf> {
-    files.iter().map(|f| base.join(f)).collect()
 }

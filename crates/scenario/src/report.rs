@@ -42,6 +42,11 @@ pub struct StepReport {
     pub failures: Vec<String>,
     /// What the step's runs did, in the form `expect.runs` is matched against.
     pub runs: Vec<serde_json::Value>,
+    /// The answers, values, tasks or Diagnosis the step observed, in the forms
+    /// `expect.admission`, `conversion`, `values`, `tasks` and `diagnosis` are matched
+    /// against: where a test author copies from.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub observed: serde_json::Map<String, serde_json::Value>,
 }
 
 impl StepReport {
@@ -108,6 +113,7 @@ mod tests {
             elapsed: Duration::from_millis(3),
             failures: failures.iter().map(|f| (*f).to_owned()).collect(),
             runs: Vec::new(),
+            observed: serde_json::Map::new(),
         }
     }
 

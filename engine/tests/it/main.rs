@@ -78,6 +78,7 @@ mod module_cli;
 mod module_openapi;
 mod node_builtins;
 mod oci_registry;
+mod operon_test;
 mod prometheus;
 mod runner_offload_cli;
 mod script_sandbox;
