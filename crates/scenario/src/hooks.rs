@@ -87,9 +87,12 @@ pub async fn load_hook(
     let file = match path.exists() {
         true => path.to_owned(),
         false => locator
-            .locate_named(&reference.to_string_lossy())
+            .locate(&reference.to_string_lossy(), base)
             .map_err(|source| ScenarioError::Module {
-                subject: format!("the hook {}", reference.display()),
+                subject: format!(
+                    "the hook {} is neither a file nor a module of the modules directory",
+                    reference.display()
+                ),
                 source,
             })?,
     };

@@ -3,17 +3,15 @@
 
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
-use operon::api::Hook;
-use operon::cluster::Cluster;
 use operon::cluster::local::LocalCluster;
 use operon::hooks::engine::{Engine, LoadedHook, RunRecord};
 use operon::hooks::load::{self, HookLoadError, HookLoader};
 use operon::metrics::Metrics;
-use operon::model::{HookConfig, WatchEvent};
+use operon::model::WatchEvent;
 use operon::sandbox::{self, CallLimits, Sandbox, SandboxConfig};
-use operon::serve::hook_objects::prepare;
-use operon::serve::webhook::review as webhook_review;
-use operon::shell_operator::{self, responses};
+use operon::scenario::ScenarioError;
+use operon::scenario::hooks::{HookUnderTest, load_hook, run_json, server_answer};
+use operon::shell_operator;
 use operon::store::ModuleLocator;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -228,7 +226,7 @@ fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()
 async fn configure(
     hook: Arc<dyn operon::hooks::Hook>,
     cluster: &Arc<LocalCluster>,
-) -> anyhow::Result<(LoadedHook, HookConfig)> {
+) -> anyhow::Result<(LoadedHook, operon::model::HookConfig)> {
     match load::configure(hook, cluster.as_ref()).await {
         Err(HookLoadError::Invalid { hook, problems }) => {
             for p in &problems {
@@ -249,105 +247,42 @@ async fn configure(
     }
 }
 
-/// The hook `args.hook` names, configured, and the cluster its patches go to: a hook
-/// file; a module name or `sha256:` digest found in --modules; or a Hook object's YAML,
-/// whose `spec.module` is found the same way (or beside the YAML) and whose patches
-/// are held to its permissions, as `operon serve` holds them.
+/// The hook `args.hook` names, configured, and the cluster its patches go to, as
+/// `operon test` loads it: a hook file; a module name or `sha256:` digest found in
+/// --modules; or a Hook object's YAML, whose `spec.module` is found the same way (or
+/// beside the YAML) and whose patches are held to its permissions, as `operon serve`
+/// holds them.
 async fn hook_under_test(
     args: &TestArgs,
     loader: &HookLoader,
     cluster: &Arc<LocalCluster>,
-) -> anyhow::Result<(LoadedHook, HookConfig, Arc<dyn Cluster>)> {
+) -> anyhow::Result<HookUnderTest> {
     let locator = ModuleLocator::new(args.modules.clone());
-    if let Some(object) = hook_object(&args.hook)? {
-        let name = format!(
-            "Hook {}/{}",
-            object.metadata.namespace.as_deref().unwrap_or_default(),
-            object.metadata.name.as_deref().unwrap_or_default()
-        );
-        let base = args.hook.parent().unwrap_or(Path::new("."));
-        let path = locator
-            .locate(&object.spec.module, base)
-            .with_context(|| format!("{name}: spec.module"))?;
-        let mut object = object;
-        if object.spec.offloaded() {
-            // The hook's logic is what is tested: its runs stay in this sandbox.
-            eprintln!(
-                "note: {name} has runOn: Job; here its runs are in the sandbox, under `operon serve` each is a Job"
+    match load_hook(&args.hook, Path::new("."), &locator, loader, cluster).await {
+        Err(ScenarioError::InvalidHook { hook, problems }) => {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            bail!(
+                "hook {hook} has an invalid configuration ({} problems)",
+                problems.len()
             );
-            object.spec.run_on = None;
         }
-        let prepared = prepare::prepare(&object, &path, loader, cluster.clone(), None)
-            .await
-            .map_err(|refusal| {
-                anyhow::anyhow!(
-                    "{name} does not load ({}): {}",
-                    refusal.reason,
-                    refusal.message
-                )
-            })?;
-        for warning in &prepared.loaded.config.warnings {
-            eprintln!("warning: {warning}");
+        other => {
+            let hook = other?;
+            for note in &hook.notes {
+                eprintln!("note: {note}");
+            }
+            for warning in &hook.warnings {
+                eprintln!("warning: {warning}");
+            }
+            Ok(hook)
         }
-        return Ok((prepared.loaded, prepared.declared, prepared.cluster));
     }
-    let path = match args.hook.exists() {
-        true => args.hook.clone(),
-        false => locator
-            .locate(&args.hook.to_string_lossy(), Path::new("."))
-            .context("the hook is neither a file nor a module of --modules")?,
-    };
-    let hooks_dir = path.parent().unwrap_or(Path::new(".")).to_owned();
-    let hook = loader.hook(&path, &hooks_dir)?;
-    let (loaded, declared) = configure(hook, cluster).await?;
-    Ok((loaded, declared, cluster.clone()))
-}
-
-/// The Hook object in `path`, when it is a YAML or JSON file of one (in the namespace
-/// `default` when it names none, as kubectl would create it).
-fn hook_object(path: &Path) -> anyhow::Result<Option<Hook>> {
-    let is_manifest = path
-        .extension()
-        .is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
-    if !is_manifest || !path.is_file() {
-        return Ok(None);
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let value: Value =
-        yaml_serde::from_str(&text).with_context(|| format!("{} is not YAML", path.display()))?;
-    if value["kind"] != "Hook" {
-        return Ok(None);
-    }
-    let mut object: Hook = serde_json::from_value(value)
-        .with_context(|| format!("{} is not a valid Hook", path.display()))?;
-    object
-        .metadata
-        .namespace
-        .get_or_insert_with(|| "default".to_owned());
-    Ok(Some(object))
-}
-
-fn record_json(record: &RunRecord) -> Value {
-    json!({
-        "hook": record.hook,
-        "queue": record.queue,
-        "bindingContexts": shell_operator::context::to_json_for(record.config_version, &record.contexts),
-        "status": if record.failed { if record.allowed_failure { "AllowedFailure" } else { "Failed" } } else { "Succeeded" },
-        "error": record.run.outcome.as_ref().err().map(|e| e.to_string()).or_else(|| record.apply_error.as_ref().map(ToString::to_string)),
-        "elapsedMs": record.run.elapsed.as_secs_f64() * 1e3,
-        "patches": record.run.patches.iter().map(shell_operator::patches::to_json).collect::<Vec<_>>(),
-        "metrics": record.run.metrics.iter().map(shell_operator::metrics::to_json).collect::<Vec<_>>(),
-        "logs": record.run.logs.iter().map(|l| json!({"level": l.level.as_str(), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
-        "validating": record.run.outcome.as_ref().ok().and_then(|o| o.validating.as_ref()).map(responses::validating_to_json),
-        "conversion": record.run.outcome.as_ref().ok().and_then(|o| o.conversion.as_ref()).map(responses::conversion_to_json),
-        "stdout": record.run.stdout,
-        "stderr": record.run.stderr,
-    })
 }
 
 fn print_record(index: usize, record: &RunRecord) {
-    let value = record_json(record);
+    let value = run_json(record);
     let status = value["status"].as_str().unwrap_or_default();
     println!(
         "\n── run {index}: {} on queue {} — {status} in {:.2} ms",
@@ -383,37 +318,6 @@ fn print_record(index: usize, record: &RunRecord) {
     }
 }
 
-/// What `operon serve`'s webhook server would answer for a review run: the
-/// AdmissionReview or ConversionReview, and for an allowed mutation the object the API
-/// server would store.
-fn server_answer(engine: &Engine, binding: &str, review: &Value, record: &RunRecord) -> Value {
-    let config = &engine.hooks()[0].config;
-    let output =
-        (record.run.outcome.clone()).map_err(|e| format!("hook {} failed: {e}", record.hook));
-    if config.conversions.iter().any(|c| c.name == binding) {
-        let outcome = output.and_then(|o| {
-            o.conversion
-                .ok_or_else(|| format!("hook {} gave no answer for binding {binding}", record.hook))
-        });
-        return json!({"binding": binding, "answer": webhook_review::conversion_response(review, outcome)});
-    }
-    let mutating = config.mutating.iter().any(|m| m.name == binding);
-    let outcome =
-        webhook_review::admission_outcome(&record.hook, binding, mutating, review, output);
-    let patched = match &outcome {
-        webhook_review::AdmissionOutcome::Answered(answer) if mutating => {
-            webhook_review::patched_object(review, answer)
-        }
-        _ => None,
-    };
-    let mut answer =
-        json!({"binding": binding, "answer": webhook_review::admission_response(review, outcome)});
-    if let Some(object) = patched {
-        answer["patchedObject"] = object;
-    }
-    answer
-}
-
 fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}\n")).collect()
 }
@@ -429,7 +333,12 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
     )?;
     let loader = loader(args.cache_dir.clone(), args.strict)?.with_cluster_access(access);
     load_fixtures(&cluster, &args.objects)?;
-    let (loaded, declared, engine_cluster) = hook_under_test(&args, &loader, &cluster).await?;
+    let HookUnderTest {
+        loaded,
+        declared,
+        cluster: engine_cluster,
+        ..
+    } = hook_under_test(&args, &loader, &cluster).await?;
     // Printed as shell-operator's v1 document, the form hook authors write.
     let raw = shell_operator::config::to_json(&declared);
     let schedule_index: Vec<usize> = args
@@ -522,7 +431,7 @@ async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
             other,
             &json!({
                 "configuration": raw,
-                "runs": records.iter().map(record_json).collect::<Vec<_>>(),
+                "runs": records.iter().map(run_json).collect::<Vec<_>>(),
                 "reviews": answers,
                 "objects": objects,
             }),
@@ -561,7 +470,7 @@ async fn run_dir(args: HookRunArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     engine
         .run_for(args.duration, move |r: &RunRecord| {
-            let v = record_json(r);
+            let v = run_json(r);
             println!(
                 "{:>8.3}s {} [{}] {} ({} contexts, {} patches, {} metrics){}",
                 started.elapsed().as_secs_f64(),
