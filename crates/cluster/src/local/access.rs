@@ -5,9 +5,10 @@
 //! fields and the `status` subresource handled as client writes are. The REST
 //! interface over it is [`super::server`].
 
+use super::LocalCluster;
 use super::resources::ResourceInfo;
+use super::state::{KindState, Origin, Watcher, event_for};
 use super::write::{self, ObjectKey, Subresource};
-use super::{KindState, LocalCluster, Origin, Watcher, event_for};
 use crate::{ClusterError, Event, EventStream, Resource, Selector};
 use serde_json::Value;
 use std::collections::VecDeque;

@@ -3,6 +3,7 @@
 
 use super::selector::field_value;
 use super::*;
+use crate::Event;
 use futures::executor::block_on;
 use operon_data::model::{
     FieldOperator, FieldRequirement, LabelOperator, LabelRequirement, LabelSelector,
