@@ -93,9 +93,10 @@ async fn run_all(args: TestArgs) -> anyhow::Result<ExitCode> {
         let tests: Vec<Test> = match file::read(path) {
             Ok(tests) => tests,
             Err(error) => {
+                // The error names the file, its line and field: no test name to add.
                 let report = TestReport {
                     file: path.clone(),
-                    name: path.display().to_string(),
+                    name: String::new(),
                     error: Some(error.to_string()),
                     steps: Vec::new(),
                 };
@@ -196,7 +197,9 @@ fn print_report(report: &TestReport) {
             println!("       {failure}");
         }
     }
-    if let Some(error) = &report.error {
-        println!("ERROR {file}: {}: {error}", report.name);
+    match &report.error {
+        Some(error) if report.name.is_empty() => println!("ERROR {error}"),
+        Some(error) => println!("ERROR {file}: {}: {error}", report.name),
+        None => {}
     }
 }

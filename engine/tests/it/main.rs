@@ -1,6 +1,8 @@
-//! The engine's integration tests, one binary: each module is one suite. The
-//! suites that need an API server, a node or a registry skip themselves unless their
-//! environment variable is set (see each module's own doc).
+//! The engine's integration tests, one binary: each module is one suite. The tests
+//! that need an API server or a node are `#[ignore]`d, with what they need as the
+//! reason: run them with `cargo test -p operon-engine --test it SUITE:: -- --ignored`
+//! and their environment variable set (see each module's own doc); without it they fail,
+//! naming it.
 
 /// The launcher half of the script sandbox, in this very test binary: the sandboxes of
 /// the suites re-run it filtered to this test, which then becomes the in-sandbox half and
