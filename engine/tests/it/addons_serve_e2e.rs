@@ -1,7 +1,7 @@
-//! `operon serve --modules-dir` against a real Kubernetes API server: runs only when
-//! `OPERON_E2E_KUBECONFIG` names a kubeconfig (cluster-admin), and is skipped with a
-//! message otherwise (CI has no API server). Charts are rendered by Helm's engine from
-//! `helm-python-sdk` (skipped with a message when it is missing).
+//! `operon serve --modules-dir` against a real Kubernetes API server: ignored unless
+//! run with `--ignored` (CI has no API server), and then failing unless
+//! `OPERON_E2E_KUBECONFIG` names a kubeconfig (cluster-admin). Charts are rendered by
+//! Helm's engine from `helm-python-sdk` (skipped with a message when it is missing).
 //!
 //! The example modules directory (global hooks, a Helm chart module with an `enabled`
 //! script and a `beforeHelm` hook, a plain-manifests module whose `enabled` script
@@ -109,10 +109,9 @@ fn modules_args<'a>(ex: &'a Path, ns: &'a str) -> Vec<String> {
 }
 
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn serve_converges_modules_and_follows_the_config_map() {
-    let Some(kubeconfig) = kubeconfig() else {
-        return;
-    };
+    let kubeconfig = kubeconfig();
     let helm_ok = Command::new("python3")
         .args(["-c", "import helm_python"])
         .status()
@@ -286,10 +285,9 @@ async fn serve_converges_modules_and_follows_the_config_map() {
 /// goes in (ModuleEnsureCRDs) and is established before the ModuleRun applies the
 /// resource; disabling the module deletes the resource and keeps the CRD.
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn serve_applies_a_modules_crds_before_its_objects() {
-    let Some(kubeconfig) = kubeconfig() else {
-        return;
-    };
+    let kubeconfig = kubeconfig();
     let cluster = connect(&kubeconfig).await;
     let scratch = Scratch::new(&cluster, &kubeconfig, "operon-serve-crds").await;
     let ns = scratch.name.clone();
@@ -402,10 +400,9 @@ async fn serve_applies_a_modules_crds_before_its_objects() {
 /// module's `beforeHelm` hook reads the snapshot of its kubernetes binding (the
 /// labelled ConfigMaps, by namespace then name), as addon-operator gives it.
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn serve_is_ready_after_the_startup_convergence_and_before_helm_reads_snapshots() {
-    let Some(kubeconfig) = kubeconfig() else {
-        return;
-    };
+    let kubeconfig = kubeconfig();
     let cluster = connect(&kubeconfig).await;
     let scratch = Scratch::new(&cluster, &kubeconfig, "operon-serve-ready").await;
     let ns = scratch.name.clone();

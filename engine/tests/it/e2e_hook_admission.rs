@@ -1,10 +1,10 @@
-//! End to end against a real Kubernetes API server (only with `OPERON_E2E_KUBECONFIG`,
-//! skipped otherwise): `operon serve` registers its admission webhook for Operon's own
-//! kinds (`resources.operon.dev`) by URL with a test CA, and the API server refuses
-//! through it, at `kubectl apply`, a Hook with every problem that shows without its
-//! module (its module reference, permissions, overrides and Job settings), each field
-//! named; a valid Hook is stored, and an update that makes it invalid is refused,
-//! leaving the stored Hook as it was.
+//! End to end against a real Kubernetes API server (ignored unless run with
+//! `--ignored`, and then failing without `OPERON_E2E_KUBECONFIG`): `operon serve`
+//! registers its admission webhook for Operon's own kinds (`resources.operon.dev`) by
+//! URL with a test CA, and the API server refuses through it, at `kubectl apply`, a
+//! Hook with every problem that shows without its module (its module reference,
+//! permissions, overrides and Job settings), each field named; a valid Hook is stored,
+//! and an update that makes it invalid is refused, leaving the stored Hook as it was.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -109,8 +109,9 @@ spec:
 }
 
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn hooks_are_refused_at_admission_with_every_problem_named() {
-    let Some(path) = kubeconfig() else { return };
+    let path = kubeconfig();
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-hook-admission").await;
     let ns = scratch.name.as_str();

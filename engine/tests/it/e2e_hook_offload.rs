@@ -1,11 +1,12 @@
-//! End to end against a real Kubernetes API server (only with `OPERON_E2E_KUBECONFIG`,
-//! skipped otherwise): a Hook with `runOn: Job`. `operon serve` loads the pushed pod
-//! labeler and turns each of its runs into a Job of Operon's image in the Hook's
-//! namespace; with no kubelet here, the test runs each Job's container command itself
-//! (`operon hook handle`, fetching the module by digest with the Job's ServiceAccount
-//! token) and writes the pod's status with the report it left; the engine applies the
-//! report's patch, so a new Pod gets labelled. The Jobs' own pods, which the hook's
-//! Pod binding would otherwise see, never reach it.
+//! End to end against a real Kubernetes API server (ignored unless run with
+//! `--ignored`, and then failing without `OPERON_E2E_KUBECONFIG`): a Hook with `runOn:
+//! Job`. `operon serve` loads the pushed pod labeler and turns each of its runs into a
+//! Job of Operon's image in the Hook's namespace; with no kubelet here, the test runs
+//! each Job's container command itself (`operon hook handle`, fetching the module by
+//! digest with the Job's ServiceAccount token) and writes the pod's status with the
+//! report it left; the engine applies the report's patch, so a new Pod gets labelled.
+//! The Jobs' own pods, which the hook's Pod binding would otherwise see, never reach
+//! it.
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -36,8 +37,9 @@ fn labelled(pod: &Pod) -> bool {
 }
 
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn each_run_of_a_hook_with_run_on_job_is_a_job_whose_report_the_engine_applies() {
-    let Some(path) = kubeconfig() else { return };
+    let path = kubeconfig();
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-hook-job").await;
     let ns = scratch.name.clone();

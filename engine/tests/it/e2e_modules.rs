@@ -1,8 +1,8 @@
-//! End to end against a real Kubernetes API server (only with `OPERON_E2E_KUBECONFIG`,
-//! skipped otherwise): `operon module push` to a replica of `operon serve`, refused
-//! without a token and for an account without RBAC; the Module object it makes; a
-//! second replica fetching the bytes from the first; and a Diagnosis of an Operation
-//! naming the module reaching Succeeded.
+//! End to end against a real Kubernetes API server (ignored unless run with
+//! `--ignored`, and then failing without `OPERON_E2E_KUBECONFIG`): `operon module push`
+//! to a replica of `operon serve`, refused without a token and for an account without
+//! RBAC; the Module object it makes; a second replica fetching the bytes from the
+//! first; and a Diagnosis of an Operation naming the module reaching Succeeded.
 
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -42,8 +42,9 @@ fn module(args: &[&str], server: &str, ca: &Path, token: Option<&str>) -> (bool,
 }
 
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn a_pushed_module_runs_by_name_and_reaches_a_second_replica() {
-    let Some(path) = kubeconfig() else { return };
+    let path = kubeconfig();
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-modules").await;
     let ns = scratch.name.as_str();

@@ -1,7 +1,8 @@
-//! End to end on a node where Pods really run, with the real image (only with
-//! `OPERON_E2E_NODE_KUBECONFIG` and `OPERON_E2E_NODE_IMAGE`, skipped otherwise). Run it
-//! from where the cluster's Service addresses are reachable (on the node, or inside the
-//! test node's network namespace).
+//! End to end on a node where Pods really run, with the real image (ignored unless run
+//! with `--ignored`, and then failing without `OPERON_E2E_NODE_KUBECONFIG` and
+//! `OPERON_E2E_NODE_IMAGE`; select it with the filter `e2e_node::`). Run it from where
+//! the cluster's Service addresses are reachable (on the node, or inside the test
+//! node's network namespace).
 //!
 //! On a cluster without Operon, it installs the Helm chart with Helm's own code
 //! (`deploy/helm/install.py`), checks that its shell hook runs with every namespace, and
@@ -156,24 +157,27 @@ pub(crate) struct Node {
     pub(crate) pod_image: String,
 }
 
-pub(crate) fn node() -> Option<Node> {
+/// The node to test on, from `OPERON_E2E_NODE_KUBECONFIG` and `OPERON_E2E_NODE_IMAGE`:
+/// the tests that call this are `#[ignore]`d, and fail here, naming the variable, when
+/// run with `--ignored` without them.
+#[track_caller]
+pub(crate) fn node() -> Node {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let (Some(kubeconfig), Some(image)) = (
-        var("OPERON_E2E_NODE_KUBECONFIG"),
-        var("OPERON_E2E_NODE_IMAGE"),
-    ) else {
-        eprintln!(
-            "skipped: OPERON_E2E_NODE_KUBECONFIG and OPERON_E2E_NODE_IMAGE are not both set (no node to test on)"
-        );
-        return None;
-    };
-    Some(Node {
+    let kubeconfig = required_os(
+        "OPERON_E2E_NODE_KUBECONFIG",
+        "the kubeconfig of a cluster with a node where Pods really run",
+    );
+    let image = required(
+        "OPERON_E2E_NODE_IMAGE",
+        "the operon image the node has (a locally built one, say)",
+    );
+    Node {
         kubeconfig: kubeconfig.into(),
         image,
         kubelet_dir: var("OPERON_E2E_NODE_KUBELET_DIR"),
         pod_image: var("OPERON_E2E_NODE_POD_IMAGE")
             .unwrap_or_else(|| "operon.local/pause:1".to_owned()),
-    })
+    }
 }
 
 fn repo() -> PathBuf {
@@ -1001,8 +1005,9 @@ fn helm_installs_and_uninstalls(node: &Node) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a node where Pods run: set OPERON_E2E_NODE_KUBECONFIG and OPERON_E2E_NODE_IMAGE"]
 async fn a_fresh_install_runs_hooks_modules_and_diagnoses_on_a_real_node() {
-    let Some(node) = node() else { return };
+    let node = node();
     let config = node.kubeconfig.as_path();
     helm_installs_and_uninstalls(&node);
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

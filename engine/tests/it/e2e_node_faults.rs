@@ -1,6 +1,7 @@
-//! Faults on a node where Pods really run, under load (only with
-//! `OPERON_E2E_NODE_FAULTS=1` beside the variables of `e2e_node`; skipped otherwise). Run
-//! it where the cluster's Service and Pod addresses are reachable, as `e2e_node`.
+//! Faults on a node where Pods really run, under load (ignored unless run with
+//! `--ignored`, and then failing without `OPERON_E2E_NODE_FAULTS=1` beside the variables
+//! of `e2e_node`). Run it where the cluster's Service and Pod addresses are reachable,
+//! as `e2e_node`.
 //!
 //! It installs `deploy/` as `e2e_node` does (the pod labeler as a wasm hook and as its
 //! shell twin, a validating and a mutating shell hook on ConfigMaps), with the
@@ -486,11 +487,15 @@ async fn leader_cut_off(node: &Node, client: &kube::Client, namespace: &str) {
 }
 
 #[tokio::test]
+#[ignore = "needs a node to break: set OPERON_E2E_NODE_KUBECONFIG, OPERON_E2E_NODE_IMAGE and OPERON_E2E_NODE_FAULTS=1"]
 async fn operon_survives_faults_on_a_real_node() {
-    let Some(node) = node() else { return };
+    let node = node();
     if std::env::var("OPERON_E2E_NODE_FAULTS").ok().as_deref() != Some("1") {
-        eprintln!("skipped: OPERON_E2E_NODE_FAULTS is not 1 (the fault suite is opt-in)");
-        return;
+        panic!(
+            "OPERON_E2E_NODE_FAULTS is not 1: this opt-in test breaks the node's control \
+             plane and Operon's Pods, and runs only with OPERON_E2E_NODE_FAULTS=1 (see the \
+             suite's module doc and docs/src/development/testing.md)"
+        );
     }
     // Recovery is measured, not how fast a backlog drains through the default 5
     // requests per second.

@@ -1,6 +1,6 @@
-//! End to end for Triggers against a real Kubernetes API server: runs only when
-//! `OPERON_E2E_KUBECONFIG` names a kubeconfig (cluster-admin), and is skipped with a
-//! message otherwise, so CI (which has no API server) stays green.
+//! End to end for Triggers against a real Kubernetes API server: ignored unless run
+//! with `--ignored`, so CI (which has no API server) lists it as ignored, and then
+//! failing unless `OPERON_E2E_KUBECONFIG` names a kubeconfig (cluster-admin).
 //!
 //! One `operon serve` with `--alertmanager-token-secret`: an Alertmanager webhook
 //! message creates one Diagnosis (owned by its Trigger) and its redelivery none; a
@@ -57,8 +57,9 @@ async fn post(port: u16, path: &str, token: &str, body: &str) -> (u16, Value) {
 }
 
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn alerts_and_a_schedule_create_diagnoses_owned_by_their_triggers() {
-    let Some(path) = kubeconfig() else { return };
+    let path = kubeconfig();
     let cluster = connect(&path).await;
     let client = cluster.client().clone();
     let run = unique();

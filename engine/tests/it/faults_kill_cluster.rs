@@ -1,6 +1,7 @@
-//! `operon serve` against a real Kubernetes API server (only with
-//! `OPERON_E2E_KUBECONFIG`, skipped otherwise), killed with SIGKILL at random points of
-//! a Diagnosis and started again, several times, until the Diagnosis finishes.
+//! `operon serve` against a real Kubernetes API server (ignored unless run with
+//! `--ignored`, and then failing without `OPERON_E2E_KUBECONFIG`), killed with SIGKILL
+//! at random points of a Diagnosis and started again, several times, until the
+//! Diagnosis finishes.
 //!
 //! Asserted: a node the Diagnosis' status recorded as finished keeps that record
 //! through every later kill and restart (same start and end, same outcome), so it was
@@ -65,8 +66,9 @@ fn records(status: &Value) -> BTreeMap<i64, Value> {
 }
 
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn a_controller_killed_at_random_points_never_runs_a_finished_node_again() {
-    let Some(path) = kubeconfig() else { return };
+    let path = kubeconfig();
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-kill").await;
     let run = format!("{:08x}", getrandom_u32());

@@ -1,7 +1,7 @@
-//! `operon serve` running a shell-operator hook that patches, against a real
-//! Kubernetes API server (only with `OPERON_E2E_KUBECONFIG`, skipped otherwise),
-//! killed with SIGKILL at random points while the objects it watches change, and
-//! started again.
+//! `operon serve` running a shell-operator hook that patches, against a real Kubernetes
+//! API server (ignored unless run with `--ignored`, and then failing without
+//! `OPERON_E2E_KUBECONFIG`), killed with SIGKILL at random points while the objects it
+//! watches change, and started again.
 //!
 //! What is guaranteed is shell-operator's at-least-once delivery: every run's patches
 //! are applied after the run succeeds, in order; a run the kill interrupts (before or
@@ -99,8 +99,9 @@ async fn handled(maps: &Api<ConfigMap>, names: &[String]) -> BTreeMap<String, BT
 }
 
 #[tokio::test]
+#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn a_hook_killed_at_random_points_handles_every_latest_state_at_least_once_and_boundedly() {
-    let Some(path) = kubeconfig() else { return };
+    let path = kubeconfig();
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-kill-hook").await;
     let run = format!("{:08x}", getrandom_u32());

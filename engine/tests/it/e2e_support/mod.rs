@@ -1,6 +1,6 @@
-//! What the end-to-end suites share: the kubeconfig they run against (skipped
-//! without one), scratch namespaces, `operon serve` as a child process, Operon's CRDs,
-//! and waiting for a condition.
+//! What the end-to-end suites share: the kubeconfig they run against (their tests are
+//! `#[ignore]`d, and fail naming the variable when run without it), scratch namespaces,
+//! `operon serve` as a child process, Operon's CRDs, and waiting for a condition.
 
 #![allow(dead_code)]
 
@@ -55,30 +55,50 @@ thread_local! {
     static HELD: RefCell<Option<Turn>> = const { RefCell::new(None) };
 }
 
-/// The API server's kubeconfig, or `None` (the test is skipped) without one.
+/// The API server's kubeconfig, from `OPERON_E2E_KUBECONFIG`. The tests that call this
+/// are `#[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]`: run with
+/// `--ignored` without the variable, they fail here, saying so.
 ///
 /// The suites were written as binaries of their own, run one after another: a suite's
 /// tests run side by side, but two suites' `operon serve` processes would each take the
 /// other's Hooks and Diagnoses. So a test waits here until no other suite's test holds
 /// the API server (the suite is the calling file).
 #[track_caller]
-pub fn kubeconfig() -> Option<PathBuf> {
+pub fn kubeconfig() -> PathBuf {
     let suite = std::panic::Location::caller().file();
-    match std::env::var_os("OPERON_E2E_KUBECONFIG") {
-        Some(path) if !path.is_empty() => {
-            HELD.with(|held| {
-                let mut held = held.borrow_mut();
-                if held.as_ref().is_none_or(|turn| turn.0 != suite) {
-                    *held = None;
-                    *held = Some(Turn::take(suite));
-                }
-            });
-            Some(PathBuf::from(path))
+    let path = required_os(
+        "OPERON_E2E_KUBECONFIG",
+        "a kubeconfig (cluster-admin) of the API server to test against",
+    );
+    HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        if held.as_ref().is_none_or(|turn| turn.0 != suite) {
+            *held = None;
+            *held = Some(Turn::take(suite));
         }
-        _ => {
-            eprintln!("skipped: OPERON_E2E_KUBECONFIG is not set (no API server to test against)");
-            None
-        }
+    });
+    PathBuf::from(path)
+}
+
+/// The value of the environment variable `name`, which an opt-in (`#[ignore]`d) test
+/// needs: run with `--ignored` without it (or with it empty), the test fails here,
+/// naming the variable and `what` it gives.
+#[track_caller]
+pub fn required(name: &str, what: &str) -> String {
+    required_os(name, what)
+        .into_string()
+        .unwrap_or_else(|value| panic!("{name} is not UTF-8: {value:?}"))
+}
+
+/// [`required`] for a path, which need not be UTF-8.
+#[track_caller]
+pub fn required_os(name: &str, what: &str) -> std::ffi::OsString {
+    match std::env::var_os(name) {
+        Some(value) if !value.is_empty() => value,
+        _ => panic!(
+            "{name} is not set: this opt-in test needs {what} (see the suite's module doc \
+             and docs/src/development/testing.md)"
+        ),
     }
 }
 
