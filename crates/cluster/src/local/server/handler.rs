@@ -8,6 +8,7 @@ use super::super::fixtures;
 use super::super::resources::ResourceInfo;
 use super::super::write::{self, ObjectKey, Subresource};
 use super::patch::{self, PatchKind};
+use super::protobuf::{self, ProtobufError};
 use super::query::{self, Route, Target};
 use super::status::{About, Failure, json_response};
 use super::{Shared, discovery, managed, watch};
@@ -208,11 +209,14 @@ impl Call<'_> {
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/json");
+        if content_type.contains(PROTOBUF) {
+            return protobuf_object(self.body);
+        }
         if !content_type.contains("yaml") && !content_type.contains("json") {
             return Err(Failure::unsupported_media_type(format!(
-                "the local API server does not implement {content_type} bodies (kubectl's \
-                 `create <generator>` commands send protobuf): send JSON or YAML, e.g. \
-                 `kubectl create -f` - accepted media types include: application/json, application/yaml"
+                "the local API server does not implement {content_type} bodies: send JSON, \
+                 YAML or protobuf - accepted media types include: application/json, \
+                 application/yaml, {PROTOBUF}"
             )));
         }
         let text = std::str::from_utf8(self.body)
@@ -621,6 +625,37 @@ impl Call<'_> {
         });
         Ok(json_response(StatusCode::OK, &list))
     }
+}
+
+/// The protobuf media type, which kubectl sends for built-in kinds.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The object of a protobuf body; a kind not read from protobuf gets 415, as any
+/// body this server cannot read.
+fn protobuf_object(body: &[u8]) -> Result<Value, Failure> {
+    match protobuf::decode(body) {
+        Ok(object) => Ok(object),
+        Err(ProtobufError::UnknownKind { api_version, kind }) => {
+            Err(Failure::unsupported_media_type(format!(
+                "the local API server does not decode {kind} ({api_version}) from protobuf: \
+                 write it as YAML or JSON and send it with `kubectl create -f` or \
+                 `kubectl apply -f`"
+            )))
+        }
+        Err(e) => Err(Failure::bad_request(error_chain(&e))),
+    }
+}
+
+/// An error with its sources, `: `-separated, as the API server's messages read.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// A write whose object names a `resourceVersion` other than the current one is from

@@ -11,9 +11,11 @@
 //! `resourceVersion` preconditions, delete and deletecollection, label and field
 //! selectors, the `status` subresource, the four patch types (strategic merge for the
 //! built-in kinds only, as for custom resources the API server refuses it), server-side
-//! apply with field managers and conflicts, and `dryRun=All`. What it refuses, with a
-//! `Status` naming the request: other subresources (`scale`, `log`, `exec`, `eviction`,
-//! ...), protobuf bodies, `resourceVersionMatch=Exact` lists. Not modelled: schemas
+//! apply with field managers and conflicts, and `dryRun=All`; bodies in JSON, YAML and,
+//! for the built-in kinds kubectl's generators make, protobuf (module `protobuf`), answered
+//! in JSON. What it refuses, with a `Status` naming the request: other subresources
+//! (`scale`, `log`, `exec`, `eviction`, ...), protobuf bodies of other kinds,
+//! `resourceVersionMatch=Exact` lists. Not modelled: schemas
 //! (no validation or defaulting beyond the local cluster's), admission, RBAC (the token
 //! may do everything), graceful deletion and finalizers.
 
@@ -21,6 +23,7 @@ mod discovery;
 mod handler;
 mod managed;
 mod patch;
+mod protobuf;
 mod query;
 mod status;
 mod strategic;

@@ -311,6 +311,23 @@ async fn create_with_a_name_or_generate_name_and_refusals() {
             Some(json!({})),
         )
         .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("protobuf envelope"),
+        "{status}"
+    );
+
+    let (code, status) = api
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            "application/cbor",
+            Some(json!({})),
+        )
+        .await;
     assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(status["reason"], "UnsupportedMediaType");
 }
