@@ -1,11 +1,13 @@
-//! addon-operator's directory layout: a modules directory of `NNN-name/` modules (each
-//! with `hooks/`, `values.yaml`, `openapi/`, an `enabled` program, `crds/` and a Helm
-//! chart or plain manifests) beside `values.yaml`, and a global hooks directory (its hooks in
-//! `hooks/` when that exists, its schemas in `openapi/`). Reading the layout runs
-//! nothing.
+//! addon-operator's directory layout: one or several modules directories (`MODULES_DIR`,
+//! `:`-joined) of `NNN-name/` modules (each with `hooks/`, `values.yaml`, `openapi/`, an
+//! `enabled` program, `crds/` and a Helm chart or plain manifests) beside their
+//! `values.yaml`, and a global hooks directory (its hooks in `hooks/` when that exists,
+//! its schemas in `openapi/`). Reading the layout runs nothing.
 
 use super::AddonError;
 use serde_json::Value;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 /// What a module deploys.
@@ -30,8 +32,13 @@ pub struct ModuleDir {
     pub values_key: String,
     /// The numeric prefix, which orders modules; unnumbered modules come last.
     pub(crate) order: Option<u32>,
-    /// The directory.
+    /// The directory; for a symlinked module, the directory the link resolves to, as
+    /// addon-operator's loader keeps it.
     pub(crate) path: PathBuf,
+    /// The `values.yaml` of the modules directory this module was found in: with
+    /// several directories each module takes its section from its own directory's file
+    /// only (addon-operator's `LoadModules`).
+    pub(crate) common_values: Value,
     /// `values.yaml`, read (an empty mapping when the file is absent).
     pub(crate) static_values: Value,
     /// `openapi/config-values.yaml`, read, when present.
@@ -71,56 +78,89 @@ pub(crate) struct GlobalDir {
 /// A whole layout, modules in their order.
 #[derive(Debug, Clone)]
 pub struct Layout {
-    /// `MODULES_DIR/values.yaml`, read: the common static values.
+    /// Every modules directory's `values.yaml`, deep-merged in `MODULES_DIR` order (a
+    /// later directory wins): where the `global` section and the `*Enabled` flags come
+    /// from, as addon-operator's `loadGlobalValues` and static extender read them.
     pub(crate) common_values: Value,
     /// The global hooks directory.
     pub(crate) global: GlobalDir,
     /// The modules, by order then name.
     pub modules: Vec<ModuleDir>,
+    /// Module directories not used because an earlier one has the same module name.
+    pub shadowed: Vec<ShadowedModule>,
+}
+
+/// A module directory left out because its name was found first elsewhere: addon-operator
+/// registers the first and warns about the others ("module is not registered, because it
+/// has a duplicate").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowedModule {
+    /// The module name.
+    pub name: String,
+    /// The directory left out.
+    pub path: PathBuf,
+    /// The directory used instead.
+    pub used: PathBuf,
+}
+
+/// `MODULES_DIR` as addon-operator's `utils.SplitToPaths` reads it: split at every `:`,
+/// empty parts dropped.
+pub fn split_to_paths(dirs: &OsStr) -> Vec<PathBuf> {
+    dirs.as_bytes()
+        .split(|b| *b == b':')
+        .filter(|part| !part.is_empty())
+        .map(|part| PathBuf::from(OsStr::from_bytes(part)))
+        .collect()
 }
 
 impl Layout {
-    /// Reads `modules_dir` and, when given, `global_hooks_dir`.
-    pub fn read(modules_dir: &Path, global_hooks_dir: Option<&Path>) -> Result<Self, AddonError> {
-        let common_values = read_yaml_or_empty(&modules_dir.join("values.yaml"))?;
+    /// Reads `modules_dirs` (one directory or several joined by `:`, `MODULES_DIR`) and,
+    /// when given, `global_hooks_dir`.
+    ///
+    /// Directories are read in order and each one's entries in name order; a module is
+    /// a directory or a symlink to one (a dangling symlink is skipped with a warning);
+    /// the first directory that gives a module name is used and later ones are
+    /// [`Layout::shadowed`]. Entries starting with `.` are skipped (a ConfigMap volume's
+    /// `..data` links), which addon-operator does not do.
+    pub fn read(modules_dirs: &Path, global_hooks_dir: Option<&Path>) -> Result<Self, AddonError> {
         let global = match global_hooks_dir {
             Some(dir) => read_global(dir)?,
             None => GlobalDir::default(),
         };
-        let entries = std::fs::read_dir(modules_dir).map_err(|source| AddonError::Io {
-            path: modules_dir.to_owned(),
-            source,
-        })?;
-        let mut modules = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|source| AddonError::Io {
-                path: modules_dir.to_owned(),
-                source,
-            })?;
-            let path = entry.path();
-            let dir_name = entry.file_name().to_string_lossy().into_owned();
-            // Symlinked modules count as what they point to, as in addon-operator.
-            if dir_name.starts_with('.') || !path.is_dir() {
-                continue;
+        let mut common_values = Value::Object(Default::default());
+        let mut modules: Vec<ModuleDir> = Vec::new();
+        let mut shadowed = Vec::new();
+        for dir in split_to_paths(modules_dirs.as_os_str()) {
+            let dir_values = read_yaml_or_empty(&dir.join("values.yaml"))?;
+            merge_values(&mut common_values, &dir_values);
+            for (dir_name, path) in module_entries(&dir)? {
+                let mut module = read_module(&path, &dir_name)?;
+                if let Some(first) = modules.iter().find(|m| m.name == module.name) {
+                    tracing::warn!(
+                        module = %module.name,
+                        path = %path.display(),
+                        used = %first.path.display(),
+                        "module is not registered, because it has a duplicate"
+                    );
+                    shadowed.push(ShadowedModule {
+                        name: module.name,
+                        path,
+                        used: first.path.clone(),
+                    });
+                    continue;
+                }
+                module.common_values = dir_values.clone();
+                modules.push(module);
             }
-            modules.push(read_module(&path, &dir_name)?);
         }
         modules.sort_by(|a, b| {
             (a.order.is_none(), a.order, &a.name).cmp(&(b.order.is_none(), b.order, &b.name))
         });
-        for pair in modules.windows(2) {
-            if pair[0].name == pair[1].name {
-                return Err(AddonError::DuplicateModule {
-                    name: pair[0].name.clone(),
-                    first: pair[0].path.clone(),
-                    second: pair[1].path.clone(),
-                });
-            }
-        }
         Ok(Self {
             common_values,
             global,
             modules,
+            shadowed,
         })
     }
 
@@ -168,6 +208,69 @@ pub fn values_key(name: &str) -> String {
     key
 }
 
+/// The module candidates of one modules directory in name order (Go's `os.ReadDir`
+/// order): each directory name with the directory to read, a symlink's resolved target
+/// for a symlinked module (addon-operator's `resolveDirEntry`).
+fn module_entries(dir: &Path) -> Result<Vec<(String, PathBuf)>, AddonError> {
+    let io = |source| AddonError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut entries = std::fs::read_dir(dir)
+        .map_err(io)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io)?;
+    entries.sort_by_key(|e| e.file_name());
+    let mut found = Vec::new();
+    for entry in entries {
+        let dir_name = entry.file_name().to_string_lossy().into_owned();
+        if dir_name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        let file_type = entry.file_type().map_err(|source| AddonError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if file_type.is_dir() {
+            found.push((dir_name, path));
+        } else if file_type.is_symlink() {
+            match std::fs::canonicalize(&path) {
+                Ok(target) if target.is_dir() => found.push((dir_name, target)),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::warn!(
+                        path = %path.display(),
+                        "symlink target does not exist, module ignored"
+                    );
+                }
+                Err(source) => return Err(AddonError::Io { path, source }),
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Deep merge as addon-operator's `MergeValues`: mappings merge key by key, anything
+/// else replaces.
+fn merge_values(target: &mut Value, layer: &Value) {
+    match (target, layer) {
+        (Value::Object(target), Value::Object(layer)) => {
+            for (key, value) in layer {
+                match target.get_mut(key) {
+                    Some(existing) if existing.is_object() && value.is_object() => {
+                        merge_values(existing, value);
+                    }
+                    _ => {
+                        target.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        (target, layer) => *target = layer.clone(),
+    }
+}
+
 fn read_module(path: &Path, dir_name: &str) -> Result<ModuleDir, AddonError> {
     use std::os::unix::fs::PermissionsExt as _;
     let (name, order) = split_dir_name(dir_name);
@@ -193,6 +296,7 @@ fn read_module(path: &Path, dir_name: &str) -> Result<ModuleDir, AddonError> {
     };
     Ok(ModuleDir {
         crds: crd_files(&path.join("crds"))?,
+        common_values: Value::Object(Default::default()),
         static_values: read_yaml_or_empty(&path.join("values.yaml"))?,
         config_schema: read_yaml_if_present(&path.join("openapi/config-values.yaml"))?,
         values_schema: read_yaml_if_present(&path.join("openapi/values.yaml"))?,
@@ -351,12 +455,120 @@ mod tests {
     }
 
     #[test]
-    fn two_directories_of_one_module_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        for name in ["001-echo", "002-echo"] {
-            std::fs::create_dir(dir.path().join(name)).unwrap();
+    fn modules_dir_splits_as_split_to_paths() {
+        assert_eq!(
+            split_to_paths(OsStr::new("/a::/b:")),
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert!(split_to_paths(OsStr::new(":")).is_empty());
+    }
+
+    fn joined(dirs: &[&Path]) -> PathBuf {
+        let parts: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        PathBuf::from(parts.join(":"))
+    }
+
+    #[test]
+    fn two_directories_give_their_modules_and_their_own_common_values() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        std::fs::create_dir_all(a.join("002-echo")).unwrap();
+        std::fs::create_dir_all(b.join("001-hello")).unwrap();
+        std::fs::write(
+            a.join("values.yaml"),
+            "global: {x: 1, keep: a}\necho: {from: a}\nhello: {from: a}\nechoEnabled: true\n",
+        )
+        .unwrap();
+        std::fs::write(
+            b.join("values.yaml"),
+            "global: {x: 2}\nhello: {from: b}\nechoEnabled: false\n",
+        )
+        .unwrap();
+        let layout = Layout::read(&joined(&[&a, &b]), None).unwrap();
+        let names: Vec<&str> = layout.modules.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["hello", "echo"]);
+        assert_eq!(
+            layout.common_values["global"],
+            serde_json::json!({"x": 2, "keep": "a"})
+        );
+        assert_eq!(layout.common_values["echoEnabled"], false);
+        let echo = layout.module("echo").unwrap();
+        assert_eq!(echo.common_values["echo"]["from"], "a");
+        let hello = layout.module("hello").unwrap();
+        assert_eq!(hello.common_values["hello"]["from"], "b");
+        assert!(layout.shadowed.is_empty());
+    }
+
+    #[test]
+    fn symlinked_modules_are_read_from_their_target() {
+        let root = tempfile::tempdir().unwrap();
+        let (dir, storage) = (root.path().join("modules"), root.path().join("storage"));
+        std::fs::create_dir_all(storage.join("frontend/hooks")).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink("../storage/frontend", dir.join("002-frontend")).unwrap();
+        std::os::unix::fs::symlink("../storage/missing", dir.join("003-gone")).unwrap();
+        std::fs::write(storage.join("file"), "").unwrap();
+        std::os::unix::fs::symlink("../storage/file", dir.join("004-file")).unwrap();
+        let layout = Layout::read(&dir, None).unwrap();
+        assert_eq!(layout.modules.len(), 1);
+        let frontend = &layout.modules[0];
+        assert_eq!(
+            (frontend.name.as_str(), frontend.order),
+            ("frontend", Some(2))
+        );
+        let target = std::fs::canonicalize(storage.join("frontend")).unwrap();
+        assert_eq!(frontend.path, target);
+        assert_eq!(frontend.hooks_dir, Some(target.join("hooks")));
+    }
+
+    #[test]
+    fn the_first_directory_of_a_module_name_wins() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        for dir in [a.join("100-echo"), b.join("001-echo"), b.join("002-echo")] {
+            std::fs::create_dir_all(dir).unwrap();
         }
-        let err = Layout::read(dir.path(), None).unwrap_err();
-        assert!(err.to_string().contains("echo"), "{err}");
+        let layout = Layout::read(&joined(&[&a, &b]), None).unwrap();
+        assert_eq!(layout.modules.len(), 1);
+        assert_eq!(layout.modules[0].path, a.join("100-echo"));
+        assert_eq!(layout.modules[0].order, Some(100));
+        let left_out: Vec<&Path> = layout.shadowed.iter().map(|s| s.path.as_path()).collect();
+        assert_eq!(left_out, [b.join("001-echo"), b.join("002-echo")]);
+        assert!(layout.shadowed.iter().all(|s| s.used == a.join("100-echo")));
+
+        // Within one directory, name order decides.
+        let layout = Layout::read(&b, None).unwrap();
+        assert_eq!(layout.modules[0].path, b.join("001-echo"));
+        assert_eq!(layout.shadowed[0].path, b.join("002-echo"));
+    }
+
+    #[test]
+    fn a_missing_directory_of_several_is_named() {
+        let root = tempfile::tempdir().unwrap();
+        let missing = root.path().join("missing");
+        let err = Layout::read(&joined(&[root.path(), &missing]), None).unwrap_err();
+        assert!(
+            err.to_string().contains(&*missing.display().to_string()),
+            "{err}"
+        );
+    }
+
+    /// The shape of addon-operator's `examples/202-module-symlinks`: `backend` in one
+    /// directory, `frontend` in a storage directory linked from a second one.
+    #[test]
+    fn the_module_symlinks_example_reads_both_modules() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/module-symlinks");
+        let dirs = joined(&[&root.join("module_dir_1"), &root.join("module_dir_2")]);
+        let layout = Layout::read(&dirs, None).unwrap();
+        let names: Vec<&str> = layout.modules.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["backend", "frontend"]);
+        let frontend = layout.module("frontend").unwrap();
+        assert_eq!(
+            frontend.path,
+            std::fs::canonicalize(root.join("module_storage/002-frontend")).unwrap()
+        );
+        assert_eq!(frontend.payload, Payload::Chart);
+        assert!(frontend.hooks_dir.is_some());
+        assert_eq!(frontend.static_values["frontendEnabled"], true);
     }
 }

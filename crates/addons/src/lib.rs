@@ -53,16 +53,6 @@ pub enum AddonError {
         /// Why.
         reason: String,
     },
-    /// Two directories give the same module name.
-    #[error("module {name} is in two directories: {} and {}", first.display(), second.display())]
-    DuplicateModule {
-        /// The module.
-        name: String,
-        /// One directory.
-        first: PathBuf,
-        /// The other.
-        second: PathBuf,
-    },
     /// A module named on the command line does not exist.
     #[error("no module {0} in the modules directory")]
     UnknownModule(String),

@@ -255,7 +255,7 @@ impl Operator {
                 &module.values_key,
                 &format!("module {}", module.name),
                 vec![
-                    (Source::CommonValues, section_of(&layout.common_values)),
+                    (Source::CommonValues, section_of(&module.common_values)),
                     (Source::ModuleValues, section_of(&module.static_values)),
                 ],
                 module.config_schema.as_ref(),

@@ -53,8 +53,9 @@ pub struct QueueArgs {
 /// The modules flags of `operon serve` (addon-operator's names and variables).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeModulesArgs {
-    /// addon-operator's modules directory (`NNN-name/` modules and `values.yaml`); the
-    /// leader converges them. Without it `operon serve` runs no modules.
+    /// addon-operator's modules directory (`NNN-name/` modules and `values.yaml`), or
+    /// several joined by `:`; the leader converges them. Without it `operon serve` runs
+    /// no modules.
     #[arg(long, env = "MODULES_DIR")]
     modules_dir: Option<PathBuf>,
     /// The global hooks directory (hooks in `hooks/` when it exists, schemas in
@@ -126,7 +127,8 @@ impl ServeModulesArgs {
 /// Where the modules are and which cluster they go to.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
-    /// The modules directory (`NNN-name/` modules and `values.yaml`).
+    /// The modules directory (`NNN-name/` modules and `values.yaml`), or several joined
+    /// by `:` (the first one with a module's name wins).
     #[arg(long, env = "MODULES_DIR")]
     modules_dir: PathBuf,
     /// The global hooks directory (hooks in `hooks/` when it exists, schemas in
