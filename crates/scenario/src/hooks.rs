@@ -10,7 +10,8 @@ use operon_cluster::local::LocalCluster;
 use operon_controller::serve::hook_objects::prepare;
 use operon_controller::serve::webhook::review as webhook_review;
 use operon_data::api::Hook;
-use operon_data::model::{HookConfig, WatchEvent};
+use operon_data::model::{HookConfig, HookInput, RunnerContext, WatchEvent};
+use operon_hooks::hooks::HookRun;
 use operon_hooks::hooks::engine::{Engine, LoadedHook, RunRecord};
 use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
 use operon_hooks::shell_operator::{self, responses};
@@ -157,23 +158,76 @@ pub fn run_json(record: &RunRecord) -> Value {
         (true, true) => "AllowedFailure",
         (true, false) => "Failed",
     };
-    let outcome = record.run.outcome.as_ref().ok();
+    let error = (record.run.outcome.as_ref().err().map(ToString::to_string))
+        .or_else(|| record.apply_error.as_ref().map(ToString::to_string));
+    let contexts = shell_operator::context::to_json_for(record.config_version, &record.contexts);
+    run_view(
+        &record.hook,
+        &record.queue,
+        contexts,
+        &record.run,
+        status,
+        error,
+    )
+}
+
+/// A run in the form of [`run_json`], from its parts.
+fn run_view(
+    hook: &str,
+    queue: &str,
+    contexts: Value,
+    run: &HookRun,
+    status: &str,
+    error: Option<String>,
+) -> Value {
+    let outcome = run.outcome.as_ref().ok();
     json!({
-        "hook": record.hook,
-        "queue": record.queue,
-        "bindingContexts": shell_operator::context::to_json_for(record.config_version, &record.contexts),
+        "hook": hook,
+        "queue": queue,
+        "bindingContexts": contexts,
         "status": status,
-        "error": record.run.outcome.as_ref().err().map(ToString::to_string)
-            .or_else(|| record.apply_error.as_ref().map(ToString::to_string)),
-        "elapsedMs": record.run.elapsed.as_secs_f64() * 1e3,
-        "patches": record.run.patches.iter().map(shell_operator::patches::to_json).collect::<Vec<_>>(),
-        "metrics": record.run.metrics.iter().map(shell_operator::metrics::to_json).collect::<Vec<_>>(),
-        "logs": record.run.logs.iter().map(|l| json!({"level": l.level.as_str(), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
+        "error": error,
+        "elapsedMs": run.elapsed.as_secs_f64() * 1e3,
+        "patches": run.patches.iter().map(shell_operator::patches::to_json).collect::<Vec<_>>(),
+        "metrics": run.metrics.iter().map(shell_operator::metrics::to_json).collect::<Vec<_>>(),
+        "logs": run.logs.iter().map(|l| json!({"level": l.level.as_str(), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
         "validating": outcome.and_then(|o| o.validating.as_ref()).map(responses::validating_to_json),
         "conversion": outcome.and_then(|o| o.conversion.as_ref()).map(responses::conversion_to_json),
-        "stdout": record.run.stdout,
-        "stderr": record.run.stderr,
+        "stdout": run.stdout,
+        "stderr": run.stderr,
     })
+}
+
+/// Runs the engine's hook once on `contexts` (shell-operator's JSON), outside the
+/// queues: a captured run replayed. Its patches are reported, not applied.
+async fn replay(engine: &Engine, contexts: &[Value]) -> Result<Value, ScenarioError> {
+    let contexts_json = Value::Array(contexts.to_vec());
+    let binding_contexts = shell_operator::context::from_json(&contexts_json).map_err(|e| {
+        ScenarioError::Replay(format!(
+            "the binding contexts are not shell-operator's: {e}"
+        ))
+    })?;
+    let loaded = &engine.hooks()[0];
+    let timeout = loaded.config.settings.timeout;
+    let input = HookInput {
+        context: RunnerContext::new(loaded.hook.name(), timeout),
+        binding_contexts,
+    };
+    let (run, _) = loaded.hook.handle(input, timeout).await;
+    let error = run.outcome.as_ref().err().map(ToString::to_string);
+    let status = if error.is_some() {
+        "Failed"
+    } else {
+        "Succeeded"
+    };
+    Ok(run_view(
+        loaded.hook.name(),
+        "replay",
+        contexts_json,
+        &run,
+        status,
+        error,
+    ))
 }
 
 /// What `operon serve`'s webhook server would answer for a review run, as `binding`,
@@ -301,6 +355,10 @@ pub(crate) async fn act(
     let mut observed = Observed::default();
     match action {
         Action::Start | Action::Config(_) | Action::Diagnosis(_) => {}
+        Action::Replay(step) => {
+            observed.runs = vec![replay(engine, &step.binding_contexts).await?];
+            return Ok((observed, records));
+        }
         Action::Event(event) => {
             let kind = watch_event(event.kind);
             for object in crate::objects(&event.objects, base)? {

@@ -15,6 +15,7 @@
 pub mod file;
 pub mod hooks;
 pub mod matcher;
+pub mod record;
 pub mod report;
 
 mod check;
@@ -113,6 +114,9 @@ pub enum ScenarioError {
     /// The hook engine's metrics cannot be registered.
     #[error("metrics: {0}")]
     Metrics(String),
+    /// A replayed run cannot be made.
+    #[error("replay: {0}")]
+    Replay(String),
     /// A pipeline cannot be planned or run.
     #[error("pipeline: {0}")]
     Pipeline(String),
@@ -157,11 +161,12 @@ async fn run_steps(
 ) -> Result<(), ScenarioError> {
     // Absolute: scripts get paths of the test (a node root) with another working
     // directory.
-    let base = std::path::absolute(path.parent().unwrap_or(Path::new(".")))
-        .map_err(|e| ScenarioError::Subject {
+    let base = std::path::absolute(path.parent().unwrap_or(Path::new("."))).map_err(|e| {
+        ScenarioError::Subject {
             path: path.to_owned(),
             message: e.to_string(),
-        })?;
+        }
+    })?;
     let modules = match &test.modules {
         Some(dir) => Some(base.join(dir)),
         None => options.modules.clone(),

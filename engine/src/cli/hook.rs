@@ -35,6 +35,9 @@ pub enum HookCommand {
     /// socket), newest last; with a hook's name, its patches and the end of its stderr
     /// too.
     History(super::hook_history::HistoryArgs),
+    /// Write what a running `operon serve --capture-runs` kept of a hook's runs as a
+    /// test file, for `operon test` to replay against another version of the hook.
+    Record(super::hook_record::RecordArgs),
 }
 
 /// A scenario event: `added|modified|deleted:FILE`.
@@ -189,6 +192,7 @@ pub fn run(cmd: HookCommand) -> anyhow::Result<ExitCode> {
         }
         HookCommand::Handle(args) => runtime.block_on(super::hook_handle::run(*args)),
         HookCommand::History(args) => super::hook_history::run(args),
+        HookCommand::Record(args) => super::hook_record::run(args),
     }
 }
 

@@ -9,6 +9,7 @@ mod engine_args;
 mod hook;
 mod hook_handle;
 mod hook_history;
+mod hook_record;
 mod memory;
 mod module;
 mod module_oci;

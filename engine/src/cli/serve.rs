@@ -6,6 +6,7 @@ use super::hook::loader;
 use anyhow::Context as _;
 use operon::cluster::kube::KubeCluster;
 use operon::controllers::diagnosis::Role;
+use operon::hooks::capture::CaptureSettings;
 use operon::hooks::load::HookLoader;
 use operon::hooks::runner::{AccessScope, ClusterAccess, ClusterAccessError};
 use operon::sandbox::CallLimits;
@@ -52,6 +53,18 @@ pub struct ServeArgs {
     /// meanwhile would fail if its webhook server had stopped.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     shutdown_delay: Duration,
+    /// Keep what this many of each hook's last runs received and answered (binding
+    /// contexts, reviews, patches, answers), for `operon hook record`; 0 keeps nothing.
+    /// Secret data is redacted.
+    #[arg(long, env = "OPERON_CAPTURE_RUNS", default_value_t = 0)]
+    capture_runs: usize,
+    /// At most this much captured JSON per hook, e.g. `1MiB` (the oldest runs go first).
+    #[arg(long, env = "OPERON_CAPTURE_BYTES", default_value = "1MiB")]
+    capture_bytes: bytesize::ByteSize,
+    /// Also redact these fields in every captured object, as dotted paths
+    /// (`spec.password`, `metadata.annotations.token`); repeatable or comma-separated.
+    #[arg(long, env = "OPERON_CAPTURE_REDACT", value_delimiter = ',')]
+    capture_redact: Vec<String>,
     /// The validating webhook server's certificate (PEM), reloaded when it changes.
     #[arg(
         long,
@@ -324,6 +337,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         modules: args
             .addon_modules
             .options(&namespace, cluster.client(), args.strict)?,
+        capture: CaptureSettings {
+            runs_per_hook: args.capture_runs,
+            bytes_per_hook: usize::try_from(args.capture_bytes.as_u64()).unwrap_or(usize::MAX),
+            redact: args.capture_redact.clone(),
+        },
     };
     let registrar = registration(&args, &namespace, self_signed.as_ref())?.map(|registration| {
         let registrar = Registrar::new(cluster.client().clone(), registration);

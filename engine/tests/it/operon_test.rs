@@ -186,9 +186,10 @@ fn a_wrong_test_file_is_named_by_line_and_field() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains(
-            "typo.test.yaml:7: steps[0].expect: unknown field `patchez`, expected one of"
-        ),
+        stdout.starts_with("ERROR ")
+            && stdout.contains(
+                "typo.test.yaml:8: steps[0].expect.patchez: unknown field `patchez`, expected one of"
+            ),
         "{stdout}"
     );
 
@@ -213,8 +214,8 @@ fn the_schema_describes_test_files() {
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(
-        schema, shipped,
+    assert!(
+        schema == shipped,
         "docs/src/reference/test-file.schema.json is out of date: operon test --schema > it"
     );
 }

@@ -76,6 +76,7 @@ pub(super) async fn serve(
         .route("/hook/{name}/snapshot", get(snapshot))
         .route("/hook/history", get(all_history))
         .route("/hook/{name}/history", get(history))
+        .route("/hook/{name}/capture", get(capture))
         .route("/hook/{name}/log-level/{level}", put(log_level))
         .with_state(status);
     // addon-operator's module queue (`/queue/main`), when modules run.
@@ -134,6 +135,16 @@ async fn history(State(status): State<Arc<Status>>, UrlPath(name): UrlPath<Strin
         return loading();
     };
     match engine.history(Some(&name)) {
+        Some(runs) => Json(runs).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response(),
+    }
+}
+
+async fn capture(State(status): State<Arc<Status>>, UrlPath(name): UrlPath<String>) -> Response {
+    let Some(engine) = status.engine() else {
+        return loading();
+    };
+    match engine.captured(&name) {
         Some(runs) => Json(runs).into_response(),
         None => (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response(),
     }

@@ -18,6 +18,7 @@ pub mod webhook;
 
 use lease::{LeaderElector, LeadershipLost};
 use operon_cluster::Cluster;
+use operon_hooks::hooks::capture::CaptureSettings;
 use operon_hooks::hooks::engine::{Engine, HookEngineError, RunRecord};
 use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
 use operon_hooks::metrics::{MetricError, Metrics};
@@ -57,6 +58,9 @@ pub struct ServeOptions {
     /// addon-operator's modules ([`addons`]), converged by the leader; `None` without
     /// `--modules-dir`.
     pub modules: Option<Arc<addons::ModulesOptions>>,
+    /// What the hooks' runs received and answered, kept for `operon hook record`
+    /// (nothing by default).
+    pub capture: CaptureSettings,
 }
 
 impl ServeOptions {
@@ -73,6 +77,7 @@ impl ServeOptions {
             alertmanager: None,
             module_api: None,
             modules: None,
+            capture: CaptureSettings::default(),
         }
     }
 }
@@ -390,7 +395,7 @@ async fn run_engine(
         }
     }
     let modules_cluster = cluster.clone();
-    let engine = Arc::new(Engine::new(hooks, cluster, metrics));
+    let engine = Arc::new(Engine::new(hooks, cluster, metrics).with_capture(options.capture.clone()));
     let mut shutdown = std::pin::pin!(shutdown);
     // Every replica lists and watches, so that a standby's webhooks see the same
     // snapshots as the leader's and a take-over starts warm; only the leader runs hooks.

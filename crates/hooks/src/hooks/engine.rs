@@ -158,6 +158,8 @@ pub struct Engine {
     pub(super) runs: super::history::History,
     /// Each hook's own log level, changed at run time.
     pub(super) log_levels: super::log_level::LogLevels,
+    /// What each hook received and answered, when asked (`operon hook record`).
+    pub(super) capture: super::capture::Capture,
 }
 
 impl Engine {
@@ -166,6 +168,7 @@ impl Engine {
         Self {
             runs: super::history::History::new(hooks.len()),
             log_levels: super::log_level::LogLevels::new(hooks.len()),
+            capture: super::capture::Capture::new(hooks.len(), Default::default()),
             hooks,
             cluster,
             metrics,
@@ -182,6 +185,12 @@ impl Engine {
     #[cfg(test)]
     pub(crate) fn with_platform(mut self, platform: Platform) -> Self {
         self.platform = platform;
+        self
+    }
+
+    /// The same engine capturing what its hooks receive and answer.
+    pub fn with_capture(mut self, settings: super::capture::CaptureSettings) -> Self {
+        self.capture = super::capture::Capture::new(self.hooks.len(), settings);
         self
     }
 
@@ -784,8 +793,7 @@ impl Engine {
             allowed_failure,
             retry_in,
         };
-        self.runs
-            .push(task.hook, super::history::RunEntry::of(&record));
+        self.keep(task.hook, &record);
         Ok(Some(record))
     }
 

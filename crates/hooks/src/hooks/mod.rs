@@ -9,6 +9,7 @@
 //! binding contexts, `queue` and [`engine`] run them; [`history`] keeps each hook's
 //! last runs and [`log_level`] its own log level, both for the debug socket.
 
+pub mod capture;
 pub mod config;
 pub mod context;
 pub mod conversion;

@@ -51,8 +51,7 @@ impl Engine {
             allowed_failure: false,
             retry_in: None,
         };
-        self.runs
-            .push(h, super::super::history::RunEntry::of(&record));
+        self.keep(h, &record);
         Some(record)
     }
 }
