@@ -1,9 +1,10 @@
 //! The real `kubectl` against the local cluster's API server
 //! (`operon::cluster::local::LocalApi`): reads with selectors, every kind of write and
-//! patch, conflicts and a watch; and a shell-operator-style Secret copier (adapted from
-//! shell-operator's `examples/104-secret-copier`) under `operon hook test`, whose
-//! copies land in the scenario's objects. kubectl is installed by `.ci/setup`; without
-//! it these tests fail saying so rather than pass unseen.
+//! patch, conflicts, a watch and the `create` generators (protobuf bodies); and a
+//! shell-operator-style Secret copier (adapted from shell-operator's
+//! `examples/104-secret-copier`) under `operon hook test`, whose copies land in the
+//! scenario's objects. kubectl is installed by `.ci/setup`; without it these tests fail
+//! saying so rather than pass unseen.
 
 use operon::cluster::local::{LocalApi, LocalCluster};
 use serde_json::Value;
@@ -298,6 +299,89 @@ async fn kubectl_reads_writes_patches_and_watches_the_local_cluster() {
 
 /// shell-operator's Secret copier (example 104, its `add_or_update_secret` hook and
 /// `kubectl::replace_or_create`), adapted to a hooks directory of its own.
+/// kubectl's generators send protobuf bodies; the local API decodes them and stores
+/// what the API server would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_generators_write_the_local_cluster() {
+    kubectl_installed();
+    let cluster = Arc::new(LocalCluster::new());
+    cluster.load_yaml(FIXTURES, "fixtures").unwrap();
+    let api = LocalApi::start(cluster.clone()).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let run = |args: &[&str]| ok(&api, home, args, None);
+
+    run(&[
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=mode=fast",
+    ]);
+    let config_map = stored(&cluster, "ConfigMap", "default", "settings").unwrap();
+    assert_eq!(config_map["data"], serde_json::json!({"mode": "fast"}));
+    assert_eq!(
+        config_map["metadata"]["managedFields"][0]["manager"],
+        "kubectl-create"
+    );
+
+    run(&[
+        "create",
+        "secret",
+        "generic",
+        "creds2",
+        "-n",
+        "team-a",
+        "--from-literal=password=pass",
+    ]);
+    let secret = stored(&cluster, "Secret", "team-a", "creds2").unwrap();
+    assert_eq!(secret["data"]["password"], "cGFzcw==");
+
+    run(&["create", "namespace", "team-c"]);
+    assert!(stored(&cluster, "Namespace", "", "team-c").is_some());
+
+    run(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--port=80",
+        "--replicas=2",
+    ]);
+    let deployment = stored(&cluster, "Deployment", "default", "web").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(deployment["spec"]["selector"]["matchLabels"]["app"], "web");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "nginx:1.27");
+    assert_eq!(
+        container["ports"],
+        serde_json::json!([{"containerPort": 80}])
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["metadata"]["creationTimestamp"],
+        Value::Null
+    );
+
+    run(&["create", "serviceaccount", "robot", "-n", "team-b"]);
+    assert!(stored(&cluster, "ServiceAccount", "team-b", "robot").is_some());
+
+    run(&[
+        "create",
+        "job",
+        "once",
+        "--image=busybox",
+        "--",
+        "echo",
+        "hi",
+    ]);
+    let job = stored(&cluster, "Job", "default", "once").unwrap();
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(
+        pod["containers"][0]["command"],
+        serde_json::json!(["echo", "hi"])
+    );
+}
+
 const COPIER: &str = r#"#!/usr/bin/env bash
 set -euo pipefail
 if [[ "${1:-}" == "--config" ]]; then
