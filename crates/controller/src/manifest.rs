@@ -229,8 +229,8 @@ pub fn load(paths: &[PathBuf]) -> (Manifests, Vec<Problem>) {
 }
 
 /// The files [`load`] reads for `paths`: files as given, and every `*.yaml` / `*.yml`
-/// under directories (recursively, sorted, hidden entries skipped); a path that does not
-/// exist is a problem.
+/// under directories (recursively, sorted, hidden entries and `operon test`'s
+/// `*.test.yaml` files skipped); a path that does not exist is a problem.
 pub fn yaml_files(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<Problem>) {
     let mut files = Vec::new();
     let mut problems = Vec::new();
@@ -260,7 +260,12 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>, problems: &mut Vec<Probl
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with('.'));
             let yaml = child.extension().is_some_and(|e| e == "yaml" || e == "yml");
-            if hidden {
+            // `operon test`'s files sit beside what they test, and are not objects.
+            let test_file = child.file_name().is_some_and(|n| {
+                let name = n.to_string_lossy();
+                name.ends_with(".test.yaml") || name.ends_with(".test.yml")
+            });
+            if hidden || test_file {
                 continue;
             }
             if child.is_dir() || yaml {
@@ -560,6 +565,27 @@ mod tests {
         let mut p = Vec::new();
         load_text(Path::new("x.yaml"), text, &mut m, &mut p);
         (m, p)
+    }
+
+    #[test]
+    fn directories_skip_test_files_and_hidden_entries_but_not_files_given() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "a.yaml",
+            "b.yml",
+            "c.test.yaml",
+            "d.test.yml",
+            ".e.yaml",
+            "f.txt",
+        ] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        let (files, problems) = yaml_files(&[dir.path().to_owned()]);
+        assert!(problems.is_empty());
+        let names: Vec<_> = files.iter().filter_map(|f| f.file_name()).collect();
+        assert_eq!(names, ["a.yaml", "b.yml"]);
+        let given = dir.path().join("c.test.yaml");
+        assert_eq!(yaml_files(std::slice::from_ref(&given)).0, [given]);
     }
 
     #[test]

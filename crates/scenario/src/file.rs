@@ -46,7 +46,7 @@ pub struct Test {
 }
 
 /// The thing under test. Paths are relative to the test file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Subject {
     /// A hook: a wasm component of the `hook` world, an executable shell-operator hook,
@@ -71,6 +71,21 @@ pub struct PipelineSubject {
     /// directory of fixtures [default: this machine's /].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_root: Option<PathBuf>,
+}
+
+/// Written as the one-key map it is read from (`hook: PATH`), not as a YAML tag.
+impl Serialize for Subject {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(1))?;
+        match self {
+            Subject::Hook(path) => map.serialize_entry("hook", path)?,
+            Subject::HookObject(path) => map.serialize_entry("hookObject", path)?,
+            Subject::Modules(modules) => map.serialize_entry("modules", modules)?,
+            Subject::Pipeline(pipeline) => map.serialize_entry("pipeline", pipeline)?,
+        }
+        map.end()
+    }
 }
 
 /// An addon-operator modules directory and what the operator is told about it.

@@ -161,7 +161,8 @@ async fn run_steps(
 ) -> Result<(), ScenarioError> {
     // Absolute: scripts get paths of the test (a node root) with another working
     // directory.
-    let base = std::path::absolute(path.parent().unwrap_or(Path::new("."))).map_err(|e| {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let base = std::path::absolute(parent.unwrap_or(Path::new("."))).map_err(|e| {
         ScenarioError::Subject {
             path: path.to_owned(),
             message: e.to_string(),

@@ -37,11 +37,10 @@ pub fn recorded_test(hook: &str, subject: PathBuf, runs: &[Value]) -> Test {
     }
 }
 
-/// A test as YAML, with a comment saying how to replay it. Through JSON, so that the
-/// subject is written as the key it is read with (not a YAML tag).
+/// A test as YAML, in the order its fields are read (name, action, expectations),
+/// with a comment saying how to replay it.
 pub fn to_yaml(test: &Test) -> String {
-    let value = serde_json::to_value(test).expect("a test is JSON");
-    let body = yaml_serde::to_string(&value).expect("JSON is YAML");
+    let body = yaml_serde::to_string(test).expect("a test is YAML");
     format!(
         "# Captured by operon serve --capture-runs and written by operon hook record.\n\
          # Replay it against another version of the hook: operon test THIS-FILE\n{body}"
