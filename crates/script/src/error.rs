@@ -38,6 +38,19 @@ pub enum SandboxError {
     /// The launcher started but did not set the run up.
     #[error("the sandbox did not start: {0}")]
     Setup(String),
+    /// A read-only path the run's uid may not read is too large for the private copy
+    /// that would let it run.
+    #[error(
+        "{path} may not be read by the run's uid and is too large to copy for it (more than {max_bytes} bytes or {max_entries} entries)"
+    )]
+    CopyTooLarge {
+        /// The read-only path.
+        path: PathBuf,
+        /// The most bytes a copy holds.
+        max_bytes: u64,
+        /// The most entries a copy holds.
+        max_entries: usize,
+    },
     /// The launcher spec could not be encoded.
     #[error("cannot encode the launch spec: {0}")]
     Spec(#[from] serde_json::Error),

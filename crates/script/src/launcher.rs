@@ -150,12 +150,13 @@ fn launch(
     };
     apply_limits(base, spec, &mut report);
     report.disk_budget = mount_scratch(base, scratch, spec);
+    let (program, cwd, copies) = mount_private_copies(base, spec);
     // Without a private /proc, Landlock hides the pod's; a snapshot stands in for it,
     // unless the program is reached through /proc/self/fd (see `reachable`), which the
     // snapshot does not hold.
     let snapshot = report.private_proc.is_missing() && base.mount_namespace;
     let proc_view = snapshot.then(|| {
-        let through_proc = [&spec.program, &spec.cwd].into_iter().any(|path| {
+        let through_proc = [&program, &cwd].into_iter().any(|path| {
             rustix::fs::access(path.as_path(), rustix::fs::Access::EXISTS)
                 == Err(rustix::io::Errno::ACCESS)
         });
@@ -179,6 +180,7 @@ fn launch(
         .iter()
         .map(PathBuf::as_path)
         .zip(handed.iter().map(OwnedFd::as_fd))
+        .chain(copies.iter().map(|(path, fd)| (*path, fd.as_fd())))
         .collect();
     rules
         .refreshed(base)
@@ -213,8 +215,8 @@ fn launch(
     }
 
     let mut inherited = Vec::new();
-    let program = reachable(&spec.program, &handed, &mut inherited);
-    let cwd = reachable(&spec.cwd, &handed, &mut inherited);
+    let program = reachable(&program, &handed, &mut inherited);
+    let cwd = reachable(&cwd, &handed, &mut inherited);
     for fd in inherited {
         // The program reaches its file through this descriptor, and so must the
         // interpreter its shebang names: both run after exec.
@@ -273,6 +275,49 @@ fn launch(
             Err(_) => SETUP_FAILED,
         }
     }
+}
+
+/// Mounts each private copy over the path it copies, read-only where the kernel allows
+/// it (Landlock keeps it so anyway: the copy's files climb to the original's rule);
+/// returns the program and working directory to use, moved into a copy that could not
+/// be mounted (no mount namespace, or a mount point the run's uid cannot reach), and a
+/// descriptor of each mounted copy with its path, for its Landlock rule: Landlock's walk
+/// up from a file of the copy jumps from the copy's root to the mount point's parent,
+/// past the original's rule.
+fn mount_private_copies<'s>(
+    base: &LaunchBase,
+    spec: &'s LaunchSpec,
+) -> (PathBuf, PathBuf, Vec<(&'s Path, OwnedFd)>) {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::mount::{MountFlags, mount_bind, mount_remount};
+    let (mut program, mut cwd) = (spec.program.clone(), spec.cwd.clone());
+    let mut mounted_copies = Vec::new();
+    for copy in &spec.private_copies {
+        let mounted = base.mount_namespace && mount_bind(&copy.copy, &copy.path).is_ok();
+        if mounted {
+            if let Ok(fd) =
+                rustix::fs::open(&copy.path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+            {
+                mounted_copies.push((copy.path.as_path(), fd));
+            }
+            // Refused when the file system underneath carries flags this namespace may
+            // not drop (noexec, an atime mode); the copy is then writable by its owner
+            // where Landlock is missing, and only this run sees it.
+            let _ = mount_remount(
+                &copy.path,
+                MountFlags::BIND | MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
+                "",
+            );
+            continue;
+        }
+        if let Some(moved) = copy.relocate(&program) {
+            program = moved;
+        }
+        if let Some(moved) = copy.relocate(&cwd) {
+            cwd = moved;
+        }
+    }
+    (program, cwd, mounted_copies)
 }
 
 /// `path` itself when the run's uid can reach it, else the same file through the

@@ -28,6 +28,7 @@ pub mod launcher;
 mod namespaces;
 mod output;
 mod pool;
+mod private_copy;
 mod proc_view;
 pub mod protections;
 mod rules;

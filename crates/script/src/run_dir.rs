@@ -128,6 +128,14 @@ impl RunDir {
         Ok(path)
     }
 
+    /// Copies `from` to `name`, owned by the run's uid with `from`'s mode bits (see
+    /// `private_copy`).
+    pub(crate) fn copy_in(&self, name: &str, from: &Path) -> Result<PathBuf, SandboxError> {
+        let path = self.dir.join(name);
+        super::private_copy::copy_tree(from, &path, self.owner)?;
+        Ok(path)
+    }
+
     /// Reads `name` back, at most `limit` bytes (more is an error). Goes through cap-std
     /// so that nothing the run did (a symlink, say) can make the engine read elsewhere.
     pub fn read_file(&self, name: &str, limit: u64) -> Result<Vec<u8>, SandboxError> {

@@ -21,6 +21,7 @@ use super::launcher::LAUNCHER_ARG;
 use super::namespaces::NamespaceSupport;
 use super::output;
 use super::pool::{Finished, LauncherPool, Recipe, Shape};
+use super::private_copy::{PrivateCopy, needs_copy};
 use super::protections::{ProtectionState, Protections};
 use super::run_dir::RunDir;
 use super::spec::{LaunchBase, LaunchReport, LaunchSpec, Limits};
@@ -428,7 +429,8 @@ impl ScriptSandbox {
         }
 
         let (handed_paths, handed) = hand_over(&request.read_only)?;
-        let spec = self.spec(run, request, handed_paths);
+        let mut spec = self.spec(run, request, handed_paths);
+        spec.private_copies = self.private_copies(run, &spec)?;
         let spec_json = serde_json::to_vec(&spec)?;
 
         let shape = Shape {
@@ -541,6 +543,31 @@ impl ScriptSandbox {
         })
     }
 
+    /// Copies of the run's read-only paths that its uid may not read, when that uid is
+    /// not the engine's (see `private_copy`).
+    fn private_copies(
+        &self,
+        run: &RunDir,
+        spec: &LaunchSpec,
+    ) -> Result<Vec<PrivateCopy>, SandboxError> {
+        let euid = rustix::process::geteuid().as_raw();
+        let Some((uid, gid)) = self.inner.config.run_as.filter(|(uid, _)| *uid != euid) else {
+            return Ok(Vec::new());
+        };
+        let mut copies = Vec::new();
+        for path in &spec.handed {
+            if needs_copy(path, &spec.program, &spec.cwd, uid, gid) {
+                let name = format!("private-copy-{}", copies.len());
+                let copy = run.copy_in(&name, path)?;
+                copies.push(PrivateCopy {
+                    path: path.clone(),
+                    copy,
+                });
+            }
+        }
+        Ok(copies)
+    }
+
     fn spec(&self, run: &RunDir, request: &SandboxRequest, handed: Vec<PathBuf>) -> LaunchSpec {
         let config = &self.inner.config;
         let work = run.work_dir();
@@ -569,6 +596,7 @@ impl ScriptSandbox {
             run_dir: run.path().to_owned(),
             work_dir: work,
             handed,
+            private_copies: Vec::new(),
             limits,
             combined_output: request.output == OutputMode::Combined,
             strict: request.strict.unwrap_or(config.strict),

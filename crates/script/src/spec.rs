@@ -91,6 +91,9 @@ pub(crate) struct LaunchSpec {
     /// The run's own paths that may be read and executed, in the order of the
     /// descriptors sent with the spec: the launcher may be unable to reach them by path.
     pub(crate) handed: Vec<PathBuf>,
+    /// Copies of read-only paths the run's uid may not read, to mount over them.
+    #[serde(default)]
+    pub(crate) private_copies: Vec<super::private_copy::PrivateCopy>,
     /// The limits to set.
     pub(crate) limits: Limits,
     /// Whether the program's stderr goes to stdout, interleaved as on a terminal.
