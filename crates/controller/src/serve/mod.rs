@@ -395,7 +395,8 @@ async fn run_engine(
         }
     }
     let modules_cluster = cluster.clone();
-    let engine = Arc::new(Engine::new(hooks, cluster, metrics).with_capture(options.capture.clone()));
+    let engine =
+        Arc::new(Engine::new(hooks, cluster, metrics).with_capture(options.capture.clone()));
     let mut shutdown = std::pin::pin!(shutdown);
     // Every replica lists and watches, so that a standby's webhooks see the same
     // snapshots as the leader's and a take-over starts warm; only the leader runs hooks.
