@@ -57,7 +57,7 @@ pub async fn load_hook(
             .locate(&object.spec.module, base)
             .map_err(|source| ScenarioError::Module {
                 subject: format!("{name}: spec.module"),
-                source,
+                source: Box::new(source),
             })?;
         let mut notes = Vec::new();
         if object.spec.offloaded() {
@@ -94,7 +94,7 @@ pub async fn load_hook(
                     "the hook {} is neither a file nor a module of the modules directory",
                     reference.display()
                 ),
-                source,
+                source: Box::new(source),
             })?,
     };
     let hooks_dir = file.parent().unwrap_or(Path::new(".")).to_owned();
@@ -364,7 +364,7 @@ pub(crate) async fn act(
             for object in crate::objects(&event.objects, base)? {
                 cluster
                     .apply_watch_event(kind, object)
-                    .map_err(|source| ScenarioError::Event { source })?;
+                    .map_err(ScenarioError::event)?;
             }
             engine.drain(|r| records.push(r.clone())).await;
         }

@@ -48,7 +48,7 @@ pub enum ScenarioError {
         subject: String,
         /// Why it was not found.
         #[source]
-        source: ModuleError,
+        source: Box<ModuleError>,
     },
     /// A Hook object does not load, as its `Loaded` condition would say.
     #[error("{name} does not load ({reason}): {message}")]
@@ -62,7 +62,7 @@ pub enum ScenarioError {
     },
     /// A hook does not load.
     #[error(transparent)]
-    Load(#[from] HookLoadError),
+    Load(Box<HookLoadError>),
     /// A hook's configuration is invalid.
     #[error("hook {hook} has an invalid configuration: {}", problems.join("; "))]
     InvalidHook {
@@ -73,7 +73,7 @@ pub enum ScenarioError {
     },
     /// The engine could not start (a binding's kind is unknown).
     #[error(transparent)]
-    Engine(#[from] HookEngineError),
+    Engine(Box<HookEngineError>),
     /// A file the test names cannot be used.
     #[error("{}: {message}", path.display())]
     Subject {
@@ -95,7 +95,7 @@ pub enum ScenarioError {
     Event {
         /// Why.
         #[source]
-        source: ClusterError,
+        source: Box<ClusterError>,
     },
     /// A step names a binding the hook does not have.
     #[error("the hook has no {kind} binding {binding:?}")]
@@ -123,6 +123,28 @@ pub enum ScenarioError {
     /// The modules directory or the operator cannot be used.
     #[error("modules: {0}")]
     Modules(String),
+}
+
+// Boxed: the errors of the crates below are large, and a test's error is rare.
+impl From<HookLoadError> for ScenarioError {
+    fn from(error: HookLoadError) -> Self {
+        Self::Load(Box::new(error))
+    }
+}
+
+impl From<HookEngineError> for ScenarioError {
+    fn from(error: HookEngineError) -> Self {
+        Self::Engine(Box::new(error))
+    }
+}
+
+impl ScenarioError {
+    /// A cluster's refusal of an event's object.
+    pub(crate) fn event(source: ClusterError) -> Self {
+        Self::Event {
+            source: Box::new(source),
+        }
+    }
 }
 
 /// What every test of a run shares.
@@ -238,7 +260,7 @@ async fn run_steps(
                                 for object in objects(&event.objects, &base)? {
                                     cluster
                                         .apply_watch_event(hooks::watch_event(event.kind), object)
-                                        .map_err(|source| ScenarioError::Event { source })?;
+                                        .map_err(ScenarioError::event)?;
                                 }
                                 modules.drain().await?
                             }

@@ -19,12 +19,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Tasks that ended, each with its summary or error, shared with the queue's reports.
+type Finished = Arc<Mutex<Vec<(String, Result<String, String>)>>>;
+
 /// The operator of a modules test and what its queue reported.
 pub(crate) struct Modules {
     operator: Operator,
     config_map: ConfigMapRef,
     /// Tasks that ended since the last step, in order.
-    finished: Arc<Mutex<Vec<(String, Result<String, String>)>>>,
+    finished: Finished,
 }
 
 impl Modules {
@@ -112,7 +115,7 @@ impl Modules {
         };
         cluster
             .apply_watch_event(kind, object.clone())
-            .map_err(|source| ScenarioError::Event { source })?;
+            .map_err(ScenarioError::event)?;
         self.operator.config_changed(Some(&object));
         self.drain().await
     }

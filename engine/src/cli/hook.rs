@@ -225,6 +225,17 @@ fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()
     Ok(())
 }
 
+/// Prints every problem of an invalid configuration; the error says how many.
+fn invalid_configuration(hook: &str, problems: &[impl std::fmt::Display]) -> anyhow::Error {
+    for p in problems {
+        eprintln!("error: {p}");
+    }
+    anyhow::anyhow!(
+        "hook {hook} has an invalid configuration ({} problems)",
+        problems.len()
+    )
+}
+
 /// Asks a hook for its configuration and validates it against the cluster's kinds,
 /// printing every problem of an invalid configuration.
 async fn configure(
@@ -233,13 +244,7 @@ async fn configure(
 ) -> anyhow::Result<(LoadedHook, operon::model::HookConfig)> {
     match load::configure(hook, cluster.as_ref()).await {
         Err(HookLoadError::Invalid { hook, problems }) => {
-            for p in &problems {
-                eprintln!("error: {p}");
-            }
-            bail!(
-                "hook {hook} has an invalid configuration ({} problems)",
-                problems.len()
-            );
+            Err(invalid_configuration(&hook, &problems))
         }
         other => {
             let (loaded, declared) = other?;
@@ -264,13 +269,7 @@ async fn hook_under_test(
     let locator = ModuleLocator::new(args.modules.clone());
     match load_hook(&args.hook, Path::new("."), &locator, loader, cluster).await {
         Err(ScenarioError::InvalidHook { hook, problems }) => {
-            for p in &problems {
-                eprintln!("error: {p}");
-            }
-            bail!(
-                "hook {hook} has an invalid configuration ({} problems)",
-                problems.len()
-            );
+            Err(invalid_configuration(&hook, &problems))
         }
         other => {
             let hook = other?;

@@ -32,20 +32,47 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+type Served = tokio::task::JoinHandle<Result<(), operon::serve::ServeError>>;
+
+/// `operon serve` in this process over `cluster`, with the wasm pod labeler as its
+/// hooks directory and its debug socket in `dir`; stopped by the sender.
+fn serve(
+    dir: &Path,
+    cluster: Arc<LocalCluster>,
+    capture: CaptureSettings,
+) -> (tokio::sync::oneshot::Sender<()>, Served, PathBuf) {
+    let hooks = dir.join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    std::fs::copy(operon_tests::POD_LABELER, hooks.join("pod-labeler.wasm")).unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let address: SocketAddr = format!("127.0.0.1:{}", crate::e2e_support::free_port())
+        .parse()
+        .unwrap();
+    let socket = dir.join("debug.socket");
+    let options = ServeOptions {
+        debug_socket: Some(socket.clone()),
+        grace: Duration::from_secs(5),
+        capture,
+        ..ServeOptions::new(hooks, address)
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        operon::serve::run(options, &loader, cluster, Coordination::default(), shutdown).await
+    });
+    (stop, server, socket)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capture_replays_against_the_hook_and_shows_where_a_changed_one_differs() {
     let dir = tempfile::tempdir().unwrap();
-    let hooks = dir.path().join("hooks");
-    std::fs::create_dir(&hooks).unwrap();
-    std::fs::copy(operon_tests::POD_LABELER, hooks.join("pod-labeler.wasm")).unwrap();
     let cluster = Arc::new(LocalCluster::new());
     cluster
         .load_file(repository().join("operations/examples/hooks/pods.yaml"))
@@ -56,32 +83,12 @@ async fn a_capture_replays_against_the_hook_and_shows_where_a_changed_one_differ
             "secret",
         )
         .unwrap();
-    let sandbox = Sandbox::new(SandboxConfig {
-        cache_dir: Some(operon_tests::test_cache_dir()),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
-    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
-    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let socket = dir.path().join("debug.socket");
-    let options = ServeOptions {
-        debug_socket: Some(socket.clone()),
-        grace: Duration::from_secs(5),
-        capture: CaptureSettings {
-            runs_per_hook: 10,
-            bytes_per_hook: 1 << 20,
-            redact: Vec::new(),
-        },
-        ..ServeOptions::new(hooks.clone(), address)
+    let capture = CaptureSettings {
+        runs_per_hook: 10,
+        bytes_per_hook: 1 << 20,
+        redact: Vec::new(),
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = cluster.clone();
-    let server = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = stopped.await;
-        };
-        operon::serve::run(options, &loader, served, Coordination::default(), shutdown).await
-    });
+    let (stop, server, socket) = serve(dir.path(), cluster.clone(), capture);
     // The Synchronization labels web-1; a new pod makes one more run.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let labelled = |name: &str| {
@@ -107,7 +114,7 @@ async fn a_capture_replays_against_the_hook_and_shows_where_a_changed_one_differ
 
     let home = tempfile::tempdir().unwrap();
     let recorded = dir.path().join("recorded.test.yaml");
-    let wasm = hooks.join("pod-labeler.wasm");
+    let wasm = dir.path().join("hooks/pod-labeler.wasm");
     let out = tokio::task::spawn_blocking({
         let (socket, recorded, wasm, home) = (
             socket.clone(),
@@ -202,29 +209,8 @@ async fn a_capture_replays_against_the_hook_and_shows_where_a_changed_one_differ
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recording_a_hook_that_captured_nothing_says_how_to_capture() {
     let dir = tempfile::tempdir().unwrap();
-    let hooks = dir.path().join("hooks");
-    std::fs::create_dir(&hooks).unwrap();
-    std::fs::copy(operon_tests::POD_LABELER, hooks.join("pod-labeler.wasm")).unwrap();
     let cluster = Arc::new(LocalCluster::new());
-    let sandbox = Sandbox::new(SandboxConfig {
-        cache_dir: Some(operon_tests::test_cache_dir()),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
-    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
-    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let socket = dir.path().join("debug.socket");
-    let options = ServeOptions {
-        debug_socket: Some(socket.clone()),
-        ..ServeOptions::new(hooks, address)
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = stopped.await;
-        };
-        operon::serve::run(options, &loader, cluster, Coordination::default(), shutdown).await
-    });
+    let (stop, server, socket) = serve(dir.path(), cluster, CaptureSettings::default());
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !socket.exists() {
         assert!(std::time::Instant::now() < deadline, "no debug socket");

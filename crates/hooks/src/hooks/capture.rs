@@ -71,7 +71,9 @@ impl Capture {
         kept.push_back((size, captured));
         let mut total: usize = kept.iter().map(|(size, _)| size).sum();
         while kept.len() > self.settings.runs_per_hook || total > self.settings.bytes_per_hook {
-            let Some((size, _)) = kept.pop_front() else { break };
+            let Some((size, _)) = kept.pop_front() else {
+                break;
+            };
             total -= size;
         }
     }
@@ -254,11 +256,17 @@ mod tests {
             capture.push(0, &record(binding, secret.clone()));
         }
         let kept = capture.of(0);
-        let bindings: Vec<&Value> = kept.iter().map(|r| &r["bindingContexts"][0]["binding"]).collect();
+        let bindings: Vec<&Value> = kept
+            .iter()
+            .map(|r| &r["bindingContexts"][0]["binding"])
+            .collect();
         assert_eq!(bindings, [&json!("b"), &json!("c")]);
         assert!(capture.of(1).is_empty());
         let text = kept[0].to_string();
-        assert!(!text.contains("c2VjcmV0") && text.contains(REDACTED_BASE64), "{text}");
+        assert!(
+            !text.contains("c2VjcmV0") && text.contains(REDACTED_BASE64),
+            "{text}"
+        );
         assert_eq!(kept[0]["status"], "Succeeded");
         let size = kept[0].to_string().len();
         let small = Capture::new(
@@ -273,9 +281,14 @@ mod tests {
             small.push(0, &record(binding, secret.clone()));
         }
         assert_eq!(small.of(0).len(), 2, "bounded by bytes");
-        let huge = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "y".repeat(size * 3)}});
+        let huge =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "y".repeat(size * 3)}});
         small.push(0, &record("d", huge));
-        assert_eq!(small.of(0).len(), 2, "a run larger than the bound is left out");
+        assert_eq!(
+            small.of(0).len(),
+            2,
+            "a run larger than the bound is left out"
+        );
     }
 
     #[test]
@@ -288,19 +301,31 @@ mod tests {
         redact(&mut value, &[]);
         assert_eq!(value[0]["object"]["data"]["a"], REDACTED_BASE64);
         assert_eq!(value[0]["object"]["stringData"]["b"], REDACTED);
-        assert_eq!(value[0]["snapshots"]["s"][0]["object"]["data"]["c"], REDACTED_BASE64);
-        assert_eq!(value[0]["snapshots"]["s"][0]["object"]["metadata"]["name"], "x");
-        assert_eq!(value[0]["review"]["request"]["object"]["data"]["kept"], "yes");
+        assert_eq!(
+            value[0]["snapshots"]["s"][0]["object"]["data"]["c"],
+            REDACTED_BASE64
+        );
+        assert_eq!(
+            value[0]["snapshots"]["s"][0]["object"]["metadata"]["name"],
+            "x"
+        );
+        assert_eq!(
+            value[0]["review"]["request"]["object"]["data"]["kept"],
+            "yes"
+        );
         use base64::Engine as _;
         assert_eq!(
-            base64::engine::general_purpose::STANDARD.decode(REDACTED_BASE64).unwrap(),
+            base64::engine::general_purpose::STANDARD
+                .decode(REDACTED_BASE64)
+                .unwrap(),
             REDACTED.as_bytes()
         );
     }
 
     #[test]
     fn named_fields_are_redacted_in_every_object_and_inside_json_text() {
-        let object = json!({"apiVersion": "x/v1", "kind": "Db", "spec": {"password": "p", "user": "u"}});
+        let object =
+            json!({"apiVersion": "x/v1", "kind": "Db", "spec": {"password": "p", "user": "u"}});
         let mut value = json!({"object": object, "review": json!({"request": {"object": object}}).to_string(), "spec": {"password": "not an object's"}});
         redact(&mut value, &["spec.password".to_owned()]);
         assert_eq!(value["object"]["spec"]["password"], REDACTED);
