@@ -18,6 +18,7 @@ use futures::future::BoxFuture;
 use operon_cluster::Cluster;
 use operon_data::model::{BindingContext, BindingType, HookConfig, HookInput, Snapshot};
 use operon_hooks::hooks::engine::{Engine, LoadedHook};
+use operon_hooks::hooks::engines::{EngineSet, Registration};
 use operon_hooks::hooks::load::configure;
 use operon_hooks::hooks::{Hook, HookError, HookRun};
 use operon_hooks::metrics::Metrics;
@@ -145,6 +146,8 @@ pub(crate) struct BindingEngine {
     /// (addon-operator waits for no other).
     waited: Vec<(String, String)>,
     schedules: Arc<AtomicBool>,
+    /// Keeps the engine on the debug socket while it runs.
+    _shown: Option<Registration>,
 }
 
 impl BindingEngine {
@@ -155,6 +158,7 @@ impl BindingEngine {
             engine: None,
             waited: Vec::new(),
             schedules: Arc::new(AtomicBool::new(true)),
+            _shown: None,
         }
     }
 
@@ -245,6 +249,7 @@ pub(crate) async fn start(
     metrics: Arc<Metrics>,
     values: SharedValues,
     patches: tokio::sync::mpsc::UnboundedSender<BindingPatch>,
+    shown: &EngineSet,
 ) -> Result<Option<BindingEngine>, String> {
     let owner = module.unwrap_or("global").to_owned();
     let mut loaded: Vec<LoadedHook> = Vec::new();
@@ -295,8 +300,13 @@ pub(crate) async fn start(
             )
             .await;
     });
+    let source = match module {
+        Some(module) => format!("module {module}"),
+        None => "global hooks".to_owned(),
+    };
     Ok(Some(BindingEngine {
         stop: Some(stop),
+        _shown: Some(shown.register(source, engine.clone())),
         engine: Some(engine),
         waited,
         schedules,

@@ -25,6 +25,7 @@ use super::status::QueueView;
 use super::values::{Section, Source};
 use operon_cluster::{Event, Selector};
 use operon_data::model::WatchEvent;
+use operon_hooks::hooks::engines::EngineSet;
 use operon_hooks::metrics::Metrics;
 use operon_script::ScriptSandbox;
 use serde_json::{Value, json};
@@ -216,6 +217,9 @@ pub struct Operator {
     pub(super) crds_ensured: BTreeSet<String>,
     /// What the queue looks like, for whoever watches it.
     pub(super) view: QueueView,
+    /// Where the binding engines and the lifecycle runs are shown (the debug socket of
+    /// `operon serve`).
+    pub(super) shown: EngineSet,
 }
 
 impl Operator {
@@ -309,6 +313,7 @@ impl Operator {
             hook_metrics,
             crds_ensured: BTreeSet::new(),
             view: QueueView::default(),
+            shown: EngineSet::default(),
         };
         let config = operator.read_config().await?;
         operator.set_config(config)?;
@@ -352,6 +357,13 @@ impl Operator {
             .map_err(|e| AddonError::Hook(format!("module metrics: {e}")))?;
         self.hook_metrics = metrics;
         Ok(())
+    }
+
+    /// Shows the hooks' binding engines and lifecycle runs in `set` from now on (call
+    /// it before [`Operator::run_until`]): `operon hook history` and `operon debug hook`
+    /// see them.
+    pub fn show_hooks_in(&mut self, set: EngineSet) {
+        self.shown = set;
     }
 
     /// Publishes the queue to `view` from now on (one made before the operator, say).

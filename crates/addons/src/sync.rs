@@ -100,6 +100,7 @@ impl Operator {
             self.hook_metrics.clone(),
             self.shared.clone(),
             self.binding_tx.clone(),
+            &self.shown,
         )
         .await
         .map_err(|e| AddonError::Hook(format!("{owner} bindings: {e}")))?;

@@ -13,6 +13,7 @@ use super::values::{check_patch_paths, checksum, patched_config};
 use operon_data::model::{
     CreateSpec, HookInput, ObjectRef, PatchOperation, PatchSpec, RunnerContext,
 };
+use operon_hooks::hooks::history::RunEntry;
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -415,6 +416,14 @@ impl Operator {
             )],
         };
         let (run, patches) = hook.run_lifecycle(&input, values, config, timeout).await;
+        // No engine runs lifecycle hooks: their runs are kept beside the engines'.
+        self.shown.record(RunEntry::of_run(
+            &hook.name,
+            "main",
+            &input.binding_contexts,
+            &run,
+            patches.as_ref().err().map(ToString::to_string),
+        ));
         if let Err(e) = &run.outcome {
             return Err(AddonError::Hook(format!(
                 "hook {} ({}): {e}",

@@ -16,6 +16,7 @@ use operon_addons::apply::ObjectWriter;
 use operon_addons::operator::{Operator, QueueEvent, Settings};
 use operon_addons::status::QueueView;
 use operon_cluster::Cluster;
+use operon_hooks::hooks::engines::EngineSet;
 use operon_hooks::metrics::Metrics;
 use operon_script::ScriptSandbox;
 use std::sync::Arc;
@@ -61,6 +62,7 @@ pub(super) fn spawn(
     options: Arc<ModulesOptions>,
     cluster: Arc<dyn Cluster>,
     metrics: Arc<Metrics>,
+    engines: EngineSet,
 ) -> RunningModules {
     let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
@@ -74,6 +76,7 @@ pub(super) fn spawn(
         .await?;
         operator.report_to(metrics)?;
         operator.publish_to(options.view.clone());
+        operator.show_hooks_in(engines);
         tracing::info!(
             modules = operator.layout().modules.len(),
             dir = %options.settings.modules_dir.display(),

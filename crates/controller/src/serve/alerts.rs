@@ -820,6 +820,7 @@ mod tests {
         let status = Arc::new(super::super::Status {
             metrics,
             engine: watch::Sender::new(None),
+            engines: Default::default(),
             leading: watch::Sender::new(None),
             modules: None,
             webhooks_registered: tokio::sync::watch::Sender::new(true),

@@ -5,6 +5,12 @@
 //! LEVEL` (the one request that changes something: a hook's own log level) (and, with
 //! modules, `operon modules queue`: `/queue/main`, see [`super::addons`]). This module
 //! has both sides: the server routes and the client request.
+//!
+//! The hook routes answer for every engine of the process: the hooks directory's, each
+//! Hook object's (its hook is `Hook/NAMESPACE/NAME`) and addon-operator's global and
+//! module hooks' (`global/PATH`, `MODULE/PATH`), whose lifecycle runs, which no engine
+//! runs, are in the history too
+//! ([`operon_hooks::hooks::engines::EngineSet`]).
 
 use super::Status;
 use axum::Json;
@@ -14,6 +20,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use http_body_util::BodyExt as _;
+use operon_hooks::hooks::engine::Engine;
+use operon_hooks::hooks::engine::HookInfo;
+use operon_hooks::hooks::engines::merge_by_end;
+use serde::Serialize;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -106,63 +116,120 @@ async fn queues(State(status): State<Arc<Status>>) -> Response {
     }
 }
 
-async fn hooks(State(status): State<Arc<Status>>) -> Response {
-    match status.engine() {
-        Some(engine) => Json(engine.hook_infos()).into_response(),
-        None => loading(),
+/// Where the hooks of the hooks directory come from, in `operon debug hook list`.
+pub const DIRECTORY_SOURCE: &str = "directory";
+
+/// One hook of `/hook/list`: what its engine says, and where it comes from.
+#[derive(Serialize)]
+struct ListedHook {
+    /// `directory`, `Hook object`, `global hooks` or `module NAME`.
+    source: String,
+    #[serde(flatten)]
+    info: HookInfo,
+}
+
+/// Every engine the hook routes answer for, the hooks directory's first, with where its
+/// hooks come from; `None` while the hooks directory loads. The set's lock is released
+/// before any engine is asked anything.
+fn engines(status: &Status) -> Option<Vec<(String, Arc<Engine>)>> {
+    let main = status.engine()?;
+    let mut all = vec![(DIRECTORY_SOURCE.to_owned(), main)];
+    all.extend(
+        status
+            .engines
+            .engines()
+            .into_iter()
+            .map(|r| (r.source, r.engine)),
+    );
+    Some(all)
+}
+
+fn unknown(name: &str) -> Response {
+    (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response()
+}
+
+/// The first answer of `ask` among the engines (a hook's name is in one engine only).
+fn ask_one<T: Serialize>(
+    status: &Status,
+    name: &str,
+    ask: impl Fn(&Engine) -> Option<T>,
+) -> Response {
+    let Some(engines) = engines(status) else {
+        return loading();
+    };
+    match engines.iter().find_map(|(_, engine)| ask(engine)) {
+        Some(answer) => Json(answer).into_response(),
+        None => unknown(name),
     }
+}
+
+async fn hooks(State(status): State<Arc<Status>>) -> Response {
+    let Some(engines) = engines(&status) else {
+        return loading();
+    };
+    let listed: Vec<ListedHook> = engines
+        .iter()
+        .flat_map(|(source, engine)| {
+            engine.hook_infos().into_iter().map(|info| ListedHook {
+                source: source.clone(),
+                info,
+            })
+        })
+        .collect();
+    Json(listed).into_response()
 }
 
 async fn snapshot(State(status): State<Arc<Status>>, UrlPath(name): UrlPath<String>) -> Response {
-    let Some(engine) = status.engine() else {
-        return loading();
-    };
-    match engine.hook_snapshot(&name) {
-        Some(snapshot) => Json(snapshot).into_response(),
-        None => (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response(),
-    }
+    ask_one(&status, &name, |engine| engine.hook_snapshot(&name))
 }
 
 async fn all_history(State(status): State<Arc<Status>>) -> Response {
-    match status.engine() {
-        Some(engine) => Json(engine.history(None).unwrap_or_default()).into_response(),
-        None => loading(),
-    }
+    let Some(engines) = engines(&status) else {
+        return loading();
+    };
+    let lists = engines
+        .iter()
+        .filter_map(|(_, engine)| engine.history(None))
+        .chain(status.engines.recorded(None));
+    Json(merge_by_end(lists)).into_response()
 }
 
 async fn history(State(status): State<Arc<Status>>, UrlPath(name): UrlPath<String>) -> Response {
-    let Some(engine) = status.engine() else {
+    let Some(engines) = engines(&status) else {
         return loading();
     };
-    match engine.history(Some(&name)) {
-        Some(runs) => Json(runs).into_response(),
-        None => (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response(),
+    // A module hook's binding runs are in its engine, its lifecycle runs beside it.
+    let lists: Vec<_> = engines
+        .iter()
+        .filter_map(|(_, engine)| engine.history(Some(&name)))
+        .chain(status.engines.recorded(Some(&name)))
+        .collect();
+    if lists.is_empty() {
+        return unknown(&name);
     }
+    Json(merge_by_end(lists)).into_response()
 }
 
 async fn capture(State(status): State<Arc<Status>>, UrlPath(name): UrlPath<String>) -> Response {
-    let Some(engine) = status.engine() else {
-        return loading();
-    };
-    match engine.captured(&name) {
-        Some(runs) => Json(runs).into_response(),
-        None => (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response(),
-    }
+    ask_one(&status, &name, |engine| engine.captured(&name))
 }
 
 async fn log_level(
     State(status): State<Arc<Status>>,
     UrlPath((name, level)): UrlPath<(String, String)>,
 ) -> Response {
-    let Some(engine) = status.engine() else {
+    let Some(engines) = engines(&status) else {
         return loading();
     };
     let level = match operon_hooks::hooks::log_level::parse(&level) {
         Ok(level) => level,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     };
-    if !engine.set_log_level(&name, level) {
-        return (StatusCode::NOT_FOUND, format!("no hook named {name:?}")).into_response();
+    if !engines
+        .iter()
+        .any(|(_, engine)| engine.set_log_level(&name, level))
+    {
+        return unknown(&name);
     }
     Json(serde_json::json!({
         "hook": name,

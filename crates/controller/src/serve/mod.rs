@@ -20,6 +20,7 @@ use lease::{LeaderElector, LeadershipLost};
 use operon_cluster::Cluster;
 use operon_hooks::hooks::capture::CaptureSettings;
 use operon_hooks::hooks::engine::{Engine, HookEngineError, RunRecord};
+use operon_hooks::hooks::engines::EngineSet;
 use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
 use operon_hooks::metrics::{MetricError, Metrics};
 use std::future::Future;
@@ -157,6 +158,8 @@ pub(crate) struct Status {
     metrics: Arc<Metrics>,
     /// The engine once the hooks are loaded.
     engine: watch::Sender<Option<Arc<Engine>>>,
+    /// The engines beside it (Hook objects', modules'), for the debug socket.
+    engines: EngineSet,
     /// With leader election: whether this replica leads.
     leading: watch::Sender<Option<bool>>,
     /// With modules: their queue, whose startup convergence readiness waits for.
@@ -223,6 +226,7 @@ pub async fn run(
     let status = Arc::new(Status {
         metrics: metrics.clone(),
         engine: watch::Sender::new(None),
+        engines: EngineSet::default(),
         leading: watch::Sender::new(coordination.elector.as_ref().map(|_| false)),
         modules: options.modules.as_ref().map(|m| m.view.clone()),
         webhooks_registered: watch::Sender::new(coordination.registrar.is_none()),
@@ -507,13 +511,15 @@ async fn run_engine(
             crate::controllers::AbortOnDrop::spawn(hook_objects::run(
                 objects,
                 status.metrics.clone(),
+                status.engines.clone(),
+                options.capture.clone(),
             ))
         });
         // Dropped (aborted) with this block when leadership is lost.
-        let mut modules = options
-            .modules
-            .clone()
-            .map(|m| addons::spawn(m, modules_cluster.clone(), status.metrics.clone()));
+        let mut modules = options.modules.clone().map(|m| {
+            let engines = status.engines.clone();
+            addons::spawn(m, modules_cluster.clone(), status.metrics.clone(), engines)
+        });
         engine.take_over();
         tracing::info!("running hooks");
         tokio::select! {

@@ -7,6 +7,7 @@
 //! (the count is always exact). Nothing is kept across restarts: the log and the
 //! Hook objects' `status.lastFailures` are where runs outlive the process.
 
+use super::HookRun;
 use super::engine::RunRecord;
 use operon_data::api::HookRunOutcome;
 use operon_data::model::{BindingContext, BindingType, PatchOperation};
@@ -79,33 +80,70 @@ impl RunEntry {
             (Ok(_), Some(e)) => Some(e.to_string()),
             (Ok(_), None) => None,
         };
+        Self::build(
+            &record.hook,
+            &record.queue,
+            &record.contexts,
+            &record.run,
+            outcome,
+            error,
+        )
+    }
+
+    /// The entry for a run of `hook` that no engine ran (addon-operator's lifecycle
+    /// hooks, on its `main` queue): failed when the hook failed or when `error` says
+    /// what went wrong after it (its values patches).
+    pub fn of_run(
+        hook: &str,
+        queue: &str,
+        contexts: &[BindingContext],
+        run: &HookRun,
+        error: Option<String>,
+    ) -> Self {
+        let error = match &run.outcome {
+            Err(e) => Some(e.to_string()),
+            Ok(_) => error,
+        };
+        let outcome = match error {
+            Some(_) => HookRunOutcome::Failed,
+            None => HookRunOutcome::Succeeded,
+        };
+        Self::build(hook, queue, contexts, run, outcome, error)
+    }
+
+    fn build(
+        hook: &str,
+        queue: &str,
+        contexts: &[BindingContext],
+        run: &HookRun,
+        outcome: HookRunOutcome,
+        error: Option<String>,
+    ) -> Self {
         let mut bindings: Vec<String> = Vec::new();
-        for context in &record.contexts {
+        for context in contexts {
             if !bindings.contains(&context.binding) {
                 bindings.push(context.binding.clone());
             }
         }
-        let elapsed = record.run.elapsed;
+        let elapsed = run.elapsed;
         let now = jiff::Timestamp::now();
-        let (stderr_tail, stderr_truncated) = tail(&record.run.stderr, STDERR_TAIL_BYTES);
+        let (stderr_tail, stderr_truncated) = tail(&run.stderr, STDERR_TAIL_BYTES);
         Self {
-            hook: record.hook.clone(),
+            hook: hook.to_owned(),
             bindings,
-            binding_type: record
-                .contexts
+            binding_type: contexts
                 .first()
                 .map(|c| c.type_.as_str().to_owned())
                 .unwrap_or_default(),
-            trigger: trigger(&record.contexts),
-            queue: record.queue.clone(),
+            trigger: trigger(contexts),
+            queue: queue.to_owned(),
             started: now.checked_sub(elapsed).unwrap_or(now),
             duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
             outcome,
             exit_code: error.as_deref().and_then(exit_code),
             error: error.map(|e| head(&e, ERROR_BYTES)),
-            patches: record.run.patches.len(),
-            patch_descriptions: record
-                .run
+            patches: run.patches.len(),
+            patch_descriptions: run
                 .patches
                 .iter()
                 .take(PATCHES_DESCRIBED)

@@ -14,6 +14,7 @@ pub mod config;
 pub mod context;
 pub mod conversion;
 pub mod engine;
+pub mod engines;
 pub mod history;
 pub mod load;
 pub mod log_level;

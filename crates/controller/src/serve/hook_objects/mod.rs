@@ -18,7 +18,9 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use operon_cluster::Cluster;
 use operon_data::api::{ConditionStatus, Hook, HookBindingStatus, HookStatus};
+use operon_hooks::hooks::capture::CaptureSettings;
 use operon_hooks::hooks::engine::Engine;
+use operon_hooks::hooks::engines::EngineSet;
 use operon_hooks::hooks::load::HookLoader;
 use operon_hooks::metrics::Metrics;
 use operon_runner::store::ModuleLocator;
@@ -134,6 +136,9 @@ pub(crate) async fn hooks_installed(client: &Client) -> Result<bool, kube::Error
     }
 }
 
+/// Where a Hook object's hook comes from, in `operon debug hook list`.
+pub const HOOK_OBJECT_SOURCE: &str = "Hook object";
+
 type Key = (String, String);
 
 /// One Hook object being run.
@@ -146,8 +151,28 @@ struct Running {
     task: Option<AbortOnDrop>,
 }
 
-/// Runs the Hook objects until the future is dropped, reporting to `metrics`.
-pub(crate) async fn run(objects: Arc<HookObjects>, metrics: Arc<Metrics>) {
+/// Where each Hook object's engine reports besides its status.
+struct Reporting {
+    metrics: Arc<Metrics>,
+    /// The debug socket's view: an engine is in it while it runs.
+    engines: EngineSet,
+    /// What its runs keep for `operon hook record`, as the hooks directory's engine.
+    capture: CaptureSettings,
+}
+
+/// Runs the Hook objects until the future is dropped, reporting to `metrics`, each
+/// engine in `engines` while it runs and capturing as `capture` says.
+pub(crate) async fn run(
+    objects: Arc<HookObjects>,
+    metrics: Arc<Metrics>,
+    engines: EngineSet,
+    capture: CaptureSettings,
+) {
+    let reporting = Arc::new(Reporting {
+        metrics,
+        engines,
+        capture,
+    });
     let api: Api<Hook> = Api::all(objects.client.clone());
     let events = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(events);
@@ -171,7 +196,7 @@ pub(crate) async fn run(objects: Arc<HookObjects>, metrics: Arc<Metrics>) {
             event = events.next() => match event {
                 None => return,
                 Some(Ok(watcher::Event::Apply(hook))) => {
-                    upsert(&objects, &metrics, &mut running, hook);
+                    upsert(&objects, &reporting, &mut running, hook);
                 }
                 Some(Ok(watcher::Event::Delete(hook))) => {
                     if running.remove(&key(&hook)).is_some() {
@@ -181,7 +206,7 @@ pub(crate) async fn run(objects: Arc<HookObjects>, metrics: Arc<Metrics>) {
                 Some(Ok(watcher::Event::Init)) => relisted = Some(HashSet::new()),
                 Some(Ok(watcher::Event::InitApply(hook))) => {
                     relisted.get_or_insert_with(HashSet::new).insert(key(&hook));
-                    upsert(&objects, &metrics, &mut running, hook);
+                    upsert(&objects, &reporting, &mut running, hook);
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
                     // Deletes during a watch gap (after a 410) come as absences.
@@ -191,8 +216,8 @@ pub(crate) async fn run(objects: Arc<HookObjects>, metrics: Arc<Metrics>) {
                 }
                 Some(Err(e)) => tracing::warn!(error = %e, "watching Hooks"),
             },
-            () = catalog_changed => reconcile_all(&objects, &metrics, &mut running),
-            _ = recheck.tick() => reconcile_all(&objects, &metrics, &mut running),
+            () = catalog_changed => reconcile_all(&objects, &reporting, &mut running),
+            _ = recheck.tick() => reconcile_all(&objects, &reporting, &mut running),
         }
     }
 }
@@ -203,7 +228,7 @@ fn key(hook: &Hook) -> Key {
 
 fn upsert(
     objects: &Arc<HookObjects>,
-    metrics: &Arc<Metrics>,
+    reporting: &Arc<Reporting>,
     running: &mut HashMap<Key, Running>,
     hook: Hook,
 ) {
@@ -220,23 +245,23 @@ fn upsert(
         }
     });
     entry.object = hook;
-    reconcile(objects, metrics, entry);
+    reconcile(objects, reporting, entry);
 }
 
 fn reconcile_all(
     objects: &Arc<HookObjects>,
-    metrics: &Arc<Metrics>,
+    reporting: &Arc<Reporting>,
     running: &mut HashMap<Key, Running>,
 ) {
     for entry in running.values_mut() {
-        reconcile(objects, metrics, entry);
+        reconcile(objects, reporting, entry);
     }
 }
 
 /// Starts (again) the engine of `entry` when what it is made from changed: the spec, or
 /// the module file `spec.module` leads to (a name that now points to other bytes, a
 /// module that arrived).
-fn reconcile(objects: &Arc<HookObjects>, metrics: &Arc<Metrics>, entry: &mut Running) {
+fn reconcile(objects: &Arc<HookObjects>, reporting: &Arc<Reporting>, entry: &mut Running) {
     let hook = entry.object.clone();
     // An `oci://` module is pulled by the task: it names the same bytes until the spec
     // changes.
@@ -256,7 +281,7 @@ fn reconcile(objects: &Arc<HookObjects>, metrics: &Arc<Metrics>, entry: &mut Run
     entry.task = None;
     let writer = entry.writer.clone();
     let objects = objects.clone();
-    let metrics = metrics.clone();
+    let reporting = reporting.clone();
     entry.task = Some(AbortOnDrop::spawn(async move {
         let (path, pinned) = match located {
             Some(Ok(path)) => (path, None),
@@ -266,7 +291,7 @@ fn reconcile(objects: &Arc<HookObjects>, metrics: &Arc<Metrics>, entry: &mut Run
                 None => return,
             },
         };
-        run_hook(&objects, metrics, &hook, &path, pinned, &writer).await
+        run_hook(&objects, reporting, &hook, &path, pinned, &writer).await
     }));
 }
 
@@ -354,7 +379,7 @@ async fn remove_interrupted_inputs(offload: &prepare::HookOffload, hook: &Hook, 
 /// Loads the hook and runs its engine until dropped.
 async fn run_hook(
     objects: &HookObjects,
-    metrics: Arc<Metrics>,
+    reporting: Arc<Reporting>,
     hook: &Hook,
     path: &std::path::Path,
     pinned: Option<String>,
@@ -404,7 +429,7 @@ async fn run_hook(
             "listing and watching the kubernetes bindings",
         );
     });
-    let metrics = Arc::new(metrics.for_hook_object(&name));
+    let metrics = Arc::new(reporting.metrics.for_hook_object(&name));
     let _series = ForgetSeries {
         metrics: metrics.clone(),
         hook: name.clone(),
@@ -412,11 +437,14 @@ async fn run_hook(
     };
     let mut backoff = BACKOFF;
     let engine = loop {
-        let engine = Arc::new(Engine::new(
-            vec![prepared.loaded.clone()],
-            prepared.cluster.clone(),
-            metrics.clone(),
-        ));
+        let engine = Arc::new(
+            Engine::new(
+                vec![prepared.loaded.clone()],
+                prepared.cluster.clone(),
+                metrics.clone(),
+            )
+            .with_capture(reporting.capture.clone()),
+        );
         match engine.start().await {
             Ok(()) => break engine,
             Err(e) => {
@@ -446,6 +474,10 @@ async fn run_hook(
             "the hook runs on its bindings",
         );
     });
+    // Out of the debug socket's view when this task ends: the Hook changed or went.
+    let _registration = reporting
+        .engines
+        .register(HOOK_OBJECT_SOURCE, engine.clone());
     let handle = writer.handle();
     engine
         .run_until(std::future::pending(), Duration::ZERO, move |record| {

@@ -241,7 +241,12 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
         HookLoader::new(sandbox, CallLimits::default(), false),
         cluster.clone(),
     ));
-    let _running = AbortOnDrop::spawn(run(objects, Arc::new(Metrics::new().unwrap())));
+    let _running = AbortOnDrop::spawn(run(
+        objects,
+        Arc::new(Metrics::new().unwrap()),
+        Default::default(),
+        Default::default(),
+    ));
     let mut server = Server {
         api,
         watches: Vec::new(),
@@ -399,7 +404,12 @@ async fn a_hook_naming_a_module_follows_it_to_new_bytes() {
         Arc::new(LocalCluster::new()),
     )
     .with_catalog_changes(catalog.subscribe());
-    let _running = AbortOnDrop::spawn(run(Arc::new(objects), Arc::new(Metrics::new().unwrap())));
+    let _running = AbortOnDrop::spawn(run(
+        Arc::new(objects),
+        Arc::new(Metrics::new().unwrap()),
+        Default::default(),
+        Default::default(),
+    ));
     let mut server = Server {
         api,
         watches: Vec::new(),

@@ -360,6 +360,7 @@ pub async fn serve_engine(
     let status = Arc::new(Status {
         metrics,
         engine: watch::Sender::new(Some(engine)),
+        engines: Default::default(),
         leading: watch::Sender::new(None),
         modules: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),

@@ -193,6 +193,7 @@ async fn start(
     let status = Arc::new(Status {
         metrics: metrics.clone(),
         engine: watch::Sender::new(Some(engine)),
+        engines: Default::default(),
         leading: watch::Sender::new(None),
         modules: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
