@@ -130,8 +130,8 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
         }
         DebugCommand::Hook(HookCommand::List(_)) => {
             println!(
-                "{:<28} {:<24} {:<36} {:<16} {:>8}  {:<6}  LOG LEVEL",
-                "HOOK", "BINDING", "TYPE", "QUEUE", "OBJECTS", "SYNCED"
+                "{:<28} {:<16} {:<24} {:<36} {:<16} {:>8}  {:<6}  LOG LEVEL",
+                "HOOK", "SOURCE", "BINDING", "TYPE", "QUEUE", "OBJECTS", "SYNCED"
             );
             for hook in list(&answer) {
                 let level = match &hook["log_level"] {
@@ -140,8 +140,9 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
                 };
                 for b in list(&hook["bindings"]) {
                     println!(
-                        "{:<28} {:<24} {:<36} {:<16} {:>8}  {:<6}  {level}",
+                        "{:<28} {:<16} {:<24} {:<36} {:<16} {:>8}  {:<6}  {level}",
                         text(&hook["name"]),
+                        text(&hook["source"]),
                         text(&b["name"]),
                         text(&b["binding_type"]),
                         text(&b["queue"]),

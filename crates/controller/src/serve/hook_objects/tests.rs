@@ -194,6 +194,33 @@ impl Server {
     }
 }
 
+/// The debug socket of a process whose hooks directory has no hook, answering for the
+/// engines of `engines`; it stops when the returned task is dropped.
+fn debug_socket(
+    engines: EngineSet,
+    cluster: Arc<LocalCluster>,
+) -> (tempfile::TempDir, std::path::PathBuf, AbortOnDrop) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("debug.socket");
+    let listener = crate::serve::debug::bind(&socket).unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let directory = Arc::new(Engine::new(Vec::new(), cluster, metrics.clone()));
+    let status = Arc::new(crate::serve::Status {
+        metrics,
+        engine: tokio::sync::watch::Sender::new(Some(directory)),
+        engines,
+        leading: tokio::sync::watch::Sender::new(None),
+        modules: None,
+        webhooks_registered: tokio::sync::watch::Sender::new(true),
+    });
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let serving = AbortOnDrop::spawn(async move {
+        let _stop = _stop;
+        crate::serve::debug::serve(listener, status, None, stopped).await;
+    });
+    (dir, socket, serving)
+}
+
 fn condition<'a>(body: &'a Value, type_: &str) -> &'a Value {
     body["status"]["conditions"]
         .as_array()
@@ -241,12 +268,19 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
         HookLoader::new(sandbox, CallLimits::default(), false),
         cluster.clone(),
     ));
+    let engines = EngineSet::default();
+    let capture = CaptureSettings {
+        runs_per_hook: 5,
+        bytes_per_hook: 1 << 20,
+        redact: Vec::new(),
+    };
     let _running = AbortOnDrop::spawn(run(
         objects,
         Arc::new(Metrics::new().unwrap()),
-        Default::default(),
-        Default::default(),
+        engines.clone(),
+        capture,
     ));
+    let (_dir, socket, _debug) = debug_socket(engines, cluster.clone());
     let mut server = Server {
         api,
         watches: Vec::new(),
@@ -355,6 +389,50 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The debug socket answers for its engine, under the name its runs carry.
+    let path = "/hook/Hook%2Fdemo%2Flabeler";
+    let ask = |path: String| {
+        let socket = socket.clone();
+        async move { crate::serve::debug::request(&socket, &path).await }
+    };
+    let history = ask(format!("{path}/history")).await.unwrap();
+    let triggers: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["trigger"].as_str().unwrap())
+        .collect();
+    assert!(triggers.contains(&"Added Pod demo/web-3"), "{history}");
+    assert!(
+        history
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["hook"] == "Hook/demo/labeler")
+    );
+    let all = ask("/hook/history".to_owned()).await.unwrap();
+    assert_eq!(all, history, "the only engine with runs");
+    let listed = ask("/hook/list".to_owned()).await.unwrap();
+    assert_eq!(listed[0]["name"], "Hook/demo/labeler", "{listed}");
+    assert_eq!(listed[0]["source"], HOOK_OBJECT_SOURCE);
+    assert_eq!(listed[0]["log_level"], Value::Null);
+    let snapshot = ask(format!("{path}/snapshot")).await.unwrap();
+    assert!(snapshot.to_string().contains("web-3"), "{snapshot}");
+    let captured = ask(format!("{path}/capture")).await.unwrap();
+    assert!(!captured.as_array().unwrap().is_empty(), "{captured}");
+    let set = crate::serve::debug::request_with(
+        &socket,
+        hyper::Method::PUT,
+        &format!("{path}/log-level/debug"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        set,
+        json!({"hook": "Hook/demo/labeler", "log_level": "debug"})
+    );
+    let listed = ask("/hook/list".to_owned()).await.unwrap();
+    assert_eq!(listed[0]["log_level"], "debug");
 
     // 4. Deleted: its engine is dropped, and a new pod is left alone.
     let deleted = hook(3, "4", json!({"module": "pod-labeler"}));
@@ -377,6 +455,10 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(label(&cluster, "web-2"), Value::Null);
+    // Its engine left the debug socket with it.
+    let gone = ask(format!("{path}/history")).await.unwrap_err();
+    assert_eq!(gone.to_string(), "no hook named \"Hook/demo/labeler\"");
+    assert_eq!(ask("/hook/list".to_owned()).await.unwrap(), json!([]));
     server.api.quiet().await;
 }
 
