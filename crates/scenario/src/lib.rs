@@ -212,6 +212,7 @@ async fn run_steps(
             let hook = hooks::load_hook(hook, &base, &locator, &loader, &cluster).await?;
             let metrics = Metrics::new().map_err(|e| ScenarioError::Metrics(e.to_string()))?;
             let engine = Engine::new(vec![hook.loaded], hook.cluster, Arc::new(metrics));
+            let began = Instant::now();
             engine.start().await?;
             let mut first = Vec::new();
             engine.drain(|r| first.push(r.clone())).await;
@@ -219,20 +220,22 @@ async fn run_steps(
                 runs: first.iter().map(hooks::run_json).collect(),
                 ..Observed::default()
             });
+            let first_elapsed = began.elapsed();
             for (index, step) in test.steps.iter().enumerate() {
                 let started = Instant::now();
                 let action = step.action().expect("checked when read");
-                let observed = match (action, start.take()) {
-                    (Action::Start, Some(observed)) => observed,
+                let (observed, elapsed) = match (action, start.take()) {
+                    (Action::Start, Some(observed)) => (observed, first_elapsed),
                     (action, first_runs) => {
                         if let Some(first_runs) = first_runs {
                             // Not checked by a `start` step: its failures still count.
                             push_start(steps, &first_runs);
                         }
-                        hooks::act(action, &engine, &cluster, &base).await?.0
+                        let observed = hooks::act(action, &engine, &cluster, &base).await?.0;
+                        (observed, started.elapsed())
                     }
                 };
-                finish(steps, step, index, observed, &cluster, started);
+                finish(steps, step, index, observed, &cluster, elapsed);
             }
         }
         Subject::Modules(subject) => {
@@ -244,17 +247,19 @@ async fn run_steps(
                 options.strict,
             )
             .await?;
+            let began = Instant::now();
             let mut start = Some(modules.drain().await?);
+            let first_elapsed = began.elapsed();
             for (index, step) in test.steps.iter().enumerate() {
                 let started = Instant::now();
                 let action = step.action().expect("checked when read");
-                let observed = match (action, start.take()) {
-                    (Action::Start, Some(observed)) => observed,
+                let (observed, elapsed) = match (action, start.take()) {
+                    (Action::Start, Some(observed)) => (observed, first_elapsed),
                     (action, first) => {
                         if let Some(first) = first {
                             push_start(steps, &first);
                         }
-                        match action {
+                        let observed = match action {
                             Action::Config(config) => modules.configure(config, &cluster).await?,
                             Action::Event(event) => {
                                 for object in objects(&event.objects, &base)? {
@@ -265,10 +270,11 @@ async fn run_steps(
                                 modules.drain().await?
                             }
                             _ => Observed::default(),
-                        }
+                        };
+                        (observed, started.elapsed())
                     }
                 };
-                finish(steps, step, index, observed, &cluster, started);
+                finish(steps, step, index, observed, &cluster, elapsed);
             }
         }
         Subject::Pipeline(subject) => {
@@ -279,7 +285,7 @@ async fn run_steps(
                     Action::Diagnosis(diagnosis) => pipeline.diagnose(diagnosis, index).await?,
                     _ => Observed::default(),
                 };
-                finish(steps, step, index, observed, &cluster, started);
+                finish(steps, step, index, observed, &cluster, started.elapsed());
             }
         }
     }
@@ -307,13 +313,13 @@ fn finish(
     index: usize,
     mut observed: Observed,
     cluster: &LocalCluster,
-    started: Instant,
+    elapsed: std::time::Duration,
 ) {
     observed.objects = cluster.objects();
     let failures = check::check(&step.expect, &observed);
     steps.push(StepReport {
         name: format!("{}. {}", index + 1, step.title()),
-        elapsed: started.elapsed(),
+        elapsed,
         failures,
         observed: observed.answers(),
         runs: observed.runs,
