@@ -295,12 +295,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir(d.join("hooks")).unwrap();
-        write(d, "modules/values.yaml", "appEnabled: true\n");
+        write(
+            d,
+            "modules/values.yaml",
+            "appEnabled: true\napp: {replicas: 2}\n",
+        );
         write(
             d,
             "modules/001-app/manifests/cm.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: b\n",
         );
+        // A wasm beforeHelm hook: no script runs, and its run is in the history.
+        std::fs::create_dir_all(d.join("modules/001-app/hooks")).unwrap();
+        std::fs::copy(
+            operon_tests::VALUES_HOOK,
+            d.join("modules/001-app/hooks/values.wasm"),
+        )
+        .unwrap();
         let cluster = Arc::new(LocalCluster::new());
         let address: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let listener = std::net::TcpListener::bind(address).unwrap();
@@ -335,6 +346,17 @@ mod tests {
         })
         .await;
         assert_eq!(queue["runningQueue"], true);
+        // The module hook's lifecycle run is in `operon hook history`, by its name.
+        let runs = crate::serve::debug::request(&socket, "/hook/history")
+            .await
+            .unwrap();
+        assert_eq!(runs[0]["hook"], "app/values.wasm", "{runs}");
+        assert_eq!(runs[0]["bindings"], serde_json::json!(["beforeHelm"]));
+        assert_eq!(runs[0]["outcome"], "Succeeded", "{runs}");
+        let own = crate::serve::debug::request(&socket, "/hook/app%2Fvalues.wasm/history")
+            .await
+            .unwrap();
+        assert_eq!(own, runs);
         let metrics = get(address, "/metrics").await;
         assert!(
             metrics.contains("operon_module_enabled{module=\"app\"} 1"),

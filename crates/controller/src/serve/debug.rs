@@ -6,11 +6,12 @@
 //! modules, `operon modules queue`: `/queue/main`, see [`super::addons`]). This module
 //! has both sides: the server routes and the client request.
 //!
-//! The hook routes answer for every engine of the process: the hooks directory's, each
-//! Hook object's (its hook is `Hook/NAMESPACE/NAME`) and addon-operator's global and
-//! module hooks' (`global/PATH`, `MODULE/PATH`), whose lifecycle runs, which no engine
-//! runs, are in the history too
-//! ([`operon_hooks::hooks::engines::EngineSet`]).
+//! The hook routes answer for every engine of the process
+//! ([`operon_hooks::hooks::engines::EngineSet`]): the hooks directory's, each Hook
+//! object's (its hook is `Hook/NAMESPACE/NAME`) and those of addon-operator's global and
+//! module hooks (`global/PATH`, `MODULE/PATH`); the lifecycle runs of these, which no
+//! engine runs, are in the history too. A hook's name is in one engine only, but the
+//! queues (`/queue/list`) stay the hooks directory's.
 
 use super::Status;
 use axum::Json;

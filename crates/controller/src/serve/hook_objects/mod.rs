@@ -7,7 +7,9 @@
 //!
 //! What this owns: following the Hook objects (a kube-runtime watcher; a re-list drops
 //! the Hooks it no longer finds), preparing each ([`prepare`]) and writing its status
-//! (`status`). It does not touch the hooks of the hooks directory.
+//! (`status`), and showing each engine on the debug socket while it runs (an
+//! [`EngineSet`] the debug routes read). It does not touch the hooks of the hooks
+//! directory.
 
 pub mod prepare;
 pub(crate) mod status;
