@@ -81,6 +81,23 @@ impl ObjectWriter {
         self.client.is_some()
     }
 
+    /// The API server's Kubernetes version, which module requirements are checked
+    /// against; the local cluster's is [`LOCAL_KUBERNETES_VERSION`].
+    ///
+    /// [`LOCAL_KUBERNETES_VERSION`]: super::requirements::LOCAL_KUBERNETES_VERSION
+    pub(crate) async fn kubernetes_version(&self) -> Result<semver::Version, String> {
+        let Some(client) = &self.client else {
+            return super::requirements::parse_version(
+                super::requirements::LOCAL_KUBERNETES_VERSION,
+            );
+        };
+        let info = client
+            .apiserver_version()
+            .await
+            .map_err(|e| format!("asking the API server: {e}"))?;
+        super::requirements::parse_version(&info.git_version)
+    }
+
     /// The cluster written to.
     pub(crate) fn cluster(&self) -> &Arc<dyn Cluster> {
         &self.cluster

@@ -41,12 +41,34 @@ pub(crate) enum Decision {
     Enabled,
     /// Its `enabled` program said false, with the reason it gave.
     DisabledByScript(Option<String>),
+    /// The flags enable it but its `module.yaml` requirements are not met, one reason
+    /// each (checked before its `enabled` program, which then does not run).
+    Unmet(Vec<String>),
 }
 
 impl Decision {
     /// Whether the module runs.
     pub(crate) fn enabled(&self) -> bool {
         *self == Self::Enabled
+    }
+
+    /// `enabled`, or `disabled` with the reason, as discovery reports it.
+    pub(crate) fn describe(&self, module: &ModuleDir) -> String {
+        match self {
+            Self::Enabled => "enabled".to_owned(),
+            Self::NoFlag => format!("disabled (no {} flag)", module.enabled_key()),
+            Self::DisabledBy(source) => format!("disabled by {source}"),
+            Self::DisabledByScript(reason) => format!(
+                "disabled by its enabled script{}",
+                reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+            Self::Unmet(reasons) => {
+                format!("disabled by its requirements ({})", reasons.join(", "))
+            }
+        }
     }
 }
 

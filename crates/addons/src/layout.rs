@@ -30,7 +30,8 @@ pub struct ModuleDir {
     /// The key of its values and of its enabled flag (`ingressNginx`,
     /// `ingressNginxEnabled`): the name in camelCase, as addon-operator spells it.
     pub values_key: String,
-    /// The numeric prefix, which orders modules; unnumbered modules come last.
+    /// The numeric prefix (or `module.yaml`'s `weight`), which orders modules;
+    /// unnumbered modules come last.
     pub(crate) order: Option<u32>,
     /// The directory; for a symlinked module, the directory the link resolves to, as
     /// addon-operator's loader keeps it.
@@ -51,6 +52,8 @@ pub struct ModuleDir {
     pub(crate) hooks_dir: Option<PathBuf>,
     /// What it deploys.
     pub(crate) payload: Payload,
+    /// `module.yaml`, read (the default when the file is absent).
+    pub definition: super::requirements::Definition,
     /// The CRD files of `crds/` (`*.yaml`, `*.yml`, `*.json`, but not `doc-*` or
     /// `_*`, addon-operator's filters), in name order: applied when the module is
     /// enabled, before its first ModuleRun, and never deleted.
@@ -84,7 +87,7 @@ pub struct Layout {
     pub(crate) common_values: Value,
     /// The global hooks directory.
     pub(crate) global: GlobalDir,
-    /// The modules, by order then name.
+    /// The modules, by order then name, each after the modules it requires.
     pub modules: Vec<ModuleDir>,
     /// Module directories not used because an earlier one has the same module name.
     pub shadowed: Vec<ShadowedModule>,
@@ -156,6 +159,7 @@ impl Layout {
         modules.sort_by(|a, b| {
             (a.order.is_none(), a.order, &a.name).cmp(&(b.order.is_none(), b.order, &b.name))
         });
+        let modules = super::requirements::order_by_requirements(modules)?;
         Ok(Self {
             common_values,
             global,
@@ -281,6 +285,9 @@ fn read_module(path: &Path, dir_name: &str) -> Result<ModuleDir, AddonError> {
             reason: "the directory name gives no module name".to_owned(),
         });
     }
+    let definition = super::requirements::read_definition(path, &name)?;
+    // Deckhouse's module.yaml weight orders the module in place of its prefix.
+    let order = definition.weight.or(order);
     let enabled = path.join("enabled");
     let enabled_script = std::fs::metadata(&enabled)
         .ok()
@@ -295,6 +302,7 @@ fn read_module(path: &Path, dir_name: &str) -> Result<ModuleDir, AddonError> {
         Payload::None
     };
     Ok(ModuleDir {
+        definition,
         crds: crd_files(&path.join("crds"))?,
         common_values: Value::Object(Default::default()),
         static_values: read_yaml_or_empty(&path.join("values.yaml"))?,

@@ -2,7 +2,8 @@
 //! modules (hooks, values, schemas, an `enabled` program, a Helm chart or manifests)
 //! and global hooks, converged by a FIFO task queue as addon-operator does.
 //!
-//! [`layout`] reads the directories, [`values`] and [`schema`] layer and check values,
+//! [`layout`] reads the directories ([`requirements`] their `module.yaml`: what a
+//! module needs, which orders modules and may disable one), [`values`] and [`schema`] layer and check values,
 //! [`config`] reads the ConfigMap, `hooks` runs lifecycle hooks with their values
 //! files and `bindings` their kubernetes and schedule bindings on the hook engine,
 //! `enabled` decides which modules run, [`render`] turns a module into objects (a
@@ -25,6 +26,7 @@ pub mod layout;
 pub mod metrics;
 pub mod operator;
 pub mod render;
+pub mod requirements;
 pub mod schema;
 pub mod status;
 mod sync;
@@ -52,6 +54,24 @@ pub enum AddonError {
         path: PathBuf,
         /// Why.
         reason: String,
+    },
+    /// A module's `module.yaml` is malformed.
+    #[error("module {module}: {}: {}{reason}", path.display(), if field.is_empty() { String::new() } else { format!("{field}: ") })]
+    Definition {
+        /// The module.
+        module: String,
+        /// The file.
+        path: PathBuf,
+        /// The field (`requirements.kubernetes`), empty for the whole file.
+        field: String,
+        /// Why.
+        reason: String,
+    },
+    /// Modules require each other in a cycle: none could run first.
+    #[error("module requirements form a cycle: {}", cycles.iter().map(|c| c.join(", ")).collect::<Vec<_>>().join("; and "))]
+    RequirementCycle {
+        /// Each cycle's modules, by name.
+        cycles: Vec<Vec<String>>,
     },
     /// A module named on the command line does not exist.
     #[error("no module {0} in the modules directory")]

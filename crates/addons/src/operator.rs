@@ -21,7 +21,8 @@ use super::hooks::{self, AddonHook, Lifecycle, Owner};
 use super::layout::Layout;
 use super::metrics::ModuleMetrics;
 use super::render::Renderer;
-use super::status::QueueView;
+use super::requirements::Platform;
+use super::status::{ModuleState, QueueView};
 use super::values::{Section, Source};
 use operon_cluster::{Event, Selector};
 use operon_data::model::WatchEvent;
@@ -215,6 +216,10 @@ pub struct Operator {
     pub(super) hook_metrics: Arc<Metrics>,
     /// Modules whose CRDs were applied since they were last enabled.
     pub(super) crds_ensured: BTreeSet<String>,
+    /// What module requirements are checked against.
+    pub(super) platform: Platform,
+    /// Each module's state as the last discovery decided it, in module order.
+    pub(super) states: Vec<ModuleState>,
     /// What the queue looks like, for whoever watches it.
     pub(super) view: QueueView,
     /// Where the binding engines and the lifecycle runs are shown (the debug socket of
@@ -284,6 +289,7 @@ impl Operator {
         let metrics = ModuleMetrics::new().map_err(|e| AddonError::Hook(e.to_string()))?;
         let hook_metrics = Arc::new(Metrics::new().map_err(|e| AddonError::Hook(e.to_string()))?);
         let (binding_tx, binding_rx) = tokio::sync::mpsc::unbounded_channel();
+        let platform = Platform::new(writer.kubernetes_version().await);
         let mut operator = Self {
             settings,
             layout,
@@ -312,6 +318,8 @@ impl Operator {
             dynamic_enabled: BTreeMap::new(),
             hook_metrics,
             crds_ensured: BTreeSet::new(),
+            platform,
+            states: Vec::new(),
             view: QueueView::default(),
             shown: EngineSet::default(),
         };
@@ -386,12 +394,47 @@ impl Operator {
                 .collect();
             p.held_until = self.hold_until;
             p.enabled = self.enabled.clone();
+            p.states = self.states.clone();
         });
     }
 
     /// The modules enabled by the last discovery, in order.
     pub fn enabled_modules(&self) -> &[String] {
         &self.enabled
+    }
+
+    /// Every module's state as the last discovery decided it, in module order (empty
+    /// before the first discovery).
+    pub fn module_states(&self) -> &[ModuleState] {
+        &self.states
+    }
+
+    /// Checks `kubernetes` requirements against `version` instead of what the cluster
+    /// answered (the local cluster stands for
+    /// [`LOCAL_KUBERNETES_VERSION`](super::requirements::LOCAL_KUBERNETES_VERSION)).
+    pub fn set_kubernetes_version(&mut self, version: semver::Version) {
+        self.platform.kubernetes = Ok(version);
+    }
+
+    /// Runs the queued tasks up to and including the first discovery (global
+    /// `onStartup` and `beforeAll` hooks, then DiscoverModules) and leaves the rest
+    /// queued; returns the tasks that failed.
+    pub async fn drain_until_discovered(&mut self) -> Vec<(Task, String)> {
+        let mut failed = Vec::new();
+        while let Some(task) = self.queue.pop_front() {
+            let discovery = task == Task::DiscoverModules;
+            if let Err(e) = self.run_task(task.clone()).await {
+                failed.push((task.clone(), e));
+                if task.holds_the_queue() {
+                    self.retries.retain(|(_, t)| *t != task);
+                    self.queue.retain(|t| *t != task);
+                }
+            }
+            if discovery {
+                break;
+            }
+        }
+        failed
     }
 
     /// The tasks waiting, in order.

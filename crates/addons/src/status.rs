@@ -21,6 +21,7 @@ pub(super) struct Published {
     pub(super) retries: Vec<(Task, Instant, u32)>,
     pub(super) held_until: Option<Instant>,
     pub(super) enabled: Vec<String>,
+    pub(super) states: Vec<ModuleState>,
     pub(super) started: bool,
     /// Set once the queue of this run was first empty with nothing failed: every task
     /// of the startup convergence succeeded. Stays set until a new operator publishes.
@@ -43,10 +44,32 @@ pub struct QueueStatus {
     pub(crate) held_for_ms: Option<u64>,
     /// The modules the last discovery enabled, in order.
     pub(crate) enabled_modules: Vec<String>,
+    /// Every module's state as the last discovery decided it, with the reason a
+    /// module is disabled.
+    #[serde(default)]
+    pub(crate) modules: Vec<ModuleState>,
     /// Whether the startup convergence is done (global `onStartup` hooks, the first
     /// convergence and what it queued, all succeeded): `operon serve`'s readiness.
     #[serde(default)]
     pub(crate) startup_converged: bool,
+}
+
+/// One module as discovery decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleState {
+    /// The module.
+    pub name: String,
+    /// Its order (number prefix or `module.yaml` weight); none for unnumbered ones.
+    pub order: Option<u32>,
+    /// Whether it runs.
+    pub enabled: bool,
+    /// `enabled`, or `disabled` with the reason (`disabled by its requirements (needs
+    /// module cert-manager, which is disabled)`), as the DiscoverModules summary says.
+    pub state: String,
+    /// The modules its `module.yaml` requires.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
 }
 
 /// The task in progress.
@@ -105,6 +128,7 @@ impl QueueView {
                 .filter(|at| *at > now)
                 .map(|at| millis(now, at)),
             enabled_modules: p.enabled.clone(),
+            modules: p.states.clone(),
             startup_converged: p.converged,
         }
     }
@@ -171,6 +195,9 @@ impl QueueView {
                 status.enabled_modules.join(", ")
             }
         ));
+        for module in status.modules.iter().filter(|m| !m.enabled) {
+            out.push_str(&format!("disabled {}: {}\n", module.name, module.state));
+        }
         out
     }
 }

@@ -9,6 +9,8 @@ use super::config::section_patch;
 use super::enabled::{self, Decision};
 use super::hooks::{self, AddonHook, HookOutcome, Lifecycle};
 use super::operator::{Operator, QueueEvent, Task};
+use super::requirements;
+use super::status::ModuleState;
 use super::values::{check_patch_paths, checksum, patched_config};
 use operon_data::model::{
     CreateSpec, HookInput, ObjectRef, PatchOperation, PatchSpec, RunnerContext,
@@ -142,36 +144,21 @@ impl Operator {
         self.synchronize(None).await?;
         let mut enabled: Vec<String> = Vec::new();
         let mut lines = Vec::new();
+        let mut states = Vec::new();
         for module in self.layout.modules.clone() {
-            let decision = match enabled::flag(
-                &self.layout,
-                &module,
-                &self.dynamic_enabled,
-                &self.config,
-            ) {
-                None => Decision::NoFlag,
-                Some((false, source)) => Decision::DisabledBy(source),
-                Some((true, _)) => {
-                    let section = self.section(&module.name)?;
-                    let mut global = self.global.compute()?.values;
-                    global["enabledModules"] = json!(enabled);
-                    let values =
-                        json!({"global": global, (section.key.clone()): section.compute()?.values});
-                    let config = self.config_document(&module.name)?;
-                    match enabled::run_script(
-                        &self.sandbox,
-                        &module,
-                        &values,
-                        &config,
-                        self.settings.hook_timeout,
-                    )
-                    .await?
-                    {
-                        None | Some((true, _)) => Decision::Enabled,
-                        Some((false, reason)) => Decision::DisabledByScript(reason),
+            let decision =
+                match enabled::flag(&self.layout, &module, &self.dynamic_enabled, &self.config) {
+                    None => Decision::NoFlag,
+                    Some((false, source)) => Decision::DisabledBy(source),
+                    Some((true, _)) => {
+                        let unmet = self.unmet(&module, &enabled);
+                        if unmet.is_empty() {
+                            self.run_enabled_script(&module, &enabled).await?
+                        } else {
+                            Decision::Unmet(unmet)
+                        }
                     }
-                }
-            };
+                };
             self.metrics
                 .enabled
                 .with_label_values(&[module.name.as_str()])
@@ -179,21 +166,23 @@ impl Operator {
             if decision.enabled() {
                 enabled.push(module.name.clone());
             }
-            lines.push(match decision {
-                Decision::Enabled => format!("{}: enabled", module.name),
-                Decision::NoFlag => format!(
-                    "{}: disabled (no {} flag)",
-                    module.name,
-                    module.enabled_key()
-                ),
-                Decision::DisabledBy(source) => format!("{}: disabled by {source}", module.name),
-                Decision::DisabledByScript(reason) => format!(
-                    "{}: disabled by its enabled script{}",
-                    module.name,
-                    reason.map(|r| format!(" ({r})")).unwrap_or_default()
-                ),
+            let state = decision.describe(&module);
+            lines.push(format!("{}: {state}", module.name));
+            states.push(ModuleState {
+                name: module.name.clone(),
+                order: module.order,
+                enabled: decision.enabled(),
+                state,
+                requires: module
+                    .definition
+                    .requirements
+                    .modules
+                    .keys()
+                    .cloned()
+                    .collect(),
             });
         }
+        self.states = states;
         let mut next = Vec::new();
         for module in self.writer.released_modules().await? {
             if self.layout.module(&module).is_none() {
@@ -236,6 +225,41 @@ impl Operator {
             self.queue.push_front(task);
         }
         Ok(lines.join("; "))
+    }
+
+    /// The decision of `module`'s `enabled` program (enabled when it has none), with
+    /// `enabled` as `global.enabledModules`.
+    async fn run_enabled_script(
+        &self,
+        module: &super::layout::ModuleDir,
+        enabled: &[String],
+    ) -> Result<Decision, AddonError> {
+        let section = self.section(&module.name)?;
+        let mut global = self.global.compute()?.values;
+        global["enabledModules"] = json!(enabled);
+        let values = json!({"global": global, (section.key.clone()): section.compute()?.values});
+        let config = self.config_document(&module.name)?;
+        let decided = enabled::run_script(
+            &self.sandbox,
+            module,
+            &values,
+            &config,
+            self.settings.hook_timeout,
+        )
+        .await?;
+        Ok(match decided {
+            None | Some((true, _)) => Decision::Enabled,
+            Some((false, reason)) => Decision::DisabledByScript(reason),
+        })
+    }
+
+    /// Why `module`'s requirements are not met, given the modules enabled before it.
+    fn unmet(&self, module: &super::layout::ModuleDir, enabled: &[String]) -> Vec<String> {
+        requirements::unmet(module, &self.platform, enabled, |name| {
+            self.layout
+                .module(name)
+                .map(|m| m.definition.version.clone())
+        })
     }
 
     async fn module_run(&mut self, name: &str) -> Result<String, AddonError> {
