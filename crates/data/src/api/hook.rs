@@ -100,6 +100,28 @@ pub struct HookOverrides {
     /// Overrides of kubernetes bindings, by binding name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kubernetes: Vec<KubernetesOverride>,
+    /// The enforcement of every validating and mutating binding (unless a binding's own
+    /// override says another): `Deny`, `Warn` (allowed, the denial shown as a warning)
+    /// or `DryRun` (allowed, the answer only logged and counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<crate::model::Enforcement>,
+    /// Overrides of kubernetesValidating bindings, by binding name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validating: Vec<AdmissionOverride>,
+    /// Overrides of kubernetesMutating bindings, by binding name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mutating: Vec<AdmissionOverride>,
+}
+
+/// An override of one validating or mutating binding.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionOverride {
+    /// The binding's name, as the hook declares it.
+    pub name: String,
+    /// Its enforcement: `Deny`, `Warn` or `DryRun`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<crate::model::Enforcement>,
 }
 
 /// An override of one schedule binding.
@@ -519,7 +541,7 @@ fn override_problems(overrides: &serde_json::Value, problems: &mut Vec<(String, 
     {
         problems.push(("spec.overrides.queue".into(), "empty: name a queue".into()));
     }
-    for list in ["schedule", "kubernetes"] {
+    for list in ["schedule", "kubernetes", "validating", "mutating"] {
         let mut seen: Vec<(&str, usize)> = Vec::new();
         for (i, binding) in items(overrides.get(list)) {
             let at = format!("spec.overrides.{list}[{i}]");

@@ -113,10 +113,78 @@ pub struct AdmissionBindingConfig {
     /// Mutating bindings only: `Never` (default) or `IfNeeded`, whether the API server
     /// calls the webhook again after later mutations.
     pub reinvocation_policy: Option<String>,
+    /// Operon's extension: `Deny`, `Warn` or `DryRun` ([`Enforcement`]), what the
+    /// hook's answer does to the request; unset, the engine's default applies.
+    pub enforcement: Option<String>,
     /// The group this binding belongs to.
     pub group: Option<String>,
     /// kubernetes bindings whose snapshots are added to this binding's contexts.
     pub include_snapshots_from: Vec<String>,
+}
+
+/// What an admission binding's answer does to the request, so that a rule can be
+/// rolled out by watching what it would deny before it denies anything.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+pub enum Enforcement {
+    /// The answer is the API server's: a denial denies, a patch is applied, a failure
+    /// is code 500 (shell-operator's behaviour, the default).
+    #[default]
+    Deny,
+    /// The request is allowed; a denial or a failure reaches the client as an admission
+    /// warning (kubectl prints `Warning: ...`), and a patch is recorded, not applied.
+    Warn,
+    /// The request is allowed and the client sees nothing: what the hook answered is
+    /// only logged and counted.
+    DryRun,
+}
+
+impl Enforcement {
+    /// Every value, in the order they are documented.
+    pub const ALL: [Self; 3] = [Self::Deny, Self::Warn, Self::DryRun];
+
+    /// The name a configuration spells it with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deny => "Deny",
+            Self::Warn => "Warn",
+            Self::DryRun => "DryRun",
+        }
+    }
+}
+
+impl fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A value that is not one of [`Enforcement::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an enforcement: use Deny, Warn or DryRun")]
+pub struct UnknownEnforcement(pub String);
+
+impl std::str::FromStr for Enforcement {
+    type Err = UnknownEnforcement;
+
+    /// Exactly as spelled in [`Enforcement::as_str`]: the API server's enumerations are
+    /// case-sensitive too, and a Hook object's schema takes only these.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.as_str() == text)
+            .ok_or_else(|| UnknownEnforcement(text.to_owned()))
+    }
 }
 
 /// One conversion a `kubernetesCustomResourceConversion` binding performs.

@@ -20,8 +20,9 @@ mod patch;
 mod selector;
 
 pub use config::{
-    AdmissionBindingConfig, ConfigVersion, ConversionBindingConfig, ConversionRule, HookConfig,
-    HookSettings, KubernetesBindingConfig, MatchCondition, ScheduleBindingConfig, WebhookRule,
+    AdmissionBindingConfig, ConfigVersion, ConversionBindingConfig, ConversionRule, Enforcement,
+    HookConfig, HookSettings, KubernetesBindingConfig, MatchCondition, ScheduleBindingConfig,
+    WebhookRule,
 };
 pub use context::{BindingContext, BindingType, ObjectAndFilter, Snapshot};
 pub use io::{

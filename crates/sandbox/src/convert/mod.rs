@@ -100,6 +100,9 @@ macro_rules! admission_binding {
     ($b:ident, $reinvocation:expr) => {
         model::AdmissionBindingConfig {
             reinvocation_policy: $reinvocation,
+            // The WIT has no enforcement: a wasm hook's comes from the engine's default
+            // or a Hook object's override.
+            enforcement: None,
             name: $b.name,
             rules: $b.rules.into_iter().map(webhook_rule).collect(),
             failure_policy: $b.failure_policy,

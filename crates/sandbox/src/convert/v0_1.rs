@@ -95,6 +95,7 @@ pub(crate) fn hook_config(config: wt::HookConfig) -> model::HookConfig {
                 timeout_seconds: b.timeout_seconds,
                 match_conditions: Vec::new(),
                 reinvocation_policy: None,
+                enforcement: None,
                 group: b.group,
                 include_snapshots_from: b.include_snapshots_from,
             })

@@ -20,11 +20,11 @@ pub use operon_data::model::config::{BindingId, BindingKind, ConfigProblem};
 pub use validate::validate;
 
 use operon_cluster::ClusterError;
-pub use operon_data::model::ConversionRule;
 use operon_data::model::{
     ConfigVersion, FieldRequirement, LabelSelector, MatchCondition, NamespaceSelector, WatchEvent,
     WebhookRule,
 };
+pub use operon_data::model::{ConversionRule, Enforcement};
 use operon_data::schedule::Schedule;
 use operon_jq as jq;
 use std::time::Duration;
@@ -294,6 +294,9 @@ pub struct AdmissionBinding {
     /// For mutating bindings, whether the API server calls again after later
     /// mutations (default [`ReinvocationPolicy::Never`]); `None` for validating ones.
     pub reinvocation_policy: Option<ReinvocationPolicy>,
+    /// Operon's `enforcement`: what the answer does to the request. `None` when the
+    /// binding does not say, so that `operon serve --webhook-enforcement` decides.
+    pub enforcement: Option<Enforcement>,
     /// The kubernetes bindings whose snapshots its contexts carry.
     pub(crate) include_snapshots_from: Vec<String>,
 }
@@ -302,6 +305,11 @@ impl AdmissionBinding {
     /// Whether this is a `kubernetesMutating` binding.
     pub fn is_mutating(&self) -> bool {
         self.id.kind == BindingKind::Mutating
+    }
+
+    /// The enforcement its answers get: its own, else `default` (the engine's).
+    pub fn enforcement_or(&self, default: Enforcement) -> Enforcement {
+        self.enforcement.unwrap_or(default)
     }
 }
 

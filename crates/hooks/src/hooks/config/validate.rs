@@ -4,7 +4,7 @@
 
 use super::{
     AdmissionBinding, ConversionBinding, DEFAULT_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT_SECONDS,
-    EventSet, ExecutionRate, FailurePolicy, KindExists, KubernetesBinding, MAIN_QUEUE,
+    Enforcement, EventSet, ExecutionRate, FailurePolicy, KindExists, KubernetesBinding, MAIN_QUEUE,
     MAX_MATCH_CONDITIONS, ReinvocationPolicy, ScheduleBinding, Settings, SideEffects, ValidConfig,
 };
 use operon_data::model::config::{BindingId, BindingKind, ConfigProblem, Problems, location};
@@ -532,6 +532,12 @@ impl<'a> Checker<'a> {
             }
         };
 
+        let enforcement = binding.enforcement.as_deref().and_then(|text| {
+            text.parse::<Enforcement>()
+                .map_err(|e| p.push(Some(&at), "enforcement", e.to_string()))
+                .ok()
+        });
+
         let mut condition_names = HashSet::new();
         for (i, condition) in binding.match_conditions.iter().enumerate() {
             let field = |name: &str| format!("matchConditions[{i}].{name}");
@@ -607,6 +613,7 @@ impl<'a> Checker<'a> {
             timeout_seconds,
             match_conditions: binding.match_conditions.clone(),
             reinvocation_policy,
+            enforcement,
             include_snapshots_from,
         })
     }

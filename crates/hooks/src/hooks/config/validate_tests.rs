@@ -373,3 +373,51 @@ fn problems_display_hook_binding_field_and_reason() {
         "hook \"pods.sh\": kubernetes[2] \"pods\": kind: kind is required"
     );
 }
+
+#[test]
+fn enforcement_is_read_per_binding_and_an_unknown_one_is_named() {
+    let config = parse(
+        r#"
+configVersion: v1
+kubernetesValidating:
+- name: warn.example.com
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  enforcement: Warn
+- name: unset.example.com
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+kubernetesMutating:
+- name: dry.example.com
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  enforcement: DryRun
+"#,
+    );
+    let valid = valid(&config);
+    assert_eq!(valid.validating[0].enforcement, Some(Enforcement::Warn));
+    assert_eq!(valid.validating[1].enforcement, None);
+    assert_eq!(
+        valid.validating[1].enforcement_or(Enforcement::DryRun),
+        Enforcement::DryRun
+    );
+    assert_eq!(valid.mutating[0].enforcement, Some(Enforcement::DryRun));
+
+    let config = parse(
+        r#"
+configVersion: v1
+kubernetesValidating:
+- name: warn.example.com
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  enforcement: warn
+kubernetesMutating:
+- name: audit.example.com
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  enforcement: Audit
+"#,
+    );
+    assert_eq!(
+        problems(&config),
+        [
+            r#"hook "hook.sh": kubernetesValidating[0] "warn.example.com": enforcement: "warn" is not an enforcement: use Deny, Warn or DryRun"#,
+            r#"hook "hook.sh": kubernetesMutating[0] "audit.example.com": enforcement: "Audit" is not an enforcement: use Deny, Warn or DryRun"#,
+        ]
+    );
+}

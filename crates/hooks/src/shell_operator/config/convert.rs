@@ -254,6 +254,7 @@ fn admission_v1(a: AdmissionV1) -> AdmissionBindingConfig {
             })
             .collect(),
         reinvocation_policy: a.reinvocation_policy,
+        enforcement: a.enforcement,
         group: a.group,
         include_snapshots_from: a.include_snapshots_from.unwrap_or_default(),
     }

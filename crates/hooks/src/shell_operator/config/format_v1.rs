@@ -136,7 +136,8 @@ pub(super) struct NamespaceV1 {
 }
 
 /// An item of `kubernetesValidating` or `kubernetesMutating`: shell-operator reads both
-/// with this one type. `reinvocationPolicy` is Operon's addition for mutating ones.
+/// with this one type. `reinvocationPolicy` (mutating ones) and `enforcement` are
+/// Operon's additions.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "a mapping")]
 pub(super) struct AdmissionV1 {
@@ -149,6 +150,7 @@ pub(super) struct AdmissionV1 {
     pub(crate) timeout_seconds: Option<Integer<u32>>,
     pub(crate) match_conditions: Option<Vec<MatchConditionV1>>,
     pub(crate) reinvocation_policy: Option<String>,
+    pub(crate) enforcement: Option<String>,
     pub(crate) include_snapshots_from: Option<Vec<String>>,
     pub(crate) group: Option<String>,
 }

@@ -43,8 +43,9 @@ pub use write::to_json;
 /// `schedule` or `kubernetes` (`onKubernetesEvent` in v0).
 ///
 /// Operon's extensions are `settings.timeout` (a duration such as `30s`: the run
-/// budget, which shell-operator does not have) and `reinvocationPolicy` on mutating
-/// bindings. What shell-operator accepts and ignores loads with a warning, as existing
+/// budget, which shell-operator does not have), `reinvocationPolicy` on mutating
+/// bindings and `enforcement` on validating and mutating ones (`Deny`, `Warn`,
+/// `DryRun`: shell-operator refuses the unknown key, so a hook using it is Operon's). What shell-operator accepts and ignores loads with a warning, as existing
 /// hooks must load: `resynchronizationPeriod`, and unknown keys where its schema does
 /// not refuse them (v0 bindings, `matchConditions` items). `parse_with_warnings`
 /// also returns the warnings.

@@ -359,6 +359,7 @@ kubernetesMutating:
   sideEffects: None
   timeoutSeconds: 3
   reinvocationPolicy: IfNeeded
+  enforcement: DryRun
   labelSelector:
     matchLabels: {mutate: "yes"}
   includeSnapshotsFrom: [pods]
@@ -379,6 +380,7 @@ settings:
         "NotEquals"
     );
     assert_eq!(written["settings"]["timeout"], "1h30m");
+    assert_eq!(written["kubernetesMutating"][0]["enforcement"], "DryRun");
     assert!(
         written["kubernetes"][0].get("allowFailure").is_none(),
         "false is left out"

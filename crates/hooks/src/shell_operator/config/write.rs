@@ -239,6 +239,11 @@ fn admission(binding: &AdmissionBindingConfig) -> Value {
         "reinvocationPolicy",
         binding.reinvocation_policy.as_ref().map(|p| json!(p)),
     );
+    put(
+        &mut map,
+        "enforcement",
+        binding.enforcement.as_ref().map(|e| json!(e)),
+    );
     common(
         &mut map,
         None,
