@@ -1,4 +1,4 @@
-//! `operon modules run|values|render`: addon-operator's modules directory against the
+//! `operon modules run|values|render|list`: addon-operator's modules directory against the
 //! local cluster (fixture objects) or an API server (`--kubeconfig`); `operon modules
 //! queue`: the module queue of a running `operon serve`; and the modules flags of
 //! `operon serve` ([`ServeModulesArgs`]).
@@ -37,6 +37,25 @@ pub enum ModulesCommand {
     /// Print the module task queue of a running `operon serve` (its debug socket), as
     /// addon-operator's `queue list` does.
     Queue(QueueArgs),
+    /// List the modules in the order they run, each enabled or disabled with the
+    /// reason (its flags, its enabled script, its module.yaml requirements); global
+    /// onStartup and beforeAll hooks run first as a dry run.
+    List(ListArgs),
+}
+
+/// Arguments of `operon modules list`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The Kubernetes version module.yaml `kubernetes` requirements are checked
+    /// against [default: the API server's with --kubeconfig, else 1.32.0, the local
+    /// cluster's].
+    #[arg(long)]
+    kubernetes_version: Option<String>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 /// Arguments of `operon modules queue`.
@@ -231,7 +250,52 @@ pub fn run(cmd: ModulesCommand) -> anyhow::Result<ExitCode> {
         ModulesCommand::Values(args) => runtime.block_on(values(args)),
         ModulesCommand::Render(args) => runtime.block_on(render(args)),
         ModulesCommand::Queue(args) => runtime.block_on(queue(args)),
+        ModulesCommand::List(args) => runtime.block_on(list(args)),
     }
+}
+
+async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
+    let kubernetes = args
+        .kubernetes_version
+        .as_deref()
+        .map(operon::addons::requirements::parse_version)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--kubernetes-version: {e}"))?;
+    let target = target(&args.common).await?;
+    let mut operator = operator(&args.common, &target, |_| {}).await?;
+    if let Some(version) = kubernetes {
+        operator.set_kubernetes_version(version);
+    }
+    operator.set_dry_run(true);
+    for (task, e) in operator.drain_until_discovered().await {
+        eprintln!("warning: {task} failed: {e}");
+    }
+    let states = operator.module_states();
+    match args.output {
+        Format::Table => {
+            let rows: Vec<Vec<String>> = states
+                .iter()
+                .map(|m| {
+                    let (state, reason) = match m.state.split_once(' ') {
+                        Some((state, reason)) if !m.enabled => (state, reason),
+                        _ => (m.state.as_str(), ""),
+                    };
+                    vec![
+                        m.name.clone(),
+                        m.order.map_or_else(|| "-".to_owned(), |o| o.to_string()),
+                        state.to_owned(),
+                        reason.to_owned(),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                output::table(&["MODULE", "ORDER", "STATE", "REASON"], &rows)
+            );
+        }
+        other => output::print_structured(other, &states)?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn queue(args: QueueArgs) -> anyhow::Result<ExitCode> {

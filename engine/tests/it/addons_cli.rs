@@ -249,3 +249,120 @@ fn run_logs_what_hooks_print() {
         "{printed}"
     );
 }
+
+/// `operon modules list` on a modules directory whose modules carry `module.yaml`
+/// requirements (`crates/addons/testdata/module-requirements`).
+fn list(extra: &[&str]) -> Output {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/addons/testdata/module-requirements/modules");
+    Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["modules", "list", "--modules-dir"])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("operon runs")
+}
+
+#[test]
+fn list_shows_the_order_and_why_modules_are_disabled() {
+    let out = stdout(&list(&["-o", "json"]));
+    let modules: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let rows: Vec<(&str, bool, &str)> = modules
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap(),
+                m["enabled"].as_bool().unwrap(),
+                m["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("dashboard", false, "disabled by modules/values.yaml"),
+            ("prometheus-crd", true, "enabled"),
+            ("cert-manager", true, "enabled"),
+            ("ingress-nginx", true, "enabled"),
+            (
+                "node-metrics",
+                false,
+                "disabled by its requirements (needs Kubernetes >= 1.27, < 1.31, the cluster runs 1.32.0)"
+            ),
+            (
+                "console",
+                false,
+                "disabled by its requirements (needs module dashboard, which is disabled)"
+            ),
+        ]
+    );
+    assert_eq!(
+        modules[5]["requires"],
+        serde_json::json!(["dashboard", "ingress-nginx"])
+    );
+
+    // An older cluster: ingress-nginx goes, and console with it.
+    let out = stdout(&list(&["--kubernetes-version", "v1.26.4"]));
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+            .to_owned()
+    };
+    assert!(out.starts_with("MODULE"), "{out}");
+    assert!(
+        line("ingress-nginx")
+            .contains("by its requirements (needs Kubernetes >= 1.27, the cluster runs 1.26.4)"),
+        "{out}"
+    );
+    assert!(line("node-metrics").contains("1.26.4"), "{out}");
+    assert!(
+        line("console").contains("needs module dashboard, which is disabled, needs module ingress-nginx, which is disabled"),
+        "{out}"
+    );
+    assert!(line("cert-manager").contains("enabled"), "{out}");
+}
+
+#[test]
+fn list_refuses_a_requirement_cycle_and_a_malformed_module_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    for (module, needs) in [("001-a", "b"), ("002-b", "c"), ("003-c", "a")] {
+        std::fs::create_dir(dir.path().join(module)).unwrap();
+        std::fs::write(
+            dir.path().join(module).join("module.yaml"),
+            format!("requirements:\n  modules:\n    {needs}: \">= 0\"\n"),
+        )
+        .unwrap();
+    }
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_operon"))
+            .args(["modules", "list", "--modules-dir"])
+            .arg(dir.path())
+            .output()
+            .expect("operon runs")
+    };
+    let out = run();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("module requirements form a cycle: a, b, c"),
+        "{stderr}"
+    );
+
+    std::fs::write(
+        dir.path().join("003-c/module.yaml"),
+        "requirements:\n  kubernetes: 1.27 or later\n",
+    )
+    .unwrap();
+    let out = run();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = dir.path().join("003-c/module.yaml");
+    assert!(
+        stderr.contains(&format!(
+            "module c: {}: requirements.kubernetes: \"1.27 or later\" is not a version range",
+            file.display()
+        )),
+        "{stderr}"
+    );
+}

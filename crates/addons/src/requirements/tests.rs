@@ -291,3 +291,27 @@ fn each_kind_of_unmet_requirement_gives_its_reason() {
         ]
     );
 }
+
+/// An addon-operator modules directory whose modules carry Deckhouse-style
+/// `module.yaml` files: the order puts each module after what it requires.
+#[test]
+fn the_requirements_fixture_is_ordered_by_its_requirements() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/module-requirements/modules");
+    let layout = Layout::read(&dir, None).unwrap();
+    assert_eq!(
+        names(&layout),
+        [
+            "dashboard",
+            "prometheus-crd",
+            "cert-manager",
+            "ingress-nginx",
+            "node-metrics",
+            "console"
+        ]
+    );
+    let cert_manager = layout.module("cert-manager").unwrap();
+    assert_eq!(
+        cert_manager.definition.version,
+        Some(Version::new(1, 14, 2))
+    );
+}
