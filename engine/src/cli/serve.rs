@@ -206,6 +206,12 @@ pub struct ServeArgs {
     /// How long a webhook request waits for its hook (below the webhooks' timeoutSeconds).
     #[arg(long, default_value = "9s", value_parser = humantime::parse_duration)]
     webhook_timeout: Duration,
+    /// What the answers of validating and mutating bindings that declare no
+    /// `enforcement` do: Deny (the hook's answer is the API server's), Warn (requests
+    /// are allowed, denials and failures shown as warnings, patches not applied) or
+    /// DryRun (requests are allowed; answers are only logged and counted as would_deny).
+    #[arg(long, env = "OPERON_WEBHOOK_ENFORCEMENT", default_value = "Deny")]
+    webhook_enforcement: operon::model::Enforcement,
     /// Serve the Alertmanager receiver (`POST /api/v2/alerts`, `/api/v1/alerts`) on the
     /// metrics port, authenticated by the bearer token in key `token` of this Secret
     /// (`NAMESPACE/NAME`, re-read when it changes); without it the routes are not served.
@@ -327,6 +333,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ),
         ),
         webhook_timeout: args.webhook_timeout,
+        webhook_enforcement: args.webhook_enforcement,
         alertmanager: args.alertmanager_token_secret.clone().map(|token_secret| {
             AlertmanagerOptions {
                 client: cluster.client().clone(),

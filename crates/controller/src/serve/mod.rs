@@ -50,6 +50,8 @@ pub struct ServeOptions {
     pub conversion_webhook: Option<WebhookEndpoint>,
     /// How long a webhook request may wait for its hook.
     pub webhook_timeout: Duration,
+    /// The enforcement of validating and mutating bindings that declare none.
+    pub webhook_enforcement: operon_data::model::Enforcement,
     /// The Alertmanager receiver on the HTTP port ([`alerts`]); `None` leaves its
     /// routes unmounted.
     pub alertmanager: Option<alerts::AlertmanagerOptions>,
@@ -75,6 +77,7 @@ impl ServeOptions {
             admission_webhook: None,
             conversion_webhook: None,
             webhook_timeout: Duration::from_secs(9),
+            webhook_enforcement: operon_data::model::Enforcement::Deny,
             alertmanager: None,
             module_api: None,
             modules: None,
@@ -267,7 +270,12 @@ pub async fn run(
             })?;
         tracing::info!(address = %endpoint.listen, kind = ?kind, "serving webhooks over HTTPS");
         let watching = cert.watch(CERT_RELOAD_INTERVAL);
-        let router = webhook::router(status.clone(), kind, options.webhook_timeout);
+        let router = webhook::router(
+            status.clone(),
+            kind,
+            options.webhook_timeout,
+            options.webhook_enforcement,
+        );
         let router = match (&options.module_api, kind) {
             (Some(api), WebhookKind::Admission) => {
                 tracing::info!(address = %endpoint.listen, "serving the module API at /v1/modules");

@@ -99,8 +99,10 @@ pub struct Metrics {
     pub trigger_diagnoses_total: Labeled<IntCounterVec, 3>,
     /// `operon_webhook_requests_total{kind, webhook, outcome}`: reviews answered, by
     /// `kind` (`validating`, `mutating`, `conversion`), `webhook` (`HOOK/BINDING`, or the
-    /// CRD of a conversion) and `outcome`: `allowed`, `denied`, `converted`, or `error`
-    /// (the hook failed, timed out or gave no answer: the API server got code 500).
+    /// CRD of a conversion) and `outcome`: `allowed`, `denied`, `would_deny` (a denial of
+    /// a `Warn` or `DryRun` binding: the request was allowed), `converted`, or `error`
+    /// (the hook failed, timed out or gave no answer: under `Deny` the API server got
+    /// code 500).
     pub webhook_requests_total: Labeled<IntCounterVec, 3>,
     /// `operon_webhook_request_duration_seconds{kind, webhook}`: from the review's
     /// arrival to its answer.
@@ -310,7 +312,7 @@ impl Metrics {
             IntCounterVec::new(
                 Opts::new(
                     "operon_webhook_requests_total",
-                    "Admission and conversion reviews answered, by outcome: allowed, denied, converted, or error (the hook failed, timed out or gave no answer).",
+                    "Admission and conversion reviews answered, by outcome: allowed, denied, would_deny (denied by a Warn or DryRun binding, so allowed), converted, or error (the hook failed, timed out or gave no answer).",
                 ),
                 &["kind", "webhook", "outcome"],
             ),

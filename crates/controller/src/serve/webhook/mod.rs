@@ -12,6 +12,7 @@
 //! object under review before it is sent, so a patch that cannot apply is reported
 //! with the hook's name instead of the API server's generic error.
 
+pub mod enforce;
 pub mod own;
 pub mod register;
 pub mod review;
@@ -25,6 +26,8 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use enforce::Unenforced;
+use operon_data::model::Enforcement;
 use operon_hooks::hooks::engine::Engine;
 use rustls::ServerConfig;
 use std::sync::Arc;
@@ -41,6 +44,8 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 struct WebhookState {
     status: Arc<Status>,
     timeout: Duration,
+    /// The enforcement of bindings that declare none (`--webhook-enforcement`).
+    enforcement: Enforcement,
 }
 
 /// Which reviews a webhook server answers.
@@ -70,8 +75,14 @@ pub struct WebhookEndpoint {
 }
 
 /// The routes of one server; `timeout` bounds each hook run (keep it below the
-/// webhooks' `timeoutSeconds`, 10 s by default, so the API server gets an answer).
-pub(super) fn router(status: Arc<Status>, kind: WebhookKind, timeout: Duration) -> Router {
+/// webhooks' `timeoutSeconds`, 10 s by default, so the API server gets an answer);
+/// `enforcement` is what bindings that declare none get.
+pub(super) fn router(
+    status: Arc<Status>,
+    kind: WebhookKind,
+    timeout: Duration,
+    enforcement: Enforcement,
+) -> Router {
     let routes = match kind {
         WebhookKind::Admission => Router::new()
             .route("/{prefix}/{hook}/{binding}", post(admit))
@@ -81,7 +92,11 @@ pub(super) fn router(status: Arc<Status>, kind: WebhookKind, timeout: Duration) 
     routes
         .route("/healthz", get(|| async { "ok\n" }))
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(WebhookState { status, timeout })
+        .with_state(WebhookState {
+            status,
+            timeout,
+            enforcement,
+        })
 }
 
 fn refuse(code: StatusCode, message: impl Into<String>) -> Response {
@@ -111,14 +126,14 @@ fn read_review(
     parse(body).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
 }
 
-/// The engine and the index of `hook`, which must have the `kind` binding `binding`;
-/// or the refusal to answer with.
+/// The engine and the index of `hook`, which must have the `kind` binding `binding`,
+/// with that binding's enforcement; or the refusal to answer with.
 fn locate(
     state: &WebhookState,
     hook: &str,
     binding: &str,
     kind: ReviewKind,
-) -> Result<(Arc<Engine>, usize), (StatusCode, String)> {
+) -> Result<(Arc<Engine>, usize, Enforcement), (StatusCode, String)> {
     let Some(engine) = state.status.engine() else {
         return Err((
             StatusCode::SERVICE_UNAVAILABLE,
@@ -129,23 +144,18 @@ fn locate(
         return Err((StatusCode::NOT_FOUND, format!("no hook named {hook:?}")));
     };
     let config = &engine.hooks()[h].config;
-    let (found, what) = match kind {
-        ReviewKind::Validating => (
-            config.validating.iter().any(|v| v.name == binding),
-            "validating",
-        ),
-        ReviewKind::Mutating => (
-            config.mutating.iter().any(|m| m.name == binding),
-            "mutating",
-        ),
+    let (bindings, what) = match kind {
+        ReviewKind::Validating => (&config.validating, "validating"),
+        ReviewKind::Mutating => (&config.mutating, "mutating"),
     };
-    if !found {
+    let Some(found) = bindings.iter().find(|b| b.name == binding) else {
         return Err((
             StatusCode::NOT_FOUND,
             format!("hook {hook:?} has no {what} binding {binding:?}"),
         ));
-    }
-    Ok((engine, h))
+    };
+    let enforcement = found.enforcement_or(state.enforcement);
+    Ok((engine, h, enforcement))
 }
 
 /// A review run: the parsed request, and the hook's output or why there is none.
@@ -153,6 +163,7 @@ struct Reviewed {
     review: serde_json::Value,
     output: Result<operon_data::model::HookOutput, String>,
     started: Instant,
+    enforcement: Enforcement,
 }
 
 /// What both admission endpoints do before answering: check the body, find the binding, run the
@@ -167,7 +178,7 @@ async fn run_review(
 ) -> Result<Reviewed, Response> {
     let review = read_review(headers, body, review::admission_review)
         .map_err(|(code, message)| refuse(code, message))?;
-    let (engine, h) =
+    let (engine, h, enforcement) =
         locate(state, hook, binding, kind).map_err(|(code, message)| refuse(code, message))?;
     let started = Instant::now();
     // The hook gets the text that arrived; the parsed review is only for the checks and
@@ -188,6 +199,7 @@ async fn run_review(
         review,
         output,
         started,
+        enforcement,
     })
 }
 
@@ -223,6 +235,7 @@ async fn admit(
         &reviewed.review,
         reviewed.output,
     );
+    let enforced = enforce::enforce(outcome, reviewed.enforcement, binding);
     let kind_label = if kind == ReviewKind::Mutating {
         "mutating"
     } else {
@@ -232,10 +245,19 @@ async fn admit(
         &state,
         kind_label,
         &format!("{hook}/{binding}"),
-        outcome.metric_label(),
+        enforced.metric_label(),
         reviewed.started,
     );
-    let answer = review::admission_response(&reviewed.review, outcome);
+    if let Some(unenforced) = &enforced.unenforced {
+        log_unenforced(
+            hook,
+            binding,
+            &reviewed.review,
+            enforced.enforcement,
+            unenforced,
+        );
+    }
+    let answer = review::admission_response(&reviewed.review, enforced.outcome);
     tracing::info!(
         hook = %hook, binding = %binding,
         kind = kind_label,
@@ -247,6 +269,36 @@ async fn admit(
         "admission review"
     );
     axum::Json(answer).into_response()
+}
+
+/// Records what a `Warn` or `DryRun` binding answered and was not enforced, with the
+/// object it concerns: until audits publish reports, the log and the `would_deny`
+/// count are where a rule being rolled out shows what it would do. The object is named,
+/// not written out, so that a Secret's data stays out of the log.
+fn log_unenforced(
+    hook: &str,
+    binding: &str,
+    review: &serde_json::Value,
+    enforcement: Enforcement,
+    unenforced: &Unenforced,
+) {
+    let name = match request_field(review, "name") {
+        "" => request_field(review, "object/metadata/generateName"),
+        name => name,
+    };
+    tracing::info!(
+        hook = %hook, binding = %binding,
+        enforcement = %enforcement,
+        would = unenforced.would(),
+        detail = %unenforced.detail(),
+        uid = %request_field(review, "uid"),
+        operation = %request_field(review, "operation"),
+        kind = %request_field(review, "kind/kind"),
+        namespace = %request_field(review, "namespace"),
+        name = %name,
+        user = %request_field(review, "userInfo/username"),
+        "admission answer not enforced"
+    );
 }
 
 /// Counts one answered review in `operon_webhook_requests_total` and its duration.
@@ -347,7 +399,7 @@ async fn convert(
 
 /// Serves the `kind` webhooks of `engine` over TLS on `listener` until `stopped` turns
 /// true: what `operon serve` runs, for callers that build their own engine (a local
-/// loop, a benchmark).
+/// loop, a benchmark). Bindings that declare no enforcement get `Deny`.
 pub async fn serve_engine(
     engine: Arc<Engine>,
     metrics: Arc<operon_hooks::metrics::Metrics>,
@@ -365,7 +417,13 @@ pub async fn serve_engine(
         modules: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
     });
-    serve_tls(listener, tls, router(status, kind, timeout), stopped).await;
+    serve_tls(
+        listener,
+        tls,
+        router(status, kind, timeout, Enforcement::Deny),
+        stopped,
+    )
+    .await;
 }
 
 /// Serves `router` over TLS on `listener` until `stopped` turns true; connections in

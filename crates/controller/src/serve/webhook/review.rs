@@ -81,7 +81,8 @@ pub enum AdmissionOutcome {
 
 impl AdmissionOutcome {
     /// The `outcome` label of `operon_webhook_requests_total`: `allowed`, `denied`, or
-    /// `error` when the API server gets code 500.
+    /// `error` when the API server gets code 500 (what a binding's enforcement makes of
+    /// it is [`super::enforce::Enforced::metric_label`]).
     pub(crate) fn metric_label(&self) -> &'static str {
         match self {
             Self::Answered(answer) if answer.allowed => "allowed",

@@ -171,6 +171,15 @@ async fn start(
     pki: &TestPki,
     timeout: Duration,
 ) -> (std::net::SocketAddr, Arc<tls::ReloadingCert>, Arc<Metrics>) {
+    start_enforcing(pki, timeout, Enforcement::Deny).await
+}
+
+/// [`start`], with `enforcement` for the bindings (as `--webhook-enforcement`).
+async fn start_enforcing(
+    pki: &TestPki,
+    timeout: Duration,
+    enforcement: Enforcement,
+) -> (std::net::SocketAddr, Arc<tls::ReloadingCert>, Arc<Metrics>) {
     let files = pki.issue(1);
     let cert = tls::ReloadingCert::load(tls::TlsFiles {
         cert: files.cert,
@@ -198,10 +207,14 @@ async fn start(
         modules: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
     });
-    let router = router(status.clone(), WebhookKind::Admission, timeout).merge(
+    let router = router(status.clone(), WebhookKind::Admission, timeout, enforcement).merge(
         Router::new()
             .route("/convert/{crd}", post(convert))
-            .with_state(WebhookState { status, timeout }),
+            .with_state(WebhookState {
+                status,
+                timeout,
+                enforcement,
+            }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -566,4 +579,46 @@ async fn a_certificate_rotation_fails_no_request() {
         .unwrap()
         .2;
     assert_eq!(still, last);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warn_by_default_allows_and_counts_what_would_be_denied() {
+    let pki = TestPki::new();
+    let (address, _cert, metrics) =
+        start_enforcing(&pki, Duration::from_millis(500), Enforcement::Warn).await;
+    let post = |path: &'static str, name: &str| {
+        let review = admission(name);
+        let pki = &pki;
+        async move { post_review(pki, address, path, &review).await.unwrap().1 }
+    };
+    let denied = post(VALIDATE, "denied").await;
+    assert_eq!(
+        denied["response"],
+        json!({"uid": "uid-denied", "allowed": true, "warnings": [
+            "admission webhook \"policy.example.com\" would deny the request (Warn): no pods named denied"]})
+    );
+    let failing = post(VALIDATE, "failing").await;
+    assert_eq!(failing["response"]["allowed"], true);
+    assert!(
+        failing["response"]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("failed and is not enforced (Warn): hook hooks/reviewer.sh failed"),
+        "{failing}"
+    );
+    let mutated = post(MUTATE, "mutated").await;
+    assert_eq!(mutated["response"]["allowed"], true);
+    assert!(mutated["response"].get("patch").is_none(), "{mutated}");
+
+    let text = metrics.render();
+    for (kind, webhook, outcome) in [
+        ("validating", "policy.example.com", "would_deny"),
+        ("validating", "policy.example.com", "error"),
+        ("mutating", "defaults.example.com", "allowed"),
+    ] {
+        let series = format!(
+            "operon_webhook_requests_total{{kind=\"{kind}\",outcome=\"{outcome}\",webhook=\"hooks/reviewer.sh/{webhook}\"}} 1"
+        );
+        assert!(text.contains(&series), "{series} in\n{text}");
+    }
 }
