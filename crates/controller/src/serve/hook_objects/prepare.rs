@@ -430,9 +430,49 @@ pub(crate) fn apply_overrides(
             binding.allow_failure = allow;
         }
     }
+    apply_enforcement(config, overrides, &mut problems);
     match problems.is_empty() {
         true => Ok(()),
         false => Err(problems),
+    }
+}
+
+/// `spec.overrides.enforcement` on every admission binding, then each binding's own
+/// (`spec.overrides.validating[i]`, `.mutating[i]`), which wins.
+fn apply_enforcement(
+    config: &mut HookConfig,
+    overrides: &HookOverrides,
+    problems: &mut Vec<String>,
+) {
+    if let Some(enforcement) = overrides.enforcement {
+        for binding in
+            (config.kubernetes_validating.iter_mut()).chain(&mut config.kubernetes_mutating)
+        {
+            binding.enforcement = Some(enforcement.as_str().to_owned());
+        }
+    }
+    for (list, section, bindings) in [
+        ("validating", "kubernetesValidating", &overrides.validating),
+        ("mutating", "kubernetesMutating", &overrides.mutating),
+    ] {
+        let declared = match list {
+            "validating" => &mut config.kubernetes_validating,
+            _ => &mut config.kubernetes_mutating,
+        };
+        for (i, o) in bindings.iter().enumerate() {
+            let names: Vec<&str> = declared.iter().map(|b| b.name.as_str()).collect();
+            let names = names.join(", ");
+            let Some(binding) = declared.iter_mut().find(|b| b.name == o.name) else {
+                problems.push(format!(
+                    "spec.overrides.{list}[{i}].name: the hook has no {section} binding {:?} (it has: {names})",
+                    o.name
+                ));
+                continue;
+            };
+            if let Some(enforcement) = o.enforcement {
+                binding.enforcement = Some(enforcement.as_str().to_owned());
+            }
+        }
     }
 }
 
@@ -453,5 +493,59 @@ impl operon_hooks::hooks::Hook for Configured {
 
     fn handle(&self, input: HookInput, timeout: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
         self.inner.handle(input, timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use operon_data::api::AdmissionOverride;
+    use operon_data::model::{AdmissionBindingConfig, Enforcement};
+
+    fn admission(name: &str, enforcement: Option<&str>) -> AdmissionBindingConfig {
+        AdmissionBindingConfig {
+            name: name.into(),
+            enforcement: enforcement.map(Into::into),
+            ..AdmissionBindingConfig::default()
+        }
+    }
+
+    #[test]
+    fn enforcement_is_overridden_hook_wide_then_per_binding() {
+        let mut config = HookConfig {
+            kubernetes_validating: vec![
+                admission("a.example.com", Some("Deny")),
+                admission("b.example.com", None),
+            ],
+            kubernetes_mutating: vec![admission("m.example.com", None)],
+            ..HookConfig::default()
+        };
+        let overrides = HookOverrides {
+            enforcement: Some(Enforcement::DryRun),
+            validating: vec![AdmissionOverride {
+                name: "b.example.com".into(),
+                enforcement: Some(Enforcement::Warn),
+            }],
+            ..HookOverrides::default()
+        };
+        apply_overrides(&mut config, &overrides).unwrap();
+        let enforcement = |b: &AdmissionBindingConfig| b.enforcement.clone().unwrap();
+        assert_eq!(enforcement(&config.kubernetes_validating[0]), "DryRun");
+        assert_eq!(enforcement(&config.kubernetes_validating[1]), "Warn");
+        assert_eq!(enforcement(&config.kubernetes_mutating[0]), "DryRun");
+
+        let overrides = HookOverrides {
+            mutating: vec![AdmissionOverride {
+                name: "a.example.com".into(),
+                enforcement: Some(Enforcement::Warn),
+            }],
+            ..HookOverrides::default()
+        };
+        assert_eq!(
+            apply_overrides(&mut config, &overrides).unwrap_err(),
+            [
+                "spec.overrides.mutating[0].name: the hook has no kubernetesMutating binding \"a.example.com\" (it has: m.example.com)"
+            ]
+        );
     }
 }
