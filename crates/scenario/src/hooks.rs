@@ -8,9 +8,10 @@ use crate::file::{Action, EventType, ReviewStep};
 use operon_cluster::Cluster;
 use operon_cluster::local::LocalCluster;
 use operon_controller::serve::hook_objects::prepare;
+use operon_controller::serve::webhook::enforce as webhook_enforce;
 use operon_controller::serve::webhook::review as webhook_review;
 use operon_data::api::Hook;
-use operon_data::model::{HookConfig, HookInput, RunnerContext, WatchEvent};
+use operon_data::model::{Enforcement, HookConfig, HookInput, RunnerContext, WatchEvent};
 use operon_hooks::hooks::HookRun;
 use operon_hooks::hooks::engine::{Engine, LoadedHook, RunRecord};
 use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
@@ -230,7 +231,8 @@ async fn replay(engine: &Engine, contexts: &[Value]) -> Result<Value, ScenarioEr
     ))
 }
 
-/// What `operon serve`'s webhook server would answer for a review run, as `binding`,
+/// What `operon serve`'s webhook server would answer for a review run, the binding's
+/// enforcement applied, as `binding`,
 /// `answer` (the AdmissionReview or ConversionReview) and, for an allowed mutation,
 /// `patchedObject`, the object the API server would store.
 pub fn server_answer(engine: &Engine, binding: &str, review: &Value, record: &RunRecord) -> Value {
@@ -245,8 +247,14 @@ pub fn server_answer(engine: &Engine, binding: &str, review: &Value, record: &Ru
         return json!({"binding": binding, "answer": webhook_review::conversion_response(review, outcome)});
     }
     let mutating = config.mutating.iter().any(|m| m.name == binding);
+    // As `operon serve` with its default `--webhook-enforcement Deny`: the binding's
+    // own enforcement, else Deny.
+    let enforcement = (config.validating.iter().chain(&config.mutating))
+        .find(|b| b.name == binding)
+        .map_or(Enforcement::Deny, |b| b.enforcement_or(Enforcement::Deny));
     let outcome =
         webhook_review::admission_outcome(&record.hook, binding, mutating, review, output);
+    let outcome = webhook_enforce::enforce(outcome, enforcement, binding).outcome;
     let patched = match &outcome {
         webhook_review::AdmissionOutcome::Answered(answer) if mutating => {
             webhook_review::patched_object(review, answer)

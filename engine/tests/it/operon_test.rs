@@ -75,6 +75,7 @@ fn the_repositorys_test_files_pass() {
     for expected in [
         "operations/fixtures/shell-hooks/pod-labeler.test.yaml",
         "operations/fixtures/shell-hooks/validating.test.yaml",
+        "operations/fixtures/shell-hooks/rollout.test.yaml",
         "operations/fixtures/shell-hooks/conversion.test.yaml",
         "operations/pod-labeler/pod-labeler.test.yaml",
         "operations/examples/hooks/secret-copier/secret-copier.test.yaml",
