@@ -122,8 +122,10 @@ pub struct AdmissionBindingConfig {
     pub include_snapshots_from: Vec<String>,
 }
 
-/// What an admission binding's answer does to the request, so that a rule can be
-/// rolled out by watching what it would deny before it denies anything.
+/// What an admission binding's answer does to the request: `Deny` (the hook's answer is
+/// the API server's), `Warn` (allowed; a denial or failure is shown as a warning, a
+/// patch is not applied) or `DryRun` (allowed; the answer is only logged and counted).
+/// Rolling a rule out from `DryRun` to `Deny` shows what it would deny first.
 #[derive(
     Debug,
     Clone,
