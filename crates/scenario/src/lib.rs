@@ -216,27 +216,13 @@ async fn run_steps(
             engine.start().await?;
             let mut first = Vec::new();
             engine.drain(|r| first.push(r.clone())).await;
-            let mut start = Some(Observed {
+            let first = Observed {
                 runs: first.iter().map(hooks::run_json).collect(),
                 ..Observed::default()
-            });
-            let first_elapsed = began.elapsed();
-            for (index, step) in test.steps.iter().enumerate() {
-                let started = Instant::now();
-                let action = step.action().expect("checked when read");
-                let (observed, elapsed) = match (action, start.take()) {
-                    (Action::Start, Some(observed)) => (observed, first_elapsed),
-                    (action, first_runs) => {
-                        if let Some(first_runs) = first_runs {
-                            // Not checked by a `start` step: its failures still count.
-                            push_start(steps, &first_runs);
-                        }
-                        let observed = hooks::act(action, &engine, &cluster, &base).await?.0;
-                        (observed, started.elapsed())
-                    }
-                };
-                finish(steps, step, index, observed, &cluster, elapsed);
-            }
+            };
+            let actor = Actor::Hook(&engine);
+            let started = (first, began.elapsed());
+            run_after_start(test, actor, started, &cluster, &base, steps).await?;
         }
         Subject::Modules(subject) => {
             let mut modules = modules::Modules::new(
@@ -248,34 +234,10 @@ async fn run_steps(
             )
             .await?;
             let began = Instant::now();
-            let mut start = Some(modules.drain().await?);
-            let first_elapsed = began.elapsed();
-            for (index, step) in test.steps.iter().enumerate() {
-                let started = Instant::now();
-                let action = step.action().expect("checked when read");
-                let (observed, elapsed) = match (action, start.take()) {
-                    (Action::Start, Some(observed)) => (observed, first_elapsed),
-                    (action, first) => {
-                        if let Some(first) = first {
-                            push_start(steps, &first);
-                        }
-                        let observed = match action {
-                            Action::Config(config) => modules.configure(config, &cluster).await?,
-                            Action::Event(event) => {
-                                for object in objects(&event.objects, &base)? {
-                                    cluster
-                                        .apply_watch_event(hooks::watch_event(event.kind), object)
-                                        .map_err(ScenarioError::event)?;
-                                }
-                                modules.drain().await?
-                            }
-                            _ => Observed::default(),
-                        };
-                        (observed, started.elapsed())
-                    }
-                };
-                finish(steps, step, index, observed, &cluster, elapsed);
-            }
+            let first = modules.drain().await?;
+            let started = (first, began.elapsed());
+            let actor = Actor::Modules(&mut modules);
+            run_after_start(test, actor, started, &cluster, &base, steps).await?;
         }
         Subject::Pipeline(subject) => {
             let pipeline = pipelines::Pipeline::load(subject, &base, locator, options)?;
@@ -288,6 +250,69 @@ async fn run_steps(
                 finish(steps, step, index, observed, &cluster, started.elapsed());
             }
         }
+    }
+    Ok(())
+}
+
+/// What runs the actions of a test whose subject has first runs.
+enum Actor<'a> {
+    /// A hook's engine.
+    Hook(&'a Engine),
+    /// addon-operator's queue.
+    Modules(&'a mut modules::Modules),
+}
+
+impl Actor<'_> {
+    async fn act(
+        &mut self,
+        action: Action<'_>,
+        cluster: &LocalCluster,
+        base: &Path,
+    ) -> Result<Observed, ScenarioError> {
+        match self {
+            Actor::Hook(engine) => Ok(hooks::act(action, engine, cluster, base).await?.0),
+            Actor::Modules(modules) => match action {
+                Action::Config(config) => modules.configure(config, cluster).await,
+                Action::Event(event) => {
+                    for object in objects(&event.objects, base)? {
+                        cluster
+                            .apply_watch_event(hooks::watch_event(event.kind), object)
+                            .map_err(ScenarioError::event)?;
+                    }
+                    modules.drain().await
+                }
+                _ => Ok(Observed::default()),
+            },
+        }
+    }
+}
+
+/// The steps of a test after its first runs (`first`, with how long they took): a
+/// `start` step checks them; otherwise their failures are reported before the first
+/// step's own outcome.
+async fn run_after_start(
+    test: &Test,
+    mut actor: Actor<'_>,
+    first: (Observed, std::time::Duration),
+    cluster: &LocalCluster,
+    base: &Path,
+    steps: &mut Vec<StepReport>,
+) -> Result<(), ScenarioError> {
+    let mut first = Some(first);
+    for (index, step) in test.steps.iter().enumerate() {
+        let started = Instant::now();
+        let action = step.action().expect("checked when read");
+        let (observed, elapsed) = match (action, first.take()) {
+            (Action::Start, Some(first)) => first,
+            (action, first) => {
+                if let Some((first, _)) = first {
+                    push_start(steps, &first);
+                }
+                let observed = actor.act(action, cluster, base).await?;
+                (observed, started.elapsed())
+            }
+        };
+        finish(steps, step, index, observed, cluster, elapsed);
     }
     Ok(())
 }
