@@ -565,5 +565,4 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 6] {
 }
 
 #[cfg(test)]
-#[path = "budget_tests.rs"]
 mod tests;

@@ -298,5 +298,4 @@ pub(super) fn funs() -> [Fun<JustLut<Val>>; 6] {
 }
 
 #[cfg(test)]
-#[path = "memory_tests.rs"]
 mod tests;

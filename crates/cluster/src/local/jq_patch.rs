@@ -80,5 +80,4 @@ impl LocalCluster {
 }
 
 #[cfg(test)]
-#[path = "jq_patch_tests.rs"]
 mod tests;

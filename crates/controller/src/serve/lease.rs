@@ -280,5 +280,4 @@ impl LeaderElector {
 }
 
 #[cfg(test)]
-#[path = "lease_tests.rs"]
 mod tests;

@@ -405,5 +405,4 @@ impl Runner for ArgoRunner {
 }
 
 #[cfg(test)]
-#[path = "argo_tests.rs"]
 mod tests;

@@ -672,5 +672,4 @@ async fn release_stale_conversions(
 }
 
 #[cfg(test)]
-#[path = "register_tests.rs"]
 mod tests;

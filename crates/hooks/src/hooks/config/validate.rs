@@ -877,5 +877,4 @@ fn is_webhook_name(text: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "validate_tests.rs"]
 mod tests;

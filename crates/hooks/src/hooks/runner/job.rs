@@ -369,5 +369,4 @@ pub fn job_runner(
 }
 
 #[cfg(test)]
-#[path = "job_tests.rs"]
 mod tests;

@@ -545,5 +545,4 @@ pub(super) fn timestamp(secs: i64) -> String {
 }
 
 #[cfg(test)]
-#[path = "certs_tests.rs"]
 mod tests;

@@ -6,12 +6,13 @@ use super::*;
 use crate::hooks::config;
 use crate::hooks::runner::HookError;
 use futures::future::BoxFuture;
-use operon_cluster::Identity;
 use operon_cluster::local::LocalCluster;
+use operon_cluster::{Event, Identity, namespace_and_name};
 use operon_data::model::{
     ConfigVersion, HookConfig, HookOutput, HookSettings, KubernetesBindingConfig,
 };
 use operon_data::model::{ObjectRef, PatchOperation, PatchSpec};
+use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A hook whose configuration is given and whose runs label every Event object,
