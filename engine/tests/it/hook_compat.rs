@@ -93,6 +93,7 @@ fn discovery_finds_the_executable_hooks_in_order() {
             "mutating.sh",
             "patch-stream.sh",
             "pod-labeler.sh",
+            "rollout.sh",
             "schedule.sh",
             "validating.sh"
         ]
