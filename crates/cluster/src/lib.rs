@@ -171,9 +171,135 @@ pub enum ClusterError {
         /// Why.
         reason: String,
     },
-    /// Anything else the cluster reported.
-    #[error("{0}")]
-    Other(String),
+    /// The Kubernetes client's call failed: the API server refused it (with a status
+    /// other than a malformed request's), or no answer came (no connection, a timeout,
+    /// a body that does not decode).
+    #[error("{what}: {}", client_message(source.get()))]
+    Client {
+        /// The call, e.g. `get Pod default/web`.
+        what: String,
+        /// The client's error.
+        #[source]
+        source: Shared<::kube::Error>,
+    },
+    /// The client could not build a request (a name or body it refuses).
+    #[error("{context}: {source}")]
+    BuildRequest {
+        /// The call and the step, e.g. `Create ConfigMap default/a: building the request`.
+        context: String,
+        /// The client's error.
+        #[source]
+        source: Shared<::kube::core::request::Error>,
+    },
+    /// A write kept conflicting with other writers (409 Conflict) until it gave up.
+    #[error("{what}: still conflicting after {attempts} attempts: {source}")]
+    StillConflicting {
+        /// The write.
+        what: String,
+        /// How many times it was sent.
+        attempts: u32,
+        /// The last conflict.
+        #[source]
+        source: Shared<::kube::Error>,
+    },
+    /// A `JQPatch` whose object kept changing while its filter ran, until it gave up.
+    #[error("{what}: the object changed while the filter ran, {attempts} times in a row")]
+    ChangedWhileFiltering {
+        /// The patch.
+        what: String,
+        /// How many times the filter ran.
+        attempts: usize,
+    },
+    /// A foreground deletion whose object was still there when the wait ended.
+    #[error(
+        "{what}: the object still exists {}s after a foreground deletion (dependents or finalizers left)",
+        waited.as_secs()
+    )]
+    StillExists {
+        /// The deletion.
+        what: String,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
+    /// A watch stopped before it delivered its first list.
+    #[error("the watch ended before its list")]
+    WatchEnded(#[source] tokio::sync::oneshot::error::RecvError),
+    /// A patch operation its sender's permissions do not grant.
+    #[error("not permitted: {subject} may not {operation} {object}: {reason}")]
+    NotPermitted {
+        /// Who sent it, e.g. `Hook demo/labeler`.
+        subject: String,
+        /// The operation, e.g. `MergePatch`.
+        operation: String,
+        /// The object, e.g. `Pod demo/web`.
+        object: String,
+        /// What the permissions lack.
+        reason: String,
+    },
+}
+
+/// A client error kept as the source of a [`ClusterError`]: shared, so the error stays
+/// `Clone` (a watch's failure reaches every binding waiting for its list), and equal
+/// only to itself, since the client's errors cannot be compared. It displays as the
+/// error it holds and has that error's sources.
+#[derive(Debug)]
+pub struct Shared<E>(Arc<E>);
+
+impl<E> Shared<E> {
+    /// Keeps `error`.
+    pub fn new(error: E) -> Self {
+        Self(Arc::new(error))
+    }
+
+    /// The error kept.
+    pub fn get(&self) -> &E {
+        &self.0
+    }
+}
+
+impl<E> Clone for Shared<E> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<E> PartialEq for Shared<E> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl<E> Eq for Shared<E> {}
+
+impl<E: std::fmt::Display> std::fmt::Display for Shared<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Shared<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// What a client error says after the call's name: an API server's refusal with its
+/// code, reason and message, anything else as the client words it.
+fn client_message(error: &::kube::Error) -> String {
+    match error {
+        ::kube::Error::Api(status) => {
+            let message = if status.message.is_empty() {
+                &status.reason
+            } else {
+                &status.message
+            };
+            format!(
+                "the API server answered {} {}: {message}",
+                status.code, status.reason
+            )
+        }
+        other => other.to_string(),
+    }
 }
 
 /// `Kind namespace/name` (or `Kind name`) for messages.

@@ -9,8 +9,8 @@
 
 use super::{FIELD_MANAGER, KubeCluster, api_error, request_for};
 use crate::{
-    Cluster as _, ClusterError, Resource, describe_ref, json_patch_document, merge_patch_document,
-    namespaced_name,
+    Cluster as _, ClusterError, Resource, Shared, describe_ref, json_patch_document,
+    merge_patch_document, namespaced_name,
 };
 use ::kube::api::{DeleteParams, GetParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use operon_data::model::{CreateSpec, JqPatchSpec, ObjectRef, PatchOperation, PatchSpec};
@@ -68,8 +68,11 @@ fn post_params() -> PostParams {
     }
 }
 
-fn build_error(what: &str, error: impl std::fmt::Display) -> ClusterError {
-    ClusterError::Other(format!("{what}: building the request: {error}"))
+fn build_error(what: &str, error: ::kube::core::request::Error) -> ClusterError {
+    ClusterError::BuildRequest {
+        context: format!("{what}: building the request"),
+        source: Shared::new(error),
+    }
 }
 
 fn is_conflict(error: &::kube::Error) -> bool {
@@ -210,10 +213,10 @@ async fn delete(
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(api_error(e, &what)),
             Ok(_) if started.elapsed() >= cluster.delete_wait => {
-                return Err(ClusterError::Other(format!(
-                    "{what}: the object still exists {}s after a foreground deletion (dependents or finalizers left)",
-                    cluster.delete_wait.as_secs()
-                )));
+                return Err(ClusterError::StillExists {
+                    what,
+                    waited: cluster.delete_wait,
+                });
             }
             Ok(_) => {}
         }
@@ -330,9 +333,11 @@ where
                 delay *= 5;
             }
             Err(e) if is_conflict(&e) => {
-                return Err(ClusterError::Other(format!(
-                    "{what}: still conflicting after {CONFLICT_ATTEMPTS} attempts: {e}"
-                )));
+                return Err(ClusterError::StillConflicting {
+                    what: what.to_owned(),
+                    attempts: CONFLICT_ATTEMPTS,
+                    source: Shared::new(e),
+                });
             }
             Err(e) => return Err(api_error(e, what)),
         }

@@ -26,7 +26,9 @@ use observe::Observe;
 use retry::Patient;
 use throttle::Throttle;
 
-use crate::{Cluster, ClusterError, EventStream, Listed, Resource, Selector, namespaced_name};
+use crate::{
+    Cluster, ClusterError, EventStream, Listed, Resource, Selector, Shared, namespaced_name,
+};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::{Client, Config};
 use futures::FutureExt as _;
@@ -197,9 +199,13 @@ impl Cluster for KubeCluster {
     ) -> BoxFuture<'a, Result<Option<Value>, ClusterError>> {
         async move {
             let request = request_for(resource, namespace);
-            let req = request
-                .get(name, &Default::default())
-                .map_err(|e| ClusterError::Other(format!("building a GET request: {e}")))?;
+            let req =
+                request
+                    .get(name, &Default::default())
+                    .map_err(|e| ClusterError::BuildRequest {
+                        context: "building a GET request".to_owned(),
+                        source: Shared::new(e),
+                    })?;
             match self.client.request::<Value>(req).await {
                 Ok(object) => Ok(Some(object)),
                 Err(::kube::Error::Api(status)) if status.is_not_found() => Ok(None),
@@ -248,23 +254,17 @@ fn metadata_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
 /// Maps a client error to the engine's vocabulary; `what` names the call.
 fn api_error(error: ::kube::Error, what: &str) -> ClusterError {
     match error {
-        ::kube::Error::Api(status) => {
-            let message = if status.message.is_empty() {
-                status.reason.clone()
+        ::kube::Error::Api(status) if matches!(status.code, 400 | 422) => ClusterError::Invalid {
+            what: what.to_owned(),
+            reason: if status.message.is_empty() {
+                status.reason
             } else {
-                status.message.clone()
-            };
-            match (status.code, status.reason.as_str()) {
-                (400 | 422, _) => ClusterError::Invalid {
-                    what: what.to_owned(),
-                    reason: message,
-                },
-                _ => ClusterError::Other(format!(
-                    "{what}: the API server answered {} {}: {message}",
-                    status.code, status.reason
-                )),
-            }
-        }
-        other => ClusterError::Other(format!("{what}: {other}")),
+                status.message
+            },
+        },
+        other => ClusterError::Client {
+            what: what.to_owned(),
+            source: Shared::new(other),
+        },
     }
 }

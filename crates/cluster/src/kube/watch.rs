@@ -109,9 +109,7 @@ pub(super) async fn list_and_watch(
     drop(sender);
     let mut objects = Listed::default();
     for list in initial {
-        let list = list
-            .await
-            .map_err(|_| ClusterError::Other("the watch ended before its list".to_owned()))??;
+        let list = list.await.map_err(ClusterError::WatchEnded)??;
         objects.append(list);
     }
     objects.sort();

@@ -58,9 +58,10 @@ impl LocalCluster {
                 return result;
             }
         }
-        Err(ClusterError::Other(format!(
-            "{what}: the object changed while the filter ran, {ATTEMPTS} times in a row"
-        )))
+        Err(ClusterError::ChangedWhileFiltering {
+            what,
+            attempts: ATTEMPTS,
+        })
     }
 
     /// The object `target` names as it is now, or `None` when there is none; errors

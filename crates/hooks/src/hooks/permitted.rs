@@ -276,12 +276,15 @@ impl Permissions {
             namespace: namespace.map(str::to_owned),
             ..target.clone()
         });
-        Err(ClusterError::Other(format!(
-            "not permitted: Hook {} may not {} {object}: spec.permissions.patch does not grant {} on {what}{place}",
-            self.hook,
-            operation.name(),
-            wanted.as_str(),
-        )))
+        Err(ClusterError::NotPermitted {
+            subject: format!("Hook {}", self.hook),
+            operation: operation.name().to_owned(),
+            object,
+            reason: format!(
+                "spec.permissions.patch does not grant {} on {what}{place}",
+                wanted.as_str()
+            ),
+        })
     }
 }
 

@@ -187,7 +187,7 @@ async fn a_read_that_never_gets_an_answer_fails_naming_the_request() {
         ),
         "{text}"
     );
-    assert!(matches!(error, ClusterError::Other(_)), "{error:?}");
+    assert!(matches!(error, ClusterError::Client { .. }), "{error:?}");
 }
 
 #[tokio::test(start_paused = true)]
