@@ -36,6 +36,11 @@ pub enum HookError {
     /// A run failed (the hook errored, trapped, wrote a bad file...).
     #[error("{0}")]
     Run(String),
+    /// A wasm hook's call failed other than on a per-run limit (the guest returned an
+    /// error, trapped, ran out of memory or stack, or the call could not start).
+    /// Transparent: its message is the call's, written once in an error chain.
+    #[error(transparent)]
+    Call(operon_sandbox::CallError),
     /// A run hit a per-run limit that a run with fewer binding contexts may stay within:
     /// its time budget, or the bound of its output, patches or metrics.
     #[error("{0}")]
@@ -99,7 +104,7 @@ impl From<operon_sandbox::CallReport<HookOutput>> for HookRun {
                 | operon_sandbox::CallError::OutputTooLarge { .. } => {
                     HookError::Limit(e.to_string())
                 }
-                e => HookError::Run(e.to_string()),
+                e => HookError::Call(e),
             }),
             patches: report.patches,
             metrics: report.metrics,
