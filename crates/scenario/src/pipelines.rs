@@ -28,7 +28,9 @@ pub(crate) struct Pipeline {
 /// Progress that only counts: a test's output is its report.
 struct Quiet;
 
-impl Progress for Quiet {}
+impl Progress for Quiet {
+    type Error = std::convert::Infallible;
+}
 
 impl Pipeline {
     /// Reads the subject's files (relative to `base`).

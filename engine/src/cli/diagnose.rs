@@ -276,6 +276,8 @@ struct Console {
 }
 
 impl Progress for Console {
+    type Error = pipeline::CheckpointError;
+
     fn node_started(&mut self, id: usize, operation: &str) {
         eprintln!("  … node {id} {operation}");
     }

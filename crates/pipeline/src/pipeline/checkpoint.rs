@@ -45,9 +45,6 @@ pub enum CheckpointError {
     /// Anything a persister of another kind reports.
     #[error("{0}")]
     Other(String),
-    /// The typed error of a persister of another kind (the controller's status writer).
-    #[error(transparent)]
-    Persister(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A Diagnosis kept in a YAML file.

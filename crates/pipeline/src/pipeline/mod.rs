@@ -82,29 +82,37 @@ impl std::fmt::Debug for Step {
 
 /// Observes a Diagnosis as it runs. Every method has a default that does nothing.
 pub trait Progress: Send {
+    /// Why a checkpoint could not be persisted; it reaches the caller of [`execute`]
+    /// as the source of [`PipelineError::Checkpoint`], with its type.
+    type Error: std::error::Error + Send + Sync + 'static;
     /// A node is about to run.
     fn node_started(&mut self, _id: usize, _operation: &str) {}
     /// A node finished (or failed without running).
     fn node_finished(&mut self, _record: &NodeRecord) {}
     /// Persist the Diagnosis: called before every node runs and once when it ends. An
     /// error stops the Diagnosis (it could not be resumed faithfully).
-    fn checkpoint<'a>(&'a mut self, _diagnosis: &'a Diagnosis) -> CheckpointFuture<'a> {
+    fn checkpoint<'a>(
+        &'a mut self,
+        _diagnosis: &'a Diagnosis,
+    ) -> CheckpointFuture<'a, Self::Error> {
         Box::pin(std::future::ready(Ok(())))
     }
 }
 
 /// What [`Progress::checkpoint`] returns: a persister may have to wait on a network.
-pub type CheckpointFuture<'a> = futures::future::BoxFuture<'a, Result<(), CheckpointError>>;
+pub type CheckpointFuture<'a, E = CheckpointError> = futures::future::BoxFuture<'a, Result<(), E>>;
 
 /// A [`Progress`] that observes nothing.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Quiet;
 
-impl Progress for Quiet {}
+impl Progress for Quiet {
+    type Error = std::convert::Infallible;
+}
 
-/// Why a Diagnosis could not be run to an end.
+/// Why a Diagnosis could not be run to an end; `E` is the error of its [`Progress`].
 #[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
+pub enum PipelineError<E = CheckpointError> {
     /// The checkpoint could not be persisted.
     #[error("cannot persist the checkpoint of {diagnosis}: {source}")]
     Checkpoint {
@@ -112,7 +120,7 @@ pub enum PipelineError {
         diagnosis: String,
         /// What the persister reported.
         #[source]
-        source: CheckpointError,
+        source: E,
     },
 }
 
@@ -179,12 +187,12 @@ fn node_input(diagnosis: &Diagnosis) -> BTreeMap<String, String> {
 /// Operation name. Returns the final phase; the status holds the details.
 ///
 /// A Diagnosis whose phase is already `Succeeded` or `Failed` is left as it is.
-pub async fn execute(
+pub async fn execute<P: Progress + ?Sized>(
     diagnosis: &mut Diagnosis,
     graph: &Graph,
     steps: &BTreeMap<String, Step>,
-    progress: &mut dyn Progress,
-) -> Result<DiagnosisPhase, PipelineError> {
+    progress: &mut P,
+) -> Result<DiagnosisPhase, PipelineError<P::Error>> {
     let status = diagnosis
         .status
         .get_or_insert_with(DiagnosisStatus::default);
@@ -248,7 +256,10 @@ pub async fn execute(
     Ok(phase)
 }
 
-async fn persist(progress: &mut dyn Progress, diagnosis: &Diagnosis) -> Result<(), PipelineError> {
+async fn persist<P: Progress + ?Sized>(
+    progress: &mut P,
+    diagnosis: &Diagnosis,
+) -> Result<(), PipelineError<P::Error>> {
     progress
         .checkpoint(diagnosis)
         .await
@@ -296,12 +307,12 @@ impl<'g> Search<'g> {
     }
 
     /// Depth-first over the paths; returns the succeeded path (start excluded).
-    async fn run(
+    async fn run<P: Progress + ?Sized>(
         &mut self,
         diagnosis: &mut Diagnosis,
         steps: &BTreeMap<String, Step>,
-        progress: &mut dyn Progress,
-    ) -> Result<Option<Vec<usize>>, PipelineError> {
+        progress: &mut P,
+    ) -> Result<Option<Vec<usize>>, PipelineError<P::Error>> {
         let graph = self.graph;
         // (node, index of the next successor to try)
         let mut stack: Vec<(usize, usize)> = vec![(Graph::START, 0)];
@@ -349,14 +360,14 @@ impl<'g> Search<'g> {
         Ok(None)
     }
 
-    async fn run_node(
+    async fn run_node<P: Progress + ?Sized>(
         &mut self,
         id: usize,
         path: &[usize],
         diagnosis: &mut Diagnosis,
         steps: &BTreeMap<String, Step>,
-        progress: &mut dyn Progress,
-    ) -> Result<(), PipelineError> {
+        progress: &mut P,
+    ) -> Result<(), PipelineError<P::Error>> {
         let graph = self.graph;
         let operation = graph.operation(id).unwrap_or_default().to_owned();
         diagnosis

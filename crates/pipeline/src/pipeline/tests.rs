@@ -249,6 +249,8 @@ fn met_dependences_let_the_node_run() {
 struct CrashAfter(usize, Vec<Diagnosis>);
 
 impl Progress for CrashAfter {
+    type Error = CheckpointError;
+
     fn checkpoint<'a>(&'a mut self, d: &'a Diagnosis) -> CheckpointFuture<'a> {
         let saved = if self.1.len() == self.0 {
             Err(CheckpointError::Other("disk full".to_owned()))

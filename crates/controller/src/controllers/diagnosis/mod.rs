@@ -51,7 +51,7 @@ use node_down::node_down;
 use operon_data::api::{
     Condition, ConditionStatus, Diagnosis, DiagnosisPhase, DiagnosisStatus, Operation, OperationSet,
 };
-use operon_pipeline::pipeline::{self, CheckpointError, PipelineError, PlanError};
+use operon_pipeline::pipeline::{self, PipelineError, PlanError};
 use operon_runner::runner::processors::Processors;
 use operon_runner::store::oci_modules::{PinError, pin_operations, secret_auth};
 use status::{Limits, StatusError, StatusWriter};
@@ -139,7 +139,7 @@ pub(crate) enum DiagnosisError {
     Status(#[from] StatusError),
     /// The pipeline stopped.
     #[error(transparent)]
-    Pipeline(PipelineError),
+    Pipeline(PipelineError<StatusError>),
     /// The script store could not be brought in step with the Operations.
     #[error("the script store: {0}")]
     Scripts(#[from] operon_script::StoreError),
@@ -615,15 +615,9 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
             Ok(Action::await_change())
         }
         Err(PipelineError::Checkpoint {
-            source: CheckpointError::Persister(e),
+            source: e @ StatusError::ResultsTooLarge { .. },
             ..
-        }) if matches!(
-            e.downcast_ref::<StatusError>(),
-            Some(StatusError::ResultsTooLarge { .. })
-        ) =>
-        {
-            results_too_large(ctx, diagnosis, &mut writer, e.to_string()).await
-        }
+        }) => results_too_large(ctx, diagnosis, &mut writer, e.to_string()).await,
         Err(e) => Err(DiagnosisError::Pipeline(e)),
     }
 }

@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use operon_cluster::kube::FIELD_MANAGER;
 use operon_data::api::{API_VERSION, Condition, Diagnosis, DiagnosisStatus};
-use operon_pipeline::pipeline::{CheckpointError, CheckpointFuture, Progress};
+use operon_pipeline::pipeline::{CheckpointFuture, Progress};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -442,6 +442,8 @@ fn status_value(diagnosis: &Diagnosis) -> Value {
 }
 
 impl Progress for StatusWriter {
+    type Error = StatusError;
+
     fn node_started(&mut self, id: usize, operation: &str) {
         if let Some(events) = &self.events {
             events.node_started(id, operation);
@@ -454,11 +456,7 @@ impl Progress for StatusWriter {
         }
     }
 
-    fn checkpoint<'a>(&'a mut self, diagnosis: &'a Diagnosis) -> CheckpointFuture<'a> {
-        Box::pin(async move {
-            self.write(diagnosis)
-                .await
-                .map_err(|e| CheckpointError::Persister(Box::new(e)))
-        })
+    fn checkpoint<'a>(&'a mut self, diagnosis: &'a Diagnosis) -> CheckpointFuture<'a, StatusError> {
+        Box::pin(self.write(diagnosis))
     }
 }
