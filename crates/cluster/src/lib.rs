@@ -174,33 +174,32 @@ pub enum ClusterError {
     /// The Kubernetes client's call failed: the API server refused it (with a status
     /// other than a malformed request's), or no answer came (no connection, a timeout,
     /// a body that does not decode).
-    #[error("{what}: {}", client_message(source.get()))]
+    // The client's error is in the message, not a `source`: printed as a chain (the
+    // CLI's `{:#}`) it would appear twice. It stays typed for callers that match it.
+    #[error("{what}: {}", client_message(error.get()))]
     Client {
         /// The call, e.g. `get Pod default/web`.
         what: String,
         /// The client's error.
-        #[source]
-        source: Shared<::kube::Error>,
+        error: Shared<::kube::Error>,
     },
     /// The client could not build a request (a name or body it refuses).
-    #[error("{context}: {source}")]
+    #[error("{context}: {error}")]
     BuildRequest {
         /// The call and the step, e.g. `Create ConfigMap default/a: building the request`.
         context: String,
-        /// The client's error.
-        #[source]
-        source: Shared<::kube::core::request::Error>,
+        /// The client's error (in the message, as for `Client`).
+        error: Shared<::kube::core::request::Error>,
     },
     /// A write kept conflicting with other writers (409 Conflict) until it gave up.
-    #[error("{what}: still conflicting after {attempts} attempts: {source}")]
+    #[error("{what}: still conflicting after {attempts} attempts: {error}")]
     StillConflicting {
         /// The write.
         what: String,
         /// How many times it was sent.
         attempts: u32,
-        /// The last conflict.
-        #[source]
-        source: Shared<::kube::Error>,
+        /// The last conflict (in the message, as for `Client`).
+        error: Shared<::kube::Error>,
     },
     /// A `JQPatch` whose object kept changing while its filter ran, until it gave up.
     #[error("{what}: the object changed while the filter ran, {attempts} times in a row")]

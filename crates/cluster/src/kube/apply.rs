@@ -71,7 +71,7 @@ fn post_params() -> PostParams {
 fn build_error(what: &str, error: ::kube::core::request::Error) -> ClusterError {
     ClusterError::BuildRequest {
         context: format!("{what}: building the request"),
-        source: Shared::new(error),
+        error: Shared::new(error),
     }
 }
 
@@ -336,7 +336,7 @@ where
                 return Err(ClusterError::StillConflicting {
                     what: what.to_owned(),
                     attempts: CONFLICT_ATTEMPTS,
-                    source: Shared::new(e),
+                    error: Shared::new(e),
                 });
             }
             Err(e) => return Err(api_error(e, what)),

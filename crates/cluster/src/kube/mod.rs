@@ -204,7 +204,7 @@ impl Cluster for KubeCluster {
                     .get(name, &Default::default())
                     .map_err(|e| ClusterError::BuildRequest {
                         context: "building a GET request".to_owned(),
-                        source: Shared::new(e),
+                        error: Shared::new(e),
                     })?;
             match self.client.request::<Value>(req).await {
                 Ok(object) => Ok(Some(object)),
@@ -264,7 +264,7 @@ fn api_error(error: ::kube::Error, what: &str) -> ClusterError {
         },
         other => ClusterError::Client {
             what: what.to_owned(),
-            source: Shared::new(other),
+            error: Shared::new(other),
         },
     }
 }
