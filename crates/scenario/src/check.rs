@@ -244,10 +244,11 @@ fn without_server_fields(actual: &Value, wanted: &Value) -> Value {
 fn describe(object: &Value) -> String {
     let kind = object["kind"].as_str().unwrap_or("?");
     let name = object["metadata"]["name"].as_str().unwrap_or("?");
-    match object["metadata"]["namespace"].as_str() {
-        Some(ns) => format!("{kind} {ns}/{name}"),
-        None => format!("{kind} {name}"),
-    }
+    let namespace = object["metadata"]["namespace"].as_str();
+    format!(
+        "{kind} {}",
+        operon_cluster::namespaced_name(namespace, name)
+    )
 }
 
 #[cfg(test)]

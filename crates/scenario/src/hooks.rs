@@ -154,21 +154,14 @@ pub fn hook_object(path: &Path) -> Result<Option<Hook>, ScenarioError> {
 
 /// A run as `operon hook test -o json` shows it and `expect.runs` matches it.
 pub fn run_json(record: &RunRecord) -> Value {
-    let status = match (record.failed, record.allowed_failure) {
-        (false, _) => "Succeeded",
-        (true, true) => "AllowedFailure",
-        (true, false) => "Failed",
-    };
-    let error = (record.run.outcome.as_ref().err().map(ToString::to_string))
-        .or_else(|| record.apply_error.as_ref().map(ToString::to_string));
     let contexts = shell_operator::context::to_json_for(record.config_version, &record.contexts);
     run_view(
         &record.hook,
         &record.queue,
         contexts,
         &record.run,
-        status,
-        error,
+        record.outcome().as_str(),
+        record.error(),
     )
 }
 

@@ -394,13 +394,9 @@ pub(crate) fn objects(sources: &[Objects], base: &Path) -> Result<Vec<Value>, Sc
                     message,
                 };
                 let text = std::fs::read_to_string(&path).map_err(|e| invalid(e.to_string()))?;
-                for document in yaml_serde::Deserializer::from_str(&text) {
-                    let object = <Value as serde::Deserialize>::deserialize(document)
-                        .map_err(|e| invalid(format!("not YAML: {e}")))?;
-                    if !object.is_null() {
-                        objects.push(object);
-                    }
-                }
+                // As addon-operator's files are read: several documents, `kind: List`.
+                let origin = path.display().to_string();
+                objects.extend(operon_addons::render::documents(&text, &origin).map_err(invalid)?);
             }
         }
     }

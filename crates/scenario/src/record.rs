@@ -171,10 +171,7 @@ fn describe(context: &Value, count: usize) -> String {
 
 fn name_of(object: &Value) -> String {
     let name = object["metadata"]["name"].as_str().unwrap_or("?");
-    match object["metadata"]["namespace"].as_str() {
-        Some(namespace) => format!("{namespace}/{name}"),
-        None => name.to_owned(),
-    }
+    operon_cluster::namespaced_name(object["metadata"]["namespace"].as_str(), name)
 }
 
 #[cfg(test)]

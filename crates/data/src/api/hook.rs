@@ -348,6 +348,17 @@ pub enum HookRunOutcome {
     AllowedFailure,
 }
 
+impl HookRunOutcome {
+    /// The outcome as it is written in the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "Succeeded",
+            Self::Failed => "Failed",
+            Self::AllowedFailure => "AllowedFailure",
+        }
+    }
+}
+
 /// The operation names [`PatchOperationName`] reads, as written in a spec.
 const OPERATION_NAMES: [&str; 7] = [
     "Create",

@@ -90,23 +90,16 @@ impl Capture {
 /// A run as it is captured: when it ended, what it received, what it gave back.
 fn captured(record: &RunRecord) -> Value {
     let outcome = record.run.outcome.as_ref().ok();
-    let status = match (record.failed, record.allowed_failure) {
-        (false, _) => "Succeeded",
-        (true, true) => "AllowedFailure",
-        (true, false) => "Failed",
-    };
     let mut run = json!({
         "ended": jiff::Timestamp::now().to_string(),
         "hook": record.hook,
         "queue": record.queue,
         "bindingContexts": context::to_json_for(record.config_version, &record.contexts),
-        "status": status,
+        "status": record.outcome().as_str(),
         "patches": record.run.patches.iter().map(patches::to_json).collect::<Vec<_>>(),
         "metrics": record.run.metrics.iter().map(metrics::to_json).collect::<Vec<_>>(),
     });
-    let error = (record.run.outcome.as_ref().err().map(ToString::to_string))
-        .or_else(|| record.apply_error.as_ref().map(ToString::to_string));
-    if let Some(error) = error {
+    if let Some(error) = record.error() {
         run["error"] = json!(error);
     }
     if let Some(answer) = outcome.and_then(|o| o.validating.as_ref()) {

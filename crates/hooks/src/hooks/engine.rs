@@ -26,6 +26,7 @@ use operon_data::model::{
     BindingContext, BindingType, ConfigVersion, HookInput, ObjectAndFilter, RunnerContext,
     WatchEvent,
 };
+use operon_data::api::HookRunOutcome;
 use operon_runner::runner::context::Platform;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -631,6 +632,27 @@ impl Engine {
 
     fn queue_names(&self) -> Vec<String> {
         self.lock().queues.keys().cloned().collect()
+    }
+}
+
+impl RunRecord {
+    /// How the run ended.
+    pub fn outcome(&self) -> HookRunOutcome {
+        match (self.failed, self.allowed_failure) {
+            (false, _) => HookRunOutcome::Succeeded,
+            (true, true) => HookRunOutcome::AllowedFailure,
+            (true, false) => HookRunOutcome::Failed,
+        }
+    }
+
+    /// Why it failed: the hook's error, or the patch or metric that could not be
+    /// applied.
+    pub fn error(&self) -> Option<String> {
+        match (&self.run.outcome, &self.apply_error) {
+            (Err(e), _) => Some(e.to_string()),
+            (Ok(_), Some(e)) => Some(e.to_string()),
+            (Ok(_), None) => None,
+        }
     }
 }
 

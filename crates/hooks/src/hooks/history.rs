@@ -70,23 +70,13 @@ pub struct RunEntry {
 impl RunEntry {
     /// The entry for a run that just ended.
     pub fn of(record: &RunRecord) -> Self {
-        let outcome = match (record.failed, record.allowed_failure) {
-            (false, _) => HookRunOutcome::Succeeded,
-            (true, true) => HookRunOutcome::AllowedFailure,
-            (true, false) => HookRunOutcome::Failed,
-        };
-        let error = match (&record.run.outcome, &record.apply_error) {
-            (Err(e), _) => Some(e.to_string()),
-            (Ok(_), Some(e)) => Some(e.to_string()),
-            (Ok(_), None) => None,
-        };
         Self::build(
             &record.hook,
             &record.queue,
             &record.contexts,
             &record.run,
-            outcome,
-            error,
+            record.outcome(),
+            record.error(),
         )
     }
 

@@ -41,11 +41,7 @@ pub(crate) fn record_run(status: &mut HookStatus, record: &RunRecord) {
         .first()
         .map(|c| c.binding.clone())
         .unwrap_or_default();
-    let outcome = match (record.failed, record.allowed_failure) {
-        (false, _) => HookRunOutcome::Succeeded,
-        (true, true) => HookRunOutcome::AllowedFailure,
-        (true, false) => HookRunOutcome::Failed,
-    };
+    let outcome = record.outcome();
     status.last_run = Some(HookRunStatus {
         time: Time(jiff::Timestamp::now()),
         binding: binding.clone(),
