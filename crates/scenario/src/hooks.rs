@@ -11,11 +11,12 @@ use operon_controller::serve::hook_objects::prepare;
 use operon_controller::serve::webhook::enforce as webhook_enforce;
 use operon_controller::serve::webhook::review as webhook_review;
 use operon_data::api::Hook;
+use operon_data::api::HookRunOutcome;
 use operon_data::model::{Enforcement, HookConfig, HookInput, RunnerContext, WatchEvent};
-use operon_hooks::hooks::HookRun;
+use operon_hooks::hooks::capture;
 use operon_hooks::hooks::engine::{Engine, LoadedHook, RunRecord};
 use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
-use operon_hooks::shell_operator::{self, responses};
+use operon_hooks::shell_operator;
 use operon_runner::store::ModuleLocator;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -155,41 +156,14 @@ pub fn hook_object(path: &Path) -> Result<Option<Hook>, ScenarioError> {
 /// A run as `operon hook test -o json` shows it and `expect.runs` matches it.
 pub fn run_json(record: &RunRecord) -> Value {
     let contexts = shell_operator::context::to_json_for(record.config_version, &record.contexts);
-    run_view(
+    capture::report(
         &record.hook,
         &record.queue,
         contexts,
         &record.run,
-        record.outcome().as_str(),
+        record.outcome(),
         record.error(),
     )
-}
-
-/// A run in the form of [`run_json`], from its parts.
-fn run_view(
-    hook: &str,
-    queue: &str,
-    contexts: Value,
-    run: &HookRun,
-    status: &str,
-    error: Option<String>,
-) -> Value {
-    let outcome = run.outcome.as_ref().ok();
-    json!({
-        "hook": hook,
-        "queue": queue,
-        "bindingContexts": contexts,
-        "status": status,
-        "error": error,
-        "elapsedMs": run.elapsed.as_secs_f64() * 1e3,
-        "patches": run.patches.iter().map(shell_operator::patches::to_json).collect::<Vec<_>>(),
-        "metrics": run.metrics.iter().map(shell_operator::metrics::to_json).collect::<Vec<_>>(),
-        "logs": run.logs.iter().map(|l| json!({"level": l.level.as_str(), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
-        "validating": outcome.and_then(|o| o.validating.as_ref()).map(responses::validating_to_json),
-        "conversion": outcome.and_then(|o| o.conversion.as_ref()).map(responses::conversion_to_json),
-        "stdout": run.stdout,
-        "stderr": run.stderr,
-    })
 }
 
 /// Runs the engine's hook once on `contexts` (shell-operator's JSON), outside the
@@ -209,17 +183,17 @@ async fn replay(engine: &Engine, contexts: &[Value]) -> Result<Value, ScenarioEr
     };
     let (run, _) = loaded.hook.handle(input, timeout).await;
     let error = run.outcome.as_ref().err().map(ToString::to_string);
-    let status = if error.is_some() {
-        "Failed"
-    } else {
-        "Succeeded"
+    let outcome = match error {
+        Some(_) => HookRunOutcome::Failed,
+        None => HookRunOutcome::Succeeded,
     };
-    Ok(run_view(
-        loaded.hook.name(),
+    let name = loaded.hook.name();
+    Ok(capture::report(
+        name,
         "replay",
         contexts_json,
         &run,
-        status,
+        outcome,
         error,
     ))
 }

@@ -10,8 +10,10 @@
 //! operator names (a dotted path such as `spec.password`, in every object with an
 //! `apiVersion` and a `kind`): the debug socket never serves what was redacted.
 
+use super::HookRun;
 use super::engine::{Engine, RunRecord};
 use crate::shell_operator::{context, metrics, patches, responses};
+use operon_data::api::HookRunOutcome;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -87,28 +89,55 @@ impl Capture {
     }
 }
 
-/// A run as it is captured: when it ended, what it received, what it gave back.
+/// A run as it is captured: when it ended, what it received, what it gave back. Its
+/// output and logs are left out: they are the hook's to print, not its answer.
 fn captured(record: &RunRecord) -> Value {
-    let outcome = record.run.outcome.as_ref().ok();
-    let mut run = json!({
-        "ended": jiff::Timestamp::now().to_string(),
-        "hook": record.hook,
-        "queue": record.queue,
-        "bindingContexts": context::to_json_for(record.config_version, &record.contexts),
-        "status": record.outcome().as_str(),
-        "patches": record.run.patches.iter().map(patches::to_json).collect::<Vec<_>>(),
-        "metrics": record.run.metrics.iter().map(metrics::to_json).collect::<Vec<_>>(),
-    });
-    if let Some(error) = record.error() {
-        run["error"] = json!(error);
+    let contexts = context::to_json_for(record.config_version, &record.contexts);
+    let mut run = report(
+        &record.hook,
+        &record.queue,
+        contexts,
+        &record.run,
+        record.outcome(),
+        record.error(),
+    );
+    if let Some(fields) = run.as_object_mut() {
+        for key in ["elapsedMs", "logs", "stdout", "stderr"] {
+            fields.remove(key);
+        }
     }
-    if let Some(answer) = outcome.and_then(|o| o.validating.as_ref()) {
-        run["validating"] = responses::validating_to_json(answer);
-    }
-    if let Some(answer) = outcome.and_then(|o| o.conversion.as_ref()) {
-        run["conversion"] = responses::conversion_to_json(answer);
-    }
+    run["ended"] = json!(jiff::Timestamp::now().to_string());
     run
+}
+
+/// What a run of `hook` on `contexts` (shell-operator's JSON) did, as `operon hook
+/// test -o json` and `operon test` show it: `status`, `error`, `elapsedMs`, the
+/// `patches` and `metrics` in shell-operator's JSON, `logs`, the `validating` or
+/// `conversion` answer, `stdout` and `stderr`.
+pub fn report(
+    hook: &str,
+    queue: &str,
+    contexts: Value,
+    run: &HookRun,
+    outcome: HookRunOutcome,
+    error: Option<String>,
+) -> Value {
+    let output = run.outcome.as_ref().ok();
+    json!({
+        "hook": hook,
+        "queue": queue,
+        "bindingContexts": contexts,
+        "status": outcome.as_str(),
+        "error": error,
+        "elapsedMs": run.elapsed.as_secs_f64() * 1e3,
+        "patches": run.patches.iter().map(patches::to_json).collect::<Vec<_>>(),
+        "metrics": run.metrics.iter().map(metrics::to_json).collect::<Vec<_>>(),
+        "logs": run.logs.iter().map(|l| json!({"level": l.level.as_str(), "message": l.message, "fields": l.fields})).collect::<Vec<_>>(),
+        "validating": output.and_then(|o| o.validating.as_ref()).map(responses::validating_to_json),
+        "conversion": output.and_then(|o| o.conversion.as_ref()).map(responses::conversion_to_json),
+        "stdout": run.stdout,
+        "stderr": run.stderr,
+    })
 }
 
 /// Redacts Secret data and the `fields` of every object within `value`.

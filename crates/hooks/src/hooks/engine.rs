@@ -22,11 +22,11 @@ use super::queue::{Queue, RateLimit, Task, TaskKind};
 use super::runner::{Hook, HookError, HookRun};
 use crate::metrics::{BindingMetrics, MetricError, Metrics, RunOutcome};
 use operon_cluster::{Cluster, ClusterError, EventStream};
+use operon_data::api::HookRunOutcome;
 use operon_data::model::{
     BindingContext, BindingType, ConfigVersion, HookInput, ObjectAndFilter, RunnerContext,
     WatchEvent,
 };
-use operon_data::api::HookRunOutcome;
 use operon_runner::runner::context::Platform;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
