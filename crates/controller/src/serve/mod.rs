@@ -419,6 +419,22 @@ async fn run_engine(
     let _pumps = engine.spawn_pumps();
     tracing::info!("bindings listed and watched");
     status.engine.send_replace(Some(engine.clone()));
+    // Every replica loads the Hook objects and serves their webhooks; only the leader
+    // runs them (`leads` turns true with leadership). Dropped (aborted) when this
+    // function returns.
+    let (leads, leading) = watch::channel(elector.is_none());
+    let _hook_objects = hook_objects.clone().map(|objects| {
+        let mut reporting = hook_objects::Reporting::new(
+            status.metrics.clone(),
+            status.engines.clone(),
+            options.capture.clone(),
+            leading,
+        );
+        if options.admission_webhook.is_some() {
+            reporting = reporting.with_webhooks(registrar.clone());
+        }
+        crate::controllers::AbortOnDrop::spawn(hook_objects::run(objects, reporting))
+    });
 
     // Leadership: wait for it, then keep renewing in the background.
     let (stop_leading, mut lease_stopped) = watch::channel(false);
@@ -431,6 +447,7 @@ async fn run_engine(
             () = &mut shutdown => return Ok(()),
         }
         status.leading.send_replace(Some(true));
+        leads.send_replace(true);
         leader.set(1);
         let (lost, lost_receiver) = tokio::sync::oneshot::channel();
         let renewing = tokio::spawn(async move {
@@ -512,15 +529,6 @@ async fn run_engine(
             crate::controllers::AbortOnDrop::spawn(crate::controllers::diagnosis::run_controller(
                 ctx,
                 std::future::pending(),
-            ))
-        });
-        // Dropped with the Diagnosis controller: each Hook object's engine stops too.
-        let _hook_objects = hook_objects.clone().map(|objects| {
-            crate::controllers::AbortOnDrop::spawn(hook_objects::run(
-                objects,
-                status.metrics.clone(),
-                status.engines.clone(),
-                options.capture.clone(),
             ))
         });
         // Dropped (aborted) with this block when leadership is lost.

@@ -250,6 +250,60 @@ impl Permissions {
         Ok(())
     }
 
+    /// Where an admission webhook of this Hook may intercept `resource` (plural, a
+    /// subresource such as `pods/status` counting as its resource) of API group `group`:
+    /// only what a watch permission lets it read, since a webhook sees every object it
+    /// intercepts. `Ok(None)` for every namespace (or a cluster-scoped kind),
+    /// `Ok(Some(names))` for those namespaces only; the error names the binding and what
+    /// is missing. A wildcard group or resource is refused: it would intercept kinds
+    /// nothing grants.
+    pub async fn check_intercept(
+        &self,
+        cluster: &dyn Cluster,
+        binding: &str,
+        group: &str,
+        resource: &str,
+    ) -> Result<Option<Vec<String>>, String> {
+        let what = if group.is_empty() {
+            resource.to_owned()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let plural = resource.split('/').next().unwrap_or_default();
+        if group == "*" || plural == "*" {
+            return Err(format!(
+                "binding {binding:?} intercepts {what}: a Hook's webhook names its groups and resources (a wildcard would intercept kinds spec.permissions.watch does not grant)"
+            ));
+        }
+        let mut namespaces: Option<Vec<String>> = Some(Vec::new());
+        let mut covered = false;
+        for grant in self.watch.iter().filter(|g| g.group == group) {
+            let Ok(resolved) = cluster.resolve(Some(&grant.api_version), &grant.kind).await else {
+                continue;
+            };
+            if !resolved.plural.eq_ignore_ascii_case(plural) {
+                continue;
+            }
+            covered = true;
+            match (&grant.namespaces, &mut namespaces) {
+                _ if !resolved.namespaced => namespaces = None,
+                (None, _) => namespaces = None,
+                (Some(names), Some(all)) => all.extend(names.iter().cloned()),
+                (Some(_), None) => {}
+            }
+        }
+        if !covered {
+            return Err(format!(
+                "binding {binding:?} intercepts {what}, but spec.permissions.watch has no entry for its kind (a webhook sees the objects it intercepts: grant their watch)"
+            ));
+        }
+        Ok(namespaces.map(|mut names| {
+            names.sort();
+            names.dedup();
+            names
+        }))
+    }
+
     /// Checks that `operation`, on an object of `resource` in `namespace` (as the
     /// cluster defaults it), is granted; the error names the missing permission.
     pub(crate) fn check_patch(

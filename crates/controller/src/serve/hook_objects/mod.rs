@@ -3,16 +3,20 @@
 //! engine (its own queues and snapshots) over a cluster that refuses patches outside
 //! the Hook's permissions ([`operon_hooks::hooks::permitted`]); a change of the object, or of
 //! the Module its `spec.module` names, drops that engine and starts another, and a
-//! deleted Hook's engine is dropped. Only the leader runs them (as the Diagnoses).
+//! deleted Hook's engine is dropped. Every replica loads each Hook and watches its
+//! bindings, so that every replica answers its admission webhooks ([`webhooks`]);
+//! only the leader runs it, writes its status and registers its webhooks (as the
+//! hooks directory's engine does).
 //!
 //! What this owns: following the Hook objects (a kube-runtime watcher; a re-list drops
-//! the Hooks it no longer finds), preparing each ([`prepare`]) and writing its status
-//! (`status`), and showing each engine on the debug socket while it runs (an
-//! [`EngineSet`] the debug routes read). It does not touch the hooks of the hooks
-//! directory.
+//! the Hooks it no longer finds), preparing each ([`prepare`]), writing its status
+//! (`status`) and registering its webhooks ([`webhooks`]), and showing each engine to
+//! the debug socket and the webhook servers while it runs (an [`EngineSet`]). It does
+//! not touch the hooks of the hooks directory.
 
 pub mod prepare;
 pub(crate) mod status;
+pub mod webhooks;
 
 use crate::controllers::AbortOnDrop;
 use futures::StreamExt as _;
@@ -154,26 +158,73 @@ struct Running {
 }
 
 /// Where each Hook object's engine reports besides its status.
-struct Reporting {
-    metrics: Arc<Metrics>,
-    /// The debug socket's view: an engine is in it while it runs.
-    engines: EngineSet,
+pub(crate) struct Reporting {
+    pub(crate) metrics: Arc<Metrics>,
+    /// The debug socket's and the webhook servers' view: an engine is in it while it
+    /// runs.
+    pub(crate) engines: EngineSet,
     /// What its runs keep for `operon hook record`, as the hooks directory's engine.
-    capture: CaptureSettings,
+    pub(crate) capture: CaptureSettings,
+    /// Whether this replica leads: only then do engines run, statuses get written
+    /// and webhooks registered.
+    pub(crate) leading: tokio::sync::watch::Receiver<bool>,
+    /// What each Hook wants registered.
+    registry: webhooks::WebhookRegistry,
+    /// Whether this process serves admission webhooks: a Hook with a validating or
+    /// mutating binding needs it.
+    admission_served: bool,
+    /// Writes the Hooks' webhook configurations (the leader does), when this engine
+    /// registers webhooks.
+    registrar: Option<crate::serve::webhook::register::Registrar>,
 }
 
-/// Runs the Hook objects until the future is dropped, reporting to `metrics`, each
-/// engine in `engines` while it runs and capturing as `capture` says.
-pub(crate) async fn run(
-    objects: Arc<HookObjects>,
-    metrics: Arc<Metrics>,
-    engines: EngineSet,
-    capture: CaptureSettings,
-) {
-    let reporting = Arc::new(Reporting {
-        metrics,
-        engines,
-        capture,
+impl Reporting {
+    /// Reports to `metrics`, each engine in `engines` while it runs, capturing as
+    /// `capture` says; engines run once `leading` holds.
+    pub(crate) fn new(
+        metrics: Arc<Metrics>,
+        engines: EngineSet,
+        capture: CaptureSettings,
+        leading: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            metrics,
+            engines,
+            capture,
+            leading,
+            registry: webhooks::WebhookRegistry::default(),
+            admission_served: false,
+            registrar: None,
+        }
+    }
+
+    /// Lets Hooks have validating and mutating bindings, served by this process's
+    /// admission server, their configurations written through `registrar` (none: the
+    /// operator registers them).
+    pub(crate) fn with_webhooks(
+        mut self,
+        registrar: Option<crate::serve::webhook::register::Registrar>,
+    ) -> Self {
+        self.admission_served = true;
+        self.registrar = registrar;
+        self
+    }
+}
+
+/// Runs the Hook objects until the future is dropped, reporting as `reporting` says.
+/// Every replica runs it: followers load the Hooks and serve their webhooks, and run
+/// them once they lead.
+pub(crate) async fn run(objects: Arc<HookObjects>, reporting: Reporting) {
+    let reporting = Arc::new(reporting);
+    // The leader keeps the Hooks' webhook configurations as the Hooks want them.
+    let _registering = reporting.registrar.clone().map(|registrar| {
+        let registry = reporting.registry.clone();
+        let mut leading = reporting.leading.clone();
+        AbortOnDrop::spawn(async move {
+            if leading.wait_for(|l| *l).await.is_ok() {
+                webhooks::keep_registered(registry, registrar).await;
+            }
+        })
     });
     let api: Api<Hook> = Api::all(objects.client.clone());
     let events = watcher(api, watcher::Config::default()).default_backoff();
@@ -201,6 +252,7 @@ pub(crate) async fn run(
                     upsert(&objects, &reporting, &mut running, hook);
                 }
                 Some(Ok(watcher::Event::Delete(hook))) => {
+                    reporting.registry.forget(&key(&hook));
                     if running.remove(&key(&hook)).is_some() {
                         tracing::info!(hook = %prepare::run_name(&hook), "Hook deleted; its engine stopped");
                     }
@@ -213,8 +265,15 @@ pub(crate) async fn run(
                 Some(Ok(watcher::Event::InitDone)) => {
                     // Deletes during a watch gap (after a 410) come as absences.
                     if let Some(seen) = relisted.take() {
-                        running.retain(|k, _| seen.contains(k));
+                        running.retain(|k, _| {
+                            let kept = seen.contains(k);
+                            if !kept {
+                                reporting.registry.forget(k);
+                            }
+                            kept
+                        });
                     }
+                    reporting.registry.synced();
                 }
                 Some(Err(e)) => tracing::warn!(error = %e, "watching Hooks"),
             },
@@ -239,10 +298,11 @@ fn upsert(
     let entry = running.entry(k.clone()).or_insert_with(|| {
         let api: Api<Hook> = Api::namespaced(objects.client.clone(), &k.0);
         let current = hook.status.clone().unwrap_or_default();
+        let leading = reporting.leading.clone();
         Running {
             object: hook.clone(),
             fingerprint: None,
-            writer: Arc::new(StatusWriter::start(api, k.1.clone(), current)),
+            writer: Arc::new(StatusWriter::start(api, k.1.clone(), current, leading)),
             task: None,
         }
     });
@@ -279,16 +339,18 @@ fn reconcile(objects: &Arc<HookObjects>, reporting: &Arc<Reporting>, entry: &mut
         return;
     }
     entry.fingerprint = Some(fingerprint);
-    // The previous engine stops before the next one loads.
+    // The previous engine stops before the next one loads; its webhooks stay
+    // registered until this one is loaded or refused.
     entry.task = None;
+    reporting.registry.loading(&key(&hook));
     let writer = entry.writer.clone();
     let objects = objects.clone();
     let reporting = reporting.clone();
     entry.task = Some(AbortOnDrop::spawn(async move {
         let (path, pinned) = match located {
             Some(Ok(path)) => (path, None),
-            Some(Err(refusal)) => return refuse(&hook, &writer, &refusal),
-            None => match pull(&objects, &hook, &writer).await {
+            Some(Err(refusal)) => return refuse(&reporting, &hook, &writer, &refusal),
+            None => match pull(&objects, &reporting, &hook, &writer).await {
                 Some((path, pinned)) => (path, Some(pinned)),
                 None => return,
             },
@@ -302,6 +364,7 @@ fn reconcile(objects: &Arc<HookObjects>, reporting: &Arc<Reporting>, entry: &mut
 /// in the status; `None` when it cannot.
 async fn pull(
     objects: &HookObjects,
+    reporting: &Reporting,
     hook: &Hook,
     writer: &StatusWriter,
 ) -> Option<(std::path::PathBuf, String)> {
@@ -310,12 +373,12 @@ async fn pull(
         match prepare::pull_oci(&objects.client, &objects.modules, hook).await {
             Ok(pulled) => return Some(pulled),
             Err((refusal, false)) => {
-                refuse(hook, writer, &refusal);
+                refuse(reporting, hook, writer, &refusal);
                 return None;
             }
             Err((mut refusal, true)) => {
                 refusal.message = format!("{} (tried again in {backoff:?})", refusal.message);
-                refuse(hook, writer, &refusal);
+                refuse(reporting, hook, writer, &refusal);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF * 5);
             }
@@ -323,9 +386,11 @@ async fn pull(
     }
 }
 
-fn refuse(hook: &Hook, writer: &StatusWriter, refusal: &prepare::Refusal) {
+/// Records that `hook` does not load; its webhooks go (nothing would answer them).
+fn refuse(reporting: &Reporting, hook: &Hook, writer: &StatusWriter, refusal: &prepare::Refusal) {
     tracing::warn!(hook = %prepare::run_name(hook), reason = refusal.reason,
         error = %refusal.message, "a Hook does not load");
+    reporting.registry.forget(&key(hook));
     writer.update(|status| {
         // A pin stands while its spec does: a registry down for a while must not
         // let the tag move under the Hook.
@@ -398,12 +463,19 @@ async fn run_hook(
     .await
     {
         Ok(prepared) => prepared,
-        Err(refusal) => return refuse(hook, writer, &refusal),
+        Err(refusal) => return refuse(&reporting, hook, writer, &refusal),
     };
-    tracing::info!(hook = %name, digest = %prepared.digest, bindings = prepared.bindings.len(), "Hook loaded");
-    if let Some(offload) = objects.offload.as_ref().filter(|_| hook.spec.offloaded()) {
-        remove_interrupted_inputs(offload, hook, &name).await;
+    if !prepared.webhooks.is_empty() && !reporting.admission_served {
+        let refusal = prepare::Refusal::new(
+            "WebhookNotServed",
+            format!(
+                "bindings {:?} are admission webhooks, but this engine serves none (start it with an admission server: --validating-webhook-server-cert and --validating-webhook-server-key, --webhook-cert-dir or --webhook-self-signed)",
+                prepared.webhooks.names()
+            ),
+        );
+        return refuse(&reporting, hook, writer, &refusal);
     }
+    tracing::info!(hook = %name, digest = %prepared.digest, bindings = prepared.bindings.len(), "Hook loaded");
     writer.update(|status| {
         *status = HookStatus {
             observed_generation: hook.metadata.generation,
@@ -447,7 +519,9 @@ async fn run_hook(
             )
             .with_capture(reporting.capture.clone()),
         );
-        match engine.start().await {
+        // Every replica lists and watches, so that its webhooks see the snapshots the
+        // leader's runs see.
+        match engine.observe().await {
             Ok(()) => break engine,
             Err(e) => {
                 let message = format!("{e} (tried again in {backoff:?})");
@@ -467,6 +541,30 @@ async fn run_hook(
             }
         }
     };
+    // Out of the debug socket's and the webhook servers' view when this task ends:
+    // the Hook changed or went.
+    let _registration = reporting
+        .engines
+        .register(HOOK_OBJECT_SOURCE, engine.clone());
+    let _pumps = engine.spawn_pumps();
+    let key = key(hook);
+    let has_webhooks = !prepared.webhooks.is_empty();
+    reporting.registry.serving(&key, prepared.webhooks.clone());
+    let _following = has_webhooks.then(|| follow_registration(&reporting, &key, writer));
+    if !has_webhooks {
+        writer.update(|status| {
+            status
+                .conditions
+                .retain(|c| c.type_ != "WebhooksRegistered");
+        });
+    }
+    let mut leading = reporting.leading.clone();
+    if leading.wait_for(|l| *l).await.is_err() {
+        return;
+    }
+    if let Some(offload) = objects.offload.as_ref().filter(|_| hook.spec.offloaded()) {
+        remove_interrupted_inputs(offload, hook, &name).await;
+    }
     writer.update(|status| {
         set_condition(
             &mut status.conditions,
@@ -476,16 +574,51 @@ async fn run_hook(
             "the hook runs on its bindings",
         );
     });
-    // Out of the debug socket's view when this task ends: the Hook changed or went.
-    let _registration = reporting
-        .engines
-        .register(HOOK_OBJECT_SOURCE, engine.clone());
+    engine.take_over();
     let handle = writer.handle();
     engine
         .run_until(std::future::pending(), Duration::ZERO, move |record| {
             handle.send_modify(|status| status::record_run(status, record));
         })
         .await;
+}
+
+/// Keeps the `WebhooksRegistered` condition of Hook `key` as its registrations go,
+/// until dropped.
+fn follow_registration(reporting: &Reporting, key: &Key, writer: &StatusWriter) -> AbortOnDrop {
+    let mut outcomes = reporting.registry.outcomes();
+    let key = key.clone();
+    let handle = writer.handle();
+    AbortOnDrop::spawn(async move {
+        loop {
+            let outcome = outcomes.borrow_and_update().get(&key).cloned();
+            if let Some(outcome) = outcome {
+                handle.send_modify(|status| {
+                    let (state, reason, message) = match outcome {
+                        Ok(()) => (
+                            ConditionStatus::True,
+                            "Registered",
+                            format!(
+                                "the admission webhooks are registered (configurations {})",
+                                webhooks::configuration_name(&key.0, &key.1)
+                            ),
+                        ),
+                        Err(e) => (ConditionStatus::False, "RegistrationFailed", e),
+                    };
+                    set_condition(
+                        &mut status.conditions,
+                        "WebhooksRegistered",
+                        state,
+                        reason,
+                        message,
+                    );
+                });
+            }
+            if outcomes.changed().await.is_err() {
+                return;
+            }
+        }
+    })
 }
 
 /// Removes the series of a Hook's engine when it stops (the Hook changed or went), so

@@ -36,7 +36,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             reason,
             message: message.into(),
@@ -68,6 +68,8 @@ pub struct Prepared {
     pub bindings: Vec<HookBindingStatus>,
     /// The cluster its engine talks to: patches outside the permissions are refused.
     pub cluster: Arc<dyn Cluster>,
+    /// Its admission webhooks, each kept to what its permissions let it read.
+    pub webhooks: super::webhooks::HookWebhooks,
 }
 
 /// The name a Hook object's hook runs under (in logs and metrics): `Hook/ns/name`.
@@ -206,22 +208,22 @@ pub async fn prepare(
             ),
             other => Refusal::new("InvalidConfiguration", chain(&other)),
         })?;
-    let webhooks = (loaded
-        .config
-        .validating
-        .iter()
-        .chain(&loaded.config.mutating))
-    .map(|b| b.name.clone())
-    .chain(loaded.config.conversions.iter().map(|c| c.name.clone()))
-    .collect::<Vec<_>>();
-    if !webhooks.is_empty() {
+    if let Some(binding) = loaded.config.conversions.first() {
         return Err(Refusal::new(
             "WebhookBindingUnsupported",
             format!(
-                "bindings {webhooks:?} are admission or conversion webhooks, which only hooks of the hooks directory may have (their webhook configurations are registered at start)"
+                "binding {:?} converts {}: a CustomResourceDefinition has one conversion webhook for the whole cluster, which only hooks of the hooks directory may register",
+                binding.name, binding.crd_name
             ),
         ));
     }
+    let webhooks = super::webhooks::plan(
+        &permissions,
+        permitted.as_ref(),
+        &loaded.config.validating,
+        &loaded.config.mutating,
+    )
+    .await?;
     let mut bindings = Vec::new();
     if loaded.config.on_startup.is_some() {
         bindings.push(HookBindingStatus {
@@ -265,12 +267,26 @@ pub async fn prepare(
             ..HookBindingStatus::default()
         });
     }
+    for (type_, list) in [
+        ("validating", &webhooks.validating),
+        ("mutating", &webhooks.mutating),
+    ] {
+        for webhook in list {
+            bindings.push(HookBindingStatus {
+                name: webhook.binding.name.clone(),
+                type_: type_.into(),
+                namespaces: webhook.namespaces.clone().unwrap_or_default(),
+                ..HookBindingStatus::default()
+            });
+        }
+    }
     Ok(Prepared {
         loaded,
         declared: config,
         digest,
         bindings,
         cluster: permitted,
+        webhooks,
     })
 }
 

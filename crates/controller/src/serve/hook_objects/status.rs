@@ -113,13 +113,26 @@ pub(crate) struct StatusWriter {
 
 impl StatusWriter {
     /// Starts writing the status of Hook `name` through `api` (namespaced), starting
-    /// from `current` (the status the object has, so transition times carry over).
-    pub(crate) fn start(api: Api<Hook>, name: String, current: HookStatus) -> Self {
+    /// from `current` (the status the object has, so transition times carry over),
+    /// once `leading` holds: a follower keeps the status it would write, and writes it
+    /// if it comes to lead.
+    pub(crate) fn start(
+        api: Api<Hook>,
+        name: String,
+        current: HookStatus,
+        leading: watch::Receiver<bool>,
+    ) -> Self {
         let desired = Arc::new(watch::Sender::new(current));
         let receiver = desired.subscribe();
         Self {
             desired,
-            _task: AbortOnDrop::spawn(write_loop(api, name, receiver)),
+            _task: AbortOnDrop::spawn(async move {
+                let mut leading = leading;
+                if leading.wait_for(|l| *l).await.is_err() {
+                    return;
+                }
+                write_loop(api, name, receiver).await;
+            }),
         }
     }
 

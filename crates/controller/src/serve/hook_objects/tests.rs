@@ -274,11 +274,15 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
         bytes_per_hook: 1 << 20,
         redact: Vec::new(),
     };
+    let (_leads, leading) = tokio::sync::watch::channel(true);
     let _running = AbortOnDrop::spawn(run(
         objects,
-        Arc::new(Metrics::new().unwrap()),
-        engines.clone(),
-        capture,
+        Reporting::new(
+            Arc::new(Metrics::new().unwrap()),
+            engines.clone(),
+            capture,
+            leading,
+        ),
     ));
     let (_dir, socket, _debug) = debug_socket(engines, cluster.clone());
     let mut server = Server {
@@ -486,11 +490,15 @@ async fn a_hook_naming_a_module_follows_it_to_new_bytes() {
         Arc::new(LocalCluster::new()),
     )
     .with_catalog_changes(catalog.subscribe());
+    let (_leads, leading) = tokio::sync::watch::channel(true);
     let _running = AbortOnDrop::spawn(run(
         Arc::new(objects),
-        Arc::new(Metrics::new().unwrap()),
-        Default::default(),
-        Default::default(),
+        Reporting::new(
+            Arc::new(Metrics::new().unwrap()),
+            Default::default(),
+            Default::default(),
+            leading,
+        ),
     ));
     let mut server = Server {
         api,

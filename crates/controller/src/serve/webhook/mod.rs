@@ -34,6 +34,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+use super::hook_objects::webhooks::PATH_PREFIX as HOOK_OBJECT_PREFIX;
+
 /// The API server sends at most 3 MiB objects; a review wraps up to two of them.
 pub(crate) const MAX_BODY: usize = 8 * 1024 * 1024;
 
@@ -86,6 +88,10 @@ pub(super) fn router(
     let routes = match kind {
         WebhookKind::Admission => Router::new()
             .route("/{prefix}/{hook}/{binding}", post(admit))
+            .route(
+                &format!("/{HOOK_OBJECT_PREFIX}/{{namespace}}/{{name}}/{{prefix}}/{{binding}}"),
+                post(admit_hook_object),
+            )
             .route(own::PATH, post(admit_own)),
         WebhookKind::Conversion => Router::new().route("/convert/{crd}", post(convert)),
     };
@@ -126,20 +132,54 @@ fn read_review(
     parse(body).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
 }
 
-/// The engine and the index of `hook`, which must have the `kind` binding `binding`,
-/// with that binding's enforcement; or the refusal to answer with.
+/// Which hook a review is for.
+#[derive(Debug, Clone, Copy)]
+enum Target<'a> {
+    /// A hook of the hooks directory, by name.
+    Directory(&'a str),
+    /// The hook of a Hook object.
+    HookObject { namespace: &'a str, name: &'a str },
+}
+
+/// The engine and the index of the hook `target` names, which must have the `kind`
+/// binding `binding`, with that binding's enforcement; or the refusal to answer with.
 fn locate(
     state: &WebhookState,
-    hook: &str,
+    target: Target<'_>,
     binding: &str,
     kind: ReviewKind,
 ) -> Result<(Arc<Engine>, usize, Enforcement), (StatusCode, String)> {
-    let Some(engine) = state.status.engine() else {
-        return Err((
-            StatusCode::SERVICE_UNAVAILABLE,
-            "hooks are loading".to_owned(),
-        ));
+    let (engine, hook) = match target {
+        Target::Directory(hook) => {
+            let Some(engine) = state.status.engine() else {
+                return Err((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "hooks are loading".to_owned(),
+                ));
+            };
+            (engine, hook.to_owned())
+        }
+        Target::HookObject { namespace, name } => {
+            let hook = format!(
+                "Hook/{}",
+                operon_hooks::hooks::permitted::hook_name(namespace, name)
+            );
+            // Not loaded (yet) on this replica: the API server applies the binding's
+            // failure policy, as for a hooks directory still loading.
+            let engine = (state.status.engines.engines().into_iter())
+                .filter(|r| r.source == super::hook_objects::HOOK_OBJECT_SOURCE)
+                .map(|r| r.engine)
+                .find(|e| e.hooks().iter().any(|l| l.hook.name() == hook))
+                .ok_or_else(|| {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("Hook {namespace}/{name} is not loaded on this replica"),
+                    )
+                })?;
+            (engine, hook)
+        }
     };
+    let hook = hook.as_str();
     let Some(h) = engine.hooks().iter().position(|l| l.hook.name() == hook) else {
         return Err((StatusCode::NOT_FOUND, format!("no hook named {hook:?}")));
     };
@@ -160,6 +200,8 @@ fn locate(
 
 /// A review run: the parsed request, and the hook's output or why there is none.
 struct Reviewed {
+    /// The hook's name in its engine.
+    hook: String,
     review: serde_json::Value,
     output: Result<operon_data::model::HookOutput, String>,
     started: Instant,
@@ -170,7 +212,7 @@ struct Reviewed {
 /// hook within the timeout.
 async fn run_review(
     state: &WebhookState,
-    hook: &str,
+    target: Target<'_>,
     binding: &str,
     headers: &HeaderMap,
     body: &[u8],
@@ -179,7 +221,8 @@ async fn run_review(
     let review = read_review(headers, body, review::admission_review)
         .map_err(|(code, message)| refuse(code, message))?;
     let (engine, h, enforcement) =
-        locate(state, hook, binding, kind).map_err(|(code, message)| refuse(code, message))?;
+        locate(state, target, binding, kind).map_err(|(code, message)| refuse(code, message))?;
+    let hook = engine.hooks()[h].hook.name();
     let started = Instant::now();
     // The hook gets the text that arrived; the parsed review is only for the checks and
     // the answer. It parsed as JSON, so it is UTF-8.
@@ -196,6 +239,7 @@ async fn run_review(
             .map_err(|e| format!("hook {hook} failed: {e}")),
     };
     Ok(Reviewed {
+        hook: hook.to_owned(),
         review,
         output,
         started,
@@ -211,23 +255,60 @@ fn request_field<'a>(review: &'a serde_json::Value, field: &str) -> &'a str {
 }
 
 /// Answers an AdmissionReview for a validating (`/validate/...`) or mutating
-/// (`/mutate/...`) binding.
+/// (`/mutate/...`) binding of a hook of the hooks directory.
 async fn admit(
     State(state): State<WebhookState>,
     Path((prefix, hook, binding)): Path<(String, String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let kind = match prefix.as_str() {
+    answer_admission(
+        &state,
+        &prefix,
+        Target::Directory(&hook),
+        &binding,
+        &headers,
+        &body,
+    )
+    .await
+}
+
+/// Answers an AdmissionReview for a validating or mutating binding of a Hook object
+/// (`/hook-object/NAMESPACE/NAME/validate/BINDING`, `.../mutate/BINDING`).
+async fn admit_hook_object(
+    State(state): State<WebhookState>,
+    Path((namespace, name, prefix, binding)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let target = Target::HookObject {
+        namespace: &namespace,
+        name: &name,
+    };
+    answer_admission(&state, &prefix, target, &binding, &headers, &body).await
+}
+
+/// What both admission routes do: run the binding of `target` that `prefix`
+/// (`validate` or `mutate`) and `binding` name, enforce and record its answer.
+async fn answer_admission(
+    state: &WebhookState,
+    prefix: &str,
+    target: Target<'_>,
+    binding: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let kind = match prefix {
         "validate" => ReviewKind::Validating,
         "mutate" => ReviewKind::Mutating,
         _ => return refuse(StatusCode::NOT_FOUND, "no such endpoint"),
     };
-    let (hook, binding) = (hook.as_str(), binding.as_str());
-    let reviewed = match run_review(&state, hook, binding, &headers, &body, kind).await {
+    let reviewed = match run_review(state, target, binding, headers, body, kind).await {
         Ok(reviewed) => reviewed,
         Err(refused) => return refused,
     };
+    let hook = reviewed.hook.clone();
+    let hook = hook.as_str();
     let outcome = review::admission_outcome(
         hook,
         binding,
@@ -242,7 +323,7 @@ async fn admit(
         "validating"
     };
     record(
-        &state,
+        state,
         kind_label,
         &format!("{hook}/{binding}"),
         enforced.metric_label(),

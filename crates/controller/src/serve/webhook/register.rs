@@ -66,7 +66,7 @@ pub(crate) fn path(prefix: &str, hook: &str, binding: &str) -> String {
     format!("/{prefix}/{}/{}", encode(hook), encode(binding))
 }
 
-fn encode(segment: &str) -> String {
+pub(crate) fn encode(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     for byte in segment.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
@@ -78,7 +78,7 @@ fn encode(segment: &str) -> String {
     out
 }
 
-fn client_config(target: &ClientTarget, path: &str, ca: &[u8]) -> Value {
+pub(crate) fn client_config(target: &ClientTarget, path: &str, ca: &[u8]) -> Value {
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
     match target {
         ClientTarget::Service {
@@ -120,6 +120,20 @@ fn selector(selector: &LabelSelector) -> Value {
 }
 
 fn webhook(hook: &str, binding: &AdmissionBinding, registration: &Registration) -> Value {
+    let prefix = if binding.is_mutating() {
+        "mutate"
+    } else {
+        "validate"
+    };
+    webhook_at(binding, &path(prefix, hook, &binding.name), registration)
+}
+
+/// The webhook of `binding`, served at `path` of the admission server.
+pub(crate) fn webhook_at(
+    binding: &AdmissionBinding,
+    path: &str,
+    registration: &Registration,
+) -> Value {
     let rules: Vec<Value> = binding
         .rules
         .iter()
@@ -132,11 +146,6 @@ fn webhook(hook: &str, binding: &AdmissionBinding, registration: &Registration) 
             rule
         })
         .collect();
-    let prefix = if binding.is_mutating() {
-        "mutate"
-    } else {
-        "validate"
-    };
     let mut webhook = json!({
         "name": binding.name,
         "admissionReviewVersions": ["v1"],
@@ -147,11 +156,7 @@ fn webhook(hook: &str, binding: &AdmissionBinding, registration: &Registration) 
         "matchPolicy": "Equivalent",
         "timeoutSeconds": binding.timeout_seconds,
         "rules": rules,
-        "clientConfig": client_config(
-            &registration.admission,
-            &path(prefix, hook, &binding.name),
-            &registration.admission_ca,
-        ),
+        "clientConfig": client_config(&registration.admission, path, &registration.admission_ca),
     });
     if let Some(labels) = &binding.label_selector {
         webhook["objectSelector"] = selector(labels);
@@ -175,7 +180,7 @@ fn webhook(hook: &str, binding: &AdmissionBinding, registration: &Registration) 
 /// The configuration of `kind` (`ValidatingWebhookConfiguration` or
 /// `MutatingWebhookConfiguration`) named `name` holding `webhooks`, or `None` when there
 /// are none.
-fn configuration(kind: &str, name: &str, webhooks: Vec<Value>) -> Option<Value> {
+pub(crate) fn configuration(kind: &str, name: &str, webhooks: Vec<Value>) -> Option<Value> {
     (!webhooks.is_empty()).then(|| {
         json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -299,6 +304,12 @@ impl Registrar {
     /// The client.
     pub(crate) fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The self-signed CA bundle, which changes at each rotation; `None` when the
+    /// servers' certificates come from elsewhere.
+    pub(crate) fn ca_changes(&self) -> Option<tokio::sync::watch::Receiver<Vec<u8>>> {
+        self.self_signed.as_ref().map(|ca| ca.bundle.clone())
     }
 
     /// What is registered now: the registration with the current self-signed CA.
