@@ -214,23 +214,56 @@ async fn a_module_of_another_world_is_refused() {
 }
 
 #[tokio::test]
-async fn admission_bindings_are_refused_in_hook_objects() {
+async fn admission_bindings_of_hook_objects_intercept_only_what_they_may_read() {
     let cluster = cluster();
-    let refusal = prepare::prepare(
-        &hook(json!({"module": "admission"})),
-        Path::new(operon_tests::ADMISSION),
-        &loader(),
-        cluster.clone() as Arc<dyn Cluster>,
-        None,
-    )
-    .await
-    .err()
-    .unwrap();
+    let prepare_admission = |spec: Value, module: &'static str| {
+        let cluster = cluster.clone();
+        async move {
+            prepare::prepare(
+                &hook(spec),
+                Path::new(module),
+                &loader(),
+                cluster as Arc<dyn Cluster>,
+                None,
+            )
+            .await
+        }
+    };
+    // No watch permission for Pods: its pod webhook would see what it may not read.
+    let refusal = prepare_admission(json!({"module": "admission"}), operon_tests::ADMISSION)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(refusal.reason, "WebhookNotPermitted");
+    assert_eq!(
+        refusal.message,
+        "binding \"images.operon.dev\" intercepts pods, but spec.permissions.watch has no entry for its kind (a webhook sees the objects it intercepts: grant their watch)"
+    );
+    // Pods of its own namespace: its webhook is kept to it, as its status says.
+    let spec = json!({"module": "admission",
+                      "permissions": {"watch": [{"apiVersion": "v1", "kind": "Pod"}]}});
+    let prepared = prepare_admission(spec, operon_tests::ADMISSION)
+        .await
+        .ok()
+        .unwrap();
+    let binding = &prepared.bindings[0];
+    assert_eq!(
+        (binding.name.as_str(), binding.type_.as_str()),
+        ("images.operon.dev", "validating")
+    );
+    assert_eq!(binding.namespaces, ["demo"]);
+    // A conversion webhook is the whole cluster's: only the hooks directory has them.
+    let spec = json!({"module": "conversion",
+                      "permissions": {"watch": [{"apiVersion": "stable.example.com/v1", "kind": "CronTab", "namespaces": ["*"]}]}});
+    let refusal = prepare_admission(spec, operon_tests::CONVERSION)
+        .await
+        .err()
+        .unwrap();
     assert_eq!(refusal.reason, "WebhookBindingUnsupported");
     assert!(
         refusal
             .message
-            .starts_with("bindings [\"images.operon.dev\"] are admission or conversion webhooks"),
+            .starts_with("binding \"alpha-v1\" converts crontabs.stable.example.com"),
         "{}",
         refusal.message
     );

@@ -347,3 +347,144 @@ async fn the_leader_registers_a_hooks_webhooks_keeps_them_while_it_loads_and_rem
         .answer(200, list("MutatingWebhookConfiguration", &[]));
     api.quiet().await;
 }
+
+/// A review of a pod of namespace `demo` running `image`.
+fn pod_review(image: &str) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+           "request": {"uid": "u-1", "operation": "CREATE", "namespace": "demo", "name": "web",
+                       "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                       "resource": {"group": "", "version": "v1", "resource": "pods"},
+                       "object": {"apiVersion": "v1", "kind": "Pod",
+                                  "metadata": {"name": "web", "namespace": "demo"},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}}})
+}
+
+/// POSTs `body` to `path` of `router`: the status and the JSON (or text) answer.
+async fn post(router: &axum::Router, path: &str, body: &Value) -> (u16, Value) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let request = axum::http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, value)
+}
+
+#[tokio::test]
+async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
+    use crate::controllers::AbortOnDrop;
+    use operon_hooks::hooks::engines::EngineSet;
+    use operon_hooks::hooks::load::HookLoader;
+    use operon_hooks::metrics::Metrics;
+    use operon_runner::store::ModuleLocator;
+    use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
+
+    let modules = tempfile::tempdir().unwrap();
+    std::fs::copy(operon_tests::ADMISSION, modules.path().join("guard.wasm")).unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let (client, mut api) = pair();
+    let objects = super::super::HookObjects::new(
+        client,
+        ModuleLocator::new(Some(modules.path().to_owned())),
+        HookLoader::new(sandbox, CallLimits::default(), false),
+        Arc::new(LocalCluster::new()),
+    );
+    let engines = EngineSet::default();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    // Follows: never leads in this test, so it writes no status and registers nothing.
+    let (_leads, leading) = watch::channel(false);
+    let reporting = super::super::Reporting::new(
+        metrics.clone(),
+        engines.clone(),
+        Default::default(),
+        leading,
+    )
+    .with_webhooks(None);
+    let _running = AbortOnDrop::spawn(super::super::run(Arc::new(objects), reporting));
+    let hook = json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Hook",
+        "metadata": {"name": "guard", "namespace": "demo", "uid": "u-1", "generation": 1,
+                     "resourceVersion": "1"},
+        "spec": {"module": "guard", "permissions": {"watch": [{"apiVersion": "v1", "kind": "Pod"}]}}});
+    let mut watches = Vec::new();
+    let serving = async {
+        loop {
+            let call = api.next().await;
+            if call.uri.contains("watch=true") {
+                watches.push(call);
+            } else if call.method == "GET"
+                && call.uri.starts_with("/apis/operon.dev/v1alpha1/hooks?")
+            {
+                call.answer(
+                    200,
+                    json!({"apiVersion": "operon.dev/v1alpha1", "kind": "HookList",
+                    "metadata": {"resourceVersion": "1"}, "items": [hook.clone()]}),
+                );
+            } else {
+                panic!("a follower sent {} {}", call.method, call.uri);
+            }
+        }
+    };
+    let loaded = async {
+        while engines.engines().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        () = serving => unreachable!(),
+        () = loaded => {}
+        () = tokio::time::sleep(Duration::from_secs(60)) => panic!("the Hook did not load"),
+    }
+    let status = Arc::new(crate::serve::Status {
+        metrics,
+        engine: watch::Sender::new(None),
+        engines,
+        leading: watch::Sender::new(Some(false)),
+        modules: None,
+        webhooks_registered: watch::Sender::new(true),
+    });
+    let router = crate::serve::webhook::router(
+        status,
+        crate::serve::webhook::WebhookKind::Admission,
+        Duration::from_secs(5),
+        operon_data::model::Enforcement::Deny,
+    );
+    let path = "/hook-object/demo/guard/validate/images.operon.dev";
+    let (code, denied) = post(&router, path, &pod_review("docker.io/nginx:1.27")).await;
+    assert_eq!(code, 200, "{denied}");
+    assert_eq!(denied["response"]["allowed"], false, "{denied}");
+    assert_eq!(denied["response"]["uid"], "u-1");
+    let (_, allowed) = post(
+        &router,
+        path,
+        &pod_review("registry.example.com/nginx:1.27"),
+    )
+    .await;
+    assert_eq!(allowed["response"]["allowed"], true, "{allowed}");
+    // A Hook this replica has not loaded: the API server applies the failure policy.
+    let (code, text) = post(
+        &router,
+        "/hook-object/other/guard/validate/images.operon.dev",
+        &pod_review("x"),
+    )
+    .await;
+    assert_eq!(code, 503, "{text}");
+    assert_eq!(text, "Hook other/guard is not loaded on this replica");
+    // A binding the Hook does not have.
+    let (code, _) = post(
+        &router,
+        "/hook-object/demo/guard/validate/nope.example.com",
+        &pod_review("x"),
+    )
+    .await;
+    assert_eq!(code, 404);
+    drop(watches);
+}
