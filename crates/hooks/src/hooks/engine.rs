@@ -158,6 +158,8 @@ pub struct Engine {
     pub(super) log_levels: super::log_level::LogLevels,
     /// What each hook received and answered, when asked (`operon hook record`).
     pub(super) capture: super::capture::Capture,
+    /// The shadow hooks of the process, run beside this engine's hooks on their inputs.
+    pub(super) shadows: super::shadow::Shadows,
 }
 
 impl Engine {
@@ -167,6 +169,7 @@ impl Engine {
             runs: super::history::History::new(hooks.len()),
             log_levels: super::log_level::LogLevels::new(hooks.len()),
             capture: super::capture::Capture::new(hooks.len(), Default::default()),
+            shadows: super::shadow::Shadows::default(),
             hooks,
             cluster,
             metrics,
@@ -189,6 +192,13 @@ impl Engine {
     /// The same engine capturing what its hooks receive and answer.
     pub fn with_capture(mut self, settings: super::capture::CaptureSettings) -> Self {
         self.capture = super::capture::Capture::new(self.hooks.len(), settings);
+        self
+    }
+
+    /// The same engine, running the shadows `shadows` attaches to its hooks beside
+    /// them ([`super::shadow`]).
+    pub fn with_shadows(mut self, shadows: super::shadow::Shadows) -> Self {
+        self.shadows = shadows;
         self
     }
 
@@ -540,6 +550,7 @@ impl Engine {
             .hook
             .handle(input, loaded.config.settings.timeout)
             .await;
+        self.shadows.shadow(&name, &input, &run);
         let source = operon_runner::output_log::Source::Hook {
             hook: &name,
             binding: &binding_label,

@@ -7,7 +7,8 @@
 //! and metrics. The engine cannot tell a wasm hook from a shell script. [`load`] makes
 //! hooks from files, [`config`] checks what they declare, [`context`] builds their
 //! binding contexts, `queue` and [`engine`] run them; [`history`] keeps each hook's
-//! last runs and [`log_level`] its own log level, both for the debug socket.
+//! last runs and [`log_level`] its own log level, both for the debug socket; [`shadow`]
+//! runs a hook beside another on its inputs and compares what they do.
 
 pub mod capture;
 pub mod config;
@@ -22,5 +23,6 @@ pub(crate) mod objects;
 pub mod permitted;
 pub(crate) mod queue;
 pub mod runner;
+pub mod shadow;
 
 pub use runner::{Hook, HookError, HookRun, ScriptHook, ScriptHookSettings, WasmHook, discover};

@@ -107,6 +107,13 @@ pub struct Metrics {
     /// `operon_webhook_request_duration_seconds{kind, webhook}`: from the review's
     /// arrival to its answer.
     pub webhook_request_duration_seconds: Labeled<HistogramVec, 2>,
+    /// `operon_shadow_runs_total{shadow, live, result}`: runs of shadow hooks, by
+    /// `result`: `same` (patches and answers as the live hook's), `diverged`, or
+    /// `skipped` (the shadow had too many runs in flight).
+    pub shadow_runs_total: Labeled<IntCounterVec, 3>,
+    /// `operon_shadow_divergences_total{shadow, live, binding, difference}`: what
+    /// diverged: `outcome`, `patches`, `allowed`, `admission_patch` or `conversion`.
+    pub shadow_divergences_total: Labeled<IntCounterVec, 4>,
     /// `operon_leader{lease}`: 1 while this replica leads (or runs without leader
     /// election), 0 while it waits to.
     pub leader: Labeled<IntGaugeVec, 1>,
@@ -338,6 +345,26 @@ impl Metrics {
                 &["lease"],
             ),
         )?;
+        let shadow_runs_total = labeled(
+            r,
+            IntCounterVec::new(
+                Opts::new(
+                    "operon_shadow_runs_total",
+                    "Runs of shadow hooks beside their live hook, by result: same, diverged, or skipped (too many runs in flight).",
+                ),
+                &["shadow", "live", "result"],
+            ),
+        )?;
+        let shadow_divergences_total = labeled(
+            r,
+            IntCounterVec::new(
+                Opts::new(
+                    "operon_shadow_divergences_total",
+                    "Differences between a shadow hook's run and its live hook's, by what differed: outcome, patches, allowed, admission_patch or conversion.",
+                ),
+                &["shadow", "live", "binding", "difference"],
+            ),
+        )?;
         Ok(Self {
             hook_run_seconds,
             hook_run_errors_total,
@@ -353,6 +380,8 @@ impl Metrics {
             trigger_diagnoses_total,
             webhook_requests_total,
             webhook_request_duration_seconds,
+            shadow_runs_total,
+            shadow_divergences_total,
             leader,
             hooks: HookMetrics::new()?,
             registry,
@@ -431,6 +460,8 @@ impl Metrics {
             Box::new(self.trigger_diagnoses_total.0.clone()),
             Box::new(self.webhook_requests_total.0.clone()),
             Box::new(self.webhook_request_duration_seconds.0.clone()),
+            Box::new(self.shadow_runs_total.0.clone()),
+            Box::new(self.shadow_divergences_total.0.clone()),
             Box::new(self.leader.0.clone()),
         ]
     }

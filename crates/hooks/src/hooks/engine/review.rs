@@ -28,6 +28,7 @@ impl Engine {
         }];
         let input = self.input(h, contexts);
         let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
+        self.shadows.shadow(loaded.hook.name(), &input, &run);
         let source = operon_runner::output_log::Source::Hook {
             hook: loaded.hook.name(),
             binding: input
