@@ -65,6 +65,13 @@ pub struct ServeArgs {
     /// (`spec.password`, `metadata.annotations.token`); repeatable or comma-separated.
     #[arg(long, env = "OPERON_CAPTURE_REDACT", value_delimiter = ',')]
     capture_redact: Vec<String>,
+    /// Runs hook SHADOW of the hooks directory as the shadow of hook LIVE
+    /// (`SHADOW=LIVE`, names as `operon debug hook list` shows them; LIVE may be a
+    /// Hook object's `Hook/NS/NAME`): it gets LIVE's inputs instead of running on its
+    /// own bindings, and its patches and answers are compared with LIVE's and never
+    /// applied. Repeatable or comma-separated.
+    #[arg(long, env = "OPERON_SHADOW_HOOKS", value_delimiter = ',', value_parser = shadow_pair)]
+    shadow_hook: Vec<(String, String)>,
     /// The validating webhook server's certificate (PEM), reloaded when it changes.
     #[arg(
         long,
@@ -349,6 +356,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             bytes_per_hook: usize::try_from(args.capture_bytes.as_u64()).unwrap_or(usize::MAX),
             redact: args.capture_redact.clone(),
         },
+        shadow_hooks: args.shadow_hook.clone(),
     };
     let registrar = registration(&args, &namespace, self_signed.as_ref())?.map(|registration| {
         let registrar = Registrar::new(cluster.client().clone(), registration);
@@ -704,5 +712,17 @@ pub(super) async fn shutdown_signal() {
     tokio::select! {
         () = term => tracing::info!("SIGTERM: shutting down"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
+    }
+}
+
+/// `SHADOW=LIVE` of `--shadow-hook`.
+fn shadow_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((shadow, live)) if !shadow.trim().is_empty() && !live.trim().is_empty() => {
+            Ok((shadow.trim().to_owned(), live.trim().to_owned()))
+        }
+        _ => Err(format!(
+            "{text:?} is not SHADOW=LIVE (the shadow hook's name, then the live hook's)"
+        )),
     }
 }

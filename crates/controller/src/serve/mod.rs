@@ -64,6 +64,9 @@ pub struct ServeOptions {
     /// What the hooks' runs received and answered, kept for `operon hook record`
     /// (nothing by default).
     pub capture: CaptureSettings,
+    /// Hooks of the hooks directory run as shadows: (shadow, live), each by its name
+    /// ([`operon_hooks::hooks::shadow`]). A shadow runs only beside its live hook.
+    pub shadow_hooks: Vec<(String, String)>,
 }
 
 impl ServeOptions {
@@ -82,6 +85,7 @@ impl ServeOptions {
             module_api: None,
             modules: None,
             capture: CaptureSettings::default(),
+            shadow_hooks: Vec::new(),
         }
     }
 }
@@ -121,6 +125,18 @@ pub enum ServeError {
         kind: &'static str,
         /// The flags that configure it.
         flags: &'static str,
+    },
+    /// `--shadow-hook` names a hook the hooks directory does not have.
+    #[error(
+        "--shadow-hook {shadow}={live}: the hooks directory has no hook named {shadow:?} (names as `operon debug hook list` shows them: {known})"
+    )]
+    ShadowNotFound {
+        /// The shadow asked for.
+        shadow: String,
+        /// Its live hook.
+        live: String,
+        /// The hooks the directory has.
+        known: String,
     },
     /// The modules' task queue could not start or stopped (a bad modules directory, a
     /// hook whose configuration is invalid, an unreadable ConfigMap).
@@ -373,6 +389,37 @@ async fn run_engine(
         hooks.push(loaded);
     }
     tracing::info!(hooks = hooks.len(), dir = %options.hooks_dir.display(), "hooks loaded");
+    // Shadows run beside their live hook only, never on bindings of their own.
+    let shadows = operon_hooks::hooks::shadow::Shadows::default();
+    let mut _shadow_attachments = Vec::new();
+    for (shadow, live) in &options.shadow_hooks {
+        let Some(at) = hooks.iter().position(|h| h.hook.name() == shadow) else {
+            return Err(ServeError::ShadowNotFound {
+                shadow: shadow.clone(),
+                live: live.clone(),
+                known: hooks
+                    .iter()
+                    .map(|h| h.hook.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        let loaded = hooks.remove(at);
+        if !hooks.iter().any(|h| h.hook.name() == live) {
+            tracing::warn!(shadow = %shadow, live = %live,
+                "the live hook of a shadow is not in the hooks directory: the shadow runs once a Hook object of that name does");
+        }
+        tracing::info!(shadow = %shadow, live = %live, "a hook runs as the shadow of another");
+        _shadow_attachments.push(shadows.attach(
+            live,
+            operon_hooks::hooks::shadow::Shadow::new(
+                loaded.hook.clone(),
+                loaded.config.settings.timeout,
+                metrics.clone(),
+                |_| {},
+            ),
+        ));
+    }
     for loaded in &hooks {
         let hook = loaded.hook.name();
         let admission = (loaded
@@ -407,8 +454,11 @@ async fn run_engine(
         }
     }
     let modules_cluster = cluster.clone();
-    let engine =
-        Arc::new(Engine::new(hooks, cluster, metrics).with_capture(options.capture.clone()));
+    let engine = Arc::new(
+        Engine::new(hooks, cluster, metrics)
+            .with_capture(options.capture.clone())
+            .with_shadows(shadows.clone()),
+    );
     let mut shutdown = std::pin::pin!(shutdown);
     // Every replica lists and watches, so that a standby's webhooks see the same
     // snapshots as the leader's and a take-over starts warm; only the leader runs hooks.
@@ -433,6 +483,7 @@ async fn run_engine(
         if options.admission_webhook.is_some() {
             reporting = reporting.with_webhooks(registrar.clone());
         }
+        reporting = reporting.with_shadows(shadows.clone(), status.engine.subscribe());
         crate::controllers::AbortOnDrop::spawn(hook_objects::run(objects, reporting))
     });
 

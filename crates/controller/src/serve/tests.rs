@@ -493,3 +493,77 @@ async fn readiness_waits_until_the_webhook_configurations_are_registered() {
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_hook_of_the_directory_runs_beside_its_live_hook_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    std::fs::copy(operon_tests::POD_LABELER, hooks.join("pod-labeler.wasm")).unwrap();
+    std::fs::copy(operon_tests::ANNOTATOR, hooks.join("annotator.wasm")).unwrap();
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_yaml(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: demo}\n",
+            "pods",
+        )
+        .unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let address: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let options = |shadow: &str| ServeOptions {
+        hooks_dir: hooks.clone(),
+        grace: Duration::from_secs(5),
+        shadow_hooks: vec![(shadow.to_owned(), "pod-labeler.wasm".to_owned())],
+        ..ServeOptions::new(PathBuf::new(), address)
+    };
+
+    // A shadow the directory does not have: refused, naming what it has.
+    let error = run(
+        options("annotater.wasm"),
+        &loader,
+        cluster.clone(),
+        Coordination::default(),
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "--shadow-hook annotater.wasm=pod-labeler.wasm: the hooks directory has no hook named \"annotater.wasm\" (names as `operon debug hook list` shows them: annotator.wasm, pod-labeler.wasm)"
+    );
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = cluster.clone();
+    let options = options("annotator.wasm");
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        run(options, &loader, served, Coordination::default(), shutdown).await
+    });
+    let series = "operon_shadow_runs_total{live=\"pod-labeler.wasm\",result=\"diverged\",shadow=\"annotator.wasm\"}";
+    wait_for("the shadow's comparison", async || {
+        get(address, "/metrics")
+            .await
+            .is_ok_and(|(_, body)| body.contains(series))
+    })
+    .await;
+    let pod = cluster.objects().into_iter().next().unwrap();
+    assert_eq!(pod["metadata"]["labels"]["operon.dev/seen"], "true");
+    assert!(
+        pod["metadata"]["annotations"].is_null(),
+        "the shadow ran on bindings of its own or its patch was applied: {pod}"
+    );
+    let (_, metrics) = get(address, "/metrics").await.unwrap();
+    assert!(
+        !metrics.contains("hook=\"annotator.wasm\""),
+        "the shadow ran as a hook: {metrics}"
+    );
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}

@@ -65,6 +65,14 @@ pub struct HookSpec {
     /// on `modules.operon.dev` (the ClusterRole `operon-module-reader`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<super::WasmJob>,
+    /// Runs this Hook as the shadow of the live hook of that name (as `operon debug
+    /// hook list` shows it: `pods.sh` for a hook of the hooks directory, `Hook/NS/NAME`
+    /// for a Hook object): it gets the live hook's inputs (its queue runs and reviews)
+    /// instead of its own bindings', and its patches and answers are compared with the
+    /// live hook's and never applied. Its permissions must cover the live hook's
+    /// bindings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow_of: Option<String>,
 }
 
 impl HookSpec {
@@ -267,10 +275,42 @@ pub struct HookStatus {
     /// failures only); the `Ready` condition says how the hook runs now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub last_failures: Vec<HookFailure>,
+    /// For a shadow (`spec.shadowOf`), how its runs compare with the live hook's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<HookShadowStatus>,
     /// `Loaded` (the module loaded, its configuration is valid and within the
     /// permissions) and `Ready` (its bindings are watched and its last run succeeded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// How a shadow Hook's runs compare with its live hook's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookShadowStatus {
+    /// The live hook.
+    pub live: String,
+    /// Runs compared.
+    pub runs: u64,
+    /// Runs whose patches or answers differed from the live hook's.
+    pub diverged: u64,
+    /// The last run that differed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_divergence: Option<HookDivergence>,
+}
+
+/// One run of a shadow that differed from its live hook's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookDivergence {
+    /// When it ended.
+    pub time: Time,
+    /// The binding of its first binding context.
+    pub binding: String,
+    /// What it concerned (`Pod demo/web`, `CREATE Pod demo/api`).
+    pub object: String,
+    /// What differed, one line each (cut at 1 KiB).
+    pub differences: Vec<String>,
 }
 
 /// One binding of a loaded hook.
@@ -399,6 +439,22 @@ pub fn spec_problems(object: &serde_json::Value) -> Vec<(String, String)> {
         override_problems(overrides, &mut problems);
     }
     job_problems(spec, &mut problems);
+    if let Some(live) = spec.get("shadowOf") {
+        match live.as_str() {
+            Some(name) if !name.trim().is_empty() => {
+                if spec.get("runOn").and_then(|v| v.as_str()) == Some("Job") {
+                    problems.push((
+                        "spec.shadowOf".to_owned(),
+                        "a shadow runs in the engine's sandbox beside its live hook: it cannot have runOn: Job".to_owned(),
+                    ));
+                }
+            }
+            _ => problems.push((
+                "spec.shadowOf".to_owned(),
+                "must name the live hook (as `operon debug hook list` shows it)".to_owned(),
+            )),
+        }
+    }
     problems
 }
 

@@ -28,9 +28,10 @@ pub use diagnosis::{
     TargetStatus,
 };
 pub use hook::{
-    AdmissionOverride, Hook, HookBindingStatus, HookFailure, HookOverrides, HookPermissions,
-    HookRunOutcome, HookRunStatus, HookSpec, HookStatus, KubernetesOverride, PatchOperationName,
-    PatchPermission, ScheduleOverride, WatchPermission, spec_problems as hook_spec_problems,
+    AdmissionOverride, Hook, HookBindingStatus, HookDivergence, HookFailure, HookOverrides,
+    HookPermissions, HookRunOutcome, HookRunStatus, HookShadowStatus, HookSpec, HookStatus,
+    KubernetesOverride, PatchOperationName, PatchPermission, ScheduleOverride, WatchPermission,
+    spec_problems as hook_spec_problems,
 };
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
 use operation::oci_reference_problem;

@@ -15,6 +15,7 @@
 //! not touch the hooks of the hooks directory.
 
 pub mod prepare;
+mod shadow;
 pub(crate) mod status;
 pub mod webhooks;
 
@@ -176,6 +177,11 @@ pub(crate) struct Reporting {
     /// Writes the Hooks' webhook configurations (the leader does), when this engine
     /// registers webhooks.
     registrar: Option<crate::serve::webhook::register::Registrar>,
+    /// The process's shadow hooks: Hook engines run them beside their hooks, and a
+    /// Hook with `spec.shadowOf` attaches to them.
+    shadows: operon_hooks::hooks::shadow::Shadows,
+    /// The hooks directory's engine, where a shadow's live hook may be.
+    main: Option<tokio::sync::watch::Receiver<Option<Arc<Engine>>>>,
 }
 
 impl Reporting {
@@ -195,7 +201,21 @@ impl Reporting {
             registry: webhooks::WebhookRegistry::default(),
             admission_served: false,
             registrar: None,
+            shadows: Default::default(),
+            main: None,
         }
+    }
+
+    /// Runs the shadows of `shadows` beside the Hooks' hooks, and lets Hooks shadow
+    /// hooks of `main` (the hooks directory's engine) or of other Hooks.
+    pub(crate) fn with_shadows(
+        mut self,
+        shadows: operon_hooks::hooks::shadow::Shadows,
+        main: tokio::sync::watch::Receiver<Option<Arc<Engine>>>,
+    ) -> Self {
+        self.shadows = shadows;
+        self.main = Some(main);
+        self
     }
 
     /// Lets Hooks have validating and mutating bindings, served by this process's
@@ -486,6 +506,11 @@ async fn run_hook(
             last_error: None,
             // Failures of an engine before this one stay: they have their times.
             last_failures: std::mem::take(&mut status.last_failures),
+            // So do a shadow's comparisons with the same live hook.
+            shadow: status
+                .shadow
+                .take()
+                .filter(|s| hook.spec.shadow_of.as_ref() == Some(&s.live)),
             conditions: std::mem::take(&mut status.conditions),
         };
         set_condition(
@@ -503,6 +528,16 @@ async fn run_hook(
             "listing and watching the kubernetes bindings",
         );
     });
+    if let Some(live) = &hook.spec.shadow_of {
+        // A shadow answers no request itself: what it had registered goes.
+        reporting
+            .registry
+            .serving(&key(hook), webhooks::HookWebhooks::default());
+        if let Err(refusal) = shadow::run(&reporting, &name, live, prepared, writer).await {
+            refuse(&reporting, hook, writer, &refusal);
+        }
+        return;
+    }
     let metrics = Arc::new(reporting.metrics.for_hook_object(&name));
     let _series = ForgetSeries {
         metrics: metrics.clone(),
@@ -517,7 +552,8 @@ async fn run_hook(
                 prepared.cluster.clone(),
                 metrics.clone(),
             )
-            .with_capture(reporting.capture.clone()),
+            .with_capture(reporting.capture.clone())
+            .with_shadows(reporting.shadows.clone()),
         );
         // Every replica lists and watches, so that its webhooks see the snapshots the
         // leader's runs see.

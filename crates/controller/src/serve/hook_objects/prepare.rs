@@ -70,6 +70,8 @@ pub struct Prepared {
     pub cluster: Arc<dyn Cluster>,
     /// Its admission webhooks, each kept to what its permissions let it read.
     pub webhooks: super::webhooks::HookWebhooks,
+    /// Its permissions, checked.
+    pub permissions: Arc<Permissions>,
 }
 
 /// The name a Hook object's hook runs under (in logs and metrics): `Hook/ns/name`.
@@ -287,6 +289,7 @@ pub async fn prepare(
         bindings,
         cluster: permitted,
         webhooks,
+        permissions,
     })
 }
 

@@ -525,3 +525,111 @@ async fn a_hook_naming_a_module_follows_it_to_new_bytes() {
     assert_eq!(condition(&body, "Loaded")["reason"], "ModuleNotFound");
     assert!(body["status"].get("digest").is_none(), "{body}");
 }
+
+#[tokio::test]
+async fn a_shadow_hook_object_runs_beside_a_hook_of_the_directory_and_shows_its_divergences() {
+    let modules = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        operon_tests::ANNOTATOR,
+        modules.path().join("annotator.wasm"),
+    )
+    .unwrap();
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_yaml(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web-1, namespace: demo}\n",
+            "pods",
+        )
+        .unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    // The live hook: the pod labeler of the hooks directory.
+    let live = loader
+        .wasm_hook(
+            "pod-labeler.wasm".into(),
+            std::path::Path::new(operon_tests::POD_LABELER),
+        )
+        .unwrap();
+    let (live, _) = operon_hooks::hooks::load::configure(live, cluster.as_ref())
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let shadows = operon_hooks::hooks::shadow::Shadows::default();
+    let main = Arc::new(
+        Engine::new(vec![live], cluster.clone(), metrics.clone()).with_shadows(shadows.clone()),
+    );
+    let (_main, main_view) = tokio::sync::watch::channel(Some(main.clone()));
+    let (client, api) = pair();
+    let objects = Arc::new(HookObjects::new(
+        client,
+        ModuleLocator::new(Some(modules.path().to_owned())),
+        loader,
+        cluster.clone(),
+    ));
+    let (_leads, leading) = tokio::sync::watch::channel(true);
+    let reporting = Reporting::new(
+        metrics.clone(),
+        EngineSet::default(),
+        Default::default(),
+        leading,
+    )
+    .with_shadows(shadows.clone(), main_view);
+    let _running = AbortOnDrop::spawn(run(objects, reporting));
+    let mut server = Server {
+        api,
+        watches: Vec::new(),
+        writes: Vec::new(),
+    };
+    // The annotator as the shadow of the labeler: it may watch every Pod, as the
+    // labeler does.
+    let shadow = hook(
+        1,
+        "1",
+        json!({"module": "annotator", "shadowOf": "pod-labeler.wasm",
+               "permissions": {"watch": [{"apiVersion": "v1", "kind": "Pod", "namespaces": ["*"]}]}}),
+    );
+    let attached = server
+        .until(&[shadow], |b| {
+            condition(b, "Ready")["reason"] == "Shadowing"
+        })
+        .await;
+    assert_eq!(attached["status"]["shadow"]["live"], "pod-labeler.wasm");
+    assert_eq!(shadows.of("pod-labeler.wasm"), ["Hook/demo/labeler"]);
+
+    // The live hook runs: the shadow runs on the same input, its annotation is compared
+    // with the label and never applied.
+    main.start().await.unwrap();
+    main.drain(|_| {}).await;
+    let diverged = server
+        .until(&[], |b| {
+            b["status"]["shadow"]["diverged"].as_u64() >= Some(1)
+        })
+        .await;
+    let last = &diverged["status"]["shadow"]["lastDivergence"];
+    assert_eq!(last["binding"], "pods");
+    assert_eq!(last["object"], "Pod demo/web-1");
+    assert!(
+        last["differences"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("patches: live "),
+        "{last}"
+    );
+    let pod = cluster.objects().into_iter().next().unwrap();
+    assert_eq!(pod["metadata"]["labels"]["operon.dev/seen"], "true");
+    assert!(
+        pod["metadata"]["annotations"].is_null(),
+        "the shadow's patch was applied: {pod}"
+    );
+    assert!(
+        metrics
+            .shadow_runs_total
+            .with_label_values(&["Hook/demo/labeler", "pod-labeler.wasm", "diverged"])
+            .get()
+            >= 1
+    );
+}
