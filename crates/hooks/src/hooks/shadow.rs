@@ -11,8 +11,8 @@
 //! [`CONCURRENT_RUNS`] at once: a run beyond that is skipped and counted, so a slow
 //! shadow costs comparisons, never the live hook's latency.
 //!
-//! Compared: whether the run failed; the patch operations (in order, JSON text compared
-//! as JSON); an admission answer's `allowed` and patch; a conversion's converted
+//! Compared: whether the run failed; the patch operations (in order, in shell-operator's
+//! JSON form, JSON text compared as JSON); an admission answer's `allowed` and patch; a conversion's converted
 //! objects and failure. Messages, warnings, metrics and logs are not: they are
 //! expected to change between versions. Each comparison goes to the shadow's
 //! observer, to `operon_shadow_runs_total` and `operon_shadow_divergences_total`, and,
@@ -147,7 +147,7 @@ impl Observed {
             patches: run
                 .patches
                 .iter()
-                .map(|p| normalize(serde_json::to_value(p).unwrap_or(Value::Null)))
+                .map(|p| normalize(crate::shell_operator::patches::to_json(p)))
                 .collect(),
             output: run.outcome.as_ref().ok().cloned(),
         }
