@@ -52,6 +52,7 @@ mod deploy_offload;
 mod e2e_agent_offload;
 mod e2e_diagnosis;
 mod e2e_hook_admission;
+mod e2e_hook_object_webhooks;
 mod e2e_hook_offload;
 mod e2e_hooks;
 mod e2e_kube;
