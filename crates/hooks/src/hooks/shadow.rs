@@ -381,9 +381,12 @@ impl Shadow {
 #[derive(Debug, Clone, Default)]
 pub struct Shadows(Arc<Inner>);
 
+/// The shadows of each live hook, each with the number of its attachment.
+type ByLive = HashMap<String, Vec<(u64, Arc<Shadow>)>>;
+
 #[derive(Debug, Default)]
 struct Inner {
-    by_live: Mutex<HashMap<String, Vec<(u64, Arc<Shadow>)>>>,
+    by_live: Mutex<ByLive>,
     next: AtomicU64,
 }
 
@@ -425,7 +428,7 @@ impl Shadows {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(u64, Arc<Shadow>)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByLive> {
         self.0
             .by_live
             .lock()
