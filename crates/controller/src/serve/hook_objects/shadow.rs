@@ -109,11 +109,7 @@ fn record(status: &mut operon_data::api::HookStatus, live: &str, comparison: &Co
             .map(|d| {
                 let mut text = d.describe();
                 if text.len() > MAX_DIFFERENCE {
-                    let mut end = MAX_DIFFERENCE;
-                    while !text.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    text.truncate(end);
+                    text.truncate(text.floor_char_boundary(MAX_DIFFERENCE));
                     text.push('…');
                 }
                 text
