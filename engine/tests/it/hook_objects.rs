@@ -214,7 +214,7 @@ async fn a_module_of_another_world_is_refused() {
 }
 
 #[tokio::test]
-async fn admission_bindings_of_hook_objects_intercept_only_what_they_may_read() {
+async fn webhook_bindings_of_hook_objects_intercept_only_what_they_may_read() {
     let cluster = cluster();
     let prepare_admission = |spec: Value, module: &'static str| {
         let cluster = cluster.clone();
@@ -252,20 +252,39 @@ async fn admission_bindings_of_hook_objects_intercept_only_what_they_may_read() 
         ("images.operon.dev", "validating")
     );
     assert_eq!(binding.namespaces, ["demo"]);
-    // A conversion webhook is the whole cluster's: only the hooks directory has them.
-    let spec = json!({"module": "conversion",
-                      "permissions": {"watch": [{"apiVersion": "stable.example.com/v1", "kind": "CronTab", "namespaces": ["*"]}]}});
-    let refusal = prepare_admission(spec, operon_tests::CONVERSION)
+    // A conversion converts every object of its CRD: granted in one namespace, refused;
+    // in every namespace, loaded.
+    cluster
+        .load_yaml(
+            "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: c, namespace: demo}\n",
+            "crontabs",
+        )
+        .unwrap();
+    let grant = |namespaces: Value| {
+        json!({"module": "conversion",
+               "permissions": {"watch": [{"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+                                          "namespaces": namespaces}]}})
+    };
+    let refusal = prepare_admission(grant(json!([])), operon_tests::CONVERSION)
         .await
         .err()
         .unwrap();
-    assert_eq!(refusal.reason, "WebhookBindingUnsupported");
+    assert_eq!(refusal.reason, "WebhookNotPermitted");
     assert!(
-        refusal
-            .message
-            .starts_with("binding \"alpha-v1\" converts crontabs.stable.example.com"),
+        refusal.message.starts_with(
+            "binding \"alpha-v1\" converts every object of crontabs.stable.example.com"
+        ),
         "{}",
         refusal.message
+    );
+    let prepared = prepare_admission(grant(json!(["*"])), operon_tests::CONVERSION)
+        .await
+        .ok()
+        .unwrap();
+    let binding = prepared.bindings.last().unwrap();
+    assert_eq!(
+        (binding.name.as_str(), binding.type_.as_str()),
+        ("crontabs.stable.example.com", "conversion")
     );
 }
 

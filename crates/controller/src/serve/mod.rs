@@ -480,9 +480,11 @@ async fn run_engine(
             options.capture.clone(),
             leading,
         );
-        if options.admission_webhook.is_some() {
-            reporting = reporting.with_webhooks(registrar.clone());
-        }
+        reporting = reporting.with_webhooks(
+            registrar.clone(),
+            options.admission_webhook.is_some(),
+            options.conversion_webhook.is_some(),
+        );
         reporting = reporting.with_shadows(shadows.clone(), status.engine.subscribe());
         crate::controllers::AbortOnDrop::spawn(hook_objects::run(objects, reporting))
     });

@@ -174,6 +174,8 @@ pub(crate) struct Reporting {
     /// Whether this process serves admission webhooks: a Hook with a validating or
     /// mutating binding needs it.
     admission_served: bool,
+    /// Whether it serves conversion webhooks: a Hook with a conversion binding needs it.
+    conversion_served: bool,
     /// Writes the Hooks' webhook configurations (the leader does), when this engine
     /// registers webhooks.
     registrar: Option<crate::serve::webhook::register::Registrar>,
@@ -200,6 +202,7 @@ impl Reporting {
             leading,
             registry: webhooks::WebhookRegistry::default(),
             admission_served: false,
+            conversion_served: false,
             registrar: None,
             shadows: Default::default(),
             main: None,
@@ -218,14 +221,18 @@ impl Reporting {
         self
     }
 
-    /// Lets Hooks have validating and mutating bindings, served by this process's
-    /// admission server, their configurations written through `registrar` (none: the
-    /// operator registers them).
+    /// Lets Hooks have validating and mutating bindings when this process has an
+    /// admission server (`admission`), conversion bindings when it has a conversion
+    /// server (`conversion`), registered through `registrar` (none: the operator
+    /// registers them).
     pub(crate) fn with_webhooks(
         mut self,
         registrar: Option<crate::serve::webhook::register::Registrar>,
+        admission: bool,
+        conversion: bool,
     ) -> Self {
-        self.admission_served = true;
+        self.admission_served = admission;
+        self.conversion_served = conversion;
         self.registrar = registrar;
         self
     }
@@ -485,7 +492,10 @@ async fn run_hook(
         Ok(prepared) => prepared,
         Err(refusal) => return refuse(&reporting, hook, writer, &refusal),
     };
-    if !prepared.webhooks.is_empty() && !reporting.admission_served {
+    if let Some(refusal) = unserved(&reporting, &prepared.webhooks) {
+        return refuse(&reporting, hook, writer, &refusal);
+    }
+    if prepared.webhooks.admits() && !reporting.admission_served {
         let refusal = prepare::Refusal::new(
             "WebhookNotServed",
             format!(
@@ -619,6 +629,33 @@ async fn run_hook(
         .await;
 }
 
+/// Why `webhooks` cannot be served here: a conversion binding without a conversion
+/// server, or one for a CRD the hooks directory converts (a CRD has one conversion
+/// webhook).
+fn unserved(reporting: &Reporting, webhooks: &webhooks::HookWebhooks) -> Option<prepare::Refusal> {
+    let crd = webhooks.conversions.first()?;
+    if !reporting.conversion_served {
+        return Some(prepare::Refusal::new(
+            "WebhookNotServed",
+            format!(
+                "it converts {crd}, but this engine serves no conversion webhook (start it with a conversion server: --conversion-webhook-server-cert and --conversion-webhook-server-key, --webhook-cert-dir or --webhook-self-signed)"
+            ),
+        ));
+    }
+    let main = reporting.main.as_ref().and_then(|m| m.borrow().clone())?;
+    let (hook, crd) = main.hooks().iter().find_map(|h| {
+        (h.config.conversions.iter())
+            .find(|c| webhooks.conversions.contains(&c.crd_name))
+            .map(|c| (h.hook.name().to_owned(), c.crd_name.clone()))
+    })?;
+    Some(prepare::Refusal::new(
+        "ConversionConflict",
+        format!(
+            "CustomResourceDefinition {crd} has one conversion webhook, and the hooks directory's hook {hook} converts it"
+        ),
+    ))
+}
+
 /// Keeps the `WebhooksRegistered` condition of Hook `key` as its registrations go,
 /// until dropped.
 fn follow_registration(reporting: &Reporting, key: &Key, writer: &StatusWriter) -> AbortOnDrop {
@@ -635,8 +672,11 @@ fn follow_registration(reporting: &Reporting, key: &Key, writer: &StatusWriter) 
                             ConditionStatus::True,
                             "Registered",
                             format!(
-                                "the admission webhooks are registered (configurations {})",
-                                webhooks::configuration_name(&key.0, &key.1)
+                                "the webhooks are registered (admission configurations {}; conversions point at /{}/{}/{}/convert/)",
+                                webhooks::configuration_name(&key.0, &key.1),
+                                webhooks::PATH_PREFIX,
+                                key.0,
+                                key.1
                             ),
                         ),
                         Err(e) => (ConditionStatus::False, "RegistrationFailed", e),

@@ -210,20 +210,12 @@ pub async fn prepare(
             ),
             other => Refusal::new("InvalidConfiguration", chain(&other)),
         })?;
-    if let Some(binding) = loaded.config.conversions.first() {
-        return Err(Refusal::new(
-            "WebhookBindingUnsupported",
-            format!(
-                "binding {:?} converts {}: a CustomResourceDefinition has one conversion webhook for the whole cluster, which only hooks of the hooks directory may register",
-                binding.name, binding.crd_name
-            ),
-        ));
-    }
     let webhooks = super::webhooks::plan(
         &permissions,
         permitted.as_ref(),
         &loaded.config.validating,
         &loaded.config.mutating,
+        &loaded.config.conversions,
     )
     .await?;
     let mut bindings = Vec::new();
@@ -281,6 +273,13 @@ pub async fn prepare(
                 ..HookBindingStatus::default()
             });
         }
+    }
+    for crd in &webhooks.conversions {
+        bindings.push(HookBindingStatus {
+            name: crd.clone(),
+            type_: "conversion".into(),
+            ..HookBindingStatus::default()
+        });
     }
     Ok(Prepared {
         loaded,

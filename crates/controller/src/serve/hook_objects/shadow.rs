@@ -65,26 +65,10 @@ async fn check(prepared: &Prepared, live: &LoadedHook) -> Result<(), Refusal> {
         prepared.cluster.as_ref(),
         &live.config.validating,
         &live.config.mutating,
+        &live.config.conversions,
     )
     .await
     .map_err(|r| refused(r.message))?;
-    for conversion in &live.config.conversions {
-        let (plural, group) = conversion
-            .crd_name
-            .split_once('.')
-            .unwrap_or((conversion.crd_name.as_str(), ""));
-        let namespaces = prepared
-            .permissions
-            .check_intercept(prepared.cluster.as_ref(), &conversion.name, group, plural)
-            .await
-            .map_err(refused)?;
-        if namespaces.is_some() {
-            return Err(refused(format!(
-                "binding {:?} converts every object of {}, but spec.permissions.watch grants it in some namespaces only (grant \"*\")",
-                conversion.name, conversion.crd_name
-            )));
-        }
-    }
     Ok(())
 }
 

@@ -1,8 +1,11 @@
-//! The admission webhooks of Hook objects. What a validating or mutating binding may
-//! intercept is bounded by the Hook's `spec.permissions.watch` ([`plan`]): a webhook
-//! sees every object it intercepts, so it may only name kinds the Hook may read, and
-//! for a kind granted in some namespaces only, its webhook is registered with a
-//! `namespaceSelector` that keeps the API server from sending it the others.
+//! The webhooks of Hook objects. What a validating or mutating binding may intercept is
+//! bounded by the Hook's `spec.permissions.watch` ([`plan`]): a webhook sees every
+//! object it intercepts, so it may only name kinds the Hook may read, and for a kind
+//! granted in some namespaces only, its webhook is registered with a `namespaceSelector`
+//! that keeps the API server from sending it the others. A conversion binding converts
+//! every object of its CustomResourceDefinition, so its kind must be granted in every
+//! namespace; a CRD has one conversion webhook, so one Hook (the first by namespace and
+//! name) gets it and the others are told whose it is.
 //!
 //! Each Hook with such bindings gets its own ValidatingWebhookConfiguration and
 //! MutatingWebhookConfiguration, named from its namespace and name (a namespace holds no
@@ -18,16 +21,18 @@
 use super::Key;
 use super::prepare::Refusal;
 use crate::serve::webhook::register::{
-    RegisterError, Registrar, Registration, configuration, encode, webhook_at,
+    RegisterError, Registrar, Registration, configuration, conversion_patch, conversion_target,
+    encode, webhook_at,
 };
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use operon_cluster::Cluster;
 use operon_cluster::kube::FIELD_MANAGER;
-use operon_hooks::hooks::config::AdmissionBinding;
+use operon_hooks::hooks::config::{AdmissionBinding, ConversionBinding};
 use operon_hooks::hooks::permitted::Permissions;
 use serde_json::{Value, json};
 use sha2::Digest as _;
@@ -58,20 +63,27 @@ pub(crate) struct AdmissionWebhook {
     pub(crate) namespaces: Option<Vec<String>>,
 }
 
-/// A Hook's admission webhooks.
+/// A Hook's webhooks.
 #[derive(Debug, Clone, Default)]
 pub struct HookWebhooks {
     pub(crate) validating: Vec<AdmissionWebhook>,
     pub(crate) mutating: Vec<AdmissionWebhook>,
+    /// The CustomResourceDefinitions its conversion bindings convert.
+    pub(crate) conversions: Vec<String>,
 }
 
 impl HookWebhooks {
-    /// Whether the Hook has no admission binding.
+    /// Whether the Hook has no webhook binding.
     pub fn is_empty(&self) -> bool {
-        self.validating.is_empty() && self.mutating.is_empty()
+        self.validating.is_empty() && self.mutating.is_empty() && self.conversions.is_empty()
     }
 
-    /// The bindings, for messages.
+    /// Whether it has validating or mutating bindings.
+    pub(crate) fn admits(&self) -> bool {
+        !self.validating.is_empty() || !self.mutating.is_empty()
+    }
+
+    /// The admission bindings, for messages.
     pub(crate) fn names(&self) -> Vec<&str> {
         (self.validating.iter().chain(&self.mutating))
             .map(|w| w.binding.name.as_str())
@@ -79,16 +91,39 @@ impl HookWebhooks {
     }
 }
 
-/// Checks every validating and mutating binding of a Hook against its watch
-/// permissions (resolving the granted kinds through `cluster`) and says where each may
+/// Checks every webhook binding of a Hook against its watch permissions (resolving the
+/// granted kinds through `cluster`) and says where each validating and mutating one may
 /// intercept: the intersection of what its rules' kinds are granted.
 pub(crate) async fn plan(
     permissions: &Permissions,
     cluster: &dyn Cluster,
     validating: &[AdmissionBinding],
     mutating: &[AdmissionBinding],
+    conversions: &[ConversionBinding],
 ) -> Result<HookWebhooks, Refusal> {
     let mut planned = HookWebhooks::default();
+    for conversion in conversions {
+        let (plural, group) = conversion
+            .crd_name
+            .split_once('.')
+            .unwrap_or((conversion.crd_name.as_str(), ""));
+        let granted = permissions
+            .check_intercept(cluster, &conversion.name, group, plural)
+            .await
+            .map_err(|m| Refusal::new("WebhookNotPermitted", m))?;
+        if granted.is_some() {
+            return Err(Refusal::new(
+                "WebhookNotPermitted",
+                format!(
+                    "binding {:?} converts every object of {}, but spec.permissions.watch grants its kind in some namespaces only (a conversion webhook sees them all: grant \"*\")",
+                    conversion.name, conversion.crd_name
+                ),
+            ));
+        }
+        if !planned.conversions.contains(&conversion.crd_name) {
+            planned.conversions.push(conversion.crd_name.clone());
+        }
+    }
     for (bindings, out) in [
         (validating, &mut planned.validating),
         (mutating, &mut planned.mutating),
@@ -131,8 +166,9 @@ fn intersect(a: Option<Vec<String>>, b: Option<Vec<String>>) -> Option<Vec<Strin
     }
 }
 
-/// The path of a Hook's binding on the admission server: `prefix` is `validate` or
-/// `mutate`.
+/// The path of a Hook's binding on its webhook server: `prefix` is `validate` or
+/// `mutate` (on the admission server) or `convert` (on the conversion server, with the
+/// CRD's name for the binding).
 pub(crate) fn path(namespace: &str, name: &str, prefix: &str, binding: &str) -> String {
     format!(
         "/{PATH_PREFIX}/{}/{}/{prefix}/{}",
@@ -290,8 +326,12 @@ pub(crate) async fn keep_registered(registry: WebhookRegistry, registrar: Regist
     desired.mark_changed();
     let mut ca = registrar.ca_changes();
     let mut applied: HashMap<String, Value> = HashMap::new();
-    let mut repair = tokio::time::interval(REPAIR);
+    // The first pass scans anyway: the first repair is one period away.
+    let mut repair = tokio::time::interval_at(tokio::time::Instant::now() + REPAIR, REPAIR);
     let mut retry = false;
+    // Configurations of Hooks that went while no leader ran are looked for at the first
+    // pass and at each repair.
+    let mut scan = true;
     loop {
         let ca_changed = async {
             let rotated = match ca.as_mut() {
@@ -305,7 +345,7 @@ pub(crate) async fn keep_registered(registry: WebhookRegistry, registrar: Regist
         tokio::select! {
             changed = desired.changed() => if changed.is_err() { return },
             () = ca_changed => {}
-            _ = repair.tick() => {}
+            _ = repair.tick() => scan = true,
             () = tokio::time::sleep(RETRY), if retry => {}
         }
         let desires = desired.borrow_and_update().clone();
@@ -313,8 +353,15 @@ pub(crate) async fn keep_registered(registry: WebhookRegistry, registrar: Regist
             continue;
         }
         let registration = registrar.registration();
-        let (outcomes, failed) =
-            reconcile(registrar.client(), &registration, &desires, &mut applied).await;
+        let (outcomes, failed) = reconcile(
+            registrar.client(),
+            &registration,
+            &desires,
+            &mut applied,
+            scan,
+        )
+        .await;
+        scan = false;
         retry = failed;
         registry.outcomes.send_if_modified(|current| {
             let changed = *current != outcomes;
@@ -331,6 +378,7 @@ async fn reconcile(
     registration: &Registration,
     desires: &Desires,
     applied: &mut HashMap<String, Value>,
+    scan: bool,
 ) -> (HashMap<Key, Result<(), String>>, bool) {
     let mut validating = BTreeMap::new();
     let mut mutating = BTreeMap::new();
@@ -363,7 +411,28 @@ async fn reconcile(
     failures.extend(
         reconcile_kind::<MutatingWebhookConfiguration>(client, &mutating, &keep, applied).await,
     );
-    let failed = !failures.is_empty();
+    let (conversions, refused) = conversions(desires, registration);
+    for (key, reason) in refused {
+        outcomes.insert(key, Err(reason));
+    }
+    let loading: HashSet<Key> = (desires.hooks.iter())
+        .filter(|(_, d)| matches!(d, Desired::Loading))
+        .map(|(k, _)| k.clone())
+        .collect();
+    // Without a CA for the conversion server this engine registers no conversion.
+    let converted = if registration.conversion_ca.is_empty() {
+        Vec::new()
+    } else {
+        reconcile_conversions(client, &conversions, &loading, applied, scan).await
+    };
+    let mut failed = !failures.is_empty();
+    for (crd, error) in converted {
+        failed = true;
+        tracing::warn!(crd = %crd, error = %error, "a Hook's conversion webhook is not registered");
+        if let Some((key, _)) = conversions.get(&crd) {
+            outcomes.insert(key.clone(), Err(error.to_string()));
+        }
+    }
     for (name, error) in failures {
         tracing::warn!(configuration = %name, error = %error, "a Hook's webhooks are not registered");
         if let Some(key) = owners.get(&name) {
@@ -371,6 +440,143 @@ async fn reconcile(
         }
     }
     (outcomes, failed)
+}
+
+/// The conversion each CRD gets: (its Hook, the patch). A CRD has one conversion
+/// webhook: the first Hook (by namespace and name) gets it; the others, and Hooks whose
+/// conversion this engine cannot register (no CA for its conversion server), are
+/// returned with the reason.
+fn conversions(
+    desires: &Desires,
+    registration: &Registration,
+) -> (BTreeMap<String, (Key, Value)>, Vec<(Key, String)>) {
+    let mut wanted: BTreeMap<String, (Key, Value)> = BTreeMap::new();
+    let mut refused = Vec::new();
+    for (key, desired) in &desires.hooks {
+        let Desired::Serving(webhooks) = desired else {
+            continue;
+        };
+        for crd in &webhooks.conversions {
+            if registration.conversion_ca.is_empty() {
+                refused.push((
+                    key.clone(),
+                    format!("this engine registers no conversion webhook (give the conversion server a CA: --conversion-webhook-ca, --webhook-cert-dir or --webhook-self-signed), so {crd} is not converted through this Hook"),
+                ));
+                continue;
+            }
+            match wanted.get(crd) {
+                Some((owner, _)) => refused.push((
+                    key.clone(),
+                    format!(
+                        "CustomResourceDefinition {crd} has one conversion webhook, and Hook {}/{} has it",
+                        owner.0, owner.1
+                    ),
+                )),
+                None => {
+                    let path = path(&key.0, &key.1, "convert", crd);
+                    let patch = conversion_patch(crd, &path, registration);
+                    wanted.insert(crd.clone(), (key.clone(), patch));
+                }
+            }
+        }
+    }
+    (wanted, refused)
+}
+
+/// The Hook whose conversion path `target` (a path or URL) is.
+fn conversion_owner(target: &str) -> Option<Key> {
+    let rest = target.split(&format!("/{PATH_PREFIX}/")).nth(1)?;
+    let mut parts = rest.split('/');
+    let (namespace, name, convert) = (parts.next()?, parts.next()?, parts.next()?);
+    (convert == "convert").then(|| (namespace.to_owned(), name.to_owned()))
+}
+
+/// Points each CRD of `desired` at its Hook (when not already), and gives back the
+/// conversion of CRDs a Hook had and none has now (unless that Hook is `loading`):
+/// those this registry wrote, and with `scan`, every CRD whose conversion a Hook
+/// object had (one gone while no leader ran). The failures, by CRD.
+async fn reconcile_conversions(
+    client: &Client,
+    desired: &BTreeMap<String, (Key, Value)>,
+    loading: &HashSet<Key>,
+    applied: &mut HashMap<String, Value>,
+    scan: bool,
+) -> Vec<(String, RegisterError)> {
+    const PREFIX: &str = "CustomResourceDefinition/";
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let error = |crd: &str| {
+        let what = format!("the conversion webhook of CRD {crd}");
+        move |source| RegisterError::Api { what, source }
+    };
+    let mut failures = Vec::new();
+    for (crd, (_, patch)) in desired {
+        let cached = format!("{PREFIX}{crd}");
+        if !scan && applied.get(&cached) == Some(patch) {
+            continue;
+        }
+        match api.patch(crd, &params, &Patch::Apply(patch)).await {
+            Ok(_) => {
+                tracing::info!(crd = %crd, "a Hook's conversion webhook registered");
+                applied.insert(cached, patch.clone());
+            }
+            Err(e) => {
+                applied.remove(&cached);
+                failures.push((crd.clone(), error(crd)(e)));
+            }
+        }
+    }
+    let owner_of = |patch: &Value| {
+        let config = patch.pointer("/spec/conversion/webhook/clientConfig")?;
+        let target = (config
+            .pointer("/service/path")
+            .or_else(|| config.get("url")))?
+        .as_str()?;
+        conversion_owner(target)
+    };
+    let mut stale: Vec<String> = (applied.iter())
+        .filter_map(|(k, patch)| Some((k.strip_prefix(PREFIX)?, owner_of(patch)?)))
+        .filter(|(crd, owner)| !desired.contains_key(*crd) && !loading.contains(owner))
+        .map(|(crd, _)| crd.to_owned())
+        .collect();
+    if scan {
+        match api.list(&ListParams::default()).await {
+            Ok(list) => {
+                for crd in list.items {
+                    let name = crd.name_any();
+                    let owner = conversion_target(&crd).and_then(|t| conversion_owner(&t));
+                    if let Some(owner) = owner
+                        && !desired.contains_key(&name)
+                        && !loading.contains(&owner)
+                        && !stale.contains(&name)
+                    {
+                        stale.push(name);
+                    }
+                }
+            }
+            // Without list, only what this registry wrote is given back.
+            Err(kube::Error::Api(s)) if s.code == 403 => {}
+            Err(e) => failures.push((String::new(), error("list")(e))),
+        }
+    }
+    for crd in stale {
+        let release = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd},
+        });
+        match api.patch(&crd, &params, &Patch::Apply(&release)).await {
+            Ok(_) => {
+                tracing::info!(crd = %crd, "no Hook converts it any more: conversion webhook removed");
+                applied.remove(&format!("{PREFIX}{crd}"));
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                applied.remove(&format!("{PREFIX}{crd}"));
+            }
+            Err(e) => failures.push((crd.clone(), error(&crd)(e))),
+        }
+    }
+    failures
 }
 
 /// Applies each of `desired` (by name) that is missing or changed, and deletes the

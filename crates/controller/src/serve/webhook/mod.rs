@@ -93,7 +93,10 @@ pub(super) fn router(
                 post(admit_hook_object),
             )
             .route(own::PATH, post(admit_own)),
-        WebhookKind::Conversion => Router::new().route("/convert/{crd}", post(convert)),
+        WebhookKind::Conversion => Router::new().route("/convert/{crd}", post(convert)).route(
+            &format!("/{HOOK_OBJECT_PREFIX}/{{namespace}}/{{name}}/convert/{{crd}}"),
+            post(convert_hook_object),
+        ),
     };
     routes
         .route("/healthz", get(|| async { "ok\n" }))
@@ -159,25 +162,7 @@ fn locate(
             };
             (engine, hook.to_owned())
         }
-        Target::HookObject { namespace, name } => {
-            let hook = format!(
-                "Hook/{}",
-                operon_hooks::hooks::permitted::hook_name(namespace, name)
-            );
-            // Not loaded (yet) on this replica: the API server applies the binding's
-            // failure policy, as for a hooks directory still loading.
-            let engine = (state.status.engines.engines().into_iter())
-                .filter(|r| r.source == super::hook_objects::HOOK_OBJECT_SOURCE)
-                .map(|r| r.engine)
-                .find(|e| e.hooks().iter().any(|l| l.hook.name() == hook))
-                .ok_or_else(|| {
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        format!("Hook {namespace}/{name} is not loaded on this replica"),
-                    )
-                })?;
-            (engine, hook)
-        }
+        Target::HookObject { .. } => hook_object_engine(state, target)?,
     };
     let hook = hook.as_str();
     let Some(h) = engine.hooks().iter().position(|l| l.hook.name() == hook) else {
@@ -196,6 +181,33 @@ fn locate(
     };
     let enforcement = found.enforcement_or(state.enforcement);
     Ok((engine, h, enforcement))
+}
+
+/// The engine of the Hook object `target` names, with its hook's name; or the refusal:
+/// a Hook not loaded (yet) on this replica gets 503, so the API server applies the
+/// binding's failure policy, as for a hooks directory still loading.
+fn hook_object_engine(
+    state: &WebhookState,
+    target: Target<'_>,
+) -> Result<(Arc<Engine>, String), (StatusCode, String)> {
+    let Target::HookObject { namespace, name } = target else {
+        unreachable!("only called for Hook objects");
+    };
+    let hook = format!(
+        "Hook/{}",
+        operon_hooks::hooks::permitted::hook_name(namespace, name)
+    );
+    let engine = (state.status.engines.engines().into_iter())
+        .filter(|r| r.source == super::hook_objects::HOOK_OBJECT_SOURCE)
+        .map(|r| r.engine)
+        .find(|e| e.hooks().iter().any(|l| l.hook.name() == hook))
+        .ok_or_else(|| {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("Hook {namespace}/{name} is not loaded on this replica"),
+            )
+        })?;
+    Ok((engine, hook))
 }
 
 /// A review run: the parsed request, and the hook's output or why there is none.
@@ -429,6 +441,41 @@ async fn convert(
     let Some(engine) = state.status.engine() else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "hooks are loading");
     };
+    answer_conversion(&state, &engine, &crd, &review).await
+}
+
+/// Answers a ConversionReview for CRD `crd` through a Hook object's conversion
+/// bindings (`/hook-object/NAMESPACE/NAME/convert/CRD`).
+async fn convert_hook_object(
+    State(state): State<WebhookState>,
+    Path((namespace, name, crd)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let review = match read_review(&headers, &body, review::conversion_review) {
+        Ok(review) => review,
+        Err((code, message)) => return refuse(code, message),
+    };
+    let target = Target::HookObject {
+        namespace: &namespace,
+        name: &name,
+    };
+    let engine = match hook_object_engine(&state, target) {
+        Ok((engine, _)) => engine,
+        Err((code, message)) => return refuse(code, message),
+    };
+    answer_conversion(&state, &engine, &crd, &review).await
+}
+
+/// Converts `review` for CRD `crd` through the conversion rules of `engine`'s hooks.
+async fn answer_conversion(
+    state: &WebhookState,
+    engine: &Engine,
+    crd: &str,
+    review: &serde_json::Value,
+) -> Response {
+    let crd = crd.to_owned();
+    let review = review.clone();
     if !engine
         .hooks()
         .iter()
@@ -464,7 +511,7 @@ async fn convert(
         Some(serde_json::Value::String(status)) if status == "Success" => "converted",
         _ => "error",
     };
-    record(&state, "conversion", &crd, result, started);
+    record(state, "conversion", &crd, result, started);
     tracing::info!(
         crd = %crd,
         uid = %request_field(&review, "uid"),

@@ -247,21 +247,40 @@ pub(crate) fn conversion_patches(
         .collect();
     crds.into_iter()
         .map(|crd| {
-            let config = client_config(
-                &registration.conversion,
-                &format!("/convert/{}", encode(crd)),
-                &registration.conversion_ca,
-            );
-            let patch = json!({
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {"name": crd},
-                "spec": {"conversion": {"strategy": "Webhook", "webhook": {
-                    "clientConfig": config, "conversionReviewVersions": ["v1"]}}},
-            });
-            (crd.to_owned(), patch)
+            let path = format!("/convert/{}", encode(crd));
+            (crd.to_owned(), conversion_patch(crd, &path, registration))
         })
         .collect()
+}
+
+/// The server-side apply patch that points CRD `crd`'s conversion at `path` of the
+/// conversion server.
+pub(crate) fn conversion_patch(crd: &str, path: &str, registration: &Registration) -> Value {
+    let config = client_config(&registration.conversion, path, &registration.conversion_ca);
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd},
+        "spec": {"conversion": {"strategy": "Webhook", "webhook": {
+            "clientConfig": config, "conversionReviewVersions": ["v1"]}}},
+    })
+}
+
+/// Where CRD `crd`'s conversion webhook is served: its Service path or its URL.
+pub(crate) fn conversion_target(crd: &CustomResourceDefinition) -> Option<String> {
+    let config = crd
+        .spec
+        .conversion
+        .as_ref()?
+        .webhook
+        .as_ref()?
+        .client_config
+        .as_ref()?;
+    config
+        .service
+        .as_ref()
+        .and_then(|s| s.path.clone())
+        .or_else(|| config.url.clone())
 }
 
 /// A client and what to register with it.
@@ -663,7 +682,17 @@ async fn release_stale_conversions(
         let Some(name) = crd.metadata.name.clone() else {
             continue;
         };
-        if desired.iter().any(|(d, _)| *d == name) || !conversion_applied_by_operon(&crd) {
+        // A Hook object's conversion is the Hook objects' registry's to release.
+        let of_hook_object = conversion_target(&crd).is_some_and(|target| {
+            target.contains(&format!(
+                "/{}/",
+                crate::serve::hook_objects::webhooks::PATH_PREFIX
+            ))
+        });
+        if desired.iter().any(|(d, _)| *d == name)
+            || of_hook_object
+            || !conversion_applied_by_operon(&crd)
+        {
             continue;
         }
         let release = json!({

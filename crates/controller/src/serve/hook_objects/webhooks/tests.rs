@@ -77,12 +77,12 @@ async fn a_webhook_intercepts_only_what_its_hook_may_read_where_it_may_read_it()
 
     // Granted in its own namespace (no namespace listed): kept to it.
     let own = permissions(&[("v1", "Pod", &[])]);
-    let planned = plan(&own, &cluster, &pods, &[]).await.unwrap();
+    let planned = plan(&own, &cluster, &pods, &[], &[]).await.unwrap();
     assert_eq!(planned.validating[0].namespaces, Some(vec!["demo".into()]));
 
     // Granted everywhere: every namespace.
     let all = permissions(&[("v1", "Pod", &["*"])]);
-    let planned = plan(&all, &cluster, &pods, &[]).await.unwrap();
+    let planned = plan(&all, &cluster, &pods, &[], &[]).await.unwrap();
     assert_eq!(planned.validating[0].namespaces, None);
 
     // A subresource counts as its resource; two grants add their namespaces.
@@ -91,7 +91,7 @@ async fn a_webhook_intercepts_only_what_its_hook_may_read_where_it_may_read_it()
         vec![rule("", "pods/status")],
     )]);
     let two = permissions(&[("v1", "Pod", &["a"]), ("v1", "pods", &["b", "a"])]);
-    let planned = plan(&two, &cluster, &status, &[]).await.unwrap();
+    let planned = plan(&two, &cluster, &status, &[], &[]).await.unwrap();
     assert_eq!(
         planned.validating[0].namespaces,
         Some(vec!["a".into(), "b".into()])
@@ -99,9 +99,15 @@ async fn a_webhook_intercepts_only_what_its_hook_may_read_where_it_may_read_it()
 
     // A cluster-scoped kind has no namespace to keep to.
     let nodes = validating(vec![binding("nodes.example.com", vec![rule("", "nodes")])]);
-    let planned = plan(&permissions(&[("v1", "Node", &[])]), &cluster, &nodes, &[])
-        .await
-        .unwrap();
+    let planned = plan(
+        &permissions(&[("v1", "Node", &[])]),
+        &cluster,
+        &nodes,
+        &[],
+        &[],
+    )
+    .await
+    .unwrap();
     assert_eq!(planned.validating[0].namespaces, None);
 
     // Not granted, or named by a wildcard: refused, naming the binding.
@@ -109,6 +115,7 @@ async fn a_webhook_intercepts_only_what_its_hook_may_read_where_it_may_read_it()
         &permissions(&[("v1", "ConfigMap", &["*"])]),
         &cluster,
         &pods,
+        &[],
         &[],
     )
     .await
@@ -122,7 +129,7 @@ async fn a_webhook_intercepts_only_what_its_hook_may_read_where_it_may_read_it()
         refused.message
     );
     let wild = validating(vec![binding("all.example.com", vec![rule("", "*")])]);
-    let refused = plan(&all, &cluster, &wild, &[]).await.unwrap_err();
+    let refused = plan(&all, &cluster, &wild, &[], &[]).await.unwrap_err();
     assert!(
         refused.message.contains("a wildcard would intercept"),
         "{}",
@@ -132,7 +139,9 @@ async fn a_webhook_intercepts_only_what_its_hook_may_read_where_it_may_read_it()
         "apps.example.com",
         vec![rule("apps", "deployments")],
     )]);
-    let refused = plan(&all, &cluster, &deployments, &[]).await.unwrap_err();
+    let refused = plan(&all, &cluster, &deployments, &[], &[])
+        .await
+        .unwrap_err();
     assert!(
         refused.message.contains("deployments.apps"),
         "{}",
@@ -145,10 +154,10 @@ async fn a_webhook_intercepts_only_what_its_hook_may_read_where_it_may_read_it()
         vec![rule("", "pods"), rule("", "configmaps")],
     )]);
     let granted = permissions(&[("v1", "Pod", &["a", "b"]), ("v1", "ConfigMap", &["b", "c"])]);
-    let planned = plan(&granted, &cluster, &both, &[]).await.unwrap();
+    let planned = plan(&granted, &cluster, &both, &[], &[]).await.unwrap();
     assert_eq!(planned.validating[0].namespaces, Some(vec!["b".into()]));
     let apart = permissions(&[("v1", "Pod", &["a"]), ("v1", "ConfigMap", &["c"])]);
-    let refused = plan(&apart, &cluster, &both, &[]).await.unwrap_err();
+    let refused = plan(&apart, &cluster, &both, &[], &[]).await.unwrap_err();
     assert!(
         refused.message.contains("no common namespace"),
         "{}",
@@ -196,6 +205,7 @@ async fn a_configuration_carries_its_hook_its_paths_and_its_namespaces() {
         &permissions(&[("v1", "Pod", &[])]),
         &LocalCluster::new(),
         &bindings,
+        &[],
         &[],
     )
     .await
@@ -259,6 +269,7 @@ async fn the_leader_registers_a_hooks_webhooks_keeps_them_while_it_loads_and_rem
         &permissions(&[("v1", "Pod", &[])]),
         &LocalCluster::new(),
         &bindings,
+        &[],
         &[],
     )
     .await
@@ -408,7 +419,7 @@ async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
         Default::default(),
         leading,
     )
-    .with_webhooks(None);
+    .with_webhooks(None, true, false);
     let _running = AbortOnDrop::spawn(super::super::run(Arc::new(objects), reporting));
     let hook = json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Hook",
         "metadata": {"name": "guard", "namespace": "demo", "uid": "u-1", "generation": 1,
@@ -487,4 +498,168 @@ async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
     .await;
     assert_eq!(code, 404);
     drop(watches);
+}
+
+/// The validated conversion bindings of a hook converting `crds`.
+fn conversion_bindings(crds: &[&str]) -> Vec<ConversionBinding> {
+    let raw = HookConfig {
+        kubernetes_conversion: crds
+            .iter()
+            .enumerate()
+            .map(|(i, crd)| operon_data::model::ConversionBindingConfig {
+                name: format!("convert-{i}"),
+                crd_name: (*crd).to_owned(),
+                conversions: vec![operon_data::model::ConversionRule {
+                    from_version: "v1alpha1".into(),
+                    to_version: "v1".into(),
+                }],
+                group: None,
+                include_snapshots_from: vec![],
+            })
+            .collect(),
+        ..HookConfig::default()
+    };
+    config::validate("Hook/demo/guard", &raw, &config::any_kind)
+        .unwrap()
+        .conversions
+}
+
+#[tokio::test]
+async fn a_conversion_needs_its_kind_granted_in_every_namespace() {
+    let cluster = LocalCluster::new();
+    cluster
+        .load_yaml(
+            "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: c, namespace: demo}\n",
+            "crontabs",
+        )
+        .unwrap();
+    let crontabs = conversion_bindings(&["crontabs.stable.example.com"]);
+    let everywhere = permissions(&[("stable.example.com/v1", "CronTab", &["*"])]);
+    let planned = plan(&everywhere, &cluster, &[], &[], &crontabs)
+        .await
+        .unwrap();
+    assert_eq!(planned.conversions, ["crontabs.stable.example.com"]);
+    assert!(!planned.admits() && !planned.is_empty());
+    let own = permissions(&[("stable.example.com/v1", "CronTab", &[])]);
+    let refused = plan(&own, &cluster, &[], &[], &crontabs).await.unwrap_err();
+    assert_eq!(refused.reason, "WebhookNotPermitted");
+    assert!(
+        refused
+            .message
+            .contains("converts every object of crontabs.stable.example.com"),
+        "{}",
+        refused.message
+    );
+    let none = permissions(&[("v1", "Pod", &["*"])]);
+    let refused = plan(&none, &cluster, &[], &[], &crontabs)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.message.contains(
+            "intercepts crontabs.stable.example.com, but spec.permissions.watch has no entry"
+        ),
+        "{}",
+        refused.message
+    );
+}
+
+fn serving_conversions(crds: &[&str]) -> HookWebhooks {
+    HookWebhooks {
+        conversions: crds.iter().map(|c| (*c).to_owned()).collect(),
+        ..HookWebhooks::default()
+    }
+}
+
+#[tokio::test]
+async fn a_crds_conversion_goes_to_one_hook_and_is_given_back_when_it_goes() {
+    let (client, mut api) = pair();
+    let registry = WebhookRegistry::default();
+    let mut registration = registration();
+    registration.conversion_ca = b"CA2".to_vec();
+    let registrar = Registrar::new(client, registration);
+    let _running =
+        crate::controllers::AbortOnDrop::spawn(keep_registered(registry.clone(), registrar));
+    let first = ("a".to_owned(), "convert".to_owned());
+    let second = ("b".to_owned(), "convert".to_owned());
+    let crd = "crontabs.stable.example.com";
+    let mut outcomes = registry.outcomes();
+    registry.serving(&first, serving_conversions(&[crd]));
+    registry.serving(&second, serving_conversions(&[crd]));
+    registry.synced();
+    let selector = "?&labelSelector=operon.dev%2Fwebhooks-of%3DHook";
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
+        .await
+        .answer(200, list("ValidatingWebhookConfiguration", &[]));
+    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
+        .await
+        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    let applied = expect(&mut api, "PATCH", &format!("{crds}/{crd}?")).await;
+    let body = applied.json();
+    assert_eq!(
+        body["spec"]["conversion"]["webhook"]["clientConfig"]["url"],
+        "https://127.0.0.1:9681/hook-object/a/convert/convert/crontabs.stable.example.com"
+    );
+    applied.answer(200, body);
+    // The first scan: a CRD a Hook that is gone converted is given back.
+    let stale = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "names": {"plural": "widgets", "kind": "Widget"}, "scope": "Namespaced",
+                 "versions": [],
+                 "conversion": {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                     "clientConfig": {"service": {"namespace": "operon", "name": "operon-webhooks",
+                         "path": "/hook-object/old/gone/convert/widgets.example.com"}}}}}});
+    expect(&mut api, "GET", crds).await.answer(
+        200,
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitionList",
+                            "metadata": {"resourceVersion": "1"}, "items": [stale]}),
+    );
+    let released = expect(&mut api, "PATCH", &format!("{crds}/widgets.example.com?")).await;
+    assert_eq!(
+        released.json(),
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "widgets.example.com"}})
+    );
+    let body = released.json();
+    released.answer(200, body);
+    let seen = outcomes
+        .wait_for(|o| o.contains_key(&first) && o.contains_key(&second))
+        .await
+        .unwrap()
+        .clone();
+    assert_eq!(seen[&first], Ok(()));
+    assert_eq!(
+        seen[&second],
+        Err("CustomResourceDefinition crontabs.stable.example.com has one conversion webhook, and Hook a/convert has it".to_owned())
+    );
+
+    // The first Hook goes: the second gets the conversion.
+    registry.forget(&first);
+    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
+        .await
+        .answer(200, list("ValidatingWebhookConfiguration", &[]));
+    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
+        .await
+        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    let applied = expect(&mut api, "PATCH", &format!("{crds}/{crd}?")).await;
+    let body = applied.json();
+    assert_eq!(
+        body["spec"]["conversion"]["webhook"]["clientConfig"]["url"],
+        "https://127.0.0.1:9681/hook-object/b/convert/convert/crontabs.stable.example.com"
+    );
+    applied.answer(200, body);
+
+    // And when it goes too, the CRD's conversion is given back.
+    registry.forget(&second);
+    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
+        .await
+        .answer(200, list("ValidatingWebhookConfiguration", &[]));
+    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
+        .await
+        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    let released = expect(&mut api, "PATCH", &format!("{crds}/{crd}?")).await;
+    assert!(released.json().get("spec").is_none());
+    let body = released.json();
+    released.answer(200, body);
+    api.quiet().await;
 }
