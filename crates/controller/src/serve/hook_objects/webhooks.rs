@@ -442,6 +442,9 @@ async fn reconcile(
     (outcomes, failed)
 }
 
+/// Each CRD a Hook converts, with its Hook and the patch pointing the CRD at it.
+type Conversions = BTreeMap<String, (Key, Value)>;
+
 /// The conversion each CRD gets: (its Hook, the patch). A CRD has one conversion
 /// webhook: the first Hook (by namespace and name) gets it; the others, and Hooks whose
 /// conversion this engine cannot register (no CA for its conversion server), are
@@ -449,8 +452,8 @@ async fn reconcile(
 fn conversions(
     desires: &Desires,
     registration: &Registration,
-) -> (BTreeMap<String, (Key, Value)>, Vec<(Key, String)>) {
-    let mut wanted: BTreeMap<String, (Key, Value)> = BTreeMap::new();
+) -> (Conversions, Vec<(Key, String)>) {
+    let mut wanted = Conversions::new();
     let mut refused = Vec::new();
     for (key, desired) in &desires.hooks {
         let Desired::Serving(webhooks) = desired else {
@@ -497,7 +500,7 @@ fn conversion_owner(target: &str) -> Option<Key> {
 /// object had (one gone while no leader ran). The failures, by CRD.
 async fn reconcile_conversions(
     client: &Client,
-    desired: &BTreeMap<String, (Key, Value)>,
+    desired: &Conversions,
     loading: &HashSet<Key>,
     applied: &mut HashMap<String, Value>,
     scan: bool,
