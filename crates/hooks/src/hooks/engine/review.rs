@@ -1,5 +1,6 @@
 //! Hook runs for webhooks: an admission or conversion review answered by one binding,
-//! outside the queues, because the API server is waiting for the answer.
+//! outside the queues, because the API server is waiting for the answer; and the same
+//! runs for audits, which send validating bindings reviews of the objects that exist.
 
 use super::{BindingContext, Engine, RunRecord, context};
 
@@ -10,6 +11,28 @@ impl Engine {
     /// whose hook fails answers "denied" to the caller; nothing is applied. `review` is
     /// the review's JSON text, handed to the hook as it is.
     pub async fn review(&self, h: usize, binding: &str, review: String) -> Option<RunRecord> {
+        self.review_on(h, binding, review, "webhook").await
+    }
+
+    /// [`Engine::review`] for an audit: the same run, outside the queues, shown in the
+    /// log and the hook's history on the `audit` queue, so that an audit's many runs are
+    /// told apart from the API server's requests.
+    pub async fn audit_review(
+        &self,
+        h: usize,
+        binding: &str,
+        review: String,
+    ) -> Option<RunRecord> {
+        self.review_on(h, binding, review, "audit").await
+    }
+
+    async fn review_on(
+        &self,
+        h: usize,
+        binding: &str,
+        review: String,
+        queue: &'static str,
+    ) -> Option<RunRecord> {
         let loaded = &self.hooks[h];
         let config = &loaded.config;
         let context = if config.validating.iter().any(|v| v.name == binding) {
@@ -35,7 +58,7 @@ impl Engine {
                 .binding_contexts
                 .first()
                 .map_or("", |c| c.binding.as_str()),
-            queue: "webhook",
+            queue,
         };
         run.log_output_at(source, self.log_level(h));
         let failed = run.outcome.is_err();
@@ -43,7 +66,7 @@ impl Engine {
             hook: loaded.hook.name().to_owned(),
             hook_index: h,
             synchronizes: None,
-            queue: "webhook".to_owned(),
+            queue: queue.to_owned(),
             contexts: input.binding_contexts,
             config_version: config.version,
             run,
