@@ -17,6 +17,8 @@ pub mod store;
 pub mod synthetic;
 pub mod targets;
 
+#[cfg(test)]
+mod tests;
 
 use crate::serve::webhook::review::admission_outcome;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -226,11 +228,12 @@ impl Reviewer<'_> {
         let rules = targets::audited_rules(self.binding);
         let evaluated = self.binding.match_conditions.is_empty();
         audit.skipped.extend(
-            (rules.left_out.into_iter())
-                .map(|left_out| self.skipped(NotAudited::Rule(left_out))),
+            (rules.left_out.into_iter()).map(|left_out| self.skipped(NotAudited::Rule(left_out))),
         );
         if !evaluated && !rules.resources.is_empty() {
-            audit.skipped.push(self.skipped(NotAudited::MatchConditions));
+            audit
+                .skipped
+                .push(self.skipped(NotAudited::MatchConditions));
         }
         for rule in &rules.resources {
             let named = format!("{} {}", rule.api_version(), rule.resource);
@@ -371,9 +374,18 @@ pub async fn run_periodically(
             Ok(true) => {
                 installed = Some(true);
                 let engines = engines();
-                match audit_and_report(cluster.as_ref(), &engines, &periodic.settings, &periodic.store).await {
+                match audit_and_report(
+                    cluster.as_ref(),
+                    &engines,
+                    &periodic.settings,
+                    &periodic.store,
+                )
+                .await
+                {
                     Ok(reported) => log_reported(&reported),
-                    Err(e) => tracing::warn!(error = %chain(&e), "audit: the reports could not be written"),
+                    Err(e) => {
+                        tracing::warn!(error = %chain(&e), "audit: the reports could not be written")
+                    }
                 }
             }
             Ok(false) => {

@@ -353,8 +353,7 @@ impl Report {
 /// keeps its first result), the reports sorted by namespace, kind and name of their
 /// object (cluster-scoped ones first).
 pub fn reports(findings: &[Finding]) -> Vec<Report> {
-    let mut by_subject: BTreeMap<(Option<&str>, &str, &str, &str), Vec<&Finding>> =
-        BTreeMap::new();
+    let mut by_subject: BTreeMap<(Option<&str>, &str, &str, &str), Vec<&Finding>> = BTreeMap::new();
     for finding in findings {
         let subject = &finding.subject;
         let key = (
@@ -439,5 +438,227 @@ fn result(finding: &Finding) -> ReportResult {
         timestamp: finding.at.into(),
         resources: vec![finding.subject.reference(false)],
         properties,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use operon_data::model::ValidatingResponse;
+    use serde_json::json;
+
+    fn answered(allowed: bool, message: Option<&str>, warnings: &[&str]) -> AdmissionOutcome {
+        AdmissionOutcome::Answered(ValidatingResponse {
+            allowed,
+            message: message.map(str::to_owned),
+            warnings: warnings.iter().map(|w| (*w).to_owned()).collect(),
+            patch: None,
+        })
+    }
+
+    #[test]
+    fn answers_are_judged_under_their_enforcement() {
+        let verdicts =
+            |outcome: AdmissionOutcome| Enforcement::ALL.map(|e| judge(outcome.clone(), e).verdict);
+        use Verdict::*;
+        assert_eq!(verdicts(answered(true, None, &[])), [Pass, Pass, Pass]);
+        assert_eq!(
+            verdicts(answered(true, None, &["careful"])),
+            [Warn, Warn, Warn]
+        );
+        assert_eq!(
+            verdicts(answered(false, Some("no"), &[])),
+            [Fail, Warn, Warn]
+        );
+        assert_eq!(
+            verdicts(AdmissionOutcome::Failed("hook h failed: exit 1".into())),
+            [Error, Error, Error]
+        );
+        let denied = judge(
+            answered(false, Some("no latest"), &["w"]),
+            Enforcement::DryRun,
+        );
+        assert_eq!(
+            denied,
+            Judged {
+                verdict: Warn,
+                answer: Answer::Denied,
+                message: "no latest".into(),
+                warnings: vec!["w".into()]
+            }
+        );
+        assert_eq!(
+            judge(answered(false, None, &[]), Enforcement::Deny).message,
+            "denied without a message"
+        );
+        let warned = judge(answered(true, None, &["a", "b"]), Enforcement::Deny);
+        assert_eq!(
+            (warned.message.as_str(), warned.answer),
+            ("a; b", Answer::Allowed)
+        );
+    }
+
+    fn subject(namespace: Option<&str>, kind: &str, name: &str, uid: &str) -> Subject {
+        Subject {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: namespace.map(str::to_owned),
+            name: name.into(),
+            uid: Some(uid.into()),
+            resource_version: Some("7".into()),
+        }
+    }
+
+    fn finding(
+        subject: &Subject,
+        hook: &str,
+        binding: &str,
+        judged: Judged,
+        enforcement: Enforcement,
+    ) -> Finding {
+        Finding {
+            subject: subject.clone(),
+            source: "hooks directory".into(),
+            hook: hook.into(),
+            binding: binding.into(),
+            enforcement,
+            judged,
+            at: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+        }
+    }
+
+    #[test]
+    fn each_object_gets_one_report_with_a_result_per_binding() {
+        let web = subject(Some("shop"), "Pod", "web", "u-web");
+        let shop = subject(None, "Namespace", "shop", "u-shop");
+        let findings = vec![
+            finding(
+                &web,
+                "b.sh",
+                "pinned.example.com",
+                judge(answered(false, Some("pin it"), &[]), Enforcement::Deny),
+                Enforcement::Deny,
+            ),
+            finding(
+                &shop,
+                "a.sh",
+                "owner.example.com",
+                judge(answered(true, None, &[]), Enforcement::Deny),
+                Enforcement::Deny,
+            ),
+            finding(
+                &web,
+                "a.sh",
+                "team.example.com",
+                judge(
+                    answered(false, Some("no team"), &["w1", "w2"]),
+                    Enforcement::DryRun,
+                ),
+                Enforcement::DryRun,
+            ),
+            // The same binding again (a second group of the same kind): kept once.
+            finding(
+                &web,
+                "a.sh",
+                "team.example.com",
+                judge(answered(true, None, &[]), Enforcement::DryRun),
+                Enforcement::DryRun,
+            ),
+        ];
+        let reports = reports(&findings);
+        assert_eq!(reports.len(), 2);
+        // Cluster-scoped first.
+        let cluster = reports[0].to_value();
+        assert_eq!(cluster["kind"], "ClusterPolicyReport");
+        assert_eq!(cluster["metadata"]["name"], "operon-u-shop");
+        assert!(cluster["metadata"].get("namespace").is_none());
+        assert_eq!(
+            cluster["summary"],
+            json!({"pass": 1, "fail": 0, "warn": 0, "error": 0, "skip": 0})
+        );
+        assert!(
+            cluster["results"][0].get("message").is_none(),
+            "a pass says nothing"
+        );
+
+        let report = reports[1].to_value();
+        assert_eq!(
+            report["metadata"],
+            json!({"name": "operon-u-web", "namespace": "shop",
+                   "labels": {"app.kubernetes.io/managed-by": "operon"},
+                   "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "u-web"}]})
+        );
+        assert_eq!(report["apiVersion"], "wgpolicyk8s.io/v1alpha2");
+        assert_eq!(report["kind"], "PolicyReport");
+        assert_eq!(
+            report["scope"],
+            json!({"apiVersion": "v1", "kind": "Pod", "namespace": "shop", "name": "web",
+                   "uid": "u-web", "resourceVersion": "7"})
+        );
+        assert_eq!(
+            report["summary"],
+            json!({"pass": 0, "fail": 1, "warn": 1, "error": 0, "skip": 0})
+        );
+        assert_eq!(
+            report["results"],
+            json!([
+                {"source": "operon", "policy": "a.sh", "rule": "team.example.com",
+                 "result": "warn", "scored": false, "message": "no team",
+                 "timestamp": {"seconds": 1_800_000_000, "nanos": 0},
+                 "resources": [{"apiVersion": "v1", "kind": "Pod", "namespace": "shop",
+                                "name": "web", "uid": "u-web"}],
+                 "properties": {"engine": "hooks directory", "enforcement": "DryRun",
+                                "answer": "denied", "operation": "CREATE",
+                                "warnings": "w1\nw2"}},
+                {"source": "operon", "policy": "b.sh", "rule": "pinned.example.com",
+                 "result": "fail", "scored": true, "message": "pin it",
+                 "timestamp": {"seconds": 1_800_000_000, "nanos": 0},
+                 "resources": [{"apiVersion": "v1", "kind": "Pod", "namespace": "shop",
+                                "name": "web", "uid": "u-web"}],
+                 "properties": {"engine": "hooks directory", "enforcement": "Deny",
+                                "answer": "denied", "operation": "CREATE"}},
+            ])
+        );
+    }
+
+    #[test]
+    fn subjects_come_from_objects_and_name_their_reports() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "resourceVersion": "3"}});
+        let subject = Subject::of(&pod, true);
+        assert_eq!(
+            subject,
+            Subject {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                namespace: Some("shop".into()),
+                name: "web".into(),
+                uid: Some("u-1".into()),
+                resource_version: Some("3".into()),
+            }
+        );
+        assert_eq!(subject.report_name(), "operon-u-1");
+        assert_eq!(subject.describe(), "Pod shop/web");
+        // A cluster-scoped resource has no namespace, whatever the object says.
+        assert_eq!(Subject::of(&pod, false).namespace, None);
+        let no_uid = Subject {
+            uid: None,
+            name: "x".repeat(300),
+            ..subject
+        };
+        let name = no_uid.report_name();
+        assert!(name.starts_with("operon-pod-xxx"), "{name}");
+        assert_eq!(name.len(), 253);
+        let reports = reports(&[finding(
+            &no_uid,
+            "h",
+            "b",
+            judge(answered(true, None, &[]), Enforcement::Deny),
+            Enforcement::Deny,
+        )]);
+        assert!(
+            reports[0].metadata.owner_references.is_none(),
+            "no uid, no owner"
+        );
     }
 }

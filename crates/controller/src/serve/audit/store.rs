@@ -250,8 +250,13 @@ fn same_but_time(a: &Value, b: &Value) -> bool {
 /// results, its owner and Operon's label (other fields and labels are not Operon's).
 fn same_content(desired: &Value, current: &Value) -> bool {
     let label = format!("/metadata/labels/{}", MANAGED_BY.0.replace('/', "~1"));
-    ["/scope", "/summary", "/results", "/metadata/ownerReferences"]
-        .iter()
-        .chain(std::iter::once(&label.as_str()))
-        .all(|pointer| desired.pointer(pointer) == current.pointer(pointer))
+    [
+        "/scope",
+        "/summary",
+        "/results",
+        "/metadata/ownerReferences",
+    ]
+    .iter()
+    .chain(std::iter::once(&label.as_str()))
+    .all(|pointer| desired.pointer(pointer) == current.pointer(pointer))
 }

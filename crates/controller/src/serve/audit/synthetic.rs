@@ -72,3 +72,66 @@ pub fn new_uid() -> String {
         .hyphenated()
         .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(kind: &str, plural: &str, namespaced: bool) -> Resource {
+        Resource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced,
+        }
+    }
+
+    #[test]
+    fn a_review_is_a_dry_run_create_of_the_object_as_listed() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "resourceVersion": "7"},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+            "status": {"phase": "Running"}});
+        let review = review(&resource("Pod", "pods", true), &pod, "r-1");
+        let kind = json!({"group": "", "version": "v1", "kind": "Pod"});
+        let plural = json!({"group": "", "version": "v1", "resource": "pods"});
+        assert_eq!(
+            review,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {
+                    "uid": "r-1", "kind": kind, "resource": plural,
+                    "requestKind": kind, "requestResource": plural,
+                    "name": "web", "namespace": "shop", "operation": "CREATE",
+                    "userInfo": {"username": "operon:audit"},
+                    "object": pod, "oldObject": null, "dryRun": true,
+                    "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions",
+                                "dryRun": ["All"]}}})
+        );
+        // What the webhook server checks of any review it answers.
+        crate::serve::webhook::review::admission_review(review.to_string().as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_cluster_scoped_object_has_no_namespace() {
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
+        let review = review(
+            &resource("Namespace", "namespaces", false),
+            &namespace,
+            "r-2",
+        );
+        assert!(review["request"].get("namespace").is_none());
+        assert_eq!(review["request"]["name"], "shop");
+        assert_eq!(review["request"]["resource"]["resource"], "namespaces");
+    }
+
+    #[test]
+    fn every_review_has_a_uid_of_its_own() {
+        let (a, b) = (new_uid(), new_uid());
+        assert_ne!(a, b);
+        let parsed = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(a.len(), 36);
+    }
+}

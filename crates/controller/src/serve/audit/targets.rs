@@ -99,7 +99,9 @@ pub enum LeftOut {
         field: &'static str,
     },
     /// A subresource (`pods/status`): objects are listed through their resource.
-    #[error("rules[{rule}]: {resource:?} is a subresource; objects are audited through their resource")]
+    #[error(
+        "rules[{rule}]: {resource:?} is a subresource; objects are audited through their resource"
+    )]
     Subresource {
         /// The rule's index.
         rule: usize,
@@ -149,7 +151,9 @@ pub fn audited_rules(binding: &AdmissionBinding) -> AuditedRules {
         .into_iter()
         .find(|(_, values)| values.iter().any(|v| v == "*" || v.starts_with("*/")));
         if let Some((field, _)) = wildcard {
-            audited.left_out.push(LeftOut::Wildcard { rule: index, field });
+            audited
+                .left_out
+                .push(LeftOut::Wildcard { rule: index, field });
             continue;
         }
         let scope = RuleScope::of(rule);
@@ -278,7 +282,9 @@ pub async fn objects(
     };
     // One list of every namespace, filtered here: a list per matching namespace would
     // open as many watches on a real API server.
-    let (listed, _events) = cluster.list_and_watch(resource, &selection.selector).await?;
+    let (listed, _events) = cluster
+        .list_and_watch(resource, &selection.selector)
+        .await?;
     Ok(listed.into_iter().filter(move |object| {
         namespaces.as_ref().is_none_or(|names| {
             let (namespace, _) = operon_cluster::namespace_and_name(object);
@@ -302,4 +308,286 @@ async fn namespaces_matching(
         .into_iter()
         .map(|namespace| operon_cluster::namespace_and_name(&namespace).1.to_owned())
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use operon_cluster::local::LocalCluster;
+    use operon_data::model::{
+        AdmissionBindingConfig, HookConfig, LabelOperator, LabelRequirement, NamespaceSelector,
+    };
+    use operon_hooks::hooks::config;
+
+    fn rule(
+        operations: &[&str],
+        groups: &[&str],
+        versions: &[&str],
+        resources: &[&str],
+    ) -> WebhookRule {
+        let strings = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
+        WebhookRule {
+            operations: strings(operations),
+            api_groups: strings(groups),
+            api_versions: strings(versions),
+            resources: strings(resources),
+            scope: None,
+        }
+    }
+
+    /// The validated binding of a hook declaring `binding` alone.
+    fn binding(binding: AdmissionBindingConfig) -> AdmissionBinding {
+        let raw = HookConfig {
+            kubernetes_validating: vec![binding],
+            ..HookConfig::default()
+        };
+        let valid = config::validate("policies.sh", &raw, &config::any_kind).unwrap();
+        valid.validating[0].clone()
+    }
+
+    fn with_rules(rules: Vec<WebhookRule>) -> AdmissionBinding {
+        binding(AdmissionBindingConfig {
+            name: "policy.example.com".into(),
+            rules,
+            ..AdmissionBindingConfig::default()
+        })
+    }
+
+    fn resource(group: &str, version: &str, resource: &str, scope: RuleScope) -> RuleResource {
+        RuleResource {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+            scope,
+        }
+    }
+
+    #[test]
+    fn rules_with_create_are_audited_each_resource_once() {
+        let mut namespaced = rule(
+            &["CREATE", "UPDATE"],
+            &["", "apps"],
+            &["v1"],
+            &["pods", "deployments"],
+        );
+        namespaced.scope = Some("Namespaced".into());
+        let audited = audited_rules(&with_rules(vec![
+            namespaced,
+            // `*` includes CREATE; a second version of a resource already listed adds nothing.
+            rule(
+                &["*"],
+                &["apps"],
+                &["v1beta1"],
+                &["deployments", "statefulsets"],
+            ),
+        ]));
+        assert_eq!(
+            audited.resources,
+            vec![
+                resource("", "v1", "pods", RuleScope::Namespaced),
+                resource("apps", "v1", "pods", RuleScope::Namespaced),
+                resource("", "v1", "deployments", RuleScope::Namespaced),
+                resource("apps", "v1", "deployments", RuleScope::Namespaced),
+                resource("apps", "v1beta1", "statefulsets", RuleScope::Any),
+            ]
+        );
+        assert!(audited.left_out.is_empty());
+        assert_eq!(audited.resources[3].api_version(), "apps/v1");
+        assert_eq!(audited.resources[0].api_version(), "v1");
+    }
+
+    #[test]
+    fn what_an_audit_cannot_review_is_left_out_with_the_reason() {
+        let audited = audited_rules(&with_rules(vec![
+            rule(&["UPDATE", "DELETE"], &[""], &["v1"], &["pods"]),
+            rule(&["CREATE"], &["*"], &["v1"], &["pods"]),
+            rule(&["CREATE"], &[""], &["*"], &["pods"]),
+            rule(&["CREATE"], &[""], &["v1"], &["*/scale"]),
+            rule(&["CREATE"], &[""], &["v1"], &["pods/status", "configmaps"]),
+            rule(
+                &["CREATE"],
+                &["admissionregistration.k8s.io"],
+                &["v1"],
+                &["validatingwebhookconfigurations"],
+            ),
+        ]));
+        assert_eq!(
+            audited.resources,
+            vec![resource("", "v1", "configmaps", RuleScope::Any)]
+        );
+        assert_eq!(
+            audited.left_out,
+            vec![
+                LeftOut::NoCreate {
+                    rule: 0,
+                    operations: vec!["UPDATE".into(), "DELETE".into()]
+                },
+                LeftOut::Wildcard {
+                    rule: 1,
+                    field: "apiGroups"
+                },
+                LeftOut::Wildcard {
+                    rule: 2,
+                    field: "apiVersions"
+                },
+                LeftOut::Wildcard {
+                    rule: 3,
+                    field: "resources"
+                },
+                LeftOut::Subresource {
+                    rule: 4,
+                    resource: "pods/status".into()
+                },
+                LeftOut::NeverSent {
+                    rule: 5,
+                    resource: "validatingwebhookconfigurations.admissionregistration.k8s.io".into()
+                },
+            ]
+        );
+        assert_eq!(
+            audited.left_out[0].to_string(),
+            "rules[0]: its operations [\"UPDATE\", \"DELETE\"] do not include CREATE, the operation an audit reviews"
+        );
+    }
+
+    #[tokio::test]
+    async fn rules_resolve_by_plural_at_their_scope_only() {
+        let cluster = LocalCluster::new();
+        let pods = resolve(&cluster, &resource("", "v1", "pods", RuleScope::Any))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((pods.kind.as_str(), pods.namespaced), ("Pod", true));
+        for unmatched in [
+            // The API server matches the plural only.
+            resource("", "v1", "Pod", RuleScope::Any),
+            resource("", "v1", "po", RuleScope::Any),
+            resource("", "v1", "pods", RuleScope::Cluster),
+            resource("", "v1", "namespaces", RuleScope::Namespaced),
+            resource("", "v1", "widgets", RuleScope::Any),
+            resource("example.com", "v1", "widgets", RuleScope::Any),
+        ] {
+            assert_eq!(
+                resolve(&cluster, &unmatched).await.unwrap(),
+                None,
+                "{unmatched:?}"
+            );
+        }
+    }
+
+    fn selector(labels: &[(&str, &str)]) -> LabelSelector {
+        LabelSelector {
+            match_labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            match_expressions: vec![],
+        }
+    }
+
+    fn selective() -> AdmissionBinding {
+        binding(AdmissionBindingConfig {
+            name: "policy.example.com".into(),
+            rules: vec![rule(
+                &["CREATE"],
+                &[""],
+                &["v1"],
+                &["pods", "namespaces", "nodes"],
+            )],
+            label_selector: Some(selector(&[("checked", "yes")])),
+            namespace: Some(NamespaceSelector {
+                name_selector: None,
+                label_selector: Some(LabelSelector {
+                    match_labels: vec![],
+                    match_expressions: vec![LabelRequirement {
+                        key: "audit".into(),
+                        operator: LabelOperator::In,
+                        values: vec!["on".into()],
+                    }],
+                }),
+            }),
+            ..AdmissionBindingConfig::default()
+        })
+    }
+
+    const OBJECTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: on, labels: {audit: "on", checked: "yes"}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: off, labels: {checked: "yes"}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: unchecked, labels: {audit: "on"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: on, labels: {checked: "yes"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: on}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: c, namespace: off, labels: {checked: "yes"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: d, namespace: unchecked, labels: {checked: "yes"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {checked: "yes"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n2}
+"#;
+
+    async fn names(cluster: &LocalCluster, binding: &AdmissionBinding, kind: &str) -> Vec<String> {
+        let resource = cluster.resolve(Some("v1"), kind).unwrap();
+        let selection = selection(binding, &resource);
+        objects(cluster, &resource, &selection)
+            .await
+            .unwrap()
+            .map(|o| {
+                let (namespace, name) = operon_cluster::namespace_and_name(&o);
+                operon_cluster::namespaced_name(Some(namespace).filter(|n| !n.is_empty()), name)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn selectors_pick_objects_as_the_api_server_sends_them() {
+        let cluster = LocalCluster::new();
+        cluster.load_yaml(OBJECTS, "objects").unwrap();
+        let binding = selective();
+        // Pods: their namespace's labels and their own.
+        assert_eq!(
+            names(&cluster, &binding, "Pod").await,
+            ["on/a", "unchecked/d"]
+        );
+        // A Namespace is matched by both selectors, on its own labels.
+        assert_eq!(names(&cluster, &binding, "Namespace").await, ["on"]);
+        // Other cluster-scoped objects: the objectSelector only.
+        assert_eq!(names(&cluster, &binding, "Node").await, ["n1"]);
+        // Without selectors, everything.
+        let all = with_rules(vec![rule(&["CREATE"], &[""], &["v1"], &["pods"])]);
+        assert_eq!(
+            names(&cluster, &all, "Pod").await,
+            ["off/c", "on/a", "on/b", "unchecked/d"]
+        );
+        let pods = cluster.resolve(Some("v1"), "Pod").unwrap();
+        assert_eq!(
+            selection(&all, &pods),
+            Selection {
+                selector: Selector::default(),
+                namespaces: None
+            }
+        );
+    }
 }
