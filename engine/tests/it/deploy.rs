@@ -811,6 +811,9 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "CustomResourceDefinition/diagnoses.operon.dev",
         "CustomResourceDefinition/modules.operon.dev",
         "CustomResourceDefinition/hooks.operon.dev",
+        // The reports audits write.
+        "CustomResourceDefinition/policyreports.wgpolicyk8s.io",
+        "CustomResourceDefinition/clusterpolicyreports.wgpolicyk8s.io",
         "ServiceAccount/operon",
         "ClusterRole/operon",
         "ClusterRole/operon-hook-author",

@@ -43,6 +43,7 @@ mod addons_snapshots;
 mod addons_wasm_enabled;
 mod addons_wasm_hooks;
 mod architecture;
+mod audit_cli;
 mod bad_input;
 mod book;
 mod cli;
