@@ -51,6 +51,7 @@ mod deploy;
 mod deploy_agent;
 mod deploy_offload;
 mod e2e_agent_offload;
+mod e2e_audit;
 mod e2e_diagnosis;
 mod e2e_hook_admission;
 mod e2e_hook_object_webhooks;
