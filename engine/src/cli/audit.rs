@@ -25,8 +25,8 @@ use std::time::Duration;
 pub struct AuditArgs {
     #[command(flatten)]
     jq: super::hook::JqArgs,
-    /// The hooks whose validating bindings audit, as `operon serve --hooks-dir` finds
-    /// them.
+    /// The hooks whose validating bindings review the objects (found as `operon serve
+    /// --hooks-dir` finds them).
     #[arg(long, env = "OPERON_HOOKS_DIR", default_value = "/hooks")]
     hooks_dir: PathBuf,
     /// Audit the objects of this file instead of a cluster's (multi-document YAML,

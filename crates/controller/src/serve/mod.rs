@@ -1,8 +1,8 @@
 //! `operon serve`, the controller process: hooks from a directory run by the hook
 //! engine against a cluster (the kube layer in production, any [`Cluster`] in tests),
 //! the HTTP endpoints (metrics, health, readiness), the debug endpoint on a unix
-//! socket, addon-operator's modules on the leader ([`addons`]), and a graceful
-//! shutdown.
+//! socket, addon-operator's modules on the leader ([`addons`]), audits of existing
+//! objects on the leader ([`audit`]), and a graceful shutdown.
 
 pub mod addons;
 pub mod alerts;
