@@ -226,7 +226,10 @@ pub(super) fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow
 }
 
 /// Prints every problem of an invalid configuration; the error says how many.
-pub(super) fn invalid_configuration(hook: &str, problems: &[impl std::fmt::Display]) -> anyhow::Error {
+pub(super) fn invalid_configuration(
+    hook: &str,
+    problems: &[impl std::fmt::Display],
+) -> anyhow::Error {
     for p in problems {
         eprintln!("error: {p}");
     }

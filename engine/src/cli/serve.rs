@@ -517,15 +517,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             controllers,
             diagnoses,
             hook_objects,
-            audit: args.audit_interval.map(|interval| serve::audit::PeriodicAudit {
-                store: serve::audit::store::ReportStore::new(client.clone()),
-                interval,
-                settings: serve::audit::AuditSettings {
-                    rate: args.audit_rate,
-                    timeout: args.webhook_timeout,
-                    enforcement: args.webhook_enforcement,
-                },
-            }),
+            audit: args
+                .audit_interval
+                .map(|interval| serve::audit::PeriodicAudit {
+                    store: serve::audit::store::ReportStore::new(client.clone()),
+                    interval,
+                    settings: serve::audit::AuditSettings {
+                        rate: args.audit_rate,
+                        timeout: args.webhook_timeout,
+                        enforcement: args.webhook_enforcement,
+                    },
+                }),
         },
         delayed(shutdown_signal(), args.shutdown_delay),
     )

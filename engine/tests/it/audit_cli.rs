@@ -16,7 +16,9 @@ fn repo(path: &str) -> PathBuf {
 }
 
 fn hooks() -> String {
-    repo("operations/examples/audit/hooks").display().to_string()
+    repo("operations/examples/audit/hooks")
+        .display()
+        .to_string()
 }
 
 fn objects() -> String {
@@ -123,7 +125,14 @@ fn objects_from_files_are_audited_into_reports() {
 
 #[test]
 fn bad_flags_are_refused_naming_them() {
-    let out = operon(&["--hooks-dir", &hooks(), "--objects", &objects(), "--rate", "0"]);
+    let out = operon(&[
+        "--hooks-dir",
+        &hooks(),
+        "--objects",
+        &objects(),
+        "--rate",
+        "0",
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -169,7 +169,16 @@ async fn operon_audit_writes_policy_reports_that_kubectl_counts() {
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAMESPACE", "NAME", "PASS", "FAIL", "WARN", "ERROR", "SKIP", "AGE"],
+        [
+            "NAMESPACE",
+            "NAME",
+            "PASS",
+            "FAIL",
+            "WARN",
+            "ERROR",
+            "SKIP",
+            "AGE"
+        ],
         "{table}"
     );
     let bad_row = table
@@ -180,7 +189,15 @@ async fn operon_audit_writes_policy_reports_that_kubectl_counts() {
     // The report is written by operon, with server-side apply.
     let written = kubectl(
         &kubeconfig,
-        &["-n", ns, "get", "policyreports", "-o", "json", "--show-managed-fields"],
+        &[
+            "-n",
+            ns,
+            "get",
+            "policyreports",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ],
     );
     let written: Value = serde_json::from_str(&written).unwrap();
     let managed = &written["items"][0]["metadata"]["managedFields"][0];
@@ -233,8 +250,10 @@ async fn operon_serve_audits_on_its_interval() {
     .await;
     assert_eq!(found, [("bad".to_owned(), 0, 1), ("fine".to_owned(), 1, 0)]);
     kubectl(&kubeconfig, &["-n", &ns, "delete", "configmap", "bad"]);
-    eventually("the deleted ConfigMap's report gone", Duration::from_secs(60), async || {
-        (reports(&kubeconfig, &ns).len() == 1).then_some(())
-    })
+    eventually(
+        "the deleted ConfigMap's report gone",
+        Duration::from_secs(60),
+        async || (reports(&kubeconfig, &ns).len() == 1).then_some(()),
+    )
     .await;
 }

@@ -17,12 +17,7 @@ impl Engine {
     /// [`Engine::review`] for an audit: the same run, outside the queues, shown in the
     /// log and the hook's history on the `audit` queue, so that an audit's many runs are
     /// told apart from the API server's requests.
-    pub async fn audit_review(
-        &self,
-        h: usize,
-        binding: &str,
-        review: String,
-    ) -> Option<RunRecord> {
+    pub async fn audit_review(&self, h: usize, binding: &str, review: String) -> Option<RunRecord> {
         self.review_on(h, binding, review, "audit").await
     }
 
