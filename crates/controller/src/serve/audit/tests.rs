@@ -583,3 +583,107 @@ async fn writes_are_applies_by_operon_and_stale_reports_deletions_of_what_was_re
     );
     api.quiet().await;
 }
+
+/// What of `value` the CRD schema `schema` would refuse or prune: unknown fields,
+/// wrong types, values outside an enum, missing required fields.
+fn misfits(value: &Value, schema: &Value, path: &str) -> Vec<String> {
+    let kind = schema["type"].as_str().unwrap_or("");
+    let mut found = Vec::new();
+    match value {
+        Value::Object(map) if kind == "object" => {
+            // The API server's own: its schema is `type: object` and nothing more.
+            if path == "/metadata" {
+                return found;
+            }
+            for (key, field) in map {
+                let at = format!("{path}/{key}");
+                match (
+                    schema["properties"].get(key),
+                    schema.get("additionalProperties"),
+                ) {
+                    (Some(inner), _) | (None, Some(inner)) => {
+                        found.extend(misfits(field, inner, &at))
+                    }
+                    (None, None) => found.push(format!("{at}: not in the schema (pruned)")),
+                }
+            }
+            for required in schema["required"].as_array().into_iter().flatten() {
+                if !map.contains_key(required.as_str().unwrap()) {
+                    found.push(format!("{path}: {required} is required"));
+                }
+            }
+        }
+        Value::Array(items) if kind == "array" => {
+            for (i, item) in items.iter().enumerate() {
+                found.extend(misfits(item, &schema["items"], &format!("{path}/{i}")));
+            }
+        }
+        Value::String(text) if kind == "string" => {
+            if let Some(allowed) = schema["enum"].as_array()
+                && !allowed.contains(&json!(text))
+            {
+                found.push(format!("{path}: {text:?} is not one of {allowed:?}"));
+            }
+        }
+        Value::Number(n) if kind == "integer" && (n.is_i64() || n.is_u64()) => {}
+        Value::Bool(_) if kind == "boolean" => {}
+        other => found.push(format!("{path}: {other} is not of type {kind:?}")),
+    }
+    found
+}
+
+#[test]
+fn reports_fit_the_shipped_crds() {
+    let crds: Vec<Value> = serde_saphyr::from_multiple(&crds()).unwrap();
+    let schema = |kind: &str| {
+        let crd = crds
+            .iter()
+            .find(|c| c["spec"]["names"]["kind"] == kind)
+            .unwrap();
+        assert_eq!(crd["spec"]["group"], "wgpolicyk8s.io");
+        let version = &crd["spec"]["versions"][0];
+        assert_eq!(version["name"], "v1alpha2");
+        version["schema"]["openAPIV3Schema"].clone()
+    };
+    let subject = |namespace: Option<&str>, kind: &str| Subject {
+        api_version: "v1".into(),
+        kind: kind.into(),
+        namespace: namespace.map(str::to_owned),
+        name: "x".into(),
+        uid: Some("u".into()),
+        resource_version: Some("1".into()),
+    };
+    let mut findings = Vec::new();
+    for (subject, verdict) in [
+        (subject(Some("shop"), "Pod"), Verdict::Fail),
+        (subject(None, "Namespace"), Verdict::Skip),
+    ] {
+        findings.push(Finding {
+            subject,
+            source: HOOKS_DIRECTORY.into(),
+            hook: "h".into(),
+            binding: "b".into(),
+            enforcement: Enforcement::Warn,
+            judged: Judged {
+                verdict,
+                answer: Answer::Denied,
+                message: "m".into(),
+                warnings: vec!["w".into()],
+            },
+            at: jiff::Timestamp::now(),
+        });
+    }
+    let reports = report::reports(&findings);
+    assert_eq!(reports.len(), 2);
+    for report in reports {
+        let value = report.to_value();
+        assert_eq!(
+            misfits(&value, &schema(report.kind), ""),
+            Vec::<String>::new(),
+            "{value:#}"
+        );
+    }
+    // The check itself refuses what the schema does not hold.
+    let bad = json!({"summary": {"pass": "one"}, "results": [{"result": "maybe"}], "extra": 1});
+    assert_eq!(misfits(&bad, &schema("PolicyReport"), "").len(), 4);
+}
