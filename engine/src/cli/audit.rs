@@ -70,6 +70,18 @@ pub(super) fn rate(text: &str) -> Result<f64, String> {
     }
 }
 
+/// The pause between two audits: a duration above zero, such as `1h` (zero would
+/// audit without pause).
+pub(super) fn interval(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(interval) if !interval.is_zero() => Ok(interval),
+        Ok(_) => Err(format!(
+            "{text:?} is no pause: give a duration above zero, such as 1h"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Runs `operon audit`.
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     args.jq.apply();

@@ -223,7 +223,7 @@ pub struct ServeArgs {
     /// the leader sends every validating binding a review of each object its rules
     /// match, and writes what they answer as PolicyReports and ClusterPolicyReports
     /// (when their CRDs are installed). Off when not given.
-    #[arg(long, env = "OPERON_AUDIT_INTERVAL", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "OPERON_AUDIT_INTERVAL", value_parser = super::audit::interval)]
     audit_interval: Option<Duration>,
     /// Reviews per second an audit sends at most (one at a time).
     #[arg(long, env = "OPERON_AUDIT_RATE", default_value_t = operon::serve::audit::DEFAULT_RATE, value_parser = super::audit::rate)]

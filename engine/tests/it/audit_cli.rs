@@ -151,6 +151,18 @@ fn bad_flags_are_refused_naming_them() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot be used with"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["serve", "--audit-interval", "0s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "invalid value '0s' for '--audit-interval <AUDIT_INTERVAL>': \"0s\" is no pause"
+        ),
+        "{err}"
+    );
     let empty = tempfile::tempdir().unwrap();
     let out = operon(&[
         "--hooks-dir",

@@ -593,6 +593,9 @@ async fn run_engine(
         // Aborted with this block, as the Diagnoses: another leader audits next.
         let _audit = audit.clone().map(|periodic| {
             let status = status.clone();
+            // The hooks directory's engine. Hook objects' engines (in `status.engines`)
+            // join once each binding's namespaces, as its webhook registration keeps
+            // them, limit what an audit lists.
             let engines = move || {
                 (status.engine().into_iter())
                     .map(|engine| audit::AuditedEngine {

@@ -3,10 +3,10 @@
 //! objects listed through the [`Cluster`] instead of to requests.
 //!
 //! An audit asks "would this object be admitted now?", which is the question of a
-//! `CREATE`: only rules whose operations include `CREATE` (or `*`) are audited, as
-//! Kubewarden's audit scanner does. A rule with `*` in its groups, versions or resources
-//! is left out (Kubewarden too): the audit lists objects by resource, and a wildcard
-//! would mean every resource of the cluster. Subresources (`pods/status`) are left out:
+//! `CREATE`: only rules whose operations include `CREATE` (or `*`) are audited
+//! (Kubewarden's audit scanner takes `CREATE` only). A rule with `*` in its groups,
+//! versions or resources is left out (Kubewarden's too): the audit lists objects by
+//! resource, and a wildcard would mean every resource of the cluster. Subresources (`pods/status`) are left out:
 //! objects are listed through their main resource. The API server never calls webhooks
 //! for the `admissionregistration.k8s.io` resources, so neither does an audit.
 
