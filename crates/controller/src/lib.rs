@@ -3,7 +3,8 @@
 //! - [`serve`]: `operon serve`, the controller process: the hook engine over a cluster,
 //!   HTTP and debug endpoints, leader election, the webhook servers with their
 //!   registration and certificates, the admission webhook of Operon's resources, the
-//!   Alertmanager receiver, the module API and Hook objects.
+//!   Alertmanager receiver, the module API, Hook objects, and audits of existing objects
+//!   into PolicyReports.
 //! - [`controllers`]: the kube-runtime controllers of OperationSets, Triggers and
 //!   Diagnoses.
 //! - [`agent`]: `operon agent`, the per-node runner of the Diagnoses placed on its node.

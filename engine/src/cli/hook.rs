@@ -213,7 +213,7 @@ pub(super) fn sandbox(cache_dir: Option<PathBuf>) -> anyhow::Result<Sandbox> {
     })?)
 }
 
-fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()> {
+pub(super) fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()> {
     for file in files {
         if let Err(problems) = cluster.load_file(file) {
             for p in &problems {
@@ -226,7 +226,10 @@ fn load_fixtures(cluster: &LocalCluster, files: &[PathBuf]) -> anyhow::Result<()
 }
 
 /// Prints every problem of an invalid configuration; the error says how many.
-fn invalid_configuration(hook: &str, problems: &[impl std::fmt::Display]) -> anyhow::Error {
+pub(super) fn invalid_configuration(
+    hook: &str,
+    problems: &[impl std::fmt::Display],
+) -> anyhow::Error {
     for p in problems {
         eprintln!("error: {p}");
     }

@@ -2,6 +2,7 @@
 //! returns an exit code; errors are printed once, here.
 
 mod agent;
+mod audit;
 mod convert;
 mod debug;
 mod diagnose;
@@ -86,6 +87,9 @@ enum Command {
     /// Run hooks against a Kubernetes API server: the controller, with metrics, health
     /// and readiness endpoints and a debug socket.
     Serve(Box<serve::ServeArgs>),
+    /// Review existing objects with the validating bindings of a hooks directory and
+    /// write what they answer as PolicyReports (or print it, for objects from files).
+    Audit(Box<audit::AuditArgs>),
     /// Run the Diagnoses placed on one node (`operon agent --node-name`, a DaemonSet).
     Agent(Box<agent::AgentArgs>),
     /// Ask a running `operon serve` about its queues, hooks and snapshots.
@@ -144,6 +148,7 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => diagnose::draw(args),
         Command::Version { output } => version(output),
         Command::Serve(args) => serve::run(*args),
+        Command::Audit(args) => audit::run(*args),
         Command::Agent(args) => agent::run(*args),
         Command::Debug(cmd) => debug::run(cmd),
         Command::Convert(cmd) => convert::run(cmd),

@@ -219,6 +219,15 @@ pub struct ServeArgs {
     /// DryRun (requests are allowed; answers are only logged and counted as would_deny).
     #[arg(long, env = "OPERON_WEBHOOK_ENFORCEMENT", default_value = "Deny")]
     webhook_enforcement: operon::model::Enforcement,
+    /// Audit the objects that exist this long after the previous audit ended, e.g. `1h`:
+    /// the leader sends every validating binding a review of each object its rules
+    /// match, and writes what they answer as PolicyReports and ClusterPolicyReports
+    /// (when their CRDs are installed). Off when not given.
+    #[arg(long, env = "OPERON_AUDIT_INTERVAL", value_parser = super::audit::interval)]
+    audit_interval: Option<Duration>,
+    /// Reviews per second an audit sends at most (one at a time).
+    #[arg(long, env = "OPERON_AUDIT_RATE", default_value_t = operon::serve::audit::DEFAULT_RATE, value_parser = super::audit::rate)]
+    audit_rate: f64,
     /// Serve the Alertmanager receiver (`POST /api/v2/alerts`, `/api/v1/alerts`) on the
     /// metrics port, authenticated by the bearer token in key `token` of this Secret
     /// (`NAMESPACE/NAME`, re-read when it changes); without it the routes are not served.
@@ -461,6 +470,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
     }
+    let client = cluster.client().clone();
     let cluster = Arc::new(cluster);
     let hook_objects = match (&controllers, &diagnoses) {
         (Some(client), Some(ctx)) => {
@@ -507,6 +517,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             controllers,
             diagnoses,
             hook_objects,
+            audit: args
+                .audit_interval
+                .map(|interval| serve::audit::PeriodicAudit {
+                    store: serve::audit::store::ReportStore::new(client.clone()),
+                    interval,
+                    settings: serve::audit::AuditSettings {
+                        rate: args.audit_rate,
+                        timeout: args.webhook_timeout,
+                        enforcement: args.webhook_enforcement,
+                    },
+                }),
         },
         delayed(shutdown_signal(), args.shutdown_delay),
     )

@@ -159,8 +159,18 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
             );
         }
     }
-    let crds = of_kind(objects, "CustomResourceDefinition");
+    let (crds, reports): (Vec<&Value>, Vec<&Value>) = of_kind(objects, "CustomResourceDefinition")
+        .into_iter()
+        .partition(|crd| crd["spec"]["group"] == "operon.dev");
     assert_eq!(crds.len(), 6, "the six operon.dev CRDs");
+    assert_eq!(
+        reports.iter().map(|crd| name(crd)).collect::<BTreeSet<_>>(),
+        BTreeSet::from([
+            "clusterpolicyreports.wgpolicyk8s.io",
+            "policyreports.wgpolicyk8s.io"
+        ]),
+        "besides, the PolicyReport CRDs audits write"
+    );
 
     let mut expected = BTreeSet::new();
     for crd in &crds {
@@ -233,6 +243,16 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         "create",
         "",
     ));
+    // Audits: reports written with server-side apply, Operon's listed, stale ones
+    // deleted; Namespaces listed and watched for namespaceSelectors.
+    for resource in ["policyreports", "clusterpolicyreports"] {
+        for verb in ["list", "create", "patch", "delete"] {
+            expected.insert(grant("wgpolicyk8s.io", resource, verb, ""));
+        }
+    }
+    for verb in ["list", "watch"] {
+        expected.insert(grant("", "namespaces", verb, ""));
+    }
     if let Some(webhooks) = webhooks {
         // Server-side apply creates a missing configuration with a PATCH that the API
         // server authorizes as `create` of that name, so `create` is named too.
@@ -791,6 +811,9 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "CustomResourceDefinition/diagnoses.operon.dev",
         "CustomResourceDefinition/modules.operon.dev",
         "CustomResourceDefinition/hooks.operon.dev",
+        // The reports audits write.
+        "CustomResourceDefinition/policyreports.wgpolicyk8s.io",
+        "CustomResourceDefinition/clusterpolicyreports.wgpolicyk8s.io",
         "ServiceAccount/operon",
         "ClusterRole/operon",
         "ClusterRole/operon-hook-author",
@@ -868,8 +891,11 @@ fn kustomization_serves_webhooks_with_a_self_signed_certificate() {
 
 #[test]
 fn kustomization_crds_are_the_generated_ones() {
-    let generated =
+    let mut generated =
         documents(&std::fs::read_to_string(deploy().join("crds/operon.dev.yaml")).unwrap());
+    generated.extend(documents(
+        &std::fs::read_to_string(deploy().join("crds/wgpolicyk8s.io.yaml")).unwrap(),
+    ));
     let rendered: Vec<Value> = of_kind(&KUSTOMIZATION, "CustomResourceDefinition")
         .into_iter()
         .cloned()
@@ -1210,16 +1236,18 @@ fn hook_rbac_example_is_optional_and_grants_the_pod_labeler() {
 #[test]
 fn chart_copies_equal_their_sources_byte_for_byte() {
     let chart = deploy().join("helm/operon");
-    assert!(
-        std::fs::read(chart.join("crds/operon.dev.yaml")).unwrap()
-            == std::fs::read(deploy().join("crds/operon.dev.yaml")).unwrap(),
-        "deploy/helm/operon/crds/operon.dev.yaml differs from deploy/crds/operon.dev.yaml: \
-         cp deploy/crds/operon.dev.yaml deploy/helm/operon/crds/"
-    );
+    for file in ["operon.dev.yaml", "wgpolicyk8s.io.yaml"] {
+        assert!(
+            std::fs::read(chart.join("crds").join(file)).unwrap()
+                == std::fs::read(deploy().join("crds").join(file)).unwrap(),
+            "deploy/helm/operon/crds/{file} differs from deploy/crds/{file}: \
+             cp deploy/crds/{file} deploy/helm/operon/crds/"
+        );
+    }
     assert_eq!(
         files_in(&chart.join("crds")).len(),
-        1,
-        "only the generated CRDs"
+        2,
+        "only the CRDs of deploy/crds"
     );
     assert!(
         files_in(&chart.join("files/hooks")) == files_in(&deploy().join("hooks")),

@@ -28,6 +28,7 @@ pub fn catalog() -> Result<Vec<(String, String)>, MetricError> {
     let mut collectors = operon_hooks::metrics::Metrics::new()?.collectors();
     collectors.extend(operon_script::protections::collectors());
     collectors.extend(crate::controllers::diagnosis::metrics::collectors());
+    collectors.extend(super::audit::metrics::collectors());
     collectors.extend(operon_runner::store::fetch::collectors());
     collectors.extend(operon_runner::store::oci_modules::collectors());
     collectors.extend(operon_cluster::kube::observe::collectors());
@@ -65,6 +66,7 @@ mod tests {
             "operon_leader",
             "operon_script_sandbox_protection",
             "operon_diagnoses_total",
+            "operon_audit_results_total",
             "operon_module_fetch_errors_total",
             "operon_module_run_seconds",
             "operon_kube_event_duration_seconds",

@@ -1,11 +1,12 @@
 //! `operon serve`, the controller process: hooks from a directory run by the hook
 //! engine against a cluster (the kube layer in production, any [`Cluster`] in tests),
 //! the HTTP endpoints (metrics, health, readiness), the debug endpoint on a unix
-//! socket, addon-operator's modules on the leader ([`addons`]), and a graceful
-//! shutdown.
+//! socket, addon-operator's modules on the leader ([`addons`]), audits of existing
+//! objects on the leader ([`audit`]), and a graceful shutdown.
 
 pub mod addons;
 pub mod alerts;
+pub mod audit;
 pub mod debug;
 #[cfg(test)]
 mod fake_lease;
@@ -167,6 +168,8 @@ pub struct Coordination {
     pub diagnoses: Option<Arc<crate::controllers::diagnosis::Context>>,
     /// The Hook objects the leader runs, when the Hook CRD is installed.
     pub hook_objects: Option<Arc<hook_objects::HookObjects>>,
+    /// The audits the leader runs (`--audit-interval`), writing PolicyReports.
+    pub audit: Option<audit::PeriodicAudit>,
 }
 
 /// How often webhook certificate files are looked at.
@@ -240,6 +243,7 @@ pub async fn run(
         .and_then(|()| operon_runner::store::fetch::register_metrics(metrics.registry()))
         .and_then(|()| operon_runner::store::oci_modules::register_metrics(metrics.registry()))
         .and_then(|()| operon_cluster::kube::observe::register_metrics(metrics.registry()))
+        .and_then(|()| audit::metrics::register_metrics(metrics.registry()))
         .map_err(|e| MetricError::Registry(e.to_string()))?;
 
     let status = Arc::new(Status {
@@ -363,6 +367,7 @@ async fn run_engine(
         controllers,
         diagnoses,
         hook_objects,
+        audit,
     } = coordination;
     // Without leader election this replica is the one that runs hooks.
     let lease = elector
@@ -454,6 +459,7 @@ async fn run_engine(
         }
     }
     let modules_cluster = cluster.clone();
+    let audit_cluster = cluster.clone();
     let engine = Arc::new(
         Engine::new(hooks, cluster, metrics)
             .with_capture(options.capture.clone())
@@ -582,6 +588,27 @@ async fn run_engine(
             crate::controllers::AbortOnDrop::spawn(crate::controllers::diagnosis::run_controller(
                 ctx,
                 std::future::pending(),
+            ))
+        });
+        // Aborted with this block, as the Diagnoses: another leader audits next.
+        let _audit = audit.clone().map(|periodic| {
+            let status = status.clone();
+            // The hooks directory's engine. Hook objects' engines (in `status.engines`)
+            // join once each binding's namespaces, as its webhook registration keeps
+            // them, limit what an audit lists.
+            let engines = move || {
+                (status.engine().into_iter())
+                    .map(|engine| audit::AuditedEngine {
+                        source: audit::HOOKS_DIRECTORY.to_owned(),
+                        engine,
+                    })
+                    .collect()
+            };
+            tracing::info!(interval = ?periodic.interval, rate = periodic.settings.rate, "auditing existing objects");
+            crate::controllers::AbortOnDrop::spawn(audit::run_periodically(
+                periodic,
+                audit_cluster.clone(),
+                engines,
             ))
         });
         // Dropped (aborted) with this block when leadership is lost.

@@ -305,6 +305,7 @@ fn replica(
                 controllers: None,
                 diagnoses: None,
                 hook_objects: None,
+                audit: None,
             },
             shutdown,
         )

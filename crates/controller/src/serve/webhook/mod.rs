@@ -365,9 +365,9 @@ async fn answer_admission(
 }
 
 /// Records what a `Warn` or `DryRun` binding answered and was not enforced, with the
-/// object it concerns: until audits publish reports, the log and the `would_deny`
-/// count are where a rule being rolled out shows what it would do. The object is named,
-/// not written out, so that a Secret's data stays out of the log.
+/// object it concerns: the log and the `would_deny` count are where a rule being rolled
+/// out shows what it would do to requests (audits show it for the objects that exist).
+/// The object is named, not written out, so that a Secret's data stays out of the log.
 fn log_unenforced(
     hook: &str,
     binding: &str,

@@ -1,7 +1,27 @@
 //! Hook runs for webhooks: an admission or conversion review answered by one binding,
-//! outside the queues, because the API server is waiting for the answer.
+//! outside the queues, because the API server is waiting for the answer; and the same
+//! runs for audits, which send validating bindings reviews of the objects that exist.
 
 use super::{BindingContext, Engine, RunRecord, context};
+
+/// Who asked for a review run.
+#[derive(Clone, Copy)]
+enum Caller {
+    /// The API server, through a webhook.
+    Webhook,
+    /// An audit of the objects that exist.
+    Audit,
+}
+
+impl Caller {
+    /// The queue the run shows on in the log and the hook's history.
+    fn queue(self) -> &'static str {
+        match self {
+            Self::Webhook => "webhook",
+            Self::Audit => "audit",
+        }
+    }
+}
 
 impl Engine {
     /// Runs hook `h` for an admission or conversion review on its validating, mutating
@@ -10,6 +30,25 @@ impl Engine {
     /// whose hook fails answers "denied" to the caller; nothing is applied. `review` is
     /// the review's JSON text, handed to the hook as it is.
     pub async fn review(&self, h: usize, binding: &str, review: String) -> Option<RunRecord> {
+        self.review_on(h, binding, review, Caller::Webhook).await
+    }
+
+    /// [`Engine::review`] for an audit: the same run, outside the queues, shown in the
+    /// log and the hook's history on the `audit` queue, so that an audit's many runs are
+    /// told apart from the API server's requests. Shadows of the hook do not run: they
+    /// are compared on the requests the hook gets, and an audit is none.
+    pub async fn audit_review(&self, h: usize, binding: &str, review: String) -> Option<RunRecord> {
+        self.review_on(h, binding, review, Caller::Audit).await
+    }
+
+    async fn review_on(
+        &self,
+        h: usize,
+        binding: &str,
+        review: String,
+        caller: Caller,
+    ) -> Option<RunRecord> {
+        let queue = caller.queue();
         let loaded = &self.hooks[h];
         let config = &loaded.config;
         let context = if config.validating.iter().any(|v| v.name == binding) {
@@ -28,14 +67,16 @@ impl Engine {
         }];
         let input = self.input(h, contexts);
         let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
-        self.shadows.shadow(loaded.hook.name(), &input, &run);
+        if let Caller::Webhook = caller {
+            self.shadows.shadow(loaded.hook.name(), &input, &run);
+        }
         let source = operon_runner::output_log::Source::Hook {
             hook: loaded.hook.name(),
             binding: input
                 .binding_contexts
                 .first()
                 .map_or("", |c| c.binding.as_str()),
-            queue: "webhook",
+            queue,
         };
         run.log_output_at(source, self.log_level(h));
         let failed = run.outcome.is_err();
@@ -43,7 +84,7 @@ impl Engine {
             hook: loaded.hook.name().to_owned(),
             hook_index: h,
             synchronizes: None,
-            queue: "webhook".to_owned(),
+            queue: queue.to_owned(),
             contexts: input.binding_contexts,
             config_version: config.version,
             run,

@@ -339,3 +339,38 @@ async fn a_shadow_that_does_what_the_live_hook_does_counts_as_the_same() {
         runs as u64
     );
 }
+
+#[tokio::test]
+async fn an_audit_review_runs_no_shadow() {
+    let shadows = Shadows::default();
+    let (engine, _cluster, metrics) = engine_with(labeler("live", "v1"), &shadows).await;
+    let denying = Labeler {
+        allowed: false,
+        ..labeler("shadow", "v1")
+    };
+    let (_attachment, seen) = attach(&shadows, denying, &metrics);
+    let review = |name: &str| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "operation": "CREATE", "namespace": "ns", "name": name,
+                        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "object": {"metadata": {"name": name, "namespace": "ns"}}}})
+        .to_string()
+    };
+    let audited = engine
+        .audit_review(0, "pods.example.com", review("audited"))
+        .await
+        .unwrap();
+    assert_eq!(audited.queue, "audit");
+    engine
+        .review(0, "pods.example.com", review("api"))
+        .await
+        .unwrap();
+    comparisons(&seen, 1).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let found = seen.lock().unwrap().clone();
+    assert_eq!(
+        found.iter().map(|c| c.object.as_str()).collect::<Vec<_>>(),
+        ["CREATE Pod ns/api"],
+        "only the API server's review is compared"
+    );
+}
