@@ -3,16 +3,20 @@
 //! content-addressed module store behind the upload API ([`BlobStore`]): modules checked
 //! at upload ([`inspect()`]), named by the cluster's Module objects ([`ModuleCatalog`]),
 //! and copied between replicas and agents by digest ([`replica`], [`fetch`]); and
-//! modules pulled from OCI registries ([`oci`], [`oci_modules`]).
+//! modules pulled from OCI registries ([`oci`], [`oci_modules`]), with their cosign
+//! signatures ([`cosign`], [`keys`]) verified before they run ([`verification`]).
 
 mod blobs;
 mod catalog;
+pub mod cosign;
 pub mod fetch;
 mod inspect;
+pub mod keys;
 mod modules;
 pub mod oci;
 pub mod oci_modules;
 pub mod replica;
+pub mod verification;
 
 pub use blobs::{BlobError, BlobStore, DEFAULT_MAX_MODULE_BYTES, StoredBlob};
 pub use catalog::ModuleCatalog;

@@ -519,5 +519,8 @@ pub(crate) fn auths_entry_auth(
     }
 }
 
+mod signatures;
 #[cfg(test)]
 mod tests;
+
+pub use signatures::{SignError, SignRequest, SignedArtifact};

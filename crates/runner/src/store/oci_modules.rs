@@ -5,15 +5,19 @@
 //! network. A tag is resolved once by whoever starts the object (a Diagnosis, a Hook),
 //! which records the pinned reference; everything after pulls by that digest. The
 //! registry credentials come from the Secrets the object names (`imagePullSecrets`).
+//! With a verification configuration, a manifest's cosign signatures must meet it
+//! before its component is downloaded ([`super::verification`]); a manifest verified
+//! once is not verified again.
 
 use super::blobs::{BlobError, BlobStore};
 use super::catalog::ModuleCatalog;
 use super::oci::{self, OciClient, OciError, OciOptions};
+use super::verification::{Report, VerificationConfig};
 use k8s_openapi::api::core::v1::Secret;
 use oci_client::secrets::RegistryAuth;
 use operon_data::api::{Operation, SecretReference};
 use operon_sandbox::ModuleDigest;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -45,6 +49,16 @@ pub enum OciModuleError {
         #[source]
         source: BlobError,
     },
+    /// The module's signatures do not meet the verification configuration.
+    #[error("{reference}: signature not verified: {report} (--module-verification {})", config.display())]
+    SignatureNotVerified {
+        /// The reference.
+        reference: String,
+        /// The verification configuration.
+        config: PathBuf,
+        /// What its signatures met and why they fell short.
+        report: Box<Report>,
+    },
     /// A Secret named for the credentials cannot be used.
     #[error("{field}: Secret {namespace}/{name}: {reason}")]
     Credentials {
@@ -73,22 +87,27 @@ impl OciModuleError {
             Self::Oci(_) => "RegistryError",
             Self::Store { .. } => "ModuleStoreError",
             Self::Credentials { .. } => "PullSecretInvalid",
+            Self::SignatureNotVerified { .. } => "SignatureNotVerified",
         }
     }
 
-    /// Whether trying again later may succeed (the registry was down, a tag or a
-    /// Secret may be created): everything but a malformed reference, a registry off
-    /// the allow-list and bytes that are not what they claim.
+    /// Whether trying again later may succeed (the registry was down, a tag, a
+    /// Secret or a signature may be pushed): everything but a malformed reference, a
+    /// registry off the allow-list, bytes that are not what they claim and signatures
+    /// that do not verify.
     pub fn may_resolve(&self) -> bool {
-        !matches!(
-            self,
-            Self::NotAllowed { .. }
-                | Self::Oci(
-                    OciError::BadReference { .. }
-                        | OciError::DigestMismatch { .. }
-                        | OciError::TooLarge { .. }
-                )
-        )
+        match self {
+            Self::SignatureNotVerified { report, .. } => report.signatures == 0,
+            _ => !matches!(
+                self,
+                Self::NotAllowed { .. }
+                    | Self::Oci(
+                        OciError::BadReference { .. }
+                            | OciError::DigestMismatch { .. }
+                            | OciError::TooLarge { .. }
+                    )
+            ),
+        }
     }
 }
 
@@ -142,6 +161,10 @@ pub struct OciModules {
     catalog: Option<Arc<ModuleCatalog>>,
     /// Pinned reference → the component's digest.
     pins: RwLock<HashMap<String, ModuleDigest>>,
+    /// What a manifest's signatures must meet, when anything.
+    verification: Option<Arc<VerificationConfig>>,
+    /// The manifests whose signatures met it.
+    verified: RwLock<HashSet<String>>,
 }
 
 impl OciModules {
@@ -153,6 +176,8 @@ impl OciModules {
             blobs,
             catalog: None,
             pins: RwLock::default(),
+            verification: None,
+            verified: RwLock::default(),
         }
     }
 
@@ -165,7 +190,16 @@ impl OciModules {
             blobs: catalog.blobs().clone(),
             catalog: Some(catalog),
             pins: RwLock::default(),
+            verification: None,
+            verified: RwLock::default(),
         }
+    }
+
+    /// These modules, each pulled only when its manifest's signatures meet
+    /// `verification`.
+    pub fn with_verification(mut self, verification: Arc<VerificationConfig>) -> Self {
+        self.verification = Some(verification);
+        self
     }
 
     /// Checks the registry of `reference` against the allow-list.
@@ -209,6 +243,7 @@ impl OciModules {
         let artifact = client
             .resolve(reference, auth, self.blobs.max_bytes())
             .await?;
+        self.verify(&client, &artifact, reference, auth).await?;
         let digest = ModuleDigest::parse(artifact.layer_digest()).ok_or_else(|| {
             OciError::WrongMediaType {
                 reference: reference.to_owned(),
@@ -232,6 +267,45 @@ impl OciModules {
         let pinned = artifact.pinned();
         self.hold(&pinned, digest);
         Ok(Resolved { pinned, digest })
+    }
+
+    /// Checks the signatures of `artifact` against the verification configuration
+    /// (once per manifest), before anything of it is downloaded.
+    async fn verify(
+        &self,
+        client: &OciClient,
+        artifact: &oci::WasmArtifact,
+        reference: &str,
+        auth: &RegistryAuth,
+    ) -> Result<(), OciModuleError> {
+        let Some(verification) = &self.verification else {
+            return Ok(());
+        };
+        let digest = &artifact.manifest_digest;
+        let known = |verified: &HashSet<String>| verified.contains(digest);
+        if known(&self.verified.read().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(());
+        }
+        let signed = client.signatures(artifact, auth).await?;
+        let report = verification.verify(digest, &signed.signatures, jiff::Timestamp::now());
+        if !report.verified() {
+            return Err(OciModuleError::SignatureNotVerified {
+                reference: reference.to_owned(),
+                config: verification.path().to_owned(),
+                report: Box::new(report),
+            });
+        }
+        let met: Vec<&str> = (report.requirements.iter())
+            .filter(|r| !r.met_by.is_empty())
+            .map(|r| r.requirement.as_str())
+            .collect();
+        tracing::info!(module = %reference, manifest = %digest, signatures = report.signatures,
+            met = %met.join("; "), "module signature verified");
+        self.verified
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(digest.clone());
+        Ok(())
     }
 
     fn hold(&self, pinned: &str, digest: ModuleDigest) {
