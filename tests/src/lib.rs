@@ -9,7 +9,9 @@
 pub mod alertmanager;
 pub mod bench;
 pub mod pki;
+pub mod registry;
 pub mod sdk_guests;
+pub mod signing;
 
 use std::path::{Path, PathBuf};
 

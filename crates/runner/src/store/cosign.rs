@@ -190,13 +190,6 @@ impl Signature {
     pub fn bundle(&self) -> Option<&str> {
         self.annotation(BUNDLE_ANNOTATION)
     }
-
-    /// Whether `other` is the same signature (cosign adds no layer twice).
-    pub(crate) fn same_as(&self, other: &Self) -> bool {
-        self.payload == other.payload
-            && self.signature() == other.signature()
-            && self.certificate() == other.certificate()
-    }
 }
 
 /// The config blob of a signature manifest with layers of `layer_digests`: an empty

@@ -19,6 +19,8 @@
 
 mod config;
 mod keyless;
+#[cfg(test)]
+mod tests;
 
 pub use config::{ConfigError, VerificationConfig};
 
@@ -134,8 +136,8 @@ impl VerificationConfig {
             .map(|signature| self.check(manifest_digest, signature, now))
             .collect();
         let mut requirements = Vec::new();
-        for (requirement, any_of) in (self.all_of.iter().map(|r| (r, false)))
-            .chain(self.any_of.iter().map(|r| (r, true)))
+        for (requirement, any_of) in
+            (self.all_of.iter().map(|r| (r, false))).chain(self.any_of.iter().map(|r| (r, true)))
         {
             let mut report = RequirementReport {
                 requirement: requirement.describe(),
@@ -197,7 +199,11 @@ struct Checked {
 }
 
 /// Whether `signature` meets `requirement`, or why not.
-fn meets(requirement: &Requirement, signature: &Signature, checked: &Checked) -> Result<(), String> {
+fn meets(
+    requirement: &Requirement,
+    signature: &Signature,
+    checked: &Checked,
+) -> Result<(), String> {
     let (payload, bytes) = checked.common.as_ref().map_err(Clone::clone)?;
     match &requirement.kind {
         Kind::PubKey(key) => {
@@ -208,7 +214,9 @@ fn meets(requirement: &Requirement, signature: &Signature, checked: &Checked) ->
         Kind::GenericIssuer { issuer, subject } => {
             let certified = match &checked.keyless {
                 Some(certified) => certified.as_ref().map_err(Clone::clone)?,
-                None => return Err("it has no certificate (it is not a keyless signature)".to_owned()),
+                None => {
+                    return Err("it has no certificate (it is not a keyless signature)".to_owned());
+                }
             };
             if !certified.key.verify(&signature.payload, bytes) {
                 return Err("it is not signed with its certificate's key".to_owned());
@@ -242,7 +250,10 @@ fn meets(requirement: &Requirement, signature: &Signature, checked: &Checked) ->
         let wanted: Vec<String> = (requirement.annotations.iter())
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        return Err(format!("its payload lacks the annotations {}", wanted.join(", ")));
+        return Err(format!(
+            "its payload lacks the annotations {}",
+            wanted.join(", ")
+        ));
     }
     Ok(())
 }

@@ -180,7 +180,17 @@ impl OciClient {
             signature_reference: signature_reference.clone(),
             signatures: signatures_in(&existing),
         };
-        if signed.signatures.iter().any(|s| s.same_as(&signature)) {
+        // As cosign does: the same payload (and certificate) already signed by this
+        // key is not signed again (ECDSA signatures differ each time).
+        let duplicate = signed.signatures.iter().any(|existing| {
+            existing.payload == signature.payload
+                && existing.certificate() == signature.certificate()
+                && existing
+                    .signature()
+                    .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+                    .is_some_and(|bytes| key.public_key().verify(&existing.payload, &bytes))
+        });
+        if duplicate {
             return Ok((signed, false));
         }
         let mut layers = Vec::new();
@@ -213,10 +223,36 @@ impl OciClient {
         );
         let mut manifest = OciImageManifest::build(&layers, &config, None);
         manifest.media_type = Some(cosign::MANIFEST_MEDIA_TYPE.to_owned());
+        let failed = |e| classify(&signature_reference, e);
+        let blobs = layers
+            .iter()
+            .map(|l| &l.data)
+            .zip(&digests)
+            .chain([(&config.data, &manifest.config.digest)]);
+        for (data, digest) in blobs {
+            if !self
+                .client
+                .blob_exists(&parsed, digest)
+                .await
+                .map_err(failed)?
+            {
+                self.client
+                    .push_blob(&parsed, data.clone(), digest)
+                    .await
+                    .map_err(failed)?;
+            }
+        }
+        // Serialised as plain JSON: the client's canonical form leaves the newlines of
+        // a certificate annotation unescaped, which no registry parses.
+        let body = serde_json::to_vec(&manifest).map_err(|e| OciError::Registry {
+            reference: signature_reference.clone(),
+            reason: e.to_string(),
+        })?;
+        let content_type = http::HeaderValue::from_static(cosign::MANIFEST_MEDIA_TYPE);
         self.client
-            .push(&parsed, &layers, config, auth, Some(manifest))
+            .push_manifest_raw(&parsed, body, content_type)
             .await
-            .map_err(|e| classify(&signed.signature_reference, e))?;
+            .map_err(failed)?;
         signed.signatures.push(signature);
         Ok((signed, true))
     }

@@ -1,167 +1,44 @@
-//! Pulls against a registry served in the test (the distribution API's read side over
-//! plain HTTP, with HTTP Basic authentication), which can also serve what a real
-//! registry never would: bytes that are not what their digest says.
+//! Pulls against a registry served in the test (`operon_tests::registry`: the
+//! distribution API over plain HTTP, with HTTP Basic authentication), which can also
+//! serve what a real registry never would: bytes that are not what their digest says.
+//! And signed pulls: a module signed as cosign signs runs, one unsigned, tampered with
+//! or signed by a stranger is refused before its bytes are downloaded.
 
 use super::*;
-use axum::body::Bytes;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
-use sha2::{Digest as _, Sha256};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::store::keys::SigningKey;
+use crate::store::oci::SignRequest;
+use operon_tests::registry::{FakeRegistry, sha256 as sha};
 
-const MANIFEST_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 const USER: &str = "alice:s3cr3t";
 
-#[derive(Default)]
-struct Registry {
-    /// `repository:tag` or `repository@digest` → manifest bytes.
-    manifests: Mutex<HashMap<String, Vec<u8>>>,
-    /// Digest → bytes (served as they are, whatever their digest).
-    blobs: Mutex<HashMap<String, Vec<u8>>>,
-    blob_gets: AtomicUsize,
-    manifest_gets: AtomicUsize,
-}
-
-fn sha(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
-
-impl Registry {
-    /// Publishes `layer` under `repository:tag` with the given media types; returns
-    /// the manifest's digest.
-    fn publish(
-        &self,
-        repository: &str,
-        tag: &str,
-        layer: &[u8],
-        config_type: &str,
-        layer_type: &str,
-    ) -> String {
-        let config = br#"{"architecture":"wasm","os":"wasip2"}"#;
-        let manifest = serde_json::to_vec(&serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": MANIFEST_TYPE,
-            "config": {"mediaType": config_type, "digest": sha(config), "size": config.len()},
-            "layers": [{"mediaType": layer_type, "digest": sha(layer), "size": layer.len()}],
-        }))
-        .unwrap();
-        let digest = sha(&manifest);
-        let mut blobs = self.blobs.lock().unwrap();
-        blobs.insert(sha(config), config.to_vec());
-        blobs.insert(sha(layer), layer.to_vec());
-        let mut manifests = self.manifests.lock().unwrap();
-        manifests.insert(format!("{repository}:{tag}"), manifest.clone());
-        manifests.insert(format!("{repository}@{digest}"), manifest);
-        digest
-    }
-
+trait Publish {
     /// Publishes [`COMPONENT`] as the wasm artifact `team/triage:1.0`.
-    fn publish_triage(&self) -> String {
-        self.publish(
-            "team/triage",
-            "1.0",
-            COMPONENT,
-            oci::WASM_CONFIG_MEDIA_TYPE,
-            oci::WASM_LAYER_MEDIA_TYPE,
-        )
-    }
-
-    fn answer(&self, method: &Method, path: &str, headers: &HeaderMap) -> Response {
-        let expected = {
-            use base64::Engine as _;
-            format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(USER)
-            )
-        };
-        if headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            != Some(&expected)
-        {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Basic realm=\"test\"")],
-                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
-            )
-                .into_response();
-        }
-        let rest = path.strip_prefix("/v2/").unwrap_or_default();
-        if rest.is_empty() {
-            return StatusCode::OK.into_response();
-        }
-        let unknown = |code: &str| {
-            (
-                StatusCode::NOT_FOUND,
-                format!(r#"{{"errors":[{{"code":"{code}","message":"unknown"}}]}}"#),
-            )
-                .into_response()
-        };
-        if let Some((repository, reference)) = rest.split_once("/manifests/") {
-            self.manifest_gets.fetch_add(1, Ordering::SeqCst);
-            let separator = if reference.starts_with("sha256:") {
-                '@'
-            } else {
-                ':'
-            };
-            let manifests = self.manifests.lock().unwrap();
-            let Some(manifest) = manifests.get(&format!("{repository}{separator}{reference}"))
-            else {
-                return unknown("MANIFEST_UNKNOWN");
-            };
-            let body = if method == Method::HEAD {
-                Vec::new()
-            } else {
-                manifest.clone()
-            };
-            return (
-                [
-                    (header::CONTENT_TYPE, MANIFEST_TYPE.to_owned()),
-                    (
-                        header::HeaderName::from_static("docker-content-digest"),
-                        sha(manifest),
-                    ),
-                ],
-                body,
-            )
-                .into_response();
-        }
-        if let Some((_, digest)) = rest.split_once("/blobs/") {
-            self.blob_gets.fetch_add(1, Ordering::SeqCst);
-            return match self.blobs.lock().unwrap().get(digest) {
-                Some(bytes) => bytes.clone().into_response(),
-                None => unknown("BLOB_UNKNOWN"),
-            };
-        }
-        unknown("NAME_UNKNOWN")
-    }
+    fn publish_triage(&self) -> String;
 }
 
-/// Serves `registry` on loopback; its `host:port`.
-async fn serve(registry: Arc<Registry>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    let app = axum::Router::new().fallback(
-        move |method: Method, uri: Uri, headers: HeaderMap, _body: Bytes| {
-            let registry = registry.clone();
-            async move { registry.answer(&method, uri.path(), &headers) }
-        },
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    address
+impl Publish for FakeRegistry {
+    fn publish_triage(&self) -> String {
+        self.publish_wasm("team/triage", "1.0", COMPONENT)
+    }
 }
 
 struct Setup {
-    registry: Arc<Registry>,
+    registry: Arc<FakeRegistry>,
     host: String,
     modules: OciModules,
     _dir: tempfile::TempDir,
 }
 
 async fn setup(allowed: AllowList) -> Setup {
-    let registry = Arc::new(Registry::default());
-    let host = serve(registry.clone()).await;
+    setup_verifying(allowed, None).await
+}
+
+async fn setup_verifying(
+    allowed: AllowList,
+    verification: Option<Arc<VerificationConfig>>,
+) -> Setup {
+    let registry = FakeRegistry::new(Some(USER));
+    let host = registry.serve().await;
     let dir = tempfile::tempdir().unwrap();
     let blobs = BlobStore::open(dir.path(), 1 << 20).unwrap();
     let options = OciOptions {
@@ -172,10 +49,14 @@ async fn setup(allowed: AllowList) -> Setup {
         true => AllowList::new([host.clone()]),
         false => allowed,
     };
+    let mut modules = OciModules::new(blobs, options, allowed);
+    if let Some(verification) = verification {
+        modules = modules.with_verification(verification);
+    }
     Setup {
         registry,
         host,
-        modules: OciModules::new(blobs, options, allowed),
+        modules,
         _dir: dir,
     }
 }
@@ -201,10 +82,7 @@ async fn a_tag_is_pinned_and_its_bytes_kept_by_their_digest() {
         COMPONENT
     );
     assert_eq!(s.modules.path(&tag), None, "a tag is never held: it moves");
-    let (manifests, blobs) = (
-        s.registry.manifest_gets.load(Ordering::SeqCst),
-        s.registry.blob_gets.load(Ordering::SeqCst),
-    );
+    let (manifests, blobs) = (s.registry.manifest_gets(), s.registry.blob_gets());
     assert_eq!(blobs, 1, "the layer is downloaded once");
 
     // The pinned reference needs no registry; the tag is resolved again, but bytes
@@ -213,22 +91,14 @@ async fn a_tag_is_pinned_and_its_bytes_kept_by_their_digest() {
         s.modules.resolve(&pinned, &alice()).await.unwrap(),
         resolved
     );
-    assert_eq!(s.registry.manifest_gets.load(Ordering::SeqCst), manifests);
+    assert_eq!(s.registry.manifest_gets(), manifests);
     assert_eq!(s.modules.resolve(&tag, &alice()).await.unwrap(), resolved);
-    assert_eq!(
-        s.registry.manifest_gets.load(Ordering::SeqCst),
-        manifests + 1
-    );
-    assert_eq!(s.registry.blob_gets.load(Ordering::SeqCst), blobs);
+    assert_eq!(s.registry.manifest_gets(), manifests + 1);
+    assert_eq!(s.registry.blob_gets(), blobs);
 
     // The tag moves; the pin still names the old bytes.
-    s.registry.publish(
-        "team/triage",
-        "1.0",
-        b"\0asm\x0d\x00\x01\x00 version two",
-        oci::WASM_CONFIG_MEDIA_TYPE,
-        oci::WASM_LAYER_MEDIA_TYPE,
-    );
+    s.registry
+        .publish_wasm("team/triage", "1.0", b"\0asm\x0d\x00\x01\x00 version two");
     let moved = s.modules.resolve(&tag, &alice()).await.unwrap();
     assert_ne!(moved.pinned, pinned);
     assert_eq!(
@@ -298,10 +168,7 @@ async fn bytes_that_are_not_what_their_digest_says_are_refused() {
     s.registry.publish_triage();
     // The registry swaps the layer's bytes.
     s.registry
-        .blobs
-        .lock()
-        .unwrap()
-        .insert(sha(COMPONENT), b"\0asm\x0d\x00\x01\x00 tampered".to_vec());
+        .replace_blob(&sha(COMPONENT), b"\0asm\x0d\x00\x01\x00 tampered");
     let reference = format!("oci://{}/team/triage:1.0", s.host);
     let error = s.modules.resolve(&reference, &alice()).await.unwrap_err();
     assert_eq!(error.reason(), "DigestMismatch", "{error}");
@@ -329,7 +196,7 @@ async fn only_allowed_registries_are_asked() {
             s.host
         )
     );
-    assert_eq!(s.registry.manifest_gets.load(Ordering::SeqCst), 0);
+    assert_eq!(s.registry.manifest_gets(), 0);
     assert!(AllowList::any().permits("ghcr.io"));
     assert!(!AllowList::default().permits("ghcr.io"));
 }
@@ -398,4 +265,225 @@ fn a_recorded_pin_stands_for_a_tag_of_its_repository() {
         "a digest pins itself"
     );
     assert_eq!(wanted(tag, None), tag);
+}
+
+/// A verification configuration requiring a signature by `key`, in `dir`.
+fn requiring(dir: &std::path::Path, key: &SigningKey) -> Arc<VerificationConfig> {
+    let pem: String = (key.public_key().to_pem().lines())
+        .map(|l| format!("      {l}\n"))
+        .collect();
+    let path = dir.join("verification.yaml");
+    std::fs::write(
+        &path,
+        format!("apiVersion: v1\nallOf:\n  - kind: pubKey\n    owner: release\n    key: |\n{pem}"),
+    )
+    .unwrap();
+    Arc::new(VerificationConfig::load(&path).unwrap())
+}
+
+fn client(host: &str) -> OciClient {
+    OciClient::new(&OciOptions {
+        extra_ca_pem: Vec::new(),
+        plain_http: vec![host.to_owned()],
+    })
+}
+
+#[tokio::test]
+async fn a_signed_module_is_pulled_and_an_unsigned_or_tampered_one_refused() {
+    let config_dir = tempfile::tempdir().unwrap();
+    let (key, _) = SigningKey::generate().unwrap();
+    let (stranger, _) = SigningKey::generate().unwrap();
+    let verification = requiring(config_dir.path(), &key);
+    let s = setup_verifying(AllowList::default(), Some(verification)).await;
+    let manifest = s.registry.publish_triage();
+    let tag = format!("oci://{}/team/triage:1.0", s.host);
+
+    // Unsigned: refused before the component is downloaded; a signature may come.
+    let error = s.modules.resolve(&tag, &alice()).await.unwrap_err();
+    assert_eq!(error.reason(), "SignatureNotVerified", "{error}");
+    assert!(error.may_resolve());
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{tag}: signature not verified: manifest {manifest} has no signature (no cosign signature under its sha256-….sig tag) (--module-verification {})",
+            config_dir.path().join("verification.yaml").display()
+        )
+    );
+    assert_eq!(s.registry.blob_gets(), 0);
+
+    // Signed by someone else: refused for good.
+    let (signed, added) = client(&s.host)
+        .sign(&tag, &stranger, &SignRequest::default(), &alice())
+        .await
+        .unwrap();
+    assert!(added);
+    let hex = manifest.strip_prefix("sha256:").unwrap();
+    assert_eq!(
+        signed.signature_reference,
+        format!("oci://{}/team/triage:sha256-{hex}.sig", s.host)
+    );
+    let error = s.modules.resolve(&tag, &alice()).await.unwrap_err();
+    assert_eq!(error.reason(), "SignatureNotVerified");
+    assert!(!error.may_resolve());
+    assert!(
+        error.to_string().contains(&format!(
+            "manifest {manifest} (1 signature): allOf[0] (pubKey ECDSA P-256, owner release) is not met (signature sha256:"
+        )) && error.to_string().contains(": it is not signed with this key)"),
+        "{error}"
+    );
+
+    // Signed with the key, beside the stranger's signature: pulled and kept.
+    let (signed, added) = client(&s.host)
+        .sign(&tag, &key, &SignRequest::default(), &alice())
+        .await
+        .unwrap();
+    assert!(added);
+    assert_eq!(signed.signatures.len(), 2);
+    let before = s.registry.blob_gets();
+    let resolved = s.modules.resolve(&tag, &alice()).await.unwrap();
+    assert_eq!(resolved.digest, ModuleDigest::of(COMPONENT));
+    assert_eq!(
+        s.registry.blob_gets(),
+        before + 3,
+        "two payloads and the component"
+    );
+    // Signing again adds no layer.
+    let (_, added) = client(&s.host)
+        .sign(&tag, &key, &SignRequest::default(), &alice())
+        .await
+        .unwrap();
+    assert!(!added);
+
+    // The tag moved to other bytes, and the signatures were copied beside them: they
+    // name the old manifest.
+    let moved = s
+        .registry
+        .publish_wasm("team/triage", "1.0", b"\0asm\x0d\x00\x01\x00 tampered");
+    let signatures = s
+        .registry
+        .manifest(&format!("team/triage:sha256-{hex}.sig"))
+        .unwrap();
+    let moved_hex = moved.strip_prefix("sha256:").unwrap();
+    s.registry.put_manifest(
+        "team/triage",
+        &format!("sha256-{moved_hex}.sig"),
+        &signatures,
+    );
+    let error = s.modules.resolve(&tag, &alice()).await.unwrap_err();
+    assert_eq!(error.reason(), "SignatureNotVerified");
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("it signs manifest {manifest}, not this one")),
+        "{error}"
+    );
+    // The pinned reference of the verified manifest still resolves.
+    assert_eq!(
+        s.modules.resolve(&resolved.pinned, &alice()).await.unwrap(),
+        resolved
+    );
+}
+
+/// What `sign` pushes is cosign's layout: an OCI manifest under `sha256-<hex>.sig` whose
+/// layer is the simple-signing payload with the signature annotation.
+#[tokio::test]
+async fn a_signature_is_pushed_in_cosigns_layout() {
+    let s = setup(AllowList::default()).await;
+    let manifest = s.registry.publish_triage();
+    let (key, _) = SigningKey::generate().unwrap();
+    let tag = format!("oci://{}/team/triage:1.0", s.host);
+    let request = SignRequest {
+        annotations: [("env".to_owned(), "prod".to_owned())].into(),
+        ..SignRequest::default()
+    };
+    client(&s.host)
+        .sign(&tag, &key, &request, &alice())
+        .await
+        .unwrap();
+    let hex = manifest.strip_prefix("sha256:").unwrap();
+    let pushed: serde_json::Value = serde_json::from_slice(
+        &s.registry
+            .manifest(&format!("team/triage:sha256-{hex}.sig"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        pushed["mediaType"],
+        "application/vnd.oci.image.manifest.v1+json"
+    );
+    assert_eq!(
+        pushed["config"]["mediaType"],
+        "application/vnd.oci.image.config.v1+json"
+    );
+    let layer = &pushed["layers"][0];
+    assert_eq!(
+        layer["mediaType"],
+        "application/vnd.dev.cosign.simplesigning.v1+json"
+    );
+    let payload = s.registry.blob(layer["digest"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        String::from_utf8(payload.clone()).unwrap(),
+        format!(
+            r#"{{"critical":{{"identity":{{"docker-reference":"{}/team/triage"}},"image":{{"docker-manifest-digest":"{manifest}"}},"type":"cosign container image signature"}},"optional":{{"env":"prod"}}}}"#,
+            s.host
+        )
+    );
+    use base64::Engine as _;
+    let signature = base64::engine::general_purpose::STANDARD
+        .decode(
+            layer["annotations"]["dev.cosignproject.cosign/signature"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+    assert!(key.public_key().verify(&payload, &signature));
+    let config = s
+        .registry
+        .blob(pushed["config"]["digest"].as_str().unwrap())
+        .unwrap();
+    let config: serde_json::Value = serde_json::from_slice(&config).unwrap();
+    assert_eq!(config["rootfs"]["diff_ids"][0], layer["digest"]);
+}
+
+#[tokio::test]
+async fn a_certificate_is_attached_only_for_its_own_key() {
+    use operon_tests::signing::{LeafSpec, SigningPki};
+    let pki = SigningPki::new();
+    let leaf = pki.issue(&LeafSpec::new(
+        "release@example.com",
+        "https://accounts.example.com",
+    ));
+    let config_dir = tempfile::tempdir().unwrap();
+    std::fs::write(config_dir.path().join("fulcio.pem"), pki.root_pem()).unwrap();
+    let path = config_dir.path().join("verification.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\ntrustRoot: {certificateAuthorities: fulcio.pem}\nallOf:\n  - kind: genericIssuer\n    issuer: https://accounts.example.com\n    subject: {equal: release@example.com}\n",
+    )
+    .unwrap();
+    let verification = Arc::new(VerificationConfig::load(&path).unwrap());
+    let s = setup_verifying(AllowList::default(), Some(verification)).await;
+    s.registry.publish_triage();
+    let tag = format!("oci://{}/team/triage:1.0", s.host);
+    let key = SigningKey::from_pem(&leaf.key_pem).unwrap();
+    let (other, _) = SigningKey::generate().unwrap();
+    let request = SignRequest {
+        certificate: Some(leaf.cert_pem.clone()),
+        chain: Some(leaf.chain_pem.clone()),
+        ..SignRequest::default()
+    };
+    let error = client(&s.host)
+        .sign(&tag, &other, &request, &alice())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the certificate: it certifies another key than the signing key"
+    );
+    client(&s.host)
+        .sign(&tag, &key, &request, &alice())
+        .await
+        .unwrap();
+    let resolved = s.modules.resolve(&tag, &alice()).await.unwrap();
+    assert_eq!(resolved.digest, ModuleDigest::of(COMPONENT));
 }

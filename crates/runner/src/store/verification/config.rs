@@ -344,7 +344,11 @@ fn read_trust_root(raw: &RawTrustRoot, dir: &Path) -> Result<TrustRoot, (String,
         let text = read(field, file)?;
         let bad = |reason: String| (field.to_owned(), format!("{}: {reason}", file.display()));
         let blocks = pem::parse_many(&text).map_err(|e| bad(e.to_string()))?;
-        for (i, block) in blocks.iter().filter(|b| b.tag() == "CERTIFICATE").enumerate() {
+        for (i, block) in blocks
+            .iter()
+            .filter(|b| b.tag() == "CERTIFICATE")
+            .enumerate()
+        {
             let der = CertificateDer::from(block.contents().to_vec());
             let (_, cert) = x509_parser::parse_x509_certificate(&der)
                 .map_err(|e| bad(format!("certificate {}: {e}", i + 1)))?;
@@ -358,7 +362,7 @@ fn read_trust_root(raw: &RawTrustRoot, dir: &Path) -> Result<TrustRoot, (String,
         }
         if root.anchors.is_empty() {
             return Err(bad(
-                "holds no self-signed CA certificate to anchor a chain".to_owned(),
+                "holds no self-signed CA certificate to anchor a chain".to_owned()
             ));
         }
     }
@@ -367,7 +371,11 @@ fn read_trust_root(raw: &RawTrustRoot, dir: &Path) -> Result<TrustRoot, (String,
         let text = read(field, file)?;
         let bad = |reason: String| (field.to_owned(), format!("{}: {reason}", file.display()));
         let blocks = pem::parse_many(&text).map_err(|e| bad(e.to_string()))?;
-        for (i, block) in blocks.iter().filter(|b| b.tag() == "PUBLIC KEY").enumerate() {
+        for (i, block) in blocks
+            .iter()
+            .filter(|b| b.tag() == "PUBLIC KEY")
+            .enumerate()
+        {
             let key = PublicKey::from_spki(block.contents())
                 .map_err(|e| bad(format!("key {}: {e}", i + 1)))?;
             root.log_keys.push(LogKey {

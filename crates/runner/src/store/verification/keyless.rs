@@ -63,8 +63,8 @@ pub(super) fn certify(
     let pem_text = signature
         .certificate()
         .ok_or("it has no certificate (it is not a keyless signature)")?;
-    let der = first_certificate(pem_text)
-        .ok_or("its certificate annotation holds no PEM certificate")?;
+    let der =
+        first_certificate(pem_text).ok_or("its certificate annotation holds no PEM certificate")?;
     let (_, cert) = x509_parser::parse_x509_certificate(&der)
         .map_err(|e| format!("its certificate does not parse: {e}"))?;
     let time = match (signature.bundle(), root.log_keys.is_empty()) {
@@ -95,11 +95,17 @@ pub(super) fn certify(
             &root.anchors,
             &intermediates,
             UnixTime::since_unix_epoch(std::time::Duration::from_secs(seconds)),
-            webpki::KeyUsage::required(CODE_SIGNING),
+            // An issuer without extended key usages may issue for any (as Go, and so
+            // cosign, has it); the signing certificate itself must say code signing.
+            webpki::KeyUsage::required_if_present(CODE_SIGNING),
             None,
             None,
         )
         .map_err(|e| chain_error(e, time))?;
+    let code_signing = matches!(cert.extended_key_usage(), Ok(Some(eku)) if eku.value.code_signing);
+    if !code_signing {
+        return Err("its certificate is not for code signing (extended key usage)".to_owned());
+    }
     let key = PublicKey::from_spki(cert.public_key().raw)
         .map_err(|e| format!("its certificate's key: {e}"))?;
     let mut identities = Vec::new();
@@ -148,7 +154,9 @@ fn chain_error(error: webpki::Error, time: SigningTime) -> String {
             .map_or_else(|| "?".to_owned(), |t| t.to_string())
     };
     let at = match time {
-        SigningTime::Logged(t) => format!("when it was signed ({t}, from its transparency-log bundle)"),
+        SigningTime::Logged(t) => {
+            format!("when it was signed ({t}, from its transparency-log bundle)")
+        }
         SigningTime::Now(t) => format!(
             "now ({t}): without a transparency-log timestamp (a bundle and trustRoot.transparencyLogKeys) a certificate must still be valid"
         ),
@@ -161,11 +169,12 @@ fn chain_error(error: webpki::Error, time: SigningTime) -> String {
             "its certificate (or an issuer's) is valid only from {}, checked {at}",
             when(not_before)
         ),
-        webpki::Error::UnknownIssuer => {
+        // A CA of the same name that did not sign it is no better than none.
+        webpki::Error::UnknownIssuer | webpki::Error::InvalidSignatureForPublicKey => {
             "its certificate does not chain to a certificate authority of trustRoot.certificateAuthorities".to_owned()
         }
         webpki::Error::RequiredEkuNotFoundContext(_) => {
-            "its certificate is not for code signing (extended key usage)".to_owned()
+            "a certificate of its chain is not for code signing (extended key usage)".to_owned()
         }
         other => format!("its certificate does not verify to the trust root: {other}"),
     }
