@@ -82,6 +82,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<ExitCode> {
             root.display()
         );
     }
+    args.diagnoses.registries.check()?;
     let scripts = args.data_root.join("scripts");
     let store = ScriptStore::open(&scripts)
         .with_context(|| format!("opening the script store {}", scripts.display()))?;

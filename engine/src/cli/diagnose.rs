@@ -80,6 +80,8 @@ pub struct DiagnoseArgs {
     /// How `oci://` modules are pulled (any registry: the files are yours).
     #[command(flatten)]
     registry: super::module_oci::RegistryArgs,
+    #[command(flatten)]
+    verification: super::module_oci::VerificationArgs,
 }
 
 /// Arguments of `operon validate`.
@@ -390,6 +392,8 @@ fn pick_diagnosis(manifests: &Manifests, args: &DiagnoseArgs) -> anyhow::Result<
 
 /// Runs `operon run`.
 pub fn run(args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
+    // Refused even when no step names an oci:// module: the flag says what is wanted.
+    args.verification.load()?;
     if let Some(root) = &args.node_root {
         anyhow::ensure!(
             root.is_dir(),
@@ -508,7 +512,11 @@ fn pull_oci_modules(
     };
     let blobs = BlobStore::open(&root, DEFAULT_MAX_MODULE_BYTES)
         .with_context(|| format!("the module store {}", root.display()))?;
-    let oci = OciModules::new(blobs, args.registry.options()?, AllowList::any());
+    let oci = args.verification.apply(OciModules::new(
+        blobs,
+        args.registry.options()?,
+        AllowList::any(),
+    ))?;
     let mut pins = std::collections::BTreeMap::new();
     let started = Instant::now();
     runtime.block_on(pin_operations(

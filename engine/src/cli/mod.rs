@@ -14,6 +14,7 @@ mod hook_record;
 mod memory;
 mod module;
 mod module_oci;
+mod module_sign;
 mod module_store;
 mod modules;
 mod offload;

@@ -1,5 +1,6 @@
-//! `operon module push/ls/rm/get/pull`: the client of the module API of `operon serve`
-//! (and, through [`super::module_oci`], of OCI registries). The flags with which
+//! `operon module push/ls/rm/get/pull/sign/verify/keygen`: the client of the module API
+//! of `operon serve` (and, through [`super::module_oci`] and [`super::module_sign`], of
+//! OCI registries and the signatures of the modules in them). The flags with which
 //! `operon serve` and `operon agent` keep their module store are in
 //! [`super::module_store`].
 //!
@@ -55,6 +56,15 @@ pub enum ModuleCommand {
         #[command(flatten)]
         registry: super::module_oci::RegistryArgs,
     },
+    /// Sign a module in an OCI registry as cosign does, and push the signature beside
+    /// it (tag `sha256-<digest>.sig`): `sign --key KEY.pem oci://REGISTRY/REPOSITORY:TAG`.
+    Sign(super::module_sign::SignArgs),
+    /// Check a module's signatures against a verification configuration: which
+    /// requirement each signature meets, and why the others do not (exit 1 when the
+    /// configuration is not met).
+    Verify(super::module_sign::VerifyArgs),
+    /// Make a key pair to sign modules with (ECDSA P-256, cosign's kind).
+    Keygen(super::module_sign::KeygenArgs),
     /// List the modules.
     Ls {
         #[command(flatten)]
@@ -128,6 +138,9 @@ pub fn run(command: ModuleCommand) -> anyhow::Result<ExitCode> {
 
 async fn execute(command: ModuleCommand) -> anyhow::Result<ExitCode> {
     match command {
+        ModuleCommand::Sign(args) => return super::module_sign::sign(args).await,
+        ModuleCommand::Verify(args) => return super::module_sign::verify(args).await,
+        ModuleCommand::Keygen(args) => return super::module_sign::keygen(args),
         ModuleCommand::Pull {
             reference,
             output,

@@ -1,10 +1,12 @@
 //! The OCI side of `operon module`: `push FILE oci://...` to a registry, `pull
 //! oci://...`, and the registry flags (credentials from a docker config.json, extra CAs,
-//! plain-HTTP registries).
+//! plain-HTTP registries, the verification configuration signed modules are checked
+//! against).
 
 use anyhow::Context as _;
 use operon::store::oci::{self, OciClient, OciError, OciOptions, PulledModule};
 use operon::store::oci_modules::{AllowList, OciModules};
+use operon::store::verification::VerificationConfig;
 use operon::store::{BlobStore, DEFAULT_MAX_MODULE_BYTES, ModuleCatalog};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -31,7 +33,8 @@ impl RegistryArgs {
         options(&self.registry_ca, &self.plain_http)
     }
 
-    fn client(&self) -> anyhow::Result<OciClient> {
+    /// A registry client with these CAs and plain-HTTP registries.
+    pub fn client(&self) -> anyhow::Result<OciClient> {
         Ok(OciClient::new(&self.options()?))
     }
 
@@ -97,12 +100,52 @@ pub struct EngineRegistryArgs {
     /// A registry (`host:port`) reached over plain HTTP rather than HTTPS (repeatable).
     #[arg(long = "plain-http-registry")]
     plain_http: Vec<String>,
+    #[command(flatten)]
+    verification: VerificationArgs,
     /// The pulled modules' store, made once and shared by the Diagnoses and the Hooks.
     #[arg(skip)]
     modules: std::sync::OnceLock<Option<std::sync::Arc<OciModules>>>,
 }
 
+/// Which signatures `oci://` modules must carry.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct VerificationArgs {
+    /// A verification configuration (YAML: `allOf`/`anyOf` of `pubKey` and
+    /// `genericIssuer` requirements, a `trustRoot`): every `oci://` module must carry
+    /// cosign signatures that meet it, or it is refused (SignatureNotVerified).
+    #[arg(long = "module-verification", env = "OPERON_MODULE_VERIFICATION")]
+    module_verification: Option<PathBuf>,
+}
+
+impl VerificationArgs {
+    /// The configuration read and checked, when one is named.
+    pub fn load(&self) -> anyhow::Result<Option<std::sync::Arc<VerificationConfig>>> {
+        self.module_verification
+            .as_deref()
+            .map(|path| {
+                VerificationConfig::load(path)
+                    .map(std::sync::Arc::new)
+                    .context("--module-verification")
+            })
+            .transpose()
+    }
+
+    /// `modules`, refusing what the configuration refuses.
+    pub fn apply(&self, modules: OciModules) -> anyhow::Result<OciModules> {
+        Ok(match self.load()? {
+            Some(verification) => modules.with_verification(verification),
+            None => modules,
+        })
+    }
+}
+
 impl EngineRegistryArgs {
+    /// Checks what can be checked before the engine starts: the verification
+    /// configuration (a broken one would otherwise refuse every module, late).
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.verification.load().map(|_| ())
+    }
+
     /// Where `oci://` modules are pulled to: the module store of `catalog` when there
     /// is one (the module API then serves them to offloaded steps), else
     /// `<cache>/oci-modules`. `None`, logged, when no store can be opened.
@@ -130,14 +173,17 @@ impl EngineRegistryArgs {
         let options = options(&self.registry_ca, &self.plain_http)?;
         let allowed = AllowList::new(self.allow_registry.iter().map(|r| r.trim().to_owned()));
         if let Some(catalog) = catalog {
-            return Ok(OciModules::sharing(options, allowed, catalog));
+            return self
+                .verification
+                .apply(OciModules::sharing(options, allowed, catalog));
         }
         let root = cache_dir
             .map(|dir| dir.join("oci-modules"))
             .context("no cache directory to keep pulled modules in (--cache-dir)")?;
         let blobs = BlobStore::open(&root, DEFAULT_MAX_MODULE_BYTES)
             .with_context(|| format!("the module store {}", root.display()))?;
-        Ok(OciModules::new(blobs, options, allowed))
+        self.verification
+            .apply(OciModules::new(blobs, options, allowed))
     }
 }
 

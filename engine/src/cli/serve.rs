@@ -294,6 +294,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     super::memory::keep_trimmed();
+    args.diagnoses.registries.check()?;
     let mut loader = loader(args.cache_dir.clone(), args.strict)?;
     if let Some(scope) = args.hook_cluster_access.clone() {
         loader = loader.with_cluster_access(ClusterAccess::from_pod(scope)?);

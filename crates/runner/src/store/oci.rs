@@ -7,7 +7,7 @@
 
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::OciDistributionError;
-use oci_client::secrets::RegistryAuth;
+pub use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest as _, Sha256};
 use std::path::{Path, PathBuf};

@@ -410,13 +410,13 @@ pub(crate) fn auth_in_secret(
 
 /// An `oci://` module of an Operation that cannot be pinned.
 #[derive(Debug, thiserror::Error)]
-#[error("Operation {operation}: spec.processor.wasm.module: {source}")]
+#[error("Operation {operation}: spec.processor.wasm.module: {error}")]
 pub struct PinError {
     /// The Operation.
     pub(crate) operation: String,
-    /// Why.
-    #[source]
-    pub source: OciModuleError,
+    /// Why: typed, but no source, as it is in the message (a printed chain shows it
+    /// once).
+    pub error: OciModuleError,
 }
 
 /// Pins the `oci://` modules of `operations` and pulls them: each one's `wasm.module`
@@ -448,9 +448,9 @@ where
         };
         let is_tag = !reference.contains('@');
         let wanted = wanted(&reference, pins.get(&name).map(String::as_str)).to_owned();
-        let failed = |source| PinError {
+        let failed = |error| PinError {
             operation: name.clone(),
-            source,
+            error,
         };
         // Refused before its Secrets are read.
         oci.check_allowed(&wanted).map_err(failed)?;

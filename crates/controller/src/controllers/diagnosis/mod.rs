@@ -34,6 +34,8 @@ pub(crate) mod targets;
 #[cfg(test)]
 mod node_down_tests;
 #[cfg(test)]
+mod signed_tests;
+#[cfg(test)]
 mod tests;
 
 use events::Events;
@@ -528,11 +530,11 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
     let pins = match pin_modules(ctx, &diagnosis, &mut operations).await {
         Ok(pins) => pins,
         Err(e) => {
-            let patience = match e.source.may_resolve() {
+            let patience = match e.error.may_resolve() {
                 true => Patience::Limited,
                 false => Patience::Never,
             };
-            let reason = e.source.reason();
+            let reason = e.error.reason();
             let message = e.to_string();
             return wait(
                 ctx,

@@ -633,3 +633,165 @@ async fn a_shadow_hook_object_runs_beside_a_hook_of_the_directory_and_shows_its_
             >= 1
     );
 }
+
+/// A verification configuration requiring signatures by `key`, written in `dir`.
+fn requiring_key(
+    dir: &std::path::Path,
+    key: &operon_runner::store::keys::SigningKey,
+) -> Arc<operon_runner::store::verification::VerificationConfig> {
+    let pem: String = (key.public_key().to_pem().lines())
+        .map(|l| format!("      {l}\n"))
+        .collect();
+    let path = dir.join("verification.yaml");
+    std::fs::write(
+        &path,
+        format!("apiVersion: v1\nallOf:\n  - kind: pubKey\n    owner: release\n    key: |\n{pem}"),
+    )
+    .unwrap();
+    Arc::new(operon_runner::store::verification::VerificationConfig::load(&path).unwrap())
+}
+
+#[tokio::test]
+async fn a_hook_runs_a_signed_oci_module_and_refuses_an_unsigned_or_tampered_one() {
+    use operon_runner::store::keys::SigningKey;
+    use operon_runner::store::oci::{OciClient, OciOptions, RegistryAuth, SignRequest};
+    use operon_runner::store::oci_modules::{AllowList, OciModules};
+    use operon_tests::registry::FakeRegistry;
+
+    let registry = FakeRegistry::new(None);
+    let host = registry.serve().await;
+    let labeler = std::fs::read(operon_tests::POD_LABELER).unwrap();
+    registry.publish_wasm("team/labeler", "1", &labeler);
+    let mut changed = labeler.clone();
+    changed.extend_from_slice(&[0x00, 0x04, 0x01, b'x', b'v', b'2']);
+    let tampered = registry.publish_wasm("team/labeler", "tampered", &changed);
+    let options = OciOptions {
+        extra_ca_pem: Vec::new(),
+        plain_http: vec![host.clone()],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (key, _) = SigningKey::generate().unwrap();
+    let blobs = operon_runner::store::BlobStore::open(&dir.path().join("store"), 64 << 20).unwrap();
+    let oci = OciModules::new(blobs, options.clone(), AllowList::new([host.clone()]))
+        .with_verification(requiring_key(dir.path(), &key));
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_yaml(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web-1, namespace: demo}\n",
+            "pods",
+        )
+        .unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let (client, api) = pair();
+    let objects = HookObjects::new(
+        client,
+        ModuleLocator::new(None).with_oci(Arc::new(oci)),
+        HookLoader::new(sandbox, CallLimits::default(), false),
+        cluster.clone(),
+    );
+    let (_leads, leading) = tokio::sync::watch::channel(true);
+    let _running = AbortOnDrop::spawn(run(
+        Arc::new(objects),
+        Reporting::new(
+            Arc::new(Metrics::new().unwrap()),
+            Default::default(),
+            Default::default(),
+            leading,
+        ),
+    ));
+    let mut server = Server {
+        api,
+        watches: Vec::new(),
+        writes: Vec::new(),
+    };
+    let spec = |module: &str| {
+        json!({"module": module,
+               "overrides": {"kubernetes": [{"name": "pods", "namespaces": ["demo"]}]},
+               "permissions": {"watch": [{"apiVersion": "v1", "kind": "Pod"}],
+                               "patch": [{"apiVersion": "v1", "kind": "Pod", "operations": ["MergePatch"]}]}})
+    };
+    let tag = format!("oci://{host}/team/labeler:1");
+
+    // Unsigned: not loaded, the reason in its condition; tried again (a signature
+    // may come).
+    let refused = server
+        .until(&[hook(1, "1", spec(&tag))], |b| {
+            condition(b, "Loaded")["status"] == "False"
+        })
+        .await;
+    let loaded = condition(&refused, "Loaded");
+    assert_eq!(loaded["reason"], "SignatureNotVerified", "{refused}");
+    let message = loaded["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "spec.module: {tag}: signature not verified: manifest sha256:"
+        )) && message.contains("has no signature")
+            && message.ends_with("(tried again in 5s)"),
+        "{message}"
+    );
+    assert_eq!(label(&cluster, "web-1"), Value::Null);
+
+    // Signed: the next try loads it, and it runs.
+    OciClient::new(&options)
+        .sign(
+            &tag,
+            &key,
+            &SignRequest::default(),
+            &RegistryAuth::Anonymous,
+        )
+        .await
+        .unwrap();
+    let ready = server
+        .until(&[], |b| condition(b, "Ready")["status"] == "True")
+        .await;
+    assert_eq!(condition(&ready, "Loaded")["status"], "True");
+    let digest = operon_sandbox::ModuleDigest::of(&labeler);
+    assert_eq!(ready["status"]["digest"], digest.to_string());
+    let started = std::time::Instant::now();
+    while label(&cluster, "web-1") != "true" {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "web-1 was not labelled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Changed to other bytes under the first one's signatures: refused for good.
+    let hex = |digest: &str| digest.trim_start_matches("sha256:").to_owned();
+    let signed_manifest = registry
+        .manifest("team/labeler:1")
+        .map(|m| operon_tests::registry::sha256(&m))
+        .unwrap();
+    let signatures = registry
+        .manifest(&format!(
+            "team/labeler:sha256-{}.sig",
+            hex(&signed_manifest)
+        ))
+        .unwrap();
+    registry.put_manifest(
+        "team/labeler",
+        &format!("sha256-{}.sig", hex(&tampered)),
+        &signatures,
+    );
+    let tampered_tag = format!("oci://{host}/team/labeler:tampered");
+    server.event("MODIFIED", hook(2, "2", spec(&tampered_tag)));
+    let refused = server
+        .until(&[], |b| {
+            condition(b, "Loaded")["status"] == "False" && b["status"]["observedGeneration"] == 2
+        })
+        .await;
+    let loaded = condition(&refused, "Loaded");
+    assert_eq!(loaded["reason"], "SignatureNotVerified", "{refused}");
+    let message = loaded["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "it signs manifest {signed_manifest}, not this one"
+        )) && !message.contains("tried again"),
+        "{message}"
+    );
+    assert!(refused["status"].get("digest").is_none(), "{refused}");
+}

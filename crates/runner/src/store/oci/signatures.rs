@@ -48,9 +48,9 @@ pub enum SignError {
     /// The registry refused or failed.
     #[error(transparent)]
     Oci(#[from] OciError),
-    /// The key cannot sign.
+    /// The key cannot sign (the reason is in the message, so it is no source).
     #[error("the signing key: {0}")]
-    Key(#[from] KeyError),
+    Key(KeyError),
     /// The certificate given is not the key's.
     #[error("the certificate: {0}")]
     Certificate(String),
@@ -163,7 +163,7 @@ impl OciClient {
         );
         let payload =
             Payload::new(&repository, &artifact.manifest_digest, &request.annotations).to_bytes();
-        let signed = key.sign(&payload)?;
+        let signed = key.sign(&payload).map_err(SignError::Key)?;
         let signature = Signature::new(
             payload,
             base64::engine::general_purpose::STANDARD.encode(signed),

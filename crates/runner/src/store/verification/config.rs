@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file cannot be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: cannot read it", path.display())]
     Read {
         /// The file.
         path: PathBuf,
