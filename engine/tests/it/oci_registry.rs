@@ -1,7 +1,8 @@
 //! `operon module push FILE oci://...` and `operon module pull oci://...` against a real
 //! registry: Debian's `docker-registry` (the CNCF distribution registry) started on
-//! loopback with TLS (a test CA) and htpasswd authentication. Skipped with a message
-//! when `docker-registry` or `htpasswd` (apache2-utils) is not installed.
+//! loopback with TLS (a test CA) and htpasswd authentication; and signed modules there
+//! (`operon module keygen`, `sign`, `verify`, `operon run --module-verification`). Skipped
+//! with a message when `docker-registry` or `htpasswd` (apache2-utils) is not installed.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -190,5 +191,240 @@ fn operon_run_pulls_an_operations_oci_module_and_pins_its_tag() {
             "Operation echo: spec.processor.wasm.module: {missing}: not found in the registry"
         )),
         "{error}"
+    );
+}
+
+/// `operon module keygen` into `dir`: the private and public keys' paths.
+fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["module", "keygen", "--output-key-prefix"])
+        .arg(dir.join("release"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    (dir.join("release.key"), dir.join("release.pub"))
+}
+
+/// Copies the signature manifest of `from` (a manifest digest) to the tag of `to` in
+/// `repository`, as someone with push access to the registry could.
+async fn copy_signatures(
+    registry: &crate::e2e_support::registry::Registry,
+    repository: &str,
+    from: &str,
+    to: &str,
+) {
+    use oci_client::client::ClientConfig;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = oci_client::Client::new(ClientConfig {
+        extra_root_certificates: vec![oci_client::client::Certificate {
+            encoding: oci_client::client::CertificateEncoding::Pem,
+            data: std::fs::read(registry.ca()).unwrap(),
+        }],
+        ..ClientConfig::default()
+    });
+    let auth = oci_client::secrets::RegistryAuth::Basic("alice".to_owned(), "s3cr3t".to_owned());
+    let tag = |digest: &str| -> oci_client::Reference {
+        format!(
+            "127.0.0.1:{}/{repository}:{}.sig",
+            registry.port,
+            digest.replace(':', "-")
+        )
+        .parse()
+        .unwrap()
+    };
+    let manifest_type = "application/vnd.oci.image.manifest.v1+json";
+    let (manifest, _) = client
+        .pull_manifest_raw(&tag(from), &auth, &[manifest_type])
+        .await
+        .unwrap();
+    client
+        .push_manifest_raw(&tag(to), manifest.to_vec(), manifest_type.parse().unwrap())
+        .await
+        .unwrap();
+}
+
+fn pinned_digest(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pinned: "))
+        .and_then(|p| p.split('@').nth(1))
+        .unwrap_or_else(|| panic!("no pinned reference in {stdout}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_signed_module_runs_and_an_unsigned_or_tampered_one_is_refused() {
+    let Some(registry) = registry() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(work.path());
+    let config = work.path().join("verification.yaml");
+    let public: String = std::fs::read_to_string(&public)
+        .unwrap()
+        .lines()
+        .map(|l| format!("      {l}\n"))
+        .collect();
+    std::fs::write(
+        &config,
+        format!("apiVersion: v1\nallOf:\n  - kind: pubKey\n    owner: release\n    annotations: {{env: prod}}\n    key: |\n{public}"),
+    )
+    .unwrap();
+    let tag = registry.reference("team/echo:1");
+    let pushed = registry.operon(&["module", "push", operon_tests::ECHO, &tag], false);
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    let signed_digest = pinned_digest(&text(&pushed.stdout));
+    let cache = work.path().join("cache");
+    let run = |module: &str| {
+        let pipeline = echo_pipeline(work.path(), module);
+        registry.operon(
+            &[
+                "run",
+                pipeline.to_str().unwrap(),
+                "--cache-dir",
+                cache.to_str().unwrap(),
+                "--module-verification",
+                config.to_str().unwrap(),
+                "-o",
+                "json",
+            ],
+            false,
+        )
+    };
+    let verify = || {
+        registry.operon(
+            &[
+                "module",
+                "verify",
+                "--config",
+                config.to_str().unwrap(),
+                &tag,
+            ],
+            false,
+        )
+    };
+
+    // Unsigned: refused before any step, saying so; `verify` says why too.
+    let error = failure(&run(&tag));
+    assert!(
+        error.contains(&format!(
+            "Operation echo: spec.processor.wasm.module: {tag}: signature not verified: manifest {signed_digest} has no signature"
+        )),
+        "{error}"
+    );
+    let out = verify();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stdout).contains("allOf[0] (pubKey ECDSA P-256, owner release): not met"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // Signed without the annotation the configuration wants, then with it.
+    let sign = |annotations: &[&str]| {
+        let mut args = vec!["module", "sign", "--key", key.to_str().unwrap()];
+        for a in annotations {
+            args.extend(["-a", a]);
+        }
+        args.push(&tag);
+        let out = registry.operon(&args, false);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let first = sign(&[]);
+    assert!(
+        first.contains("signed with ECDSA P-256 key: pushed to"),
+        "{first}"
+    );
+    let error = failure(&run(&tag));
+    assert!(
+        error.contains("its payload lacks the annotations env=prod"),
+        "{error}"
+    );
+    let second = sign(&["env=prod"]);
+    assert!(second.ends_with("(2 signatures)\n"), "{second}");
+    let out = run(&tag);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["status"]["phase"], "Succeeded", "{status}");
+    assert_eq!(status["status"]["operationResults"]["greeting"], "hello");
+    let out = verify();
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("allOf[0] (pubKey ECDSA P-256, owner release): met")
+            && shown.contains(": its payload lacks the annotations env=prod")
+            && shown.contains(": meets it"),
+        "{shown}"
+    );
+
+    // Other bytes pushed under the tag, the signatures copied beside them: refused.
+    let mut tampered = std::fs::read(operon_tests::ECHO).unwrap();
+    tampered.extend_from_slice(&[0x00, 0x04, 0x01, b'x', b'v', b'2']);
+    let file = work.path().join("tampered.wasm");
+    std::fs::write(&file, &tampered).unwrap();
+    let pushed = registry.operon(&["module", "push", file.to_str().unwrap(), &tag], false);
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    let tampered_digest = pinned_digest(&text(&pushed.stdout));
+    copy_signatures(&registry, "team/echo", &signed_digest, &tampered_digest).await;
+    let error = failure(&run(&tag));
+    assert!(
+        error.contains(&format!(
+            "{tag}: signature not verified: manifest {tampered_digest} (2 signatures)"
+        )) && error.contains(&format!("it signs manifest {signed_digest}, not this one")),
+        "{error}"
+    );
+    eprintln!("refused: {error}");
+}
+
+/// A private CA's certificate for the signing key, attached as cosign attaches a
+/// Fulcio one, meets a genericIssuer requirement with that CA as trust root.
+#[test]
+fn a_module_signed_with_a_certificate_verifies_to_its_trust_root() {
+    use operon_tests::signing::{LeafSpec, SigningPki};
+    let Some(registry) = registry() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let pki = SigningPki::new();
+    let leaf = pki.issue(&LeafSpec::new(
+        "https://github.com/acme/hooks/.github/workflows/release.yml@refs/heads/main",
+        "https://token.actions.githubusercontent.com",
+    ));
+    let file = |name: &str, text: &str| {
+        let path = work.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (key, cert, chain) = (
+        file("leaf.key", &leaf.key_pem),
+        file("leaf.crt", &leaf.cert_pem),
+        file("chain.pem", &leaf.chain_pem),
+    );
+    file("fulcio.pem", &pki.root_pem());
+    let config = file(
+        "verification.yaml",
+        "apiVersion: v1\ntrustRoot: {certificateAuthorities: fulcio.pem}\nallOf:\n  - kind: genericIssuer\n    issuer: https://token.actions.githubusercontent.com\n    subject: {urlPrefix: https://github.com/acme}\n",
+    );
+    let tag = registry.reference("team/labeler:1");
+    let pushed = registry.operon(&["module", "push", operon_tests::POD_LABELER, &tag], false);
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    let signed = registry.operon(
+        &[
+            "module",
+            "sign",
+            "--key",
+            &key,
+            "--certificate",
+            &cert,
+            "--certificate-chain",
+            &chain,
+            &tag,
+        ],
+        false,
+    );
+    assert!(signed.status.success(), "{}", text(&signed.stderr));
+    let out = registry.operon(&["module", "verify", "--config", &config, &tag], false);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("allOf[0] (genericIssuer https://token.actions.githubusercontent.com, subject https://github.com/acme/…): met"),
+        "{}",
+        text(&out.stdout)
     );
 }
