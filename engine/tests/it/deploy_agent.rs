@@ -561,3 +561,52 @@ fn node_access_mounts_the_node_read_only_in_a_privileged_namespace() {
         assert_same(&format!("{key} (helm vs kustomize)"), &charted[key], object);
     }
 }
+
+/// `ociModules.verificationConfigMap`: the controller and the agents both check the
+/// signatures of the `oci://` modules they pull, against the same file mounted
+/// read-only from the ConfigMap (its trust-root files beside it).
+#[test]
+fn chart_checks_module_signatures_in_the_controller_and_the_agents() {
+    let flag = "--module-verification=/etc/operon/module-verification/verification.yaml";
+    let objects = helm(&[
+        "--include-crds",
+        "--set",
+        "ociModules.verificationConfigMap=module-verification",
+    ]);
+    let deployment = find(&objects, "Deployment", "operon");
+    let controller = &deployment["spec"]["template"]["spec"]["containers"][0];
+    for (pod, container) in [
+        (&deployment["spec"]["template"]["spec"], controller),
+        (
+            &daemon_set(&objects)["spec"]["template"]["spec"],
+            agent_container(&objects),
+        ),
+    ] {
+        assert!(
+            strings(&container["args"]).iter().any(|a| a == flag),
+            "{}",
+            container["args"]
+        );
+        assert_eq!(
+            volumes_by_name(pod)["module-verification"]["configMap"],
+            json!({"name": "module-verification"})
+        );
+        assert!(
+            container["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m
+                    == &json!({"name": "module-verification",
+                           "mountPath": "/etc/operon/module-verification", "readOnly": true})),
+            "{}",
+            container["volumeMounts"]
+        );
+    }
+    // Off by default.
+    assert!(
+        !strings(&agent_container(&CHART)["args"])
+            .iter()
+            .any(|a| a.starts_with("--module-verification"))
+    );
+}
