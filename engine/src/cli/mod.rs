@@ -73,7 +73,8 @@ enum Command {
     /// addon-operator's modules: run the task queue, show a module's values, render it.
     #[command(subcommand)]
     Modules(modules::ModulesCommand),
-    /// Upload, list, download and remove the wasm modules of `operon serve`.
+    /// Upload, list, download and remove the wasm modules of `operon serve`; push, pull,
+    /// sign and verify modules in OCI registries.
     #[command(subcommand)]
     Module(module::ModuleCommand),
     /// Run test files of hooks, Hook objects, modules and pipelines against local
