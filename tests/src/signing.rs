@@ -23,6 +23,9 @@ pub struct SigningPki {
     log: KeyPair,
 }
 
+/// A day: year, month, day of the month.
+pub type Day = (i32, u8, u8);
+
 /// What a leaf certificate says.
 #[derive(Debug, Clone)]
 pub struct LeafSpec {
@@ -32,8 +35,8 @@ pub struct LeafSpec {
     pub issuer: Option<String>,
     /// Write the issuer in its first form (1.3.6.1.4.1.57264.1.1).
     pub legacy_issuer: bool,
-    /// Valid from and to (year, month, day); for ever when `None`.
-    pub validity: Option<((i32, u8, u8), (i32, u8, u8))>,
+    /// Valid from and to; for ever when `None`.
+    pub validity: Option<(Day, Day)>,
     /// Leave out the code-signing extended key usage.
     pub no_code_signing: bool,
 }

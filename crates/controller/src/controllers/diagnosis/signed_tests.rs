@@ -49,7 +49,7 @@ async fn setup() -> Signed {
         format!("apiVersion: v1\nallOf:\n  - kind: pubKey\n    key: |\n{pem}"),
     )
     .unwrap();
-    let blobs = BlobStore::open(&dir.path().join("store"), 64 << 20).unwrap();
+    let blobs = BlobStore::open(dir.path().join("store"), 64 << 20).unwrap();
     let oci = OciModules::new(blobs, options.clone(), AllowList::new([host.clone()]))
         .with_verification(Arc::new(VerificationConfig::load(&config).unwrap()));
     let processors = Processors::new(ProcessorSettings {

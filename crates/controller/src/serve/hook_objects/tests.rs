@@ -671,7 +671,7 @@ async fn a_hook_runs_a_signed_oci_module_and_refuses_an_unsigned_or_tampered_one
     };
     let dir = tempfile::tempdir().unwrap();
     let (key, _) = SigningKey::generate().unwrap();
-    let blobs = operon_runner::store::BlobStore::open(&dir.path().join("store"), 64 << 20).unwrap();
+    let blobs = operon_runner::store::BlobStore::open(dir.path().join("store"), 64 << 20).unwrap();
     let oci = OciModules::new(blobs, options.clone(), AllowList::new([host.clone()]))
         .with_verification(requiring_key(dir.path(), &key));
     let cluster = Arc::new(LocalCluster::new());

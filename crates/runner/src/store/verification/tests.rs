@@ -199,9 +199,7 @@ fn annotations_and_any_of_counts_are_required() {
         &format!(
             "apiVersion: v1\nallOf:\n{}anyOf:\n  minimumMatches: 2\n  signatures:\n{}{}",
             pub_key(&alice, "    annotations: {env: prod}\n"),
-            pub_key(&alice, "")
-                .replace("  - ", "  - ")
-                .replace("\n  ", "\n  "),
+            pub_key(&alice, ""),
             pub_key(&bob, ""),
         ),
         &[],
