@@ -107,11 +107,11 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         &signed.signatures,
         jiff::Timestamp::now(),
     );
+    let count = report.signatures.len();
     println!(
-        "{}: {} signature{} in {}",
+        "{}: {count} signature{} in {}",
         signed.pinned,
-        report.signatures,
-        if report.signatures == 1 { "" } else { "s" },
+        if count == 1 { "" } else { "s" },
         signed.signature_reference
     );
     for requirement in &report.requirements {
@@ -121,10 +121,10 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         };
         println!("{}: {state}", requirement.requirement);
         for signature in &requirement.met_by {
-            println!("  signature {signature}: meets it");
+            println!("  {}: meets it", report.signature_name(*signature));
         }
         for (signature, why) in &requirement.not_met {
-            println!("  signature {signature}: {why}");
+            println!("  {}: {why}", report.signature_name(*signature));
         }
     }
     if report.verified() {

@@ -212,7 +212,7 @@ impl SigningKey {
             let tag = blocks.first().map(|b| b.tag().to_owned());
             return Err(match tag.as_deref() {
                 Some("EC PRIVATE KEY" | "RSA PRIVATE KEY") => KeyError::Unsupported(format!(
-                    "a {} (SEC1/PKCS#1) file: convert it to PKCS#8 with `openssl pkcs8 -topk8 -nocrypt -in KEY -out KEY.p8.pem`",
+                    "{} is not read (SEC1 or PKCS#1): convert it to PKCS#8 with `openssl pkcs8 -topk8 -nocrypt -in KEY -out KEY.p8.pem`",
                     tag.unwrap_or_default()
                 )),
                 Some("ENCRYPTED PRIVATE KEY") => KeyError::Unsupported(

@@ -97,7 +97,7 @@ impl OciModuleError {
     /// that do not verify.
     pub fn may_resolve(&self) -> bool {
         match self {
-            Self::SignatureNotVerified { report, .. } => report.signatures == 0,
+            Self::SignatureNotVerified { report, .. } => report.signatures.is_empty(),
             _ => !matches!(
                 self,
                 Self::NotAllowed { .. }
@@ -299,7 +299,7 @@ impl OciModules {
             .filter(|r| !r.met_by.is_empty())
             .map(|r| r.requirement.as_str())
             .collect();
-        tracing::info!(module = %reference, manifest = %digest, signatures = report.signatures,
+        tracing::info!(module = %reference, manifest = %digest, signatures = report.signatures.len(),
             met = %met.join("; "), "module signature verified");
         self.verified
             .write()

@@ -33,8 +33,9 @@ use config::{Kind, Requirement, Subject};
 pub struct Report {
     /// The manifest whose signatures were checked.
     pub manifest_digest: String,
-    /// How many signatures it has.
-    pub signatures: usize,
+    /// Its signatures, by their layers' digests, in the signature manifest's order
+    /// (signatures of one payload share a digest: reports name them by number too).
+    pub signatures: Vec<String>,
     /// Each requirement, `allOf` first, in the file's order.
     pub requirements: Vec<RequirementReport>,
     /// How many `anyOf` requirements must be met (0 when there is no `anyOf`).
@@ -48,10 +49,10 @@ pub struct RequirementReport {
     pub requirement: String,
     /// Whether it is one of `anyOf`.
     pub any_of: bool,
-    /// The signatures (layer digests) that meet it.
-    pub met_by: Vec<String>,
+    /// The signatures that meet it (indexes into [`Report::signatures`]).
+    pub met_by: Vec<usize>,
     /// The others, each with why it does not.
-    pub not_met: Vec<(String, String)>,
+    pub not_met: Vec<(usize, String)>,
 }
 
 impl Report {
@@ -63,6 +64,12 @@ impl Report {
             .filter(|r| !r.any_of)
             .all(|r| !r.met_by.is_empty());
         all && self.any_of_met() >= self.minimum_matches
+    }
+
+    /// How reports name signature `index`: `signature 2 (sha256:0123456789ab)`.
+    pub fn signature_name(&self, index: usize) -> String {
+        let digest = self.signatures.get(index).map_or("", |d| short(d));
+        format!("signature {} ({digest})", index + 1)
     }
 
     fn any_of_met(&self) -> usize {
@@ -77,7 +84,7 @@ impl Report {
 /// signature falls short.
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.signatures == 0 {
+        if self.signatures.is_empty() {
             return write!(
                 f,
                 "manifest {} has no signature (no cosign signature under its sha256-….sig tag)",
@@ -92,18 +99,18 @@ impl std::fmt::Display for Report {
             let why: Vec<String> = r
                 .not_met
                 .iter()
-                .map(|(signature, why)| format!("signature {}: {why}", short(signature)))
+                .map(|(signature, why)| format!("{}: {why}", self.signature_name(*signature)))
                 .collect();
             unmet.push(format!("{} is not met ({})", r.requirement, why.join("; ")));
         }
         let any_of = self.requirements.iter().filter(|r| r.any_of).count();
         let short_of_any = any_of > 0 && self.any_of_met() < self.minimum_matches;
+        let count = self.signatures.len();
         write!(
             f,
-            "manifest {} ({} signature{}): ",
+            "manifest {} ({count} signature{}): ",
             self.manifest_digest,
-            self.signatures,
-            if self.signatures == 1 { "" } else { "s" }
+            if count == 1 { "" } else { "s" }
         )?;
         if short_of_any {
             write!(
@@ -145,17 +152,17 @@ impl VerificationConfig {
                 met_by: Vec::new(),
                 not_met: Vec::new(),
             };
-            for (signature, checked) in signatures.iter().zip(&checked) {
+            for (index, (signature, checked)) in signatures.iter().zip(&checked).enumerate() {
                 match meets(requirement, signature, checked) {
-                    Ok(()) => report.met_by.push(signature.layer_digest.clone()),
-                    Err(why) => report.not_met.push((signature.layer_digest.clone(), why)),
+                    Ok(()) => report.met_by.push(index),
+                    Err(why) => report.not_met.push((index, why)),
                 }
             }
             requirements.push(report);
         }
         Report {
             manifest_digest: manifest_digest.to_owned(),
-            signatures: signatures.len(),
+            signatures: signatures.iter().map(|s| s.layer_digest.clone()).collect(),
             requirements,
             minimum_matches: self.minimum_matches,
         }

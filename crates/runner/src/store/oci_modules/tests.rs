@@ -327,7 +327,7 @@ async fn a_signed_module_is_pulled_and_an_unsigned_or_tampered_one_refused() {
     assert!(!error.may_resolve());
     assert!(
         error.to_string().contains(&format!(
-            "manifest {manifest} (1 signature): allOf[0] (pubKey ECDSA P-256, owner release) is not met (signature sha256:"
+            "manifest {manifest} (1 signature): allOf[0] (pubKey ECDSA P-256, owner release) is not met (signature 1 (sha256:"
         )) && error.to_string().contains(": it is not signed with this key)"),
         "{error}"
     );
