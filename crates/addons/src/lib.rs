@@ -4,7 +4,8 @@
 //!
 //! [`layout`] reads the directories ([`requirements`] their `module.yaml`: what a
 //! module needs, which orders modules and may disable one), [`values`] and [`schema`] layer and check values,
-//! [`config`] reads the ConfigMap, `hooks` runs lifecycle hooks with their values
+//! [`config`] reads the ConfigMap, [`module_config`] checks ModuleConfig objects (with
+//! Deckhouse's settings `conversions`), `hooks` runs lifecycle hooks with their values
 //! files and `bindings` their kubernetes and schedule bindings on the hook engine,
 //! `enabled` decides which modules run, [`render`] turns a module into objects (a
 //! real Helm engine or plain manifests), [`apply`] applies them with server-side apply
@@ -19,11 +20,13 @@
 pub mod apply;
 pub(crate) mod bindings;
 pub mod config;
+pub(crate) mod conversions;
 pub(crate) mod crds;
 pub(crate) mod enabled;
 pub(crate) mod hooks;
 pub mod layout;
 pub mod metrics;
+pub mod module_config;
 pub mod operator;
 pub mod render;
 pub mod requirements;
