@@ -20,6 +20,7 @@
 pub mod apply;
 pub(crate) mod bindings;
 pub mod config;
+mod config_sources;
 pub(crate) mod conversions;
 pub(crate) mod crds;
 pub(crate) mod enabled;
@@ -117,6 +118,10 @@ pub enum AddonError {
         /// The section it may patch.
         key: String,
     },
+    /// The ModuleConfig objects could not be listed or watched (the kind is served,
+    /// so the modules cannot be decided without them).
+    #[error("reading the ModuleConfig objects: {0}")]
+    ModuleConfigs(operon_cluster::ClusterError),
     /// The ConfigMap holds something that is not values.
     #[error("ConfigMap {configmap}: key {key}: {reason}")]
     ConfigMap {
