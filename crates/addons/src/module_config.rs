@@ -260,6 +260,13 @@ fn check_settings(name: &str, target: &Target, rules: &Rules, spec: &Spec, found
             "the global settings cannot be turned off: remove spec.enabled".to_owned(),
         );
     }
+    // A version or settings of the wrong type were reported: what they were meant to
+    // be cannot be checked further.
+    let unreadable = |field: &str| found.problems.iter().any(|(f, _)| f == field);
+    if unreadable("spec.version") || unreadable("spec.settings") {
+        return;
+    }
+    let before = found.problems.len();
     let latest = rules.conversions.latest();
     let has_settings = spec
         .settings
@@ -328,7 +335,7 @@ fn check_settings(name: &str, target: &Target, rules: &Rules, spec: &Spec, found
             }
         }
     }
-    if !found.problems.is_empty() {
+    if found.problems.len() > before {
         return;
     }
     let mismatches = rules

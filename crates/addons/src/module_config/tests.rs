@@ -186,7 +186,10 @@ fn global_settings_cannot_be_disabled_and_unknown_modules_are_warned_about() {
     ));
     assert_eq!(checked.target, Target::Global);
     assert_eq!(checked.target.key(), Some("global"));
-    assert_eq!(fields(&checked), ["spec.enabled"], "the schema waits");
+    assert_eq!(
+        fields(&checked),
+        ["spec.enabled", "spec.settings.clusterName"]
+    );
     let checked = rules.check(&object(
         "global",
         json!({"version": 1, "settings": {"clusterName": 7}}),
@@ -204,6 +207,22 @@ fn global_settings_cannot_be_disabled_and_unknown_modules_are_warned_about() {
         unknown.warnings,
         ["no module \"no-such-module\" in the modules directory: nothing uses this ModuleConfig"]
     );
+}
+
+#[test]
+fn a_field_of_the_wrong_type_does_not_hide_the_settings_problems() {
+    let (_dir, rules) = rules();
+    let checked = rules.check(&object(
+        "echo-server",
+        json!({"enabled": "yes", "version": 2, "settings": {"replicas": 0}}),
+    ));
+    assert_eq!(fields(&checked), ["spec.enabled", "spec.settings.replicas"]);
+    // A version that cannot be read is reported once, and the settings wait for it.
+    let checked = rules.check(&object(
+        "echo-server",
+        json!({"version": "two", "settings": {"replicas": 0}}),
+    ));
+    assert_eq!(fields(&checked), ["spec.version"]);
 }
 
 #[test]
