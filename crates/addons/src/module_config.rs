@@ -130,6 +130,19 @@ impl SettingsRules {
         Ok(Self { global, modules })
     }
 
+    /// The rules without a modules directory: every name but `global` is no module, and
+    /// the global settings have no schema; the spec's shape is still checked.
+    pub fn none() -> Self {
+        Self {
+            global: Rules {
+                key: GLOBAL_MODULE_CONFIG.to_owned(),
+                schema: None,
+                conversions: Conversions::default(),
+            },
+            modules: BTreeMap::new(),
+        }
+    }
+
     /// Reads the modules directory (and the global hooks directory) for their rules.
     pub fn read(modules_dir: &Path, global_hooks_dir: Option<&Path>) -> Result<Self, AddonError> {
         Self::new(&Layout::read(modules_dir, global_hooks_dir)?)

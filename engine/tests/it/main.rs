@@ -37,6 +37,7 @@ mod addons_cli;
 mod addons_deploy;
 mod addons_e2e;
 mod addons_lifecycle;
+mod addons_module_configs;
 mod addons_phases;
 mod addons_serve_e2e;
 mod addons_snapshots;

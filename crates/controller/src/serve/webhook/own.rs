@@ -11,8 +11,8 @@
 //! replica): its version and conversion, and its settings against the module's config
 //! schema, every problem by field. What that check allows but finds worth saying (a
 //! name that is no module, an old settings version converted) comes back as admission
-//! warnings, which `kubectl` prints; without a modules directory the settings are not
-//! checked, and the warning says so.
+//! warnings, which `kubectl` prints; without a modules directory only the spec's shape
+//! is, and the warning says so.
 //!
 //! Served at `POST /operon/validate` on the admission server by every replica, whether
 //! or not hooks have loaded: it needs nothing but the object (and the modules directory,
@@ -76,15 +76,8 @@ fn module_config(
     problems: &mut Vec<Problem>,
     warnings: &mut Vec<String>,
 ) {
-    let Some(modules) = modules else {
-        warnings.push(
-            "this operon serve runs no modules (no --modules-dir): the settings are not \
-             checked"
-                .to_owned(),
-        );
-        return;
-    };
-    let checked = modules.check(object);
+    let none = SettingsRules::none();
+    let checked = modules.unwrap_or(&none).check(object);
     let typed: Vec<String> = problems.iter().map(|p| p.field.clone()).collect();
     problems.extend(
         checked
@@ -92,7 +85,15 @@ fn module_config(
             .into_iter()
             .filter(|p| !typed.contains(&p.field)),
     );
-    warnings.extend(checked.warnings);
+    if modules.is_some() {
+        warnings.extend(checked.warnings);
+    } else {
+        warnings.push(
+            "this operon serve runs no modules (no --modules-dir): the settings are not \
+             checked against a module's schema"
+                .to_owned(),
+        );
+    }
 }
 
 fn allowed(warnings: Vec<String>) -> ValidatingResponse {
