@@ -160,7 +160,7 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
         }
     }
     let crds = of_kind(objects, "CustomResourceDefinition");
-    assert_eq!(crds.len(), 6, "the six operon.dev CRDs");
+    assert_eq!(crds.len(), 7, "the seven operon.dev CRDs");
 
     let mut expected = BTreeSet::new();
     for crd in &crds {
@@ -791,6 +791,7 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "CustomResourceDefinition/diagnoses.operon.dev",
         "CustomResourceDefinition/modules.operon.dev",
         "CustomResourceDefinition/hooks.operon.dev",
+        "CustomResourceDefinition/moduleconfigs.operon.dev",
         "ServiceAccount/operon",
         "ClusterRole/operon",
         "ClusterRole/operon-hook-author",
