@@ -3,6 +3,9 @@
 //! `operon serve` and for the operator that reads the object (a second line of defense:
 //! an object stored while no webhook answered, or checked against another directory).
 //!
+//! Deckhouse's `maintenance`, `updatePolicy` and `source` are refused by name: Operon
+//! has no such thing, and a spec that asks for one must not look honoured.
+//!
 //! The name says what it sets: `global` (the global settings; `spec.enabled` refused),
 //! a module of the directory by its name, or nothing (no such module: allowed with a
 //! warning, as Deckhouse allows it, and unused). `spec.version` is required with
@@ -18,7 +21,7 @@ use super::AddonError;
 use super::conversions::Conversions;
 use super::layout::Layout;
 use super::schema::Schema;
-use operon_data::api::{GLOBAL_MODULE_CONFIG, Problem};
+use operon_data::api::{GLOBAL_MODULE_CONFIG, ModuleConfigSpec, Problem};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -245,6 +248,11 @@ fn read_spec(object: &Value, found: &mut Found) -> Spec {
         }
         version
     });
+    for (name, reason) in ModuleConfigSpec::UNSUPPORTED {
+        if field(name).is_some() {
+            found.problem(&format!("spec.{name}"), reason.to_owned());
+        }
+    }
     let settings = field("settings").and_then(|v| {
         if v.is_object() {
             Some(v.clone())

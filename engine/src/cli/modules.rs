@@ -263,7 +263,7 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         .transpose()
         .map_err(|e| anyhow::anyhow!("--kubernetes-version: {e}"))?;
     let target = target(&args.common).await?;
-    let mut operator = operator(&args.common, &target, |_| {}).await?;
+    let mut operator = operator(&args.common, &target, warn_of_refusals).await?;
     if let Some(version) = kubernetes {
         operator.set_kubernetes_version(version);
     }
@@ -456,6 +456,20 @@ fn print_event(event: &QueueEvent) {
     }
 }
 
+/// What the commands that print modules' state say on stderr of the queue's events:
+/// config values that are not taken.
+fn warn_of_refusals(event: &QueueEvent) {
+    match event {
+        QueueEvent::ConfigRejected { reason } => {
+            eprintln!("warning: the ConfigMap is not taken: {reason}");
+        }
+        QueueEvent::ModuleConfigRefused { name, reason } => {
+            eprintln!("warning: ModuleConfig {name} is not taken: {reason}");
+        }
+        _ => {}
+    }
+}
+
 async fn run_queue(args: RunArgs) -> anyhow::Result<ExitCode> {
     let target = target(&args.common).await?;
     let mut events = Vec::new();
@@ -546,7 +560,7 @@ async fn dry_startup(operator: &mut Operator, skip: bool) {
 
 async fn values(args: ModuleArgs) -> anyhow::Result<ExitCode> {
     let target = target(&args.common).await?;
-    let mut operator = operator(&args.common, &target, |_| {}).await?;
+    let mut operator = operator(&args.common, &target, warn_of_refusals).await?;
     let module = operator
         .layout()
         .module(&args.module)

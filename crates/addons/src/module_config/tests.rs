@@ -226,6 +226,27 @@ fn a_field_of_the_wrong_type_does_not_hide_the_settings_problems() {
 }
 
 #[test]
+fn deckhouses_fields_operon_does_not_support_are_refused_by_name() {
+    let (_dir, rules) = rules();
+    let checked = rules.check(&object(
+        "echo-server",
+        json!({"enabled": true, "maintenance": "NoResourceReconciliation",
+               "updatePolicy": "stable", "source": "deckhouse"}),
+    ));
+    assert_eq!(
+        fields(&checked),
+        ["spec.maintenance", "spec.updatePolicy", "spec.source"]
+    );
+    assert!(
+        checked.problems[0]
+            .reason
+            .starts_with("Deckhouse's maintenance mode is not supported"),
+        "{:?}",
+        checked.problems
+    );
+}
+
+#[test]
 fn fields_of_the_wrong_type_are_each_named() {
     let (_dir, rules) = rules();
     let checked = rules.check(&object(

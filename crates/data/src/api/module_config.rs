@@ -54,6 +54,39 @@ pub struct ModuleConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub version: Option<i64>,
+    /// Deckhouse's maintenance mode (`NoResourceReconciliation`). Operon has none: a
+    /// ModuleConfig that sets it is refused, so that it is not taken as honoured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<String>,
+    /// Deckhouse's module update policy. Operon does not download or update modules: a
+    /// ModuleConfig that sets it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_policy: Option<String>,
+    /// Deckhouse's module source. Operon's modules come from its modules directory: a
+    /// ModuleConfig that sets it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl ModuleConfigSpec {
+    /// Deckhouse's fields Operon does not support, as written in a spec, with why.
+    pub const UNSUPPORTED: [(&'static str, &'static str); 3] = [
+        (
+            "maintenance",
+            "Deckhouse's maintenance mode is not supported: Operon always reconciles an \
+             enabled module; disable it (spec.enabled: false) to stop it",
+        ),
+        (
+            "updatePolicy",
+            "Deckhouse's module update policies are not supported: Operon's modules come \
+             from its modules directory and are updated with it",
+        ),
+        (
+            "source",
+            "Deckhouse's module sources are not supported: Operon's modules come from its \
+             modules directory (--modules-dir)",
+        ),
+    ];
 }
 
 fn settings_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
