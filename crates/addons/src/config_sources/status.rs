@@ -209,13 +209,14 @@ impl Operator {
         };
         let last = self.module_configs.last_runs.get(module);
         let waiting = self.queue.contains(&run) || self.queue.contains(&Task::DiscoverModules);
+        // A failed run waiting for its retry is not queued: it shows as failed.
         let (ready, reason, text) = match last {
-            Some(Err(e)) => (false, "RunFailed", format!("its ModuleRun failed: {e}")),
             _ if waiting => (
                 false,
                 "Converging",
                 "converging: its ModuleRun is queued".to_owned(),
             ),
+            Some(Err(e)) => (false, "RunFailed", format!("its ModuleRun failed: {e}")),
             Some(Ok(())) => (true, "Converged", "enabled and ready".to_owned()),
             None => (
                 false,
