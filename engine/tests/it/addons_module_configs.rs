@@ -150,7 +150,11 @@ async fn a_module_config_enables_reconfigures_and_disables_a_module_through_the_
     })
     .await;
     assert_eq!(seen["data"]["replicas"], "3");
-    assert!(get(&cluster, "ConfigMap", "app").await.is_some());
+    // Applied after the hook ran.
+    until("the module's ConfigMap", async || {
+        get(&cluster, "ConfigMap", "app").await
+    })
+    .await;
     let ready = until("a ready status", async || {
         status(&cluster).await.filter(|s| s["ready"] == true)
     })

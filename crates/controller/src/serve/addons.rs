@@ -479,7 +479,11 @@ mod tests {
         .await;
         assert_eq!(status["observedGeneration"], 2);
         assert_eq!(status["message"], "Disabled by ModuleConfig app");
-        assert!(config_map(&cluster, "app").await.is_none());
+        // Discovery says so before the ModuleDelete that follows it has run.
+        until("the module's objects deleted", async || {
+            config_map(&cluster, "app").await.is_none().then_some(())
+        })
+        .await;
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
     }
