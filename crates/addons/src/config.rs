@@ -32,6 +32,9 @@ pub(crate) struct ConfigValues {
     pub(crate) modules: BTreeMap<String, Value>,
     /// `<moduleKey>Enabled` flags, by values key.
     pub(crate) enabled: BTreeMap<String, bool>,
+    /// The sections (and flags) a ModuleConfig gives instead of the ConfigMap: the
+    /// ModuleConfig's name, by values key (`global` included).
+    pub(crate) governed: BTreeMap<String, String>,
 }
 
 impl ConfigValues {

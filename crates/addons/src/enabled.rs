@@ -1,6 +1,7 @@
 //! Which modules are enabled, as addon-operator decides: the `<moduleKey>Enabled`
-//! flags of the common `values.yaml`, the module's `values.yaml` and the ConfigMap
-//! (later sources win; no flag means disabled), then, for a module the flags enable,
+//! flags of the common `values.yaml`, the module's `values.yaml`, global hooks and the
+//! ConfigMap, or in its place the module's ModuleConfig (`spec.enabled`), later sources
+//! winning (no flag means disabled), then, for a module the flags enable,
 //! its `enabled` program, run in the script sandbox with `$VALUES_PATH`,
 //! `$CONFIG_VALUES_PATH` (`global.enabledModules` lists the modules enabled before it)
 //! and `$MODULE_ENABLED_RESULT`, where it writes `true` or `false`. The program can
@@ -36,7 +37,7 @@ pub(crate) enum Decision {
     /// No source enables it.
     NoFlag,
     /// A flag disables it; the source that said so last.
-    DisabledBy(&'static str),
+    DisabledBy(String),
     /// The flags enable it and its `enabled` program agreed (or there is none).
     Enabled,
     /// Its `enabled` program said false, with the reason it gave.
@@ -74,26 +75,32 @@ impl Decision {
 
 /// The merged flag of `module`: `None` when no source names it. Sources in
 /// addon-operator's extender order, later ones winning: `modules/values.yaml`, the
-/// module's `values.yaml`, flags global hooks set (`dynamic`), the ConfigMap.
+/// module's `values.yaml`, flags global hooks set (`dynamic`), the ConfigMap or the
+/// module's ModuleConfig (Deckhouse's kube config extender reads the one in place of the
+/// other).
 pub(crate) fn flag(
     layout: &Layout,
     module: &ModuleDir,
     dynamic: &BTreeMap<String, bool>,
     config: &ConfigValues,
-) -> Option<(bool, &'static str)> {
+) -> Option<(bool, String)> {
     let key = module.enabled_key();
     let mut result = None;
     if let Some(b) = layout.common_values.get(&key).and_then(Value::as_bool) {
-        result = Some((b, "modules/values.yaml"));
+        result = Some((b, "modules/values.yaml".to_owned()));
     }
     if let Some(b) = module.static_values.get(&key).and_then(Value::as_bool) {
-        result = Some((b, "the module's values.yaml"));
+        result = Some((b, "the module's values.yaml".to_owned()));
     }
     if let Some(b) = dynamic.get(&module.values_key) {
-        result = Some((*b, "a global hook"));
+        result = Some((*b, "a global hook".to_owned()));
     }
     if let Some(b) = config.enabled.get(&module.values_key) {
-        result = Some((*b, "the ConfigMap"));
+        let source = match config.governed.get(&module.values_key) {
+            Some(name) => format!("ModuleConfig {name}"),
+            None => "the ConfigMap".to_owned(),
+        };
+        result = Some((*b, source));
     }
     result
 }

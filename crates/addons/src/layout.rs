@@ -1,8 +1,9 @@
 //! addon-operator's directory layout: one or several modules directories (`MODULES_DIR`,
-//! `:`-joined) of `NNN-name/` modules (each with `hooks/`, `values.yaml`, `openapi/`, an
-//! `enabled` program, `crds/` and a Helm chart or plain manifests) beside their
-//! `values.yaml`, and a global hooks directory (its hooks in `hooks/` when that exists,
-//! its schemas in `openapi/`). Reading the layout runs nothing.
+//! `:`-joined) of `NNN-name/` modules (each with `hooks/`, `values.yaml`, `openapi/`
+//! with Deckhouse's settings conversions, an `enabled` program, `crds/` and a Helm
+//! chart or plain manifests) beside their `values.yaml`, and a global hooks directory
+//! (its hooks in `hooks/` when that exists, its schemas and conversions in
+//! `openapi/`). Reading the layout runs nothing.
 
 use super::AddonError;
 use serde_json::Value;
@@ -46,6 +47,9 @@ pub struct ModuleDir {
     pub(crate) config_schema: Option<Value>,
     /// `openapi/values.yaml`, read, when present.
     pub(crate) values_schema: Option<Value>,
+    /// `openapi/conversions/*.yaml`: how settings of older versions become the latest
+    /// (a ModuleConfig's `spec.version`).
+    pub(crate) conversions: super::conversions::Conversions,
     /// The `enabled` program, when present and executable.
     pub(crate) enabled_script: Option<PathBuf>,
     /// `hooks/`, when present.
@@ -76,6 +80,8 @@ pub(crate) struct GlobalDir {
     pub(crate) config_schema: Option<Value>,
     /// `openapi/values.yaml`, when present.
     pub(crate) values_schema: Option<Value>,
+    /// `openapi/conversions/*.yaml` of the global settings.
+    pub(crate) conversions: super::conversions::Conversions,
 }
 
 /// A whole layout, modules in their order.
@@ -308,6 +314,7 @@ fn read_module(path: &Path, dir_name: &str) -> Result<ModuleDir, AddonError> {
         static_values: read_yaml_or_empty(&path.join("values.yaml"))?,
         config_schema: read_yaml_if_present(&path.join("openapi/config-values.yaml"))?,
         values_schema: read_yaml_if_present(&path.join("openapi/values.yaml"))?,
+        conversions: super::conversions::Conversions::read(path, &name)?,
         enabled_script,
         hooks_dir: hooks.is_dir().then_some(hooks),
         payload,
@@ -369,6 +376,7 @@ fn read_global(dir: &Path) -> Result<GlobalDir, AddonError> {
         }),
         config_schema: read_yaml_if_present(&dir.join("openapi/config-values.yaml"))?,
         values_schema: read_yaml_if_present(&dir.join("openapi/values.yaml"))?,
+        conversions: super::conversions::Conversions::read(dir, "global")?,
     })
 }
 

@@ -4,7 +4,8 @@
 //!
 //! [`layout`] reads the directories ([`requirements`] their `module.yaml`: what a
 //! module needs, which orders modules and may disable one), [`values`] and [`schema`] layer and check values,
-//! [`config`] reads the ConfigMap, `hooks` runs lifecycle hooks with their values
+//! [`config`] reads the ConfigMap, [`module_config`] checks ModuleConfig objects (with
+//! Deckhouse's settings `conversions`), `hooks` runs lifecycle hooks with their values
 //! files and `bindings` their kubernetes and schedule bindings on the hook engine,
 //! `enabled` decides which modules run, [`render`] turns a module into objects (a
 //! real Helm engine or plain manifests), [`apply`] applies them with server-side apply
@@ -19,11 +20,14 @@
 pub mod apply;
 pub(crate) mod bindings;
 pub mod config;
+mod config_sources;
+pub(crate) mod conversions;
 pub(crate) mod crds;
 pub(crate) mod enabled;
 pub(crate) mod hooks;
 pub mod layout;
 pub mod metrics;
+pub mod module_config;
 pub mod operator;
 pub mod render;
 pub mod requirements;
@@ -114,6 +118,10 @@ pub enum AddonError {
         /// The section it may patch.
         key: String,
     },
+    /// The ModuleConfig objects could not be listed or watched (the kind is served,
+    /// so the modules cannot be decided without them).
+    #[error("reading the ModuleConfig objects: {0}")]
+    ModuleConfigs(operon_cluster::ClusterError),
     /// The ConfigMap holds something that is not values.
     #[error("ConfigMap {configmap}: key {key}: {reason}")]
     ConfigMap {

@@ -1,8 +1,9 @@
 //! The task queue that converges modules, with addon-operator's lifecycle: global
 //! `onStartup` hooks, then a convergence (`beforeAll` hooks, discovery, ModuleDelete
 //! for each disabled module that has a release, ModuleRun for each enabled one,
-//! `afterAll` hooks), then changes: a ConfigMap change to `global` or to an enabled
-//! flag converges again, a change to one module's section runs that module; an
+//! `afterAll` hooks), then changes: a change of the ConfigMap or of a ModuleConfig
+//! ([`super::config_sources`]) to `global` or to an enabled flag converges again, a
+//! change to one module's section runs that module; an
 //! `afterHelm` hook that changes its module's values runs the module again, an
 //! `afterAll` hook that changes the global values converges again.
 //!
@@ -17,14 +18,16 @@ use super::AddonError;
 use super::apply::ObjectWriter;
 use super::bindings::{BindingEngine, BindingPatch, SharedValues};
 use super::config::{ConfigMapRef, ConfigValues};
+use super::config_sources::ModuleConfigs;
 use super::hooks::{self, AddonHook, Lifecycle, Owner};
 use super::layout::Layout;
 use super::metrics::ModuleMetrics;
+use super::module_config::SettingsRules;
 use super::render::Renderer;
 use super::requirements::Platform;
 use super::status::{ModuleState, QueueView};
 use super::values::{Section, Source};
-use operon_cluster::{Event, Selector};
+use operon_cluster::{Event, EventStream, Selector};
 use operon_data::model::WatchEvent;
 use operon_hooks::hooks::engines::EngineSet;
 use operon_hooks::metrics::Metrics;
@@ -156,6 +159,20 @@ pub enum QueueEvent {
         /// Why.
         reason: String,
     },
+    /// A ModuleConfig changed (or was deleted); `queued` is what the change queued.
+    ModuleConfigChanged {
+        /// The ModuleConfig (several, comma-separated, after a re-list).
+        name: String,
+        /// The tasks queued.
+        queued: Vec<Task>,
+    },
+    /// A ModuleConfig's spec is refused; its module keeps what it had.
+    ModuleConfigRefused {
+        /// The ModuleConfig.
+        name: String,
+        /// Every problem, each naming its field.
+        reason: String,
+    },
     /// A kubernetes or schedule binding run changed values; `queued` is what that
     /// queued.
     ValuesChanged {
@@ -181,7 +198,12 @@ pub struct Operator {
     pub(super) module_hooks: BTreeMap<String, Vec<AddonHook>>,
     pub(super) global: Section,
     pub(super) modules: BTreeMap<String, Section>,
+    /// The config values in use: the ConfigMap's with the ModuleConfigs' over them.
     pub(super) config: ConfigValues,
+    /// The ConfigMap's own config values.
+    pub(super) config_map: ConfigValues,
+    /// The ModuleConfig objects, their checks and their statuses.
+    pub(super) module_configs: ModuleConfigs,
     /// The modules enabled by the last discovery, in module order.
     pub(super) enabled: Vec<String>,
     /// Modules whose `onStartup` hooks ran since they were last enabled.
@@ -290,6 +312,7 @@ impl Operator {
         let hook_metrics = Arc::new(Metrics::new().map_err(|e| AddonError::Hook(e.to_string()))?);
         let (binding_tx, binding_rx) = tokio::sync::mpsc::unbounded_channel();
         let platform = Platform::new(writer.kubernetes_version().await);
+        let module_configs = ModuleConfigs::new(SettingsRules::new(&layout)?);
         let mut operator = Self {
             settings,
             layout,
@@ -298,6 +321,8 @@ impl Operator {
             global,
             modules,
             config: ConfigValues::default(),
+            config_map: ConfigValues::default(),
+            module_configs,
             enabled: Vec::new(),
             started: BTreeSet::new(),
             sandbox,
@@ -323,8 +348,12 @@ impl Operator {
             view: QueueView::default(),
             shown: EngineSet::default(),
         };
-        let config = operator.read_config().await?;
-        operator.set_config(config)?;
+        let config_map = operator.read_config_map().await?;
+        operator.check_config_map(&config_map)?;
+        operator.config_map = config_map;
+        // Its watch starts again in `run_until`, which lists again.
+        operator.read_module_configs().await?;
+        operator.take_config(operator.module_configs.over(&operator.config_map));
         for hook in hooks::with_binding(&operator.global_hooks, Lifecycle::OnStartup) {
             operator.queue.push_back(Task::GlobalHookRun {
                 binding: Lifecycle::OnStartup,
@@ -479,53 +508,6 @@ impl Operator {
             .ok_or_else(|| AddonError::UnknownModule(module.to_owned()))
     }
 
-    pub(super) async fn read_config(&self) -> Result<ConfigValues, AddonError> {
-        let cm = &self.settings.config_map;
-        let cluster = self.writer.cluster();
-        let resource = cluster
-            .resolve(Some("v1"), "ConfigMap")
-            .await
-            .map_err(|e| AddonError::ConfigMap {
-                configmap: cm.to_string(),
-                key: String::new(),
-                reason: e.to_string(),
-            })?;
-        let object = cluster
-            .get(&resource, Some(&cm.namespace), &cm.name)
-            .await
-            .map_err(|e| AddonError::ConfigMap {
-                configmap: cm.to_string(),
-                key: String::new(),
-                reason: e.to_string(),
-            })?;
-        ConfigValues::from_object(cm, object.as_ref())
-    }
-
-    /// Takes `config` if every section is valid; changes nothing otherwise.
-    pub(super) fn set_config(&mut self, config: ConfigValues) -> Result<(), AddonError> {
-        self.global.check_config(&config.global)?;
-        for (name, section) in &self.modules {
-            section
-                .check_config(&config.section(&section.key))
-                .map_err(|e| match e {
-                    AddonError::InvalidValues {
-                        problems, which, ..
-                    } => AddonError::InvalidValues {
-                        section: format!("module {name}"),
-                        which,
-                        problems,
-                    },
-                    other => other,
-                })?;
-        }
-        self.global.set_config(config.global.clone())?;
-        for section in self.modules.values_mut() {
-            section.set_config(config.section(&section.key))?;
-        }
-        self.config = config;
-        Ok(())
-    }
-
     /// Queues `beforeAll` hooks, discovery (which queues the rest).
     pub(super) fn queue_convergence(&mut self) {
         for hook in hooks::with_binding(&self.global_hooks, Lifecycle::BeforeAll) {
@@ -547,62 +529,6 @@ impl Operator {
         true
     }
 
-    /// Takes a ConfigMap change: a changed `global` section or enabled flag converges
-    /// again, a changed module section runs that module.
-    pub fn config_changed(&mut self, object: Option<&Value>) {
-        let seen = Instant::now();
-        let config = match ConfigValues::from_object(&self.settings.config_map, object) {
-            Ok(config) => config,
-            Err(e) => {
-                self.metrics.discover_errors.inc();
-                (self.on_event)(&QueueEvent::ConfigRejected {
-                    reason: e.to_string(),
-                });
-                return;
-            }
-        };
-        if config == self.config {
-            return;
-        }
-        let old = self.config.clone();
-        if let Err(e) = self.set_config(config.clone()) {
-            (self.on_event)(&QueueEvent::ConfigRejected {
-                reason: e.to_string(),
-            });
-            return;
-        }
-        let mut queued = Vec::new();
-        // An `enabled` program reads the values: a change to its module's section may
-        // enable or disable it, which only a discovery decides.
-        let rediscover = self.layout.modules.iter().any(|m| {
-            m.enabled_script.is_some()
-                && old.section(&m.values_key) != config.section(&m.values_key)
-        });
-        if old.global != config.global || old.enabled != config.enabled || rediscover {
-            for name in self.layout.modules.iter().map(|m| m.name.clone()) {
-                self.changed_at.insert(name, seen);
-            }
-            let before = self.queue.len();
-            self.queue_convergence();
-            queued.extend(self.queue.iter().skip(before).cloned());
-        } else {
-            for module in self.layout.modules.clone() {
-                if old.section(&module.values_key) != config.section(&module.values_key)
-                    && self.enabled.contains(&module.name)
-                {
-                    let task = Task::ModuleRun {
-                        module: module.name.clone(),
-                    };
-                    self.changed_at.insert(module.name.clone(), seen);
-                    if self.enqueue(task.clone()) {
-                        queued.push(task);
-                    }
-                }
-            }
-        }
-        (self.on_event)(&QueueEvent::ConfigChanged { queued });
-    }
-
     /// Runs every queued task and what they queue, failed module tasks excepted (they
     /// wait for their retry); returns the tasks that failed.
     pub async fn drain(&mut self) -> Vec<(Task, String)> {
@@ -617,6 +543,8 @@ impl Operator {
                 }
             }
         }
+        // A change that queued nothing (a refused ModuleConfig) still shows.
+        self.write_module_config_statuses().await;
         failed
     }
 
@@ -641,14 +569,18 @@ impl Operator {
             names: Some(vec![cm.name.clone()]),
             ..Selector::default()
         };
-        let (_, mut events) = cluster
-            .list_and_watch(&resource, &selector)
-            .await
-            .map_err(|e| AddonError::ConfigMap {
-                configmap: cm.to_string(),
-                key: String::new(),
-                reason: e.to_string(),
-            })?;
+        let (listed, mut events) =
+            cluster
+                .list_and_watch(&resource, &selector)
+                .await
+                .map_err(|e| AddonError::ConfigMap {
+                    configmap: cm.to_string(),
+                    key: String::new(),
+                    reason: e.to_string(),
+                })?;
+        // What changed since the operator was made, if anything.
+        self.config_changed(listed.into_iter().next().as_ref());
+        let mut configs = self.relist_module_configs().await?;
         let mut shutdown = std::pin::pin!(shutdown);
         let mut watching = true;
         self.bindings_live = true;
@@ -668,6 +600,9 @@ impl Operator {
         let result = loop {
             while let Ok(event) = events.try_recv() {
                 self.take_event(&event);
+            }
+            while let Some(event) = configs.as_mut().and_then(|c| c.try_recv().ok()) {
+                self.take_module_config_event(&event);
             }
             let now = Instant::now();
             let due: Vec<Task> = self
@@ -703,7 +638,14 @@ impl Operator {
                 self.view.update(|p| p.converged = true);
             }
             self.publish(None);
-            let next_retry = self.retries.iter().map(|(at, _)| *at).chain(held).min();
+            self.write_module_config_statuses().await;
+            let next_retry = self
+                .retries
+                .iter()
+                .map(|(at, _)| *at)
+                .chain(held)
+                .chain(self.module_configs.retry_writes_at())
+                .min();
             let sleep = next_retry.map_or(Duration::from_secs(3600), |at| {
                 at.saturating_duration_since(Instant::now())
             });
@@ -715,6 +657,13 @@ impl Operator {
                     None => {
                         tracing::warn!(configmap = %cm, "the ConfigMap watch ended");
                         watching = false;
+                    }
+                },
+                event = next_event(&mut configs) => match event {
+                    Some(event) => self.take_module_config_event(&event),
+                    None => {
+                        tracing::warn!("the ModuleConfig watch ended");
+                        configs = None;
                     }
                 },
                 () = tokio::time::sleep(sleep) => {}
@@ -774,6 +723,14 @@ impl Operator {
     pub(super) fn backoff(&self, n: u32) -> Duration {
         let factor = 1u32 << n.saturating_sub(1).min(16);
         (self.settings.retry_first * factor).min(self.settings.retry_max)
+    }
+}
+
+/// The next event of `stream`; never, without one.
+async fn next_event(stream: &mut Option<EventStream>) -> Option<Event> {
+    match stream {
+        Some(stream) => stream.recv().await,
+        None => std::future::pending().await,
     }
 }
 

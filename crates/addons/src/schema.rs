@@ -79,16 +79,24 @@ impl Schema {
     pub(crate) fn problems(&self, prefix: &str, value: &Value) -> Vec<String> {
         report(&self.validator, prefix, value)
     }
+
+    /// Every problem of `value`, as its path dotted from `prefix` and the reason apart.
+    pub(crate) fn located_problems(&self, prefix: &str, value: &Value) -> Vec<(String, String)> {
+        located(&self.validator, prefix, value)
+    }
 }
 
 fn report(validator: &Validator, prefix: &str, value: &Value) -> Vec<String> {
+    located(validator, prefix, value)
+        .into_iter()
+        .map(|(path, reason)| format!("{path}: {reason}"))
+        .collect()
+}
+
+fn located(validator: &Validator, prefix: &str, value: &Value) -> Vec<(String, String)> {
     validator
         .iter_errors(value)
-        .map(|e| {
-            let pointer = e.instance_path().as_str().to_owned();
-            let path = dotted(prefix, &pointer);
-            format!("{path}: {e}")
-        })
+        .map(|e| (dotted(prefix, e.instance_path().as_str()), e.to_string()))
         .collect()
 }
 

@@ -1,6 +1,6 @@
 //! The bodies of the queue's tasks: global hook runs, discovery, ModuleRun and
 //! ModuleDelete, and what a hook run changes (kubernetes patches, memory values, config
-//! values written back to the ConfigMap).
+//! values written back to the ConfigMap, unless a ModuleConfig gives them).
 
 use super::AddonError;
 use super::apply::describe;
@@ -45,6 +45,11 @@ impl Operator {
                         .with_label_values(&[module.as_str()])
                         .inc();
                 }
+                let outcome = match &result {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e.to_string()),
+                };
+                self.module_configs.record_run(module, outcome);
                 result
             }
             Task::ModulePurge { module } => self.module_purge(module).await,
@@ -97,6 +102,7 @@ impl Operator {
             }
         };
         self.publish(None);
+        self.write_module_config_statuses().await;
         result
     }
 
@@ -546,6 +552,19 @@ impl Operator {
             Some(m) => self.section(m)?.key.clone(),
             None => "global".to_owned(),
         };
+        if !config_patch.is_empty()
+            && let Some(name) = self.config.governed.get(&key)
+        {
+            // Checked first: a refused run changes no values at all.
+            return Err(AddonError::Patch {
+                section: module.map_or_else(|| "global".to_owned(), |m| format!("module {m}")),
+                reason: format!(
+                    "hook {hook} patched config values, but ModuleConfig {name} gives them \
+                     and hooks do not write a ModuleConfig (Deckhouse forbids it too): \
+                     patch memory values ($VALUES_JSON_PATCH_PATH) instead"
+                ),
+            });
+        }
         let mut values_patch = values_patch;
         if module.is_none() {
             // Global hooks may also set modules' enabled flags (addon-operator's
@@ -604,10 +623,13 @@ impl Operator {
                 }
             })?;
             section.set_config(config.clone())?;
-            if key == "global" {
-                self.config.global = config.clone();
-            } else {
-                self.config.modules.insert(key.clone(), config.clone());
+            // The ConfigMap will hold it: its watch event is then no change.
+            for values in [&mut self.config, &mut self.config_map] {
+                if key == "global" {
+                    values.global = config.clone();
+                } else {
+                    values.modules.insert(key.clone(), config.clone());
+                }
             }
             if !self.dry_run {
                 self.write_config_section(&key, &config).await?;

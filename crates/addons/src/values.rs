@@ -1,7 +1,8 @@
 //! Values, layered as addon-operator layers them (lowest priority first): the common
 //! `values.yaml`, the module's `values.yaml`, the config schema's defaults, the config
-//! from the ConfigMap, the values schema's defaults, then the JSON patches hooks
-//! submitted. Config values (what users set, kept in the ConfigMap) and memory values
+//! values (the ConfigMap's section, or a ModuleConfig's settings), the values schema's
+//! defaults, then the JSON patches hooks submitted. Config values (what users set, kept
+//! in the ConfigMap or a ModuleConfig) and memory values
 //! (what hooks patched, lost on restart) stay apart; each key remembers the layer that
 //! set it, for `operon modules values`.
 
@@ -24,6 +25,8 @@ pub enum Source {
     ConfigSchemaDefault,
     /// The ConfigMap.
     ConfigMap,
+    /// A ModuleConfig's `spec.settings`.
+    ModuleConfig,
     /// A `default` of `openapi/values.yaml`.
     ValuesSchemaDefault,
     /// A JSON patch a hook submitted.
@@ -37,6 +40,7 @@ impl std::fmt::Display for Source {
             Self::ModuleValues => "module values.yaml",
             Self::ConfigSchemaDefault => "openapi/config-values.yaml default",
             Self::ConfigMap => "ConfigMap",
+            Self::ModuleConfig => "ModuleConfig",
             Self::ValuesSchemaDefault => "openapi/values.yaml default",
             Self::HookPatch => "hook patch",
         })
@@ -52,8 +56,11 @@ pub(crate) struct Section {
     pub(crate) label: String,
     /// The static layers, in order.
     statics: Vec<(Source, Value)>,
-    /// The config values (the ConfigMap's section), `{}` when absent.
+    /// The config values (the ConfigMap's section or a ModuleConfig's settings), `{}`
+    /// when absent.
     config: Value,
+    /// Where the config values came from.
+    config_source: Source,
     config_schema: Option<Schema>,
     values_schema: Option<Schema>,
     /// Memory patches, in the order hooks submitted them.
@@ -90,6 +97,7 @@ impl Section {
             label: label.to_owned(),
             statics,
             config: Value::Object(Map::new()),
+            config_source: Source::ConfigMap,
             config_schema: config_schema
                 .map(|s| compile("openapi/config-values.yaml", s, None))
                 .transpose()?,
@@ -127,6 +135,11 @@ impl Section {
         self.check_config(&config)?;
         self.config = config;
         Ok(())
+    }
+
+    /// Says where the config values came from (for the source of each value).
+    pub(crate) fn set_config_source(&mut self, source: Source) {
+        self.config_source = source;
     }
 
     /// The memory patches so far.
@@ -187,7 +200,7 @@ impl Section {
             &mut values,
             &self.config,
             "",
-            Source::ConfigMap,
+            self.config_source,
             &mut sources,
         );
         if let Some(schema) = &self.values_schema {

@@ -526,12 +526,24 @@ fn add(
                 problems.push(Problem::new(&object, field, reason));
             }
         }
+        // Checked, not kept: its settings are checked against a modules directory's
+        // schemas where one is at hand (the admission webhook of `operon serve
+        // --modules-dir`, `operon_addons::module_config`).
+        "ModuleConfig" => {
+            for (field, reason) in fields::typed::<operon_data::api::ModuleConfig>(value, known)
+                .err()
+                .into_iter()
+                .flatten()
+            {
+                problems.push(Problem::new(&object, field, reason));
+            }
+        }
         other => problems.push(Problem::new(
             object,
             "kind",
             format!(
                 "unknown kind {other:?}; expected Operation, OperationSet, Trigger, \
-                 Diagnosis or Hook"
+                 Diagnosis, Hook or ModuleConfig"
             ),
         )),
     }

@@ -196,6 +196,9 @@ async fn run_steps(
     };
     let locator = ModuleLocator::new(modules);
     let cluster = Arc::new(LocalCluster::new());
+    if let Subject::Modules(_) = &test.subject {
+        modules::register_kinds(&cluster)?;
+    }
     load_objects(&cluster, &test.objects, &base)?;
     match &test.subject {
         Subject::Hook(hook) | Subject::HookObject(hook) => {
@@ -274,10 +277,12 @@ impl Actor<'_> {
             Actor::Modules(modules) => match action {
                 Action::Config(config) => modules.configure(config, cluster).await,
                 Action::Event(event) => {
+                    let kind = hooks::watch_event(event.kind);
                     for object in objects(&event.objects, base)? {
                         cluster
-                            .apply_watch_event(hooks::watch_event(event.kind), object)
+                            .apply_watch_event(kind, object.clone())
                             .map_err(ScenarioError::event)?;
+                        modules.object_changed(kind, &object);
                     }
                     modules.drain().await
                 }

@@ -1,7 +1,8 @@
 //! addon-operator modules under test: the operator's queue over a modules directory
-//! and the in-memory cluster, config values given as its ConfigMap would give them,
-//! and the values, enabled modules and tasks shown in the forms `expect.values` and
-//! `expect.tasks` are written in.
+//! and the in-memory cluster, config values given as its ConfigMap would give them or
+//! as ModuleConfig objects (an `event` step's, which the operator sees as its watch
+//! would show them; it writes their status), and the values, enabled modules and tasks
+//! shown in the forms `expect.values` and `expect.tasks` are written in.
 
 use crate::ScenarioError;
 use crate::check::Observed;
@@ -12,12 +13,31 @@ use operon_addons::operator::{Operator, QueueEvent, Settings};
 use operon_addons::render::Renderer;
 use operon_cluster::Cluster;
 use operon_cluster::local::LocalCluster;
+use operon_data::api::API_VERSION;
 use operon_data::model::WatchEvent;
 use operon_script::ScriptSandbox;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Makes the cluster serve Operon's ModuleConfig kind, as a cluster where Operon is
+/// installed does, so that the test's objects and steps may hold ModuleConfigs.
+pub(crate) fn register_kinds(cluster: &LocalCluster) -> Result<(), ScenarioError> {
+    let crd = operon_data::api::crds()
+        .into_iter()
+        .find(|crd| crd.spec.names.kind == "ModuleConfig")
+        .ok_or_else(|| ScenarioError::Modules("no ModuleConfig CRD".to_owned()))?;
+    let crd = yaml_serde::to_string(&crd)
+        .map_err(|e| ScenarioError::Modules(format!("the ModuleConfig CRD: {e}")))?;
+    cluster
+        .load_yaml(&crd, "Operon's ModuleConfig CRD")
+        .map(drop)
+        .map_err(|problems| {
+            let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            ScenarioError::Modules(format!("the ModuleConfig CRD: {}", problems.join("; ")))
+        })
+}
 
 /// Tasks that ended, each with its summary or error, shared with the queue's reports.
 type Finished = Arc<Mutex<Vec<(String, Result<String, String>)>>>;
@@ -69,6 +89,9 @@ impl Modules {
                 QueueEvent::PatchRejected { hook, reason } => {
                     (format!("ValuesPatch:{hook}"), Err(reason.clone()))
                 }
+                QueueEvent::ModuleConfigRefused { name, reason } => {
+                    (format!("ModuleConfig:{name}"), Err(reason.clone()))
+                }
                 _ => return,
             };
             sink.lock()
@@ -93,6 +116,15 @@ impl Modules {
     pub(crate) async fn drain(&mut self) -> Result<Observed, ScenarioError> {
         self.operator.drain().await;
         self.observe()
+    }
+
+    /// Tells the operator of a change the cluster just took, when it is one its watches
+    /// would show: a ModuleConfig's.
+    pub(crate) fn object_changed(&mut self, kind: WatchEvent, object: &Value) {
+        if object["kind"] == "ModuleConfig" && object["apiVersion"] == API_VERSION {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            self.operator.module_config_changed(kind, name, object);
+        }
     }
 
     /// Takes new config values as the ConfigMap would carry them, then runs what they

@@ -169,7 +169,8 @@ pub struct Common {
         default_value = "default"
     )]
     namespace: String,
-    /// Fixture objects for the local cluster (repeatable); ignored with --kubeconfig.
+    /// Fixture objects for the local cluster (repeatable), the ConfigMap and
+    /// ModuleConfigs among them; ignored with --kubeconfig.
     #[arg(long)]
     objects: Vec<PathBuf>,
     /// Work against this API server instead of the local cluster: objects go in by
@@ -200,7 +201,7 @@ pub struct RunArgs {
     duration: Option<Duration>,
     /// A change to the local cluster once the startup tasks are done, as
     /// `added|modified|deleted:FILE` (repeatable, applied in order a second apart):
-    /// a new ConfigMap, say.
+    /// a new ConfigMap or ModuleConfig, say.
     #[arg(long = "event")]
     events: Vec<String>,
     /// Change nothing: hooks change values in memory only (their kubernetes patches
@@ -262,7 +263,7 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         .transpose()
         .map_err(|e| anyhow::anyhow!("--kubernetes-version: {e}"))?;
     let target = target(&args.common).await?;
-    let mut operator = operator(&args.common, &target, |_| {}).await?;
+    let mut operator = operator(&args.common, &target, warn_of_refusals).await?;
     if let Some(version) = kubernetes {
         operator.set_kubernetes_version(version);
     }
@@ -342,6 +343,11 @@ async fn target(common: &Common) -> anyhow::Result<Target> {
         });
     }
     let local = Arc::new(LocalCluster::new());
+    // As on a cluster where Operon is installed: ModuleConfigs among the fixtures are read.
+    let crd = module_config_crd()?;
+    local
+        .load_yaml(&crd, "Operon's ModuleConfig CRD")
+        .map_err(|problems| anyhow::anyhow!("{problems:?}"))?;
     for file in &common.objects {
         if let Err(problems) = local.load_file(file) {
             for p in &problems {
@@ -355,6 +361,12 @@ async fn target(common: &Common) -> anyhow::Result<Target> {
         writer: ObjectWriter::new(cluster, None, &common.namespace),
         local: Some(local),
     })
+}
+
+/// The ModuleConfig CRD as YAML.
+fn module_config_crd() -> anyhow::Result<String> {
+    use kube::CustomResourceExt as _;
+    Ok(yaml_serde::to_string(&operon::api::ModuleConfig::crd())?)
 }
 
 fn settings(common: &Common) -> Settings {
@@ -431,6 +443,30 @@ fn print_event(event: &QueueEvent) {
         QueueEvent::ConfigRejected { reason } => {
             println!("{now} ConfigMap change rejected, nothing queued: {reason}");
         }
+        QueueEvent::ModuleConfigChanged { name, queued } => {
+            let queued: Vec<String> = queued.iter().map(ToString::to_string).collect();
+            println!(
+                "{now} ModuleConfig {name} changed: queued [{}]",
+                queued.join(" ")
+            );
+        }
+        QueueEvent::ModuleConfigRefused { name, reason } => {
+            println!("{now} ModuleConfig {name} refused, its module keeps what it had: {reason}");
+        }
+    }
+}
+
+/// What the commands that print modules' state say on stderr of the queue's events:
+/// config values that are not taken.
+fn warn_of_refusals(event: &QueueEvent) {
+    match event {
+        QueueEvent::ConfigRejected { reason } => {
+            eprintln!("warning: the ConfigMap is not taken: {reason}");
+        }
+        QueueEvent::ModuleConfigRefused { name, reason } => {
+            eprintln!("warning: ModuleConfig {name} is not taken: {reason}");
+        }
+        _ => {}
     }
 }
 
@@ -465,7 +501,12 @@ async fn run_queue(args: RunArgs) -> anyhow::Result<ExitCode> {
             if let Some(local) = &target.local {
                 local.apply_watch_event(kind, object.clone())?;
             }
-            operator.config_changed((kind != WatchEvent::Deleted).then_some(&object));
+            if object["kind"] == "ModuleConfig" {
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                operator.module_config_changed(kind, name, &object);
+            } else {
+                operator.config_changed((kind != WatchEvent::Deleted).then_some(&object));
+            }
             failed.extend(operator.drain().await);
         }
         print!(
@@ -519,7 +560,7 @@ async fn dry_startup(operator: &mut Operator, skip: bool) {
 
 async fn values(args: ModuleArgs) -> anyhow::Result<ExitCode> {
     let target = target(&args.common).await?;
-    let mut operator = operator(&args.common, &target, |_| {}).await?;
+    let mut operator = operator(&args.common, &target, warn_of_refusals).await?;
     let module = operator
         .layout()
         .module(&args.module)

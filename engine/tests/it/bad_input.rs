@@ -97,7 +97,7 @@ fn operon_objects_at_admission() {
             Ok(review) => review,
             Err(e) => return vec![format!("not JSON: {e}")],
         };
-        let answer = own::answer(&review);
+        let answer = own::answer(&review, None);
         if answer.pointer("/response/allowed") == Some(&serde_json::Value::Bool(true)) {
             return vec!["allowed".to_owned()];
         }

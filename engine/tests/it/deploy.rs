@@ -162,7 +162,7 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
     let (crds, reports): (Vec<&Value>, Vec<&Value>) = of_kind(objects, "CustomResourceDefinition")
         .into_iter()
         .partition(|crd| crd["spec"]["group"] == "operon.dev");
-    assert_eq!(crds.len(), 6, "the six operon.dev CRDs");
+    assert_eq!(crds.len(), 7, "the seven operon.dev CRDs");
     assert_eq!(
         reports.iter().map(|crd| name(crd)).collect::<BTreeSet<_>>(),
         BTreeSet::from([
@@ -811,6 +811,7 @@ fn kustomization_holds_the_controller_and_nothing_optional() {
         "CustomResourceDefinition/diagnoses.operon.dev",
         "CustomResourceDefinition/modules.operon.dev",
         "CustomResourceDefinition/hooks.operon.dev",
+        "CustomResourceDefinition/moduleconfigs.operon.dev",
         // The reports audits write.
         "CustomResourceDefinition/policyreports.wgpolicyk8s.io",
         "CustomResourceDefinition/clusterpolicyreports.wgpolicyk8s.io",

@@ -80,6 +80,7 @@ fn the_repositorys_test_files_pass() {
         "operations/pod-labeler/pod-labeler.test.yaml",
         "operations/examples/hooks/secret-copier/secret-copier.test.yaml",
         "operations/addon-modules/modules.test.yaml",
+        "operations/fixtures/module-configs/module-configs.test.yaml",
         "operations/examples/node-diagnosis/node-diagnosis.test.yaml",
     ] {
         assert!(files.contains(expected), "{expected} not run: {files:?}");

@@ -31,7 +31,7 @@ pub fn check(data: &[u8]) {
             let Ok(parsed) = review::admission_review(body) else {
                 return;
             };
-            let answer = own::answer(&parsed);
+            let answer = own::answer(&parsed, None);
             assert_eq!(
                 answer.pointer("/response/uid"),
                 parsed.pointer("/request/uid"),

@@ -1,8 +1,9 @@
 //! addon-operator's modules under `operon serve` (`--modules-dir`): the task queue of
 //! [`operon_addons`] runs on the leader only (a replica that takes over builds it
 //! afresh: global `onStartup` hooks, then a convergence), against the cluster `serve`
-//! watches, objects going in by server-side apply. Its ConfigMap is watched, so a
-//! change converges again; its metrics and its hooks' metrics are on serve's
+//! watches, objects going in by server-side apply. Its ConfigMap and the ModuleConfig
+//! objects are watched, so a change converges again (the leader writes each
+//! ModuleConfig's status); its metrics and its hooks' metrics are on serve's
 //! `/metrics`; its queue is on the debug socket at `/queue/main` (addon-operator's
 //! path; `operon modules queue` prints it).
 
@@ -202,6 +203,14 @@ fn log_event(event: &QueueEvent) {
         QueueEvent::PatchRejected { hook, reason } => {
             tracing::warn!(hook = %hook, reason = %reason, "a hook's values patch is refused");
         }
+        QueueEvent::ModuleConfigChanged { name, queued } => {
+            let queued: Vec<String> = queued.iter().map(ToString::to_string).collect();
+            tracing::info!(moduleconfig = %name, queued = %queued.join(" "), "a ModuleConfig changed");
+        }
+        QueueEvent::ModuleConfigRefused { name, reason } => {
+            tracing::warn!(moduleconfig = %name, reason = %reason,
+                "a ModuleConfig is refused; its module keeps what it had");
+        }
     }
 }
 
@@ -387,6 +396,94 @@ mod tests {
             metrics.contains("operon_module_enabled{module=\"app\"} 0"),
             "{metrics}"
         );
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    async fn module_config_status(cluster: &LocalCluster) -> Option<serde_json::Value> {
+        let resource = cluster.resolve(None, "ModuleConfig").unwrap();
+        let object = Cluster::get(cluster, &resource, None, "app")
+            .await
+            .unwrap()?;
+        object.get("status").cloned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serve_follows_module_configs_and_writes_their_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        // No flag enables the module: its ModuleConfig will.
+        write(
+            d,
+            "modules/001-app/manifests/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n",
+        );
+        let cluster = Arc::new(LocalCluster::new());
+        let crd = yaml_serde::to_string(
+            &<operon_data::api::ModuleConfig as kube::CustomResourceExt>::crd(),
+        )
+        .unwrap();
+        cluster.load_yaml(&crd, "operon CRDs").unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let options = ServeOptions {
+            grace: Duration::from_secs(5),
+            modules: Some(options(&d.join("modules"))),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(options, &loader(), served, Coordination::default(), async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        let module_config = |generation: i64, enabled: bool| {
+            serde_json::json!({
+                "apiVersion": "operon.dev/v1alpha1", "kind": "ModuleConfig",
+                "metadata": {"name": "app", "generation": generation},
+                "spec": {"enabled": enabled},
+            })
+        };
+        // Created after the queue started: its watch brings it.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(config_map(&cluster, "app").await.is_none());
+        cluster
+            .apply_watch_event(WatchEvent::Added, module_config(1, true))
+            .unwrap();
+        until("the module's ConfigMap", async || {
+            config_map(&cluster, "app").await
+        })
+        .await;
+        let status = until("the ModuleConfig ready", async || {
+            module_config_status(&cluster)
+                .await
+                .filter(|s| s["ready"] == true)
+        })
+        .await;
+        assert_eq!(status["enabled"], true);
+        assert_eq!(status["observedGeneration"], 1);
+        assert_eq!(status["message"], "Enabled and ready");
+
+        cluster
+            .apply_watch_event(WatchEvent::Modified, module_config(2, false))
+            .unwrap();
+        let status = until("the ModuleConfig disabled", async || {
+            module_config_status(&cluster)
+                .await
+                .filter(|s| s["enabled"] == false)
+        })
+        .await;
+        assert_eq!(status["observedGeneration"], 2);
+        assert_eq!(status["message"], "Disabled by ModuleConfig app");
+        // Discovery says so before the ModuleDelete that follows it has run.
+        until("the module's objects deleted", async || {
+            config_map(&cluster, "app").await.is_none().then_some(())
+        })
+        .await;
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
     }

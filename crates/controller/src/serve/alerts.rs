@@ -823,6 +823,7 @@ mod tests {
             engines: Default::default(),
             leading: watch::Sender::new(None),
             modules: None,
+            module_settings: None,
             webhooks_registered: tokio::sync::watch::Sender::new(true),
         });
         let router = super::super::http::router(status, None);

@@ -186,6 +186,8 @@ pub(crate) struct Status {
     leading: watch::Sender<Option<bool>>,
     /// With modules: their queue, whose startup convergence readiness waits for.
     modules: Option<operon_addons::status::QueueView>,
+    /// With modules: what the admission webhook checks ModuleConfigs against.
+    module_settings: Option<Arc<operon_addons::module_config::SettingsRules>>,
     /// Whether the leader's webhooks are registered (true without a registrar): until
     /// they are, the API server does not send admission requests, so objects created
     /// after `kubectl wait --for=condition=Ready` would pass unchecked.
@@ -246,12 +248,21 @@ pub async fn run(
         .and_then(|()| audit::metrics::register_metrics(metrics.registry()))
         .map_err(|e| MetricError::Registry(e.to_string()))?;
 
+    // Every replica answers admission, so every replica reads the modules' schemas.
+    let module_settings = match &options.modules {
+        Some(modules) => Some(Arc::new(operon_addons::module_config::SettingsRules::read(
+            &modules.settings.modules_dir,
+            modules.settings.global_hooks_dir.as_deref(),
+        )?)),
+        None => None,
+    };
     let status = Arc::new(Status {
         metrics: metrics.clone(),
         engine: watch::Sender::new(None),
         engines: EngineSet::default(),
         leading: watch::Sender::new(coordination.elector.as_ref().map(|_| false)),
         modules: options.modules.as_ref().map(|m| m.view.clone()),
+        module_settings,
         webhooks_registered: watch::Sender::new(coordination.registrar.is_none()),
     });
     let (stop, stopped) = watch::channel(false);

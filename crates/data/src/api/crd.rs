@@ -4,7 +4,7 @@
 //! `Option<enum>` field gets `null` in its `enum` list, which a v1.21 API server rejects
 //! with a misleading error, so `null` is removed from every `enum` list.
 
-use super::{Diagnosis, Hook, Module, Operation, OperationSet, Trigger};
+use super::{Diagnosis, Hook, Module, ModuleConfig, Operation, OperationSet, Trigger};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 
@@ -17,6 +17,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Diagnosis::crd(),
         Module::crd(),
         Hook::crd(),
+        ModuleConfig::crd(),
     ]
     .into_iter()
     .map(|crd| {
@@ -66,6 +67,7 @@ mod tests {
             "diagnoses",
             "modules",
             "hooks",
+            "moduleconfigs",
         ] {
             assert!(text.contains(&format!("plural: {plural}")), "{plural}");
         }

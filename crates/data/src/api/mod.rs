@@ -1,6 +1,6 @@
 //! The custom resources of group `operon.dev/v1alpha1`: Operation, OperationSet,
-//! Trigger, Diagnosis, Module and Hook, with KubeDiag's field names, their defaults and their
-//! validation.
+//! Trigger, Diagnosis, Module, Hook and ModuleConfig, with KubeDiag's field names, their
+//! defaults and their validation.
 //!
 //! Types only, no I/O: the graph, the pipeline and the controllers consume them. Every
 //! check reports a [`Problem`] naming the object, the field and the reason, and checks
@@ -12,6 +12,7 @@ mod crd;
 mod diagnosis;
 mod hook;
 mod module;
+mod module_config;
 mod operation;
 mod operation_set;
 mod trigger;
@@ -34,6 +35,7 @@ pub use hook::{
     spec_problems as hook_spec_problems,
 };
 pub use module::{Module, ModuleSource, ModuleSpec, ModuleStatus, ModuleWorld};
+pub use module_config::{GLOBAL_MODULE_CONFIG, ModuleConfig, ModuleConfigSpec, ModuleConfigStatus};
 use operation::oci_reference_problem;
 pub use operation::{
     EnvVar, HostPathStorage, HttpServer, Operation, OperationSpec, Processor, ScriptRunner,

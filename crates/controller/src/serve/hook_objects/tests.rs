@@ -211,6 +211,7 @@ fn debug_socket(
         engines,
         leading: tokio::sync::watch::Sender::new(None),
         modules: None,
+        module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
     });
     let (_stop, stopped) = tokio::sync::watch::channel(false);

@@ -410,12 +410,12 @@ fn record(state: &WebhookState, kind: &str, webhook: &str, outcome: &str, starte
 }
 
 /// Answers an AdmissionReview of one of Operon's own resources ([`own`]).
-async fn admit_own(headers: HeaderMap, body: Bytes) -> Response {
+async fn admit_own(State(state): State<WebhookState>, headers: HeaderMap, body: Bytes) -> Response {
     let review = match read_review(&headers, &body, review::admission_review) {
         Ok(review) => review,
         Err((code, message)) => return refuse(code, message),
     };
-    let answer = own::answer(&review);
+    let answer = own::answer(&review, state.status.module_settings.as_deref());
     tracing::info!(
         kind = %request_field(&review, "kind/kind"),
         name = %request_field(&review, "name"),
@@ -543,6 +543,7 @@ pub async fn serve_engine(
         engines: Default::default(),
         leading: watch::Sender::new(None),
         modules: None,
+        module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
     });
     serve_tls(

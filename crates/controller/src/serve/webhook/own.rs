@@ -1,16 +1,27 @@
-//! Admission for Operon's own resources: Operations, OperationSets, Triggers, Diagnoses
-//! and Hooks are checked on create and update with the same rules as `operon validate`
-//! ([`crate::manifest::validate_object`]), and refused with every problem listed, field
-//! by field. API servers before 1.25 drop a CRD's CEL rules, so this webhook is where an
-//! OperationSet with a self-loop, an Operation with two processors or a Hook whose
-//! permissions cannot be read ([`operon_data::api::hook_spec_problems`]) is refused.
+//! Admission for Operon's own resources: Operations, OperationSets, Triggers, Diagnoses,
+//! Hooks and ModuleConfigs are checked on create and update with the same rules as
+//! `operon validate` ([`crate::manifest::validate_object`]), and refused with every
+//! problem listed, field by field. API servers before 1.25 drop a CRD's CEL rules, so
+//! this webhook is where an OperationSet with a self-loop, an Operation with two
+//! processors or a Hook whose permissions cannot be read
+//! ([`operon_data::api::hook_spec_problems`]) is refused.
+//!
+//! A ModuleConfig is also checked against the modules directory of `operon serve
+//! --modules-dir` ([`operon_addons::module_config`], read once at start by every
+//! replica): its version and conversion, and its settings against the module's config
+//! schema, every problem by field. What that check allows but finds worth saying (a
+//! name that is no module, an old settings version converted) comes back as admission
+//! warnings, which `kubectl` prints; without a modules directory only the spec's shape
+//! is, and the warning says so.
 //!
 //! Served at `POST /operon/validate` on the admission server by every replica, whether
-//! or not hooks have loaded: it needs nothing but the object. References to other
-//! objects are not checked here (`kubectl apply -f DIR` may create an OperationSet
-//! before its Operations); the controllers report them in status.
+//! or not hooks have loaded: it needs nothing but the object (and the modules directory,
+//! read before serving). References to other objects are not checked here (`kubectl
+//! apply -f DIR` may create an OperationSet before its Operations); the controllers
+//! report them in status.
 
 use super::review;
+use operon_addons::module_config::SettingsRules;
 use operon_data::api::Problem;
 use operon_data::model::ValidatingResponse;
 use serde_json::Value;
@@ -22,27 +33,33 @@ pub(crate) const PATH: &str = "/operon/validate";
 pub(crate) const WEBHOOK_NAME: &str = "resources.operon.dev";
 
 /// The resources of group `operon.dev` it checks.
-pub(crate) const RESOURCES: [&str; 5] = [
+pub(crate) const RESOURCES: [&str; 6] = [
     "operations",
     "operationsets",
     "triggers",
     "diagnoses",
     "hooks",
+    "moduleconfigs",
 ];
 
 /// How long the API server waits for it: the check is local and fast, and a short
 /// timeout bounds how long a create waits while no replica answers.
 pub(crate) const TIMEOUT_SECONDS: i32 = 5;
 
-/// The answer to an AdmissionReview of one of Operon's resources.
-pub fn answer(review: &Value) -> Value {
+/// The answer to an AdmissionReview of one of Operon's resources; `modules` checks
+/// ModuleConfigs against the modules directory, when `operon serve` has one.
+pub fn answer(review: &Value, modules: Option<&SettingsRules>) -> Value {
     let outcome = match review.pointer("/request/object") {
         // DELETE and CONNECT carry no object; the webhook is not registered for them.
-        None | Some(Value::Null) => allowed(),
+        None | Some(Value::Null) => allowed(Vec::new()),
         Some(object) => {
-            let problems = crate::manifest::validate_object(object.clone());
+            let mut problems = crate::manifest::validate_object(object.clone());
+            let mut warnings = Vec::new();
+            if object.get("kind").and_then(Value::as_str) == Some("ModuleConfig") {
+                module_config(object, modules, &mut problems, &mut warnings);
+            }
             if problems.is_empty() {
-                allowed()
+                allowed(warnings)
             } else {
                 denied(&problems)
             }
@@ -51,11 +68,39 @@ pub fn answer(review: &Value) -> Value {
     review::admission_response(review, review::AdmissionOutcome::Answered(outcome))
 }
 
-fn allowed() -> ValidatingResponse {
+/// Adds what the modules directory says of a ModuleConfig: its problems (those of a
+/// field the typed check reported already left out) and its warnings.
+fn module_config(
+    object: &Value,
+    modules: Option<&SettingsRules>,
+    problems: &mut Vec<Problem>,
+    warnings: &mut Vec<String>,
+) {
+    let none = SettingsRules::none();
+    let checked = modules.unwrap_or(&none).check(object);
+    let typed: Vec<String> = problems.iter().map(|p| p.field.clone()).collect();
+    problems.extend(
+        checked
+            .problems
+            .into_iter()
+            .filter(|p| !typed.contains(&p.field)),
+    );
+    if modules.is_some() {
+        warnings.extend(checked.warnings);
+    } else {
+        warnings.push(
+            "this operon serve runs no modules (no --modules-dir): the settings are not \
+             checked against a module's schema"
+                .to_owned(),
+        );
+    }
+}
+
+fn allowed(warnings: Vec<String>) -> ValidatingResponse {
     ValidatingResponse {
         allowed: true,
         message: None,
-        warnings: Vec::new(),
+        warnings,
         patch: None,
     }
 }
@@ -113,6 +158,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn answer_of(review: &Value) -> Value {
+        answer(review, None)
+    }
+
     fn review(object: Value) -> Value {
         json!({
             "apiVersion": "admission.k8s.io/v1",
@@ -128,7 +177,7 @@ mod tests {
 
     #[test]
     fn an_invalid_operation_set_is_denied_with_every_problem() {
-        let answer = answer(&review(json!({
+        let answer = answer_of(&review(json!({
             "apiVersion": "operon.dev/v1alpha1",
             "kind": "OperationSet",
             "metadata": {"name": "loop", "uid": "x", "resourceVersion": "1"},
@@ -156,7 +205,7 @@ mod tests {
 
     #[test]
     fn a_valid_object_is_allowed_even_when_what_it_names_does_not_exist_yet() {
-        let answer = answer(&review(json!({
+        let answer = answer_of(&review(json!({
             "apiVersion": "operon.dev/v1alpha1",
             "kind": "OperationSet",
             "metadata": {"name": "ok"},
@@ -168,7 +217,7 @@ mod tests {
 
     #[test]
     fn an_operation_with_two_processors_is_denied() {
-        let answer = answer(&review(json!({
+        let answer = answer_of(&review(json!({
             "apiVersion": "operon.dev/v1alpha1",
             "kind": "Operation",
             "metadata": {"name": "two"},
@@ -195,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_hook_is_denied_with_every_problem_of_its_reference_permissions_and_overrides() {
-        let answer = answer(&review(hook(json!({
+        let answer = answer_of(&review(hook(json!({
             "module": "sha256:abc",
             "permissions": {
                 "watch": [{"apiVersion": "apps/v1/x", "kind": "Deployment"},
@@ -251,7 +300,7 @@ mod tests {
             ("Labeler", "is not a Module name"),
             ("", "empty"),
         ] {
-            let answer = answer(&review(hook(json!({"module": module}))));
+            let answer = answer_of(&review(hook(json!({"module": module}))));
             let message = answer["response"]["status"]["message"].as_str().unwrap();
             assert!(
                 message.starts_with("Hook/labeler is invalid:\n- spec.module: "),
@@ -263,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_hook_of_the_wrong_types_is_denied_naming_the_field() {
-        let answer = answer(&review(hook(json!({
+        let answer = answer_of(&review(hook(json!({
             "module": "labeler",
             "permissions": {"watch": [{"apiVersion": "v1"}]},
             "overrides": {"executionBurst": "many"},
@@ -279,7 +328,7 @@ mod tests {
 
     #[test]
     fn a_valid_hook_is_allowed_whatever_bindings_its_overrides_name() {
-        let answer = answer(&review(hook(json!({
+        let answer = answer_of(&review(hook(json!({
             "module": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             "permissions": {
                 "watch": [{"apiVersion": "v1", "kind": "Pod", "namespaces": ["*"]}],
@@ -296,7 +345,7 @@ mod tests {
     }
 
     #[test]
-    fn the_webhook_covers_the_five_kinds_on_create_and_update() {
+    fn the_webhook_covers_the_six_kinds_on_create_and_update() {
         let webhook = webhook(json!({"url": "https://x/operon/validate"}));
         assert_eq!(webhook["failurePolicy"], "Fail");
         assert_eq!(webhook["rules"][0]["apiGroups"], json!(["operon.dev"]));
@@ -307,12 +356,117 @@ mod tests {
                 "operationsets",
                 "triggers",
                 "diagnoses",
-                "hooks"
+                "hooks",
+                "moduleconfigs"
             ])
         );
         assert_eq!(
             webhook["rules"][0]["operations"],
             json!(["CREATE", "UPDATE"])
+        );
+    }
+
+    /// `echo-server` whose settings are at version 2 (`count` became `replicas`).
+    fn modules() -> (tempfile::TempDir, SettingsRules) {
+        let dir = tempfile::tempdir().unwrap();
+        let module = dir.path().join("modules/001-echo-server/openapi");
+        std::fs::create_dir_all(module.join("conversions")).unwrap();
+        std::fs::write(
+            module.join("config-values.yaml"),
+            "type: object\nproperties:\n  replicas: {type: integer, minimum: 1}\n  \
+             service:\n    type: object\n    properties:\n      port: {type: integer}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            module.join("conversions/v2.yaml"),
+            "version: 2\nconversions: ['.replicas = .count | del(.count)']\n",
+        )
+        .unwrap();
+        let rules = SettingsRules::read(&dir.path().join("modules"), None).unwrap();
+        (dir, rules)
+    }
+
+    fn module_config(name: &str, spec: Value) -> Value {
+        review(json!({
+            "apiVersion": "operon.dev/v1alpha1",
+            "kind": "ModuleConfig",
+            "metadata": {"name": name},
+            "spec": spec,
+        }))
+    }
+
+    #[test]
+    fn a_module_config_is_denied_with_every_problem_of_its_settings_by_field() {
+        let (_dir, rules) = modules();
+        let review = module_config(
+            "echo-server",
+            json!({"enabled": "yes", "version": 2,
+                   "settings": {"replicas": 0, "service": {"port": "http"}}}),
+        );
+        let answer = answer(&review, Some(&rules));
+        let response = &answer["response"];
+        assert_eq!(response["allowed"], false);
+        let message = response["status"]["message"].as_str().unwrap();
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(
+            lines[0], "ModuleConfig/echo-server has 3 problems:",
+            "{message}"
+        );
+        let fields: Vec<&str> = lines[1..]
+            .iter()
+            .map(|l| l.trim_start_matches("- ").split(": ").next().unwrap())
+            .collect();
+        // The typed check names spec.enabled once; the modules' check adds the rest.
+        assert_eq!(
+            fields,
+            [
+                "spec.enabled",
+                "spec.settings.replicas",
+                "spec.settings.service.port"
+            ],
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_module_config_of_an_old_version_or_no_module_is_allowed_with_a_warning() {
+        let (_dir, rules) = modules();
+        let old = module_config(
+            "echo-server",
+            json!({"enabled": true, "version": 1, "settings": {"count": 2}}),
+        );
+        let allowed = answer(&old, Some(&rules));
+        assert_eq!(allowed["response"]["allowed"], true, "{allowed}");
+        let warning = allowed["response"]["warnings"][0].as_str().unwrap();
+        assert!(
+            warning.starts_with("spec.version 1 is older than the latest of module echo-server, 2"),
+            "{warning}"
+        );
+
+        let unknown = module_config("nothing-here", json!({"enabled": true}));
+        let allowed = answer(&unknown, Some(&rules));
+        assert_eq!(allowed["response"]["allowed"], true);
+        assert_eq!(
+            allowed["response"]["warnings"],
+            json!([
+                "no module \"nothing-here\" in the modules directory: nothing uses this ModuleConfig"
+            ])
+        );
+
+        // Without a modules directory only the types are checked.
+        let answer = answer_of(&old);
+        assert_eq!(answer["response"]["allowed"], true);
+        assert!(
+            answer["response"]["warnings"][0]
+                .as_str()
+                .unwrap()
+                .contains("no --modules-dir")
+        );
+        let denied = answer_of(&module_config("echo-server", json!({"version": "two"})));
+        let message = denied["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("ModuleConfig/echo-server is invalid:\n- spec.version: "),
+            "{message}"
         );
     }
 }

@@ -205,6 +205,7 @@ async fn start_enforcing(
         engines: Default::default(),
         leading: watch::Sender::new(None),
         modules: None,
+        module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
     });
     let router = router(status.clone(), WebhookKind::Admission, timeout, enforcement).merge(

@@ -460,6 +460,7 @@ async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
         engines,
         leading: watch::Sender::new(Some(false)),
         modules: None,
+        module_settings: None,
         webhooks_registered: watch::Sender::new(true),
     });
     let router = crate::serve::webhook::router(
