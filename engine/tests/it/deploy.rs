@@ -268,6 +268,11 @@ fn check_rbac(objects: &[Value], lease: &str, webhooks: Option<&WebhookGrants>) 
                     webhooks.configuration,
                 ));
             }
+            // Hook objects' webhooks: one configuration per Hook, so any name; listed to
+            // find those of Hooks that went while no leader ran.
+            for verb in ["list", "create", "patch", "delete"] {
+                expected.insert(grant("admissionregistration.k8s.io", resource, verb, ""));
+            }
         }
         // Patching spec.conversion, never creating a CRD; listing CRDs to give back the
         // conversions of hooks that are gone.
