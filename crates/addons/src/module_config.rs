@@ -10,7 +10,7 @@
 //! a module of the directory by its name, or nothing (no such module: allowed with a
 //! warning, as Deckhouse allows it, and unused). `spec.version` is required with
 //! `spec.settings`; a version older than the module's latest is converted by its
-//! `openapi/conversions` ([`super::conversions`]) with a warning, one no conversion
+//! `openapi/conversions` (`conversions`) with a warning, one no conversion
 //! reaches is refused. The settings, converted and with the config schema's defaults
 //! applied, must then match `openapi/config-values.yaml`, every problem named by its
 //! field (`spec.settings.replicas`) — unless `spec.enabled` is false: as in Deckhouse,

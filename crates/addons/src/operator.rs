@@ -2,7 +2,7 @@
 //! `onStartup` hooks, then a convergence (`beforeAll` hooks, discovery, ModuleDelete
 //! for each disabled module that has a release, ModuleRun for each enabled one,
 //! `afterAll` hooks), then changes: a change of the ConfigMap or of a ModuleConfig
-//! ([`super::config_sources`]) to `global` or to an enabled flag converges again, a
+//! (`config_sources`) to `global` or to an enabled flag converges again, a
 //! change to one module's section runs that module; an
 //! `afterHelm` hook that changes its module's values runs the module again, an
 //! `afterAll` hook that changes the global values converges again.

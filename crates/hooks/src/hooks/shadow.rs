@@ -6,7 +6,7 @@
 //! [`Shadows`] is shared by the engines of a process: a shadow attaches to the live
 //! hook's name (as `operon debug hook list` shows it) whichever engine runs it, and
 //! detaches when its [`Attachment`] is dropped. After each live run the engine hands
-//! the shadows the same input ([`Shadows::shadow`]); each shadow runs in the
+//! the shadows the same input (`Shadows::shadow`); each shadow runs in the
 //! background (the live hook's queue and the API server do not wait for it), at most
 //! [`CONCURRENT_RUNS`] at once: a run beyond that is skipped and counted, so a slow
 //! shadow costs comparisons, never the live hook's latency.

@@ -7,7 +7,7 @@
 //! A signature counts only for the manifest its payload names, with a signature over
 //! the payload's exact bytes by a requirement's key (`pubKey`), or by the key of a
 //! certificate that chains to the trust root and names the requirement's issuer and
-//! subject (`genericIssuer`, see [`keyless`]); a requirement's `annotations` must be in
+//! subject (`genericIssuer`, see `keyless`); a requirement's `annotations` must be in
 //! the payload. Every `allOf` requirement and `anyOf.minimumMatches` of the `anyOf`
 //! ones must be met.
 //!

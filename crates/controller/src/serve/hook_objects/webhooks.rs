@@ -1,5 +1,5 @@
 //! The webhooks of Hook objects. What a validating or mutating binding may intercept is
-//! bounded by the Hook's `spec.permissions.watch` ([`plan`]): a webhook sees every
+//! bounded by the Hook's `spec.permissions.watch` (`plan`): a webhook sees every
 //! object it intercepts, so it may only name kinds the Hook may read, and for a kind
 //! granted in some namespaces only, its webhook is registered with a `namespaceSelector`
 //! that keeps the API server from sending it the others. A conversion binding converts
@@ -10,10 +10,10 @@
 //! Each Hook with such bindings gets its own ValidatingWebhookConfiguration and
 //! MutatingWebhookConfiguration, named from its namespace and name (a namespace holds no
 //! dot, so two Hooks never share a name) and served under `/hook-object/NAMESPACE/NAME/`
-//! of the admission server. [`WebhookRegistry`] holds what every Hook wants registered;
+//! of the admission server. `WebhookRegistry` holds what every Hook wants registered;
 //! the leader writes it with server-side apply (field manager `operon`) and deletes the
 //! configurations of Hooks that are gone, refused or without webhook bindings any more
-//! ([`keep_registered`]). A Hook still loading keeps what it had: its webhooks stay in
+//! (`keep_registered`). A Hook still loading keeps what it had: its webhooks stay in
 //! force (with their failure policy) rather than open while a new version loads. Every
 //! replica serves the webhooks: followers load each Hook and watch its bindings without
 //! running it.
