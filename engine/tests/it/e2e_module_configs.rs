@@ -180,7 +180,18 @@ async fn module_configs_are_checked_at_admission_and_get_a_status() {
     )
     .await;
     let object = eventually("a ready status", Duration::from_secs(60), async || {
-        let text = kubectl(&path, &["get", "moduleconfig", &module, "-o", "json"]);
+        // kubectl leaves managedFields out unless asked.
+        let text = kubectl(
+            &path,
+            &[
+                "get",
+                "moduleconfig",
+                &module,
+                "-o",
+                "json",
+                "--show-managed-fields",
+            ],
+        );
         let object: serde_json::Value = serde_json::from_str(&text).ok()?;
         (object["status"]["ready"] == true).then_some(object)
     })
@@ -234,7 +245,18 @@ async fn module_configs_are_checked_at_admission_and_get_a_status() {
     )
     .await;
     let status = eventually("a disabled status", Duration::from_secs(60), async || {
-        let text = kubectl(&path, &["get", "moduleconfig", &module, "-o", "json"]);
+        // kubectl leaves managedFields out unless asked.
+        let text = kubectl(
+            &path,
+            &[
+                "get",
+                "moduleconfig",
+                &module,
+                "-o",
+                "json",
+                "--show-managed-fields",
+            ],
+        );
         let object: serde_json::Value = serde_json::from_str(&text).ok()?;
         (object["status"]["enabled"] == false).then(|| object["status"].clone())
     })
