@@ -151,6 +151,7 @@ async fn audit_once(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let engines = [AuditedEngine {
         source: audit::HOOKS_DIRECTORY.to_owned(),
         engine,
+        namespaces: Default::default(),
     }];
     let audit = audit::audit(cluster.as_ref(), &engines, &settings).await;
     let reports = report::reports(&audit.findings);

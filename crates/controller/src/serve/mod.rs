@@ -490,6 +490,8 @@ async fn run_engine(
     // runs them (`leads` turns true with leadership). Dropped (aborted) when this
     // function returns.
     let (leads, leading) = watch::channel(elector.is_none());
+    // Where each Hook object's validating bindings may intercept, for audits.
+    let mut hook_registry = None;
     let _hook_objects = hook_objects.clone().map(|objects| {
         let mut reporting = hook_objects::Reporting::new(
             status.metrics.clone(),
@@ -503,6 +505,7 @@ async fn run_engine(
             options.conversion_webhook.is_some(),
         );
         reporting = reporting.with_shadows(shadows.clone(), status.engine.subscribe());
+        hook_registry = Some(reporting.registry());
         crate::controllers::AbortOnDrop::spawn(hook_objects::run(objects, reporting))
     });
 
@@ -604,16 +607,30 @@ async fn run_engine(
         // Aborted with this block, as the Diagnoses: another leader audits next.
         let _audit = audit.clone().map(|periodic| {
             let status = status.clone();
-            // The hooks directory's engine. Hook objects' engines (in `status.engines`)
-            // join once each binding's namespaces, as its webhook registration keeps
-            // them, limit what an audit lists.
+            let registry = hook_registry.clone();
+            // The hooks directory's engine, then each Hook object's, its bindings kept to
+            // the namespaces their webhooks are.
             let engines = move || {
-                (status.engine().into_iter())
-                    .map(|engine| audit::AuditedEngine {
-                        source: audit::HOOKS_DIRECTORY.to_owned(),
-                        engine,
-                    })
-                    .collect()
+                let directory = (status.engine().into_iter()).map(|engine| audit::AuditedEngine {
+                    source: audit::HOOKS_DIRECTORY.to_owned(),
+                    engine,
+                    namespaces: Default::default(),
+                });
+                let objects = (status.engines.engines().into_iter())
+                    .filter(|r| r.source == hook_objects::HOOK_OBJECT_SOURCE)
+                    .filter_map(|r| {
+                        let name = r.engine.hooks().first()?.hook.name().to_owned();
+                        let (namespace, hook) = name.strip_prefix("Hook/")?.split_once('/')?;
+                        let key = (namespace.to_owned(), hook.to_owned());
+                        // A Hook not serving (yet) is left for the next audit.
+                        let namespaces = registry.as_ref()?.namespace_limits(&key)?;
+                        Some(audit::AuditedEngine {
+                            source: format!("Hook object {namespace}/{hook}"),
+                            namespaces,
+                            engine: r.engine,
+                        })
+                    });
+                directory.chain(objects).collect()
             };
             tracing::info!(interval = ?periodic.interval, rate = periodic.settings.rate, "auditing existing objects");
             crate::controllers::AbortOnDrop::spawn(audit::run_periodically(

@@ -8,8 +8,8 @@
 //! reports ([`report`]), writing them and removing stale ones ([`store`]), the audit
 //! of `operon serve --audit-interval` on the leader ([`run_periodically`]) and the
 //! count of results (`operon_audit_results_total`). It runs hooks only through
-//! [`Engine::audit_review`]: the engines are their owners' (the hooks directory's now;
-//! Hook objects' engines join the list [`AuditedEngine`]s are taken from).
+//! [`Engine::audit_review`]: the engines are their owners' (the hooks directory's, and
+//! Hook objects', each binding kept to the namespaces its webhook is).
 
 pub(crate) mod metrics;
 pub mod report;
@@ -44,6 +44,10 @@ pub struct AuditedEngine {
     pub source: String,
     /// The engine.
     pub engine: Arc<Engine>,
+    /// The namespaces each binding is kept to, by binding (a Hook object's, as its
+    /// permissions keep its webhook): the API server would send it nothing else. A
+    /// binding not named reviews every namespace its rules reach.
+    pub namespaces: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// How an audit reviews.
@@ -267,7 +271,22 @@ impl Reviewer<'_> {
                     continue;
                 }
             };
+            let limit = self.engine.namespaces.get(&self.binding.name);
+            let is_namespace = resource.group.is_empty() && resource.plural == "namespaces";
             for object in objects {
+                // As the webhook's namespaceSelector: a namespaced object by its
+                // namespace, a Namespace by its own name, other cluster-scoped ones not.
+                if let Some(names) = limit {
+                    let (namespace, name) = operon_cluster::namespace_and_name(&object);
+                    let place = match (resource.namespaced, is_namespace) {
+                        (true, _) => Some(namespace),
+                        (false, true) => Some(name),
+                        (false, false) => None,
+                    };
+                    if place.is_some_and(|p| !names.iter().any(|n| n == p)) {
+                        continue;
+                    }
+                }
                 let subject = Subject::of(&object, resource.namespaced);
                 let judged = match evaluated {
                     true => {

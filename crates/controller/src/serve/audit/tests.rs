@@ -118,6 +118,7 @@ fn engine(
     let engines = vec![AuditedEngine {
         source: HOOKS_DIRECTORY.to_owned(),
         engine: Arc::new(engine),
+        namespaces: BTreeMap::new(),
     }];
     (engines, hook)
 }
@@ -686,4 +687,54 @@ fn reports_fit_the_shipped_crds() {
     // The check itself refuses what the schema does not hold.
     let bad = json!({"summary": {"pass": "one"}, "results": [{"result": "maybe"}], "extra": 1});
     assert_eq!(misfits(&bad, &schema("PolicyReport"), "").len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_kept_to_namespaces_reviews_only_their_objects() {
+    let (cluster, _api, _store) = cluster(false).await;
+    cluster
+        .load_yaml(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: stray, namespace: other}\n",
+            "other",
+        )
+        .unwrap();
+    let (mut engines, _hook) = engine(
+        &cluster,
+        vec![
+            binding("pods.example.com", "pods", None),
+            binding("namespaces.example.com", "namespaces", None),
+        ],
+    );
+    // As a Hook object's permissions keep its webhooks.
+    engines[0].namespaces = BTreeMap::from([
+        ("pods.example.com".to_owned(), vec!["shop".to_owned()]),
+        (
+            "namespaces.example.com".to_owned(),
+            vec!["other".to_owned()],
+        ),
+    ]);
+    let audit = audit(cluster.as_ref(), &engines, &fast()).await;
+    let seen: Vec<(String, String)> = audit
+        .findings
+        .iter()
+        .map(|f| {
+            let place = f.subject.namespace.clone().unwrap_or_default();
+            (f.binding.clone(), format!("{place}/{}", f.subject.name))
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            pair("pods.example.com", "shop/cache"),
+            pair("pods.example.com", "shop/scratch"),
+            pair("pods.example.com", "shop/web"),
+            pair("namespaces.example.com", "/other"),
+        ]
+    );
+    assert_eq!(audit.reviews, 4);
+
+    // Without the limit, the other namespace's Pod and both Namespaces are reviewed.
+    engines[0].namespaces.clear();
+    let audit = super::audit(cluster.as_ref(), &engines, &fast()).await;
+    assert_eq!(audit.reviews, 6);
 }

@@ -221,6 +221,11 @@ impl Reporting {
         self
     }
 
+    /// What each Hook wants registered (its webhooks, and where each may intercept).
+    pub(crate) fn registry(&self) -> webhooks::WebhookRegistry {
+        self.registry.clone()
+    }
+
     /// Lets Hooks have validating and mutating bindings when this process has an
     /// admission server (`admission`), conversion bindings when it has a conversion
     /// server (`conversion`), registered through `registrar` (none: the operator

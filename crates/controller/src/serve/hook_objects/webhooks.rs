@@ -312,6 +312,20 @@ impl WebhookRegistry {
             .send_if_modified(|d| !std::mem::replace(&mut d.synced, true));
     }
 
+    /// The namespaces each validating binding of Hook `key` is kept to, by binding
+    /// (those its permissions limit), as its webhook is registered; `None` while the
+    /// Hook is not serving.
+    pub(crate) fn namespace_limits(&self, key: &Key) -> Option<BTreeMap<String, Vec<String>>> {
+        match self.desired.borrow().hooks.get(key) {
+            Some(Desired::Serving(webhooks)) => Some(
+                (webhooks.validating.iter())
+                    .filter_map(|w| Some((w.binding.name.clone(), w.namespaces.clone()?)))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
     /// Follows how the registrations of Hook `key` went.
     pub(crate) fn outcomes(&self) -> watch::Receiver<HashMap<Key, Result<(), String>>> {
         self.outcomes.subscribe()
