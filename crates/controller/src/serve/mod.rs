@@ -619,13 +619,13 @@ async fn run_engine(
                 let objects = (status.engines.engines().into_iter())
                     .filter(|r| r.source == hook_objects::HOOK_OBJECT_SOURCE)
                     .filter_map(|r| {
-                        let name = r.engine.hooks().first()?.hook.name().to_owned();
-                        let (namespace, hook) = name.strip_prefix("Hook/")?.split_once('/')?;
-                        let key = (namespace.to_owned(), hook.to_owned());
+                        let key = hook_objects::prepare::hook_of_run_name(
+                            r.engine.hooks().first()?.hook.name(),
+                        )?;
                         // A Hook not serving (yet) is left for the next audit.
                         let namespaces = registry.as_ref()?.namespace_limits(&key)?;
                         Some(audit::AuditedEngine {
-                            source: format!("Hook object {namespace}/{hook}"),
+                            source: format!("Hook object {}/{}", key.0, key.1),
                             namespaces,
                             engine: r.engine,
                         })

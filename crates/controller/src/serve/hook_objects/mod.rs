@@ -221,6 +221,11 @@ impl Reporting {
         self
     }
 
+    /// The hooks directory's engine, once its hooks are loaded.
+    pub(crate) fn main_engine(&self) -> Option<Arc<Engine>> {
+        self.main.as_ref().and_then(|m| m.borrow().clone())
+    }
+
     /// What each Hook wants registered (its webhooks, and where each may intercept).
     pub(crate) fn registry(&self) -> webhooks::WebhookRegistry {
         self.registry.clone()
@@ -500,16 +505,6 @@ async fn run_hook(
     if let Some(refusal) = unserved(&reporting, &prepared.webhooks) {
         return refuse(&reporting, hook, writer, &refusal);
     }
-    if prepared.webhooks.admits() && !reporting.admission_served {
-        let refusal = prepare::Refusal::new(
-            "WebhookNotServed",
-            format!(
-                "bindings {:?} are admission webhooks, but this engine serves none (start it with an admission server: --validating-webhook-server-cert and --validating-webhook-server-key, --webhook-cert-dir or --webhook-self-signed)",
-                prepared.webhooks.names()
-            ),
-        );
-        return refuse(&reporting, hook, writer, &refusal);
-    }
     tracing::info!(hook = %name, digest = %prepared.digest, bindings = prepared.bindings.len(), "Hook loaded");
     writer.update(|status| {
         *status = HookStatus {
@@ -636,29 +631,42 @@ async fn run_hook(
 
 /// Why `webhooks` cannot be served here: a conversion binding without a conversion
 /// server, or one for a CRD the hooks directory converts (a CRD has one conversion
-/// webhook).
+/// webhook); an admission binding without an admission server.
 fn unserved(reporting: &Reporting, webhooks: &webhooks::HookWebhooks) -> Option<prepare::Refusal> {
-    let crd = webhooks.conversions.first()?;
-    if !reporting.conversion_served {
-        return Some(prepare::Refusal::new(
+    if let Some(crd) = webhooks.conversions.first() {
+        if !reporting.conversion_served {
+            return Some(prepare::Refusal::new(
+                "WebhookNotServed",
+                format!(
+                    "it converts {crd}, but this engine serves no conversion webhook (start it with a conversion server: --conversion-webhook-server-cert and --conversion-webhook-server-key, --webhook-cert-dir or --webhook-self-signed)"
+                ),
+            ));
+        }
+        let converted = reporting.main_engine().and_then(|main| {
+            main.hooks().iter().find_map(|h| {
+                (h.config.conversions.iter())
+                    .find(|c| webhooks.conversions.contains(&c.crd_name))
+                    .map(|c| (h.hook.name().to_owned(), c.crd_name.clone()))
+            })
+        });
+        if let Some((hook, crd)) = converted {
+            return Some(prepare::Refusal::new(
+                "ConversionConflict",
+                format!(
+                    "CustomResourceDefinition {crd} has one conversion webhook, and the hooks directory's hook {hook} converts it"
+                ),
+            ));
+        }
+    }
+    (webhooks.admits() && !reporting.admission_served).then(|| {
+        prepare::Refusal::new(
             "WebhookNotServed",
             format!(
-                "it converts {crd}, but this engine serves no conversion webhook (start it with a conversion server: --conversion-webhook-server-cert and --conversion-webhook-server-key, --webhook-cert-dir or --webhook-self-signed)"
+                "bindings {:?} are admission webhooks, but this engine serves none (start it with an admission server: --validating-webhook-server-cert and --validating-webhook-server-key, --webhook-cert-dir or --webhook-self-signed)",
+                webhooks.names()
             ),
-        ));
-    }
-    let main = reporting.main.as_ref().and_then(|m| m.borrow().clone())?;
-    let (hook, crd) = main.hooks().iter().find_map(|h| {
-        (h.config.conversions.iter())
-            .find(|c| webhooks.conversions.contains(&c.crd_name))
-            .map(|c| (h.hook.name().to_owned(), c.crd_name.clone()))
-    })?;
-    Some(prepare::Refusal::new(
-        "ConversionConflict",
-        format!(
-            "CustomResourceDefinition {crd} has one conversion webhook, and the hooks directory's hook {hook} converts it"
-        ),
-    ))
+        )
+    })
 }
 
 /// Keeps the `WebhooksRegistered` condition of Hook `key` as its registrations go,

@@ -76,10 +76,19 @@ pub struct Prepared {
 
 /// The name a Hook object's hook runs under (in logs and metrics): `Hook/ns/name`.
 pub(crate) fn run_name(hook: &Hook) -> String {
-    format!(
-        "Hook/{}",
-        hook_name(&hook.namespace().unwrap_or_default(), &hook.name_any())
-    )
+    run_name_of(&hook.namespace().unwrap_or_default(), &hook.name_any())
+}
+
+/// [`run_name`] of the Hook `name` in `namespace`.
+pub(crate) fn run_name_of(namespace: &str, name: &str) -> String {
+    format!("Hook/{}", hook_name(namespace, name))
+}
+
+/// The namespace and name of the Hook whose hook runs under `run_name` (the inverse
+/// of [`run_name`]); `None` for a name of another source.
+pub(crate) fn hook_of_run_name(run_name: &str) -> Option<(String, String)> {
+    let (namespace, name) = run_name.strip_prefix("Hook/")?.split_once('/')?;
+    Some((namespace.to_owned(), name.to_owned()))
 }
 
 /// Where `spec.module` of `hook` is, or why it cannot be found.

@@ -26,8 +26,7 @@ const MAX_DIFFERENCE: usize = 1024;
 
 /// The live hook named `live`, in the hooks directory's engine or a Hook object's.
 fn find_live(reporting: &Reporting, live: &str) -> Option<LoadedHook> {
-    let main = reporting.main.as_ref().and_then(|m| m.borrow().clone());
-    main.into_iter()
+    (reporting.main_engine().into_iter())
         .chain(reporting.engines.engines().into_iter().map(|r| r.engine))
         .find_map(|engine| {
             engine

@@ -193,10 +193,7 @@ fn hook_object_engine(
     let Target::HookObject { namespace, name } = target else {
         unreachable!("only called for Hook objects");
     };
-    let hook = format!(
-        "Hook/{}",
-        operon_hooks::hooks::permitted::hook_name(namespace, name)
-    );
+    let hook = super::hook_objects::prepare::run_name_of(namespace, name);
     let engine = (state.status.engines.engines().into_iter())
         .filter(|r| r.source == super::hook_objects::HOOK_OBJECT_SOURCE)
         .map(|r| r.engine)

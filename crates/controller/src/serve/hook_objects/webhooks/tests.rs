@@ -252,6 +252,20 @@ fn list(kind: &str, names: &[&str]) -> Value {
                  "kind": kind, "metadata": {"name": n}})).collect::<Vec<_>>()})
 }
 
+/// Answers the next request, which must be the labelled list of `path`'s configurations
+/// (`VALIDATING` or `MUTATING`), with `names`.
+async fn answer_list(api: &mut MockApi, path: &str, names: &[&str]) {
+    let kind = if path == VALIDATING {
+        "ValidatingWebhookConfiguration"
+    } else {
+        "MutatingWebhookConfiguration"
+    };
+    let selector = "?&labelSelector=operon.dev%2Fwebhooks-of%3DHook";
+    expect(api, "GET", &format!("{path}{selector}"))
+        .await
+        .answer(200, list(kind, names));
+}
+
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
 
@@ -280,13 +294,7 @@ async fn the_leader_registers_a_hooks_webhooks_keeps_them_while_it_loads_and_rem
     // configuration of a Hook that is gone is deleted.
     registry.serving(&key, planned.clone());
     registry.synced();
-    let selector = "?&labelSelector=operon.dev%2Fwebhooks-of%3DHook";
-    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
-        .await
-        .answer(
-            200,
-            list("ValidatingWebhookConfiguration", &["operon-hook.old.gone"]),
-        );
+    answer_list(&mut api, VALIDATING, &["operon-hook.old.gone"]).await;
     let applied = expect(
         &mut api,
         "PATCH",
@@ -307,9 +315,7 @@ async fn the_leader_registers_a_hooks_webhooks_keeps_them_while_it_loads_and_rem
         200,
         json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
     );
-    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
-        .await
-        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    answer_list(&mut api, MUTATING, &[]).await;
     let seen = outcomes
         .wait_for(|o| o.contains_key(&key))
         .await
@@ -319,30 +325,12 @@ async fn the_leader_registers_a_hooks_webhooks_keeps_them_while_it_loads_and_rem
 
     // Loading a new version: nothing is written or deleted.
     registry.loading(&key);
-    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
-        .await
-        .answer(
-            200,
-            list(
-                "ValidatingWebhookConfiguration",
-                &["operon-hook.demo.guard"],
-            ),
-        );
-    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
-        .await
-        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    answer_list(&mut api, VALIDATING, &["operon-hook.demo.guard"]).await;
+    answer_list(&mut api, MUTATING, &[]).await;
 
     // Gone: deleted.
     registry.forget(&key);
-    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
-        .await
-        .answer(
-            200,
-            list(
-                "ValidatingWebhookConfiguration",
-                &["operon-hook.demo.guard"],
-            ),
-        );
+    answer_list(&mut api, VALIDATING, &["operon-hook.demo.guard"]).await;
     expect(
         &mut api,
         "DELETE",
@@ -353,9 +341,7 @@ async fn the_leader_registers_a_hooks_webhooks_keeps_them_while_it_loads_and_rem
         200,
         json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
     );
-    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
-        .await
-        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    answer_list(&mut api, MUTATING, &[]).await;
     api.quiet().await;
 }
 
@@ -587,14 +573,9 @@ async fn a_crds_conversion_goes_to_one_hook_and_is_given_back_when_it_goes() {
     registry.serving(&first, serving_conversions(&[crd]));
     registry.serving(&second, serving_conversions(&[crd]));
     registry.synced();
-    let selector = "?&labelSelector=operon.dev%2Fwebhooks-of%3DHook";
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
-        .await
-        .answer(200, list("ValidatingWebhookConfiguration", &[]));
-    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
-        .await
-        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    answer_list(&mut api, VALIDATING, &[]).await;
+    answer_list(&mut api, MUTATING, &[]).await;
     let applied = expect(&mut api, "PATCH", &format!("{crds}/{crd}?")).await;
     let body = applied.json();
     assert_eq!(
@@ -636,12 +617,8 @@ async fn a_crds_conversion_goes_to_one_hook_and_is_given_back_when_it_goes() {
 
     // The first Hook goes: the second gets the conversion.
     registry.forget(&first);
-    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
-        .await
-        .answer(200, list("ValidatingWebhookConfiguration", &[]));
-    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
-        .await
-        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    answer_list(&mut api, VALIDATING, &[]).await;
+    answer_list(&mut api, MUTATING, &[]).await;
     let applied = expect(&mut api, "PATCH", &format!("{crds}/{crd}?")).await;
     let body = applied.json();
     assert_eq!(
@@ -652,12 +629,8 @@ async fn a_crds_conversion_goes_to_one_hook_and_is_given_back_when_it_goes() {
 
     // And when it goes too, the CRD's conversion is given back.
     registry.forget(&second);
-    expect(&mut api, "GET", &format!("{VALIDATING}{selector}"))
-        .await
-        .answer(200, list("ValidatingWebhookConfiguration", &[]));
-    expect(&mut api, "GET", &format!("{MUTATING}{selector}"))
-        .await
-        .answer(200, list("MutatingWebhookConfiguration", &[]));
+    answer_list(&mut api, VALIDATING, &[]).await;
+    answer_list(&mut api, MUTATING, &[]).await;
     let released = expect(&mut api, "PATCH", &format!("{crds}/{crd}?")).await;
     assert!(released.json().get("spec").is_none());
     let body = released.json();
