@@ -140,7 +140,11 @@ impl Discovery {
         };
         match list {
             Ok(list) => Ok(Some(entries(&list))),
-            Err(::kube::Error::Api(status)) if status.is_not_found() => Ok(None),
+            // A group the server does not serve is answered with a plain-text 404
+            // ("404 page not found"), which has no Status reason: the code says it.
+            Err(::kube::Error::Api(status)) if status.is_not_found() || status.code == 404 => {
+                Ok(None)
+            }
             Err(e) => Err(api_error(e, &format!("discovery of {group_version}"))),
         }
     }
