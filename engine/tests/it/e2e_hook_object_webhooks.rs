@@ -154,18 +154,23 @@ async fn a_hook_objects_webhook_is_registered_enforced_and_removed_with_it() {
             "--image=docker.io/nginx:1.27",
         ],
     );
-    let registered = kubectl(
-        &path,
-        &[
-            "-n",
-            ns,
-            "get",
-            "hook",
-            "guard",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"WebhooksRegistered\")].reason}",
-        ],
-    );
+    // The status is written at most once a second, after the registration.
+    let registered = eventually("the condition", Duration::from_secs(30), async || {
+        let reason = kubectl(
+            &path,
+            &[
+                "-n",
+                ns,
+                "get",
+                "hook",
+                "guard",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"WebhooksRegistered\")].reason}",
+            ],
+        );
+        (!reason.is_empty()).then_some(reason)
+    })
+    .await;
     assert_eq!(registered, "Registered");
 
     // A shadow of the directory's pod labeler: compared, never applied.
