@@ -116,7 +116,21 @@ impl Hook for BoundHook {
                 .cloned()
                 .unwrap_or_else(|| (json!({}), json!({})));
             let (mut run, patches) = self.hook.run_input(&input, &values, &config, timeout).await;
+            // A review answers the API server; it has no place to change values in, as
+            // addon-operator has no webhook of module hooks at all.
+            let review = input.binding_contexts.iter().any(|c| {
+                matches!(
+                    c.type_,
+                    BindingType::Validating | BindingType::Mutating | BindingType::Conversion
+                )
+            });
             match patches {
+                Ok((values_patch, config_patch)) if review => {
+                    if !values_patch.is_empty() || !config_patch.is_empty() {
+                        tracing::warn!(hook = %self.hook.name,
+                            "values patches written while answering a review are ignored");
+                    }
+                }
                 Ok((values_patch, config_patch)) => {
                     if !values_patch.is_empty() || !config_patch.is_empty() {
                         // The receiver is gone only when the operator stopped.
@@ -134,6 +148,27 @@ impl Hook for BoundHook {
             (run, input)
         })
     }
+}
+
+/// Where the engine of `module`'s hooks (`None`: the global hooks) comes from in an
+/// [`EngineSet`]: `module NAME` or `global hooks`. [`owner_of_source`] reads it back.
+pub fn engine_source(module: Option<&str>) -> String {
+    match module {
+        Some(module) => format!("module {module}"),
+        None => GLOBAL_HOOKS_SOURCE.to_owned(),
+    }
+}
+
+/// The source of the global hooks' engine.
+const GLOBAL_HOOKS_SOURCE: &str = "global hooks";
+
+/// The owner of an engine of an [`EngineSet`] with `source`, when it is one of the
+/// operator's: `Some(Some(module))`, `Some(None)` for the global hooks.
+pub fn owner_of_source(source: &str) -> Option<Option<&str>> {
+    if source == GLOBAL_HOOKS_SOURCE {
+        return Some(None);
+    }
+    source.strip_prefix("module ").map(Some)
 }
 
 /// A running hook engine for one owner's bindings (or none, for an owner without
@@ -300,10 +335,7 @@ pub(crate) async fn start(
             )
             .await;
     });
-    let source = match module {
-        Some(module) => format!("module {module}"),
-        None => "global hooks".to_owned(),
-    };
+    let source = engine_source(module);
     Ok(Some(BindingEngine {
         stop: Some(stop),
         _shown: Some(shown.register(source, engine.clone())),

@@ -327,17 +327,6 @@ async fn configure(name: String, owner: Owner, program: Program) -> Result<Addon
     if let Some(order) = config.on_startup {
         lifecycle.push((Lifecycle::OnStartup, f64::from(order)));
     }
-    // addon-operator runs no webhook of a module or global hook; neither does Operon,
-    // whose modules run on the leader only, so other replicas could not answer them.
-    let webhooks: Vec<&str> = (config.kubernetes_validating.iter())
-        .chain(&config.kubernetes_mutating)
-        .map(|b| b.name.as_str())
-        .chain(config.kubernetes_conversion.iter().map(|b| b.name.as_str()))
-        .collect();
-    if !webhooks.is_empty() {
-        tracing::warn!(hook = %name, bindings = ?webhooks,
-            "admission and conversion bindings of module and global hooks are not served (addon-operator ignores them too): serve them from the hooks directory or a Hook object");
-    }
     let refused: &[Lifecycle] = match owner {
         Owner::Global => &Lifecycle::MODULE_ONLY,
         Owner::Module(_) => &Lifecycle::GLOBAL_ONLY,

@@ -6,7 +6,9 @@
 //! module needs, which orders modules and may disable one), [`values`] and [`schema`] layer and check values,
 //! [`config`] reads the ConfigMap, [`module_config`] checks ModuleConfig objects (with
 //! Deckhouse's settings `conversions`), `hooks` runs lifecycle hooks with their values
-//! files and `bindings` their kubernetes and schedule bindings on the hook engine,
+//! files and `bindings` their kubernetes and schedule bindings on the hook engine (and
+//! holds the engines whose admission and conversion bindings `operon serve` serves as
+//! the module's webhooks: [`engine_source`]),
 //! `enabled` decides which modules run, [`render`] turns a module into objects (a
 //! real Helm engine or plain manifests), [`apply`] applies them with server-side apply
 //! and keeps a release record per module (`crds` applies its `crds/` first), and
@@ -36,6 +38,8 @@ pub mod status;
 mod sync;
 mod tasks;
 pub mod values;
+
+pub use bindings::{engine_source, owner_of_source};
 
 use std::path::PathBuf;
 

@@ -825,6 +825,7 @@ mod tests {
             modules: None,
             module_settings: None,
             webhooks_registered: tokio::sync::watch::Sender::new(true),
+            forwarder: None,
         });
         let router = super::super::http::router(status, None);
         let (code, _) = send(&router, request("/api/v2/alerts", Some(TOKEN), FIRING)).await;

@@ -5,7 +5,12 @@
 //! `resourceVersion` it read, so two replicas can never both win. A leader renews every
 //! retry period and gives up after the renew deadline, which is shorter than the lease
 //! duration: it stops running hooks before anyone else may take over.
+//!
+//! The leader also advertises where its admission server is (annotations of the Lease),
+//! so that followers can pass on the reviews only the leader can answer
+//! ([`super::webhook::forward`]); each attempt publishes what the holder advertises.
 
+use super::webhook::forward::LeaderAddress;
 use ::kube::Client;
 use ::kube::api::{Api, PostParams};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -30,6 +35,36 @@ pub struct LeaseOptions {
     pub renew_deadline: Duration,
     /// How often to try to acquire or renew.
     pub retry_period: Duration,
+    /// Where this replica's admission server is, advertised while it leads.
+    pub advertise: Option<LeaderAddress>,
+}
+
+/// The Lease annotation with the leader's admission server URL.
+const LEADER_URL: &str = "operon.dev/leader-url";
+/// The Lease annotation with the name the leader's certificate carries.
+const LEADER_SERVER_NAME: &str = "operon.dev/leader-server-name";
+
+/// Writes `advertise` into `metadata`'s annotations (removing what another leader
+/// advertised when there is nothing).
+fn advertise_in(metadata: &mut ObjectMeta, advertise: Option<&LeaderAddress>) {
+    let annotations = metadata.annotations.get_or_insert_with(Default::default);
+    annotations.remove(LEADER_URL);
+    annotations.remove(LEADER_SERVER_NAME);
+    if let Some(address) = advertise {
+        annotations.insert(LEADER_URL.to_owned(), address.url.clone());
+        if let Some(name) = &address.server_name {
+            annotations.insert(LEADER_SERVER_NAME.to_owned(), name.clone());
+        }
+    }
+}
+
+/// What the holder of `lease` advertises.
+fn advertised(lease: &Lease) -> Option<LeaderAddress> {
+    let annotations = lease.metadata.annotations.as_ref()?;
+    Some(LeaderAddress {
+        url: annotations.get(LEADER_URL)?.clone(),
+        server_name: annotations.get(LEADER_SERVER_NAME).cloned(),
+    })
 }
 
 impl LeaseOptions {
@@ -51,6 +86,7 @@ impl LeaseOptions {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+            advertise: None,
         }
     }
 }
@@ -84,6 +120,9 @@ pub struct LeaderElector {
     options: LeaseOptions,
     /// The last record seen (its resourceVersion) and when it was first seen.
     observed: Option<(String, Instant)>,
+    /// What the holder of the Lease last seen advertises (`None` while this replica
+    /// holds it).
+    leader: watch::Sender<Option<LeaderAddress>>,
 }
 
 impl LeaderElector {
@@ -93,7 +132,13 @@ impl LeaderElector {
             api: Api::namespaced(client, &options.namespace),
             options,
             observed: None,
+            leader: watch::Sender::new(None),
         }
+    }
+
+    /// Follows where the leader's admission server is, while another replica leads.
+    pub fn leader_address(&self) -> watch::Receiver<Option<LeaderAddress>> {
+        self.leader.subscribe()
     }
 
     /// The options.
@@ -117,12 +162,14 @@ impl LeaderElector {
         let me = self.options.identity.clone();
         let now = MicroTime(jiff::Timestamp::now());
         let Some(lease) = self.api.get_opt(&self.options.name).await? else {
+            let mut metadata = ObjectMeta {
+                name: Some(self.options.name.clone()),
+                namespace: Some(self.options.namespace.clone()),
+                ..ObjectMeta::default()
+            };
+            advertise_in(&mut metadata, self.options.advertise.as_ref());
             let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.options.name.clone()),
-                    namespace: Some(self.options.namespace.clone()),
-                    ..ObjectMeta::default()
-                },
+                metadata,
                 spec: Some(LeaseSpec {
                     holder_identity: Some(me),
                     lease_duration_seconds: Some(self.duration_seconds()),
@@ -133,7 +180,10 @@ impl LeaderElector {
                 }),
             };
             return match self.api.create(&Self::post_params(), &lease).await {
-                Ok(_) => Ok(Attempt::Leading),
+                Ok(_) => {
+                    self.leader.send_replace(None);
+                    Ok(Attempt::Leading)
+                }
                 // Another replica created it first.
                 Err(::kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Following {
                     holder: String::new(),
@@ -156,9 +206,16 @@ impl LeaderElector {
             u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
         );
         if !holder.is_empty() && holder != me && observed_at.elapsed() < duration {
+            self.leader.send_if_modified(|known| {
+                let now = advertised(&lease);
+                let changed = *known != now;
+                *known = now;
+                changed
+            });
             return Ok(Attempt::Following { holder });
         }
         let mut updated = lease;
+        advertise_in(&mut updated.metadata, self.options.advertise.as_ref());
         let mut new_spec = spec;
         if holder != me {
             new_spec.acquire_time = Some(now.clone());
@@ -175,7 +232,10 @@ impl LeaderElector {
             .replace(&self.options.name, &Self::post_params(), &updated)
             .await
         {
-            Ok(_) => Ok(Attempt::Leading),
+            Ok(_) => {
+                self.leader.send_if_modified(|known| known.take().is_some());
+                Ok(Attempt::Leading)
+            }
             Err(::kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Following { holder }),
             Err(e) => Err(e),
         }
@@ -252,6 +312,7 @@ impl LeaderElector {
             return Ok(());
         }
         spec.holder_identity = None;
+        advertise_in(&mut lease.metadata, None);
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
         lease.spec = Some(spec);

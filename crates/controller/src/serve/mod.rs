@@ -14,6 +14,7 @@ pub mod hook_objects;
 mod http;
 pub mod lease;
 pub mod metrics_catalog;
+pub(crate) mod module_webhooks;
 pub mod modules;
 pub mod webhook;
 
@@ -68,6 +69,9 @@ pub struct ServeOptions {
     /// Hooks of the hooks directory run as shadows: (shadow, live), each by its name
     /// ([`operon_hooks::hooks::shadow`]). A shadow runs only beside its live hook.
     pub shadow_hooks: Vec<(String, String)>,
+    /// The CA the leader's admission server is checked against when a follower passes
+    /// it a module's review; `None`: followers answer those 503.
+    pub leader_trust: Option<webhook::forward::LeaderTrust>,
 }
 
 impl ServeOptions {
@@ -87,6 +91,7 @@ impl ServeOptions {
             modules: None,
             capture: CaptureSettings::default(),
             shadow_hooks: Vec::new(),
+            leader_trust: None,
         }
     }
 }
@@ -192,6 +197,9 @@ pub(crate) struct Status {
     /// they are, the API server does not send admission requests, so objects created
     /// after `kubectl wait --for=condition=Ready` would pass unchecked.
     webhooks_registered: watch::Sender<bool>,
+    /// With leader election: passes the reviews only the leader answers (modules') on
+    /// to it.
+    forwarder: Option<Arc<webhook::forward::Forwarder>>,
 }
 
 impl Status {
@@ -264,6 +272,15 @@ pub async fn run(
         modules: options.modules.as_ref().map(|m| m.view.clone()),
         module_settings,
         webhooks_registered: watch::Sender::new(coordination.registrar.is_none()),
+        forwarder: (coordination.elector.as_ref())
+            .zip(options.leader_trust.clone())
+            .map(|(elector, trust)| {
+                Arc::new(webhook::forward::Forwarder::new(
+                    elector.leader_address(),
+                    trust,
+                    elector.options().identity.clone(),
+                ))
+            }),
     });
     let (stop, stopped) = watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
@@ -490,8 +507,10 @@ async fn run_engine(
     // runs them (`leads` turns true with leadership). Dropped (aborted) when this
     // function returns.
     let (leads, leading) = watch::channel(elector.is_none());
-    // Where each Hook object's validating bindings may intercept, for audits.
-    let mut hook_registry = None;
+    // What Hook objects and modules want registered as webhooks (and where each Hook
+    // object's validating bindings may intercept, for audits).
+    let owned_webhooks = webhook::owned::WebhookRegistry::default();
+    let hook_registry = hook_objects.as_ref().map(|_| owned_webhooks.clone());
     let _hook_objects = hook_objects.clone().map(|objects| {
         let mut reporting = hook_objects::Reporting::new(
             status.metrics.clone(),
@@ -500,12 +519,11 @@ async fn run_engine(
             leading,
         );
         reporting = reporting.with_webhooks(
-            registrar.clone(),
+            owned_webhooks.clone(),
             options.admission_webhook.is_some(),
             options.conversion_webhook.is_some(),
         );
         reporting = reporting.with_shadows(shadows.clone(), status.engine.subscribe());
-        hook_registry = Some(reporting.registry());
         crate::controllers::AbortOnDrop::spawn(hook_objects::run(objects, reporting))
     });
 
@@ -576,6 +594,37 @@ async fn run_engine(
                 }
             }
         }
+        // Hook objects' and modules' webhooks, kept by the leader; aborted with this
+        // block.
+        let owners = hook_objects.is_some() || options.modules.is_some();
+        let _owned_webhooks = registrar.clone().filter(|_| owners).map(|registrar| {
+            crate::controllers::AbortOnDrop::spawn(webhook::owned::keep_registered(
+                owned_webhooks.clone(),
+                registrar,
+            ))
+        });
+        let _module_webhooks = match &options.modules {
+            Some(modules) => {
+                let view = modules.view.clone();
+                Some(crate::controllers::AbortOnDrop::spawn(
+                    module_webhooks::follow(
+                        status.engines.clone(),
+                        owned_webhooks.clone(),
+                        status.engine.subscribe(),
+                        module_webhooks::Served {
+                            admission: options.admission_webhook.is_some(),
+                            conversion: options.conversion_webhook.is_some(),
+                        },
+                        move || view.startup_converged().is_ok(),
+                    ),
+                ))
+            }
+            None => {
+                // No module runs here: configurations of modules are stale.
+                owned_webhooks.synced("Module");
+                None
+            }
+        };
         // The controllers stop when this block ends or is dropped (leadership lost):
         // the sender goes away and `changed` returns.
         let (_stop_controllers, mut controllers_stopped) = watch::channel(());
@@ -623,7 +672,8 @@ async fn run_engine(
                             r.engine.hooks().first()?.hook.name(),
                         )?;
                         // A Hook not serving (yet) is left for the next audit.
-                        let namespaces = registry.as_ref()?.namespace_limits(&key)?;
+                        let namespaces =
+                            registry.as_ref()?.namespace_limits(&(&key).into())?;
                         Some(audit::AuditedEngine {
                             source: format!("Hook object {}/{}", key.0, key.1),
                             namespaces,

@@ -28,6 +28,8 @@ struct Inner {
     next: AtomicU64,
     /// The last runs of each hook that no engine runs, by hook.
     runs: Mutex<BTreeMap<String, VecDeque<RunEntry>>>,
+    /// Counts changes of the list, for whoever follows which engines run.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// One engine of the set.
@@ -52,6 +54,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(set) = self.set.upgrade() {
             lock(&set.engines).retain(|r| r.id != self.id);
+            set.changes.send_modify(|n| *n += 1);
         }
     }
 }
@@ -70,6 +73,7 @@ impl EngineSet {
             engine,
             id,
         });
+        self.0.changes.send_modify(|n| *n += 1);
         Registration {
             set: Arc::downgrade(&self.0),
             id,
@@ -79,6 +83,11 @@ impl EngineSet {
     /// The engines now, in the order they were registered.
     pub fn engines(&self) -> Vec<Registered> {
         lock(&self.0.engines).clone()
+    }
+
+    /// Follows the list: the receiver sees a change each time an engine comes or goes.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.changes.subscribe()
     }
 
     /// Keeps `entry` as the newest run of its hook, which runs on no engine; the
@@ -151,6 +160,24 @@ mod tests {
             .map(|r| (r.hook.as_str(), r.duration_ms))
             .collect();
         assert_eq!(ends, [("b", 5), ("a", 50), ("a", 10), ("b", 100)]);
+    }
+
+    #[test]
+    fn followers_see_engines_come_and_go() {
+        let set = EngineSet::default();
+        let mut changes = set.changes();
+        let engine = Arc::new(crate::hooks::engine::Engine::new(
+            Vec::new(),
+            Arc::new(operon_cluster::local::LocalCluster::new()),
+            Arc::new(crate::metrics::Metrics::new().unwrap()),
+        ));
+        let registration = set.register("module echo", engine);
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        assert_eq!(set.engines()[0].source, "module echo");
+        drop(registration);
+        assert!(changes.has_changed().unwrap(), "the engine left");
+        assert!(set.engines().is_empty());
     }
 
     #[test]

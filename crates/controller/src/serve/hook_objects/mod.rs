@@ -20,6 +20,7 @@ pub(crate) mod status;
 pub mod webhooks;
 
 use crate::controllers::AbortOnDrop;
+use crate::serve::webhook::owned::{HOOK_OBJECT_PREFIX, OwnedWebhooks, Owner, WebhookRegistry};
 use futures::StreamExt as _;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
@@ -170,15 +171,12 @@ pub(crate) struct Reporting {
     /// and webhooks registered.
     pub(crate) leading: tokio::sync::watch::Receiver<bool>,
     /// What each Hook wants registered.
-    registry: webhooks::WebhookRegistry,
+    registry: WebhookRegistry,
     /// Whether this process serves admission webhooks: a Hook with a validating or
     /// mutating binding needs it.
     admission_served: bool,
     /// Whether it serves conversion webhooks: a Hook with a conversion binding needs it.
     conversion_served: bool,
-    /// Writes the Hooks' webhook configurations (the leader does), when this engine
-    /// registers webhooks.
-    registrar: Option<crate::serve::webhook::register::Registrar>,
     /// The process's shadow hooks: Hook engines run them beside their hooks, and a
     /// Hook with `spec.shadowOf` attaches to them.
     shadows: operon_hooks::hooks::shadow::Shadows,
@@ -200,10 +198,9 @@ impl Reporting {
             engines,
             capture,
             leading,
-            registry: webhooks::WebhookRegistry::default(),
+            registry: WebhookRegistry::default(),
             admission_served: false,
             conversion_served: false,
-            registrar: None,
             shadows: Default::default(),
             main: None,
         }
@@ -226,24 +223,19 @@ impl Reporting {
         self.main.as_ref().and_then(|m| m.borrow().clone())
     }
 
-    /// What each Hook wants registered (its webhooks, and where each may intercept).
-    pub(crate) fn registry(&self) -> webhooks::WebhookRegistry {
-        self.registry.clone()
-    }
-
     /// Lets Hooks have validating and mutating bindings when this process has an
     /// admission server (`admission`), conversion bindings when it has a conversion
-    /// server (`conversion`), registered through `registrar` (none: the operator
-    /// registers them).
+    /// server (`conversion`), their registrations wanted in `registry` (which the
+    /// leader keeps, when this engine registers webhooks).
     pub(crate) fn with_webhooks(
         mut self,
-        registrar: Option<crate::serve::webhook::register::Registrar>,
+        registry: WebhookRegistry,
         admission: bool,
         conversion: bool,
     ) -> Self {
         self.admission_served = admission;
         self.conversion_served = conversion;
-        self.registrar = registrar;
+        self.registry = registry;
         self
     }
 }
@@ -253,16 +245,6 @@ impl Reporting {
 /// them once they lead.
 pub(crate) async fn run(objects: Arc<HookObjects>, reporting: Reporting) {
     let reporting = Arc::new(reporting);
-    // The leader keeps the Hooks' webhook configurations as the Hooks want them.
-    let _registering = reporting.registrar.clone().map(|registrar| {
-        let registry = reporting.registry.clone();
-        let mut leading = reporting.leading.clone();
-        AbortOnDrop::spawn(async move {
-            if leading.wait_for(|l| *l).await.is_ok() {
-                webhooks::keep_registered(registry, registrar).await;
-            }
-        })
-    });
     let api: Api<Hook> = Api::all(objects.client.clone());
     let events = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(events);
@@ -289,7 +271,7 @@ pub(crate) async fn run(objects: Arc<HookObjects>, reporting: Reporting) {
                     upsert(&objects, &reporting, &mut running, hook);
                 }
                 Some(Ok(watcher::Event::Delete(hook))) => {
-                    reporting.registry.forget(&key(&hook));
+                    reporting.registry.forget(&key(&hook).into());
                     if running.remove(&key(&hook)).is_some() {
                         tracing::info!(hook = %prepare::run_name(&hook), "Hook deleted; its engine stopped");
                     }
@@ -305,12 +287,12 @@ pub(crate) async fn run(objects: Arc<HookObjects>, reporting: Reporting) {
                         running.retain(|k, _| {
                             let kept = seen.contains(k);
                             if !kept {
-                                reporting.registry.forget(k);
+                                reporting.registry.forget(&k.into());
                             }
                             kept
                         });
                     }
-                    reporting.registry.synced();
+                    reporting.registry.synced("Hook");
                 }
                 Some(Err(e)) => tracing::warn!(error = %e, "watching Hooks"),
             },
@@ -379,7 +361,7 @@ fn reconcile(objects: &Arc<HookObjects>, reporting: &Arc<Reporting>, entry: &mut
     // The previous engine stops before the next one loads; its webhooks stay
     // registered until this one is loaded or refused.
     entry.task = None;
-    reporting.registry.loading(&key(&hook));
+    reporting.registry.loading(&key(&hook).into());
     let writer = entry.writer.clone();
     let objects = objects.clone();
     let reporting = reporting.clone();
@@ -427,7 +409,7 @@ async fn pull(
 fn refuse(reporting: &Reporting, hook: &Hook, writer: &StatusWriter, refusal: &prepare::Refusal) {
     tracing::warn!(hook = %prepare::run_name(hook), reason = refusal.reason,
         error = %refusal.message, "a Hook does not load");
-    reporting.registry.forget(&key(hook));
+    reporting.registry.forget(&key(hook).into());
     writer.update(|status| {
         // A pin stands while its spec does: a registry down for a while must not
         // let the tag move under the Hook.
@@ -542,7 +524,7 @@ async fn run_hook(
         // A shadow answers no request itself: what it had registered goes.
         reporting
             .registry
-            .serving(&key(hook), webhooks::HookWebhooks::default());
+            .serving(&key(hook).into(), OwnedWebhooks::default());
         if let Err(refusal) = shadow::run(&reporting, &name, live, prepared, writer).await {
             refuse(&reporting, hook, writer, &refusal);
         }
@@ -595,7 +577,9 @@ async fn run_hook(
     let _pumps = engine.spawn_pumps();
     let key = key(hook);
     let has_webhooks = !prepared.webhooks.is_empty();
-    reporting.registry.serving(&key, prepared.webhooks.clone());
+    reporting
+        .registry
+        .serving(&(&key).into(), prepared.webhooks.clone());
     let _following = has_webhooks.then(|| follow_registration(&reporting, &key, writer));
     if !has_webhooks {
         writer.update(|status| {
@@ -632,7 +616,7 @@ async fn run_hook(
 /// Why `webhooks` cannot be served here: a conversion binding without a conversion
 /// server, or one for a CRD the hooks directory converts (a CRD has one conversion
 /// webhook); an admission binding without an admission server.
-fn unserved(reporting: &Reporting, webhooks: &webhooks::HookWebhooks) -> Option<prepare::Refusal> {
+fn unserved(reporting: &Reporting, webhooks: &OwnedWebhooks) -> Option<prepare::Refusal> {
     if let Some(crd) = webhooks.conversions.first() {
         if !reporting.conversion_served {
             return Some(prepare::Refusal::new(
@@ -677,7 +661,9 @@ fn follow_registration(reporting: &Reporting, key: &Key, writer: &StatusWriter) 
     let handle = writer.handle();
     AbortOnDrop::spawn(async move {
         loop {
-            let outcome = outcomes.borrow_and_update().get(&key).cloned();
+            let outcome = (outcomes.borrow_and_update())
+                .get(&Owner::from(&key))
+                .cloned();
             if let Some(outcome) = outcome {
                 handle.send_modify(|status| {
                     let (state, reason, message) = match outcome {
@@ -686,8 +672,8 @@ fn follow_registration(reporting: &Reporting, key: &Key, writer: &StatusWriter) 
                             "Registered",
                             format!(
                                 "the webhooks are registered (admission configurations {}; conversions point at /{}/{}/{}/convert/)",
-                                webhooks::configuration_name(&key.0, &key.1),
-                                webhooks::PATH_PREFIX,
+                                Owner::from(&key).configuration_name(),
+                                HOOK_OBJECT_PREFIX,
                                 key.0,
                                 key.1
                             ),

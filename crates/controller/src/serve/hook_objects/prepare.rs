@@ -69,7 +69,7 @@ pub struct Prepared {
     /// The cluster its engine talks to: patches outside the permissions are refused.
     pub cluster: Arc<dyn Cluster>,
     /// Its admission webhooks, each kept to what its permissions let it read.
-    pub webhooks: super::webhooks::HookWebhooks,
+    pub webhooks: crate::serve::webhook::owned::OwnedWebhooks,
     /// Its permissions, checked.
     pub permissions: Arc<Permissions>,
 }

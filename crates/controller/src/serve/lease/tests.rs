@@ -121,3 +121,43 @@ async fn a_released_lease_is_taken_at_once() {
         ("POST".into(), format!("{PATH}?&fieldManager=operon"))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn followers_learn_where_the_leader_serves_and_a_new_leader_replaces_it() {
+    let fake = Arc::new(Mutex::new(FakeLeases::default()));
+    let address = |ip: &str| LeaderAddress {
+        url: format!("https://{ip}:9680"),
+        server_name: Some("operon-webhooks.ops.svc".to_owned()),
+    };
+    let mut a = elector(&fake, "a");
+    a.options.advertise = Some(address("10.0.0.1"));
+    let mut b = elector(&fake, "b");
+    b.options.advertise = Some(address("10.0.0.2"));
+    let mut c = elector(&fake, "c");
+    let (from_b, from_c) = (b.leader_address(), c.leader_address());
+    assert_eq!(a.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    assert!(matches!(
+        b.try_acquire_or_renew().await.unwrap(),
+        Attempt::Following { .. }
+    ));
+    assert_eq!(*from_b.borrow(), Some(address("10.0.0.1")));
+    // a dies; b takes over and advertises itself, so c forwards to b.
+    tokio::time::advance(Duration::from_secs(16)).await;
+    assert_eq!(b.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    assert_eq!(*from_b.borrow(), None, "a leader forwards to nobody");
+    assert!(matches!(
+        c.try_acquire_or_renew().await.unwrap(),
+        Attempt::Following { .. }
+    ));
+    assert_eq!(*from_c.borrow(), Some(address("10.0.0.2")));
+    // A leader that advertises nothing removes what the one before it advertised.
+    b.release().await.unwrap();
+    assert_eq!(c.try_acquire_or_renew().await.unwrap(), Attempt::Leading);
+    let lease = fake.lock().unwrap().lease.clone().unwrap();
+    assert!(
+        lease["metadata"]["annotations"]
+            .as_object()
+            .is_none_or(|a| a.is_empty()),
+        "{lease}"
+    );
+}

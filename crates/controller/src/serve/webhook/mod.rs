@@ -6,6 +6,9 @@
 //!
 //! Paths: `POST /validate/HOOK/BINDING` and `POST /mutate/HOOK/BINDING` on the
 //! admission server (and `POST /operon/validate` for Operon's own resources, [`own`]) (shell-operator also serves both kinds from one server),
+//! `/hook-object/NAMESPACE/NAME/...` for Hook objects and `/module/MODULE/...` for
+//! addon-operator modules ([`owned`]; a follower forwards a module's reviews to the
+//! leader, [`forward`]),
 //! `POST /convert/CRD` on the conversion server (one path per CustomResourceDefinition,
 //! as shell-operator: a CRD has one conversion webhook, and its conversions may chain
 //! rules of several hooks), the hook's name percent-encoded when it holds a `/`. A mutating hook's JSON Patch is applied to the
@@ -13,7 +16,9 @@
 //! with the hook's name instead of the API server's generic error.
 
 pub mod enforce;
+pub mod forward;
 pub mod own;
+pub(crate) mod owned;
 pub mod register;
 pub mod review;
 pub mod selfsigned;
@@ -34,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-use super::hook_objects::webhooks::PATH_PREFIX as HOOK_OBJECT_PREFIX;
+use owned::{HOOK_OBJECT_PREFIX, MODULE_PREFIX};
 
 /// The API server sends at most 3 MiB objects; a review wraps up to two of them.
 pub(crate) const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -92,11 +97,21 @@ pub(super) fn router(
                 &format!("/{HOOK_OBJECT_PREFIX}/{{namespace}}/{{name}}/{{prefix}}/{{binding}}"),
                 post(admit_hook_object),
             )
+            .route(
+                &format!("/{MODULE_PREFIX}/{{module}}/{{prefix}}/{{binding}}"),
+                post(admit_module),
+            )
             .route(own::PATH, post(admit_own)),
-        WebhookKind::Conversion => Router::new().route("/convert/{crd}", post(convert)).route(
-            &format!("/{HOOK_OBJECT_PREFIX}/{{namespace}}/{{name}}/convert/{{crd}}"),
-            post(convert_hook_object),
-        ),
+        WebhookKind::Conversion => Router::new()
+            .route("/convert/{crd}", post(convert))
+            .route(
+                &format!("/{HOOK_OBJECT_PREFIX}/{{namespace}}/{{name}}/convert/{{crd}}"),
+                post(convert_hook_object),
+            )
+            .route(
+                &format!("/{MODULE_PREFIX}/{{module}}/convert/{{crd}}"),
+                post(convert_module),
+            ),
     };
     routes
         .route("/healthz", get(|| async { "ok\n" }))
@@ -142,6 +157,8 @@ enum Target<'a> {
     Directory(&'a str),
     /// The hook of a Hook object.
     HookObject { namespace: &'a str, name: &'a str },
+    /// The hook of a module (or of the global hooks, `global`) with the binding.
+    Module(&'a str),
 }
 
 /// The engine and the index of the hook `target` names, which must have the `kind`
@@ -163,15 +180,41 @@ fn locate(
             (engine, hook.to_owned())
         }
         Target::HookObject { .. } => hook_object_engine(state, target)?,
+        Target::Module(module) => {
+            let engine = module_engine(state, module)?;
+            // A module's webhooks are named by binding: the first hook with it.
+            let hook = (engine.hooks().iter())
+                .find(|l| {
+                    let config = &l.config;
+                    let bindings = match kind {
+                        ReviewKind::Validating => &config.validating,
+                        ReviewKind::Mutating => &config.mutating,
+                    };
+                    bindings.iter().any(|b| b.name == binding)
+                })
+                .map(|l| l.hook.name().to_owned())
+                .unwrap_or_default();
+            (engine, hook)
+        }
     };
     let hook = hook.as_str();
+    let (what, of) = match kind {
+        ReviewKind::Validating => ("validating", "validating binding"),
+        ReviewKind::Mutating => ("mutating", "mutating binding"),
+    };
     let Some(h) = engine.hooks().iter().position(|l| l.hook.name() == hook) else {
-        return Err((StatusCode::NOT_FOUND, format!("no hook named {hook:?}")));
+        return Err(match target {
+            Target::Module(module) => (
+                StatusCode::NOT_FOUND,
+                format!("no hook of {module} has a {of} {binding:?}"),
+            ),
+            _ => (StatusCode::NOT_FOUND, format!("no hook named {hook:?}")),
+        });
     };
     let config = &engine.hooks()[h].config;
-    let (bindings, what) = match kind {
-        ReviewKind::Validating => (&config.validating, "validating"),
-        ReviewKind::Mutating => (&config.mutating, "mutating"),
+    let bindings = match kind {
+        ReviewKind::Validating => &config.validating,
+        ReviewKind::Mutating => &config.mutating,
     };
     let Some(found) = bindings.iter().find(|b| b.name == binding) else {
         return Err((
@@ -205,6 +248,77 @@ fn hook_object_engine(
             )
         })?;
     Ok((engine, hook))
+}
+
+/// The engine of module `module` (`global`: the global hooks), which runs on the
+/// leader only; or the refusal: 503 while it does not run (being enabled, or this
+/// replica not leading: [`forwarded_to_leader`] passes those on).
+fn module_engine(state: &WebhookState, module: &str) -> Result<Arc<Engine>, (StatusCode, String)> {
+    super::module_webhooks::engine_of(&state.status.engines, module).ok_or_else(|| {
+        let why = match *state.status.leading.borrow() {
+            Some(false) => "this replica does not lead, and modules run on the leader",
+            _ => "its hooks are not running",
+        };
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("module {module} cannot answer: {why}"),
+        )
+    })
+}
+
+/// The leader's answer to a review of module `module` that arrived at `path`, when
+/// this replica follows and does not run the module: `None` when it answers itself.
+async fn forwarded_to_leader(
+    state: &WebhookState,
+    module: &str,
+    path: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Option<Response> {
+    if *state.status.leading.borrow() != Some(false)
+        || super::module_webhooks::engine_of(&state.status.engines, module).is_some()
+    {
+        return None;
+    }
+    if forward::was_forwarded(headers) {
+        // The leader it was sent to thinks this one leads: a Lease changing hands.
+        return Some(refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("module {module}: forwarded to a replica that does not lead either"),
+        ));
+    }
+    let Some(forwarder) = &state.status.forwarder else {
+        return Some(refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "module {module} runs on the leader, and this replica has no way to reach it (no CA for the admission server)"
+            ),
+        ));
+    };
+    Some(match forwarder.forward(path, body.clone()).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            tracing::warn!(module, error = %e, "cannot forward a review to the leader");
+            forward::unavailable(&e)
+        }
+    })
+}
+
+/// Answers an AdmissionReview for a validating or mutating binding of a module's hooks
+/// (`/module/MODULE/validate/BINDING`, `.../mutate/BINDING`), on a follower by asking
+/// the leader.
+async fn admit_module(
+    State(state): State<WebhookState>,
+    Path((module, prefix, binding)): Path<(String, String, String)>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(answer) = forwarded_to_leader(&state, &module, uri.path(), &headers, &body).await {
+        return answer;
+    }
+    let target = Target::Module(&module);
+    answer_admission(&state, &prefix, target, &binding, &headers, &body).await
 }
 
 /// A review run: the parsed request, and the hook's output or why there is none.
@@ -464,6 +578,29 @@ async fn convert_hook_object(
     answer_conversion(&state, &engine, &crd, &review).await
 }
 
+/// Answers a ConversionReview for CRD `crd` through a module's conversion bindings
+/// (`/module/MODULE/convert/CRD`), on a follower by asking the leader.
+async fn convert_module(
+    State(state): State<WebhookState>,
+    Path((module, crd)): Path<(String, String)>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let review = match read_review(&headers, &body, review::conversion_review) {
+        Ok(review) => review,
+        Err((code, message)) => return refuse(code, message),
+    };
+    if let Some(answer) = forwarded_to_leader(&state, &module, uri.path(), &headers, &body).await {
+        return answer;
+    }
+    let engine = match module_engine(&state, &module) {
+        Ok(engine) => engine,
+        Err((code, message)) => return refuse(code, message),
+    };
+    answer_conversion(&state, &engine, &crd, &review).await
+}
+
 /// Converts `review` for CRD `crd` through the conversion rules of `engine`'s hooks.
 async fn answer_conversion(
     state: &WebhookState,
@@ -542,6 +679,7 @@ pub async fn serve_engine(
         modules: None,
         module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
+        forwarder: None,
     });
     serve_tls(
         listener,

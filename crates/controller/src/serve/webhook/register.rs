@@ -682,13 +682,10 @@ async fn release_stale_conversions(
         let Some(name) = crd.metadata.name.clone() else {
             continue;
         };
-        // A Hook object's conversion is the Hook objects' registry's to release.
-        let of_hook_object = conversion_target(&crd).is_some_and(|target| {
-            target.contains(&format!(
-                "/{}/",
-                crate::serve::hook_objects::webhooks::PATH_PREFIX
-            ))
-        });
+        // A Hook object's or a module's conversion is the owned webhooks' registry's
+        // to release.
+        let of_hook_object = conversion_target(&crd)
+            .is_some_and(|target| super::owned::conversion_owner(&target).is_some());
         if desired.iter().any(|(d, _)| *d == name)
             || of_hook_object
             || !conversion_applied_by_operon(&crd)

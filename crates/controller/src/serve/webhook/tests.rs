@@ -207,6 +207,7 @@ async fn start_enforcing(
         modules: None,
         module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
+        forwarder: None,
     });
     let router = router(status.clone(), WebhookKind::Admission, timeout, enforcement).merge(
         Router::new()

@@ -3,12 +3,18 @@
 //! nothing while loading, delete), and a review routed to a Hook object's engine.
 
 use super::*;
+use crate::serve::webhook::owned::*;
 use crate::serve::webhook::register::ClientTarget;
+use crate::serve::webhook::register::{Registrar, Registration};
 use operon_cluster::kube::mock::{MockApi, pair};
 use operon_cluster::local::LocalCluster;
 use operon_data::api::{HookPermissions, WatchPermission};
 use operon_data::model::{AdmissionBindingConfig, HookConfig, LabelSelector, WebhookRule};
 use operon_hooks::hooks::config;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
 
 fn rule(group: &str, resource: &str) -> WebhookRule {
     WebhookRule {
@@ -165,6 +171,10 @@ async fn a_webhook_intercepts_only_what_its_hook_may_read_where_it_may_read_it()
     );
 }
 
+fn configuration_name(namespace: &str, name: &str) -> String {
+    Owner::Hook(namespace.to_owned(), name.to_owned()).configuration_name()
+}
+
 #[test]
 fn configuration_names_never_collide_across_namespaces_and_stay_valid() {
     assert_eq!(
@@ -210,7 +220,7 @@ async fn a_configuration_carries_its_hook_its_paths_and_its_namespaces() {
     )
     .await
     .unwrap();
-    let key = ("demo".to_owned(), "guard".to_owned());
+    let key = Owner::Hook("demo".to_owned(), "guard".to_owned());
     let (v, m) = configurations(&key, &planned, &registration());
     assert!(m.is_none(), "no mutating binding, no configuration");
     let v = v.unwrap();
@@ -249,7 +259,8 @@ fn list(kind: &str, names: &[&str]) -> Value {
     json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": format!("{kind}List"),
            "metadata": {"resourceVersion": "1"},
            "items": names.iter().map(|n| json!({"apiVersion": "admissionregistration.k8s.io/v1",
-                 "kind": kind, "metadata": {"name": n}})).collect::<Vec<_>>()})
+                 "kind": kind, "metadata": {"name": n, "labels": {LABEL: "Hook"}}}))
+                 .collect::<Vec<_>>()})
 }
 
 /// Answers the next request, which must be the labelled list of `path`'s configurations
@@ -260,7 +271,7 @@ async fn answer_list(api: &mut MockApi, path: &str, names: &[&str]) {
     } else {
         "MutatingWebhookConfiguration"
     };
-    let selector = "?&labelSelector=operon.dev%2Fwebhooks-of%3DHook";
+    let selector = "?&labelSelector=operon.dev%2Fwebhooks-of+in+%28Hook%2CModule%29";
     expect(api, "GET", &format!("{path}{selector}"))
         .await
         .answer(200, list(kind, names));
@@ -277,7 +288,7 @@ async fn the_leader_registers_a_hooks_webhooks_keeps_them_while_it_loads_and_rem
     let registrar = Registrar::new(client, registration());
     let _running =
         crate::controllers::AbortOnDrop::spawn(keep_registered(registry.clone(), registrar));
-    let key = ("demo".to_owned(), "guard".to_owned());
+    let key = Owner::Hook("demo".to_owned(), "guard".to_owned());
     let bindings = validating(vec![binding("pods.example.com", vec![rule("", "pods")])]);
     let planned = plan(
         &permissions(&[("v1", "Pod", &[])]),
@@ -293,7 +304,7 @@ async fn the_leader_registers_a_hooks_webhooks_keeps_them_while_it_loads_and_rem
     // Serving, once every Hook is known: applied (server-side, as operon), and a stale
     // configuration of a Hook that is gone is deleted.
     registry.serving(&key, planned.clone());
-    registry.synced();
+    registry.synced("Hook");
     answer_list(&mut api, VALIDATING, &["operon-hook.old.gone"]).await;
     let applied = expect(
         &mut api,
@@ -405,7 +416,7 @@ async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
         Default::default(),
         leading,
     )
-    .with_webhooks(None, true, false);
+    .with_webhooks(Default::default(), true, false);
     let _running = AbortOnDrop::spawn(super::super::run(Arc::new(objects), reporting));
     let hook = json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Hook",
         "metadata": {"name": "guard", "namespace": "demo", "uid": "u-1", "generation": 1,
@@ -448,6 +459,7 @@ async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
         modules: None,
         module_settings: None,
         webhooks_registered: watch::Sender::new(true),
+        forwarder: None,
     });
     let router = crate::serve::webhook::router(
         status,
@@ -550,10 +562,10 @@ async fn a_conversion_needs_its_kind_granted_in_every_namespace() {
     );
 }
 
-fn serving_conversions(crds: &[&str]) -> HookWebhooks {
-    HookWebhooks {
+fn serving_conversions(crds: &[&str]) -> OwnedWebhooks {
+    OwnedWebhooks {
         conversions: crds.iter().map(|c| (*c).to_owned()).collect(),
-        ..HookWebhooks::default()
+        ..OwnedWebhooks::default()
     }
 }
 
@@ -566,13 +578,13 @@ async fn a_crds_conversion_goes_to_one_hook_and_is_given_back_when_it_goes() {
     let registrar = Registrar::new(client, registration);
     let _running =
         crate::controllers::AbortOnDrop::spawn(keep_registered(registry.clone(), registrar));
-    let first = ("a".to_owned(), "convert".to_owned());
-    let second = ("b".to_owned(), "convert".to_owned());
+    let first = Owner::Hook("a".to_owned(), "convert".to_owned());
+    let second = Owner::Hook("b".to_owned(), "convert".to_owned());
     let crd = "crontabs.stable.example.com";
     let mut outcomes = registry.outcomes();
     registry.serving(&first, serving_conversions(&[crd]));
     registry.serving(&second, serving_conversions(&[crd]));
-    registry.synced();
+    registry.synced("Hook");
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     answer_list(&mut api, VALIDATING, &[]).await;
     answer_list(&mut api, MUTATING, &[]).await;
