@@ -367,6 +367,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             redact: args.capture_redact.clone(),
         },
         shadow_hooks: args.shadow_hook.clone(),
+        leader_trust: None,
     };
     let registrar = registration(&args, &namespace, self_signed.as_ref())?.map(|registration| {
         let registrar = Registrar::new(cluster.client().clone(), registration);
@@ -409,6 +410,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             lease.renew_deadline < lease.lease_duration,
             "--leader-election-renew-deadline must be shorter than --leader-election-lease-duration, or a leader could still run hooks after another took over"
         );
+        // Followers pass the reviews of addon-operator modules (which run on the
+        // leader only) to the leader's admission server, at $POD_IP.
+        let pod_ip = std::env::var("POD_IP").ok();
+        let pod_ip = pod_ip.and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
+        if let (Some(ip), Some(_)) = (pod_ip, &options.admission_webhook) {
+            let address = std::net::SocketAddr::new(ip, args.validating_webhook_listen_port);
+            lease.advertise = Some(serve::webhook::forward::LeaderAddress {
+                url: format!("https://{address}"),
+                server_name: (self_signed.is_some() || args.webhook_cert_dir.is_some())
+                    .then(|| format!("{}.{namespace}.svc", args.validating_webhook_service_name)),
+            });
+        }
+        options.leader_trust = match (&self_signed, ca_of(&args, &args.validating_webhook_ca)) {
+            (_, Some(path)) => Some(serve::webhook::forward::LeaderTrust::File(path)),
+            (Some(s), None) => Some(serve::webhook::forward::LeaderTrust::Live(s.ca.clone())),
+            (None, None) => None,
+        };
         Some(LeaderElector::new(cluster.client().clone(), lease))
     } else {
         None

@@ -167,3 +167,6 @@ pub(crate) async fn follow(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

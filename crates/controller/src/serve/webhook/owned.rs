@@ -298,6 +298,12 @@ impl WebhookRegistry {
         self.desired.send_if_modified(|d| d.synced.insert(kind));
     }
 
+    /// Whether every owner of kind `kind` is known.
+    #[cfg(test)]
+    pub(crate) fn is_synced(&self, kind: &str) -> bool {
+        self.desired.borrow().synced.contains(kind)
+    }
+
     /// The namespaces each validating binding of `key` is kept to, by binding
     /// (those its permissions limit), as its webhook is registered; `None` while the
     /// Hook is not serving.
