@@ -276,7 +276,8 @@ impl Drop for BindingEngine {
 }
 
 /// Starts an engine for the hooks of `hooks` that have kubernetes or schedule
-/// bindings; `None` when none has.
+/// bindings, or webhook bindings (which `operon serve` serves from this engine); `None`
+/// when none has.
 pub(crate) async fn start(
     hooks: &[AddonHook],
     module: Option<&str>,
@@ -290,10 +291,14 @@ pub(crate) async fn start(
     let mut loaded: Vec<LoadedHook> = Vec::new();
     let mut waited = Vec::new();
     let schedules = Arc::new(AtomicBool::new(false));
-    for hook in hooks
-        .iter()
-        .filter(|h| !h.config.kubernetes.is_empty() || !h.config.schedule.is_empty())
-    {
+    for hook in hooks.iter().filter(|h| {
+        let config = &h.config;
+        !config.kubernetes.is_empty()
+            || !config.schedule.is_empty()
+            || !config.kubernetes_validating.is_empty()
+            || !config.kubernetes_mutating.is_empty()
+            || !config.kubernetes_conversion.is_empty()
+    }) {
         for binding in &hook.config.kubernetes {
             let main = binding.queue.as_deref().is_none_or(|q| q == "main");
             if main || binding.wait_for_synchronization.unwrap_or(true) {

@@ -60,6 +60,7 @@ mod e2e_hook_offload;
 mod e2e_hooks;
 mod e2e_kube;
 mod e2e_module_configs;
+mod e2e_module_webhooks;
 mod e2e_modules;
 mod e2e_node;
 mod e2e_node_faults;

@@ -216,6 +216,17 @@ pub fn free_port() -> u16 {
 }
 
 pub fn serve(kubeconfig: &Path, hooks: &Path, extra: &[&str], name: &str) -> Serve {
+    serve_with_env(kubeconfig, hooks, extra, name, &[])
+}
+
+/// [`serve`], with `env` added to its environment.
+pub fn serve_with_env(
+    kubeconfig: &Path,
+    hooks: &Path,
+    extra: &[&str],
+    name: &str,
+    env: &[(&str, &str)],
+) -> Serve {
     let port = free_port();
     let dir = hooks.parent().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_operon"))
@@ -235,6 +246,7 @@ pub fn serve(kubeconfig: &Path, hooks: &Path, extra: &[&str], name: &str) -> Ser
         .args(extra)
         .env("OPERON_CACHE_DIR", operon_tests::test_cache_dir())
         .env("POD_NAME", name)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
         .spawn()
