@@ -491,9 +491,20 @@ pub(crate) async fn install_for_load(
     prefix: &str,
     shell_twin: Option<&str>,
 ) -> (tempfile::TempDir, kube::Client, Scratch) {
+    install_for_load_with(node, prefix, shell_twin, |_| {}).await
+}
+
+/// [`install_for_load`], with `extend` changing the overlay in its directory first.
+pub(crate) async fn install_for_load_with(
+    node: &Node,
+    prefix: &str,
+    shell_twin: Option<&str>,
+    extend: impl FnOnce(&Path),
+) -> (tempfile::TempDir, kube::Client, Scratch) {
     let config = node.kubeconfig.as_path();
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     overlay(node, dir.path());
+    extend(dir.path());
     if let Some(script) = shell_twin {
         std::fs::write(dir.path().join("pod-labeler-shell.sh"), script).unwrap();
     }

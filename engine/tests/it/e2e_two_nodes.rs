@@ -21,6 +21,10 @@
 //!   node's Ready state, its expired Lease, the Event and its Pods;
 //! - the agents' DaemonSet and the controller's Deployment rolled out while a Diagnosis
 //!   runs on each node under that load: nothing lost, no finished step run again;
+//! - webhooks that not every replica could answer: an addon-operator module's (the
+//!   guard module of operations/fixtures/module-webhooks, run by the leader, its
+//!   reviews forwarded by the follower) and a Hook object's (loaded on both), with both
+//!   replicas up and while the leader's node is stopped;
 //! - the leader on the failing node, under load (Pods for the labelling hooks,
 //!   ConfigMaps for the admission hooks): stopped, then partitioned. Each reports the
 //!   time to a new leader, how long admission requests were refused and until labels
@@ -31,9 +35,10 @@
 mod leader;
 mod node_dies;
 mod placement;
+mod webhooks;
 
 use crate::e2e_node::{
-    Node, finished_diagnosis, force_delete, grant_module_reader, install_for_load, leader_pod,
+    Node, finished_diagnosis, force_delete, grant_module_reader, install_for_load_with, leader_pod,
     node, operon_pod, push_modules,
 };
 use crate::e2e_node_faults::load::Load;
@@ -266,7 +271,8 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
     let node = node();
     let second = second();
     let config = node.kubeconfig.as_path();
-    let (dir, client, scratch) = install_for_load(&node, "e2e-two", None).await;
+    let (dir, client, scratch) =
+        install_for_load_with(&node, "e2e-two", None, webhooks::add_module_guard).await;
     let namespace = scratch.name.as_str();
     kubectl(
         config,
@@ -284,7 +290,7 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
         );
     }
     // OPERON_E2E_NODE_TWO_ONLY=placement,diagnosis (say) runs only some of placement,
-    // diagnosis, rollout, stop, partition (in that order).
+    // diagnosis, rollout, webhooks, stop, partition (in that order).
     let only = std::env::var("OPERON_E2E_NODE_TWO_ONLY").unwrap_or_default();
     let runs = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
     if runs("placement") {
@@ -295,6 +301,9 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
     }
     if runs("rollout") {
         placement::rollouts(&node, &second, &client, dir.path(), namespace).await;
+    }
+    if runs("webhooks") {
+        webhooks::webhooks_of_hooks_and_modules(&node, &second, dir.path(), namespace).await;
     }
     if runs("stop") {
         leader::leader_node_fails(&node, &second, &client, namespace, "stop", "start").await;

@@ -55,7 +55,7 @@ async fn handover(config: &Path, old: &str) -> Handover {
 /// Makes a replica on `node` the leader. Nothing moves a replica back to a node that
 /// returned, so a standby elsewhere is deleted first: its replacement is spread onto
 /// `node`; then the leader, while it is elsewhere.
-async fn leader_on(config: &Path, node: &str) -> String {
+pub(super) async fn leader_on(config: &Path, node: &str) -> String {
     for _ in 0..4 {
         rolled_out(config);
         let replicas = pods_by_node(config, CONTROLLER);
