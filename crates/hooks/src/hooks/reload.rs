@@ -196,6 +196,51 @@ pub struct ReloadEntry {
     pub error: Option<String>,
 }
 
+/// How many reloads [`ReloadLog`] keeps.
+const KEPT: usize = 50;
+
+/// The last reloads of a process, newest last; clones share them.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadLog(std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<ReloadEntry>>>);
+
+impl ReloadLog {
+    /// Keeps `entry` as the newest; the oldest past 50 goes.
+    pub fn push(&self, entry: ReloadEntry) {
+        let mut entries = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() == KEPT {
+            entries.pop_front();
+        }
+        entries.push_back(entry);
+    }
+
+    /// The reloads kept, oldest first.
+    pub fn entries(&self) -> Vec<ReloadEntry> {
+        let entries = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.iter().cloned().collect()
+    }
+}
+
+impl ReloadEntry {
+    /// An entry of `source` now, with `outcome` and nothing else.
+    pub fn now(source: &str, outcome: &str) -> Self {
+        Self {
+            source: source.to_owned(),
+            at: jiff::Timestamp::now(),
+            outcome: outcome.to_owned(),
+            added: Vec::new(),
+            changed: Vec::new(),
+            removed: Vec::new(),
+            error: None,
+        }
+    }
+}
+
 /// Names in `new` and not in `old`, in both with another digest, and in `old` only:
 /// (added, changed, removed), each sorted.
 pub fn diff<'a>(

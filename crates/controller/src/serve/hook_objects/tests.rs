@@ -213,6 +213,8 @@ fn debug_socket(
         modules: None,
         module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     });
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let serving = AbortOnDrop::spawn(async move {

@@ -542,6 +542,8 @@ pub async fn serve_engine(
         modules: None,
         module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     });
     serve_tls(
         listener,

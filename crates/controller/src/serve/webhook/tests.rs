@@ -207,6 +207,8 @@ async fn start_enforcing(
         modules: None,
         module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     });
     let router = router(status.clone(), WebhookKind::Admission, timeout, enforcement).merge(
         Router::new()

@@ -448,6 +448,8 @@ async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
         modules: None,
         module_settings: None,
         webhooks_registered: watch::Sender::new(true),
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     });
     let router = crate::serve::webhook::router(
         status,
