@@ -430,7 +430,9 @@ async fn run_engine(
             ),
         ));
     }
-    reload::check_served(options, &directory.hooks)?;
+    if let Some(error) = reload::unserved(options, &directory.hooks) {
+        return Err(error);
+    }
     let engine = reload::engine(
         options,
         directory.hooks.clone(),

@@ -92,14 +92,14 @@ pub(super) async fn load_hooks(
 
 /// Why `hooks` cannot be served with `options`: a webhook binding whose server is not
 /// configured.
-pub(super) fn check_served(options: &ServeOptions, hooks: &[LoadedHook]) -> Result<(), ServeError> {
+pub(super) fn unserved(options: &ServeOptions, hooks: &[LoadedHook]) -> Option<ServeError> {
     for loaded in hooks {
         let hook = loaded.hook.name();
         let admission = (loaded.config.validating.iter())
             .chain(&loaded.config.mutating)
             .next();
         if let (Some(binding), None) = (admission, &options.admission_webhook) {
-            return Err(ServeError::WebhookNotServed {
+            return Some(ServeError::WebhookNotServed {
                 hook: hook.to_owned(),
                 binding: binding.name.clone(),
                 kind: if binding.is_mutating() {
@@ -115,7 +115,7 @@ pub(super) fn check_served(options: &ServeOptions, hooks: &[LoadedHook]) -> Resu
             loaded.config.conversions.first(),
             &options.conversion_webhook,
         ) {
-            return Err(ServeError::WebhookNotServed {
+            return Some(ServeError::WebhookNotServed {
                 hook: hook.to_owned(),
                 binding: binding.name.clone(),
                 kind: "conversion",
@@ -123,7 +123,7 @@ pub(super) fn check_served(options: &ServeOptions, hooks: &[LoadedHook]) -> Resu
             });
         }
     }
-    Ok(())
+    None
 }
 
 /// The engine of the hooks directory's `hooks`.
@@ -268,7 +268,9 @@ impl Reloader<'_> {
         if added.is_empty() && changed.is_empty() && removed.is_empty() {
             return Ok(None);
         }
-        check_served(self.options, &next.hooks)?;
+        if let Some(error) = unserved(self.options, &next.hooks) {
+            return Err(error);
+        }
         let engine = engine(
             self.options,
             next.hooks.clone(),
