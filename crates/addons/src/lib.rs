@@ -31,6 +31,7 @@ pub mod layout;
 pub mod metrics;
 pub mod module_config;
 pub mod operator;
+pub mod reload;
 pub mod render;
 pub mod requirements;
 pub mod schema;

@@ -143,7 +143,6 @@ impl Section {
     }
 
     /// The memory patches so far.
-    #[cfg(test)]
     pub(crate) fn patches(&self) -> &[json_patch::PatchOperation] {
         &self.patches
     }

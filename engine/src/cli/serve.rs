@@ -72,6 +72,13 @@ pub struct ServeArgs {
     /// applied. Repeatable or comma-separated.
     #[arg(long, env = "OPERON_SHADOW_HOOKS", value_delimiter = ',', value_parser = shadow_pair)]
     shadow_hook: Vec<(String, String)>,
+    /// How often the hooks directory (and, with --modules-dir, the modules and global
+    /// hooks directories) is checked for changes, which are then loaded without a
+    /// restart: a hooks ConfigMap update needs no rollout. A tree that does not load is
+    /// refused, with the file and the reason, and the one in use keeps running. `0`
+    /// loads them once, at start.
+    #[arg(long, env = "OPERON_RELOAD_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    reload_interval: Duration,
     /// The validating webhook server's certificate (PEM), reloaded when it changes.
     #[arg(
         long,
@@ -368,6 +375,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         shadow_hooks: args.shadow_hook.clone(),
         leader_trust: None,
+        reload_interval: Some(args.reload_interval).filter(|i| !i.is_zero()),
     };
     let registrar = registration(&args, &namespace, self_signed.as_ref())?.map(|registration| {
         let registrar = Registrar::new(cluster.client().clone(), registration);

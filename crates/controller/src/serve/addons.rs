@@ -18,6 +18,7 @@ use operon_addons::operator::{Operator, QueueEvent, Settings};
 use operon_addons::status::QueueView;
 use operon_cluster::Cluster;
 use operon_hooks::hooks::engines::EngineSet;
+use operon_hooks::hooks::reload::{ReloadEntry, ReloadLog, Settle, Step, tree_digest};
 use operon_hooks::metrics::Metrics;
 use operon_script::ScriptSandbox;
 use std::sync::Arc;
@@ -58,24 +59,31 @@ pub(super) struct RunningModules {
 }
 
 /// Builds the operator (reading the layout, loading every hook, reading the ConfigMap)
-/// and runs its queue until stopped.
+/// and runs its queue until stopped. With `reload`, the modules and global hooks
+/// directories are checked on its interval, and a change that loads is taken over by a
+/// new operator ([`operon_addons::reload`]); what does not load is refused, logged and
+/// counted, and the operator in use goes on.
 pub(super) fn spawn(
     options: Arc<ModulesOptions>,
     cluster: Arc<dyn Cluster>,
     metrics: Arc<Metrics>,
     engines: EngineSet,
+    reload: Option<(Duration, ReloadLog)>,
 ) -> RunningModules {
     let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
         let writer = ObjectWriter::new(cluster, options.client.clone(), &options.namespace);
-        let mut operator = Operator::new(
-            options.settings.clone(),
-            options.sandbox.clone(),
-            writer,
-            log_event,
-        )
-        .await?;
-        operator.report_to(metrics)?;
+        let build = || async {
+            Operator::new(
+                options.settings.clone(),
+                options.sandbox.clone(),
+                writer.clone(),
+                log_event,
+            )
+            .await
+        };
+        let mut operator = build().await?;
+        operator.report_to(metrics.clone())?;
         operator.publish_to(options.view.clone());
         operator.show_hooks_in(engines);
         tracing::info!(
@@ -84,17 +92,95 @@ pub(super) fn spawn(
             configmap = %options.settings.config_map,
             "running the modules' task queue"
         );
-        operator
-            .run_until(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
+        let mut fingerprint = operator.fingerprint();
+        let dirs = operon_addons::reload::watched_dirs(&options.settings);
+        let digest = || {
+            let dirs = dirs.clone();
+            async move {
+                tokio::task::spawn_blocking(move || tree_digest(&dirs))
+                    .await
+                    .unwrap_or_default()
+            }
+        };
+        let mut settle = Settle::new(digest().await);
+        if let Some((_, log)) = &reload {
+            let mut entry = ReloadEntry::now(RELOAD_SOURCE, "loaded");
+            entry.added = fingerprint.modules.keys().cloned().collect();
+            log.push(entry);
+            crate::serve::reload::applied_now(&metrics, RELOAD_SOURCE);
+        }
+        loop {
+            // A reload that loads, made while the queue runs.
+            let mut next = None;
+            let watching = async {
+                let Some((interval, log)) = &reload else {
+                    return std::future::pending().await;
+                };
+                let mut ticks = tokio::time::interval(*interval);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                ticks.tick().await;
+                loop {
+                    ticks.tick().await;
+                    let Step::Load(tree) = settle.check(digest().await) else {
+                        continue;
+                    };
+                    match build().await {
+                        Ok(operator) => return (operator, tree),
+                        Err(e) => {
+                            tracing::error!(dir = %options.settings.modules_dir.display(), error = %e,
+                                "the changed modules do not load: the modules in use keep running");
+                            (metrics.reloads_total)
+                                .with_label_values(&[RELOAD_SOURCE, "refused"])
+                                .inc();
+                            let mut entry = ReloadEntry::now(RELOAD_SOURCE, "refused");
+                            entry.error = Some(e.to_string());
+                            log.push(entry);
+                            settle.refused(tree);
+                        }
+                    }
+                }
+            };
+            let until = async {
+                tokio::select! {
+                    _ = stopped.wait_for(|s| *s) => {}
+                    loaded = watching => next = Some(loaded),
+                }
+            };
+            operator.run_until(until).await?;
+            let Some((mut reloaded, tree)) = next else {
+                return Ok(());
+            };
+            let now = reloaded.fingerprint();
+            reloaded.carry_from(&operator, &fingerprint, &now);
+            let (added, changed, removed) = fingerprint.diff(&now);
+            let global = fingerprint.global != now.global;
+            tracing::info!(added = ?added, changed = ?changed, removed = ?removed, global_changed = global,
+                "the modules are reloaded");
+            (metrics.reloads_total)
+                .with_label_values(&[RELOAD_SOURCE, "applied"])
+                .inc();
+            crate::serve::reload::applied_now(&metrics, RELOAD_SOURCE);
+            if let Some((_, log)) = &reload {
+                let mut entry = ReloadEntry::now(RELOAD_SOURCE, "applied");
+                (entry.added, entry.changed, entry.removed) = (added, changed, removed);
+                if global {
+                    entry.changed.insert(0, "global".to_owned());
+                }
+                log.push(entry);
+            }
+            settle.applied(tree);
+            fingerprint = now;
+            operator = reloaded;
+        }
     });
     RunningModules {
         stop,
         task: Some(task),
     }
 }
+
+/// The source label of the modules' reloads.
+const RELOAD_SOURCE: &str = "modules";
 
 impl RunningModules {
     /// Resolves with the error that stopped the queue; pending while it runs (and
@@ -662,6 +748,142 @@ mod tests {
         })
         .await;
         assert!(config_map(&cluster, "app").await.is_some(), "{ready}");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    async fn data(cluster: &LocalCluster, name: &str) -> Option<String> {
+        let object = config_map(cluster, name).await?;
+        Some(object["data"]["a"].as_str().unwrap_or_default().to_owned())
+    }
+
+    async fn last_reload(socket: &Path) -> Option<serde_json::Value> {
+        let reloads = crate::serve::debug::request(socket, "/reload/history")
+            .await
+            .ok()?;
+        reloads.as_array()?.last().cloned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_module_added_changed_refused_and_removed_converges_without_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("hooks")).unwrap();
+        let manifest = |name: &str, a: &str| {
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: {a}\n")
+        };
+        write(d, "modules/values.yaml", "appEnabled: true\n");
+        write(
+            d,
+            "modules/001-app/manifests/cm.yaml",
+            &manifest("app", "one"),
+        );
+        let cluster = Arc::new(LocalCluster::new());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let socket = d.join("debug.socket");
+        let options = ServeOptions {
+            debug_socket: Some(socket.clone()),
+            grace: Duration::from_secs(5),
+            modules: Some(options(&d.join("modules"))),
+            reload_interval: Some(Duration::from_millis(100)),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(options, &loader(), served, Coordination::default(), async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        until("the module applied", async || {
+            data(&cluster, "app").await.filter(|a| a == "one")
+        })
+        .await;
+
+        // A module comes, enabled by its own values.yaml: it converges.
+        write(d, "modules/002-extra/values.yaml", "extraEnabled: true\n");
+        write(
+            d,
+            "modules/002-extra/manifests/cm.yaml",
+            &manifest("extra", "x"),
+        );
+        until("the new module applied", async || {
+            data(&cluster, "extra").await
+        })
+        .await;
+        let added = until("the reload recorded", async || {
+            last_reload(&socket)
+                .await
+                .filter(|r| r["added"] == serde_json::json!(["extra"]))
+        })
+        .await;
+        assert_eq!(added["source"], "modules");
+        assert_eq!(added["outcome"], "applied");
+
+        // A module changes: its new manifest is applied.
+        write(
+            d,
+            "modules/001-app/manifests/cm.yaml",
+            &manifest("app", "two"),
+        );
+        until("the changed module applied", async || {
+            data(&cluster, "app").await.filter(|a| a == "two")
+        })
+        .await;
+        let changed = until("the reload recorded", async || {
+            last_reload(&socket)
+                .await
+                .filter(|r| r["changed"] == serde_json::json!(["app"]))
+        })
+        .await;
+        assert!(changed.get("added").is_none(), "{changed}");
+
+        // A module that does not load: refused with its file, the rest goes on.
+        write(d, "modules/003-bad/values.yaml", "bad: [not, a, mapping\n");
+        let refused = until("the refused reload", async || {
+            last_reload(&socket)
+                .await
+                .filter(|r| r["outcome"] == "refused")
+        })
+        .await;
+        let error = refused["error"].as_str().unwrap();
+        assert!(error.contains("003-bad/values.yaml"), "{error}");
+        let queue = crate::serve::debug::request(&socket, "/queue/main")
+            .await
+            .unwrap();
+        assert_eq!(
+            queue["enabledModules"],
+            serde_json::json!(["app", "extra"]),
+            "{queue}"
+        );
+
+        // Modules go: the release of the one that was enabled is deleted.
+        std::fs::remove_dir_all(d.join("modules/003-bad")).unwrap();
+        std::fs::remove_dir_all(d.join("modules/002-extra")).unwrap();
+        until("the removed module's objects deleted", async || {
+            config_map(&cluster, "extra").await.is_none().then_some(())
+        })
+        .await;
+        let removed = until("the reload recorded", async || {
+            last_reload(&socket)
+                .await
+                .filter(|r| r["removed"] == serde_json::json!(["extra"]))
+        })
+        .await;
+        assert_eq!(removed["outcome"], "applied");
+        assert_eq!(data(&cluster, "app").await.as_deref(), Some("two"));
+        let metrics = get(address, "/metrics").await;
+        assert!(
+            metrics.contains(r#"operon_reloads_total{outcome="refused",source="modules"} 1"#),
+            "{metrics}"
+        );
+        assert!(
+            !metrics.contains(r#"operon_module_enabled{module="extra"}"#),
+            "{metrics}"
+        );
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
     }

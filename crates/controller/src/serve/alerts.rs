@@ -826,6 +826,8 @@ mod tests {
             module_settings: None,
             webhooks_registered: tokio::sync::watch::Sender::new(true),
             forwarder: None,
+            synchronized_once: Default::default(),
+            reloads: Default::default(),
         });
         let router = super::super::http::router(status, None);
         let (code, _) = send(&router, request("/api/v2/alerts", Some(TOKEN), FIRING)).await;

@@ -2,7 +2,9 @@
 //! open the socket file (mode 0600, the engine's user) can ask, with `operon debug
 //! queue list`, `operon debug hook list`, `operon debug hook snapshot NAME`, `operon
 //! hook history [NAME]` (each hook's last runs) and `operon debug hook log-level NAME
-//! LEVEL` (the one request that changes something: a hook's own log level) (and, with
+//! LEVEL` (the one request that changes something: a hook's own log level), `/reload/history`
+//! (what was loaded when: the hooks directory and the modules, at start and at each
+//! reload) (and, with
 //! modules, `operon modules queue`: `/queue/main`, see [`super::addons`]). This module
 //! has both sides: the server routes and the client request.
 //!
@@ -89,6 +91,7 @@ pub(super) async fn serve(
         .route("/hook/{name}/history", get(history))
         .route("/hook/{name}/capture", get(capture))
         .route("/hook/{name}/log-level/{level}", put(log_level))
+        .route("/reload/history", get(reloads))
         .with_state(status);
     // addon-operator's module queue (`/queue/main`), when modules run.
     let router = match modules {
@@ -108,6 +111,12 @@ pub(super) async fn serve(
 
 fn loading() -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, "hooks are loading").into_response()
+}
+
+/// What was loaded when (`/reload/history`): the hooks directory at start and at each
+/// reload, and the modules' reloads, oldest first.
+async fn reloads(State(status): State<Arc<Status>>) -> Response {
+    Json(status.reloads.entries()).into_response()
 }
 
 async fn queues(State(status): State<Arc<Status>>) -> Response {

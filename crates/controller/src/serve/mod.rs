@@ -16,6 +16,7 @@ pub mod lease;
 pub mod metrics_catalog;
 pub(crate) mod module_webhooks;
 pub mod modules;
+pub mod reload;
 pub mod webhook;
 
 use lease::{LeaderElector, LeadershipLost};
@@ -23,7 +24,8 @@ use operon_cluster::Cluster;
 use operon_hooks::hooks::capture::CaptureSettings;
 use operon_hooks::hooks::engine::{Engine, HookEngineError, RunRecord};
 use operon_hooks::hooks::engines::EngineSet;
-use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
+use operon_hooks::hooks::load::{HookLoadError, HookLoader};
+use operon_hooks::hooks::reload::{ReloadEntry, ReloadLog};
 use operon_hooks::metrics::{MetricError, Metrics};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -72,6 +74,10 @@ pub struct ServeOptions {
     /// The CA the leader's admission server is checked against when a follower passes
     /// it a module's review; `None`: followers answer those 503.
     pub leader_trust: Option<webhook::forward::LeaderTrust>,
+    /// How often the hooks directory (and, with modules, the modules and global hooks
+    /// directories) is checked for changes, which are loaded without a restart
+    /// ([`reload`]); `None` loads them once, at start.
+    pub reload_interval: Option<Duration>,
 }
 
 impl ServeOptions {
@@ -92,6 +98,7 @@ impl ServeOptions {
             capture: CaptureSettings::default(),
             shadow_hooks: Vec::new(),
             leader_trust: None,
+            reload_interval: None,
         }
     }
 }
@@ -200,11 +207,24 @@ pub(crate) struct Status {
     /// With leader election: passes the reviews only the leader answers (modules') on
     /// to it.
     forwarder: Option<Arc<webhook::forward::Forwarder>>,
+    /// Whether every binding of the hooks directory's engine was synchronized once:
+    /// readiness waits for the first engine only, not for each one a reload makes.
+    synchronized_once: std::sync::atomic::AtomicBool,
+    /// What was loaded when, for the debug socket.
+    pub(crate) reloads: ReloadLog,
 }
 
 impl Status {
     fn engine(&self) -> Option<Arc<Engine>> {
         self.engine.borrow().clone()
+    }
+
+    fn synchronized_once(&self, engine: &Engine) -> bool {
+        use std::sync::atomic::Ordering;
+        if !self.synchronized_once.load(Ordering::SeqCst) && engine.synchronized() {
+            self.synchronized_once.store(true, Ordering::SeqCst);
+        }
+        self.synchronized_once.load(Ordering::SeqCst)
     }
 
     /// Ready once the engine runs, every binding synchronized, the webhooks are
@@ -215,7 +235,7 @@ impl Status {
         match self.engine() {
             Some(_) if leading == Some(false) => Ok(()),
             None => Err("hooks are loading".to_owned()),
-            Some(engine) if !engine.synchronized() => {
+            Some(engine) if !self.synchronized_once(&engine) => {
                 Err("waiting for the Synchronization of every kubernetes binding".to_owned())
             }
             Some(_) if !*self.webhooks_registered.borrow() => {
@@ -281,6 +301,8 @@ pub async fn run(
                     elector.options().identity.clone(),
                 ))
             }),
+        synchronized_once: std::sync::atomic::AtomicBool::new(false),
+        reloads: ReloadLog::default(),
     });
     let (stop, stopped) = watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
@@ -389,43 +411,15 @@ async fn run_engine(
     coordination: Coordination,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let Coordination {
-        elector,
-        registrar,
-        controllers,
-        diagnoses,
-        hook_objects,
-        audit,
-    } = coordination;
-    // Without leader election this replica is the one that runs hooks.
-    let lease = elector
-        .as_ref()
-        .map(|e| e.options().name.clone())
-        .unwrap_or_default();
-    let leader = metrics.leader.with_label_values(&[&lease]);
-    leader.set(i64::from(elector.is_none()));
     // shell-operator starts with an empty hooks directory (hooks may come later with a
-    // new ConfigMap and a rollout); so does `operon serve`, with a warning.
-    let found = match loader.hooks_in(&options.hooks_dir) {
-        Err(HookLoadError::NoHooks { dir }) => {
-            tracing::warn!(dir = %dir.display(), "no hooks in the hooks directory; serving with none");
-            Vec::new()
-        }
-        other => other?,
-    };
-    let mut hooks = Vec::new();
-    for hook in found {
-        let (loaded, _) = load::configure(hook, cluster.as_ref()).await?;
-        for warning in &loaded.config.warnings {
-            tracing::warn!(hook = %loaded.hook.name(), "{warning}");
-        }
-        hooks.push(loaded);
-    }
-    tracing::info!(hooks = hooks.len(), dir = %options.hooks_dir.display(), "hooks loaded");
+    // new ConfigMap); so does `operon serve`, with a warning.
+    let mut directory = reload::load_hooks(options, loader, cluster.as_ref(), None, &[]).await?;
+    tracing::info!(hooks = directory.hooks.len(), dir = %options.hooks_dir.display(), "hooks loaded");
     // Shadows run beside their live hook only, never on bindings of their own.
     let shadows = operon_hooks::hooks::shadow::Shadows::default();
     let mut _shadow_attachments = Vec::new();
     for (shadow, live) in &options.shadow_hooks {
+        let hooks = &mut directory.hooks;
         let Some(at) = hooks.iter().position(|h| h.hook.name() == shadow) else {
             return Err(ServeError::ShadowNotFound {
                 shadow: shadow.clone(),
@@ -453,45 +447,15 @@ async fn run_engine(
             ),
         ));
     }
-    for loaded in &hooks {
-        let hook = loaded.hook.name();
-        let admission = (loaded
-            .config
-            .validating
-            .iter()
-            .chain(&loaded.config.mutating))
-        .next();
-        if let (Some(binding), None) = (admission, &options.admission_webhook) {
-            return Err(ServeError::WebhookNotServed {
-                hook: hook.to_owned(),
-                binding: binding.name.clone(),
-                kind: if binding.is_mutating() {
-                    "mutating"
-                } else {
-                    "validating"
-                },
-                flags: "--validating-webhook-server-cert and --validating-webhook-server-key \
-                        (the admission server answers mutating bindings too)",
-            });
-        }
-        if let (Some(binding), None) = (
-            loaded.config.conversions.first(),
-            &options.conversion_webhook,
-        ) {
-            return Err(ServeError::WebhookNotServed {
-                hook: hook.to_owned(),
-                binding: binding.name.clone(),
-                kind: "conversion",
-                flags: "--conversion-webhook-server-cert and --conversion-webhook-server-key",
-            });
-        }
+    if let Some(error) = reload::unserved(options, &directory.hooks) {
+        return Err(error);
     }
-    let modules_cluster = cluster.clone();
-    let audit_cluster = cluster.clone();
-    let engine = Arc::new(
-        Engine::new(hooks, cluster, metrics)
-            .with_capture(options.capture.clone())
-            .with_shadows(shadows.clone()),
+    let engine = reload::engine(
+        options,
+        directory.hooks.clone(),
+        cluster.clone(),
+        metrics.clone(),
+        &shadows,
     );
     let mut shutdown = std::pin::pin!(shutdown);
     // Every replica lists and watches, so that a standby's webhooks see the same
@@ -500,9 +464,75 @@ async fn run_engine(
         observed = engine.observe() => observed?,
         () = &mut shutdown => return Ok(()),
     }
-    let _pumps = engine.spawn_pumps();
+    let pumps = engine.spawn_pumps();
     tracing::info!("bindings listed and watched");
     status.engine.send_replace(Some(engine.clone()));
+    reload::applied_now(&metrics, reload::SOURCE);
+    let mut entry = ReloadEntry::now(reload::SOURCE, "loaded");
+    entry.added = (engine.hooks().iter())
+        .map(|h| h.hook.name().to_owned())
+        .collect();
+    status.reloads.push(entry);
+    // Every replica follows the hooks directory, so that its webhooks answer with the
+    // hooks in use; the leader's loop below moves its runs to each new engine.
+    let reloader = reload::Reloader {
+        options,
+        loader,
+        cluster: cluster.clone(),
+        metrics: metrics.clone(),
+        status: status.clone(),
+        shadows: shadows.clone(),
+    };
+    let reloading = async move {
+        match options.reload_interval.filter(|i| !i.is_zero()) {
+            Some(interval) => {
+                tracing::info!(dir = %options.hooks_dir.display(), ?interval,
+                    "reloading the hooks directory when it changes");
+                reloader.follow(interval, directory, pumps).await
+            }
+            None => {
+                let _pumps = pumps;
+                std::future::pending().await
+            }
+        }
+    };
+    tokio::select! {
+        outcome = lead_and_run(options, engine, cluster, status, coordination, shadows, shutdown) => outcome,
+        () = reloading => Ok(()),
+    }
+}
+
+/// The part of [`run_engine`] after the hooks directory's engine first listed and
+/// watched: Hook objects, leadership, and on the leader the controllers, audits,
+/// modules and the hooks' runs, moved to each engine a reload makes.
+async fn lead_and_run(
+    options: &ServeOptions,
+    engine: Arc<Engine>,
+    cluster: Arc<dyn Cluster>,
+    status: &Arc<Status>,
+    coordination: Coordination,
+    shadows: operon_hooks::hooks::shadow::Shadows,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let Coordination {
+        elector,
+        registrar,
+        controllers,
+        diagnoses,
+        hook_objects,
+        audit,
+    } = coordination;
+    let metrics = status.metrics.clone();
+    let lease = elector
+        .as_ref()
+        .map(|e| e.options().name.clone())
+        .unwrap_or_default();
+    // Without leader election this replica is the one that runs hooks.
+    let leader = metrics.leader.with_label_values(&[&lease]);
+    leader.set(i64::from(elector.is_none()));
+    let modules_cluster = cluster.clone();
+    let audit_cluster = cluster;
+    let mut shutdown = std::pin::pin!(shutdown);
     // Every replica loads the Hook objects and serves their webhooks; only the leader
     // runs them (`leads` turns true with leadership). Dropped (aborted) when this
     // function returns.
@@ -564,36 +594,16 @@ async fn run_engine(
     let running = async {
         // Only the leader writes the webhook configurations (and writes them again when
         // the self-signed CA rotates); every replica serves them.
-        let (_stop_registering, stop_registration) = watch::channel(false);
-        if let Some(registrar) = registrar.clone() {
-            // A binding the API server cannot serve stops the engine, as a hook that does
-            // not load does; what may pass (the API server away, a CRD not created yet)
-            // is tried again while the rest runs.
-            let first = register(
-                registrar.client(),
-                engine.hooks(),
-                &registrar.registration(),
-            )
-            .await;
-            match first {
-                Err(e) if !e.may_pass() => return Err(e.into()),
-                first => {
-                    if first.as_ref().err().is_none_or(RegisterError::in_place) {
-                        status.webhooks_registered.send_replace(true);
-                    }
-                    let engine = engine.clone();
-                    let status = status.clone();
-                    tokio::spawn(async move {
-                        let registered = || {
-                            status.webhooks_registered.send_replace(true);
-                        };
-                        registrar
-                            .keep_registered(engine.hooks(), first, stop_registration, registered)
-                            .await;
-                    });
-                }
-            }
-        }
+        // A reload before this replica led made the engine in use another.
+        let mut engines = status.engine.subscribe();
+        let engine = engines.borrow_and_update().clone().unwrap_or(engine);
+        // A binding the API server cannot serve stops the engine, as a hook that does
+        // not load does; what may pass (the API server away, a CRD not created yet) is
+        // tried again while the rest runs.
+        let mut _registering = match &registrar {
+            Some(registrar) => Some(keep_registered(registrar, &engine, status).await?),
+            None => None,
+        };
         // Hook objects' and modules' webhooks, kept by the leader; aborted with this
         // block.
         let owners = hook_objects.is_some() || options.modules.is_some();
@@ -692,13 +702,47 @@ async fn run_engine(
         // Dropped (aborted) with this block when leadership is lost.
         let mut modules = options.modules.clone().map(|m| {
             let engines = status.engines.clone();
-            addons::spawn(m, modules_cluster.clone(), status.metrics.clone(), engines)
+            let reload = (options.reload_interval.filter(|i| !i.is_zero()))
+                .map(|interval| (interval, status.reloads.clone()));
+            addons::spawn(
+                m,
+                modules_cluster.clone(),
+                status.metrics.clone(),
+                engines,
+                reload,
+            )
         });
         engine.take_over();
         tracing::info!("running hooks");
-        tokio::select! {
-            () = engine.run_until(&mut shutdown, options.grace, log_run) => {}
-            error = addons::failed(&mut modules) => return Err(error.into()),
+        let mut current = engine;
+        loop {
+            // Until shutdown, or until a reload makes another engine the one in use.
+            let mut swapped = false;
+            let stop = async {
+                tokio::select! {
+                    () = &mut shutdown => {}
+                    changed = engines.changed() => swapped = changed.is_ok(),
+                }
+            };
+            tokio::select! {
+                () = current.run_until(stop, options.grace, log_run) => {}
+                error = addons::failed(&mut modules) => return Err(error.into()),
+            }
+            let next = match engines.borrow_and_update().clone() {
+                Some(next) if swapped && !Arc::ptr_eq(&next, &current) => next,
+                _ if swapped => continue,
+                _ => break,
+            };
+            if let Some(registrar) = &registrar {
+                match keep_registered(registrar, &next, status).await {
+                    Ok(task) => _registering = Some(task),
+                    Err(e) => tracing::error!(error = %e,
+                        "the webhooks of the reloaded hooks cannot be registered; the configurations written before stay"),
+                }
+            }
+            next.take_over_from(&current);
+            tracing::info!(hooks = next.hooks().len(), "running the reloaded hooks");
+            current = next;
         }
         if let Some(modules) = modules {
             modules.stop(options.grace).await;
@@ -720,6 +764,40 @@ async fn run_engine(
     }
     tracing::info!("engine stopped");
     outcome
+}
+
+/// Writes the webhook configurations of `engine`'s hooks, and keeps them written (a
+/// failure that may pass is tried again, a CA rotation writes them again) until the
+/// returned task is dropped. The leader does it; every replica serves them.
+async fn keep_registered(
+    registrar: &Registrar,
+    engine: &Arc<Engine>,
+    status: &Arc<Status>,
+) -> Result<crate::controllers::AbortOnDrop, RegisterError> {
+    let first = register(
+        registrar.client(),
+        engine.hooks(),
+        &registrar.registration(),
+    )
+    .await;
+    let first = match first {
+        Err(e) if !e.may_pass() => return Err(e),
+        first => first,
+    };
+    if first.as_ref().err().is_none_or(RegisterError::in_place) {
+        status.webhooks_registered.send_replace(true);
+    }
+    let (registrar, engine, status) = (registrar.clone(), engine.clone(), status.clone());
+    Ok(crate::controllers::AbortOnDrop::spawn(async move {
+        // Stopped by aborting the task.
+        let (_stop, stopped) = watch::channel(false);
+        let registered = || {
+            status.webhooks_registered.send_replace(true);
+        };
+        registrar
+            .keep_registered(engine.hooks(), first, stopped, registered)
+            .await;
+    }))
 }
 
 /// One log line per hook run, with the fields an operator filters on.

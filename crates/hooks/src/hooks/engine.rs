@@ -288,10 +288,27 @@ impl Engine {
     /// Synchronization run per kubernetes binding with its current objects; events
     /// from now on run hooks.
     pub fn take_over(&self) {
+        self.take_over_after(None);
+    }
+
+    /// [`Engine::take_over`] from `previous`, an engine of the same hooks directory
+    /// that ran before this one: a hook `previous` already had (the same loaded hook)
+    /// gets no onStartup run again, as it did not start again; every kubernetes binding
+    /// still gets its Synchronization run, since this engine's watches are new.
+    pub fn take_over_from(&self, previous: &Engine) {
+        self.take_over_after(Some(previous));
+    }
+
+    fn take_over_after(&self, previous: Option<&Engine>) {
+        let kept = |loaded: &LoadedHook| {
+            previous
+                .is_some_and(|p| (p.hooks.iter()).any(|old| Arc::ptr_eq(&old.hook, &loaded.hook)))
+        };
         let mut startup: Vec<(i32, &str, usize)> = self
             .hooks
             .iter()
             .enumerate()
+            .filter(|(_, h)| !kept(h))
             .filter_map(|(i, h)| h.config.on_startup.map(|order| (order, h.hook.name(), i)))
             .collect();
         startup.sort();

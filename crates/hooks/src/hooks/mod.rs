@@ -8,7 +8,8 @@
 //! hooks from files, [`config`] checks what they declare, [`context`] builds their
 //! binding contexts, `queue` and [`engine`] run them; [`history`] keeps each hook's
 //! last runs and [`log_level`] its own log level, both for the debug socket; [`shadow`]
-//! runs a hook beside another on its inputs and compares what they do.
+//! runs a hook beside another on its inputs and compares what they do; [`reload`]
+//! notices that a tree of hooks changed while the process runs.
 
 pub mod capture;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod log_level;
 pub(crate) mod objects;
 pub mod permitted;
 pub(crate) mod queue;
+pub mod reload;
 pub mod runner;
 pub mod shadow;
 

@@ -219,8 +219,7 @@ impl HookMetrics {
     }
 
     /// Removes every series of `hook`, e.g. when the hook is unloaded.
-    #[cfg(test)]
-    pub(crate) fn forget_hook(&self, hook: &str) {
+    pub fn forget_hook(&self, hook: &str) {
         let mut store = self.lock();
         for family in store.families.values_mut() {
             family
@@ -256,7 +255,6 @@ pub(super) fn render(registry: &Registry) -> String {
 /// A series' labels, sorted by name, `hook` included.
 type Labels = Box<[(String, String)]>;
 
-#[cfg(test)]
 fn hook_of(labels: &Labels) -> Option<&str> {
     labels
         .iter()

@@ -17,8 +17,8 @@ pub use hooks::{
 
 use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
 use prometheus::{
-    Counter, CounterVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGaugeVec, Opts, Registry,
+    Counter, CounterVec, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
+    IntCounterVec, IntGaugeVec, Opts, Registry,
 };
 use std::time::Duration;
 
@@ -117,6 +117,13 @@ pub struct Metrics {
     /// `operon_leader{lease}`: 1 while this replica leads (or runs without leader
     /// election), 0 while it waits to.
     pub leader: Labeled<IntGaugeVec, 1>,
+    /// `operon_reloads_total{source, outcome}`: reloads of a tree while the process
+    /// runs, by `source` (`hooks_directory`, `modules`) and `outcome`: `applied`, or
+    /// `refused` (the tree does not load; the one in use stays).
+    pub reloads_total: Labeled<IntCounterVec, 2>,
+    /// `operon_reload_last_applied_timestamp_seconds{source}`: when the tree in use of
+    /// `source` was loaded (at start, or by its last applied reload).
+    pub reload_last_applied_timestamp_seconds: Labeled<GaugeVec, 1>,
     /// What hooks write, served apart on `/metrics/hooks`.
     pub hooks: HookMetrics,
 }
@@ -345,6 +352,26 @@ impl Metrics {
                 &["lease"],
             ),
         )?;
+        let reloads_total = labeled(
+            r,
+            IntCounterVec::new(
+                Opts::new(
+                    "operon_reloads_total",
+                    "Reloads of the hooks directory or of the modules while the process runs, by outcome: applied, or refused (the tree does not load; the one in use stays).",
+                ),
+                &["source", "outcome"],
+            ),
+        )?;
+        let reload_last_applied_timestamp_seconds = labeled(
+            r,
+            GaugeVec::new(
+                Opts::new(
+                    "operon_reload_last_applied_timestamp_seconds",
+                    "When the hooks directory or the modules in use were loaded (at start or by the last applied reload), in seconds since the epoch.",
+                ),
+                &["source"],
+            ),
+        )?;
         let shadow_runs_total = labeled(
             r,
             IntCounterVec::new(
@@ -383,6 +410,8 @@ impl Metrics {
             shadow_runs_total,
             shadow_divergences_total,
             leader,
+            reloads_total,
+            reload_last_applied_timestamp_seconds,
             hooks: HookMetrics::new()?,
             registry,
         })
@@ -463,6 +492,8 @@ impl Metrics {
             Box::new(self.shadow_runs_total.0.clone()),
             Box::new(self.shadow_divergences_total.0.clone()),
             Box::new(self.leader.0.clone()),
+            Box::new(self.reloads_total.0.clone()),
+            Box::new(self.reload_last_applied_timestamp_seconds.0.clone()),
         ]
     }
 

@@ -214,6 +214,8 @@ fn debug_socket(
         module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
         forwarder: None,
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     });
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let serving = AbortOnDrop::spawn(async move {

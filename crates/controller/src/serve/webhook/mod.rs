@@ -680,6 +680,8 @@ pub async fn serve_engine(
         module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
         forwarder: None,
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     });
     serve_tls(
         listener,

@@ -208,6 +208,8 @@ async fn start_enforcing(
         module_settings: None,
         webhooks_registered: tokio::sync::watch::Sender::new(true),
         forwarder: None,
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     });
     let router = router(status.clone(), WebhookKind::Admission, timeout, enforcement).merge(
         Router::new()

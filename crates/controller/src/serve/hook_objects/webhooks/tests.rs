@@ -460,6 +460,8 @@ async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
         module_settings: None,
         webhooks_registered: watch::Sender::new(true),
         forwarder: None,
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     });
     let router = crate::serve::webhook::router(
         status,

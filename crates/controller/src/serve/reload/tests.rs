@@ -1,0 +1,178 @@
+//! The hooks directory reloaded under `operon serve`, as a ConfigMap volume changes:
+//! the kubelet's `..data` swap, a hook added, a tree that does not load, a hook removed.
+
+use crate::serve::{Coordination, ServeOptions, debug};
+use operon_cluster::local::LocalCluster;
+use operon_hooks::hooks::load::HookLoader;
+use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Makes `files` the contents of the ConfigMap volume at `root` as the kubelet does:
+/// a fresh hidden directory, one visible symlink per key, `..data` swapped last (and
+/// the symlinks of keys that went removed).
+fn config_map(root: &Path, version: u32, files: &[(&str, &[u8])]) {
+    use std::os::unix::fs::symlink;
+    let data = format!("..2026_11_23_10_00_{version:02}.1");
+    std::fs::create_dir_all(root.join(&data)).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(root.join(&data).join(name), bytes).unwrap();
+    }
+    let swap = root.join("..data_tmp");
+    symlink(&data, &swap).unwrap();
+    std::fs::rename(&swap, root.join("..data")).unwrap();
+    for entry in std::fs::read_dir(root).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if !name.starts_with("..") && !files.iter().any(|(f, _)| *f == name) {
+            std::fs::remove_file(root.join(&name)).unwrap();
+        }
+    }
+    for (name, _) in files {
+        if std::fs::symlink_metadata(root.join(name)).is_err() {
+            symlink(format!("..data/{name}"), root.join(name)).unwrap();
+        }
+    }
+}
+
+async fn until<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    for _ in 0..400 {
+        if let Some(found) = check().await {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn hook_names(socket: &Path) -> Option<Vec<String>> {
+    let hooks = debug::request(socket, "/hook/list").await.ok()?;
+    let names = hooks.as_array()?.iter();
+    Some(
+        names
+            .filter_map(|h| h["name"].as_str().map(str::to_owned))
+            .collect(),
+    )
+}
+
+fn labelled(cluster: &LocalCluster) -> usize {
+    (cluster.objects().into_iter())
+        .filter(|o| o.pointer("/metadata/labels/operon.dev~1seen").is_some())
+        .count()
+}
+
+async fn metrics(address: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: operon\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hooks_config_map_update_is_served_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    // The ConfigMap starts empty: serve starts with no hooks, as shell-operator does.
+    config_map(&hooks, 1, &[]);
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_file(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../operations/examples/hooks/pods.yaml"
+        ))
+        .unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener);
+    let socket = dir.path().join("debug.socket");
+    let options = ServeOptions {
+        debug_socket: Some(socket.clone()),
+        grace: Duration::from_secs(5),
+        reload_interval: Some(Duration::from_millis(100)),
+        ..ServeOptions::new(hooks.clone(), address)
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = cluster.clone();
+    let server = tokio::spawn(async move {
+        crate::serve::run(options, &loader, served, Coordination::default(), async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    until("the debug socket", async || hook_names(&socket).await).await;
+    assert_eq!(hook_names(&socket).await.unwrap(), Vec::<String>::new());
+    // One of the two pods carries the label already.
+    assert_eq!(labelled(&cluster), 1);
+
+    // The ConfigMap gets a hook: it loads, and its Synchronization run labels the pods.
+    let labeler = std::fs::read(operon_tests::POD_LABELER).unwrap();
+    config_map(&hooks, 2, &[("pod-labeler.wasm", &labeler)]);
+    until("the new hook's Synchronization run", async || {
+        (labelled(&cluster) == 2).then_some(())
+    })
+    .await;
+    assert_eq!(hook_names(&socket).await.unwrap(), ["pod-labeler.wasm"]);
+    let reloads = debug::request(&socket, "/reload/history").await.unwrap();
+    let last = &reloads[reloads.as_array().unwrap().len() - 1];
+    assert_eq!(last["source"], "hooks_directory");
+    assert_eq!(last["outcome"], "applied");
+    assert_eq!(last["added"], serde_json::json!(["pod-labeler.wasm"]));
+    assert_eq!(reloads[0]["outcome"], "loaded", "{reloads}");
+
+    // A file that is no hook (half written, say): refused with its name and the reason;
+    // the hook in use keeps running.
+    config_map(
+        &hooks,
+        3,
+        &[
+            ("pod-labeler.wasm", &labeler),
+            ("broken.wasm", b"\0asm\x01"),
+        ],
+    );
+    let refused = until("the refused reload", async || {
+        let reloads = debug::request(&socket, "/reload/history").await.ok()?;
+        let refused = reloads
+            .as_array()?
+            .iter()
+            .find(|r| r["outcome"] == "refused");
+        refused.cloned()
+    })
+    .await;
+    let error = refused["error"].as_str().unwrap();
+    assert!(error.contains("broken.wasm"), "{error}");
+    assert_eq!(hook_names(&socket).await.unwrap(), ["pod-labeler.wasm"]);
+    let text = metrics(address).await;
+    assert!(
+        text.contains(r#"operon_reloads_total{outcome="refused",source="hooks_directory"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains(r#"hook="pod-labeler.wasm""#), "{text}");
+
+    // The hook goes: its engine and its series go with it.
+    config_map(&hooks, 4, &[]);
+    until("the hook removed", async || {
+        hook_names(&socket).await.filter(|n| n.is_empty())
+    })
+    .await;
+    let text = metrics(address).await;
+    assert!(
+        text.contains(r#"operon_reloads_total{outcome="applied",source="hooks_directory"} 2"#),
+        "{text}"
+    );
+    assert!(!text.contains(r#"hook="pod-labeler.wasm""#), "{text}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
