@@ -128,6 +128,8 @@ fn status(engines: EngineSet, leading: Option<bool>, forwarder: Option<Forwarder
         module_settings: None,
         webhooks_registered: watch::Sender::new(true),
         forwarder: forwarder.map(Arc::new),
+        synchronized_once: Default::default(),
+        reloads: Default::default(),
     })
 }
 
