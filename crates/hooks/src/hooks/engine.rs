@@ -571,7 +571,8 @@ impl Engine {
             binding: &binding_label,
             queue,
         };
-        run.log_output_at(source, self.log_level(task.hook));
+        // In the run's span: the lines carry its trace id.
+        span.in_scope(|| run.log_output_at(source, self.log_level(task.hook)));
         let apply_error = match &run.outcome {
             Ok(_) => self.apply(&name, &run, &span).await.err(),
             Err(_) => None,

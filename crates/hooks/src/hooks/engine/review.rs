@@ -86,7 +86,7 @@ impl Engine {
                 .map_or("", |c| c.binding.as_str()),
             queue,
         };
-        run.log_output_at(source, self.log_level(h));
+        span.in_scope(|| run.log_output_at(source, self.log_level(h)));
         let failed = run.outcome.is_err();
         let record = RunRecord {
             hook: loaded.hook.name().to_owned(),
