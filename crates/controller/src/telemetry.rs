@@ -159,7 +159,7 @@ where
             let fmt = fmt
                 .json()
                 .flatten_event(true)
-                .map_event_format(|f| WithTraceIds::json(f))
+                .map_event_format(WithTraceIds::json)
                 .with_filter(filter);
             Dispatch::new(registry.with(fmt))
         }
@@ -167,7 +167,7 @@ where
         LogFormat::Text => {
             let fmt = fmt
                 .with_ansi(false)
-                .map_event_format(|f| WithTraceIds::text(f))
+                .map_event_format(WithTraceIds::text)
                 .with_filter(filter);
             Dispatch::new(registry.with(fmt))
         }
