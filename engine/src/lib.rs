@@ -22,7 +22,7 @@
 //!   [`metrics`].
 //! - `operon-addons`: [`addons`], addon-operator's modules on the hook engine.
 //! - `operon-controller`: [`serve`], [`controllers`], [`agent`], [`manifest`],
-//!   [`kubediag`].
+//!   [`kubediag`], [`telemetry`] (logs, and traces over OTLP).
 //! - `operon-scenario`: [`scenario`], `operon test`'s test files, run against the
 //!   in-memory cluster and checked.
 //!
@@ -31,7 +31,7 @@
 
 pub use operon_addons as addons;
 pub use operon_cluster as cluster;
-pub use operon_controller::{agent, controllers, kubediag, manifest, serve};
+pub use operon_controller::{agent, controllers, kubediag, manifest, serve, telemetry};
 pub use operon_data::{api, model, schedule, yaml_scan};
 pub use operon_hooks::{hooks, metrics, shell_operator};
 pub use operon_jq as jq;

@@ -19,6 +19,11 @@
 //! engine's and the local cluster's. The annotator's loop and the baseline run in five
 //! alternating rounds; the ratio reported is the median of the rounds' ratios.
 //!
+//! Traces: each round also runs the annotator's loop under the subscriber `operon serve`
+//! installs (info logs) with trace export off, as it is by default, and with the spans
+//! made but none sampled (`--otlp-sampling-ratio 0`, so nothing leaves the process);
+//! the ratios to the round's loop with no subscriber are reported, medians of the rounds.
+//!
 //! Run with `cargo bench -p operon-tests --bench hook_events`.
 
 use futures::future::BoxFuture;
@@ -32,6 +37,7 @@ use operon::metrics::Metrics;
 use operon::model::{HookConfig, HookInput, HookOutput, WatchEvent};
 use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
 use operon::shell_operator;
+use operon::telemetry::{LogFormat, OtlpSettings, Protocol, Telemetry};
 use operon_tests::bench::median;
 use std::path::PathBuf;
 use std::process::Command;
@@ -119,12 +125,41 @@ fn main() {
     let mut rates = Vec::new();
     let mut bares = Vec::new();
     let mut ratios = Vec::new();
+    let mut off_ratios = Vec::new();
+    let mut unsampled_ratios = Vec::new();
     for round in 1..=ROUNDS {
+        // Made first: a new dispatcher recomputes the callsites' interest and the
+        // global level without the one of the last round's traced run, dropped by now.
+        let (off, _) = subscriber(None);
         let rate = report(
             &format!("wasm hook (annotator, 1 run/event), round {round}"),
             20_000,
             runtime.block_on(scenario(annotator.clone(), 20_000, ANNOTATION)),
         );
+        let off_rate = tracing::dispatcher::with_default(&off, || {
+            report(
+                "  same, log subscriber, traces off",
+                20_000,
+                runtime.block_on(scenario(annotator.clone(), 20_000, ANNOTATION)),
+            )
+        });
+        off_ratios.push(rate / off_rate);
+        let unsampled = OtlpSettings {
+            endpoint: "http://127.0.0.1:9".to_owned(),
+            protocol: Protocol::Grpc,
+            sampling_ratio: 0.0,
+        };
+        let (traced, telemetry) = subscriber(Some(&unsampled));
+        let traced_rate = tracing::dispatcher::with_default(&traced, || {
+            report(
+                "  same, spans made, none sampled",
+                20_000,
+                runtime.block_on(scenario(annotator.clone(), 20_000, ANNOTATION)),
+            )
+        });
+        telemetry.shutdown();
+        drop(traced);
+        unsampled_ratios.push(rate / traced_rate);
         let bare = runtime.block_on(bare_call(&sandbox, ANNOTATOR_CALLS));
         println!(
             "{:<34} {ANNOTATOR_CALLS:>7} calls {:>40.1} µs/call",
@@ -150,6 +185,11 @@ fn main() {
         "hook loop / bare call = {:.2}x (target: within 2x); {wasm_rate:.0} events/s (target: at least 50,000)",
         median(&mut ratios)
     );
+    println!(
+        "traces off (log subscriber, no --otlp-endpoint) / no subscriber = {:.3}x (target: 1.00, nothing measurable); spans made, none sampled / no subscriber = {:.3}x",
+        median(&mut off_ratios),
+        median(&mut unsampled_ratios)
+    );
     if let Some(bash) = bash_hook() {
         let bash_rate = report(
             "bash + jq hook (shell-operator way)",
@@ -161,6 +201,18 @@ fn main() {
             wasm_rate / bash_rate
         );
     }
+}
+
+/// The subscriber `operon serve` installs (info logs, to nowhere here), exporting
+/// traces with `otlp`.
+fn subscriber(otlp: Option<&OtlpSettings>) -> (tracing::Dispatch, Telemetry) {
+    operon::telemetry::subscriber(
+        tracing_subscriber::EnvFilter::new("info"),
+        LogFormat::Text,
+        std::io::sink,
+        otlp,
+    )
+    .expect("a subscriber")
 }
 
 /// Rounds of the annotator's loop and its baseline.

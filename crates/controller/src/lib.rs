@@ -8,6 +8,8 @@
 //! - [`controllers`]: the kube-runtime controllers of OperationSets, Triggers and
 //!   Diagnoses.
 //! - [`agent`]: `operon agent`, the per-node runner of the Diagnoses placed on its node.
+//! - [`telemetry`]: the process' log subscriber and, when asked, the export of its
+//!   traces over OTLP.
 //! - [`manifest`]: objects read from YAML files and checked together, for commands with
 //!   no cluster; [`kubediag`]: KubeDiag objects rewritten into Operon's group.
 //!
@@ -22,3 +24,4 @@ pub mod controllers;
 pub mod kubediag;
 pub mod manifest;
 pub mod serve;
+pub mod telemetry;

@@ -8,6 +8,7 @@
 //! - [`store`]: the content-addressed module store, its replication by digest, OCI
 //!   artifacts, and how a step finds its module.
 //! - [`output_log`]: hook and step output in the engine's log, as shell-operator logs it.
+//! - [`trace`]: the spans' target and the `traceparent` a run hands on.
 //!
 //! This crate must not know about graphs, Diagnoses' progress, hook queues or the
 //! controllers: the pipeline and the hook engine above it decide what runs and when.
@@ -18,3 +19,4 @@ pub mod node_ops;
 pub mod output_log;
 pub mod runner;
 pub mod store;
+pub mod trace;

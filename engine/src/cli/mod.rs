@@ -51,8 +51,49 @@ struct Cli {
     )]
     strict_except: Vec<String>,
 
+    /// Export Operon's traces (one per hook event, review and Diagnosis run) over OTLP
+    /// to this collector, e.g. `http://otel-collector:4317`; off when unset. For HTTP,
+    /// the base URL (`/v1/traces` is added).
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT",
+        value_name = "URL"
+    )]
+    otlp_endpoint: Option<String>,
+
+    /// The OTLP transport: `grpc`, `http/protobuf` (or `http`) or `http/json`.
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_EXPORTER_OTLP_PROTOCOL",
+        value_enum,
+        default_value_t = OtlpProtocol::Grpc
+    )]
+    otlp_protocol: OtlpProtocol,
+
+    /// The share of traces recorded, from 0 to 1 (a trace continued from a caller
+    /// follows the caller's decision).
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_TRACES_SAMPLER_ARG",
+        default_value_t = 1.0,
+        value_name = "RATIO"
+    )]
+    otlp_sampling_ratio: f64,
+
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OtlpProtocol {
+    Grpc,
+    #[value(name = "http/protobuf", alias = "http")]
+    HttpProtobuf,
+    #[value(name = "http/json")]
+    HttpJson,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -127,19 +168,57 @@ pub fn main() -> ExitCode {
     let filter =
         tracing_subscriber::EnvFilter::try_new(cli.log.as_deref().unwrap_or(default_level))
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match cli.log_type {
-        LogType::Json => logs.json().flatten_event(true).init(),
-        LogType::Color => logs.with_ansi(true).init(),
-        LogType::Text => logs.with_ansi(false).init(),
+    let format = match cli.log_type {
+        LogType::Json => operon::telemetry::LogFormat::Json,
+        LogType::Color => operon::telemetry::LogFormat::Color,
+        LogType::Text => operon::telemetry::LogFormat::Text,
+    };
+    let otlp = cli
+        .otlp_endpoint
+        .clone()
+        .filter(|e| !e.is_empty())
+        .map(|endpoint| operon::telemetry::OtlpSettings {
+            endpoint,
+            protocol: match cli.otlp_protocol {
+                OtlpProtocol::Grpc => operon::telemetry::Protocol::Grpc,
+                OtlpProtocol::HttpProtobuf => operon::telemetry::Protocol::HttpProtobuf,
+                OtlpProtocol::HttpJson => operon::telemetry::Protocol::HttpJson,
+            },
+            sampling_ratio: cli.otlp_sampling_ratio,
+        });
+    let telemetry =
+        match operon::telemetry::subscriber(filter, format, std::io::stderr, otlp.as_ref()) {
+            Ok((dispatch, telemetry)) => {
+                tracing_subscriber::util::SubscriberInitExt::init(dispatch);
+                telemetry
+            }
+            Err(e) => {
+                eprintln!("error: --otlp-endpoint: {e}: {}", error_chain(&e));
+                return ExitCode::FAILURE;
+            }
+        };
+    let code = run(cli.command, &cli.strict_except);
+    // The last batch of spans goes out before the process ends.
+    telemetry.shutdown();
+    code
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut causes = Vec::new();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
     }
-    if let Err(e) = operon::script::sandbox::set_strict_exceptions(&cli.strict_except) {
+    causes.join(": ")
+}
+
+fn run(command: Command, strict_except: &[String]) -> ExitCode {
+    if let Err(e) = operon::script::sandbox::set_strict_exceptions(strict_except) {
         eprintln!("error: --strict-except (OPERON_STRICT_EXCEPT): {e}");
         return ExitCode::FAILURE;
     }
-    let result = match cli.command {
+    let result = match command {
         Command::Op(cmd) => op::run(cmd),
         Command::Hook(cmd) => hook::run(cmd),
         Command::Modules(cmd) => modules::run(cmd),

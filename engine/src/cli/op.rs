@@ -363,6 +363,7 @@ fn prepare(
         namespace: None,
         owner: None,
         platform: Default::default(),
+        traceparent: None,
     });
     context.timeout = timeout;
     context.dry_run |= args.dry_run;

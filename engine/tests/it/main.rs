@@ -88,6 +88,7 @@ mod module_openapi;
 mod node_builtins;
 mod oci_registry;
 mod operon_test;
+mod otlp;
 mod owner_only_hooks;
 mod prometheus;
 mod runner_offload_cli;

@@ -121,6 +121,7 @@ fn step_files(dir: &Path, ca: &str) {
         platform: Platform {
             cluster: Some("lab".to_owned()),
         },
+        traceparent: None,
     };
     std::fs::write(dir.join("context.json"), context.to_json()).unwrap();
 }

@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// A hook with its validated configuration.
 #[derive(Clone)]
@@ -241,7 +242,8 @@ impl Engine {
         self.hooks[h].config.version == ConfigVersion::V1
     }
 
-    fn push(&self, state: &mut State, queue: &str, task: Task) {
+    fn push(&self, state: &mut State, queue: &str, mut task: Task) {
+        task.trace.queued(queue);
         let q = state.queues.entry(queue.to_owned()).or_default();
         q.push(task);
         let length = q.len();
@@ -325,6 +327,7 @@ impl Engine {
                 allow_failure: false,
                 synchronizes: None,
                 queued_at: Instant::now(),
+                trace: TaskTrace::of_kind(TaskKind::OnStartup, self.hooks[hook].hook.name(), ""),
             };
             self.push(&mut state, MAIN_QUEUE, task);
         }
@@ -345,6 +348,7 @@ impl Engine {
         key: BindingKey,
         kind: WatchEvent,
         item: ObjectAndFilter,
+        root: tracing::Span,
     ) {
         self.count_snapshot(&mut state, key);
         let (h, b) = key;
@@ -365,6 +369,7 @@ impl Engine {
             allow_failure: binding.allow_failure,
             synchronizes: None,
             queued_at: Instant::now(),
+            trace: TaskTrace::new(root),
         };
         if state.synced.contains(&key) {
             self.push(&mut state, &binding.queue, task);
@@ -404,6 +409,7 @@ impl Engine {
             allow_failure: binding.allow_failure,
             synchronizes: None,
             queued_at: Instant::now(),
+            trace: TaskTrace::of_kind(TaskKind::Schedule, self.hooks[h].hook.name(), &binding.name),
         };
         let mut state = self.lock();
         self.push(&mut state, &binding.queue, task);
@@ -542,6 +548,7 @@ impl Engine {
             })
             .collect();
         task.contexts.clear();
+        task.trace.taken();
         state.busy.insert(queue.to_owned());
         Ok(Some((task, contexts)))
     }
@@ -562,10 +569,18 @@ impl Engine {
         let handles = self.binding_metrics(task.hook, &binding_label, queue);
         handles.waited(task.queued_at.elapsed());
         let task_contexts = contexts.len();
+        let span = spans::run(
+            &task.trace.root,
+            &name,
+            queue,
+            &binding_label,
+            task_contexts,
+        );
         let input = self.input(task.hook, contexts);
         let (run, input) = loaded
             .hook
             .handle(input, loaded.config.settings.timeout)
+            .instrument(span.clone())
             .await;
         self.shadows.shadow(&name, &input, &run);
         let source = operon_runner::output_log::Source::Hook {
@@ -573,12 +588,14 @@ impl Engine {
             binding: &binding_label,
             queue,
         };
-        run.log_output_at(source, self.log_level(task.hook));
+        // In the run's span: the lines carry its trace id.
+        span.in_scope(|| run.log_output_at(source, self.log_level(task.hook)));
         let apply_error = match &run.outcome {
-            Ok(_) => self.apply(&name, &run).await.err(),
+            Ok(_) => self.apply(&name, &run, &span).await.err(),
             Err(_) => None,
         };
         let failed = run.outcome.is_err() || apply_error.is_some();
+        spans::ended(&span, &run.outcome, apply_error.as_ref());
         let mut state = self.lock();
         state.busy.remove(queue);
         let mut retry_in = None;
@@ -637,16 +654,26 @@ impl Engine {
 
     /// Applies a successful run's patches (in order, stopping at the first failure)
     /// and metrics.
-    async fn apply(&self, hook: &str, run: &HookRun) -> Result<(), ApplyError> {
+    async fn apply(
+        &self,
+        hook: &str,
+        run: &HookRun,
+        span: &tracing::Span,
+    ) -> Result<(), ApplyError> {
         let metrics = self.metrics.hooks.prepare(hook, &run.metrics)?;
         for (i, patch) in run.patches.iter().enumerate() {
+            let patch_span = spans::patch(span, i + 1, patch.name());
             self.cluster
                 .apply(patch)
+                .instrument(patch_span.clone())
                 .await
-                .map_err(|source| ApplyError::Patch {
-                    index: i + 1,
-                    count: run.patches.len(),
-                    source,
+                .map_err(|source| {
+                    spans::failed(&patch_span, &source);
+                    ApplyError::Patch {
+                        index: i + 1,
+                        count: run.patches.len(),
+                        source,
+                    }
                 })?;
         }
         Ok(self.metrics.hooks.commit(metrics)?)
@@ -696,7 +723,9 @@ mod bindings;
 mod inspect;
 mod review;
 mod run;
+mod spans;
 pub use inspect::{BindingInfo, BindingSnapshot, HookInfo, QueueInfo, TaskInfo};
+pub(crate) use spans::TaskTrace;
 
 #[cfg(test)]
 mod tests;

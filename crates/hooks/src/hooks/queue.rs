@@ -48,6 +48,8 @@ pub(crate) struct Task {
     pub(crate) synchronizes: Option<usize>,
     /// When the task was queued (for the wait-time metric).
     pub(crate) queued_at: Instant,
+    /// The spans of its trace (none with export off).
+    pub(crate) trace: super::engine::TaskTrace,
 }
 
 /// A named queue.
@@ -102,6 +104,7 @@ impl Queue {
             self.tasks = rest;
             compact_groups(&mut head.contexts);
         }
+        head.trace.taken();
         let copy = head.clone();
         self.tasks.push_front(head);
         Some(copy)
@@ -255,6 +258,7 @@ mod tests {
             allow_failure: false,
             synchronizes: None,
             queued_at: Instant::now(),
+            trace: Default::default(),
         }
     }
 

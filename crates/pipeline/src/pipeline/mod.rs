@@ -50,6 +50,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// A dry run's detail (the object a step would create) is cut at this many bytes.
 pub(crate) const MAX_DRY_RUN_DETAIL: usize = 16 << 10;
@@ -220,8 +221,26 @@ pub async fn execute<P: Progress + ?Sized>(
         return Ok(DiagnosisPhase::Failed);
     }
 
+    // One trace per run of a Diagnosis, a `diagnosis.step` span per node it runs.
+    let span = tracing::trace_span!(target: operon_runner::trace::TARGET, parent: None,
+        "diagnosis",
+        namespace = diagnosis.metadata.namespace.as_deref().unwrap_or(""),
+        name = diagnosis.metadata.name.as_deref().unwrap_or(""),
+        phase = tracing::field::Empty,
+    );
     let mut search = Search::new(graph, status);
-    let outcome = search.run(diagnosis, steps, progress).await?;
+    let outcome = search
+        .run(diagnosis, steps, progress)
+        .instrument(span.clone())
+        .await?;
+    span.record(
+        "phase",
+        if outcome.is_some() {
+            "Succeeded"
+        } else {
+            "Failed"
+        },
+    );
     let status = diagnosis
         .status
         .get_or_insert_with(DiagnosisStatus::default);
@@ -379,6 +398,15 @@ impl<'g> Search<'g> {
         });
         persist(progress, diagnosis).await?;
         progress.node_started(id, &operation);
+        let span = tracing::trace_span!(target: operon_runner::trace::TARGET,
+            "diagnosis.step",
+            node = id,
+            operation = operation.as_str(),
+            dry_run = diagnosis.spec.dry_run,
+            outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
         let started_at = now();
         let started = Instant::now();
         let unmet = graph
@@ -396,7 +424,7 @@ impl<'g> Search<'g> {
         } else if diagnosis.spec.dry_run {
             let step = &steps[&operation];
             let request = self.request(diagnosis, id, step);
-            match step.runner.dry_run(&request).await {
+            match step.runner.dry_run(&request).instrument(span.clone()).await {
                 Ok(report) => {
                     let mut action = report.action;
                     if let Some(root) = &step.storage {
@@ -417,7 +445,7 @@ impl<'g> Search<'g> {
         } else {
             let step = &steps[&operation];
             let request = self.request(diagnosis, id, step);
-            match step.runner.run(&request).await {
+            match step.runner.run(&request).instrument(span.clone()).await {
                 Ok(out) => {
                     let stored = match &step.storage {
                         Some(root) => store_results(root, diagnosis, id, &out.results)
@@ -430,6 +458,17 @@ impl<'g> Search<'g> {
                 Err(e) => (Err(e.message), e.results),
             }
         };
+        match &outcome {
+            Ok(_) => {
+                span.record("outcome", "Succeeded");
+            }
+            Err(e) => {
+                span.record("outcome", "Failed");
+                span.record("otel.status_code", "ERROR");
+                span.record("error", e.as_str());
+            }
+        }
+        drop(span);
         let record = NodeRecord {
             id: id as i64,
             operation,

@@ -47,6 +47,9 @@ pub struct RunContext {
     pub owner: Option<OwnerReference>,
     /// Which cluster.
     pub platform: Platform,
+    /// The W3C trace context of the span the run belongs to, when traces are exported:
+    /// a script or a Job's container gets it as `TRACEPARENT` to continue the trace.
+    pub traceparent: Option<String>,
 }
 
 /// The Capact-shaped JSON of a context (what a Job finds at `$RUNNER_CONTEXT_PATH`).
@@ -104,6 +107,7 @@ impl RunContext {
                     uid,
                 }),
             platform: platform.clone(),
+            traceparent: crate::trace::traceparent(),
         }
     }
 
@@ -122,11 +126,20 @@ impl RunContext {
     }
 
     /// The context as `(name, value)` pairs, each named `OPERON_*`; unknown facts are
-    /// empty strings so a step can test for them without `set -u` failures.
+    /// empty strings so a step can test for them without `set -u` failures. With a
+    /// trace being recorded, `TRACEPARENT` too (absent otherwise: an empty one is
+    /// invalid to the SDKs that read it).
     pub(crate) fn env(&self) -> Vec<(String, String)> {
-        self.pairs("OPERON_", |name| {
+        let mut env = self.pairs("OPERON_", |name| {
             name.to_ascii_uppercase().replace('-', "_")
-        })
+        });
+        if let Some(traceparent) = &self.traceparent {
+            env.push((
+                crate::trace::TRACEPARENT_ENV.to_owned(),
+                traceparent.clone(),
+            ));
+        }
+        env
     }
 
     /// The context as Argo Workflow parameters, each named `operon-*`.
@@ -205,6 +218,7 @@ impl RunContext {
             platform: Platform {
                 cluster: file.platform.cluster,
             },
+            traceparent: None,
         })
     }
 }

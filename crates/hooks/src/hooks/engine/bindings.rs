@@ -2,7 +2,7 @@
 //! the watch itself, the Synchronization run it queues, and how each watch event
 //! changes the binding's snapshot and queues an Event run.
 
-use super::{BindingKey, Engine, State};
+use super::{BindingKey, Engine, State, TaskTrace, spans};
 use crate::hooks::config::{KubernetesBinding, MAIN_QUEUE};
 use crate::hooks::context;
 use crate::hooks::objects::{BindingObjects, ObjectKey, Stored};
@@ -128,6 +128,11 @@ impl Engine {
             allow_failure: binding.allow_failure,
             synchronizes: Some(b),
             queued_at: Instant::now(),
+            trace: TaskTrace::of_kind(
+                TaskKind::Synchronization,
+                self.hooks[h].hook.name(),
+                &binding.name,
+            ),
         };
         // Synchronization runs go to the main queue, which they hold up, as in
         // shell-operator; `waitForSynchronization: false` (allowed only on a named
@@ -158,6 +163,13 @@ impl Engine {
         event: Event,
         handles: &BindingMetrics,
     ) {
+        let root = spans::event(
+            self.hooks[key.0].hook.name(),
+            &binding.name,
+            event.kind,
+            &event.object,
+            event.received.elapsed(),
+        );
         if let Some(identity) = event.deleted_final_state_unknown {
             // Deleted while the watch was down: the last state the binding saw is the
             // one to report; the cluster layer knows only the object's identity.
@@ -166,10 +178,13 @@ impl Engine {
             let Some(last) = snapshot.remove_identity(identity) else {
                 return;
             };
-            return self.fire(state, key, WatchEvent::Deleted, last.into_item());
+            return self.fire(state, key, WatchEvent::Deleted, last.into_item(), root);
         }
         let object_key = ObjectKey::of(&event.object);
-        let item = Self::filter(binding, &event.object, handles);
+        let item = {
+            let _filter = spans::filter(&root).entered();
+            Self::filter(binding, &event.object, handles)
+        };
         let mut state = self.lock();
         let snapshot = state.snapshots.entry(key).or_default();
         let item = match event.kind {
@@ -189,8 +204,11 @@ impl Engine {
             }
         };
         match item {
-            Some(item) => self.fire(state, key, event.kind, item),
-            None => self.count_snapshot(&mut state, key),
+            Some(item) => self.fire(state, key, event.kind, item, root),
+            None => {
+                root.record("dropped", true);
+                self.count_snapshot(&mut state, key)
+            }
         }
     }
 

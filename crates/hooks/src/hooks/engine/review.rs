@@ -2,7 +2,8 @@
 //! outside the queues, because the API server is waiting for the answer; and the same
 //! runs for audits, which send validating bindings reviews of the objects that exist.
 
-use super::{BindingContext, Engine, RunRecord, context};
+use super::{BindingContext, Engine, RunRecord, context, spans};
+use tracing::Instrument;
 
 /// Who asked for a review run.
 #[derive(Clone, Copy)]
@@ -65,8 +66,15 @@ impl Engine {
             snapshots,
             ..context
         }];
+        let root = spans::review(loaded.hook.name(), binding, queue);
+        let span = spans::run(&root, loaded.hook.name(), queue, binding, 1);
         let input = self.input(h, contexts);
-        let (run, input) = loaded.hook.handle(input, config.settings.timeout).await;
+        let (run, input) = loaded
+            .hook
+            .handle(input, config.settings.timeout)
+            .instrument(span.clone())
+            .await;
+        spans::ended(&span, &run.outcome, None);
         if let Caller::Webhook = caller {
             self.shadows.shadow(loaded.hook.name(), &input, &run);
         }
@@ -78,7 +86,7 @@ impl Engine {
                 .map_or("", |c| c.binding.as_str()),
             queue,
         };
-        run.log_output_at(source, self.log_level(h));
+        span.in_scope(|| run.log_output_at(source, self.log_level(h)));
         let failed = run.outcome.is_err();
         let record = RunRecord {
             hook: loaded.hook.name().to_owned(),

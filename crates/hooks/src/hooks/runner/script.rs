@@ -362,6 +362,11 @@ impl ScriptHook {
         let version = *self.version.lock().unwrap_or_else(PoisonError::into_inner);
         let contexts = shell_operator::context::to_text_for(version, &input.binding_contexts);
         let mut request = self.request(timeout);
+        // The run's span is current here (the engine instruments the run with it).
+        if let Some(traceparent) = operon_runner::trace::traceparent() {
+            let variable = operon_runner::trace::TRACEPARENT_ENV.to_owned();
+            request.env.push((variable, traceparent));
+        }
         let context_path = dir.create_file(BINDING_CONTEXT.file, contexts.as_bytes(), false)?;
         request.env.push((
             BINDING_CONTEXT.variable.to_owned(),
