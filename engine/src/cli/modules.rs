@@ -490,7 +490,7 @@ fn cli_sources(common: &Common) -> anyhow::Result<Option<operon::addons::sources
         .and_then(|dir| dir.parent().map(|p| p.to_owned()))
         .unwrap_or_else(std::env::temp_dir);
     let blobs = operon::store::BlobStore::open(
-        &cache.join("oci-modules"),
+        cache.join("oci-modules"),
         operon::store::DEFAULT_MAX_MODULE_BYTES,
     )
     .with_context(|| format!("the module store {}", cache.join("oci-modules").display()))?;

@@ -47,8 +47,7 @@ impl Setup {
         allowed: AllowList,
         verification: Option<Arc<VerificationConfig>>,
     ) -> AddonModules {
-        let blobs =
-            crate::store::BlobStore::open(&self.cache.path().join("wasm"), 1 << 20).unwrap();
+        let blobs = crate::store::BlobStore::open(self.cache.path().join("wasm"), 1 << 20).unwrap();
         let mut oci = OciModules::new(blobs, self.options(), allowed);
         if let Some(verification) = verification {
             oci = oci.with_verification(verification);
