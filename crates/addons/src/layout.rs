@@ -3,7 +3,9 @@
 //! with Deckhouse's settings conversions, an `enabled` program, `crds/` and a Helm
 //! chart or plain manifests) beside their `values.yaml`, and a global hooks directory
 //! (its hooks in `hooks/` when that exists, its schemas and conversions in
-//! `openapi/`). Reading the layout runs nothing.
+//! `openapi/`); after the directories, the modules pulled from `oci://` module sources
+//! ([`super::sources`]), each an unpacked module directory. Reading the layout runs
+//! nothing.
 
 use super::AddonError;
 use serde_json::Value;
@@ -58,13 +60,60 @@ pub struct ModuleDir {
     pub(crate) payload: Payload,
     /// `module.yaml`, read (the default when the file is absent).
     pub definition: super::requirements::Definition,
+    /// Where it came from.
+    pub origin: Origin,
     /// The CRD files of `crds/` (`*.yaml`, `*.yml`, `*.json`, but not `doc-*` or
     /// `_*`, addon-operator's filters), in name order: applied when the module is
     /// enabled, before its first ModuleRun, and never deleted.
     pub(crate) crds: Vec<PathBuf>,
 }
 
+/// Where a module came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A directory of `MODULES_DIR` (the module's own path is [`ModuleDir::path`]).
+    Directory,
+    /// An `oci://` module source, unpacked into the cache.
+    Oci {
+        /// The reference as given (`oci://REGISTRY/REPOSITORY:TAG@sha256:...`).
+        reference: String,
+    },
+}
+
+/// A module source pulled and unpacked: what [`Layout::read_with_sources`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceModule {
+    /// The reference as given.
+    pub reference: String,
+    /// The unpacked module directory.
+    pub path: PathBuf,
+}
+
+/// A module source that could not be had: not pulled, not verified, not unpacked, or
+/// its directory unreadable. The other modules run without it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnavailableModule {
+    /// The reference as given.
+    pub reference: String,
+    /// The name it would have, as its reference suggests (the repository's last
+    /// segment): its `module.yaml` is not at hand.
+    pub name: String,
+    /// A short CamelCase reason (`SignatureNotVerified`, `UnsafeModuleArchive`).
+    pub reason: &'static str,
+    /// The whole message.
+    pub message: String,
+}
+
 impl ModuleDir {
+    /// Where the module came from, as `operon modules list` shows it: its directory,
+    /// or its `oci://` reference.
+    pub fn source(&self) -> String {
+        match &self.origin {
+            Origin::Directory => self.path.display().to_string(),
+            Origin::Oci { reference } => reference.clone(),
+        }
+    }
+
     /// The key of the module's enabled flag.
     pub(crate) fn enabled_key(&self) -> String {
         format!("{}Enabled", self.values_key)
@@ -97,6 +146,8 @@ pub struct Layout {
     pub modules: Vec<ModuleDir>,
     /// Module directories not used because an earlier one has the same module name.
     pub shadowed: Vec<ShadowedModule>,
+    /// Module sources that could not be had.
+    pub unavailable: Vec<UnavailableModule>,
 }
 
 /// A module directory left out because its name was found first elsewhere: addon-operator
@@ -132,6 +183,20 @@ impl Layout {
     /// [`Layout::shadowed`]. Entries starting with `.` are skipped (a ConfigMap volume's
     /// `..data` links), which addon-operator does not do.
     pub fn read(modules_dirs: &Path, global_hooks_dir: Option<&Path>) -> Result<Self, AddonError> {
+        Self::read_with_sources(modules_dirs, &[], global_hooks_dir)
+    }
+
+    /// [`Layout::read`], then the modules of `sources` in their order, as if each were
+    /// the one module of one more directory after the last: a name found before wins
+    /// (a local directory shadows a pulled module). A pulled module is named by its
+    /// `module.yaml`'s `name`, else by its repository's last segment (Deckhouse's
+    /// `REPO/NAME` images); one that cannot be read is [`Layout::unavailable`], not
+    /// an error, as the others can run without it.
+    pub fn read_with_sources(
+        modules_dirs: &Path,
+        sources: &[SourceModule],
+        global_hooks_dir: Option<&Path>,
+    ) -> Result<Self, AddonError> {
         let global = match global_hooks_dir {
             Some(dir) => read_global(dir)?,
             None => GlobalDir::default(),
@@ -162,6 +227,38 @@ impl Layout {
                 modules.push(module);
             }
         }
+        let mut unavailable = Vec::new();
+        for source in sources {
+            let name = super::sources::module_name(&source.path, &source.reference);
+            let mut module = match read_module(&source.path, &name) {
+                Ok(module) => module,
+                Err(e) => {
+                    tracing::warn!(module = %source.reference, error = %e, "module source unreadable");
+                    unavailable.push(UnavailableModule {
+                        reference: source.reference.clone(),
+                        name,
+                        reason: "ModuleUnreadable",
+                        message: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            module.origin = Origin::Oci {
+                reference: source.reference.clone(),
+            };
+            if let Some(first) = modules.iter().find(|m| m.name == module.name) {
+                tracing::warn!(module = %module.name, source = %source.reference,
+                    used = %first.source(), "module is not registered, because it has a duplicate");
+                shadowed.push(ShadowedModule {
+                    name: module.name,
+                    path: source.path.clone(),
+                    used: first.path.clone(),
+                });
+                continue;
+            }
+            // No directory, so no directory's values.yaml: its own values.yaml only.
+            modules.push(module);
+        }
         modules.sort_by(|a, b| {
             (a.order.is_none(), a.order, &a.name).cmp(&(b.order.is_none(), b.order, &b.name))
         });
@@ -171,6 +268,7 @@ impl Layout {
             global,
             modules,
             shadowed,
+            unavailable,
         })
     }
 
@@ -309,6 +407,7 @@ fn read_module(path: &Path, dir_name: &str) -> Result<ModuleDir, AddonError> {
     };
     Ok(ModuleDir {
         definition,
+        origin: Origin::Directory,
         crds: crd_files(&path.join("crds"))?,
         common_values: Value::Object(Default::default()),
         static_values: read_yaml_or_empty(&path.join("values.yaml"))?,
@@ -586,5 +685,78 @@ mod tests {
         assert_eq!(frontend.payload, Payload::Chart);
         assert!(frontend.hooks_dir.is_some());
         assert_eq!(frontend.static_values["frontendEnabled"], true);
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+
+    fn source(root: &Path, dir: &str, module_yaml: &str) -> SourceModule {
+        let path = root.join(dir);
+        std::fs::create_dir_all(path.join("hooks")).unwrap();
+        std::fs::write(path.join("module.yaml"), module_yaml).unwrap();
+        SourceModule {
+            reference: format!("oci://r.example.com/mods/{dir}@sha256:{}", "a".repeat(64)),
+            path,
+        }
+    }
+
+    #[test]
+    fn pulled_modules_come_after_the_directories_which_win_a_name() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("modules");
+        std::fs::create_dir_all(dir.join("001-echo")).unwrap();
+        let sources = [
+            source(root.path(), "echo", "weight: 5\n"),
+            source(root.path(), "from-repo", "name: hello\nweight: 2\n"),
+            source(root.path(), "unnamed", ""),
+        ];
+        let layout = Layout::read_with_sources(&dir, &sources, None).unwrap();
+        let names: Vec<(&str, Option<u32>)> = (layout.modules.iter())
+            .map(|m| (m.name.as_str(), m.order))
+            .collect();
+        assert_eq!(
+            names,
+            [("echo", Some(1)), ("hello", Some(2)), ("unnamed", None)]
+        );
+        assert_eq!(layout.module("echo").unwrap().origin, Origin::Directory);
+        let hello = layout.module("hello").unwrap();
+        assert_eq!(
+            hello.origin,
+            Origin::Oci {
+                reference: sources[1].reference.clone()
+            }
+        );
+        assert_eq!(hello.source(), sources[1].reference);
+        assert_eq!(hello.hooks_dir, Some(sources[1].path.join("hooks")));
+        assert_eq!(
+            layout.shadowed,
+            [ShadowedModule {
+                name: "echo".to_owned(),
+                path: sources[0].path.clone(),
+                used: dir.join("001-echo"),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_pulled_module_that_cannot_be_read_is_unavailable_not_fatal() {
+        let root = tempfile::tempdir().unwrap();
+        let sources = [
+            source(root.path(), "broken", "weight: heavy\n"),
+            source(root.path(), "fine", ""),
+        ];
+        let layout = Layout::read_with_sources(Path::new(""), &sources, None).unwrap();
+        let names: Vec<&str> = layout.modules.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["fine"]);
+        let [broken] = layout.unavailable.as_slice() else {
+            panic!("{:?}", layout.unavailable)
+        };
+        assert_eq!(
+            (broken.name.as_str(), broken.reason),
+            ("broken", "ModuleUnreadable")
+        );
+        assert!(broken.message.contains("weight"), "{}", broken.message);
     }
 }

@@ -2,7 +2,8 @@
 //! modules (hooks, values, schemas, an `enabled` program, a Helm chart or manifests)
 //! and global hooks, converged by a FIFO task queue as addon-operator does.
 //!
-//! [`layout`] reads the directories ([`requirements`] their `module.yaml`: what a
+//! [`layout`] reads the directories and the modules [`sources`] pulls from `oci://`
+//! references ([`requirements`] their `module.yaml`: what a
 //! module needs, which orders modules and may disable one), [`values`] and [`schema`] layer and check values,
 //! [`config`] reads the ConfigMap, [`module_config`] checks ModuleConfig objects (with
 //! Deckhouse's settings `conversions`), `hooks` runs lifecycle hooks with their values
@@ -35,6 +36,7 @@ pub mod reload;
 pub mod render;
 pub mod requirements;
 pub mod schema;
+pub mod sources;
 pub mod status;
 mod sync;
 mod tasks;
@@ -81,6 +83,14 @@ pub enum AddonError {
     RequirementCycle {
         /// Each cycle's modules, by name.
         cycles: Vec<Vec<String>>,
+    },
+    /// A module source can never be pulled (not pinned, its registry not allowed, not
+    /// a reference).
+    #[error("--module-source: {source}")]
+    ModuleSource {
+        /// Why.
+        #[source]
+        source: Box<operon_runner::store::oci_modules::OciModuleError>,
     },
     /// A module named on the command line does not exist.
     #[error("no module {0} in the modules directory")]

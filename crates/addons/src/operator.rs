@@ -47,6 +47,8 @@ pub struct Settings {
     pub modules_dir: PathBuf,
     /// The global hooks directory, if any.
     pub global_hooks_dir: Option<PathBuf>,
+    /// Modules pulled from `oci://` references, read after the directories.
+    pub sources: Option<super::sources::ModuleSources>,
     /// The ConfigMap of config values.
     pub config_map: ConfigMapRef,
     /// Renders charts.
@@ -249,6 +251,22 @@ pub struct Operator {
     pub(super) shown: EngineSet,
 }
 
+/// The layout of `settings`: its directories, then its module sources pulled (those
+/// that cannot be had in [`Layout::unavailable`]).
+pub async fn read_layout(settings: &Settings) -> Result<Layout, AddonError> {
+    let Some(sources) = &settings.sources else {
+        return Layout::read(&settings.modules_dir, settings.global_hooks_dir.as_deref());
+    };
+    let (pulled, unavailable) = sources.pull().await;
+    let mut layout = Layout::read_with_sources(
+        &settings.modules_dir,
+        &pulled,
+        settings.global_hooks_dir.as_deref(),
+    )?;
+    layout.unavailable.extend(unavailable);
+    Ok(layout)
+}
+
 impl Operator {
     /// Reads the layout, loads and configures every hook, reads the ConfigMap through
     /// `writer`'s cluster and queues the startup tasks: global `onStartup` hooks, then a
@@ -259,7 +277,7 @@ impl Operator {
         writer: ObjectWriter,
         on_event: impl Fn(&QueueEvent) + Send + Sync + 'static,
     ) -> Result<Self, AddonError> {
-        let layout = Layout::read(&settings.modules_dir, settings.global_hooks_dir.as_deref())?;
+        let layout = read_layout(&settings).await?;
         let global_hooks = match &layout.global.hooks_dir {
             Some(dir) => hooks::load_dir(&sandbox, dir, Owner::Global, "global").await?,
             None => Vec::new(),

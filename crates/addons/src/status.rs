@@ -70,6 +70,9 @@ pub struct ModuleState {
     /// The modules its `module.yaml` requires.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
+    /// Where it came from: its directory, or its `oci://` reference.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
 }
 
 /// The task in progress.

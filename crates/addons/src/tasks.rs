@@ -186,13 +186,34 @@ impl Operator {
                     .keys()
                     .cloned()
                     .collect(),
+                source: module.source(),
+            });
+        }
+        for missing in &self.layout.unavailable {
+            let state = format!("unavailable ({}: {})", missing.reason, missing.message);
+            lines.push(format!("{}: {state}", missing.name));
+            states.push(ModuleState {
+                name: missing.name.clone(),
+                order: None,
+                enabled: false,
+                state,
+                requires: Vec::new(),
+                source: missing.reference.clone(),
             });
         }
         self.states = states;
         let mut next = Vec::new();
+        // A module source not pulled is not a module gone: its name is not known
+        // until its module.yaml is read, so while any is missing nothing is purged
+        // (a registry down at a restart must not delete what a module deployed).
         for module in self.writer.released_modules().await? {
-            if self.layout.module(&module).is_none() {
+            if self.layout.module(&module).is_some() {
+                continue;
+            }
+            if self.layout.unavailable.is_empty() {
                 next.push(Task::ModulePurge { module });
+            } else {
+                tracing::warn!(module = %module, "a release without a module is kept while a module source is unavailable");
             }
         }
         for module in self.layout.modules.iter().rev() {

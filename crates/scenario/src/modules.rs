@@ -68,6 +68,7 @@ impl Modules {
         let settings = Settings {
             modules_dir: base.join(&subject.dir),
             global_hooks_dir: subject.global_hooks_dir.as_ref().map(|d| base.join(d)),
+            sources: None,
             config_map: config_map.clone(),
             renderer: Renderer {
                 helm,

@@ -30,9 +30,12 @@ const CHUNK: usize = 64 * 1024;
 pub enum ModuleCommand {
     /// Upload a wasm component as module NAME (prints its digest), or push it to an OCI
     /// registry: `push FILE oci://REGISTRY/REPOSITORY:TAG`. FILE may itself be an
-    /// `oci://` reference, pulled and then uploaded.
+    /// `oci://` reference, pulled and then uploaded. FILE may also be an
+    /// addon-operator module directory, pushed to a registry as one tar layer (for
+    /// `operon serve --module-source`); the pinned reference is printed.
     Push {
-        /// The component (`.wasm`), or `oci://REGISTRY/REPOSITORY[:TAG][@sha256:...]`.
+        /// The component (`.wasm`), `oci://REGISTRY/REPOSITORY[:TAG][@sha256:...]`, or
+        /// an addon-operator module directory (with an `oci://` destination).
         file: PathBuf,
         /// An `oci://` reference to push to instead of the cluster's store.
         destination: Option<String>,
@@ -158,9 +161,18 @@ async fn execute(command: ModuleCommand) -> anyhow::Result<ExitCode> {
                     operon::store::oci::is_oci(&destination),
                     "{destination}: push to an oci:// reference, or give none to upload to the cluster"
                 );
-                registry.push(&file, &destination).await?;
+                if file.is_dir() {
+                    registry.push_addon(&file, &destination).await?;
+                } else {
+                    registry.push(&file, &destination).await?;
+                }
                 return Ok(ExitCode::SUCCESS);
             }
+            anyhow::ensure!(
+                !file.is_dir(),
+                "{} is a directory: push an addon-operator module to an oci:// reference (push DIR oci://REGISTRY/REPOSITORY:TAG)",
+                file.display()
+            );
             let source = file.to_string_lossy().into_owned();
             let from_registry = operon::store::oci::is_oci(&source);
             let name = match name {

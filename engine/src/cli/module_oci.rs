@@ -1,4 +1,5 @@
-//! The OCI side of `operon module`: `push FILE oci://...` to a registry, `pull
+//! The OCI side of `operon module`: `push FILE oci://...` to a registry (a wasm
+//! component, or an addon-operator module directory as one tar layer), `pull
 //! oci://...`, and the registry flags (credentials from a docker config.json, extra CAs,
 //! plain-HTTP registries, the verification configuration signed modules are checked
 //! against).
@@ -71,6 +72,48 @@ impl RegistryArgs {
             pushed.manifest_digest,
             pushed.layer_digest,
             bytes.len(),
+            started.elapsed().as_secs_f64(),
+            pushed.manifest_digest
+        );
+        Ok(())
+    }
+}
+
+impl RegistryArgs {
+    /// Packs the addon-operator module directory `dir` and pushes it to `reference`;
+    /// prints the pinned reference, which `--module-source` takes.
+    pub async fn push_addon(&self, dir: &std::path::Path, reference: &str) -> anyhow::Result<()> {
+        // Read as the engine will read it, so that a broken module is not published.
+        let layout = operon::addons::layout::Layout::read_with_sources(
+            std::path::Path::new(""),
+            &[operon::addons::layout::SourceModule {
+                reference: reference.to_owned(),
+                path: dir.to_owned(),
+            }],
+            None,
+        )
+        .with_context(|| format!("reading the module {}", dir.display()))?;
+        if let Some(broken) = layout.unavailable.first() {
+            anyhow::bail!("{}: {}", dir.display(), broken.message);
+        }
+        let name = layout
+            .modules
+            .first()
+            .map(|m| m.name.clone())
+            .context("no module read")?;
+        let archive = operon::store::addon_archive::pack(dir)
+            .with_context(|| format!("packing {}", dir.display()))?;
+        let auth = self.auth(reference)?;
+        let started = Instant::now();
+        let pushed = self
+            .client()?
+            .push_addon(reference, &archive, &name, &auth)
+            .await?;
+        println!(
+            "module {name}: {reference} {} (layer {}, {} bytes, {:.2}s)\npinned: {reference}@{}",
+            pushed.manifest_digest,
+            pushed.layer_digest,
+            archive.len(),
             started.elapsed().as_secs_f64(),
             pushed.manifest_digest
         );

@@ -73,10 +73,30 @@ pub struct QueueArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeModulesArgs {
     /// addon-operator's modules directory (`NNN-name/` modules and `values.yaml`), or
-    /// several joined by `:`; the leader converges them. Without it `operon serve` runs
-    /// no modules.
+    /// several joined by `:`; the leader converges them. Without it (and without
+    /// --module-source) `operon serve` runs no modules.
     #[arg(long, env = "MODULES_DIR")]
     modules_dir: Option<PathBuf>,
+    /// An addon-operator module from an OCI registry, pinned by digest:
+    /// `oci://REGISTRY/REPOSITORY[:TAG]@sha256:DIGEST` (repeatable, or comma-separated;
+    /// read after --modules-dir, whose modules win a name). Pulled from a registry
+    /// --allow-registry names, checked against --module-verification, unpacked into
+    /// the cache directory.
+    #[arg(
+        long = "module-source",
+        env = "OPERON_MODULE_SOURCES",
+        value_delimiter = ','
+    )]
+    module_sources: Vec<String>,
+    /// A Secret of the engine's namespace (`kubernetes.io/dockerconfigjson`) with
+    /// credentials for the module sources' registries (repeatable, or
+    /// comma-separated; the first with an entry for a registry is used).
+    #[arg(
+        long = "module-source-pull-secret",
+        env = "OPERON_MODULE_SOURCE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    module_source_pull_secrets: Vec<String>,
     /// The global hooks directory (hooks in `hooks/` when it exists, schemas in
     /// `openapi/`).
     #[arg(long, env = "GLOBAL_HOOKS_DIR", requires = "modules_dir")]
@@ -103,27 +123,79 @@ pub struct ServeModulesArgs {
 }
 
 impl ServeModulesArgs {
-    /// The modules of `operon serve`, when --modules-dir is given; `namespace` is the
-    /// engine's, `client` applies objects.
+    /// The modules of `operon serve`, when --modules-dir or --module-source is given;
+    /// `namespace` is the engine's, `client` applies objects and reads the pull
+    /// Secrets, `oci` pulls (the wasm modules' allow-list and verification) into
+    /// `cache_dir`.
     pub fn options(
         &self,
         namespace: &str,
         client: &kube::Client,
         strict: bool,
+        oci: Option<Arc<operon::store::oci_modules::OciModules>>,
+        cache_dir: Option<&std::path::Path>,
     ) -> anyhow::Result<Option<Arc<ModulesOptions>>> {
-        let Some(modules_dir) = &self.modules_dir else {
+        if self.modules_dir.is_none() && self.module_sources.is_empty() {
             return Ok(None);
-        };
+        }
+        let modules_dir = self.modules_dir.clone().unwrap_or_default();
         // The layout is read at once so that a bad directory stops the engine at start,
         // on every replica, not only when one leads.
-        operon::addons::layout::Layout::read(modules_dir, self.global_hooks_dir.as_deref())
+        operon::addons::layout::Layout::read(&modules_dir, self.global_hooks_dir.as_deref())
             .with_context(|| format!("reading the modules directory {}", modules_dir.display()))?;
+        let sources = match self.module_sources.is_empty() {
+            true => None,
+            false => {
+                let oci = oci.context(
+                    "--module-source: no store to pull into (see the error above about oci:// modules)",
+                )?;
+                let root = cache_dir.map(|dir| dir.join("addon-modules")).context(
+                    "--module-source: no cache directory to unpack modules into (--cache-dir)",
+                )?;
+                let client = client.clone();
+                let secrets: Vec<operon::api::SecretReference> = (self.module_source_pull_secrets)
+                    .iter()
+                    .map(|name| operon::api::SecretReference {
+                        name: name.trim().to_owned(),
+                    })
+                    .collect();
+                let secrets = Arc::new(secrets);
+                let secret_namespace = namespace.to_owned();
+                let auth: operon::addons::sources::AuthFor = Arc::new(move |reference: String| {
+                    let (client, secrets, namespace) =
+                        (client.clone(), secrets.clone(), secret_namespace.clone());
+                    Box::pin(async move {
+                        operon::store::oci_modules::secret_auth(
+                            &client,
+                            &namespace,
+                            "--module-source-pull-secret",
+                            &secrets,
+                            &reference,
+                        )
+                        .await
+                    })
+                });
+                let sources = operon::addons::sources::ModuleSources::new(
+                    self.module_sources
+                        .iter()
+                        .map(|r| r.trim().to_owned())
+                        .collect(),
+                    operon::store::addon_modules::AddonModules::new(oci, root),
+                    auth,
+                );
+                sources.check()?;
+                Some(sources)
+            }
+        };
         let namespace = self
             .modules_namespace
             .clone()
             .unwrap_or_else(|| namespace.to_owned());
         let common = Common {
-            modules_dir: modules_dir.clone(),
+            modules_dir: Some(modules_dir),
+            module_sources: Vec::new(),
+            registry: Default::default(),
+            verification: Default::default(),
             global_hooks_dir: self.global_hooks_dir.clone(),
             config_map: self.config_map.clone(),
             namespace: namespace.clone(),
@@ -133,8 +205,10 @@ impl ServeModulesArgs {
             hook_timeout: self.module_hook_timeout,
             strict,
         };
+        let mut settings = settings(&common);
+        settings.sources = sources;
         Ok(Some(Arc::new(ModulesOptions {
-            settings: settings(&common),
+            settings,
             namespace,
             client: Some(client.clone()),
             sandbox: ScriptSandbox::with_this_binary(strict)?,
@@ -148,8 +222,23 @@ impl ServeModulesArgs {
 pub struct Common {
     /// The modules directory (`NNN-name/` modules and `values.yaml`), or several joined
     /// by `:` (the first one with a module's name wins).
-    #[arg(long, env = "MODULES_DIR")]
-    modules_dir: PathBuf,
+    #[arg(long, env = "MODULES_DIR", required_unless_present = "module_sources")]
+    modules_dir: Option<PathBuf>,
+    /// An addon-operator module from an OCI registry, pinned by digest:
+    /// `oci://REGISTRY/REPOSITORY[:TAG]@sha256:DIGEST` (repeatable, or comma-separated;
+    /// read after --modules-dir, whose modules win a name). Any registry (the command
+    /// line is yours); unpacked into $XDG_CACHE_HOME/operon/addon-modules.
+    #[arg(
+        long = "module-source",
+        env = "OPERON_MODULE_SOURCES",
+        value_delimiter = ','
+    )]
+    module_sources: Vec<String>,
+    /// How module sources are pulled.
+    #[command(flatten)]
+    registry: super::module_oci::RegistryArgs,
+    #[command(flatten)]
+    verification: super::module_oci::VerificationArgs,
     /// The global hooks directory (hooks in `hooks/` when it exists, schemas in
     /// `openapi/`).
     #[arg(long, env = "GLOBAL_HOOKS_DIR")]
@@ -272,6 +361,9 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {task} failed: {e}");
     }
     let states = operator.module_states();
+    // Where each module came from matters once some come from a registry; a directory
+    // alone keeps addon-operator's four columns.
+    let with_sources = !args.common.module_sources.is_empty();
     match args.output {
         Format::Table => {
             let rows: Vec<Vec<String>> = states
@@ -281,18 +373,23 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
                         Some((state, reason)) if !m.enabled => (state, reason),
                         _ => (m.state.as_str(), ""),
                     };
-                    vec![
+                    let mut row = vec![
                         m.name.clone(),
                         m.order.map_or_else(|| "-".to_owned(), |o| o.to_string()),
                         state.to_owned(),
                         reason.to_owned(),
-                    ]
+                    ];
+                    if with_sources {
+                        row.push(m.source.clone());
+                    }
+                    row
                 })
                 .collect();
-            print!(
-                "{}",
-                output::table(&["MODULE", "ORDER", "STATE", "REASON"], &rows)
-            );
+            let mut header = vec!["MODULE", "ORDER", "STATE", "REASON"];
+            if with_sources {
+                header.push("SOURCE");
+            }
+            print!("{}", output::table(&header, &rows));
         }
         other => output::print_structured(other, &states)?,
     }
@@ -369,6 +466,57 @@ fn module_config_crd() -> anyhow::Result<String> {
     Ok(yaml_serde::to_string(&operon::api::ModuleConfig::crd())?)
 }
 
+impl Common {
+    /// Where modules were looked for, for messages.
+    fn describe(&self) -> String {
+        let mut places: Vec<String> = self
+            .modules_dir
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        places.extend(self.module_sources.iter().cloned());
+        places.join(", ")
+    }
+}
+
+/// The module sources of `operon modules`: from any registry, with the credentials
+/// of the docker config.json, unpacked into the user's cache.
+fn cli_sources(common: &Common) -> anyhow::Result<Option<operon::addons::sources::ModuleSources>> {
+    use operon::store::oci_modules::{AllowList, OciModuleError, OciModules};
+    if common.module_sources.is_empty() {
+        return Ok(None);
+    }
+    let cache = operon::sandbox::default_cache_dir()
+        .and_then(|dir| dir.parent().map(|p| p.to_owned()))
+        .unwrap_or_else(std::env::temp_dir);
+    let blobs = operon::store::BlobStore::open(
+        cache.join("oci-modules"),
+        operon::store::DEFAULT_MAX_MODULE_BYTES,
+    )
+    .with_context(|| format!("the module store {}", cache.join("oci-modules").display()))?;
+    let oci = common.verification.apply(OciModules::new(
+        blobs,
+        common.registry.options()?,
+        AllowList::any(),
+    ))?;
+    let registry = common.registry.clone();
+    let auth: operon::addons::sources::AuthFor = Arc::new(move |reference: String| {
+        let auth = registry.auth(&reference).map_err(OciModuleError::Oci);
+        Box::pin(std::future::ready(auth))
+    });
+    let sources = operon::addons::sources::ModuleSources::new(
+        common
+            .module_sources
+            .iter()
+            .map(|r| r.trim().to_owned())
+            .collect(),
+        operon::store::addon_modules::AddonModules::new(Arc::new(oci), cache.join("addon-modules")),
+        auth,
+    );
+    sources.check()?;
+    Ok(Some(sources))
+}
+
 fn settings(common: &Common) -> Settings {
     let config_map = match common.config_map.split_once('/') {
         Some((ns, name)) => ConfigMapRef {
@@ -381,8 +529,9 @@ fn settings(common: &Common) -> Settings {
         },
     };
     Settings {
-        modules_dir: common.modules_dir.clone(),
+        modules_dir: common.modules_dir.clone().unwrap_or_default(),
         global_hooks_dir: common.global_hooks_dir.clone(),
+        sources: None,
         config_map,
         renderer: Renderer {
             helm: common.helm_binary.clone(),
@@ -401,7 +550,9 @@ async fn operator(
     on_event: impl Fn(&QueueEvent) + Send + Sync + 'static,
 ) -> anyhow::Result<Operator> {
     let sandbox = ScriptSandbox::with_this_binary(common.strict)?;
-    Ok(Operator::new(settings(common), sandbox, target.writer.clone(), on_event).await?)
+    let mut settings = settings(common);
+    settings.sources = cli_sources(common)?;
+    Ok(Operator::new(settings, sandbox, target.writer.clone(), on_event).await?)
 }
 
 fn print_event(event: &QueueEvent) {
@@ -565,13 +716,7 @@ async fn values(args: ModuleArgs) -> anyhow::Result<ExitCode> {
         .layout()
         .module(&args.module)
         .map(|m| m.name.clone())
-        .with_context(|| {
-            format!(
-                "no module {} in {}",
-                args.module,
-                args.common.modules_dir.display()
-            )
-        })?;
+        .with_context(|| format!("no module {} in {}", args.module, args.common.describe()))?;
     dry_startup(&mut operator, args.no_hooks).await;
     let computed = operator.module_values(&module)?;
     let key = operator
@@ -622,13 +767,7 @@ async fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         .layout()
         .module(&args.module.module)
         .cloned()
-        .with_context(|| {
-            format!(
-                "no module {} in {}",
-                args.module.module,
-                common.modules_dir.display()
-            )
-        })?;
+        .with_context(|| format!("no module {} in {}", args.module.module, common.describe()))?;
     dry_startup(&mut operator, args.module.no_hooks).await;
     operator.check_for_helm(&module.name)?;
     let document = operator.values_document(&module.name)?;

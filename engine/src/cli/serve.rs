@@ -365,9 +365,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             }
         }),
         module_api: None,
-        modules: args
-            .addon_modules
-            .options(&namespace, cluster.client(), args.strict)?,
+        modules: {
+            // The cache the Diagnoses' runners use (the pulled wasm modules' store is
+            // made once, by whichever asks first).
+            let cache_dir = (args.cache_dir.clone()).or_else(operon::sandbox::default_cache_dir);
+            args.addon_modules.options(
+                &namespace,
+                cluster.client(),
+                args.strict,
+                args.diagnoses.registries.modules(
+                    args.diagnoses
+                        .module_store
+                        .catalog(args.cache_dir.as_deref()),
+                    cache_dir.as_deref(),
+                ),
+                cache_dir.as_deref(),
+            )?
+        },
         capture: CaptureSettings {
             runs_per_hook: args.capture_runs,
             bytes_per_hook: usize::try_from(args.capture_bytes.as_u64()).unwrap_or(usize::MAX),

@@ -46,6 +46,7 @@ fn settings(modules: &Path, global: Option<&Path>) -> Settings {
     Settings {
         modules_dir: modules.to_owned(),
         global_hooks_dir: global.map(Path::to_owned),
+        sources: None,
         config_map: ConfigMapRef {
             namespace: "operon-demo".into(),
             name: "addon-operator".into(),

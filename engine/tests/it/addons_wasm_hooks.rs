@@ -84,6 +84,7 @@ fn settings(modules: &Path) -> Settings {
     Settings {
         modules_dir: modules.to_owned(),
         global_hooks_dir: None,
+        sources: None,
         config_map: ConfigMapRef {
             namespace: "operon-demo".into(),
             name: "addon-operator".into(),

@@ -38,6 +38,7 @@ mod addons_deploy;
 mod addons_e2e;
 mod addons_lifecycle;
 mod addons_module_configs;
+mod addons_oci_sources;
 mod addons_phases;
 mod addons_serve_e2e;
 mod addons_snapshots;

@@ -3,6 +3,8 @@
 //! loopback with TLS (a test CA) and htpasswd authentication; and signed modules there
 //! (`operon module keygen`, `sign`, `verify`, `operon run --module-verification`). Skipped
 //! with a message when `docker-registry` or `htpasswd` (apache2-utils) is not installed.
+//! And an addon-operator module pushed from its directory, then listed from there by
+//! `operon modules list --module-source`.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -426,5 +428,55 @@ fn a_module_signed_with_a_certificate_verifies_to_its_trust_root() {
         text(&out.stdout).contains("allOf[0] (genericIssuer https://token.actions.githubusercontent.com, subject https://github.com/acme/…): met"),
         "{}",
         text(&out.stdout)
+    );
+}
+
+#[test]
+fn an_addon_module_goes_to_a_registry_and_is_listed_from_there() {
+    let Some(registry) = registry() else { return };
+    let module = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/addons/testdata/module-symlinks/module_storage/002-frontend");
+    let tag = registry.reference("modules/frontend:1.0");
+    let pushed = registry.operon(&["module", "push", module.to_str().unwrap(), &tag], false);
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    let stdout = text(&pushed.stdout);
+    let pinned = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pinned: "))
+        .unwrap_or_else(|| panic!("no pinned reference in {stdout}"))
+        .to_owned();
+    assert!(pinned.starts_with(&format!("{tag}@sha256:")), "{pinned}");
+
+    let list = |cache: &Path, anonymous: bool| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_operon"));
+        command
+            .args(["modules", "list", "-o", "json", "--module-source", &pinned])
+            .arg("--registry-ca")
+            .arg(registry.ca())
+            .env("XDG_CACHE_HOME", cache)
+            .env("HOME", cache)
+            .env_remove("DOCKER_CONFIG");
+        if !anonymous {
+            command
+                .arg("--docker-config")
+                .arg(registry.ca().with_file_name("docker.json"));
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap()
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let modules = list(cache.path(), false);
+    assert_eq!(modules[0]["name"], "frontend");
+    assert_eq!(modules[0]["state"], "enabled");
+    assert_eq!(modules[0]["source"], pinned.as_str());
+
+    // Without the credentials the registry refuses, and the module is unavailable.
+    let anonymous = tempfile::tempdir().unwrap();
+    let modules = list(anonymous.path(), true);
+    let state = modules[0]["state"].as_str().unwrap();
+    assert!(
+        state.starts_with("unavailable (RegistryUnauthorized:"),
+        "{state}"
     );
 }

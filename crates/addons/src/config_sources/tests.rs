@@ -62,6 +62,7 @@ async fn fixture(objects: &str) -> Fixture {
     let settings = Settings {
         modules_dir: d.join("modules"),
         global_hooks_dir: None,
+        sources: None,
         config_map: ConfigMapRef {
             namespace: "ops".into(),
             name: "addon-operator".into(),

@@ -332,6 +332,7 @@ mod tests {
             settings: Settings {
                 modules_dir: modules.to_owned(),
                 global_hooks_dir: None,
+                sources: None,
                 config_map: ConfigMapRef {
                     namespace: "ops".into(),
                     name: "addon-operator".into(),

@@ -278,9 +278,8 @@ pub async fn run(
 
     // Every replica answers admission, so every replica reads the modules' schemas.
     let module_settings = match &options.modules {
-        Some(modules) => Some(Arc::new(operon_addons::module_config::SettingsRules::read(
-            &modules.settings.modules_dir,
-            modules.settings.global_hooks_dir.as_deref(),
+        Some(modules) => Some(Arc::new(operon_addons::module_config::SettingsRules::new(
+            &operon_addons::operator::read_layout(&modules.settings).await?,
         )?)),
         None => None,
     };

@@ -4,8 +4,12 @@
 //! at upload ([`inspect()`]), named by the cluster's Module objects ([`ModuleCatalog`]),
 //! and copied between replicas and agents by digest ([`replica`], [`fetch`]); and
 //! modules pulled from OCI registries ([`oci`], [`oci_modules`]), with their cosign
-//! signatures ([`cosign`], [`keys`]) verified before they run ([`verification`]).
+//! signatures ([`cosign`], [`keys`]) verified before they run ([`verification`]);
+//! addon-operator modules pulled the same way and unpacked into a cache directory
+//! ([`addon_modules`], their archives in [`addon_archive`]).
 
+pub mod addon_archive;
+pub mod addon_modules;
 mod blobs;
 mod catalog;
 pub mod cosign;

@@ -1,9 +1,12 @@
-//! Wasm modules as OCI artifacts, in the CNCF layout that `wkg` and `oras` write: a
-//! manifest whose config has media type `application/vnd.wasm.config.v0+json` and whose
-//! one layer is the component, `application/wasm`. Pushing a component to a registry,
-//! pulling one by tag or digest (its size bounded before the download, the layer's and
-//! a pinned manifest's digests verified), and a registry's credentials from a docker
-//! `config.json`, the usual way.
+//! Modules as OCI artifacts. Wasm modules in the CNCF layout that `wkg` and `oras`
+//! write: a manifest whose config has media type `application/vnd.wasm.config.v0+json`
+//! and whose one layer is the component, `application/wasm`. addon-operator modules
+//! ([`ArtifactKind::AddonModule`]): one layer, a tar (gzip or not) of the module
+//! directory, under Operon's config media type or as a one-layer container image (the
+//! way Deckhouse ships its modules). Pushing either to a registry, pulling one by tag or
+//! digest (its size bounded before the download, the layer's and a pinned manifest's
+//! digests verified), and a registry's credentials from a docker `config.json`, the
+//! usual way.
 
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::OciDistributionError;
@@ -16,6 +19,92 @@ use std::path::{Path, PathBuf};
 pub(crate) const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The media type of its one layer, the component.
 pub(crate) const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The media type of an addon-operator module artifact's config (Operon's).
+pub const ADDON_CONFIG_MEDIA_TYPE: &str = "application/vnd.operon.addon.config.v1+json";
+/// The media type of its one layer as `operon module push DIR` writes it.
+pub const ADDON_LAYER_MEDIA_TYPE: &str = "application/vnd.operon.addon.layer.v1.tar+gzip";
+/// Configs an addon module artifact may have: Operon's, or a container image's (a
+/// module built `FROM scratch` as Deckhouse builds its module images).
+const ADDON_CONFIG_MEDIA_TYPES: &[&str] = &[
+    ADDON_CONFIG_MEDIA_TYPE,
+    "application/vnd.oci.image.config.v1+json",
+    "application/vnd.docker.container.image.v1+json",
+];
+/// Layers an addon module artifact may have: tars, gzipped or not.
+const ADDON_LAYER_MEDIA_TYPES: &[&str] = &[
+    ADDON_LAYER_MEDIA_TYPE,
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.oci.image.layer.v1.tar",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+];
+
+/// What an artifact must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArtifactKind {
+    /// A wasm component (the CNCF wasm layout).
+    Wasm,
+    /// An addon-operator module: one tar layer of the module directory.
+    AddonModule,
+    /// Either (what signing and verifying accept).
+    Any,
+}
+
+impl ArtifactKind {
+    /// Why an artifact of `config` and `layers` (media types) is not of this kind.
+    fn refuses(self, config: &str, layers: &[&str]) -> Option<String> {
+        let wasm = || -> Option<String> {
+            if config != WASM_CONFIG_MEDIA_TYPE {
+                return Some(format!(
+                    "its config is {config}, not {WASM_CONFIG_MEDIA_TYPE}"
+                ));
+            }
+            match layers {
+                [WASM_LAYER_MEDIA_TYPE] => None,
+                [other] => Some(format!("its layer is {other}, not {WASM_LAYER_MEDIA_TYPE}")),
+                _ => Some(format!("it has {} layers, not one", layers.len())),
+            }
+        };
+        let addon = || -> Option<String> {
+            if !ADDON_CONFIG_MEDIA_TYPES.contains(&config) {
+                return Some(format!(
+                    "its config is {config}, not {ADDON_CONFIG_MEDIA_TYPE} or an image config"
+                ));
+            }
+            match layers {
+                [layer] if ADDON_LAYER_MEDIA_TYPES.contains(layer) => None,
+                [other] => Some(format!(
+                    "its layer is {other}, not a tar ({})",
+                    ADDON_LAYER_MEDIA_TYPES.join(", ")
+                )),
+                _ => Some(format!(
+                    "it has {} layers, not one tar of the module directory",
+                    layers.len()
+                )),
+            }
+        };
+        match self {
+            Self::Wasm => wasm(),
+            Self::AddonModule => addon(),
+            Self::Any => match config {
+                WASM_CONFIG_MEDIA_TYPE => wasm(),
+                _ => addon().map(|reason| {
+                    format!("neither a wasm module nor an addon-operator module: {reason}")
+                }),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ArtifactKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Wasm => "a wasm module artifact",
+            Self::AddonModule => "an addon-operator module artifact",
+            Self::Any => "a module artifact",
+        })
+    }
+}
+
 /// The scheme of a module reference that names an OCI artifact.
 pub const SCHEME: &str = "oci://";
 
@@ -48,11 +137,13 @@ pub enum OciError {
         /// The registry's words.
         detail: String,
     },
-    /// The artifact is not a wasm module.
-    #[error("{reference}: not a wasm module artifact: {reason}")]
+    /// The artifact is not of the kind asked for.
+    #[error("{reference}: not {kind}: {reason}")]
     WrongMediaType {
         /// The reference.
         reference: String,
+        /// What was asked for.
+        kind: ArtifactKind,
         /// What was found instead.
         reason: String,
     },
@@ -166,22 +257,64 @@ impl OciClient {
         component: &[u8],
         auth: &RegistryAuth,
     ) -> Result<PushedModule, OciError> {
-        let parsed = parse(reference)?;
-        let layer_digest = sha256(component);
         let config = serde_json::json!({
             "created": jiff::Timestamp::now().to_string(),
             "architecture": "wasm",
             "os": "wasip2",
-            "layerDigests": [layer_digest],
+            "layerDigests": [sha256(component)],
         });
+        self.push_layer(
+            reference,
+            component,
+            WASM_LAYER_MEDIA_TYPE,
+            (&config, WASM_CONFIG_MEDIA_TYPE),
+            auth,
+        )
+        .await
+    }
+
+    /// Pushes `archive` (a gzipped tar of an addon-operator module directory, as
+    /// [`super::addon_archive::pack`] makes it) to `reference` (which names a tag).
+    pub async fn push_addon(
+        &self,
+        reference: &str,
+        archive: &[u8],
+        module: &str,
+        auth: &RegistryAuth,
+    ) -> Result<PushedModule, OciError> {
+        let config = serde_json::json!({
+            "created": jiff::Timestamp::now().to_string(),
+            "module": module,
+            "layerDigests": [sha256(archive)],
+        });
+        self.push_layer(
+            reference,
+            archive,
+            ADDON_LAYER_MEDIA_TYPE,
+            (&config, ADDON_CONFIG_MEDIA_TYPE),
+            auth,
+        )
+        .await
+    }
+
+    async fn push_layer(
+        &self,
+        reference: &str,
+        layer: &[u8],
+        layer_media_type: &str,
+        (config, config_media_type): (&serde_json::Value, &str),
+        auth: &RegistryAuth,
+    ) -> Result<PushedModule, OciError> {
+        let parsed = parse(reference)?;
+        let layer_digest = sha256(layer);
         let layers = [ImageLayer::new(
-            component.to_vec(),
-            WASM_LAYER_MEDIA_TYPE.to_owned(),
+            layer.to_vec(),
+            layer_media_type.to_owned(),
             None,
         )];
         let config = Config::new(
-            serde_json::to_vec(&config).unwrap_or_default(),
-            WASM_CONFIG_MEDIA_TYPE.to_owned(),
+            serde_json::to_vec(config).unwrap_or_default(),
+            config_media_type.to_owned(),
             None,
         );
         self.client
@@ -209,7 +342,9 @@ impl OciClient {
         auth: &RegistryAuth,
         limit: u64,
     ) -> Result<PulledModule, OciError> {
-        let artifact = self.resolve(reference, auth, limit).await?;
+        let artifact = self
+            .resolve(reference, auth, limit, ArtifactKind::Wasm)
+            .await?;
         let bytes = self.layer(&artifact).await?;
         Ok(PulledModule {
             bytes,
@@ -219,14 +354,15 @@ impl OciClient {
     }
 
     /// Reads and checks the manifest `reference` names (a tag, or a `@sha256:` digest
-    /// the manifest must have): a wasm artifact of one layer no larger than `limit`.
-    /// Nothing of the layer is downloaded yet.
+    /// the manifest must have): an artifact of `kind` of one layer no larger than
+    /// `limit`. Nothing of the layer is downloaded yet.
     pub(crate) async fn resolve(
         &self,
         reference: &str,
         auth: &RegistryAuth,
         limit: u64,
-    ) -> Result<WasmArtifact, OciError> {
+        kind: ArtifactKind,
+    ) -> Result<Artifact, OciError> {
         let parsed = parse(reference)?;
         let (manifest, manifest_digest) = self
             .client
@@ -242,28 +378,19 @@ impl OciClient {
                 actual: manifest_digest,
             });
         }
-        let wrong = |reason: String| OciError::WrongMediaType {
-            reference: reference.to_owned(),
-            reason,
-        };
-        if manifest.config.media_type != WASM_CONFIG_MEDIA_TYPE {
-            return Err(wrong(format!(
-                "its config is {}, not {WASM_CONFIG_MEDIA_TYPE}",
-                manifest.config.media_type
-            )));
+        let layer_types: Vec<&str> = (manifest.layers.iter())
+            .map(|layer| layer.media_type.as_str())
+            .collect();
+        if let Some(reason) = kind.refuses(&manifest.config.media_type, &layer_types) {
+            return Err(OciError::WrongMediaType {
+                reference: reference.to_owned(),
+                kind,
+                reason,
+            });
         }
         let [layer] = manifest.layers.as_slice() else {
-            return Err(wrong(format!(
-                "it has {} layers, not one",
-                manifest.layers.len()
-            )));
+            unreachable!("every kind has one layer");
         };
-        if layer.media_type != WASM_LAYER_MEDIA_TYPE {
-            return Err(wrong(format!(
-                "its layer is {}, not {WASM_LAYER_MEDIA_TYPE}",
-                layer.media_type
-            )));
-        }
         let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
         if size > limit {
             return Err(OciError::TooLarge {
@@ -272,7 +399,7 @@ impl OciClient {
                 limit,
             });
         }
-        Ok(WasmArtifact {
+        Ok(Artifact {
             reference: reference.to_owned(),
             parsed,
             manifest_digest,
@@ -282,7 +409,7 @@ impl OciClient {
 
     /// Downloads the layer of `artifact` (as resolved by this client, which holds the
     /// registry's token) and checks its bytes against its digest.
-    pub(crate) async fn layer(&self, artifact: &WasmArtifact) -> Result<Vec<u8>, OciError> {
+    pub(crate) async fn layer(&self, artifact: &Artifact) -> Result<Vec<u8>, OciError> {
         let reference = &artifact.reference;
         let mut bytes = Vec::with_capacity(usize::try_from(artifact.layer.size).unwrap_or(0));
         self.client
@@ -301,9 +428,9 @@ impl OciClient {
     }
 }
 
-/// A wasm artifact's manifest, read and checked: what its one layer is.
+/// An artifact's manifest, read and checked: what its one layer is.
 #[derive(Debug, Clone)]
-pub(crate) struct WasmArtifact {
+pub(crate) struct Artifact {
     reference: String,
     parsed: Reference,
     /// The manifest's digest (`sha256:...`): what pins this version.
@@ -311,7 +438,7 @@ pub(crate) struct WasmArtifact {
     layer: oci_client::manifest::OciDescriptor,
 }
 
-impl WasmArtifact {
+impl Artifact {
     /// The layer's digest, which is the component's own `sha256:` digest.
     pub(crate) fn layer_digest(&self) -> &str {
         &self.layer.digest

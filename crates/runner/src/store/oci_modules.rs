@@ -59,6 +59,34 @@ pub enum OciModuleError {
         /// What its signatures met and why they fell short.
         report: Box<Report>,
     },
+    /// An addon-operator module source names a tag without a digest.
+    #[error(
+        "{reference}: not pinned: a module source names its version by digest (oci://REGISTRY/REPOSITORY[:TAG]@sha256:...), as nothing records what a tag resolved to; `operon module push DIR oci://...` prints the pinned reference"
+    )]
+    NotPinned {
+        /// The reference.
+        reference: String,
+    },
+    /// An addon-operator module's archive is refused or broken.
+    #[error("{reference}: {source}")]
+    Archive {
+        /// The reference.
+        reference: String,
+        /// The entry and why.
+        #[source]
+        source: super::addon_archive::ArchiveError,
+    },
+    /// The cache directory modules are unpacked into cannot be written.
+    #[error("{reference}: unpacking into {}: {source}", path.display())]
+    Cache {
+        /// The reference.
+        reference: String,
+        /// The cache directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A Secret named for the credentials cannot be used.
     #[error("{field}: Secret {namespace}/{name}: {reason}")]
     Credentials {
@@ -80,12 +108,18 @@ impl OciModuleError {
             Self::NotAllowed { .. } => "RegistryNotAllowed",
             Self::Oci(OciError::NotFound { .. }) => "ModuleNotFound",
             Self::Oci(OciError::Unauthorized { .. }) => "RegistryUnauthorized",
-            Self::Oci(OciError::WrongMediaType { .. }) => "NotAWasmArtifact",
+            Self::Oci(OciError::WrongMediaType {
+                kind: oci::ArtifactKind::Wasm,
+                ..
+            }) => "NotAWasmArtifact",
+            Self::Oci(OciError::WrongMediaType { .. }) => "WrongArtifactType",
             Self::Oci(OciError::DigestMismatch { .. }) => "DigestMismatch",
             Self::Oci(OciError::TooLarge { .. }) => "ModuleTooLarge",
             Self::Oci(OciError::BadReference { .. }) => "InvalidModuleReference",
             Self::Oci(_) => "RegistryError",
-            Self::Store { .. } => "ModuleStoreError",
+            Self::Store { .. } | Self::Cache { .. } => "ModuleStoreError",
+            Self::NotPinned { .. } => "ModuleNotPinned",
+            Self::Archive { .. } => "UnsafeModuleArchive",
             Self::Credentials { .. } => "PullSecretInvalid",
             Self::SignatureNotVerified { .. } => "SignatureNotVerified",
         }
@@ -101,6 +135,8 @@ impl OciModuleError {
             _ => !matches!(
                 self,
                 Self::NotAllowed { .. }
+                    | Self::NotPinned { .. }
+                    | Self::Archive { .. }
                     | Self::Oci(
                         OciError::BadReference { .. }
                             | OciError::DigestMismatch { .. }
@@ -233,7 +269,7 @@ impl OciModules {
         }
         let outcome = self.pull(reference, auth).await;
         if let Err(e) = &outcome {
-            pull_errors_total().with_label_values(&[e.reason()]).inc();
+            record_pull_error(e);
         }
         outcome
     }
@@ -241,12 +277,18 @@ impl OciModules {
     async fn pull(&self, reference: &str, auth: &RegistryAuth) -> Result<Resolved, OciModuleError> {
         let client = OciClient::new(&self.options);
         let artifact = client
-            .resolve(reference, auth, self.blobs.max_bytes())
+            .resolve(
+                reference,
+                auth,
+                self.blobs.max_bytes(),
+                oci::ArtifactKind::Wasm,
+            )
             .await?;
         self.verify(&client, &artifact, reference, auth).await?;
         let digest = ModuleDigest::parse(artifact.layer_digest()).ok_or_else(|| {
             OciError::WrongMediaType {
                 reference: reference.to_owned(),
+                kind: oci::ArtifactKind::Wasm,
                 reason: format!(
                     "its layer's digest {} is not a sha256 digest",
                     artifact.layer_digest()
@@ -269,12 +311,17 @@ impl OciModules {
         Ok(Resolved { pinned, digest })
     }
 
+    /// How registries are reached.
+    pub(crate) fn options(&self) -> &OciOptions {
+        &self.options
+    }
+
     /// Checks the signatures of `artifact` against the verification configuration
     /// (once per manifest), before anything of it is downloaded.
-    async fn verify(
+    pub(crate) async fn verify(
         &self,
         client: &OciClient,
-        artifact: &oci::WasmArtifact,
+        artifact: &oci::Artifact,
         reference: &str,
         auth: &RegistryAuth,
     ) -> Result<(), OciModuleError> {
@@ -482,13 +529,20 @@ pub fn wanted<'a>(reference: &'a str, pinned: Option<&'a str>) -> &'a str {
     }
 }
 
+/// Counts a failed pull by its reason.
+pub(crate) fn record_pull_error(error: &OciModuleError) {
+    pull_errors_total()
+        .with_label_values(&[error.reason()])
+        .inc();
+}
+
 fn pull_errors_total() -> &'static prometheus::IntCounterVec {
     static COUNTER: std::sync::OnceLock<prometheus::IntCounterVec> = std::sync::OnceLock::new();
     COUNTER.get_or_init(|| {
         prometheus::IntCounterVec::new(
             prometheus::Opts::new(
                 "operon_module_pull_errors_total",
-                "Failed pulls of an oci:// module from its registry, by reason.",
+                "Failed pulls of an oci:// module (wasm or addon-operator) from its registry, by reason.",
             ),
             &["reason"],
         )

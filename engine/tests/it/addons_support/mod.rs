@@ -30,6 +30,7 @@ pub fn settings(root: &Path) -> Settings {
     Settings {
         modules_dir: root.join("modules"),
         global_hooks_dir: global.is_dir().then_some(global),
+        sources: None,
         config_map: ConfigMapRef {
             namespace: "operon-demo".into(),
             name: "addon-operator".into(),

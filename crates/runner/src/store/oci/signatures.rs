@@ -1,11 +1,11 @@
-//! The cosign signatures beside a wasm artifact: read from, and added to, the image
+//! The cosign signatures beside a module artifact (wasm or addon-operator): read from, and added to, the image
 //! manifest tagged `sha256-<hex>.sig` in the artifact's own repository (one layer per
 //! signature, [`super::super::cosign`]'s format). Each payload's size is bounded before
 //! it is downloaded and its bytes checked against its digest.
 
 use super::super::cosign::{self, Payload, Signature};
 use super::super::keys::{KeyError, SigningKey};
-use super::{OciClient, OciError, SCHEME, WasmArtifact, classify};
+use super::{Artifact, OciClient, OciError, SCHEME, classify};
 use base64::Engine as _;
 use oci_client::Reference;
 use oci_client::client::{Config, ImageLayer};
@@ -63,7 +63,9 @@ impl OciClient {
         reference: &str,
         auth: &RegistryAuth,
     ) -> Result<SignedArtifact, OciError> {
-        let artifact = self.resolve(reference, auth, u64::MAX).await?;
+        let artifact = self
+            .resolve(reference, auth, u64::MAX, super::ArtifactKind::Any)
+            .await?;
         self.signatures(&artifact, auth).await
     }
 
@@ -71,7 +73,7 @@ impl OciClient {
     /// no signature manifest for it.
     pub(crate) async fn signatures(
         &self,
-        artifact: &WasmArtifact,
+        artifact: &Artifact,
         auth: &RegistryAuth,
     ) -> Result<SignedArtifact, OciError> {
         let (parsed, signature_reference) = signature_reference(artifact)?;
@@ -155,7 +157,9 @@ impl OciClient {
                 ));
             }
         }
-        let artifact = self.resolve(reference, auth, u64::MAX).await?;
+        let artifact = self
+            .resolve(reference, auth, u64::MAX, super::ArtifactKind::Any)
+            .await?;
         let repository = format!(
             "{}/{}",
             artifact.parsed.registry(),
@@ -278,7 +282,7 @@ fn signatures_in(layers: &[(OciDescriptor, Option<Vec<u8>>)]) -> Vec<Signature> 
 }
 
 /// The signature manifest's reference for `artifact`, parsed and as `oci://…` text.
-fn signature_reference(artifact: &WasmArtifact) -> Result<(Reference, String), OciError> {
+fn signature_reference(artifact: &Artifact) -> Result<(Reference, String), OciError> {
     let tag =
         cosign::signature_tag(&artifact.manifest_digest).ok_or_else(|| OciError::Registry {
             reference: artifact.reference.clone(),
