@@ -71,7 +71,7 @@ pub struct ModuleDir {
 /// Where a module came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    /// A directory of `MODULES_DIR` (the module's own path is [`ModuleDir::path`]).
+    /// A directory of `MODULES_DIR` (the module's own path is `ModuleDir::path`).
     Directory,
     /// An `oci://` module source, unpacked into the cache.
     Oci {

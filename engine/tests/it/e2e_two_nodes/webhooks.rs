@@ -139,11 +139,19 @@ pub(super) async fn webhooks_of_hooks_and_modules(
 ) {
     let config = node.kubeconfig.as_path();
     rolled_out(config);
-    let replicas: usize = pods_by_node(config, CONTROLLER)
-        .values()
-        .map(Vec::len)
-        .sum();
-    assert_eq!(replicas, 2, "two controller replicas");
+    // Replicas of a rollout just done may still be terminating.
+    eventually(
+        "two controller replicas",
+        Duration::from_secs(120),
+        async || {
+            let replicas: usize = pods_by_node(config, CONTROLLER)
+                .values()
+                .map(Vec::len)
+                .sum();
+            (replicas == 2).then_some(())
+        },
+    )
+    .await;
 
     // The module's configuration, written by the leader once the module runs.
     let url = eventually(

@@ -8,7 +8,7 @@
 //! name) gets it and the others are told whose it is.
 //!
 //! Each Hook with such bindings gets its own configurations, kept by the registry of
-//! owned webhooks ([`crate::serve::webhook::owned`]). Every replica serves them:
+//! owned webhooks (`crate::serve::webhook::owned`). Every replica serves them:
 //! followers load each Hook and watch its bindings without running it.
 
 use super::prepare::Refusal;

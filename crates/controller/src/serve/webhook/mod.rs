@@ -7,7 +7,7 @@
 //! Paths: `POST /validate/HOOK/BINDING` and `POST /mutate/HOOK/BINDING` on the
 //! admission server (and `POST /operon/validate` for Operon's own resources, [`own`]) (shell-operator also serves both kinds from one server),
 //! `/hook-object/NAMESPACE/NAME/...` for Hook objects and `/module/MODULE/...` for
-//! addon-operator modules ([`owned`]; a follower forwards a module's reviews to the
+//! addon-operator modules (`owned`; a follower forwards a module's reviews to the
 //! leader, [`forward`]),
 //! `POST /convert/CRD` on the conversion server (one path per CustomResourceDefinition,
 //! as shell-operator: a CRD has one conversion webhook, and its conversions may chain
