@@ -182,6 +182,63 @@ pub(super) fn spawn(
 /// The source label of the modules' reloads.
 const RELOAD_SOURCE: &str = "modules";
 
+/// What the admission webhook checks ModuleConfigs against, replaced when the modules
+/// change.
+pub(crate) type ModuleSettings =
+    Arc<std::sync::RwLock<Arc<operon_addons::module_config::SettingsRules>>>;
+
+/// Keeps `rules` following the modules and global hooks directories, checked every
+/// `interval`, until dropped. Every replica answers ModuleConfig admission, and only
+/// the leader runs the operator that reloads the modules, so each replica reads the
+/// schemas itself; a tree that does not read keeps the rules in use.
+pub(super) async fn follow_settings(
+    options: Arc<ModulesOptions>,
+    rules: ModuleSettings,
+    interval: Duration,
+) {
+    let dirs = operon_addons::reload::watched_dirs(&options.settings);
+    let digest = || {
+        let dirs = dirs.clone();
+        async move {
+            tokio::task::spawn_blocking(move || tree_digest(&dirs))
+                .await
+                .unwrap_or_default()
+        }
+    };
+    // The rules in use were read before this started: what changed in between is read
+    // again once the tree settles.
+    let mut settle = Settle::new(String::new());
+    let mut first = true;
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Step::Load(tree) = settle.check(digest().await) else {
+            continue;
+        };
+        let read = match operon_addons::operator::read_layout(&options.settings).await {
+            Ok(layout) => operon_addons::module_config::SettingsRules::new(&layout),
+            Err(e) => Err(e),
+        };
+        match read {
+            Ok(read) => {
+                *rules.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(read);
+                if !std::mem::take(&mut first) {
+                    tracing::info!(dir = %options.settings.modules_dir.display(),
+                        "ModuleConfig admission follows the changed modules");
+                }
+                settle.applied(tree);
+            }
+            Err(e) => {
+                first = false;
+                tracing::warn!(dir = %options.settings.modules_dir.display(), error = %e,
+                    "the changed modules do not read: ModuleConfigs are checked against the schemas in use");
+                settle.refused(tree);
+            }
+        }
+    }
+}
+
 impl RunningModules {
     /// Resolves with the error that stopped the queue; pending while it runs (and
     /// after it stopped without error).
@@ -914,6 +971,66 @@ mod tests {
         assert!(
             message.starts_with("modules: ") && message.contains("001-app/values.yaml"),
             "{message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn module_config_admission_follows_a_module_added_and_keeps_its_rules_on_a_bad_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("modules");
+        write(
+            &modules,
+            "001-app/manifests/app.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n",
+        );
+        let options = options(&modules);
+        let layout = operon_addons::operator::read_layout(&options.settings)
+            .await
+            .unwrap();
+        let rules: ModuleSettings = Arc::new(std::sync::RwLock::new(Arc::new(
+            operon_addons::module_config::SettingsRules::new(&layout).unwrap(),
+        )));
+        let checked = |rules: &ModuleSettings| {
+            let config = serde_json::json!({
+                "apiVersion": "operon.dev/v1alpha1", "kind": "ModuleConfig",
+                "metadata": {"name": "extra"},
+                "spec": {"enabled": true, "version": 1, "settings": {"replicas": "two"}}});
+            rules.read().unwrap().check(&config)
+        };
+        let before = checked(&rules);
+        assert!(
+            before.problems.is_empty(),
+            "an unknown module is only warned about"
+        );
+        assert!(!before.warnings.is_empty());
+        let _following = crate::controllers::AbortOnDrop::spawn(follow_settings(
+            options,
+            rules.clone(),
+            Duration::from_millis(20),
+        ));
+        write(
+            &modules,
+            "002-extra/manifests/extra.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n",
+        );
+        write(
+            &modules,
+            "002-extra/openapi/config-values.yaml",
+            "type: object\nproperties:\n  replicas:\n    type: integer\n",
+        );
+        let problems = until("the new module's schema", async || {
+            let checked = checked(&rules);
+            (!checked.problems.is_empty()).then_some(checked.problems)
+        })
+        .await;
+        let text = format!("{problems:?}");
+        assert!(text.contains("spec.settings.replicas"), "{text}");
+        // A tree that does not read keeps the rules in use.
+        write(&modules, "003-bad/values.yaml", "bad: [not, a, mapping\n");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !checked(&rules).problems.is_empty(),
+            "the rules in use stay"
         );
     }
 }

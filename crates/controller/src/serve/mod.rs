@@ -199,7 +199,7 @@ pub(crate) struct Status {
     /// With modules: their queue, whose startup convergence readiness waits for.
     modules: Option<operon_addons::status::QueueView>,
     /// With modules: what the admission webhook checks ModuleConfigs against.
-    module_settings: Option<Arc<operon_addons::module_config::SettingsRules>>,
+    module_settings: Option<addons::ModuleSettings>,
     /// Whether the leader's webhooks are registered (true without a registrar): until
     /// they are, the API server does not send admission requests, so objects created
     /// after `kubectl wait --for=condition=Ready` would pass unchecked.
@@ -278,9 +278,11 @@ pub async fn run(
 
     // Every replica answers admission, so every replica reads the modules' schemas.
     let module_settings = match &options.modules {
-        Some(modules) => Some(Arc::new(operon_addons::module_config::SettingsRules::new(
-            &operon_addons::operator::read_layout(&modules.settings).await?,
-        )?)),
+        Some(modules) => Some(Arc::new(std::sync::RwLock::new(Arc::new(
+            operon_addons::module_config::SettingsRules::new(
+                &operon_addons::operator::read_layout(&modules.settings).await?,
+            )?,
+        )))),
         None => None,
     };
     let status = Arc::new(Status {
@@ -303,6 +305,15 @@ pub async fn run(
         synchronized_once: std::sync::atomic::AtomicBool::new(false),
         reloads: ReloadLog::default(),
     });
+    // Every replica's ModuleConfig admission follows the modules' schemas as they change.
+    let _module_settings = (options.modules.clone())
+        .zip(status.module_settings.clone())
+        .zip(options.reload_interval)
+        .map(|((modules, rules), interval)| {
+            crate::controllers::AbortOnDrop::spawn(addons::follow_settings(
+                modules, rules, interval,
+            ))
+        });
     let (stop, stopped) = watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
     let listener = tokio::net::TcpListener::bind(options.listen)

@@ -526,7 +526,9 @@ async fn admit_own(State(state): State<WebhookState>, headers: HeaderMap, body: 
         Ok(review) => review,
         Err((code, message)) => return refuse(code, message),
     };
-    let answer = own::answer(&review, state.status.module_settings.as_deref());
+    let rules = (state.status.module_settings.as_ref())
+        .map(|rules| rules.read().unwrap_or_else(|e| e.into_inner()).clone());
+    let answer = own::answer(&review, rules.as_deref());
     tracing::info!(
         kind = %request_field(&review, "kind/kind"),
         name = %request_field(&review, "name"),
