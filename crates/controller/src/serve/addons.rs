@@ -112,6 +112,9 @@ pub(super) fn spawn(
         loop {
             // A reload that loads, made while the queue runs.
             let mut next = None;
+            // Module sources that could not be had are pulled again now and then: a
+            // registry away at start must not keep its modules out until a restart.
+            let unavailable = operator.layout().unavailable.len();
             let watching = async {
                 let Some((interval, log)) = &reload else {
                     return std::future::pending().await;
@@ -119,13 +122,27 @@ pub(super) fn spawn(
                 let mut ticks = tokio::time::interval(*interval);
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 ticks.tick().await;
+                let retry_every = interval.saturating_mul(SOURCE_RETRY_TICKS);
+                let mut retried = tokio::time::Instant::now();
                 loop {
                     ticks.tick().await;
-                    let Step::Load(tree) = settle.check(digest().await) else {
-                        continue;
+                    let now = digest().await;
+                    let (tree, retry) = match settle.check(now.clone()) {
+                        Step::Load(tree) => (tree, false),
+                        _ if unavailable > 0 && retried.elapsed() >= retry_every => {
+                            retried = tokio::time::Instant::now();
+                            (now, true)
+                        }
+                        _ => continue,
                     };
                     match build().await {
+                        // Nothing more came: the operator in use goes on.
+                        Ok(operator)
+                            if retry && operator.layout().unavailable.len() >= unavailable => {}
                         Ok(operator) => return (operator, tree),
+                        Err(e) if retry => {
+                            tracing::warn!(error = %e, "pulling the unavailable module sources again failed");
+                        }
                         Err(e) => {
                             tracing::error!(dir = %options.settings.modules_dir.display(), error = %e,
                                 "the changed modules do not load: the modules in use keep running");
@@ -181,6 +198,10 @@ pub(super) fn spawn(
 
 /// The source label of the modules' reloads.
 const RELOAD_SOURCE: &str = "modules";
+
+/// Every how many reload intervals unavailable module sources are pulled again (a
+/// minute with the default interval of 10 s).
+const SOURCE_RETRY_TICKS: u32 = 6;
 
 /// What the admission webhook checks ModuleConfigs against, replaced when the modules
 /// change.
@@ -1032,5 +1053,102 @@ mod tests {
             !checked(&rules).problems.is_empty(),
             "the rules in use stay"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_module_source_unavailable_at_start_is_pulled_again_and_runs() {
+        use operon_runner::store::addon_modules::AddonModules;
+        use operon_runner::store::oci::{OciClient, OciOptions, RegistryAuth};
+        use operon_runner::store::oci_modules::{AllowList, OciModules};
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let registry = operon_tests::registry::FakeRegistry::new(Some("puller:secret"));
+        let host = registry.serve().await;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            d,
+            "published/manifests/app.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-source\ndata:\n  pulled: \"yes\"\n",
+        );
+        write(d, "published/module.yaml", "name: pulled\n");
+        let archive = operon_runner::store::addon_archive::pack(&d.join("published")).unwrap();
+        let oci_options = OciOptions {
+            extra_ca_pem: Vec::new(),
+            plain_http: vec![host.clone()],
+        };
+        let granted = RegistryAuth::Basic("puller".into(), "secret".into());
+        let tag = format!("oci://{host}/mods/pulled:1");
+        let pushed = OciClient::new(&oci_options)
+            .push_addon(&tag, &archive, "pulled", &granted)
+            .await
+            .unwrap();
+        let reference = format!("{tag}@{}", pushed.manifest_digest);
+        // The registry refuses the credentials given at start, and takes them later.
+        let allowed = Arc::new(AtomicBool::new(false));
+        let auth: operon_addons::sources::AuthFor = {
+            let allowed = allowed.clone();
+            Arc::new(move |_| {
+                let auth = if allowed.load(Ordering::SeqCst) {
+                    RegistryAuth::Basic("puller".into(), "secret".into())
+                } else {
+                    RegistryAuth::Basic("puller".into(), "wrong".into())
+                };
+                Box::pin(async move { Ok(auth) })
+            })
+        };
+        let blobs = operon_runner::store::BlobStore::open(d.join("store"), 64 << 20).unwrap();
+        let oci = Arc::new(OciModules::new(
+            blobs,
+            oci_options,
+            AllowList::new([host.clone()]),
+        ));
+        let sources = operon_addons::sources::ModuleSources::new(
+            vec![reference],
+            AddonModules::new(oci, d.join("cache")),
+            auth,
+        );
+        std::fs::create_dir_all(d.join("hooks")).unwrap();
+        write(d, "modules/values.yaml", "pulledEnabled: true\n");
+        let mut modules = (*options(&d.join("modules"))).clone();
+        modules.settings.sources = Some(sources);
+        let cluster = Arc::new(LocalCluster::new());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let serve_options = ServeOptions {
+            grace: Duration::from_secs(5),
+            modules: Some(Arc::new(modules)),
+            reload_interval: Some(Duration::from_millis(50)),
+            ..ServeOptions::new(d.join("hooks"), address)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = cluster.clone();
+        let server = tokio::spawn(async move {
+            crate::serve::run(
+                serve_options,
+                &loader(),
+                served,
+                Coordination::default(),
+                async {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            config_map(&cluster, "from-source").await,
+            None,
+            "not pulled yet"
+        );
+        allowed.store(true, Ordering::SeqCst);
+        until("the pulled module applied", async || {
+            let object = config_map(&cluster, "from-source").await?;
+            (object["data"]["pulled"] == "yes").then_some(())
+        })
+        .await;
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
     }
 }
