@@ -149,10 +149,15 @@ fn lease_summary(node: &str, lease: Option<&Lease>, now: jiff::Timestamp) -> (Va
         );
     };
     let renewed = spec.renew_time.as_ref().map(|t| t.0);
-    let age = renewed.map(|t| now.duration_since(t).as_secs());
+    let elapsed = renewed.map(|t| now.duration_since(t));
+    let age = elapsed.map(|e| e.as_secs());
     let duration = spec.lease_duration_seconds;
-    let expired = match (age, duration) {
-        (Some(age), Some(duration)) => Some(age > i64::from(duration)),
+    // Expired once the renewal is older than the duration, to the microsecond: whole
+    // seconds would keep a Lease 20.9 s old "fresh" for a duration of 20 s.
+    let expired = match (elapsed, duration) {
+        (Some(elapsed), Some(duration)) => {
+            Some(elapsed > jiff::SignedDuration::from_secs(i64::from(duration)))
+        }
         _ => None,
     };
     let summary = json!({
@@ -289,6 +294,17 @@ mod tests {
             false
         );
         assert_eq!(lease_summary("worker-2", None, now).0["found"], false);
+        // Past the duration by a fraction of a second: expired, though its whole
+        // seconds equal the duration.
+        let just: jiff::Timestamp = "2026-11-28T10:00:40.300Z".parse().unwrap();
+        let (summary, _) = lease_summary("worker-2", Some(&lease), just);
+        assert_eq!(summary["secondsSinceRenewal"], 40);
+        assert_eq!(summary["expired"], true);
+        let exactly: jiff::Timestamp = "2026-11-28T10:00:40Z".parse().unwrap();
+        assert_eq!(
+            lease_summary("worker-2", Some(&lease), exactly).0["expired"],
+            false
+        );
     }
 
     #[test]
