@@ -303,7 +303,7 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
         placement::rollouts(&node, &second, &client, dir.path(), namespace).await;
     }
     if runs("webhooks") {
-        webhooks::webhooks_of_hooks_and_modules(&node, &second, dir.path(), namespace).await;
+        webhooks::webhooks_of_hooks_and_modules(&node, &second, dir.path()).await;
     }
     if runs("stop") {
         leader::leader_node_fails(&node, &second, &client, namespace, "stop", "start").await;

@@ -131,13 +131,13 @@ fn hook_round(config: &Path, namespace: &str, prefix: &str, count: usize) -> usi
         .count()
 }
 
-pub(super) async fn webhooks_of_hooks_and_modules(
-    node: &Node,
-    second: &Second,
-    dir: &Path,
-    namespace: &str,
-) {
+pub(super) async fn webhooks_of_hooks_and_modules(node: &Node, second: &Second, dir: &Path) {
     let config = node.kubeconfig.as_path();
+    // A namespace of its own: the other parts made the uploader and the module reader
+    // of theirs.
+    let cluster = connect(config).await;
+    let scratch = Scratch::new(&cluster, config, "e2e-two-webhooks").await;
+    let namespace = scratch.name.as_str();
     rolled_out(config);
     // Replicas of a rollout just done may still be terminating.
     eventually(
