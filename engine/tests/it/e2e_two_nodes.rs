@@ -290,7 +290,7 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
         );
     }
     // OPERON_E2E_NODE_TWO_ONLY=placement,diagnosis (say) runs only some of placement,
-    // diagnosis, rollout, webhooks, stop, partition (in that order).
+    // diagnosis, rollout, stop, partition, webhooks (in that order).
     let only = std::env::var("OPERON_E2E_NODE_TWO_ONLY").unwrap_or_default();
     let runs = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
     if runs("placement") {
@@ -302,13 +302,14 @@ async fn operon_on_two_nodes_and_a_node_that_dies() {
     if runs("rollout") {
         placement::rollouts(&node, &second, &client, dir.path(), namespace).await;
     }
-    if runs("webhooks") {
-        webhooks::webhooks_of_hooks_and_modules(&node, &second, dir.path()).await;
-    }
     if runs("stop") {
         leader::leader_node_fails(&node, &second, &client, namespace, "stop", "start").await;
     }
     if runs("partition") {
         leader::leader_node_fails(&node, &second, &client, namespace, "partition", "heal").await;
+    }
+    // Last: it stops the leader's node too, and leaves the replicas where that put them.
+    if runs("webhooks") {
+        webhooks::webhooks_of_hooks_and_modules(&node, &second, dir.path()).await;
     }
 }
