@@ -52,6 +52,36 @@ fn options(modules: &Path) -> Arc<ModulesOptions> {
     })
 }
 
+/// A loopback address with a port free now, for serve's HTTP endpoints.
+fn free_address() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// Runs `serve` with `options` over `cluster` until the sender is used or dropped.
+fn spawn_serve(
+    options: ServeOptions,
+    cluster: Arc<LocalCluster>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ServeError>>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        crate::serve::run(
+            options,
+            &loader(),
+            cluster,
+            Coordination::default(),
+            async {
+                let _ = stopped.await;
+            },
+        )
+        .await
+    });
+    (stop, server)
+}
+
 fn loader() -> HookLoader {
     let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
     HookLoader::new(sandbox, CallLimits::default(), false)
@@ -119,14 +149,7 @@ async fn serve_converges_modules_shows_their_queue_and_metrics_and_follows_the_c
         modules: Some(options(&d.join("modules"))),
         ..ServeOptions::new(d.join("hooks"), address)
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = cluster.clone();
-    let server = tokio::spawn(async move {
-        crate::serve::run(options, &loader(), served, Coordination::default(), async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let (stop, server) = spawn_serve(options, cluster.clone());
 
     let applied = until("the module's ConfigMap", async || {
         config_map(&cluster, "app").await
@@ -210,22 +233,13 @@ async fn serve_follows_module_configs_and_writes_their_status() {
         yaml_serde::to_string(&<operon_data::api::ModuleConfig as kube::CustomResourceExt>::crd())
             .unwrap();
     cluster.load_yaml(&crd, "operon CRDs").unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
+    let address = free_address();
     let options = ServeOptions {
         grace: Duration::from_secs(5),
         modules: Some(options(&d.join("modules"))),
         ..ServeOptions::new(d.join("hooks"), address)
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = cluster.clone();
-    let server = tokio::spawn(async move {
-        crate::serve::run(options, &loader(), served, Coordination::default(), async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let (stop, server) = spawn_serve(options, cluster.clone());
     let module_config = |generation: i64, enabled: bool| {
         serde_json::json!({
             "apiVersion": "operon.dev/v1alpha1", "kind": "ModuleConfig",
@@ -286,9 +300,7 @@ fn replica(
     leases: &Arc<std::sync::Mutex<crate::serve::fake_lease::FakeLeases>>,
 ) -> Replica {
     let socket = dir.join(format!("{name}.socket"));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
+    let address = free_address();
     let options = ServeOptions {
         debug_socket: Some(socket.clone()),
         grace: Duration::from_secs(5),
@@ -400,22 +412,13 @@ async fn readyz_waits_for_the_modules_startup_convergence() {
         "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: app\n",
     );
     let cluster = Arc::new(LocalCluster::new());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
+    let address = free_address();
     let options = ServeOptions {
         grace: Duration::from_secs(5),
         modules: Some(options(&d.join("modules"))),
         ..ServeOptions::new(d.join("hooks"), address)
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = cluster.clone();
-    let server = tokio::spawn(async move {
-        crate::serve::run(options, &loader(), served, Coordination::default(), async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let (stop, server) = spawn_serve(options, cluster.clone());
     // The listener may not be bound yet: wait for it before asking.
     until("the listener", async || {
         tokio::net::TcpStream::connect(address).await.ok()
@@ -478,9 +481,7 @@ async fn a_module_added_changed_refused_and_removed_converges_without_a_restart(
         &manifest("app", "one"),
     );
     let cluster = Arc::new(LocalCluster::new());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
+    let address = free_address();
     let socket = d.join("debug.socket");
     let options = ServeOptions {
         debug_socket: Some(socket.clone()),
@@ -489,14 +490,7 @@ async fn a_module_added_changed_refused_and_removed_converges_without_a_restart(
         reload_interval: Some(Duration::from_millis(100)),
         ..ServeOptions::new(d.join("hooks"), address)
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = cluster.clone();
-    let server = tokio::spawn(async move {
-        crate::serve::run(options, &loader(), served, Coordination::default(), async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let (stop, server) = spawn_serve(options, cluster.clone());
     until("the module applied", async || {
         data(&cluster, "app").await.filter(|a| a == "one")
     })
@@ -733,9 +727,7 @@ async fn a_module_source_unavailable_at_start_is_pulled_again_and_runs() {
     let mut modules = (*options(&d.join("modules"))).clone();
     modules.settings.sources = Some(sources);
     let cluster = Arc::new(LocalCluster::new());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
+    let address = free_address();
     let serve_options = ServeOptions {
         grace: Duration::from_secs(5),
         modules: Some(Arc::new(modules)),
