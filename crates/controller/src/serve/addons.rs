@@ -18,7 +18,7 @@ use operon_addons::operator::{Operator, QueueEvent, Settings};
 use operon_addons::status::QueueView;
 use operon_cluster::Cluster;
 use operon_hooks::hooks::engines::EngineSet;
-use operon_hooks::hooks::reload::{ReloadEntry, ReloadLog, Settle, Step, tree_digest};
+use operon_hooks::hooks::reload::{ReloadEntry, ReloadLog, Settle, Step, digest_off_runtime};
 use operon_hooks::metrics::Metrics;
 use operon_script::ScriptSandbox;
 use std::sync::Arc;
@@ -94,14 +94,7 @@ pub(super) fn spawn(
         );
         let mut fingerprint = operator.fingerprint();
         let dirs = operon_addons::reload::watched_dirs(&options.settings);
-        let digest = || {
-            let dirs = dirs.clone();
-            async move {
-                tokio::task::spawn_blocking(move || tree_digest(&dirs))
-                    .await
-                    .unwrap_or_default()
-            }
-        };
+        let digest = || digest_off_runtime(dirs.clone());
         let mut settle = Settle::new(digest().await);
         if let Some((_, log)) = &reload {
             let mut entry = ReloadEntry::now(RELOAD_SOURCE, "loaded");
@@ -218,14 +211,7 @@ pub(super) async fn follow_settings(
     interval: Duration,
 ) {
     let dirs = operon_addons::reload::watched_dirs(&options.settings);
-    let digest = || {
-        let dirs = dirs.clone();
-        async move {
-            tokio::task::spawn_blocking(move || tree_digest(&dirs))
-                .await
-                .unwrap_or_default()
-        }
-    };
+    let digest = || digest_off_runtime(dirs.clone());
     // The rules in use were read before this started: what changed in between is read
     // again once the tree settles.
     let mut settle = Settle::new(String::new());

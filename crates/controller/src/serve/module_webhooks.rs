@@ -94,12 +94,7 @@ pub(crate) fn webhooks_of(
                     "a conversion binding is not served: this engine has no conversion server (--conversion-webhook-server-cert and --conversion-webhook-server-key, --webhook-cert-dir or --webhook-self-signed)");
                 continue;
             }
-            let directory = main.and_then(|main| {
-                (main.hooks().iter())
-                    .find(|h| h.config.conversions.iter().any(|c| c.crd_name == *crd))
-                    .map(|h| h.hook.name().to_owned())
-            });
-            if let Some(other) = directory {
+            if let Some(other) = main.and_then(|main| main.converter_of(crd)) {
                 tracing::warn!(%owner, hook, crd = %crd, hooks_directory_hook = %other,
                     "a conversion binding is not served: a CustomResourceDefinition has one conversion webhook, and the hooks directory's hook converts it");
                 continue;

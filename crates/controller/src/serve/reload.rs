@@ -20,7 +20,9 @@ use super::{ServeError, ServeOptions, Status};
 use operon_cluster::Cluster;
 use operon_hooks::hooks::engine::{Engine, LoadedHook};
 use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
-use operon_hooks::hooks::reload::{ReloadEntry, Settle, Step, diff, tree_digest};
+use operon_hooks::hooks::reload::{
+    ReloadEntry, Settle, Step, diff, digest_off_runtime, tree_digest,
+};
 use operon_hooks::metrics::Metrics;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -173,14 +175,7 @@ impl Reloader<'_> {
         mut pumps: tokio::task::JoinSet<()>,
     ) {
         let roots = vec![self.options.hooks_dir.clone()];
-        let digest = move || {
-            let roots = roots.clone();
-            async move {
-                tokio::task::spawn_blocking(move || tree_digest(&roots))
-                    .await
-                    .unwrap_or_default()
-            }
-        };
+        let digest = move || digest_off_runtime(roots.clone());
         let mut settle = Settle::new(digest().await);
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -208,6 +208,14 @@ impl Engine {
         &self.hooks
     }
 
+    /// The hook with a conversion binding for CustomResourceDefinition `crd`, by name
+    /// (the first one: a CRD's conversion may chain several hooks' rules).
+    pub fn converter_of(&self, crd: &str) -> Option<&str> {
+        (self.hooks.iter())
+            .find(|h| h.config.conversions.iter().any(|c| c.crd_name == crd))
+            .map(|h| h.hook.name())
+    }
+
     fn kube_metrics(&self, h: usize, binding: &KubernetesBinding) -> Arc<BindingMetrics> {
         let key = (h, binding.id.index);
         if let Some(handles) = self.lock().kube_handles.get(&key) {

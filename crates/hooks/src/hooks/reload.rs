@@ -40,6 +40,13 @@ pub fn tree_digest(roots: &[PathBuf]) -> String {
     hex(&hasher.finalize())
 }
 
+/// [`tree_digest`] on a blocking thread, off the async runtime (it reads every file).
+pub async fn digest_off_runtime(roots: Vec<PathBuf>) -> String {
+    tokio::task::spawn_blocking(move || tree_digest(&roots))
+        .await
+        .unwrap_or_default()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

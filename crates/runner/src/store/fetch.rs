@@ -208,7 +208,7 @@ impl TrustState {
 
 /// A TLS client configuration trusting the certificates in `pem`, every one of which
 /// must parse; at least one is needed.
-fn client_config(pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
+pub fn client_config(pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(pem) {
         let cert = cert.map_err(|e| e.to_string())?;

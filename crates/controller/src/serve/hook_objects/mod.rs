@@ -627,11 +627,8 @@ fn unserved(reporting: &Reporting, webhooks: &OwnedWebhooks) -> Option<prepare::
             ));
         }
         let converted = reporting.main_engine().and_then(|main| {
-            main.hooks().iter().find_map(|h| {
-                (h.config.conversions.iter())
-                    .find(|c| webhooks.conversions.contains(&c.crd_name))
-                    .map(|c| (h.hook.name().to_owned(), c.crd_name.clone()))
-            })
+            (webhooks.conversions.iter())
+                .find_map(|crd| Some((main.converter_of(crd)?.to_owned(), crd.clone())))
         });
         if let Some((hook, crd)) = converted {
             return Some(prepare::Refusal::new(

@@ -12,8 +12,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt as _, Full, Limited};
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -104,23 +103,7 @@ impl Forwarder {
         {
             return Ok(tls.clone());
         }
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| ForwardError::Trust(e.to_string()))?;
-            roots
-                .add(cert)
-                .map_err(|e| ForwardError::Trust(e.to_string()))?;
-        }
-        if roots.is_empty() {
-            return Err(ForwardError::Trust("no PEM certificate in it".to_owned()));
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| ForwardError::Trust(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let tls = Arc::new(tls);
+        let tls = operon_runner::store::fetch::client_config(&pem).map_err(ForwardError::Trust)?;
         *cached = Some((pem, tls.clone()));
         Ok(tls)
     }

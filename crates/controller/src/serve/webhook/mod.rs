@@ -612,11 +612,7 @@ async fn answer_conversion(
 ) -> Response {
     let crd = crd.to_owned();
     let review = review.clone();
-    if !engine
-        .hooks()
-        .iter()
-        .any(|h| h.config.conversions.iter().any(|c| c.crd_name == crd))
-    {
+    if engine.converter_of(&crd).is_none() {
         return refuse(
             StatusCode::NOT_FOUND,
             format!(
