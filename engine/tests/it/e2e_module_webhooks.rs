@@ -76,9 +76,16 @@ async fn a_modules_webhook_is_answered_by_the_leader_through_a_follower() {
     let cluster = connect(&path).await;
     let scratch = Scratch::new(&cluster, &path, "operon-e2e-module-webhooks").await;
     let ns = scratch.name.as_str();
+    // The replicas' own configurations get a name of this run, so that none is left
+    // behind under the default name for the suites after this one.
+    let configuration = format!("operon-e2e-module-webhooks-{:08x}", getrandom_u32());
     let _cleanup = ClusterScoped {
         kubeconfig: path.clone(),
-        objects: vec![("validatingwebhookconfiguration", GUARD.to_owned())],
+        objects: vec![
+            ("validatingwebhookconfiguration", GUARD.to_owned()),
+            ("validatingwebhookconfiguration", configuration.clone()),
+            ("mutatingwebhookconfiguration", configuration.clone()),
+        ],
     };
     let dir = tempfile::tempdir().unwrap();
     let hooks = dir.path().join("hooks");
@@ -105,6 +112,10 @@ async fn a_modules_webhook_is_answered_by_the_leader_through_a_follower() {
             port,
             "--validating-webhook-url-base",
             &url,
+            "--validating-webhook-configuration-name",
+            &configuration,
+            "--mutating-webhook-configuration-name",
+            &configuration,
             "--validating-webhook-server-cert",
             cert.to_str().unwrap(),
             "--validating-webhook-server-key",
