@@ -16,6 +16,17 @@ pub enum DebugCommand {
     /// The engine's hooks.
     #[command(subcommand)]
     Hook(HookCommand),
+    /// What was loaded and reloaded.
+    #[command(subcommand)]
+    Reload(ReloadCommand),
+}
+
+/// `operon debug reload ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ReloadCommand {
+    /// The hooks directory at start and each reload of it and of the modules, applied
+    /// or refused (with the file and the reason), oldest first.
+    History(Target),
 }
 
 /// `operon debug queue ...`.
@@ -72,6 +83,7 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
     let (target, method, path) = match &cmd {
         DebugCommand::Queue(QueueCommand::List(t)) => (t, get, "/queue/list".to_owned()),
         DebugCommand::Hook(HookCommand::List(t)) => (t, get, "/hook/list".to_owned()),
+        DebugCommand::Reload(ReloadCommand::History(t)) => (t, get, "/reload/history".to_owned()),
         DebugCommand::Hook(HookCommand::Snapshot { name, target }) => (
             target,
             get,
@@ -159,6 +171,18 @@ pub fn run(cmd: DebugCommand) -> anyhow::Result<ExitCode> {
             };
             println!("{}: log level {level}", text(&answer["hook"]));
         }
+        DebugCommand::Reload(_) => {
+            println!("{:<28} {:<28} {:<8}  WHAT", "AT", "SOURCE", "OUTCOME");
+            for entry in list(&answer) {
+                println!(
+                    "{:<28} {:<28} {:<8}  {}",
+                    text(&entry["at"]),
+                    text(&entry["source"]),
+                    text(&entry["outcome"]),
+                    reload_summary(&entry)
+                );
+            }
+        }
         DebugCommand::Hook(HookCommand::Snapshot { .. }) => {
             for b in list(&answer) {
                 let objects = list(&b["objects"]);
@@ -182,6 +206,23 @@ pub(super) fn path_segment(name: &str) -> String {
     name.replace('%', "%25").replace('/', "%2F")
 }
 
+/// What a reload entry brought: `+added ~changed -removed`, or why it was refused.
+fn reload_summary(entry: &Value) -> String {
+    let names = |field: &str, sign: char| {
+        (entry[field].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .map(move |name| format!("{sign}{name}"))
+    };
+    let mut parts: Vec<String> = names("added", '+')
+        .chain(names("changed", '~'))
+        .chain(names("removed", '-'))
+        .collect();
+    if let Some(error) = entry["error"].as_str() {
+        parts.push(error.to_owned());
+    }
+    parts.join(" ")
+}
+
 /// The bindings of a task's contexts, runs of one binding counted: a combined task
 /// carries a context per event, thousands under load.
 fn bindings_summary(names: impl Iterator<Item = String>) -> String {
@@ -200,6 +241,16 @@ fn bindings_summary(names: impl Iterator<Item = String>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_reload_entry_reads_as_what_it_brought() {
+        let applied = serde_json::json!({
+            "added": ["a.sh"], "changed": ["b.sh", "c.wasm"], "removed": ["d.sh"]
+        });
+        assert_eq!(super::reload_summary(&applied), "+a.sh ~b.sh ~c.wasm -d.sh");
+        let refused = serde_json::json!({"error": "hook e.sh: not valid JSON"});
+        assert_eq!(super::reload_summary(&refused), "hook e.sh: not valid JSON");
+    }
+
     #[test]
     fn a_combined_tasks_bindings_are_counted_not_repeated() {
         let names = ["pods", "pods", "pods", "nodes", "pods"].map(str::to_owned);

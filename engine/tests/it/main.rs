@@ -61,6 +61,7 @@ mod e2e_hook_offload;
 mod e2e_hooks;
 mod e2e_kube;
 mod e2e_module_configs;
+mod e2e_module_sources;
 mod e2e_module_webhooks;
 mod e2e_modules;
 mod e2e_node;

@@ -423,40 +423,15 @@ async fn run_engine(
 ) -> Result<(), ServeError> {
     // shell-operator starts with an empty hooks directory (hooks may come later with a
     // new ConfigMap); so does `operon serve`, with a warning.
-    let mut directory = reload::load_hooks(options, loader, cluster.as_ref(), None, &[]).await?;
+    let directory = reload::load_hooks(options, loader, cluster.as_ref(), None).await?;
     tracing::info!(hooks = directory.hooks.len(), dir = %options.hooks_dir.display(), "hooks loaded");
     // Shadows run beside their live hook only, never on bindings of their own.
-    let shadows = operon_hooks::hooks::shadow::Shadows::default();
-    let mut _shadow_attachments = Vec::new();
-    for (shadow, live) in &options.shadow_hooks {
-        let hooks = &mut directory.hooks;
-        let Some(at) = hooks.iter().position(|h| h.hook.name() == shadow) else {
-            return Err(ServeError::ShadowNotFound {
-                shadow: shadow.clone(),
-                live: live.clone(),
-                known: hooks
-                    .iter()
-                    .map(|h| h.hook.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        };
-        let loaded = hooks.remove(at);
-        if !hooks.iter().any(|h| h.hook.name() == live) {
-            tracing::warn!(shadow = %shadow, live = %live,
-                "the live hook of a shadow is not in the hooks directory: the shadow runs once a Hook object of that name does");
-        }
-        tracing::info!(shadow = %shadow, live = %live, "a hook runs as the shadow of another");
-        _shadow_attachments.push(shadows.attach(
-            live,
-            operon_hooks::hooks::shadow::Shadow::new(
-                loaded.hook.clone(),
-                loaded.config.settings.timeout,
-                metrics.clone(),
-                |_| {},
-            ),
-        ));
+    if let Some(error) = reload::missing_shadow(options, &directory) {
+        return Err(error);
     }
+    let shadows = operon_hooks::hooks::shadow::Shadows::default();
+    let mut shadow_attachments = reload::ShadowAttachments::default();
+    shadow_attachments.update(options, &directory, &metrics, &shadows);
     if let Some(error) = reload::unserved(options, &directory.hooks) {
         return Err(error);
     }
@@ -498,10 +473,12 @@ async fn run_engine(
             Some(interval) => {
                 tracing::info!(dir = %options.hooks_dir.display(), ?interval,
                     "reloading the hooks directory when it changes");
-                reloader.follow(interval, directory, pumps).await
+                reloader
+                    .follow(interval, directory, pumps, shadow_attachments)
+                    .await
             }
             None => {
-                let _pumps = pumps;
+                let _kept = (pumps, shadow_attachments);
                 std::future::pending().await
             }
         }

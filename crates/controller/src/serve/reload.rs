@@ -14,7 +14,12 @@
 //! follow carry the state they would have seen), writes the webhook configurations of
 //! the new hooks, and starts the new engine: onStartup for the hooks that are new or
 //! changed, a Synchronization run for every kubernetes binding (its watch is new),
-//! schedules from now on. The series of hooks that went leave `/metrics`.
+//! schedules from now on. The series of hooks that went leave `/metrics`; the run
+//! history of the hooks that stay goes over to the new engine.
+//!
+//! Shadows (`--shadow-hook`) are loaded with the rest but run beside their live hook: a
+//! shadow whose file changed is attached again, and a change to shadows alone keeps
+//! the engine.
 
 use super::{ServeError, ServeOptions, Status};
 use operon_cluster::Cluster;
@@ -23,6 +28,7 @@ use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
 use operon_hooks::hooks::reload::{
     ReloadEntry, Settle, Step, diff, digest_off_runtime, tree_digest,
 };
+use operon_hooks::hooks::shadow::{Attachment, Shadow, Shadows};
 use operon_hooks::metrics::Metrics;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -36,21 +42,37 @@ pub(super) const SOURCE: &str = "hooks_directory";
 /// The hooks of the hooks directory, each with the digest of its file.
 #[derive(Clone, Default)]
 pub(super) struct DirectoryHooks {
+    /// The hooks the engine runs.
     pub(super) hooks: Vec<LoadedHook>,
     /// By hook name.
     digests: BTreeMap<String, String>,
+    /// The hooks `--shadow-hook` names, which run beside their live hook instead.
+    shadows: Vec<LoadedHook>,
+    /// By shadow name.
+    shadow_digests: BTreeMap<String, String>,
 }
 
-/// Loads and configures every hook of the hooks directory but those named in `skip`
-/// (the shadows, which run beside their live hook); a hook whose file has the digest it
-/// had in `previous` is the same loaded hook. An empty directory has no hooks
-/// (shell-operator starts so too), with a warning.
+impl DirectoryHooks {
+    fn kept(&self, name: &str, digest: &str) -> Option<&LoadedHook> {
+        let (digests, hooks) = match self.digests.get(name) {
+            Some(d) => (d, &self.hooks),
+            None => (self.shadow_digests.get(name)?, &self.shadows),
+        };
+        (digests == digest)
+            .then(|| hooks.iter().find(|h| h.hook.name() == name))
+            .flatten()
+    }
+}
+
+/// Loads and configures every hook of the hooks directory, the shadows
+/// (`--shadow-hook`) apart; a hook whose file has the digest it had in `previous` is
+/// the same loaded hook. An empty directory has no hooks (shell-operator starts so
+/// too), with a warning.
 pub(super) async fn load_hooks(
     options: &ServeOptions,
     loader: &HookLoader,
     cluster: &dyn Cluster,
     previous: Option<&DirectoryHooks>,
-    skip: &[&str],
 ) -> Result<DirectoryHooks, HookLoadError> {
     let dir = &options.hooks_dir;
     let files = match load::hook_files(dir) {
@@ -67,15 +89,8 @@ pub(super) async fn load_hooks(
             .unwrap_or(&file)
             .display()
             .to_string();
-        if skip.contains(&name.as_str()) {
-            continue;
-        }
         let digest = tree_digest(std::slice::from_ref(&file));
-        let kept = previous.and_then(|p| {
-            (p.digests.get(&name) == Some(&digest))
-                .then(|| p.hooks.iter().find(|h| h.hook.name() == name))
-                .flatten()
-        });
+        let kept = previous.and_then(|p| p.kept(&name, &digest));
         let hook = match kept {
             Some(hook) => hook.clone(),
             None => {
@@ -86,10 +101,88 @@ pub(super) async fn load_hooks(
                 hook
             }
         };
-        loaded.digests.insert(name, digest);
-        loaded.hooks.push(hook);
+        if options
+            .shadow_hooks
+            .iter()
+            .any(|(shadow, _)| *shadow == name)
+        {
+            loaded.shadow_digests.insert(name, digest);
+            loaded.shadows.push(hook);
+        } else {
+            loaded.digests.insert(name, digest);
+            loaded.hooks.push(hook);
+        }
     }
     Ok(loaded)
+}
+
+/// Why the shadows `options` asks for cannot run from `directory`: a shadow the
+/// directory does not have.
+pub(super) fn missing_shadow(
+    options: &ServeOptions,
+    directory: &DirectoryHooks,
+) -> Option<ServeError> {
+    let (shadow, live) = (options.shadow_hooks.iter())
+        .find(|(shadow, _)| !directory.shadow_digests.contains_key(shadow))?;
+    let known = (directory.hooks.iter().chain(&directory.shadows))
+        .map(|h| h.hook.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(ServeError::ShadowNotFound {
+        shadow: shadow.clone(),
+        live: live.clone(),
+        known,
+    })
+}
+
+/// The shadows attached, by (shadow, live), each with the digest of its file then.
+#[derive(Default)]
+pub(super) struct ShadowAttachments(BTreeMap<(String, String), (String, Attachment)>);
+
+impl ShadowAttachments {
+    /// Attaches each shadow of `directory` to its live hook, keeping an attachment
+    /// whose file did not change (its runs in progress go on) and replacing the others;
+    /// returns the shadows attached anew. [`missing_shadow`] found none missing.
+    pub(super) fn update(
+        &mut self,
+        options: &ServeOptions,
+        directory: &DirectoryHooks,
+        metrics: &Arc<Metrics>,
+        shadows: &Shadows,
+    ) -> Vec<String> {
+        let mut attached = Vec::new();
+        for (shadow, live) in &options.shadow_hooks {
+            let (Some(digest), Some(loaded)) = (
+                directory.shadow_digests.get(shadow),
+                (directory.shadows.iter()).find(|h| h.hook.name() == shadow),
+            ) else {
+                continue;
+            };
+            let key = (shadow.clone(), live.clone());
+            if self.0.get(&key).is_some_and(|(was, _)| was == digest) {
+                continue;
+            }
+            // The old version detaches first, so that no input goes to both.
+            self.0.remove(&key);
+            if !directory.hooks.iter().any(|h| h.hook.name() == live) {
+                tracing::warn!(shadow = %shadow, live = %live,
+                    "the live hook of a shadow is not in the hooks directory: the shadow runs once a Hook object of that name does");
+            }
+            tracing::info!(shadow = %shadow, live = %live, "a hook runs as the shadow of another");
+            let attachment = shadows.attach(
+                live,
+                Shadow::new(
+                    loaded.hook.clone(),
+                    loaded.config.settings.timeout,
+                    metrics.clone(),
+                    |_| {},
+                ),
+            );
+            self.0.insert(key, (digest.clone(), attachment));
+            attached.push(shadow.clone());
+        }
+        attached
+    }
 }
 
 /// Why `hooks` cannot be served with `options`: a webhook binding whose server is not
@@ -164,15 +257,25 @@ pub(super) struct Reloader<'a> {
     pub(super) shadows: operon_hooks::hooks::shadow::Shadows,
 }
 
+/// What a reload loaded: the hooks, and a new engine (listing and watching) when a
+/// hook the engine runs changed.
+struct Reloaded {
+    next: DirectoryHooks,
+    engine: Option<(Arc<Engine>, tokio::task::JoinSet<()>)>,
+    entry: ReloadEntry,
+}
+
 impl Reloader<'_> {
     /// Checks the hooks directory every `interval` and replaces the engine when it
     /// changed and loads (see the module documentation); never returns. `current` is
-    /// what the engine in use was made from, `pumps` its watches' tasks.
+    /// what the engine in use was made from, `pumps` its watches' tasks, `attached` its
+    /// shadows.
     pub(super) async fn follow(
         self,
         interval: std::time::Duration,
         mut current: DirectoryHooks,
         mut pumps: tokio::task::JoinSet<()>,
+        mut attached: ShadowAttachments,
     ) {
         let roots = vec![self.options.hooks_dir.clone()];
         let digest = move || digest_off_runtime(roots.clone());
@@ -191,13 +294,30 @@ impl Reloader<'_> {
                         "the hooks directory changed, but no hook did: the engine in use stays");
                     settle.applied(tree);
                 }
-                Ok(Some((next, engine, next_pumps, mut entry))) => {
-                    self.status.engine.send_replace(Some(engine));
-                    // The old engine's watches stop; on the leader its runs in progress
-                    // finish while the run loop moves to the new engine.
-                    pumps.abort_all();
-                    pumps = next_pumps;
-                    forget_series(&self.metrics, &current.hooks, &next.hooks);
+                Ok(Some(Reloaded {
+                    next,
+                    engine,
+                    mut entry,
+                })) => {
+                    if let Some((engine, next_pumps)) = engine {
+                        // Before it runs anything, so that the runs keep their order.
+                        if let Some(previous) = self.status.engine.borrow().clone() {
+                            engine.inherit_history(&previous);
+                        }
+                        self.status.engine.send_replace(Some(engine));
+                        // The old engine's watches stop; on the leader its runs in
+                        // progress finish while the run loop moves to the new engine.
+                        pumps.abort_all();
+                        pumps = next_pumps;
+                        forget_series(&self.metrics, &current.hooks, &next.hooks);
+                    }
+                    let reattached =
+                        attached.update(self.options, &next, &self.metrics, &self.shadows);
+                    for shadow in reattached {
+                        if !entry.changed.contains(&shadow) {
+                            entry.changed.push(shadow);
+                        }
+                    }
                     self.count("applied");
                     tracing::info!(dir = %self.options.hooks_dir.display(),
                         added = ?entry.added, changed = ?entry.changed, removed = ?entry.removed,
@@ -230,38 +350,36 @@ impl Reloader<'_> {
         }
     }
 
-    /// The hooks and the engine the directory holds now, listing and watching, with
-    /// what changed; `None` when no hook changed.
-    #[allow(clippy::type_complexity)]
-    async fn reload(
-        &self,
-        current: &DirectoryHooks,
-    ) -> Result<
-        Option<(
-            DirectoryHooks,
-            Arc<Engine>,
-            tokio::task::JoinSet<()>,
-            ReloadEntry,
-        )>,
-        ServeError,
-    > {
-        let skip: Vec<&str> = (self.options.shadow_hooks.iter())
-            .map(|(shadow, _)| shadow.as_str())
-            .collect();
+    /// The hooks the directory holds now, with what changed and, when a hook the
+    /// engine runs changed, a new engine listing and watching; `None` when no hook
+    /// (shadows included) changed.
+    async fn reload(&self, current: &DirectoryHooks) -> Result<Option<Reloaded>, ServeError> {
         let next = load_hooks(
             self.options,
             self.loader,
             self.cluster.as_ref(),
             Some(current),
-            &skip,
         )
         .await?;
+        if let Some(error) = missing_shadow(self.options, &next) {
+            return Err(error);
+        }
         let (added, changed, removed) = diff(
             (current.digests.iter()).map(|(n, d)| (n.as_str(), d.as_str())),
             (next.digests.iter()).map(|(n, d)| (n.as_str(), d.as_str())),
         );
-        if added.is_empty() && changed.is_empty() && removed.is_empty() {
+        let engine_stays = added.is_empty() && changed.is_empty() && removed.is_empty();
+        if engine_stays && current.shadow_digests == next.shadow_digests {
             return Ok(None);
+        }
+        let mut entry = ReloadEntry::now(SOURCE, "applied");
+        (entry.added, entry.changed, entry.removed) = (added, changed, removed);
+        if engine_stays {
+            return Ok(Some(Reloaded {
+                next,
+                engine: None,
+                entry,
+            }));
         }
         if let Some(error) = unserved(self.options, &next.hooks) {
             return Err(error);
@@ -275,9 +393,11 @@ impl Reloader<'_> {
         );
         engine.observe().await?;
         let pumps = engine.spawn_pumps();
-        let mut entry = ReloadEntry::now(SOURCE, "applied");
-        (entry.added, entry.changed, entry.removed) = (added, changed, removed);
-        Ok(Some((next, engine, pumps, entry)))
+        Ok(Some(Reloaded {
+            next,
+            engine: Some((engine, pumps)),
+            entry,
+        }))
     }
 }
 

@@ -215,6 +215,24 @@ impl super::engine::Engine {
         };
         Some(self.runs.runs(h))
     }
+
+    /// Takes over the runs `previous` kept of the hooks of the same name, so that a
+    /// reload of the hooks directory does not forget what ran. For an engine that has
+    /// not run anything yet: its own runs would be replaced.
+    pub fn inherit_history(&self, previous: &Self) {
+        let old = previous.runs.lock();
+        let mut new = self.runs.lock();
+        new.next = new.next.max(old.next);
+        for (h, loaded) in self.hooks().iter().enumerate() {
+            let name = loaded.hook.name();
+            let Some(was) = (previous.hooks().iter()).position(|l| l.hook.name() == name) else {
+                continue;
+            };
+            if let (Some(runs), Some(kept)) = (new.per_hook.get_mut(h), old.per_hook.get(was)) {
+                runs.clone_from(kept);
+            }
+        }
+    }
 }
 
 /// What started a run, from its binding contexts.

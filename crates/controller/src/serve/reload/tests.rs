@@ -176,3 +176,135 @@ async fn a_hooks_config_map_update_is_served_without_a_restart() {
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 }
+
+async fn history(socket: &Path, hook: &str) -> Vec<serde_json::Value> {
+    let path = format!("/hook/{hook}/history");
+    let runs = debug::request(socket, &path).await.unwrap();
+    runs.as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_edited_is_attached_again_and_a_reload_keeps_the_runs_history() {
+    use operon_cluster::Cluster as _;
+    use operon_data::model::{CreateSpec, PatchOperation};
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let labeler = std::fs::read(operon_tests::POD_LABELER).unwrap();
+    let annotator = std::fs::read(operon_tests::ANNOTATOR).unwrap();
+    // The shadow starts as the annotator, which never does what the labeller does.
+    config_map(
+        &hooks,
+        1,
+        &[("pod-labeler.wasm", &labeler), ("shadow.wasm", &annotator)],
+    );
+    let cluster = Arc::new(LocalCluster::new());
+    cluster
+        .load_yaml(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: demo}\n",
+            "pods",
+        )
+        .unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener);
+    let socket = dir.path().join("debug.socket");
+    let options = ServeOptions {
+        debug_socket: Some(socket.clone()),
+        grace: Duration::from_secs(5),
+        reload_interval: Some(Duration::from_millis(100)),
+        shadow_hooks: vec![("shadow.wasm".to_owned(), "pod-labeler.wasm".to_owned())],
+        ..ServeOptions::new(hooks.clone(), address)
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = cluster.clone();
+    let server = tokio::spawn(async move {
+        crate::serve::run(options, &loader, served, Coordination::default(), async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let series = |result: &str| {
+        format!(
+            "operon_shadow_runs_total{{live=\"pod-labeler.wasm\",result=\"{result}\",shadow=\"shadow.wasm\"}}"
+        )
+    };
+    until("the first shadow's comparison", async || {
+        metrics(address)
+            .await
+            .contains(&series("diverged"))
+            .then_some(())
+    })
+    .await;
+    let before = history(&socket, "pod-labeler.wasm").await;
+    assert!(!before.is_empty());
+
+    // The shadow becomes the labeller's twin: attached again without a new engine (no
+    // second Synchronization run), and its next comparison agrees.
+    config_map(
+        &hooks,
+        2,
+        &[("pod-labeler.wasm", &labeler), ("shadow.wasm", &labeler)],
+    );
+    let reloaded = until("the shadow reloaded", async || {
+        let reloads = debug::request(&socket, "/reload/history").await.ok()?;
+        let last = reloads.as_array()?.last()?.clone();
+        (last["outcome"] == "applied").then_some(last)
+    })
+    .await;
+    assert_eq!(reloaded["changed"], serde_json::json!(["shadow.wasm"]));
+    assert_eq!(hook_names(&socket).await.unwrap(), ["pod-labeler.wasm"]);
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"api","namespace":"demo"}}"#;
+    cluster
+        .apply(&PatchOperation::Create(CreateSpec {
+            object: pod.to_owned(),
+            subresource: None,
+        }))
+        .await
+        .unwrap();
+    until("the edited shadow's comparison", async || {
+        metrics(address)
+            .await
+            .contains(&series("same"))
+            .then_some(())
+    })
+    .await;
+    let runs = history(&socket, "pod-labeler.wasm").await;
+    let synchronizations = (runs.iter())
+        .filter(|r| r["binding_type"] == "Synchronization")
+        .count();
+    assert_eq!(synchronizations, 1, "the engine was replaced: {runs:?}");
+
+    // A hook added replaces the engine: the labeller's runs so far stay in its history.
+    config_map(
+        &hooks,
+        3,
+        &[
+            ("pod-labeler.wasm", &labeler),
+            ("shadow.wasm", &labeler),
+            ("annotator.wasm", &annotator),
+        ],
+    );
+    until("the added hook", async || {
+        (hook_names(&socket).await?.len() == 2).then_some(())
+    })
+    .await;
+    let after = until("the new engine's Synchronization run", async || {
+        let after = history(&socket, "pod-labeler.wasm").await;
+        (after.len() > runs.len()).then_some(after)
+    })
+    .await;
+    assert_eq!(
+        after[..runs.len()],
+        runs[..],
+        "the runs before the reload went"
+    );
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
