@@ -70,6 +70,16 @@ async fn serve_runs_a_module_pulled_with_its_pull_secret_once_the_secret_is_righ
     // A cache of its own, so that the module is pulled, not found from an earlier run.
     let cache = dir.path().join("cache");
     let ca = registry.ca();
+    // The module's chart is rendered by Helm's engine from helm-python-sdk.
+    let helm_ok = std::process::Command::new("python3")
+        .args(["-c", "import helm_python"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        helm_ok,
+        "helm-python-sdk is not installed (.ci/setup installs it)"
+    );
+    let helm = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/addons/helm");
     let lease = format!("e2e-sources-{:08x}", getrandom_u32());
     let flags = [
         "--leader-election-namespace",
@@ -89,6 +99,8 @@ async fn serve_runs_a_module_pulled_with_its_pull_secret_once_the_secret_is_righ
         ca.to_str().unwrap(),
         "--modules-namespace",
         ns,
+        "--helm-binary",
+        helm.to_str().unwrap(),
     ];
     let serving = serve_with_env(
         &path,
@@ -120,26 +132,28 @@ async fn serve_runs_a_module_pulled_with_its_pull_secret_once_the_secret_is_righ
     // The right credentials: the next pull (every six reload intervals) brings it.
     let fixed = Instant::now();
     pull_secret(&path, ns, "module-registry", &host, "s3cr3t");
-    let greeting = eventually(
-        "the pulled module's ConfigMap",
-        Duration::from_secs(60),
-        async || {
-            let (found, out, _) = try_kubectl(
-                &path,
-                &[
-                    "-n",
-                    ns,
-                    "get",
-                    "configmap",
-                    "frontend",
-                    "-o",
-                    "jsonpath={.data.greeting}",
-                ],
-            );
-            found.then_some(out)
-        },
-    )
-    .await;
+    let greeting = loop {
+        let (found, out, _) = try_kubectl(
+            &path,
+            &[
+                "-n",
+                ns,
+                "get",
+                "configmap",
+                "frontend",
+                "-o",
+                "jsonpath={.data.greeting}",
+            ],
+        );
+        if found {
+            break out;
+        }
+        if fixed.elapsed() > Duration::from_secs(60) {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("the pulled module's ConfigMap did not come; serve's log:\n{log}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     eprintln!(
         "the module from {pinned} was applied {:.1} s after its pull Secret was fixed",
         fixed.elapsed().as_secs_f64()

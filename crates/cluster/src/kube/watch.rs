@@ -229,8 +229,12 @@ impl WatchTask {
                     all_closed = None;
                 }
                 self.pending.retain(|(join, _)| !join.initial.is_closed());
-                if self.subscribers.is_empty() && self.pending.is_empty() && self.close() {
-                    return;
+                if self.subscribers.is_empty() && self.pending.is_empty() {
+                    if self.close() {
+                        return;
+                    }
+                    // A binding joined as the last one left: it waits for a list.
+                    break;
                 }
             }
         }

@@ -534,3 +534,30 @@ async fn an_error_event_other_than_gone_resumes_the_watch_without_a_list() {
         [(WatchEvent::Added, "b"), (WatchEvent::Deleted, "a")]
     );
 }
+
+#[tokio::test]
+async fn a_binding_joining_as_the_last_one_leaves_gets_its_list() {
+    let (cluster, mut server, _watch, _, events) = watched(vec![pod("a", "1")]).await;
+    let mut events = Some(events);
+    let mut watches = Vec::new();
+    let (resource, selector) = (pods(), default_app_x());
+    // The watch task sees the last binding gone and the join at the same time, and
+    // `select!` takes ready branches in a random order: rounds enough that the
+    // binding leaving is seen first in some.
+    for round in 0..16 {
+        let mut rejoin = Box::pin(cluster.list_and_watch(&resource, &selector));
+        drop(events.take());
+        // The join is sent before the watch task runs again.
+        assert!(futures::poll!(&mut rejoin).is_pending());
+        let call = tokio::time::timeout(std::time::Duration::from_secs(5), server.next())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the joining binding got no list"));
+        assert_eq!(call.uri, LIST, "round {round}");
+        call.answer(200, list("10", vec![pod("a", "1")]));
+        watches.push(server.expect("GET", &watch_uri("10")).await);
+        let (objects, joined) = rejoin.await.unwrap();
+        assert_eq!(objects.len(), 1, "round {round}");
+        events = Some(joined);
+        assert_eq!(cluster.open_watches(), 1);
+    }
+}
