@@ -133,6 +133,54 @@ fn the_chart_mounts_the_modules_and_grants_what_they_need() {
 }
 
 #[test]
+fn the_chart_pulls_module_sources_with_the_pull_secrets_it_may_read() {
+    let pinned = "oci://registry.example/mods/frontend:1@sha256:aaaa";
+    let Some(objects) = render(&[
+        "--set",
+        "modules.enabled=true",
+        "--set-json",
+        &format!(r#"modules.sources=["{pinned}"]"#),
+        "--set-json",
+        r#"ociModules.pullSecrets=["registry-creds"]"#,
+        "--set-json",
+        r#"ociModules.allowedRegistries=["registry.example"]"#,
+    ]) else {
+        return;
+    };
+    let objects = objects.unwrap();
+    let args = args(&objects);
+    for flag in [
+        format!("--module-source={pinned}"),
+        "--module-source-pull-secret=registry-creds".to_owned(),
+        "--allow-registry=registry.example".to_owned(),
+    ] {
+        assert!(args.contains(&flag), "{flag} missing: {args:?}");
+    }
+    // Sources alone: no modules directory, so no volume for one.
+    assert!(
+        !args.iter().any(|a| a.starts_with("--modules-dir")),
+        "{args:?}"
+    );
+    let mounts = container(&objects)["volumeMounts"].as_array().unwrap();
+    assert!(!mounts.iter().any(|m| m["name"] == "modules"), "{mounts:?}");
+    // Every flag the chart gives is one `operon serve` takes.
+    let known = crate::deploy_support::flags(&crate::deploy_support::help("serve"));
+    for arg in args.iter().filter(|a| a.starts_with("--")) {
+        let name = arg.trim_start_matches('-').split('=').next().unwrap();
+        assert!(known.contains_key(name), "operon serve has no --{name}");
+    }
+    // The controller may read the pull Secret, by name.
+    let readable = objects.iter().any(|o| {
+        o["kind"] == "Role"
+            && (o["rules"].as_array().into_iter().flatten()).any(|rule| {
+                rule["resources"] == serde_json::json!(["secrets"])
+                    && rule["resourceNames"] == serde_json::json!(["registry-creds"])
+            })
+    });
+    assert!(readable, "no Role grants the pull Secret");
+}
+
+#[test]
 fn the_chart_refuses_modules_without_a_directory() {
     let Some(outcome) = render(&["--set", "modules.enabled=true"]) else {
         return;
