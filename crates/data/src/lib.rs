@@ -1,7 +1,8 @@
 //! Operon's data: what crosses the engine's module boundaries ([`model`]), the custom
 //! resources users write and their own checks ([`api`]), cron schedules with robfig/cron's
-//! meaning ([`schedule`]), Go durations ([`duration`]), Kubernetes' rules for names and
-//! labels ([`names`]) and the first pass over YAML text ([`yaml_scan`]).
+//! meaning ([`schedule`]), Go durations ([`duration`]), the Kubernetes API conventions
+//! (status conditions, names and labels, the field manager: [`conventions`]) and the
+//! first pass over YAML text ([`yaml_scan`]).
 //!
 //! This crate does no I/O: no async runtime, no Kubernetes client, no sandbox. Everything
 //! above it (the sandboxes, the cluster layer, the engines, the controllers) speaks these
@@ -10,8 +11,8 @@
 #![warn(unreachable_pub)]
 
 pub mod api;
+pub mod conventions;
 pub mod duration;
 pub mod model;
-pub mod names;
 pub mod schedule;
 pub mod yaml_scan;

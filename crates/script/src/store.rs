@@ -9,6 +9,7 @@
 
 use super::error::StoreError;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _, Permissions, PermissionsExt as _};
+use operon_data::conventions::names;
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -196,7 +197,7 @@ fn check_name(name: &str) -> Result<(), StoreError> {
     if name.is_empty() {
         return invalid("it is empty");
     }
-    if name.len() > 253 {
+    if name.len() > names::MAX_SUBDOMAIN {
         return invalid("it is longer than 253 characters");
     }
     if name.starts_with('.') {
@@ -207,6 +208,9 @@ fn check_name(name: &str) -> Result<(), StoreError> {
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
     {
         return invalid("only lower-case letters, digits, '-' and '.' are allowed");
+    }
+    if !names::is_dns_subdomain(name) {
+        return invalid("each dot-separated part must start and end with a letter or digit");
     }
     Ok(())
 }
@@ -247,7 +251,17 @@ mod tests {
     fn names_that_could_escape_are_refused() {
         let root = tempfile::tempdir().unwrap();
         let store = ScriptStore::open(root.path()).unwrap();
-        for name in ["../evil", "/etc/passwd", "a/b", ".hidden", "", "UPPER"] {
+        for name in [
+            "../evil",
+            "/etc/passwd",
+            "a/b",
+            ".hidden",
+            "",
+            "UPPER",
+            "a..b",
+            "a-",
+            "a.-b",
+        ] {
             assert!(
                 matches!(store.put(name, "x"), Err(StoreError::InvalidName { .. })),
                 "{name:?}"

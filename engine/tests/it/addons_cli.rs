@@ -1,6 +1,6 @@
 //! `operon modules values|render|run` end to end on the example modules directory
 //! (`operations/addon-modules`) against the local cluster. Charts are rendered by
-//! Helm's engine from `helm-python-sdk` (skipped with a message when it is missing).
+//! Helm's engine from `helm-python-sdk` (failing, naming it, when it is missing).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -39,17 +39,6 @@ fn stdout(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn helm_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import helm_python"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: helm-python-sdk is not installed");
-    }
-    ok
 }
 
 #[test]
@@ -94,9 +83,7 @@ fn values_show_each_key_with_its_source() {
 
 #[test]
 fn render_prints_the_objects_and_the_diff() {
-    if !helm_available() {
-        return;
-    }
+    crate::e2e_support::require_helm_python();
     let out = stdout(&operon(&["modules", "render", "echo-server", "-o", "json"]));
     let objects: Vec<Value> = serde_json::from_str(&out).unwrap();
     let kinds: Vec<&str> = objects
@@ -118,9 +105,7 @@ fn render_prints_the_objects_and_the_diff() {
 
 #[test]
 fn run_prints_the_queue_and_a_dry_run_applies_nothing() {
-    if !helm_available() {
-        return;
-    }
+    crate::e2e_support::require_helm_python();
     let out = stdout(&operon(&["modules", "run", "--once", "--dry-run"]));
     let tasks: Vec<&str> = out
         .lines()
@@ -220,9 +205,7 @@ fn render_refuses_values_required_for_helm_that_are_missing() {
 /// binding and the stream, as addon-operator and shell-operator log it.
 #[test]
 fn run_logs_what_hooks_print() {
-    if !helm_available() {
-        return;
-    }
+    crate::e2e_support::require_helm_python();
     let out = command(&["modules", "run", "--once", "--dry-run"])
         .env("LOG_TYPE", "json")
         .env_remove("OPERON_LOG")

@@ -1,7 +1,7 @@
 //! The deployment of modules, with no cluster: the Helm chart's `modules` values
-//! rendered by Helm's own engine (`deploy/helm/render.py` over `helm-python-sdk`,
-//! skipped with a message when it is missing) and the kustomize component
-//! `deploy/modules` rendered by `kubectl kustomize` (skipped when kubectl is missing):
+//! rendered by Helm's own engine (`deploy/helm/render.py` over `helm-python-sdk`) and
+//! the kustomize component `deploy/modules` rendered by `kubectl kustomize`; each test
+//! fails, naming the tool, when the one it needs is missing (`.ci/setup` installs both):
 //! the flags or variables operon serve gets, the modules directory mounted read-only,
 //! the config ConfigMap, and the grants: the ConfigMap and the release records in the
 //! release namespace, and only the extra rules the values give beyond that.
@@ -23,21 +23,18 @@ fn documents(text: &str) -> Vec<Value> {
 }
 
 /// The chart rendered with `args`; `Err` with Helm's message when it refuses.
-fn render(args: &[&str]) -> Option<Result<Vec<Value>, String>> {
+fn render(args: &[&str]) -> Result<Vec<Value>, String> {
+    crate::e2e_support::require_helm_python();
     let out = Command::new("python3")
         .arg(deploy().join("helm/render.py"))
         .args(args)
         .output()
         .unwrap();
-    if out.status.code() == Some(2) {
-        eprintln!("skipped: helm-python-sdk is not installed");
-        return None;
-    }
-    Some(if out.status.success() {
+    if out.status.success() {
         Ok(documents(&String::from_utf8_lossy(&out.stdout)))
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    })
+    }
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
@@ -62,8 +59,7 @@ fn args(objects: &[Value]) -> Vec<String> {
 
 #[test]
 fn the_chart_runs_no_modules_by_default() {
-    let Some(objects) = render(&[]) else { return };
-    let objects = objects.unwrap();
+    let objects = render(&[]).unwrap();
     assert!(
         !args(&objects).iter().any(|a| a.contains("modules-dir")),
         "{:?}",
@@ -75,7 +71,7 @@ fn the_chart_runs_no_modules_by_default() {
 
 #[test]
 fn the_chart_mounts_the_modules_and_grants_what_they_need() {
-    let Some(objects) = render(&[
+    let objects = render(&[
         "--set",
         "modules.enabled=true",
         "--set",
@@ -86,10 +82,8 @@ fn the_chart_mounts_the_modules_and_grants_what_they_need() {
         r#"modules.configMap.data={"global":"clusterName: prod\n","echoServerEnabled":"true"}"#,
         "--set-json",
         r#"modules.rbac.clusterRules=[{"apiGroups":["apps"],"resources":["deployments"],"verbs":["get","list","watch","create","update","patch","delete"]}]"#,
-    ]) else {
-        return;
-    };
-    let objects = objects.unwrap();
+    ])
+    .unwrap();
     let args = args(&objects);
     for flag in [
         "--modules-dir=/modules",
@@ -182,10 +176,7 @@ fn the_chart_pulls_module_sources_with_the_pull_secrets_it_may_read() {
 
 #[test]
 fn the_chart_refuses_modules_without_a_directory() {
-    let Some(outcome) = render(&["--set", "modules.enabled=true"]) else {
-        return;
-    };
-    let error = outcome.unwrap_err();
+    let error = render(&["--set", "modules.enabled=true"]).unwrap_err();
     assert!(
         error.contains("modules.enabled needs modules.volume"),
         "{error}"
@@ -194,15 +185,7 @@ fn the_chart_refuses_modules_without_a_directory() {
 
 #[test]
 fn the_kustomize_component_adds_the_variables_the_config_map_and_its_role() {
-    if Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: kubectl is not installed");
-        return;
-    }
+    crate::e2e_support::required_program("kubectl", "kubernetes-client");
     // kustomize loads only what is under the overlay's root: a copy of deploy/ beside
     // an overlay that lists it and the component.
     let dir = tempfile::tempdir().unwrap();

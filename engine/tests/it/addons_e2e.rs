@@ -1,7 +1,7 @@
 //! `operon modules run` against a real Kubernetes API server: ignored unless run with
 //! `--ignored` (CI has no API server), and then failing unless `OPERON_E2E_KUBECONFIG`
 //! names a kubeconfig (cluster-admin). Charts are rendered by Helm's engine from
-//! `helm-python-sdk` (skipped with a message when it is missing).
+//! `helm-python-sdk` (failing, naming it, when it is missing).
 //!
 //! The example modules directory in a scratch namespace, with values from a ConfigMap:
 //! the chart's objects are applied by server-side apply (field manager `operon`) with a
@@ -105,14 +105,7 @@ fn run_once(kubeconfig: &Path, ns: &str) -> String {
 #[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn modules_converge_against_an_api_server() {
     let kubeconfig = kubeconfig();
-    let helm = Command::new("python3")
-        .args(["-c", "import helm_python"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !helm {
-        eprintln!("skipped: helm-python-sdk is not installed");
-        return;
-    }
+    crate::e2e_support::require_helm_python();
     let cluster = connect(&kubeconfig).await;
     let scratch = Scratch::new(&cluster, &kubeconfig, "operon-modules").await;
     let ns = scratch.name.as_str();

@@ -27,21 +27,6 @@ fn helm() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/addons/helm")
 }
 
-/// Whether Helm's engine is installed; tests that render charts say so and stop
-/// otherwise.
-fn helm_available() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import helm_python"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "skipped: helm-python-sdk is not installed (python3 -m pip install helm-python-sdk)"
-        );
-    }
-    ok
-}
-
 fn settings(modules: &Path, global: Option<&Path>) -> Settings {
     Settings {
         modules_dir: modules.to_owned(),
@@ -95,9 +80,7 @@ fn example_cluster() -> Arc<LocalCluster> {
 
 #[tokio::test]
 async fn the_example_converges_in_addon_operator_order() {
-    if !helm_available() {
-        return;
-    }
+    crate::e2e_support::require_helm_python();
     let cluster = example_cluster();
     let ex = example();
     let (mut op, events) = operator(
@@ -187,9 +170,7 @@ async fn the_example_converges_in_addon_operator_order() {
 
 #[tokio::test]
 async fn config_map_changes_rerun_modules_drop_objects_and_disable_modules() {
-    if !helm_available() {
-        return;
-    }
+    crate::e2e_support::require_helm_python();
     let cluster = example_cluster();
     let ex = example();
     let (mut op, events) = operator(

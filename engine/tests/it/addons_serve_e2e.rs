@@ -1,7 +1,7 @@
 //! `operon serve --modules-dir` against a real Kubernetes API server: ignored unless
 //! run with `--ignored` (CI has no API server), and then failing unless
 //! `OPERON_E2E_KUBECONFIG` names a kubeconfig (cluster-admin). Charts are rendered by
-//! Helm's engine from `helm-python-sdk` (skipped with a message when it is missing).
+//! Helm's engine from `helm-python-sdk` (failing, naming it, when it is missing).
 //!
 //! The example modules directory (global hooks, a Helm chart module with an `enabled`
 //! script and a `beforeHelm` hook, a plain-manifests module whose `enabled` script
@@ -112,14 +112,7 @@ fn modules_args<'a>(ex: &'a Path, ns: &'a str) -> Vec<String> {
 #[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn serve_converges_modules_and_follows_the_config_map() {
     let kubeconfig = kubeconfig();
-    let helm_ok = Command::new("python3")
-        .args(["-c", "import helm_python"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !helm_ok {
-        eprintln!("skipped: helm-python-sdk is not installed");
-        return;
-    }
+    crate::e2e_support::require_helm_python();
     let cluster = connect(&kubeconfig).await;
     let scratch = Scratch::new(&cluster, &kubeconfig, "operon-serve-modules").await;
     let ns = scratch.name.clone();

@@ -1,6 +1,6 @@
 //! End to end against a real Kubernetes API server (ignored unless run with `--ignored`,
 //! and then failing without `OPERON_E2E_KUBECONFIG`) and a real registry
-//! (`docker-registry` with TLS and htpasswd, skipped when it is not installed):
+//! (`docker-registry` with TLS and htpasswd, failing when it is not installed):
 //! `operon serve` pulling the `oci://` modules of an Operation and of a
 //! Hook with the credentials of the Secrets they name, pinning their tags (the
 //! Diagnosis' `status.pinnedModules`, the Hook's `status.pinnedModule`), and refusing,
@@ -60,7 +60,7 @@ async fn diagnose(api: &Api<DynamicObject>, name: &str, spec: Value) -> Value {
 #[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn operations_and_hooks_run_oci_modules_pulled_with_their_secrets() {
     let path = kubeconfig();
-    let Some(registry) = registry() else { return };
+    let registry = registry();
     for (file, tag) in [
         (operon_tests::ECHO, "team/echo:1"),
         (operon_tests::POD_LABELER, "team/labeler:1"),

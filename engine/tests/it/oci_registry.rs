@@ -1,8 +1,9 @@
 //! `operon module push FILE oci://...` and `operon module pull oci://...` against a real
 //! registry: Debian's `docker-registry` (the CNCF distribution registry) started on
 //! loopback with TLS (a test CA) and htpasswd authentication; and signed modules there
-//! (`operon module keygen`, `sign`, `verify`, `operon run --module-verification`). Skipped
-//! with a message when `docker-registry` or `htpasswd` (apache2-utils) is not installed.
+//! (`operon module keygen`, `sign`, `verify`, `operon run --module-verification`). Failing,
+//! naming the program, when `docker-registry` or `htpasswd` (apache2-utils) is not
+//! installed: `.ci/setup` installs both.
 //! And an addon-operator module pushed from its directory, then listed from there by
 //! `operon modules list --module-source`.
 
@@ -22,7 +23,7 @@ fn failure(out: &Output) -> String {
 
 #[test]
 fn modules_go_to_a_registry_and_come_back_by_tag_and_by_digest() {
-    let Some(registry) = registry() else { return };
+    let registry = registry();
     let module = Path::new(operon_tests::LOG_TRIAGE);
     let tag = registry.reference("team/log-triage:1.0");
     let pushed = registry.operon(&["module", "push", module.to_str().unwrap(), &tag], false);
@@ -78,7 +79,7 @@ fn modules_go_to_a_registry_and_come_back_by_tag_and_by_digest() {
 
 #[tokio::test]
 async fn an_artifact_that_is_no_wasm_module_is_refused_by_media_type() {
-    let Some(registry) = registry() else { return };
+    let registry = registry();
     use oci_client::client::{ClientConfig, Config, ImageLayer};
     use oci_client::secrets::RegistryAuth;
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -138,7 +139,7 @@ fn echo_pipeline(dir: &Path, module: &str) -> PathBuf {
 
 #[test]
 fn operon_run_pulls_an_operations_oci_module_and_pins_its_tag() {
-    let Some(registry) = registry() else { return };
+    let registry = registry();
     let tag = registry.reference("team/echo:1");
     let pushed = registry.operon(&["module", "push", operon_tests::ECHO, &tag], false);
     assert!(pushed.status.success(), "{}", text(&pushed.stderr));
@@ -256,7 +257,7 @@ fn pinned_digest(stdout: &str) -> String {
 
 #[tokio::test]
 async fn a_signed_module_runs_and_an_unsigned_or_tampered_one_is_refused() {
-    let Some(registry) = registry() else { return };
+    let registry = registry();
     let work = tempfile::tempdir().unwrap();
     let (key, public) = keygen(work.path());
     let config = work.path().join("verification.yaml");
@@ -382,7 +383,7 @@ async fn a_signed_module_runs_and_an_unsigned_or_tampered_one_is_refused() {
 #[test]
 fn a_module_signed_with_a_certificate_verifies_to_its_trust_root() {
     use operon_tests::signing::{LeafSpec, SigningPki};
-    let Some(registry) = registry() else { return };
+    let registry = registry();
     let work = tempfile::tempdir().unwrap();
     let pki = SigningPki::new();
     let leaf = pki.issue(&LeafSpec::new(
@@ -433,7 +434,7 @@ fn a_module_signed_with_a_certificate_verifies_to_its_trust_root() {
 
 #[test]
 fn an_addon_module_goes_to_a_registry_and_is_listed_from_there() {
-    let Some(registry) = registry() else { return };
+    let registry = registry();
     let module = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../crates/addons/testdata/module-symlinks/module_storage/002-frontend");
     let tag = registry.reference("modules/frontend:1.0");

@@ -10,9 +10,8 @@
 use super::{Followed, KIND};
 use crate::module_config::Target;
 use crate::operator::{Operator, Task};
-use operon_data::api::{
-    API_VERSION, Condition, ConditionStatus, ModuleConfigStatus, set_condition,
-};
+use operon_data::api::{API_VERSION, Condition, ConditionStatus, ModuleConfigStatus};
+use operon_data::conventions::conditions::set_condition;
 use operon_data::model::{ObjectRef, PatchOperation, PatchSpec};
 use serde_json::Value;
 use std::time::{Duration, Instant};

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The field manager of every write (server-side field ownership, `managedFields`).
-pub const FIELD_MANAGER: &str = "operon";
+pub use operon_data::conventions::FIELD_MANAGER;
 
 /// How to reach the API server.
 #[derive(Debug, Clone)]

@@ -188,7 +188,7 @@ impl JobProcessor {
             }
         }
         if let Some(sa) = &self.service_account_name
-            && !crate::names::is_dns_subdomain(sa)
+            && !crate::conventions::names::is_dns_subdomain(sa)
         {
             problems.push((
                 "serviceAccountName".to_owned(),
@@ -229,10 +229,11 @@ impl ArgoWorkflowProcessor {
                 String::new(),
                 "set one of workflowTemplateRef, workflowSpec (both are set)".to_owned(),
             )),
-            (Some(r), None) if !crate::names::is_dns_subdomain(&r.name) => problems.push((
-                "workflowTemplateRef.name".to_owned(),
-                format!("{:?} is not a valid object name", r.name),
-            )),
+            (Some(r), None) if !crate::conventions::names::is_dns_subdomain(&r.name) => problems
+                .push((
+                    "workflowTemplateRef.name".to_owned(),
+                    format!("{:?} is not a valid object name", r.name),
+                )),
             (None, Some(spec)) if !spec.is_object() => problems.push((
                 "workflowSpec".to_owned(),
                 "must be an object (a Workflow's spec)".to_owned(),
@@ -263,7 +264,7 @@ impl ArgoWorkflowProcessor {
             }
         }
         if let Some(sa) = &self.service_account_name
-            && !crate::names::is_dns_subdomain(sa)
+            && !crate::conventions::names::is_dns_subdomain(sa)
         {
             problems.push((
                 "serviceAccountName".to_owned(),

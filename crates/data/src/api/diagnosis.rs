@@ -1,7 +1,7 @@
 //! `Diagnosis`: one run of an OperationSet about a node or a pod, and its record.
 
 use super::{Condition, Problem};
-use crate::names;
+use crate::conventions::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -414,16 +414,16 @@ fn label_selector_problems(
 ) {
     for (key, value) in selector.match_labels.iter().flatten() {
         if let Err(reason) = names::label_key(key) {
-            push(format!("{at}.matchLabels"), reason);
+            push(format!("{at}.matchLabels"), reason.to_string());
         }
         if let Err(reason) = names::label_value(value) {
-            push(format!("{at}.matchLabels.{key}"), reason);
+            push(format!("{at}.matchLabels.{key}"), reason.to_string());
         }
     }
     for (i, requirement) in selector.match_expressions.iter().flatten().enumerate() {
         let at = format!("{at}.matchExpressions[{i}]");
         if let Err(reason) = names::label_key(&requirement.key) {
-            push(format!("{at}.key"), reason);
+            push(format!("{at}.key"), reason.to_string());
         }
         let values = requirement.values.as_deref().unwrap_or_default();
         match requirement.operator.as_str() {
@@ -436,7 +436,7 @@ fn label_selector_problems(
                 }
                 for (j, value) in values.iter().enumerate() {
                     if let Err(reason) = names::label_value(value) {
-                        push(format!("{at}.values[{j}]"), reason);
+                        push(format!("{at}.values[{j}]"), reason.to_string());
                     }
                 }
             }

@@ -527,15 +527,7 @@ fn module_reference_problem(module: &str) -> Option<String> {
              or its sha256: digest (`operon module push` uploads a file)"
         ));
     }
-    let label_ok = |label: &str| {
-        !label.is_empty()
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-    };
-    (module.len() > 253 || !module.split('.').all(label_ok)).then(|| {
+    (!crate::conventions::names::is_dns_subdomain(module)).then(|| {
         format!(
             "{module:?} is not a Module name (lowercase letters, digits, '-' and '.', starting \
              and ending with a letter or digit, at most 253 characters) nor a sha256: digest"

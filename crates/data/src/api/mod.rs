@@ -21,7 +21,7 @@ pub use cluster_processor::{
     ArgoParameter, ArgoWorkflowProcessor, JobProcessor, JobResources, JobResultSource,
     WorkflowTemplateRef,
 };
-pub use condition::{Condition, ConditionStatus, set_condition};
+pub use condition::{Condition, ConditionStatus};
 pub use crd::{crds, crds_yaml};
 pub use diagnosis::{
     Checkpoint, Diagnosis, DiagnosisPhase, DiagnosisRunOn, DiagnosisSpec, DiagnosisStatus,

@@ -181,7 +181,7 @@ pub fn status(set: &OperationSet, result: &Result<Graph, Vec<Problem>>) -> Opera
         .cloned()
         .into_iter()
         .collect();
-    operon_data::api::set_condition(&mut conditions, condition);
+    operon_data::conventions::conditions::set_condition(&mut conditions, condition);
     OperationSetStatus {
         ready,
         conditions,

@@ -45,6 +45,7 @@ use operon_data::api::{
     Checkpoint, Condition, ConditionStatus, Diagnosis, DiagnosisPhase, DiagnosisStatus,
     DryRunRecord, FailedPath, NodePhase, NodeRecord, PathNode,
 };
+use operon_data::conventions::conditions::set_condition;
 use operon_runner::runner::{RunRequest, Runner};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -139,10 +140,6 @@ enum State {
 
 fn now() -> Time {
     Time(jiff::Timestamp::now())
-}
-
-fn set_condition(status: &mut DiagnosisStatus, condition: Condition) {
-    operon_data::api::set_condition(&mut status.conditions, condition);
 }
 
 /// The node `diagnosis` is about: `spec.nodeName`, else the node it was placed on
@@ -293,7 +290,7 @@ fn finish(status: &mut DiagnosisStatus, phase: DiagnosisPhase, reason: &str, mes
     status.phase = Some(phase);
     status.completion_time = Some(now());
     set_condition(
-        status,
+        &mut status.conditions,
         Condition::new(COMPLETE, ConditionStatus::True, reason, message),
     );
 }

@@ -3,6 +3,7 @@
 
 use super::SourceKind;
 use operon_data::api::{Diagnosis, DiagnosisSpec};
+use operon_data::conventions::names;
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
 
@@ -26,9 +27,9 @@ pub(crate) const TRIGGER_ANNOTATION: &str = "operon.dev/trigger";
 pub(crate) const CAUSE_ANNOTATION: &str = "operon.dev/cause";
 
 /// The longest Kubernetes object name (a DNS-1123 subdomain).
-const MAX_NAME: usize = 253;
+const MAX_NAME: usize = names::MAX_SUBDOMAIN;
 /// The longest label value.
-const MAX_LABEL_VALUE: usize = 63;
+const MAX_LABEL_VALUE: usize = names::MAX_LABEL;
 /// Hex digits of the hash in a name: 48 bits keep accidental collisions between one
 /// Trigger's alerts or events negligible while the name stays readable.
 const SHORT_HASH: usize = 12;
@@ -120,7 +121,7 @@ fn diagnosis_name(prefix: &str, trigger: &str, suffix: &str) -> String {
 /// `trigger` unchanged when it is already a valid name of at most `budget` characters,
 /// else [`shortened`].
 fn name_part(trigger: &str, budget: usize) -> String {
-    if trigger.len() <= budget && is_subdomain(trigger) {
+    if trigger.len() <= budget && names::is_dns_subdomain(trigger) {
         trigger.to_owned()
     } else {
         shortened(trigger, budget)
@@ -165,30 +166,11 @@ fn sanitize(text: &str) -> String {
         .join(".")
 }
 
-/// A DNS-1123 subdomain: dot-separated segments of `[a-z0-9-]` that start and end with
-/// a letter or digit, at most 253 characters.
-fn is_subdomain(name: &str) -> bool {
-    name.len() <= MAX_NAME
-        && name.split('.').all(|segment| {
-            let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-            segment.starts_with(alnum)
-                && segment.ends_with(alnum)
-                && segment.chars().all(|c| alnum(c) || c == '-')
-        })
-}
-
 /// `trigger` as a label value: unchanged when valid (always, for a Trigger name the
 /// API server accepted that is at most 63 characters), else cleaned, shortened and
 /// hashed ([`shortened`]).
 fn label_value(trigger: &str) -> String {
-    let valid = trigger.len() <= MAX_LABEL_VALUE
-        && (trigger.is_empty()
-            || (trigger.starts_with(|c: char| c.is_ascii_alphanumeric())
-                && trigger.ends_with(|c: char| c.is_ascii_alphanumeric())
-                && trigger
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))));
-    if valid {
+    if names::label_value(trigger).is_ok() {
         trigger.to_owned()
     } else {
         shortened(trigger, MAX_LABEL_VALUE)
@@ -201,7 +183,10 @@ pub(crate) mod tests {
 
     /// A valid Kubernetes object name.
     pub(crate) fn assert_valid_name(name: &str) {
-        assert!(is_subdomain(name), "{name:?} is not a valid name");
+        assert!(
+            names::is_dns_subdomain(name),
+            "{name:?} is not a valid name"
+        );
     }
 
     #[test]

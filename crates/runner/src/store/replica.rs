@@ -528,11 +528,7 @@ async fn compile(sandbox: Sandbox, blobs: &super::BlobStore, name: &str, digest:
 /// Whether `name` can be a Pod's name (a DNS subdomain): a replica started outside a
 /// Pod is listed under its URL, which no Pod lookup should be made for.
 fn is_pod_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    operon_data::conventions::names::is_dns_subdomain(name)
 }
 
 /// The stored digests neither a Module names nor an Operation pins.

@@ -102,6 +102,35 @@ pub fn required_os(name: &str, what: &str) -> std::ffi::OsString {
     }
 }
 
+/// The program `name` on `PATH`, which a test needs and `.ci/setup` installs (from
+/// Debian's `package`): without it the test fails here, naming both, rather than passing
+/// with nothing checked.
+#[track_caller]
+pub fn required_program(name: &str, package: &str) -> PathBuf {
+    match program(&[name]) {
+        Some(path) => path,
+        None => panic!(
+            "{name} is not installed: this test needs it (apt-get install {package}, or run \
+             .ci/setup)"
+        ),
+    }
+}
+
+/// Fails the test unless `python3` imports `helm_python` (helm-python-sdk, Helm's own
+/// engine, which renders the modules' charts); `.ci/setup` installs it.
+#[track_caller]
+pub fn require_helm_python() {
+    let imported = Command::new("python3")
+        .args(["-c", "import helm_python"])
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(
+        imported,
+        "helm-python-sdk is not installed: this test renders charts with it \
+         (python3 -m pip install helm-python-sdk, or run .ci/setup)"
+    );
+}
+
 pub async fn connect(path: &Path) -> KubeCluster {
     let options = KubeOptions {
         kubeconfig: Some(path.to_owned()),

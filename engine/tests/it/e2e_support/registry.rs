@@ -1,8 +1,9 @@
 //! A real OCI registry for the suites: Debian's `docker-registry` (the CNCF
 //! distribution registry) started on loopback with TLS (the test CA of
 //! [`super::certificates`]) and htpasswd authentication (alice / s3cr3t), with a docker
-//! config.json holding those credentials. `None`, saying so, when `docker-registry` or
-//! `htpasswd` is not installed.
+//! config.json holding those credentials. A test calling [`registry`] fails, naming the
+//! program, when `docker-registry` or `htpasswd` is not installed (`.ci/setup` installs
+//! both).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -21,13 +22,10 @@ impl Drop for Registry {
     }
 }
 
-pub fn registry() -> Option<Registry> {
-    if super::program(&["docker-registry"]).is_none() || super::program(&["htpasswd"]).is_none() {
-        eprintln!(
-            "skipped: docker-registry or htpasswd is not installed (apt-get install docker-registry apache2-utils)"
-        );
-        return None;
-    }
+#[track_caller]
+pub fn registry() -> Registry {
+    super::required_program("docker-registry", "docker-registry");
+    super::required_program("htpasswd", "apache2-utils");
     let dir = tempfile::tempdir().unwrap();
     let (_, cert, key) = super::certificates(dir.path());
     let htpasswd = Command::new("htpasswd")
@@ -70,7 +68,7 @@ pub fn registry() -> Option<Registry> {
         format!(r#"{{"auths": {{"127.0.0.1:{port}": {{"auth": "{auth}"}}}}}}"#),
     )
     .unwrap();
-    Some(Registry { child, port, dir })
+    Registry { child, port, dir }
 }
 
 impl Registry {

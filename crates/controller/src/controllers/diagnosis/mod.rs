@@ -53,6 +53,7 @@ use node_down::node_down;
 use operon_data::api::{
     Condition, ConditionStatus, Diagnosis, DiagnosisPhase, DiagnosisStatus, Operation, OperationSet,
 };
+use operon_data::conventions::conditions::set_condition;
 use operon_pipeline::pipeline::{self, PipelineError, PlanError};
 use operon_runner::runner::processors::Processors;
 use operon_runner::store::oci_modules::{PinError, pin_operations, secret_auth};
@@ -230,10 +231,6 @@ fn finished(diagnosis: &Diagnosis) -> bool {
     )
 }
 
-fn set_condition(status: &mut DiagnosisStatus, condition: Condition) {
-    operon_data::api::set_condition(&mut status.conditions, condition);
-}
-
 fn now() -> jiff::Timestamp {
     jiff::Timestamp::now()
 }
@@ -241,11 +238,11 @@ fn now() -> jiff::Timestamp {
 /// Fails `diagnosis` for good with `reason`.
 fn fail(status: &mut DiagnosisStatus, type_: &str, reason: &str, message: String) {
     set_condition(
-        status,
+        &mut status.conditions,
         Condition::new(type_, ConditionStatus::False, reason, message.clone()),
     );
     set_condition(
-        status,
+        &mut status.conditions,
         Condition::new(pipeline::COMPLETE, ConditionStatus::True, reason, message),
     );
     status.phase = Some(DiagnosisPhase::Failed);
@@ -345,7 +342,7 @@ pub(crate) async fn reconcile(
     if alive {
         let status = diagnosis.status.get_or_insert_with(Default::default);
         set_condition(
-            status,
+            &mut status.conditions,
             Condition::new(
                 SCHEDULED,
                 ConditionStatus::True,
@@ -425,7 +422,7 @@ async fn wait(
     let gave_up = again.is_none();
     let action = if let Some(poll) = again {
         set_condition(
-            status,
+            &mut status.conditions,
             Condition::new(type_, ConditionStatus::False, reason, message),
         );
         if status.phase.is_none() {
@@ -584,7 +581,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
     status.operation_set_generation = generation;
     status.pinned_modules = pins;
     set_condition(
-        status,
+        &mut status.conditions,
         Condition::new(
             ACCEPTED,
             ConditionStatus::True,

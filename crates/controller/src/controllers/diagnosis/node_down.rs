@@ -5,9 +5,10 @@
 
 use super::placement::NodeHealth;
 use super::status::StatusWriter;
-use super::{AGENT_POLL, Context, DiagnosisError, SCHEDULED, fail, metrics, now, set_condition};
+use super::{AGENT_POLL, Context, DiagnosisError, SCHEDULED, fail, metrics, now};
 use kube::runtime::controller::Action;
 use operon_data::api::{Condition, ConditionStatus, Diagnosis, DiagnosisPhase};
+use operon_data::conventions::conditions::set_condition;
 use std::time::Duration;
 
 /// The reason of the condition saying that a Diagnosis' node is down.
@@ -75,7 +76,7 @@ pub(super) async fn node_down(
         limit.as_secs()
     );
     set_condition(
-        status,
+        &mut status.conditions,
         Condition::new(SCHEDULED, ConditionStatus::False, NODE_NOT_READY, message),
     );
     if status.phase.is_none() {

@@ -17,7 +17,7 @@ pub(crate) const AGENT_LEASE_PREFIX: &str = "operon-agent-";
 /// The Lease the agent of `node` holds.
 pub(crate) fn agent_lease_name(node: &str) -> String {
     let name = format!("{AGENT_LEASE_PREFIX}{node}");
-    if name.len() <= 253 {
+    if name.len() <= operon_data::conventions::names::MAX_SUBDOMAIN {
         name
     } else {
         // Object names stop at 253 characters; a digest keeps long node names apart.

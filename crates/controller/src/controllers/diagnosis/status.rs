@@ -103,7 +103,7 @@ pub(crate) enum StatusError {
 pub(crate) fn config_map_name(diagnosis: &Diagnosis) -> String {
     let name = diagnosis.name_any();
     // Object names stop at 253 characters; the uid keeps a long name's ConfigMap unique.
-    if name.len() + "-results".len() <= 253 {
+    if name.len() + "-results".len() <= operon_data::conventions::names::MAX_SUBDOMAIN {
         format!("{name}-results")
     } else {
         format!(

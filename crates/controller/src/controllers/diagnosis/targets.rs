@@ -12,7 +12,7 @@
 //! already counts as done, so a controller restarted between recording the targets and
 //! creating the children creates each child once.
 
-use super::{Context, DiagnosisError, Patience, SCHEDULED, metrics, now, set_condition, wait};
+use super::{Context, DiagnosisError, Patience, SCHEDULED, metrics, now, wait};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{Api, ListParams, PostParams};
@@ -25,6 +25,7 @@ use operon_data::api::{
     API_VERSION, Condition, ConditionStatus, Diagnosis, DiagnosisPhase, DiagnosisStatus,
     TargetSelector, TargetStatus,
 };
+use operon_data::conventions::conditions::set_condition;
 use operon_pipeline::pipeline;
 use sha2::Digest as _;
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,7 +41,7 @@ pub(crate) const PARENT_LABEL: &str = "operon.dev/parent-diagnosis";
 const CHILD_POLL: Duration = Duration::from_secs(60);
 
 /// The longest object name the API server takes.
-const MAX_NAME: usize = 253;
+const MAX_NAME: usize = operon_data::conventions::names::MAX_SUBDOMAIN;
 /// The longest label value.
 const MAX_LABEL_VALUE: usize = 63;
 /// Hex digits of the digest that keeps shortened names apart.
@@ -326,7 +327,7 @@ pub(super) async fn reconcile(
         let status = diagnosis.status.get_or_insert_with(Default::default);
         let nodes: Vec<&str> = targets.iter().map(|t| t.node_name.as_str()).collect();
         set_condition(
-            status,
+            &mut status.conditions,
             Condition::new(
                 SCHEDULED,
                 ConditionStatus::True,
@@ -407,7 +408,7 @@ pub(super) async fn reconcile(
     status.phase = Some(phase);
     let finished_now = complete.is_some();
     if let Some(complete) = complete {
-        set_condition(status, complete);
+        set_condition(&mut status.conditions, complete);
         status.completion_time = Some(Time(now()));
     }
     writer.write(&diagnosis).await?;
@@ -461,6 +462,7 @@ async fn create(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use operon_data::conventions::names::is_dns_subdomain;
     use serde_json::json;
 
     fn target(node: &str, phase: DiagnosisPhase) -> TargetStatus {
@@ -474,18 +476,6 @@ mod tests {
         }
     }
 
-    fn is_valid_name(name: &str) -> bool {
-        name.len() <= MAX_NAME
-            && name.split('.').all(|segment| {
-                !segment.is_empty()
-                    && segment.starts_with(|c: char| c.is_ascii_alphanumeric())
-                    && segment.ends_with(|c: char| c.is_ascii_alphanumeric())
-                    && segment
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            })
-    }
-
     #[test]
     fn child_names_are_parent_dash_node_and_stay_valid_and_apart_when_long() {
         assert_eq!(child_name("disk", "worker-1"), "disk-worker-1");
@@ -495,13 +485,16 @@ mod tests {
             child_name(&parent, &format!("{}m", "n".repeat(59))),
         );
         assert_eq!(one.len(), MAX_NAME);
-        assert!(is_valid_name(&one) && is_valid_name(&two), "{one} {two}");
+        assert!(
+            is_dns_subdomain(&one) && is_dns_subdomain(&two),
+            "{one} {two}"
+        );
         assert_ne!(one, two);
         assert_eq!(one, child_name(&parent, &"n".repeat(60)), "deterministic");
         // A cut that lands on a dot or dash leaves no separator before the digest.
         let dotted = format!("{}.{}", "a".repeat(235), "b".repeat(30));
         let name = child_name(&dotted, "node");
-        assert!(is_valid_name(&name), "{name}");
+        assert!(is_dns_subdomain(&name), "{name}");
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "operon");
 /// What report names start with.
 const NAME_PREFIX: &str = "operon-";
 /// The longest name the API server takes (a DNS subdomain).
-const MAX_NAME: usize = 253;
+const MAX_NAME: usize = operon_data::conventions::names::MAX_SUBDOMAIN;
 
 /// What a result says of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

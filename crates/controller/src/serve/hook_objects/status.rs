@@ -23,7 +23,7 @@ const MIN_INTERVAL: Duration = Duration::from_secs(1);
 const RETRY: Duration = Duration::from_secs(5);
 
 /// Sets condition `type_` of `conditions` (the Kubernetes rule:
-/// [`operon_data::api::set_condition`]).
+/// [`operon_data::conventions::conditions::set_condition`]).
 pub(crate) fn set_condition(
     conditions: &mut Vec<Condition>,
     type_: &str,
@@ -31,7 +31,10 @@ pub(crate) fn set_condition(
     reason: &str,
     message: impl Into<String>,
 ) {
-    operon_data::api::set_condition(conditions, Condition::new(type_, status, reason, message));
+    operon_data::conventions::conditions::set_condition(
+        conditions,
+        Condition::new(type_, status, reason, message),
+    );
 }
 
 /// Records `record` (a run that just ended) in `status`.

@@ -466,17 +466,7 @@ fn over_limit(e: &axum::Error) -> bool {
 
 /// A Module's name is a DNS subdomain (lower-case letters, digits, `-` and `.`).
 fn check_name(name: &str) -> Result<(), Failure> {
-    let valid = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    if valid {
+    if operon_data::conventions::names::is_dns_subdomain(name) {
         return Ok(());
     }
     Err(Failure::new(

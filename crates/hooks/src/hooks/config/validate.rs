@@ -7,14 +7,15 @@ use super::{
     Enforcement, EventSet, ExecutionRate, FailurePolicy, KindExists, KubernetesBinding, MAIN_QUEUE,
     MAX_MATCH_CONDITIONS, ReinvocationPolicy, ScheduleBinding, Settings, SideEffects, ValidConfig,
 };
+use operon_data::conventions::names::{
+    is_api_version, is_dns_label, is_dns_subdomain, is_fully_qualified_name, is_qualified_name,
+    label_key, label_value,
+};
 use operon_data::model::config::{BindingId, BindingKind, ConfigProblem, Problems, location};
 use operon_data::model::{
     AdmissionBindingConfig, ConversionBindingConfig, HookConfig, HookSettings,
     KubernetesBindingConfig, LabelOperator, LabelSelector, NamespaceSelector,
     ScheduleBindingConfig, WatchEvent,
-};
-use operon_data::names::{
-    is_dns_label, is_dns_subdomain, is_qualified_name, label_key, label_value,
 };
 use operon_data::schedule::Schedule;
 use operon_jq as jq;
@@ -420,7 +421,7 @@ impl<'a> Checker<'a> {
             "validating"
         };
 
-        if !binding.name.trim().is_empty() && !is_webhook_name(&binding.name) {
+        if !binding.name.trim().is_empty() && !is_fully_qualified_name(&binding.name) {
             p.push(
                 Some(&at),
                 "name",
@@ -744,11 +745,7 @@ fn watch_event_name(event: WatchEvent) -> &'static str {
 
 /// `v1` or `group/version`.
 fn check_api_version(api_version: &str) -> Result<(), String> {
-    let valid = match api_version.split_once('/') {
-        None => is_dns_label(api_version),
-        Some((group, version)) => is_dns_subdomain(group) && is_dns_label(version),
-    };
-    if valid {
+    if is_api_version(api_version) {
         Ok(())
     } else {
         Err(format!(
@@ -768,16 +765,20 @@ fn check_label_selector(
 ) -> LabelSelector {
     for (key, value) in &selector.match_labels {
         if let Err(reason) = label_key(key) {
-            p.push(Some(at), format!("{field}.matchLabels"), reason);
+            p.push(Some(at), format!("{field}.matchLabels"), reason.to_string());
         }
         if let Err(reason) = label_value(value) {
-            p.push(Some(at), format!("{field}.matchLabels.{key}"), reason);
+            p.push(
+                Some(at),
+                format!("{field}.matchLabels.{key}"),
+                reason.to_string(),
+            );
         }
     }
     for (i, requirement) in selector.match_expressions.iter().enumerate() {
         let path = format!("{field}.matchExpressions[{i}]");
         if let Err(reason) = label_key(&requirement.key) {
-            p.push(Some(at), format!("{path}.key"), reason);
+            p.push(Some(at), format!("{path}.key"), reason.to_string());
         }
         match requirement.operator {
             LabelOperator::In | LabelOperator::NotIn => {
@@ -790,7 +791,7 @@ fn check_label_selector(
                 }
                 for value in &requirement.values {
                     if let Err(reason) = label_value(value) {
-                        p.push(Some(at), format!("{path}.values"), reason);
+                        p.push(Some(at), format!("{path}.values"), reason.to_string());
                     }
                 }
             }
@@ -869,11 +870,6 @@ fn check_namespace_selector(
             .map(|s| check_label_selector(p, at, "namespace.labelSelector", s)),
     };
     (checked.name_selector.is_some() || checked.label_selector.is_some()).then_some(checked)
-}
-
-/// Webhook names must be fully qualified: a subdomain with at least three segments.
-fn is_webhook_name(text: &str) -> bool {
-    is_dns_subdomain(text) && text.split('.').count() >= 3
 }
 
 #[cfg(test)]

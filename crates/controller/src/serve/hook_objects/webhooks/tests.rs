@@ -197,7 +197,10 @@ fn configuration_names_never_collide_across_namespaces_and_stay_valid() {
     assert!(name.starts_with(&format!("operon-hook.{}.", "n".repeat(63))));
     let other = configuration_name(&"n".repeat(63), &format!("{long}z"));
     assert_ne!(name, other);
-    assert!(operon_data::names::is_dns_subdomain(&name), "{name}");
+    assert!(
+        operon_data::conventions::names::is_dns_subdomain(&name),
+        "{name}"
+    );
 }
 
 #[tokio::test]
