@@ -1,6 +1,6 @@
 //! End to end against a real Kubernetes API server (ignored unless run with `--ignored`,
 //! and then failing without `OPERON_E2E_KUBECONFIG`) and a real registry
-//! (`docker-registry` with TLS and htpasswd, skipped when it is not installed):
+//! (`docker-registry` with TLS and htpasswd, failing when it is not installed):
 //! `operon serve --module-source` running an addon-operator module pulled from the
 //! registry with the credentials of the `--module-source-pull-secret` Secret. With
 //! credentials the registry refuses, the module is unavailable and serve runs on; once
@@ -32,7 +32,7 @@ fn pull_secret(kubeconfig: &Path, namespace: &str, name: &str, registry: &str, p
 #[ignore = "needs an API server: set OPERON_E2E_KUBECONFIG"]
 async fn serve_runs_a_module_pulled_with_its_pull_secret_once_the_secret_is_right() {
     let path = kubeconfig();
-    let Some(registry) = registry() else { return };
+    let registry = registry();
     let module = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../crates/addons/testdata/module-symlinks/module_storage/002-frontend");
     let pushed = registry.operon(
@@ -71,14 +71,7 @@ async fn serve_runs_a_module_pulled_with_its_pull_secret_once_the_secret_is_righ
     let cache = dir.path().join("cache");
     let ca = registry.ca();
     // The module's chart is rendered by Helm's engine from helm-python-sdk.
-    let helm_ok = std::process::Command::new("python3")
-        .args(["-c", "import helm_python"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        helm_ok,
-        "helm-python-sdk is not installed (.ci/setup installs it)"
-    );
+    require_helm_python();
     let helm = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/addons/helm");
     let lease = format!("e2e-sources-{:08x}", getrandom_u32());
     let flags = [
