@@ -129,7 +129,7 @@ fn the_chart_mounts_the_modules_and_grants_what_they_need() {
 #[test]
 fn the_chart_pulls_module_sources_with_the_pull_secrets_it_may_read() {
     let pinned = "oci://registry.example/mods/frontend:1@sha256:aaaa";
-    let Some(objects) = render(&[
+    let objects = render(&[
         "--set",
         "modules.enabled=true",
         "--set-json",
@@ -138,10 +138,8 @@ fn the_chart_pulls_module_sources_with_the_pull_secrets_it_may_read() {
         r#"ociModules.pullSecrets=["registry-creds"]"#,
         "--set-json",
         r#"ociModules.allowedRegistries=["registry.example"]"#,
-    ]) else {
-        return;
-    };
-    let objects = objects.unwrap();
+    ])
+    .unwrap();
     let args = args(&objects);
     for flag in [
         format!("--module-source={pinned}"),
