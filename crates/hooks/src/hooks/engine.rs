@@ -548,15 +548,15 @@ impl Engine {
             }
             limit.take(now);
         }
-        let contexts: Vec<BindingContext> = task
-            .contexts
-            .iter()
+        // The task is the queue's copy of its head: its contexts are moved, not copied
+        // again (a merged run can carry thousands).
+        let contexts: Vec<BindingContext> = std::mem::take(&mut task.contexts)
+            .into_iter()
             .map(|c| BindingContext {
-                snapshots: self.snapshots_for(&state, task.hook, c),
-                ..c.clone()
+                snapshots: self.snapshots_for(&state, task.hook, &c),
+                ..c
             })
             .collect();
-        task.contexts.clear();
         task.trace.taken();
         state.busy.insert(queue.to_owned());
         Ok(Some((task, contexts)))
