@@ -4,6 +4,10 @@
 //! event with `--otlp-endpoint`; the event must make one trace whose spans nest as
 //! hook.event → hook.filter, hook.queue_wait, hook.run → hook.patch, a script must see
 //! that trace in `TRACEPARENT`, and the JSON log lines of the run must carry its id.
+//! An admission review makes a `hook.review` trace, and `operon run` a `diagnosis`
+//! trace with one `diagnosis.step` per node it ran. (A review continuing the API
+//! server's trace is checked on the webhook server itself, in operon-controller; a
+//! Job's and an Argo Workflow's trace context, on their runners in operon-runner.)
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -357,4 +361,133 @@ fn a_sampling_ratio_of_zero_exports_nothing_and_one_past_one_is_refused() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not between 0 and 1"), "{stderr}");
+}
+
+#[test]
+fn an_admission_review_is_a_hook_review_trace() {
+    let receiver = Receiver::grpc();
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../operations/fixtures/shell-hooks/validating.sh")
+        .display()
+        .to_string();
+    let out = operon(&[
+        "hook",
+        "test",
+        &hook,
+        "--review",
+        &format!(
+            "private-repo-policy.example.com:{}",
+            fixture("admission-review.yaml")
+        ),
+        "--otlp-endpoint",
+        &receiver.url,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = receiver.received.spans();
+    let reviews: Vec<&Span> = spans.iter().filter(|s| s.name == "hook.review").collect();
+    assert_eq!(
+        reviews.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let review = reviews[0];
+    assert!(
+        review.parent_span_id.is_empty(),
+        "no caller: a trace of its own"
+    );
+    assert_eq!(
+        attribute(review, "binding").as_deref(),
+        Some("private-repo-policy.example.com")
+    );
+    let trace: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.trace_id == review.trace_id)
+        .collect();
+    assert_eq!(one(&trace, "hook.run").parent_span_id, review.span_id);
+}
+
+/// A Diagnosis whose first path fails at its second node and whose second path
+/// succeeds: three nodes run.
+const DIAGNOSIS: &str = r#"
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata: {name: count}
+spec:
+  processor:
+    scriptRunner: {script: "echo counted"}
+---
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata: {name: fail}
+spec:
+  processor:
+    scriptRunner: {script: "exit 2"}
+---
+apiVersion: operon.dev/v1alpha1
+kind: OperationSet
+metadata: {name: set}
+spec:
+  adjacencyList:
+    - {id: 0, to: [1, 3]}
+    - {id: 1, operation: count, to: [2]}
+    - {id: 2, operation: fail}
+    - {id: 3, operation: count}
+"#;
+
+#[test]
+fn a_diagnosis_is_one_trace_with_a_step_per_node() {
+    let receiver = Receiver::http();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("diagnosis.yaml");
+    std::fs::write(&file, DIAGNOSIS).unwrap();
+    let out = operon(&[
+        "run",
+        file.to_str().unwrap(),
+        "--operation-set",
+        "set",
+        "--output",
+        "json",
+        "--otlp-endpoint",
+        &receiver.url,
+        "--otlp-protocol",
+        "http/protobuf",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"]["phase"], "Succeeded");
+    let spans = receiver.received.spans();
+    let roots: Vec<&Span> = spans.iter().filter(|s| s.name == "diagnosis").collect();
+    assert_eq!(roots.len(), 1);
+    let root = roots[0];
+    assert!(root.parent_span_id.is_empty());
+    let steps: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "diagnosis.step")
+        .collect();
+    let mut nodes: Vec<String> = steps.iter().filter_map(|s| attribute(s, "node")).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["1", "2", "3"]);
+    assert_eq!(
+        steps.len(),
+        result["status"]["nodes"].as_array().unwrap().len(),
+        "one step per node that ran"
+    );
+    for step in &steps {
+        assert_eq!(step.trace_id, root.trace_id);
+        assert_eq!(step.parent_span_id, root.span_id);
+    }
+    let failed = steps
+        .iter()
+        .find(|s| attribute(s, "node").as_deref() == Some("2"))
+        .unwrap();
+    assert_eq!(attribute(failed, "outcome").as_deref(), Some("Failed"));
 }

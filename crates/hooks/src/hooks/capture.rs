@@ -225,7 +225,7 @@ mod tests {
         RunRecord {
             hook: "h.sh".to_owned(),
             hook_index: 0,
-            synchronizes: None,
+            synchronizes: Vec::new(),
             queue: "main".to_owned(),
             contexts: vec![BindingContext {
                 binding: binding.to_owned(),

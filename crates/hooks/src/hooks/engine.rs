@@ -71,8 +71,9 @@ pub struct RunRecord {
     pub hook: String,
     /// The hook's index in the engine.
     pub(crate) hook_index: usize,
-    /// For a Synchronization run: the kubernetes binding it synchronizes.
-    pub synchronizes: Option<usize>,
+    /// The kubernetes bindings the run synchronizes: a Synchronization run's own, and
+    /// those of Synchronization runs merged into it.
+    pub synchronizes: Vec<usize>,
     /// The queue it ran on.
     pub queue: String,
     /// The binding contexts passed in.
@@ -333,7 +334,7 @@ impl Engine {
                 kind: TaskKind::OnStartup,
                 contexts: vec![context::on_startup()],
                 allow_failure: false,
-                synchronizes: None,
+                synchronizes: Vec::new(),
                 queued_at: Instant::now(),
                 trace: TaskTrace::of_kind(TaskKind::OnStartup, self.hooks[hook].hook.name(), ""),
             };
@@ -375,7 +376,7 @@ impl Engine {
             kind: TaskKind::Event,
             contexts: vec![context],
             allow_failure: binding.allow_failure,
-            synchronizes: None,
+            synchronizes: Vec::new(),
             queued_at: Instant::now(),
             trace: TaskTrace::new(root),
         };
@@ -415,7 +416,7 @@ impl Engine {
             kind: TaskKind::Schedule,
             contexts: vec![context],
             allow_failure: binding.allow_failure,
-            synchronizes: None,
+            synchronizes: Vec::new(),
             queued_at: Instant::now(),
             trace: TaskTrace::of_kind(TaskKind::Schedule, self.hooks[h].hook.name(), &binding.name),
         };
@@ -547,15 +548,15 @@ impl Engine {
             }
             limit.take(now);
         }
-        let contexts: Vec<BindingContext> = task
-            .contexts
-            .iter()
+        // The task is the queue's copy of its head: its contexts are moved, not copied
+        // again (a merged run can carry thousands).
+        let contexts: Vec<BindingContext> = std::mem::take(&mut task.contexts)
+            .into_iter()
             .map(|c| BindingContext {
-                snapshots: self.snapshots_for(&state, task.hook, c),
-                ..c.clone()
+                snapshots: self.snapshots_for(&state, task.hook, &c),
+                ..c
             })
             .collect();
-        task.contexts.clear();
         task.trace.taken();
         state.busy.insert(queue.to_owned());
         Ok(Some((task, contexts)))
@@ -627,7 +628,7 @@ impl Engine {
                 },
             );
             q.done();
-            if let Some(b) = task.synchronizes {
+            for &b in &task.synchronizes {
                 self.release(&mut state, (task.hook, b));
             }
         }

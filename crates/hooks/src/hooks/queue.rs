@@ -2,22 +2,36 @@
 //! through tokio's time so tests run on a paused clock.
 //!
 //! - Each queue is strictly sequential; queues run in parallel with each other.
-//! - Before a run, the tasks that follow the head and belong to the same hook (and
-//!   task type) are merged into it, contexts concatenated; for grouped bindings only
-//!   the last context per group is kept. Synchronization tasks are never merged, nor
-//!   are the tasks of hooks declared in the v0 format (shell-operator merges for v1).
+//! - Before a run, the tasks right behind the head that belong to the same hook are
+//!   merged into it, up to the first task of another hook or kind (shell-operator's
+//!   `combineBindingContextForHook`). Schedule and Event runs are one kind there (both
+//!   `HookRun` tasks); onStartup runs never meet a run of their hook behind them, nor
+//!   Synchronization runs anything but their hook's other Synchronization runs, as its
+//!   `EnableKubernetesBindings` and `EnableScheduleBindings` tasks stand between them
+//!   in its main queue. A context is dropped when the one right after it has the same
+//!   group. An ungrouped Synchronization head takes in nothing, and hooks declared in
+//!   the v0 format are never merged.
+//! - A queue that holds more than [`COMPACTION_THRESHOLD`] tasks, and that many of one
+//!   hook, merges that hook's queued tasks into its first one, wherever they are
+//!   (shell-operator's queue compaction): ungrouped contexts first, then the last one
+//!   of each group.
 //! - A failing task stays at the head and is retried after a backoff growing from 5 s
-//!   to 32 s ([`backoff`]); `allowFailure` turns a failure into a counted success.
+//!   to 32 s ([`backoff`]); the head's `allowFailure` turns a failure into a counted
+//!   success.
 //! - A hook's `executionMinInterval`/`executionBurst` is a token bucket ([`RateLimit`]):
 //!   while the bucket is empty the task waits at the head and later tasks keep being
 //!   merged into it.
 
 use operon_data::model::BindingContext;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// What kind of work a task is; only tasks of the same kind are merged.
+/// shell-operator's `compactionThreshold`: a queue longer than this, holding this many
+/// tasks of one hook, compacts them.
+pub(crate) const COMPACTION_THRESHOLD: usize = 100;
+
+/// What kind of work a task is; see [`TaskKind::combines_with`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum TaskKind {
     /// `onStartup`.
@@ -30,6 +44,17 @@ pub enum TaskKind {
     Event,
 }
 
+impl TaskKind {
+    /// Whether a task of kind `next` may be merged into a head of this kind.
+    pub(crate) fn combines_with(self, next: TaskKind) -> bool {
+        use TaskKind::*;
+        matches!(
+            (self, next),
+            (Schedule | Event, Schedule | Event) | (Synchronization, Synchronization)
+        )
+    }
+}
+
 /// One queued hook run.
 #[derive(Debug, Clone)]
 pub(crate) struct Task {
@@ -37,15 +62,18 @@ pub(crate) struct Task {
     pub(crate) hook: usize,
     /// The kind of task.
     pub(crate) kind: TaskKind,
-    /// Whether later tasks of the same hook and kind may be merged into this one (not
-    /// for hooks declared in the v0 format, whose every event is a run of its own).
+    /// Whether this task may be merged with the tasks of its hook (not for hooks
+    /// declared in the v0 format, whose every event is a run of its own, nor for the
+    /// halves of a split batch).
     pub(crate) merge: bool,
     /// The binding contexts of the run, oldest first.
     pub(crate) contexts: Vec<BindingContext>,
-    /// Whether a failure is allowed (every merged binding allows it).
+    /// Whether a failure is allowed: the binding of the task's own first context says,
+    /// as shell-operator keeps the head's flag when it merges.
     pub(crate) allow_failure: bool,
-    /// For synchronization tasks: the binding whose events wait for it.
-    pub(crate) synchronizes: Option<usize>,
+    /// The kubernetes bindings whose events wait for this task: its own for a
+    /// Synchronization task, plus those of the Synchronization tasks merged into it.
+    pub(crate) synchronizes: Vec<usize>,
     /// When the task was queued (for the wait-time metric).
     pub(crate) queued_at: Instant,
     /// The spans of its trace (none with export off).
@@ -58,12 +86,67 @@ pub(crate) struct Queue {
     tasks: VecDeque<Task>,
     /// Consecutive failures of the task at the head.
     failures: u32,
+    /// Queued tasks per hook, so that a push decides on compaction without a scan.
+    per_hook: HashMap<usize, usize>,
 }
 
 impl Queue {
-    /// Appends a task.
+    /// Appends a task, compacting the queue when it has fallen far behind.
     pub(crate) fn push(&mut self, task: Task) {
+        *self.per_hook.entry(task.hook).or_default() += 1;
         self.tasks.push_back(task);
+        if self.tasks.len() > COMPACTION_THRESHOLD {
+            let crowded: Vec<usize> = (self.per_hook.iter())
+                .filter(|(_, n)| **n >= COMPACTION_THRESHOLD)
+                .map(|(h, _)| *h)
+                .collect();
+            for hook in crowded {
+                self.compact(hook);
+            }
+        }
+    }
+
+    fn forget(&mut self, hook: usize, tasks: usize) {
+        if let Some(n) = self.per_hook.get_mut(&hook) {
+            *n = n.saturating_sub(tasks);
+            if *n == 0 {
+                self.per_hook.remove(&hook);
+            }
+        }
+    }
+
+    /// Merges the queued Schedule and Event tasks of `hook` behind the head into the
+    /// first of them. The head is left alone: it may be running, and it merges what
+    /// follows it before its next run anyway. shell-operator's compaction takes every
+    /// `HookRun` task, but there onStartup and Synchronization tasks are long gone by
+    /// the time a queue holds a hundred; here a Synchronization task may still wait
+    /// on a binding's own queue, and merged into an Event run its binding would never
+    /// count as synchronized.
+    fn compact(&mut self, hook: usize) {
+        let eligible = |t: &Task| {
+            t.hook == hook && t.merge && matches!(t.kind, TaskKind::Schedule | TaskKind::Event)
+        };
+        let Some(target) = (self.tasks.iter().skip(1))
+            .position(eligible)
+            .map(|i| i + 1)
+        else {
+            return;
+        };
+        let mut merged = 0;
+        let mut kept = VecDeque::with_capacity(self.tasks.len());
+        for (i, task) in std::mem::take(&mut self.tasks).into_iter().enumerate() {
+            if i > target && eligible(&task) {
+                let into: &mut Task = &mut kept[target];
+                into.contexts.extend(task.contexts);
+                into.synchronizes.extend(task.synchronizes);
+                merged += 1;
+            } else {
+                kept.push_back(task);
+            }
+        }
+        self.tasks = kept;
+        compact_groups(&mut self.tasks[target].contexts);
+        self.forget(hook, merged);
     }
 
     /// How many tasks wait.
@@ -91,18 +174,21 @@ impl Queue {
     /// or [`Queue::failed`] says what happened.
     pub(crate) fn head(&mut self) -> Option<Task> {
         let mut head = self.tasks.pop_front()?;
-        if head.kind != TaskKind::Synchronization && head.merge {
-            let mut rest = VecDeque::with_capacity(self.tasks.len());
-            while let Some(task) = self.tasks.pop_front() {
-                if task.hook == head.hook && task.kind == head.kind && task.merge {
-                    head.allow_failure &= task.allow_failure;
-                    head.contexts.extend(task.contexts);
-                } else {
-                    rest.push_back(task);
+        if takes_in(&head) {
+            let mut merged = 0;
+            while let Some(next) = self.tasks.pop_front() {
+                if next.hook != head.hook || !next.merge || !head.kind.combines_with(next.kind) {
+                    self.tasks.push_front(next);
+                    break;
                 }
+                head.contexts.extend(next.contexts);
+                head.synchronizes.extend(next.synchronizes);
+                merged += 1;
             }
-            self.tasks = rest;
-            compact_groups(&mut head.contexts);
+            if merged > 0 {
+                drop_superseded(&mut head.contexts);
+                self.forget(head.hook, merged);
+            }
         }
         head.trace.taken();
         let copy = head.clone();
@@ -112,7 +198,9 @@ impl Queue {
 
     /// The head ran successfully (or its failure was allowed): drop it.
     pub(crate) fn done(&mut self) {
-        self.tasks.pop_front();
+        if let Some(task) = self.tasks.pop_front() {
+            self.forget(task.hook, 1);
+        }
         self.failures = 0;
     }
 
@@ -133,8 +221,11 @@ impl Queue {
         let rest = head.contexts.split_off(head.contexts.len() / 2);
         let second = Task {
             contexts: rest,
+            // The bindings are released when the first half has run.
+            synchronizes: Vec::new(),
             ..head.clone()
         };
+        *self.per_hook.entry(second.hook).or_default() += 1;
         self.tasks.insert(1, second);
         true
     }
@@ -146,23 +237,58 @@ impl Queue {
     }
 }
 
-/// For grouped contexts only the last one per group is kept, in the position of that
-/// last one; ungrouped contexts are all kept.
-pub(crate) fn compact_groups(contexts: &mut Vec<BindingContext>) {
-    let mut seen = std::collections::HashSet::new();
+/// Whether a head takes in the tasks behind it: shell-operator combines for v1 hooks
+/// only, and never into an ungrouped Synchronization (each binding's objects list is
+/// its own run).
+fn takes_in(head: &Task) -> bool {
+    head.merge
+        && head.kind != TaskKind::OnStartup
+        && !(head.kind == TaskKind::Synchronization
+            && head.contexts.first().is_some_and(|c| c.group.is_none()))
+}
+
+/// The compaction of a combined run: a grouped context is dropped when the next one
+/// belongs to the same group (the hook reads snapshots only, and the later context
+/// carries newer ones); a group interrupted by another context keeps a context on
+/// each side.
+pub(crate) fn drop_superseded(contexts: &mut Vec<BindingContext>) {
     let mut kept: Vec<BindingContext> = Vec::with_capacity(contexts.len());
-    for context in contexts.drain(..).rev() {
-        match &context.group {
-            Some(group) => {
-                if seen.insert(group.clone()) {
-                    kept.push(context);
-                }
-            }
-            None => kept.push(context),
+    for context in contexts.drain(..) {
+        if let Some(last) = kept.last()
+            && last.group.is_some()
+            && last.group == context.group
+        {
+            kept.pop();
+        }
+        kept.push(context);
+    }
+    *contexts = kept;
+}
+
+/// The compaction of a queue that fell behind: ungrouped contexts in their order,
+/// then the last context of each group, groups in the order of those last contexts
+/// (shell-operator takes them out of a map, in no fixed order).
+pub(crate) fn compact_groups(contexts: &mut Vec<BindingContext>) {
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for (i, context) in contexts.iter().enumerate() {
+        if let Some(group) = &context.group {
+            last.insert(group.clone(), i);
         }
     }
-    kept.reverse();
-    *contexts = kept;
+    if last.is_empty() {
+        return;
+    }
+    let mut ungrouped = Vec::with_capacity(contexts.len());
+    let mut grouped = Vec::with_capacity(last.len());
+    for (i, context) in contexts.drain(..).enumerate() {
+        match &context.group {
+            None => ungrouped.push(context),
+            Some(group) if last.get(group) == Some(&i) => grouped.push(context),
+            Some(_) => {}
+        }
+    }
+    ungrouped.extend(grouped);
+    *contexts = ungrouped;
 }
 
 /// shell-operator's retry delay after `failures` consecutive failures: 5 s, then
@@ -256,7 +382,7 @@ mod tests {
             merge: true,
             contexts: vec![context(binding, group)],
             allow_failure: false,
-            synchronizes: None,
+            synchronizes: Vec::new(),
             queued_at: Instant::now(),
             trace: Default::default(),
         }
@@ -267,32 +393,113 @@ mod tests {
     }
 
     #[test]
-    fn tasks_of_the_same_hook_are_combined_others_keep_their_order() {
+    fn only_the_run_of_tasks_of_the_head_hook_is_combined_whatever_their_binding() {
+        // shell-operator's Test_CombineBindingContext_MultipleHooks: a schedule between
+        // kubernetes events of the same hook is combined too; another hook stops it.
         let mut q = Queue::default();
-        q.push(task(0, TaskKind::Event, "a1", None));
-        q.push(task(1, TaskKind::Event, "b1", None));
-        q.push(task(0, TaskKind::Event, "a2", None));
+        q.push(task(0, TaskKind::Event, "k1", None));
+        q.push(task(0, TaskKind::Event, "k2", None));
         q.push(task(0, TaskKind::Schedule, "s", None));
-        q.push(task(0, TaskKind::Event, "a3", None));
-        let head = q.head().unwrap();
-        assert_eq!(bindings(&head), ["a1", "a2", "a3"]);
+        q.push(task(0, TaskKind::Event, "k3", None));
+        q.push(task(1, TaskKind::Event, "b1", None));
+        q.push(task(0, TaskKind::Event, "k4", None));
+        assert_eq!(bindings(&q.head().unwrap()), ["k1", "k2", "s", "k3"]);
+        assert_eq!(q.len(), 3);
         q.done();
         assert_eq!(bindings(&q.head().unwrap()), ["b1"]);
         q.done();
-        assert_eq!(bindings(&q.head().unwrap()), ["s"]);
+        assert_eq!(bindings(&q.head().unwrap()), ["k4"]);
         q.done();
         assert!(q.head().is_none());
+        assert!(q.per_hook.is_empty());
     }
 
     #[test]
-    fn grouped_contexts_keep_the_last_per_group() {
+    fn a_grouped_context_is_dropped_only_when_the_next_has_its_group() {
         let mut q = Queue::default();
+        for (binding, group) in [
+            ("a", Some("g")),
+            ("b", Some("g")),
+            ("x", None),
+            ("c", Some("g")),
+            ("d", Some("h")),
+            ("e", Some("h")),
+        ] {
+            q.push(task(0, TaskKind::Event, binding, group));
+        }
+        assert_eq!(bindings(&q.head().unwrap()), ["b", "x", "c", "e"]);
+    }
+
+    #[test]
+    fn the_head_alone_says_whether_a_failure_is_allowed() {
+        let mut q = Queue::default();
+        q.push(Task {
+            allow_failure: true,
+            ..task(0, TaskKind::Schedule, "s", None)
+        });
+        q.push(task(0, TaskKind::Event, "k", None));
+        assert!(q.head().unwrap().allow_failure);
+        let mut q = Queue::default();
+        q.push(task(0, TaskKind::Event, "k", None));
+        q.push(Task {
+            allow_failure: true,
+            ..task(0, TaskKind::Schedule, "s", None)
+        });
+        assert!(!q.head().unwrap().allow_failure);
+    }
+
+    #[test]
+    fn a_grouped_synchronization_takes_in_the_next_ones_and_releases_their_bindings() {
+        let sync = |b: usize, binding: &str, group: Option<&str>| Task {
+            synchronizes: vec![b],
+            ..task(0, TaskKind::Synchronization, binding, group)
+        };
+        let mut q = Queue::default();
+        q.push(sync(0, "pods", Some("g")));
+        q.push(sync(1, "nodes", Some("g")));
+        q.push(sync(2, "plain", None));
         q.push(task(0, TaskKind::Event, "pods", Some("g")));
-        q.push(task(0, TaskKind::Event, "x", None));
-        q.push(task(0, TaskKind::Event, "nodes", Some("g")));
-        q.push(task(0, TaskKind::Event, "other", Some("h")));
         let head = q.head().unwrap();
-        assert_eq!(bindings(&head), ["x", "nodes", "other"]);
+        assert_eq!(bindings(&head), ["nodes", "plain"]);
+        assert_eq!(head.synchronizes, [0, 1, 2]);
+        q.done();
+        assert_eq!(bindings(&q.head().unwrap()), ["pods"]);
+    }
+
+    #[test]
+    fn an_on_startup_run_is_never_combined() {
+        let mut q = Queue::default();
+        q.push(task(0, TaskKind::OnStartup, "onStartup", None));
+        q.push(task(0, TaskKind::Schedule, "s", None));
+        q.push(task(0, TaskKind::Event, "k", None));
+        assert_eq!(bindings(&q.head().unwrap()), ["onStartup"]);
+        q.done();
+        assert_eq!(bindings(&q.head().unwrap()), ["s", "k"]);
+    }
+
+    #[test]
+    fn queues_that_fell_far_behind_compact_the_tasks_of_a_crowded_hook() {
+        let mut q = Queue::default();
+        q.push(task(1, TaskKind::Event, "running", None));
+        for i in 0..COMPACTION_THRESHOLD {
+            let group = (i % 10 == 0).then_some(if i % 20 == 0 { "g" } else { "h" });
+            q.push(task(0, TaskKind::Event, &format!("e{i}"), group));
+            if i + 1 < COMPACTION_THRESHOLD {
+                q.push(task(2, TaskKind::Event, &format!("o{i}"), None));
+            }
+        }
+        // Hook 0 reached the threshold and its tasks were folded into its first one;
+        // hook 2, one task short, was not.
+        assert_eq!(q.len(), 1 + 1 + COMPACTION_THRESHOLD - 1);
+        let tasks: Vec<&Task> = q.tasks().collect();
+        assert_eq!(bindings(tasks[0]), ["running"]);
+        let merged = bindings(tasks[1]);
+        assert_eq!(merged.len(), 90 + 2, "{merged:?}");
+        assert_eq!(merged[..2], ["e1", "e2"]);
+        assert_eq!(merged[90..], ["e80", "e90"], "the last of g, then of h");
+        assert_eq!(bindings(tasks[2]), ["o0"]);
+        assert_eq!(q.per_hook[&0], 1);
+        assert_eq!(q.per_hook[&2], COMPACTION_THRESHOLD - 1);
     }
 
     #[test]
@@ -336,7 +543,7 @@ mod tests {
     }
 
     #[test]
-    fn synchronization_tasks_are_never_combined() {
+    fn an_ungrouped_synchronization_takes_in_nothing() {
         let mut q = Queue::default();
         q.push(task(0, TaskKind::Synchronization, "pods", None));
         q.push(task(0, TaskKind::Synchronization, "nodes", None));

@@ -3,7 +3,8 @@
 //! A run submits a Workflow (from a WorkflowTemplate reference or an inline spec) in
 //! the Diagnosis' namespace, owned by the Diagnosis so that deleting the Diagnosis
 //! deletes the Workflow and Argo stops its pods. Its arguments are the Operation's
-//! parameters plus the runner context as `operon-*` parameters. The runner watches
+//! parameters plus the runner context as `operon-*` parameters (in a recorded trace,
+//! `operon-traceparent` too, for its steps to continue it). The runner watches
 //! the Workflow's phase; when it succeeds, its output parameters (the Workflow's
 //! global outputs, then its entrypoint's) become the step's results. A Workflow that
 //! runs past the step's timeout is told to terminate (`spec.shutdown`).

@@ -142,9 +142,18 @@ impl RunContext {
         env
     }
 
-    /// The context as Argo Workflow parameters, each named `operon-*`.
+    /// The context as Argo Workflow parameters, each named `operon-*`; with a trace
+    /// being recorded, `operon-traceparent` too, for the Workflow's steps to continue
+    /// it (`{{workflow.parameters.operon-traceparent}}` into their `TRACEPARENT`).
     pub(crate) fn parameters(&self) -> Vec<(String, String)> {
-        self.pairs("operon-", str::to_owned)
+        let mut parameters = self.pairs("operon-", str::to_owned);
+        if let Some(traceparent) = &self.traceparent {
+            parameters.push((
+                crate::trace::TRACEPARENT_PARAMETER.to_owned(),
+                traceparent.clone(),
+            ));
+        }
+        parameters
     }
 
     fn pairs(&self, prefix: &str, spell: impl Fn(&str) -> String) -> Vec<(String, String)> {

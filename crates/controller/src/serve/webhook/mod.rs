@@ -14,6 +14,11 @@
 //! rules of several hooks), the hook's name percent-encoded when it holds a `/`. A mutating hook's JSON Patch is applied to the
 //! object under review before it is sent, so a patch that cannot apply is reported
 //! with the hook's name instead of the API server's generic error.
+//!
+//! With trace export on, a request carrying a W3C `traceparent` header (the API server
+//! sends one when its own tracing is on) is handled in a `webhook.request` span that
+//! continues the caller's trace, so the `hook.review` of its hook run is part of it; an
+//! invalid header is ignored. With export off the header is not parsed.
 
 pub mod enforce;
 pub mod forward;
@@ -116,11 +121,36 @@ pub(super) fn router(
     routes
         .route("/healthz", get(|| async { "ok\n" }))
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(continue_caller_trace))
         .with_state(WebhookState {
             status,
             timeout,
             enforcement,
         })
+}
+
+/// Handles a request in the trace its `traceparent` header names, when there is a valid
+/// one and spans are exported.
+async fn continue_caller_trace(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use operon_runner::trace::{TARGET, TRACEPARENT_HEADER, continue_trace, parse_traceparent};
+    use tracing::Instrument as _;
+    let header = request.headers().get(TRACEPARENT_HEADER);
+    if header.is_none() || !tracing::span_enabled!(target: TARGET, tracing::Level::TRACE) {
+        return next.run(request).await;
+    }
+    let Some(caller) = header
+        .and_then(|value| value.to_str().ok())
+        .and_then(parse_traceparent)
+    else {
+        return next.run(request).await;
+    };
+    let span = tracing::trace_span!(target: TARGET, parent: None, "webhook.request",
+        path = request.uri().path());
+    continue_trace(&span, caller);
+    next.run(request).instrument(span).await
 }
 
 fn refuse(code: StatusCode, message: impl Into<String>) -> Response {

@@ -239,6 +239,17 @@ async fn post_review(
     path: &str,
     body: &Value,
 ) -> Result<(u16, Value, Vec<u8>), String> {
+    post_review_traced(pki, address, path, body, None).await
+}
+
+/// [`post_review`] with a `traceparent` header.
+async fn post_review_traced(
+    pki: &TestPki,
+    address: std::net::SocketAddr,
+    path: &str,
+    body: &Value,
+    traceparent: Option<&str>,
+) -> Result<(u16, Value, Vec<u8>), String> {
     let tcp = tokio::net::TcpStream::connect(address)
         .await
         .map_err(|e| e.to_string())?;
@@ -256,9 +267,13 @@ async fn post_review(
             .await
             .map_err(|e| e.to_string())?;
     tokio::spawn(connection);
-    let request = hyper::Request::post(path)
+    let mut request = hyper::Request::post(path)
         .header("host", "operon")
-        .header("content-type", "application/json")
+        .header("content-type", "application/json");
+    if let Some(traceparent) = traceparent {
+        request = request.header("traceparent", traceparent);
+    }
+    let request = request
         .body(http_body_util::Full::new(Bytes::from(body.to_string())))
         .unwrap();
     let response = sender
@@ -624,5 +639,72 @@ async fn warn_by_default_allows_and_counts_what_would_be_denied() {
             "operon_webhook_requests_total{{kind=\"{kind}\",outcome=\"{outcome}\",webhook=\"hooks/reviewer.sh/{webhook}\"}} 1"
         );
         assert!(text.contains(&series), "{series} in\n{text}");
+    }
+}
+
+/// Spans handed to the exporter, kept in memory.
+#[derive(Clone, Debug, Default)]
+struct Collected(Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
+
+impl opentelemetry_sdk::trace::SpanExporter for Collected {
+    fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> impl Future<Output = opentelemetry_sdk::error::OTelSdkResult> + Send {
+        self.0.lock().unwrap().extend(batch);
+        std::future::ready(Ok(()))
+    }
+}
+
+// One thread: the server's tasks see the test's subscriber.
+#[tokio::test]
+async fn a_review_with_a_traceparent_continues_the_callers_trace() {
+    use opentelemetry::trace::{SpanId, TracerProvider as _};
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let collected = Collected::default();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(collected.clone())
+        .build();
+    let spans = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("test"))
+        .with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target(operon_runner::trace::TARGET, tracing::Level::TRACE),
+        );
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans));
+    let pki = TestPki::new();
+    let (address, _cert, _) = start(&pki, Duration::from_secs(5)).await;
+    for traceparent in [Some(CALLER), Some("00-not-a-trace-01"), None] {
+        let (status, _, _) =
+            post_review_traced(&pki, address, VALIDATE, &admission("fine"), traceparent)
+                .await
+                .unwrap();
+        assert_eq!(status, 200);
+    }
+    let spans = collected.0.lock().unwrap().clone();
+    let named = |name: &str| -> Vec<_> { spans.iter().filter(|s| s.name == name).collect() };
+    let requests = named("webhook.request");
+    assert_eq!(requests.len(), 1, "only the valid header starts one");
+    let request = requests[0];
+    assert_eq!(
+        request.span_context.trace_id().to_string(),
+        "4bf92f3577b34da6a3ce929d0e0e4736"
+    );
+    assert_eq!(request.parent_span_id.to_string(), "00f067aa0ba902b7");
+    let reviews = named("hook.review");
+    assert_eq!(reviews.len(), 3);
+    assert_eq!(reviews[0].parent_span_id, request.span_context.span_id());
+    assert_eq!(
+        reviews[0].span_context.trace_id(),
+        request.span_context.trace_id()
+    );
+    for review in &reviews[1..] {
+        assert_eq!(review.parent_span_id, SpanId::INVALID, "a trace of its own");
+        assert_ne!(
+            review.span_context.trace_id(),
+            request.span_context.trace_id()
+        );
     }
 }

@@ -126,7 +126,7 @@ impl Engine {
             kind: TaskKind::Synchronization,
             contexts: vec![context],
             allow_failure: binding.allow_failure,
-            synchronizes: Some(b),
+            synchronizes: vec![b],
             queued_at: Instant::now(),
             trace: TaskTrace::of_kind(
                 TaskKind::Synchronization,

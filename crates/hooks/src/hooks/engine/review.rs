@@ -91,7 +91,7 @@ impl Engine {
         let record = RunRecord {
             hook: loaded.hook.name().to_owned(),
             hook_index: h,
-            synchronizes: None,
+            synchronizes: Vec::new(),
             queue: queue.to_owned(),
             contexts: input.binding_contexts,
             config_version: config.version,

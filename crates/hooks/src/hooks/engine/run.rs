@@ -54,7 +54,7 @@ impl Engine {
                     state.busy.remove(&queue);
                     // The scenario goes on: a binding whose Synchronization failed
                     // still shows what its events would do.
-                    if let Some(b) = record.synchronizes {
+                    for &b in &record.synchronizes {
                         self.release(&mut state, (record.hook_index, b));
                     }
                 }

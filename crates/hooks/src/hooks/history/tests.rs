@@ -9,7 +9,7 @@ fn record(hook: &str, contexts: Vec<BindingContext>, outcome: Result<(), HookErr
     RunRecord {
         hook: hook.to_owned(),
         hook_index: 0,
-        synchronizes: None,
+        synchronizes: Vec::new(),
         queue: "main".to_owned(),
         contexts,
         config_version: ConfigVersion::V1,

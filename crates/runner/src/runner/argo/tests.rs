@@ -293,3 +293,19 @@ fn phases_map_to_states() {
         matches!(workflow_state("w", None), WorkflowState::Failed(m) if m.contains("was deleted"))
     );
 }
+
+#[test]
+fn a_recorded_trace_is_handed_on_as_a_parameter() {
+    let untraced = runner(None).workflow(&request()).unwrap();
+    assert!(!untraced.data.to_string().contains("traceparent"));
+    let (_recording, span, traceparent) = crate::trace::recorded_span();
+    let workflow = span.in_scope(|| runner(None).workflow(&request()).unwrap());
+    let parameters = &workflow.data["spec"]["arguments"]["parameters"];
+    assert!(
+        parameters
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "operon-traceparent", "value": traceparent})),
+        "{parameters}"
+    );
+}

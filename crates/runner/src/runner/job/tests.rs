@@ -816,3 +816,30 @@ async fn inputs_left_by_an_interrupted_run_are_removed_and_those_of_jobs_kept() 
     second.fail(404, "NotFound", "configmaps \"run-c\" not found");
     assert_eq!(task.await.unwrap().unwrap(), 1);
 }
+
+// One thread: the runner's task sees the test's subscriber.
+#[tokio::test]
+async fn a_recorded_trace_reaches_the_jobs_container_as_traceparent() {
+    use tracing::Instrument as _;
+    let (_recording, span, traceparent) = crate::trace::recorded_span();
+    let (client, mut api) = mock::pair();
+    let runner = job_runner(Some(client), processor());
+    let task = tokio::spawn(async move { runner.dry_run(&request()).await }.instrument(span));
+    let call = api.next().await;
+    assert!(call.uri.starts_with("/api/v1/namespaces/ops/configmaps"));
+    let body = call.json();
+    call.answer(201, body);
+    let call = api.next().await;
+    assert!(call.uri.starts_with("/apis/batch/v1/namespaces/ops/jobs"));
+    let job = call.json();
+    call.answer(201, job.clone());
+    task.await.unwrap().unwrap();
+    let env = &job["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "TRACEPARENT", "value": traceparent})),
+        "{env}"
+    );
+    api.quiet().await;
+}
