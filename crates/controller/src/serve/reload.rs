@@ -60,15 +60,17 @@ pub(super) async fn load_hooks(
         }
         other => other?,
     };
-    let mut loaded = DirectoryHooks::default();
-    for file in files {
+    // Each file's configuration is asked for beside the others' (a script hook's
+    // `--config` is a sandboxed process), and taken in file order: the hooks, their
+    // warnings and the first error are those one run after the other would give.
+    let jobs = files.into_iter().filter_map(|file| {
         let name = file
             .strip_prefix(dir)
             .unwrap_or(&file)
             .display()
             .to_string();
         if skip.contains(&name.as_str()) {
-            continue;
+            return None;
         }
         let digest = tree_digest(std::slice::from_ref(&file));
         let kept = previous.and_then(|p| {
@@ -76,19 +78,28 @@ pub(super) async fn load_hooks(
                 .then(|| p.hooks.iter().find(|h| h.hook.name() == name))
                 .flatten()
         });
-        let hook = match kept {
-            Some(hook) => hook.clone(),
-            None => {
-                let (hook, _) = load::configure(loader.hook(&file, dir)?, cluster).await?;
-                for warning in &hook.config.warnings {
-                    tracing::warn!(hook = %name, "{warning}");
-                }
-                hook
+        Some(async move {
+            let hook = match kept {
+                Some(hook) => (hook.clone(), false),
+                None => (
+                    load::configure(loader.hook(&file, dir)?, cluster).await?.0,
+                    true,
+                ),
+            };
+            Ok::<_, HookLoadError>((name, digest, hook))
+        })
+    });
+    let mut loaded = DirectoryHooks::default();
+    load::in_order(jobs, loader.discovery(), |(name, digest, (hook, fresh))| {
+        if fresh {
+            for warning in &hook.config.warnings {
+                tracing::warn!(hook = %name, "{warning}");
             }
-        };
+        }
         loaded.digests.insert(name, digest);
         loaded.hooks.push(hook);
-    }
+    })
+    .await?;
     Ok(loaded)
 }
 
