@@ -356,6 +356,9 @@ mod tests {
         );
     }
 
+    /// The hooks whose configuration was given, in the order given.
+    type Given = Arc<std::sync::Mutex<Vec<&'static str>>>;
+
     /// A hook declaring one kubernetes binding of `kind`, whose configuration is given
     /// only once the hook `after` gave its own; each one given opens its `given` gate
     /// and is noted in `order`.
@@ -364,7 +367,7 @@ mod tests {
         kind: &'static str,
         after: Option<Arc<tokio::sync::Semaphore>>,
         given: Arc<tokio::sync::Semaphore>,
-        order: Arc<std::sync::Mutex<Vec<&'static str>>>,
+        order: Given,
     }
 
     impl Hook for Gated {
@@ -395,8 +398,8 @@ mod tests {
         names: &[&'static str],
         kinds: &[&'static str],
         after: &[Option<usize>],
-    ) -> (Vec<Arc<dyn Hook>>, Arc<std::sync::Mutex<Vec<&'static str>>>) {
-        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    ) -> (Vec<Arc<dyn Hook>>, Given) {
+        let order = Given::default();
         let gates: Vec<_> = (0..names.len())
             .map(|_| Arc::new(tokio::sync::Semaphore::new(0)))
             .collect();
