@@ -3,17 +3,22 @@
 //! what is timed is Operon's own start: discovering the hooks, compiling or loading the
 //! modules (the compiled-module cache warm after the first round), asking each shell
 //! hook for its configuration in the script sandbox, listing and watching each binding,
-//! and the Synchronization runs readiness waits for. Beside it, in the same run, the
-//! same with one wasm hook: the fixed cost of a start.
+//! and the Synchronization runs readiness waits for. The 20 hooks start with their
+//! configurations asked one after another, as before they were asked at once (the
+//! baseline), and as `operon serve` starts them, in turn, so both see the same load of
+//! the machine; then their configurations alone, asked 1 to 8 at once. Beside them the
+//! same start with one wasm hook: the fixed cost of a start.
 //!
 //! `cargo bench -p operon-engine --bench serve_start`. This binary is its own script
-//! sandbox launcher, as the `operon` binary is. Prints the median and p90 of each.
+//! sandbox launcher, as the `operon` binary is. Prints the median and p90 of each, and
+//! how much faster the start is than its baseline.
 
 use operon::cluster::local::LocalCluster;
-use operon::hooks::load::HookLoader;
+use operon::hooks::load::{self, HookLoader};
 use operon::sandbox::{CallLimits, Sandbox, SandboxConfig};
 use operon::serve::{Coordination, ServeOptions};
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,36 +46,83 @@ async fn ready(address: SocketAddr) -> bool {
     response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
 }
 
-/// One start of `operon serve` with `wasm` wasm hooks and `shell` shell hooks, to Ready.
-async fn start(wasm: usize, shell: usize) -> Duration {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let hooks = dir.path().join("hooks");
-    std::fs::create_dir(&hooks).expect("the hooks directory");
-    for i in 0..wasm {
-        std::fs::copy(
-            operon_tests::POD_LABELER,
-            hooks.join(format!("labeler-{i:02}.wasm")),
-        )
-        .expect("a wasm hook");
+/// A hooks directory with `wasm` wasm hooks and `shell` shell hooks, the local cluster
+/// with two Pods, and a loader asking at most `discovery` hooks for their configuration
+/// at once (`None`: as many as `operon serve` does).
+struct Setup {
+    dir: tempfile::TempDir,
+    hooks: std::path::PathBuf,
+    cluster: Arc<LocalCluster>,
+    loader: HookLoader,
+}
+
+impl Setup {
+    fn new(wasm: usize, shell: usize, discovery: Option<NonZeroUsize>) -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let hooks = dir.path().join("hooks");
+        std::fs::create_dir(&hooks).expect("the hooks directory");
+        for i in 0..wasm {
+            std::fs::copy(
+                operon_tests::POD_LABELER,
+                hooks.join(format!("labeler-{i:02}.wasm")),
+            )
+            .expect("a wasm hook");
+        }
+        for i in 0..shell {
+            let path = hooks.join(format!("labeler-{i:02}.sh"));
+            std::fs::copy(
+                repo("operations/fixtures/shell-hooks/pod-labeler.sh"),
+                &path,
+            )
+            .expect("a shell hook");
+        }
+        let cluster = Arc::new(LocalCluster::new());
+        cluster
+            .load_file(repo("operations/examples/hooks/pods.yaml"))
+            .expect("the pods");
+        let sandbox = Sandbox::new(SandboxConfig {
+            cache_dir: Some(operon_tests::test_cache_dir()),
+            ..SandboxConfig::default()
+        })
+        .expect("a sandbox");
+        let mut loader = HookLoader::new(sandbox, CallLimits::default(), false);
+        if let Some(limit) = discovery {
+            loader = loader.with_discovery(limit);
+        }
+        Self {
+            dir,
+            hooks,
+            cluster,
+            loader,
+        }
     }
-    for i in 0..shell {
-        let path = hooks.join(format!("labeler-{i:02}.sh"));
-        std::fs::copy(
-            repo("operations/fixtures/shell-hooks/pod-labeler.sh"),
-            &path,
-        )
-        .expect("a shell hook");
-    }
-    let cluster = Arc::new(LocalCluster::new());
-    cluster
-        .load_file(repo("operations/examples/hooks/pods.yaml"))
-        .expect("the pods");
-    let sandbox = Sandbox::new(SandboxConfig {
-        cache_dir: Some(operon_tests::test_cache_dir()),
-        ..SandboxConfig::default()
-    })
-    .expect("a sandbox");
-    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+}
+
+/// Discovering and configuring the hooks alone, as `operon serve` does first.
+async fn configure(wasm: usize, shell: usize, discovery: Option<NonZeroUsize>) -> Duration {
+    let Setup {
+        hooks,
+        cluster,
+        loader,
+        dir: _dir,
+    } = Setup::new(wasm, shell, discovery);
+    let started = Instant::now();
+    let jobs = (loader.hooks_in(&hooks).expect("the hooks").into_iter())
+        .map(|hook| load::configure(hook, cluster.as_ref()));
+    load::in_order(jobs, loader.discovery(), |_| {})
+        .await
+        .expect("valid configurations");
+    started.elapsed()
+}
+
+/// One start of `operon serve` to Ready (see [`Setup`]).
+async fn start(wasm: usize, shell: usize, discovery: Option<NonZeroUsize>) -> Duration {
+    let Setup {
+        dir,
+        hooks,
+        cluster,
+        loader,
+    } = Setup::new(wasm, shell, discovery);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     let address = listener.local_addr().expect("an address");
     drop(listener);
@@ -113,22 +165,67 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
+    let one_at_a_time = Some(NonZeroUsize::MIN);
     runtime.block_on(async {
-        for (name, wasm, shell) in [
-            ("1 wasm hook (the fixed cost of a start)", 1, 0),
-            ("20 hooks: 10 wasm, 10 shell", 10, 10),
-        ] {
-            start(wasm, shell).await; // warm-up: compiles the module into the cache
-            let mut samples = Vec::with_capacity(ROUNDS);
-            for _ in 0..ROUNDS {
-                samples.push(start(wasm, shell).await);
-            }
-            samples.sort();
-            println!(
-                "operon serve start to Ready, {name:<40} median {:>7.1} ms  p90 {:>7.1} ms",
-                ms(samples[ROUNDS / 2]),
-                ms(samples[ROUNDS * 9 / 10])
-            );
+        start(1, 0, None).await; // warm-up: compiles the module into the cache
+        report(
+            "operon serve start to Ready, 1 wasm hook (the fixed cost of a start)",
+            async || start(1, 0, None).await,
+        )
+        .await;
+        // The baseline and the start as it is, one of each in turn, so that both see the
+        // same load of the machine.
+        start(10, 10, None).await;
+        let mut starts = [Vec::new(), Vec::new()];
+        for _ in 0..ROUNDS {
+            starts[0].push(start(10, 10, one_at_a_time).await);
+            starts[1].push(start(10, 10, None).await);
         }
+        let [before, now] = starts.map(|mut samples| {
+            samples.sort();
+            samples
+        });
+        let name = "operon serve start to Ready, 20 hooks: 10 wasm, 10 shell";
+        print(&format!("{name}, configurations one at a time"), &before);
+        print(name, &now);
+        println!(
+            "configurations asked at once: {:.2}x as fast as one at a time",
+            before[ROUNDS / 2].as_secs_f64() / now[ROUNDS / 2].as_secs_f64()
+        );
+        // Where the time of the 20 hooks goes: their configurations alone, asked one
+        // at a time, a few at once, and as `operon serve` asks them.
+        for limit in [1, 2, 4, 8] {
+            let at_once = NonZeroUsize::new(limit);
+            report(
+                &format!("configurations of the 20 hooks, {limit} at once"),
+                async || configure(10, 10, at_once).await,
+            )
+            .await;
+        }
+        report(
+            "configurations of the 20 hooks, as serve asks them",
+            async || configure(10, 10, None).await,
+        )
+        .await;
     });
+}
+
+/// Prints the median and p90 of `ROUNDS` samples of `sample`; returns the median.
+async fn report(name: &str, mut sample: impl AsyncFnMut() -> Duration) -> Duration {
+    let mut samples = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        samples.push(sample().await);
+    }
+    samples.sort();
+    print(name, &samples);
+    samples[ROUNDS / 2]
+}
+
+/// Prints the median and p90 of `sorted`.
+fn print(name: &str, sorted: &[Duration]) {
+    println!(
+        "{name:<70} median {:>7.1} ms  p90 {:>7.1} ms",
+        ms(sorted[ROUNDS / 2]),
+        ms(sorted[ROUNDS * 9 / 10])
+    );
 }

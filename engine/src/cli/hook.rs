@@ -4,7 +4,7 @@
 use super::output::{self, Format};
 use anyhow::{Context as _, bail};
 use operon::cluster::local::LocalCluster;
-use operon::hooks::engine::{Engine, LoadedHook, RunRecord};
+use operon::hooks::engine::{Engine, RunRecord};
 use operon::hooks::load::{self, HookLoadError, HookLoader};
 use operon::metrics::Metrics;
 use operon::model::WatchEvent;
@@ -239,26 +239,6 @@ pub(super) fn invalid_configuration(
     )
 }
 
-/// Asks a hook for its configuration and validates it against the cluster's kinds,
-/// printing every problem of an invalid configuration.
-async fn configure(
-    hook: Arc<dyn operon::hooks::Hook>,
-    cluster: &Arc<LocalCluster>,
-) -> anyhow::Result<(LoadedHook, operon::model::HookConfig)> {
-    match load::configure(hook, cluster.as_ref()).await {
-        Err(HookLoadError::Invalid { hook, problems }) => {
-            Err(invalid_configuration(&hook, &problems))
-        }
-        other => {
-            let (loaded, declared) = other?;
-            for warning in &loaded.config.warnings {
-                eprintln!("warning: {warning}");
-            }
-            Ok((loaded, declared))
-        }
-    }
-}
-
 /// The hook `args.hook` names, configured, and the cluster its patches go to, as
 /// `operon test` loads it: a hook file; a module name or `sha256:` digest found in
 /// --modules; or a Hook object's YAML, whose `spec.module` is found the same way (or
@@ -462,8 +442,20 @@ async fn run_dir(args: HookRunArgs) -> anyhow::Result<ExitCode> {
     let loader = loader(args.cache_dir.clone(), args.strict)?.with_cluster_access(access);
     load_fixtures(&cluster, &args.objects)?;
     let mut hooks = Vec::new();
-    for hook in loader.hooks_in(&args.hooks_dir)? {
-        hooks.push(configure(hook, &cluster).await?.0);
+    // Asked beside each other, taken (and their warnings printed) in path order.
+    let jobs = (loader.hooks_in(&args.hooks_dir)?.into_iter())
+        .map(|hook| load::configure(hook, cluster.as_ref()));
+    let configured = load::in_order(jobs, loader.discovery(), |(loaded, _)| {
+        for warning in &loaded.config.warnings {
+            eprintln!("warning: {warning}");
+        }
+        hooks.push(loaded);
+    });
+    match configured.await {
+        Err(HookLoadError::Invalid { hook, problems }) => {
+            return Err(invalid_configuration(&hook, &problems));
+        }
+        other => other?,
     }
     eprintln!(
         "running {} hooks for {}",

@@ -82,25 +82,35 @@ pub(super) async fn load_hooks(
         }
         other => other?,
     };
-    let mut loaded = DirectoryHooks::default();
-    for file in files {
+    // Each file's configuration is asked for beside the others' (a script hook's
+    // `--config` is a sandboxed process), and taken in file order: the hooks, their
+    // warnings and the first error are those one run after the other would give.
+    let jobs = files.into_iter().map(|file| {
         let name = file
             .strip_prefix(dir)
             .unwrap_or(&file)
             .display()
             .to_string();
         let digest = tree_digest(std::slice::from_ref(&file));
-        let kept = previous.and_then(|p| p.kept(&name, &digest));
-        let hook = match kept {
-            Some(hook) => hook.clone(),
-            None => {
-                let (hook, _) = load::configure(loader.hook(&file, dir)?, cluster).await?;
-                for warning in &hook.config.warnings {
-                    tracing::warn!(hook = %name, "{warning}");
-                }
-                hook
+        let kept = previous.and_then(|p| p.kept(&name, &digest)).cloned();
+        async move {
+            let hook = match kept {
+                Some(hook) => (hook, false),
+                None => (
+                    load::configure(loader.hook(&file, dir)?, cluster).await?.0,
+                    true,
+                ),
+            };
+            Ok::<_, HookLoadError>((name, digest, hook))
+        }
+    });
+    let mut loaded = DirectoryHooks::default();
+    load::in_order(jobs, loader.discovery(), |(name, digest, (hook, fresh))| {
+        if fresh {
+            for warning in &hook.config.warnings {
+                tracing::warn!(hook = %name, "{warning}");
             }
-        };
+        }
         if options
             .shadow_hooks
             .iter()
@@ -112,7 +122,8 @@ pub(super) async fn load_hooks(
             loaded.digests.insert(name, digest);
             loaded.hooks.push(hook);
         }
-    }
+    })
+    .await?;
     Ok(loaded)
 }
 

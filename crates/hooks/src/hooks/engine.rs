@@ -4,9 +4,10 @@
 //! At start the `main` queue gets the onStartup runs (by order, then hook name); then
 //! every kubernetes binding lists its objects (filling its snapshot), starts watching,
 //! and queues a Synchronization run on `main` (unless disabled; on its own queue with
-//! `waitForSynchronization: false`). Events of a binding
-//! are held until its Synchronization run succeeded. An Added or Modified event whose
-//! jq filter result did not change is dropped. Contexts get their snapshots when the
+//! `waitForSynchronization: false`), where they run one at a time in hook order as
+//! shell-operator runs them (`queue_synchronization` says why never beside each other).
+//! Events of a binding are held until its Synchronization run succeeded. An Added or
+//! Modified event whose jq filter result did not change is dropped. Contexts get their snapshots when the
 //! run starts, so a run always sees the current state. A run's patches are applied
 //! only when the run succeeded, all of them in order; the first failing patch fails the
 //! run, which is then retried like any failed run. Metrics are applied likewise.

@@ -8,12 +8,15 @@ use super::engine::LoadedHook;
 use super::runner::{
     ClusterAccess, DiscoveryError, Hook, HookError, ScriptHook, WasmHook, discover,
 };
+use futures::StreamExt as _;
 use operon_cluster::{Cluster, ClusterError};
 use operon_data::model::HookConfig;
 use operon_sandbox::{CallLimits, LoadError, Sandbox, WASM_MAGIC};
 use operon_script::{LazyScriptSandbox, SandboxError};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::future::Future;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -105,6 +108,34 @@ pub struct HookLoader {
     scripts: LazyScriptSandbox,
     /// The script hooks that may reach the cluster themselves (kubectl), if any.
     cluster_access: Option<ClusterAccess>,
+    /// How many hooks are asked for their configuration at once (see [`in_order`]).
+    discovery: NonZeroUsize,
+}
+
+/// How many hooks are asked for their configuration at once by default: twice the
+/// CPUs, since a script hook's `--config` run spends part of its time starting
+/// processes and waiting for them, and at least two.
+fn default_discovery() -> NonZeroUsize {
+    let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    NonZeroUsize::new((cpus * 2).clamp(2, 16)).unwrap_or(NonZeroUsize::MIN)
+}
+
+/// Runs `jobs` at most `limit` at a time and hands each result to `each` in the order
+/// of `jobs`, whatever order they finish in; stops at the first error in that order
+/// (the jobs after it still running are dropped, which cancels them) and returns it.
+/// What [`HookLoader`]'s users run the hooks' configurations with: the hooks and the
+/// first error are the same as one run after the other would give, as shell-operator's
+/// `HookManager.Init` loads hooks by path and stops at the first that fails.
+pub async fn in_order<T, E>(
+    jobs: impl IntoIterator<Item = impl Future<Output = Result<T, E>>>,
+    limit: NonZeroUsize,
+    mut each: impl FnMut(T),
+) -> Result<(), E> {
+    let mut results = futures::stream::iter(jobs).buffered(limit.get());
+    while let Some(result) = results.next().await {
+        each(result?);
+    }
+    Ok(())
 }
 
 impl HookLoader {
@@ -120,7 +151,20 @@ impl HookLoader {
             limits,
             scripts: LazyScriptSandbox::new(strict),
             cluster_access: None,
+            discovery: default_discovery(),
         }
+    }
+
+    /// How many hooks are asked for their configuration at once.
+    pub fn discovery(&self) -> NonZeroUsize {
+        self.discovery
+    }
+
+    /// Asks at most `limit` hooks for their configuration at once: one gives the
+    /// sequential start a benchmark compares with.
+    pub fn with_discovery(mut self, limit: NonZeroUsize) -> Self {
+        self.discovery = limit;
+        self
     }
 
     /// Gives the script hooks `access` selects the network and the ServiceAccount
@@ -257,6 +301,7 @@ mod tests {
     use futures::future::BoxFuture;
     use operon_cluster::local::LocalCluster;
     use operon_data::model::{HookInput, KubernetesBindingConfig};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     /// A hook that declares one kubernetes binding per kind and never runs.
@@ -309,6 +354,160 @@ mod tests {
             "{}",
             problems[0]
         );
+    }
+
+    /// The hooks whose configuration was given, in the order given.
+    type Given = Arc<std::sync::Mutex<Vec<&'static str>>>;
+
+    /// A hook declaring one kubernetes binding of `kind`, whose configuration is given
+    /// only once the hook `after` gave its own; each one given opens its `given` gate
+    /// and is noted in `order`.
+    struct Gated {
+        name: &'static str,
+        kind: &'static str,
+        after: Option<Arc<tokio::sync::Semaphore>>,
+        given: Arc<tokio::sync::Semaphore>,
+        order: Given,
+    }
+
+    impl Hook for Gated {
+        fn name(&self) -> &str {
+            self.name
+        }
+
+        fn configure(&self) -> BoxFuture<'_, Result<HookConfig, HookError>> {
+            Box::pin(async move {
+                if let Some(after) = &self.after {
+                    let _ = after.acquire().await.expect("the gate stays open");
+                }
+                self.order.lock().unwrap().push(self.name);
+                self.given
+                    .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+                Declares(vec![self.kind]).configure().await
+            })
+        }
+
+        fn handle(&self, _: HookInput, _: Duration) -> BoxFuture<'_, (HookRun, HookInput)> {
+            unreachable!("configuration tests never run the hook")
+        }
+    }
+
+    /// Hooks named `names` with kinds `kinds`, hook `i` configured only after hook
+    /// `after[i]`; and the order their configurations were given in.
+    fn gated(
+        names: &[&'static str],
+        kinds: &[&'static str],
+        after: &[Option<usize>],
+    ) -> (Vec<Arc<dyn Hook>>, Given) {
+        let order = Given::default();
+        let gates: Vec<_> = (0..names.len())
+            .map(|_| Arc::new(tokio::sync::Semaphore::new(0)))
+            .collect();
+        let hooks = (0..names.len())
+            .map(|i| {
+                Arc::new(Gated {
+                    name: names[i],
+                    kind: kinds[i],
+                    after: after[i].map(|a| gates[a].clone()),
+                    given: gates[i].clone(),
+                    order: order.clone(),
+                }) as Arc<dyn Hook>
+            })
+            .collect();
+        (hooks, order)
+    }
+
+    /// Configures `hooks` as `operon serve` does, at most `limit` at once; what `each`
+    /// was given and the outcome. Fails the test if the configurations wait on each
+    /// other forever, which only happens when they are not asked at the same time (on
+    /// the paused clock: no real wait).
+    async fn configure_in_order(
+        hooks: Vec<Arc<dyn Hook>>,
+        limit: usize,
+    ) -> (Vec<String>, Result<(), HookLoadError>) {
+        let cluster = LocalCluster::new();
+        let mut taken = Vec::new();
+        let jobs = hooks.into_iter().map(|hook| configure(hook, &cluster));
+        let limit = NonZeroUsize::new(limit).unwrap();
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(60),
+            in_order(jobs, limit, |(loaded, _)| {
+                taken.push(loaded.hook.name().to_owned())
+            }),
+        )
+        .await
+        .expect("the configurations were asked one after another, not at the same time");
+        (taken, outcome)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn configurations_asked_at_once_are_taken_in_path_order() {
+        // Each hook answers only after the one after it: the last answers first.
+        let (hooks, order) = gated(
+            &["a", "b", "c", "d"],
+            &["Pod"; 4],
+            &[Some(1), Some(2), Some(3), None],
+        );
+        let (taken, outcome) = configure_in_order(hooks, 4).await;
+        outcome.expect("every configuration is valid");
+        assert_eq!(*order.lock().unwrap(), ["d", "c", "b", "a"]);
+        assert_eq!(taken, ["a", "b", "c", "d"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_invalid_configuration_in_path_order_is_the_error() {
+        // `c` is invalid and answers first; `b`, invalid too, answers after it: the
+        // error is `b`'s, as one configuration after the other would have found.
+        let (hooks, order) = gated(
+            &["a", "b", "c"],
+            &["Pod", "Gadget", "Widget"],
+            &[Some(2), Some(2), None],
+        );
+        let (taken, outcome) = configure_in_order(hooks, 3).await;
+        assert_eq!(order.lock().unwrap()[0], "c");
+        let error = outcome.expect_err("an invalid configuration must fail");
+        assert_eq!(
+            error.to_string(),
+            "hook b has an invalid configuration (1 problems)"
+        );
+        let HookLoadError::Invalid { problems, .. } = error else {
+            panic!("the configuration must be invalid: {error:?}");
+        };
+        assert!(
+            problems[0].to_string().contains("Gadget"),
+            "{}",
+            problems[0]
+        );
+        assert_eq!(
+            taken,
+            ["a"],
+            "hooks before the failing one are taken, none after"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_more_configurations_than_the_limit_are_asked_at_once() {
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let jobs = (0..6).map(|i| {
+            let (running, most) = (running.clone(), most.clone());
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                // Gives every other job in flight its turn before this one ends.
+                for _ in 0..20 {
+                    tokio::task::yield_now().await;
+                }
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok::<_, HookLoadError>(i)
+            }
+        });
+        let mut taken = Vec::new();
+        in_order(jobs, NonZeroUsize::new(2).unwrap(), |i| taken.push(i))
+            .await
+            .unwrap();
+        assert_eq!(taken, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(most.load(Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -134,9 +134,15 @@ impl Engine {
                 &binding.name,
             ),
         };
-        // Synchronization runs go to the main queue, which they hold up, as in
-        // shell-operator; `waitForSynchronization: false` (allowed only on a named
-        // queue) sends them to the binding's own queue so nothing else waits.
+        // Synchronization runs go to the main queue, which they hold up, whatever the
+        // binding's queue: shell-operator's `NewSyncHookRunTask` puts them all on
+        // `main`, and `taskHandleEnableKubernetesBindings` runs a hook's before the next
+        // hook's bindings are even enabled. They are never run beside each other to
+        // start faster: a hook may rely on the hooks before it (by path) having
+        // synchronized and their patches being applied, and on onStartup being over.
+        // `waitForSynchronization: false` (allowed only on a named queue, as in
+        // addon-operator) sends them to the binding's own queue, beside `main`, so
+        // nothing else waits.
         let queue = if binding.wait_for_synchronization {
             MAIN_QUEUE
         } else {

@@ -655,3 +655,5 @@ async fn every_run_is_kept_in_the_hooks_history_and_log_levels_are_per_hook() {
     assert_eq!(engine.hook_infos()[0].log_level, Some("debug"));
     assert!(!engine.set_log_level("nope", None));
 }
+
+mod start_order;
