@@ -21,8 +21,11 @@
 //! - `operon-hooks`: [`hooks`] (the hook engine), [`shell_operator`] (its formats),
 //!   [`metrics`].
 //! - `operon-addons`: [`addons`], addon-operator's modules on the hook engine.
-//! - `operon-controller`: [`serve`], [`controllers`], [`agent`], [`manifest`],
-//!   [`kubediag`], [`telemetry`] (logs, and traces over OTLP).
+//! - `operon-manifest`: [`manifest`] (objects read from YAML files and checked together,
+//!   for commands with no cluster) and [`kubediag`] (KubeDiag objects rewritten into
+//!   Operon's group).
+//! - `operon-controller`: [`serve`], [`controllers`], [`agent`], [`telemetry`] (logs,
+//!   and traces over OTLP).
 //! - `operon-scenario`: [`scenario`], `operon test`'s test files, run against the
 //!   in-memory cluster and checked.
 //!
@@ -31,10 +34,11 @@
 
 pub use operon_addons as addons;
 pub use operon_cluster as cluster;
-pub use operon_controller::{agent, controllers, kubediag, manifest, serve, telemetry};
+pub use operon_controller::{agent, controllers, serve, telemetry};
 pub use operon_data::{api, model, schedule, yaml_scan};
 pub use operon_hooks::{hooks, metrics, shell_operator};
 pub use operon_jq as jq;
+pub use operon_manifest::{self as manifest, kubediag};
 pub use operon_pipeline::{graph, pipeline, triggers};
 pub use operon_runner::{node_ops, output_log, runner, store};
 pub use operon_sandbox as sandbox;

@@ -10,18 +10,14 @@
 //! - [`agent`]: `operon agent`, the per-node runner of the Diagnoses placed on its node.
 //! - [`telemetry`]: the process' log subscriber and, when asked, the export of its
 //!   traces over OTLP.
-//! - [`manifest`]: objects read from YAML files and checked together, for commands with
-//!   no cluster; [`kubediag`]: KubeDiag objects rewritten into Operon's group.
 //!
 //! This is the top of the library: everything below (pipelines, hooks, runners,
-//! sandboxes, the cluster layer, the data model) is its own crate and knows nothing of
-//! this one. Command lines are parsed by the `operon` binary, not here.
+//! sandboxes, the cluster layer, the data model, objects read from files) is its own
+//! crate and knows nothing of this one. Command lines are parsed by the `operon` binary, not here.
 
 #![warn(unreachable_pub)]
 
 pub mod agent;
 pub mod controllers;
-pub mod kubediag;
-pub mod manifest;
 pub mod serve;
 pub mod telemetry;

@@ -65,7 +65,7 @@ const LAYERS: &[&[&str]] = &[
     &["operon-cluster"],
     &["operon-runner"],
     &["operon-pipeline", "operon-hooks"],
-    &["operon-addons"],
+    &["operon-addons", "operon-manifest"],
     &["operon-controller"],
     &["operon-scenario"],
     &["operon-engine"],

@@ -5,8 +5,8 @@
 //! straight from its text equals the one read through a JSON tree whenever both read;
 //! the admission webhook's check of each loaded object answers.
 
-use operon_controller::manifest::{self, Manifests};
 use operon_data::api::OperationSet;
+use operon_manifest::{self as manifest, Manifests};
 use serde::Serialize;
 use std::path::Path;
 

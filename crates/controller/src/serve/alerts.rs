@@ -28,9 +28,7 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use operon_data::api::Trigger;
-use operon_hooks::metrics::Labeled;
 use operon_pipeline::triggers::{AlertPost, PrometheusAlert};
-use prometheus::IntCounterVec;
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 use std::fmt;
@@ -128,7 +126,7 @@ impl AlertReceiver {
     /// Starts watching the Triggers and the token Secret.
     pub(crate) fn start(
         options: AlertmanagerOptions,
-        counter: Option<Labeled<IntCounterVec, 3>>,
+        counter: Option<crate::controllers::trigger::DiagnosesCounter>,
     ) -> Self {
         let catalog = TriggerCatalog::new();
         let (token_sender, token) = watch::channel(None);

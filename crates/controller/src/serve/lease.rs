@@ -10,6 +10,8 @@
 //! so that followers can pass on the reviews only the leader can answer
 //! ([`super::webhook::forward`]); each attempt publishes what the holder advertises.
 
+pub(crate) mod metrics;
+
 use super::webhook::forward::LeaderAddress;
 use ::kube::Client;
 use ::kube::api::{Api, PostParams};

@@ -28,6 +28,8 @@ pub fn catalog() -> Result<Vec<(String, String)>, MetricError> {
     let mut collectors = operon_hooks::metrics::Metrics::new()?.collectors();
     collectors.extend(operon_script::protections::collectors());
     collectors.extend(crate::controllers::diagnosis::metrics::collectors());
+    collectors.extend(crate::controllers::trigger::metrics::collectors());
+    collectors.extend(super::lease::metrics::collectors());
     collectors.extend(super::audit::metrics::collectors());
     collectors.extend(operon_runner::store::fetch::collectors());
     collectors.extend(operon_runner::store::oci_modules::collectors());

@@ -274,6 +274,8 @@ pub async fn run(
         .and_then(|()| operon_runner::store::oci_modules::register_metrics(metrics.registry()))
         .and_then(|()| operon_cluster::kube::observe::register_metrics(metrics.registry()))
         .and_then(|()| audit::metrics::register_metrics(metrics.registry()))
+        .and_then(|()| crate::controllers::trigger::metrics::register_metrics(metrics.registry()))
+        .and_then(|()| lease::metrics::register_metrics(metrics.registry()))
         .map_err(|e| MetricError::Registry(e.to_string()))?;
 
     // Every replica answers admission, so every replica reads the modules' schemas.
@@ -326,7 +328,7 @@ pub async fn run(
     let alerts = options.alertmanager.clone().map(|alertmanager| {
         tracing::info!(address = %options.listen, secret = %alertmanager.token_secret,
             "serving the Alertmanager receiver at /api/v2/alerts and /api/v1/alerts");
-        let counter = metrics.trigger_diagnoses_total.clone();
+        let counter = crate::controllers::trigger::DiagnosesCounter::new();
         Arc::new(alerts::AlertReceiver::start(alertmanager, Some(counter)))
     });
     servers.spawn(http::serve(
@@ -509,13 +511,12 @@ async fn lead_and_run(
         hook_objects,
         audit,
     } = coordination;
-    let metrics = status.metrics.clone();
     let lease = elector
         .as_ref()
         .map(|e| e.options().name.clone())
         .unwrap_or_default();
     // Without leader election this replica is the one that runs hooks.
-    let leader = metrics.leader.with_label_values(&[&lease]);
+    let leader = lease::metrics::leading(&lease);
     leader.set(i64::from(elector.is_none()));
     let modules_cluster = cluster.clone();
     let audit_cluster = cluster;
@@ -633,7 +634,7 @@ async fn lead_and_run(
         }
         if let Some(client) = controllers.clone() {
             let mut stopped = _stop_controllers.subscribe();
-            let counter = status.metrics.trigger_diagnoses_total.clone();
+            let counter = crate::controllers::trigger::DiagnosesCounter::new();
             tokio::spawn(crate::controllers::trigger::run_with_metrics(
                 client,
                 Some(counter),

@@ -93,10 +93,6 @@ pub struct Metrics {
     pub(crate) kube_snapshot_objects: Labeled<IntGaugeVec, 2>,
     /// `operon_kube_snapshot_bytes{hook, binding}`: bytes a snapshot holds.
     pub(crate) kube_snapshot_bytes: Labeled<IntGaugeVec, 2>,
-    /// `operon_trigger_diagnoses_total{trigger, source, outcome}`: what Triggers' matches
-    /// came to; outcome `created`, `already_exists` (a redelivery), `rate_limited` or
-    /// `failed`.
-    pub trigger_diagnoses_total: Labeled<IntCounterVec, 3>,
     /// `operon_webhook_requests_total{kind, webhook, outcome}`: reviews answered, by
     /// `kind` (`validating`, `mutating`, `conversion`), `webhook` (`HOOK/BINDING`, or the
     /// CRD of a conversion) and `outcome`: `allowed`, `denied`, `would_deny` (a denial of
@@ -114,9 +110,6 @@ pub struct Metrics {
     /// `operon_shadow_divergences_total{shadow, live, binding, difference}`: what
     /// diverged: `outcome`, `patches`, `allowed`, `admission_patch` or `conversion`.
     pub shadow_divergences_total: Labeled<IntCounterVec, 4>,
-    /// `operon_leader{lease}`: 1 while this replica leads (or runs without leader
-    /// election), 0 while it waits to.
-    pub leader: Labeled<IntGaugeVec, 1>,
     /// `operon_reloads_total{source, outcome}`: reloads of a tree while the process
     /// runs, by `source` (`hooks_directory`, `modules`) and `outcome`: `applied`, or
     /// `refused` (the tree does not load; the one in use stays).
@@ -311,16 +304,6 @@ impl Metrics {
                 &["hook", "binding"],
             ),
         )?;
-        let trigger_diagnoses_total = labeled(
-            r,
-            IntCounterVec::new(
-                Opts::new(
-                    "operon_trigger_diagnoses_total",
-                    "Diagnoses Triggers asked for, by outcome: created, already_exists (a redelivery), rate_limited or failed.",
-                ),
-                &["trigger", "source", "outcome"],
-            ),
-        )?;
         let webhook_requests_total = labeled(
             r,
             IntCounterVec::new(
@@ -340,16 +323,6 @@ impl Metrics {
                 )
                 .buckets(WEBHOOK_SECONDS_BUCKETS.to_vec()),
                 &["kind", "webhook"],
-            ),
-        )?;
-        let leader = labeled(
-            r,
-            IntGaugeVec::new(
-                Opts::new(
-                    "operon_leader",
-                    "Whether this replica leads (1: it runs hooks and controllers) or waits to (0).",
-                ),
-                &["lease"],
             ),
         )?;
         let reloads_total = labeled(
@@ -404,12 +377,10 @@ impl Metrics {
             kube_event_duration_seconds,
             kube_snapshot_objects,
             kube_snapshot_bytes,
-            trigger_diagnoses_total,
             webhook_requests_total,
             webhook_request_duration_seconds,
             shadow_runs_total,
             shadow_divergences_total,
-            leader,
             reloads_total,
             reload_last_applied_timestamp_seconds,
             hooks: HookMetrics::new()?,
@@ -486,12 +457,10 @@ impl Metrics {
             Box::new(self.kube_event_duration_seconds.0.clone()),
             Box::new(self.kube_snapshot_objects.0.clone()),
             Box::new(self.kube_snapshot_bytes.0.clone()),
-            Box::new(self.trigger_diagnoses_total.0.clone()),
             Box::new(self.webhook_requests_total.0.clone()),
             Box::new(self.webhook_request_duration_seconds.0.clone()),
             Box::new(self.shadow_runs_total.0.clone()),
             Box::new(self.shadow_divergences_total.0.clone()),
-            Box::new(self.leader.0.clone()),
             Box::new(self.reloads_total.0.clone()),
             Box::new(self.reload_last_applied_timestamp_seconds.0.clone()),
         ]

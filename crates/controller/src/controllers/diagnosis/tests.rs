@@ -753,7 +753,7 @@ async fn an_agent_never_runs_a_parent() {
 
 #[test]
 fn admission_refuses_a_target_selector_beside_a_node_or_naming_pods() {
-    let problems = crate::manifest::validate_object(json!({
+    let problems = operon_manifest::validate_object(json!({
         "apiVersion": "operon.dev/v1alpha1", "kind": "Diagnosis",
         "metadata": {"name": "d1", "namespace": "ops"},
         "spec": {"operationSet": "three", "nodeName": "w1",

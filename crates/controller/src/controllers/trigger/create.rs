@@ -3,14 +3,13 @@
 //! counting what happened. Shared by the controller (cron, events) and the alert
 //! receiver.
 
+use super::DiagnosesCounter;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use operon_cluster::kube::FIELD_MANAGER;
 use operon_data::api::{API_VERSION, Diagnosis, Trigger};
-use operon_hooks::metrics::Labeled;
 use operon_pipeline::triggers::{CompiledTrigger, NewDiagnosis, TokenBucket};
-use prometheus::IntCounterVec;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tokio::time::Instant;
@@ -71,12 +70,12 @@ pub(crate) struct DiagnosisCreator {
     /// bucket, and one edited keeps what it used.
     buckets: Mutex<HashMap<String, TokenBucket>>,
     /// `operon_trigger_diagnoses_total`, when the process serves metrics.
-    counter: Option<Labeled<IntCounterVec, 3>>,
+    counter: Option<DiagnosesCounter>,
 }
 
 impl DiagnosisCreator {
     /// A creator that talks to `client` and counts into `counter`, if any.
-    pub(crate) fn new(client: Client, counter: Option<Labeled<IntCounterVec, 3>>) -> Self {
+    pub(crate) fn new(client: Client, counter: Option<DiagnosesCounter>) -> Self {
         Self {
             client,
             buckets: Mutex::new(HashMap::new()),
@@ -99,14 +98,12 @@ impl DiagnosisCreator {
             .cloned()
             .unwrap_or_default();
         let result = self.try_create(trigger, compiled, new).await;
-        if let Some(counter) = &self.counter {
+        if let Some(counter) = self.counter {
             let outcome = match &result {
                 Ok(outcome) => outcome.label(),
                 Err(_) => "failed",
             };
-            counter
-                .with_label_values(&[compiled.name(), &source, outcome])
-                .inc();
+            counter.count(compiled.name(), &source, outcome);
         }
         result
     }

@@ -22,17 +22,17 @@ mod catalog;
 mod create;
 mod cron;
 mod events;
+pub(crate) mod metrics;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use catalog::{Snapshot, TriggerCatalog};
 pub(crate) use create::{DiagnosisCreator, Outcome};
+pub(crate) use metrics::DiagnosesCounter;
 
 use jiff::Timestamp;
 use kube::{Api, Client};
 use operon_data::api::Trigger;
-use operon_hooks::metrics::Labeled;
-use prometheus::IntCounterVec;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -40,7 +40,7 @@ use std::sync::Arc;
 /// `counter` (`operon_trigger_diagnoses_total`).
 pub(crate) async fn run_with_metrics(
     client: Client,
-    counter: Option<Labeled<IntCounterVec, 3>>,
+    counter: Option<DiagnosesCounter>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let started = Timestamp::now();

@@ -7,14 +7,22 @@ use super::catalog::{Snapshot, TriggerCatalog};
 use super::create::{DiagnosisCreator, Outcome};
 use super::cron::{self, CronState};
 use super::events::EventMatcher;
+use super::metrics::{DiagnosesCounter, register_metrics};
 use jiff::Timestamp;
 use kube::Api;
 use operon_cluster::kube::mock::{self, MockApi};
 use operon_data::api::Trigger;
-use operon_hooks::metrics::Metrics;
 use operon_pipeline::triggers::CompiledTrigger;
 use serde_json::{Value, json};
 use std::sync::Arc;
+
+/// What `/metrics` shows of the Trigger counter. It is process-wide: each test counts
+/// under a Trigger name of its own.
+fn served() -> String {
+    let registry = prometheus::Registry::new();
+    register_metrics(&registry).unwrap();
+    operon_hooks::metrics::render(&registry)
+}
 
 const DIAGNOSES: &str =
     "/apis/operon.dev/v1alpha1/namespaces/operon/diagnoses?&fieldManager=operon";
@@ -114,11 +122,7 @@ async fn a_diagnosis_is_posted_with_its_name_labels_and_owner_reference() {
 #[tokio::test]
 async fn a_409_is_a_redelivery_that_uses_no_rate_limit_and_is_counted() {
     let (client, mut api) = mock::pair();
-    let metrics = Metrics::new().unwrap();
-    let creator = Arc::new(DiagnosisCreator::new(
-        client,
-        Some(metrics.trigger_diagnoses_total.clone()),
-    ));
+    let creator = Arc::new(DiagnosisCreator::new(client, Some(DiagnosesCounter::new())));
     let t = Arc::new(trigger(
         "events",
         json!({"operationSet": "s", "rateLimit": {"diagnoses": 1, "perSeconds": 3600},
@@ -147,7 +151,7 @@ async fn a_409_is_a_redelivery_that_uses_no_rate_limit_and_is_counted() {
     api.quiet().await;
 
     // An API failure is an error, not retried here, and gives the token back too.
-    let rendered = metrics.render();
+    let rendered = served();
     for outcome in ["created", "already_exists", "rate_limited"] {
         let line = format!(
             "operon_trigger_diagnoses_total{{outcome=\"{outcome}\",source=\"cron\",trigger=\"events\"}} 1"
@@ -159,8 +163,7 @@ async fn a_409_is_a_redelivery_that_uses_no_rate_limit_and_is_counted() {
 #[tokio::test]
 async fn an_api_failure_is_an_error_and_counted_as_failed() {
     let (client, mut api) = mock::pair();
-    let metrics = Metrics::new().unwrap();
-    let creator = DiagnosisCreator::new(client, Some(metrics.trigger_diagnoses_total.clone()));
+    let creator = DiagnosisCreator::new(client, Some(DiagnosesCounter::new()));
     let t = cron_trigger();
     let compiled = CompiledTrigger::new(&t).unwrap();
     let new = compiled
@@ -177,7 +180,7 @@ async fn an_api_failure_is_an_error_and_counted_as_failed() {
             .contains("creating Diagnosis operon/cron.nightly."),
         "{error}"
     );
-    assert!(metrics.render().contains(
+    assert!(served().contains(
         "operon_trigger_diagnoses_total{outcome=\"failed\",source=\"cron\",trigger=\"nightly\"} 1"
     ));
 }

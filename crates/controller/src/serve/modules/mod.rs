@@ -18,8 +18,11 @@
 //! Every request is authenticated and authorized ([`auth`]) before anything else is
 //! read; an upload larger than the store's limit is refused from its `Content-Length`,
 //! or, without one, as soon as it passes the limit.
+//!
+//! [`client`] is the other side: what `operon module` calls.
 
 pub mod auth;
+pub mod client;
 
 use auth::{AuthError, Authorizer};
 use axum::Router;

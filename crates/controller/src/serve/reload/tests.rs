@@ -62,9 +62,13 @@ fn labelled(cluster: &LocalCluster) -> usize {
         .count()
 }
 
+/// What `/metrics` serves; nothing while the server does not listen yet (it is spawned
+/// just before the first `until` asks).
 async fn metrics(address: SocketAddr) -> String {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
+        return String::new();
+    };
     stream
         .write_all(b"GET /metrics HTTP/1.0\r\nHost: operon\r\n\r\n")
         .await

@@ -1,6 +1,6 @@
 //! Admission for Operon's own resources: Operations, OperationSets, Triggers, Diagnoses,
 //! Hooks and ModuleConfigs are checked on create and update with the same rules as
-//! `operon validate` ([`crate::manifest::validate_object`]), and refused with every
+//! `operon validate` ([`operon_manifest::validate_object`]), and refused with every
 //! problem listed, field by field. API servers before 1.25 drop a CRD's CEL rules, so
 //! this webhook is where an OperationSet with a self-loop, an Operation with two
 //! processors or a Hook whose permissions cannot be read
@@ -53,7 +53,7 @@ pub fn answer(review: &Value, modules: Option<&SettingsRules>) -> Value {
         // DELETE and CONNECT carry no object; the webhook is not registered for them.
         None | Some(Value::Null) => allowed(Vec::new()),
         Some(object) => {
-            let mut problems = crate::manifest::validate_object(object.clone());
+            let mut problems = operon_manifest::validate_object(object.clone());
             let mut warnings = Vec::new();
             if object.get("kind").and_then(Value::as_str) == Some("ModuleConfig") {
                 module_config(object, modules, &mut problems, &mut warnings);

@@ -14,8 +14,18 @@
 //! straight from its text into its typed form, so loading it costs a small multiple of
 //! its size; a Diagnosis' or Trigger's parameters are limited to
 //! [`PARAMETERS_BYTES`].
+//!
+//! [`kubediag`] rewrites KubeDiag's objects into Operon's group (`operon convert
+//! kubediag`), reporting every change; loading names a KubeDiag object's apiVersion so
+//! that the problem says which command converts it.
+//!
+//! Nothing here talks to a cluster or runs anything: the checks are the data crate's and
+//! the pipeline's (graphs, plans, trigger matching), called on what the files hold.
+
+#![warn(unreachable_pub)]
 
 mod fields;
+pub mod kubediag;
 /// The YAML pre-pass documents are read with ([`operon_data::yaml_scan`]).
 pub use operon_data::yaml_scan as scan;
 
