@@ -78,6 +78,48 @@ async fn metrics(address: SocketAddr) -> String {
     response
 }
 
+/// `operon serve` of `hooks` over `cluster`, reloading every 100 ms, with its debug
+/// socket in `dir`: its metrics address, the socket, what stops it and its task.
+#[allow(clippy::type_complexity)]
+fn serve(
+    dir: &Path,
+    hooks: &Path,
+    cluster: &Arc<LocalCluster>,
+    shadow_hooks: Vec<(String, String)>,
+) -> (
+    SocketAddr,
+    std::path::PathBuf,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), crate::serve::ServeError>>,
+) {
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(operon_tests::test_cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener);
+    let socket = dir.join("debug.socket");
+    let options = ServeOptions {
+        debug_socket: Some(socket.clone()),
+        grace: Duration::from_secs(5),
+        reload_interval: Some(Duration::from_millis(100)),
+        shadow_hooks,
+        ..ServeOptions::new(hooks.to_path_buf(), address)
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = cluster.clone();
+    let server = tokio::spawn(async move {
+        crate::serve::run(options, &loader, served, Coordination::default(), async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    (address, socket, stop, server)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hooks_config_map_update_is_served_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -92,30 +134,7 @@ async fn a_hooks_config_map_update_is_served_without_a_restart() {
             "/../../operations/examples/hooks/pods.yaml"
         ))
         .unwrap();
-    let sandbox = Sandbox::new(SandboxConfig {
-        cache_dir: Some(operon_tests::test_cache_dir()),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
-    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
-    let socket = dir.path().join("debug.socket");
-    let options = ServeOptions {
-        debug_socket: Some(socket.clone()),
-        grace: Duration::from_secs(5),
-        reload_interval: Some(Duration::from_millis(100)),
-        ..ServeOptions::new(hooks.clone(), address)
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = cluster.clone();
-    let server = tokio::spawn(async move {
-        crate::serve::run(options, &loader, served, Coordination::default(), async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let (address, socket, stop, server) = serve(dir.path(), &hooks, &cluster, Vec::new());
     until("the debug socket", async || hook_names(&socket).await).await;
     assert_eq!(hook_names(&socket).await.unwrap(), Vec::<String>::new());
     // One of the two pods carries the label already.
@@ -209,31 +228,8 @@ async fn a_shadow_edited_is_attached_again_and_a_reload_keeps_the_runs_history()
             "pods",
         )
         .unwrap();
-    let sandbox = Sandbox::new(SandboxConfig {
-        cache_dir: Some(operon_tests::test_cache_dir()),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
-    let loader = HookLoader::new(sandbox, CallLimits::default(), false);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
-    let socket = dir.path().join("debug.socket");
-    let options = ServeOptions {
-        debug_socket: Some(socket.clone()),
-        grace: Duration::from_secs(5),
-        reload_interval: Some(Duration::from_millis(100)),
-        shadow_hooks: vec![("shadow.wasm".to_owned(), "pod-labeler.wasm".to_owned())],
-        ..ServeOptions::new(hooks.clone(), address)
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = cluster.clone();
-    let server = tokio::spawn(async move {
-        crate::serve::run(options, &loader, served, Coordination::default(), async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let shadows = vec![("shadow.wasm".to_owned(), "pod-labeler.wasm".to_owned())];
+    let (address, socket, stop, server) = serve(dir.path(), &hooks, &cluster, shadows);
     let series = |result: &str| {
         format!(
             "operon_shadow_runs_total{{live=\"pod-labeler.wasm\",result=\"{result}\",shadow=\"shadow.wasm\"}}"
