@@ -126,7 +126,7 @@ impl Owner {
     /// `operon-module.MODULE`, cut and ended with a digest of the name when it would
     /// pass the 253 characters of an object name.
     pub(crate) fn configuration_name(&self) -> String {
-        const MAX: usize = 253;
+        const MAX: usize = operon_data::conventions::names::MAX_SUBDOMAIN;
         let (plain, distinct) = match self {
             Owner::Hook(namespace, name) => (format!("operon-hook.{namespace}.{name}"), name),
             Owner::Module(module) => (format!("operon-module.{module}"), module),
