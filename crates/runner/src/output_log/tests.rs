@@ -23,6 +23,11 @@ fn records(f: impl FnOnce()) -> Vec<Value> {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .finish();
+    // While one dispatcher is registered, tracing-core caches a callsite's interest from
+    // the default of the thread that reaches it first: a test beside this one (no
+    // subscriber) logging through the same lines would have them cached as never. A
+    // second one makes it ask every registered dispatcher, this one among them.
+    let _second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     tracing::subscriber::with_default(subscriber, f);
     let bytes = buffer.0.lock().unwrap().clone();
     String::from_utf8(bytes)

@@ -674,6 +674,11 @@ async fn a_review_with_a_traceparent_continues_the_callers_trace() {
                 .with_target(operon_runner::trace::TARGET, tracing::Level::TRACE),
         );
     let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans));
+    // While one dispatcher is registered, tracing-core caches a callsite's interest from
+    // the default of the thread that reaches it first: a test running beside this one
+    // (no subscriber) would have `hook.review` cached as never, for this test too. A
+    // second one makes it ask every registered dispatcher, this test's among them.
+    let _second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let pki = TestPki::new();
     let (address, _cert, _) = start(&pki, Duration::from_secs(5)).await;
     for traceparent in [Some(CALLER), Some("00-not-a-trace-01"), None] {
