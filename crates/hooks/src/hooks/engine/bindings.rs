@@ -174,7 +174,7 @@ impl Engine {
             &binding.name,
             event.kind,
             &event.object,
-            event.received.elapsed(),
+            event.received,
         );
         if let Some(identity) = event.deleted_final_state_unknown {
             // Deleted while the watch was down: the last state the binding saw is the

@@ -12,13 +12,19 @@
 //! Schedules, onStartup and Synchronization runs have `hook.schedule`,
 //! `hook.startup` and `hook.synchronization` roots; an admission or conversion review
 //! has `hook.review`. Every span has the target [`TARGET`] at the `TRACE` level: with
-//! export off no subscriber enables it, each `trace_span!` is one comparison of levels
-//! and every `Span` here is `Span::none()`.
+//! export off no subscriber enables it and every `Span` here is `Span::none()`.
+//!
+//! Each function first asks whether the spans are made at all (one comparison of
+//! levels) or whether its parent is disabled, before `trace_span!`: kube and oci-client
+//! turn on tracing's `log` feature, under which a disabled span still evaluates its
+//! fields and hands them to `log` while no global subscriber was ever set (the engine
+//! as a library, a bench). Per event that was the object's namespace and name looked
+//! up, a clock read and a record of six fields, for nothing.
 
 use super::TaskKind;
 use operon_data::model::WatchEvent;
 use operon_runner::trace::TARGET;
-use std::time::Duration;
+use std::time::Instant;
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -51,6 +57,9 @@ impl TaskTrace {
 
     /// The root of a task of `kind` that no watch event started.
     pub(crate) fn of_kind(kind: TaskKind, hook: &str, binding: &str) -> Self {
+        if !made() {
+            return Self::default();
+        }
         let root = match kind {
             TaskKind::OnStartup => tracing::trace_span!(target: TARGET, parent: None,
                 "hook.startup", hook, binding),
@@ -78,15 +87,25 @@ impl TaskTrace {
     }
 }
 
+/// Whether the engine's spans are made at all: whether the current subscriber enables
+/// [`TARGET`] at `TRACE`.
+fn made() -> bool {
+    tracing::span_enabled!(target: TARGET, tracing::Level::TRACE)
+}
+
 /// The root of an event's trace: binding `binding` of `hook` got `kind` for the
-/// object at `namespace`/`name`, `delay` after the watch received it.
+/// object at `namespace`/`name`; the watch received it at `received`.
 pub(crate) fn event(
     hook: &str,
     binding: &str,
     kind: WatchEvent,
     object: &serde_json::Value,
-    delay: Duration,
+    received: Instant,
 ) -> Span {
+    if !made() {
+        return Span::none();
+    }
+    let delay = received.elapsed();
     tracing::trace_span!(target: TARGET, parent: None, "hook.event",
         hook,
         binding,
@@ -100,6 +119,9 @@ pub(crate) fn event(
 
 /// The binding's jq filter on the object of the event `root` is for.
 pub(crate) fn filter(root: &Span) -> Span {
+    if root.is_disabled() {
+        return Span::none();
+    }
     tracing::trace_span!(target: TARGET, parent: root, "hook.filter")
 }
 
@@ -129,6 +151,9 @@ pub(crate) fn ended<T, E: std::fmt::Display>(
 
 /// A run of `hook` on `queue` with `contexts` binding contexts, in the trace of `root`.
 pub(crate) fn run(root: &Span, hook: &str, queue: &str, binding: &str, contexts: usize) -> Span {
+    if root.is_disabled() {
+        return Span::none();
+    }
     tracing::trace_span!(target: TARGET, parent: root, "hook.run",
         hook, queue, binding, contexts,
         outcome = Empty,
@@ -139,6 +164,9 @@ pub(crate) fn run(root: &Span, hook: &str, queue: &str, binding: &str, contexts:
 
 /// Patch `index` (from 1) of a run, an `operation` (`MergePatch`...).
 pub(crate) fn patch(run: &Span, index: usize, operation: &str) -> Span {
+    if run.is_disabled() {
+        return Span::none();
+    }
     tracing::trace_span!(target: TARGET, parent: run, "hook.patch",
         index, operation,
         otel.status_code = Empty,
@@ -157,5 +185,8 @@ pub(crate) fn failed(span: &Span, error: &dyn std::fmt::Display) {
 /// An admission or conversion review of binding `binding` of `hook`, asked by `caller`
 /// (`webhook` or `audit`).
 pub(crate) fn review(hook: &str, binding: &str, caller: &str) -> Span {
+    if !made() {
+        return Span::none();
+    }
     tracing::trace_span!(target: TARGET, "hook.review", hook, binding, caller)
 }
