@@ -14,8 +14,10 @@
 //! - `operon-script`: [`script`], the Linux sandbox for shell scripts and its script store.
 //! - `operon-cluster`: [`cluster`], the `Cluster` contract, the in-memory cluster and the
 //!   kube-rs one.
+//! - `operon-store`: [`store`], the module store (found by path, name or digest; the
+//!   content-addressed store and its replication; OCI artifacts and their signatures).
 //! - `operon-runner`: [`runner`] (the processor contract and its runners), [`node_ops`]
-//!   (a node's built-in operations), [`store`] (the module store), [`output_log`].
+//!   (a node's built-in operations), [`output_log`].
 //! - `operon-pipeline`: [`graph`], [`pipeline`] (planning and running a Diagnosis),
 //!   [`triggers`].
 //! - `operon-hooks`: [`hooks`] (the hook engine), [`shell_operator`] (its formats),
@@ -40,7 +42,8 @@ pub use operon_hooks::{hooks, metrics, shell_operator};
 pub use operon_jq as jq;
 pub use operon_manifest::{self as manifest, kubediag};
 pub use operon_pipeline::{graph, pipeline, triggers};
-pub use operon_runner::{node_ops, output_log, runner, store};
+pub use operon_runner::{node_ops, output_log, runner};
 pub use operon_sandbox as sandbox;
 pub use operon_scenario as scenario;
 pub use operon_script as script;
+pub use operon_store as store;

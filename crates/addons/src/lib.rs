@@ -90,7 +90,7 @@ pub enum AddonError {
     ModuleSource {
         /// Why.
         #[source]
-        source: Box<operon_runner::store::oci_modules::OciModuleError>,
+        source: Box<operon_store::oci_modules::OciModuleError>,
     },
     /// A module named on the command line does not exist.
     #[error("no module {0} in the modules directory")]

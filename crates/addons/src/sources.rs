@@ -13,9 +13,9 @@
 use super::AddonError;
 use super::layout::{SourceModule, UnavailableModule};
 use futures::future::BoxFuture;
-use operon_runner::store::addon_modules::AddonModules;
-use operon_runner::store::oci::{self, RegistryAuth};
-use operon_runner::store::oci_modules::OciModuleError;
+use operon_store::addon_modules::AddonModules;
+use operon_store::oci::{self, RegistryAuth};
+use operon_store::oci_modules::OciModuleError;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -17,7 +17,7 @@ use operon_hooks::hooks::capture;
 use operon_hooks::hooks::engine::{Engine, LoadedHook, RunRecord};
 use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
 use operon_hooks::shell_operator;
-use operon_runner::store::ModuleLocator;
+use operon_store::ModuleLocator;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;

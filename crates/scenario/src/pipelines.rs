@@ -11,7 +11,7 @@ use operon_manifest::{self as manifest, Manifests};
 use operon_pipeline::pipeline::{self, Progress};
 use operon_runner::runner::node_paths::NodeRoot;
 use operon_runner::runner::processors::{ProcessorSettings, Processors};
-use operon_runner::store::ModuleLocator;
+use operon_store::ModuleLocator;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

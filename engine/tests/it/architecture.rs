@@ -63,6 +63,7 @@ const LAYERS: &[&[&str]] = &[
     &["operon-data", "operon-jq"],
     &["operon-sandbox", "operon-script"],
     &["operon-cluster"],
+    &["operon-store"],
     &["operon-runner"],
     &["operon-pipeline", "operon-hooks"],
     &["operon-addons", "operon-manifest"],

@@ -13,8 +13,8 @@ pub(crate) fn agent_registry() -> Result<Registry, MetricError> {
     let registry = Registry::new();
     operon_script::register_metrics(&registry)
         .and_then(|()| crate::controllers::diagnosis::metrics::register_metrics(&registry))
-        .and_then(|()| operon_runner::store::fetch::register_metrics(&registry))
-        .and_then(|()| operon_runner::store::oci_modules::register_metrics(&registry))
+        .and_then(|()| operon_store::fetch::register_metrics(&registry))
+        .and_then(|()| operon_store::oci_modules::register_metrics(&registry))
         .and_then(|()| operon_cluster::kube::observe::register_metrics(&registry))
         .map_err(|e| MetricError::Registry(e.to_string()))?;
     Ok(registry)
@@ -31,8 +31,8 @@ pub fn catalog() -> Result<Vec<(String, String)>, MetricError> {
     collectors.extend(crate::controllers::trigger::metrics::collectors());
     collectors.extend(super::lease::metrics::collectors());
     collectors.extend(super::audit::metrics::collectors());
-    collectors.extend(operon_runner::store::fetch::collectors());
-    collectors.extend(operon_runner::store::oci_modules::collectors());
+    collectors.extend(operon_store::fetch::collectors());
+    collectors.extend(operon_store::oci_modules::collectors());
     collectors.extend(operon_cluster::kube::observe::collectors());
     collectors.extend(
         operon_addons::metrics::ModuleMetrics::new()

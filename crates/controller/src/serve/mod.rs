@@ -270,8 +270,8 @@ pub async fn run(
         .map_err(|e| MetricError::Registry(e.to_string()))?;
     // The Diagnoses the leader runs, and the modules it fetches (a replica's store).
     crate::controllers::diagnosis::metrics::register_metrics(metrics.registry())
-        .and_then(|()| operon_runner::store::fetch::register_metrics(metrics.registry()))
-        .and_then(|()| operon_runner::store::oci_modules::register_metrics(metrics.registry()))
+        .and_then(|()| operon_store::fetch::register_metrics(metrics.registry()))
+        .and_then(|()| operon_store::oci_modules::register_metrics(metrics.registry()))
         .and_then(|()| operon_cluster::kube::observe::register_metrics(metrics.registry()))
         .and_then(|()| audit::metrics::register_metrics(metrics.registry()))
         .and_then(|()| crate::controllers::trigger::metrics::register_metrics(metrics.registry()))

@@ -13,9 +13,9 @@
 //! cannot be mounted in the Diagnosis' namespace.
 
 use super::job::{INPUT_DIR, JobRunner, RESULT_PATH};
-use crate::store::ModuleCatalog;
 use operon_data::api::WasmProcessor;
 use operon_sandbox::ModuleDigest;
+use operon_store::ModuleCatalog;
 use std::sync::Arc;
 
 /// The input ConfigMap's key holding the module API's CA.

@@ -56,7 +56,7 @@ use operon_data::api::{
 use operon_data::conventions::conditions::set_condition;
 use operon_pipeline::pipeline::{self, PipelineError, PlanError};
 use operon_runner::runner::processors::Processors;
-use operon_runner::store::oci_modules::{PinError, pin_operations, secret_auth};
+use operon_store::oci_modules::{PinError, pin_operations, secret_auth};
 use status::{Limits, StatusError, StatusWriter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -7,11 +7,11 @@ use super::tests::{answer_put, diagnosis};
 use super::*;
 use operon_cluster::kube::mock::{self, MockApi};
 use operon_runner::runner::processors::ProcessorSettings;
-use operon_runner::store::keys::SigningKey;
-use operon_runner::store::oci::{OciClient, OciOptions, RegistryAuth, SignRequest};
-use operon_runner::store::oci_modules::{AllowList, OciModules};
-use operon_runner::store::verification::VerificationConfig;
-use operon_runner::store::{BlobStore, ModuleLocator};
+use operon_store::keys::SigningKey;
+use operon_store::oci::{OciClient, OciOptions, RegistryAuth, SignRequest};
+use operon_store::oci_modules::{AllowList, OciModules};
+use operon_store::verification::VerificationConfig;
+use operon_store::{BlobStore, ModuleLocator};
 use operon_tests::registry::{FakeRegistry, sha256};
 use serde_json::{Value, json};
 

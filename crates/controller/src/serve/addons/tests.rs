@@ -671,9 +671,9 @@ async fn module_config_admission_follows_a_module_added_and_keeps_its_rules_on_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_source_unavailable_at_start_is_pulled_again_and_runs() {
-    use operon_runner::store::addon_modules::AddonModules;
-    use operon_runner::store::oci::{OciClient, OciOptions, RegistryAuth};
-    use operon_runner::store::oci_modules::{AllowList, OciModules};
+    use operon_store::addon_modules::AddonModules;
+    use operon_store::oci::{OciClient, OciOptions, RegistryAuth};
+    use operon_store::oci_modules::{AllowList, OciModules};
     use std::sync::atomic::{AtomicBool, Ordering};
 
     let registry = operon_tests::registry::FakeRegistry::new(Some("puller:secret"));
@@ -686,7 +686,7 @@ async fn a_module_source_unavailable_at_start_is_pulled_again_and_runs() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-source\ndata:\n  pulled: \"yes\"\n",
     );
     write(d, "published/module.yaml", "name: pulled\n");
-    let archive = operon_runner::store::addon_archive::pack(&d.join("published")).unwrap();
+    let archive = operon_store::addon_archive::pack(&d.join("published")).unwrap();
     let oci_options = OciOptions {
         extra_ca_pem: Vec::new(),
         plain_http: vec![host.clone()],
@@ -711,7 +711,7 @@ async fn a_module_source_unavailable_at_start_is_pulled_again_and_runs() {
             Box::pin(async move { Ok(auth) })
         })
     };
-    let blobs = operon_runner::store::BlobStore::open(d.join("store"), 64 << 20).unwrap();
+    let blobs = operon_store::BlobStore::open(d.join("store"), 64 << 20).unwrap();
     let oci = Arc::new(OciModules::new(
         blobs,
         oci_options,

@@ -31,7 +31,7 @@ use operon_hooks::hooks::engine::Engine;
 use operon_hooks::hooks::engines::EngineSet;
 use operon_hooks::hooks::load::HookLoader;
 use operon_hooks::metrics::Metrics;
-use operon_runner::store::ModuleLocator;
+use operon_store::ModuleLocator;
 use status::{StatusWriter, set_condition};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -108,7 +108,7 @@ impl HookObjects {
 pub async fn setup(
     client: &Client,
     modules: ModuleLocator,
-    catalog: Option<&operon_runner::store::ModuleCatalog>,
+    catalog: Option<&operon_store::ModuleCatalog>,
     loader: HookLoader,
     cluster: Arc<dyn Cluster>,
     offload: Option<prepare::HookOffload>,
@@ -346,7 +346,7 @@ fn reconcile(objects: &Arc<HookObjects>, reporting: &Arc<Reporting>, entry: &mut
     let hook = entry.object.clone();
     // An `oci://` module is pulled by the task: it names the same bytes until the spec
     // changes.
-    let located = (!operon_runner::store::oci::is_oci(&hook.spec.module))
+    let located = (!operon_store::oci::is_oci(&hook.spec.module))
         .then(|| prepare::locate(&objects.modules, &hook));
     let fingerprint = format!(
         "{}|{:?}|{}",

@@ -20,9 +20,9 @@ use operon_hooks::hooks::{HookError, HookRun};
 use operon_runner::runner::context::Platform;
 use operon_runner::runner::job::HOOK_UID_LABEL;
 use operon_runner::runner::offload::OffloadTarget;
-use operon_runner::store::oci_modules::{self, OciModuleError};
-use operon_runner::store::{ModuleError, ModuleLocator};
 use operon_sandbox::ModuleDigest;
+use operon_store::oci_modules::{self, OciModuleError};
+use operon_store::{ModuleError, ModuleLocator};
 use std::sync::Arc;
 use std::time::Duration;
 

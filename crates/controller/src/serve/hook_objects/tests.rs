@@ -473,13 +473,13 @@ async fn hooks_are_loaded_changed_and_dropped_as_their_objects_change() {
 #[tokio::test]
 async fn a_hook_naming_a_module_follows_it_to_new_bytes() {
     let store = tempfile::tempdir().unwrap();
-    let blobs = operon_runner::store::BlobStore::open(store.path(), 64 << 20).unwrap();
+    let blobs = operon_store::BlobStore::open(store.path(), 64 << 20).unwrap();
     let labeler = std::fs::read(operon_tests::POD_LABELER).unwrap();
     // The same component with a custom section: other bytes, another digest.
     let mut changed = labeler.clone();
     changed.extend_from_slice(&[0x00, 0x04, 0x01, b'x', b'v', b'2']);
     let (v1, v2) = (blobs.put(&labeler).unwrap(), blobs.put(&changed).unwrap());
-    let catalog = Arc::new(operon_runner::store::ModuleCatalog::new(blobs));
+    let catalog = Arc::new(operon_store::ModuleCatalog::new(blobs));
     catalog.set("labeler", v1);
     let sandbox = Sandbox::new(SandboxConfig {
         cache_dir: Some(operon_tests::test_cache_dir()),
@@ -641,8 +641,8 @@ async fn a_shadow_hook_object_runs_beside_a_hook_of_the_directory_and_shows_its_
 /// A verification configuration requiring signatures by `key`, written in `dir`.
 fn requiring_key(
     dir: &std::path::Path,
-    key: &operon_runner::store::keys::SigningKey,
-) -> Arc<operon_runner::store::verification::VerificationConfig> {
+    key: &operon_store::keys::SigningKey,
+) -> Arc<operon_store::verification::VerificationConfig> {
     let pem: String = (key.public_key().to_pem().lines())
         .map(|l| format!("      {l}\n"))
         .collect();
@@ -652,14 +652,14 @@ fn requiring_key(
         format!("apiVersion: v1\nallOf:\n  - kind: pubKey\n    owner: release\n    key: |\n{pem}"),
     )
     .unwrap();
-    Arc::new(operon_runner::store::verification::VerificationConfig::load(&path).unwrap())
+    Arc::new(operon_store::verification::VerificationConfig::load(&path).unwrap())
 }
 
 #[tokio::test]
 async fn a_hook_runs_a_signed_oci_module_and_refuses_an_unsigned_or_tampered_one() {
-    use operon_runner::store::keys::SigningKey;
-    use operon_runner::store::oci::{OciClient, OciOptions, RegistryAuth, SignRequest};
-    use operon_runner::store::oci_modules::{AllowList, OciModules};
+    use operon_store::keys::SigningKey;
+    use operon_store::oci::{OciClient, OciOptions, RegistryAuth, SignRequest};
+    use operon_store::oci_modules::{AllowList, OciModules};
     use operon_tests::registry::FakeRegistry;
 
     let registry = FakeRegistry::new(None);
@@ -675,7 +675,7 @@ async fn a_hook_runs_a_signed_oci_module_and_refuses_an_unsigned_or_tampered_one
     };
     let dir = tempfile::tempdir().unwrap();
     let (key, _) = SigningKey::generate().unwrap();
-    let blobs = operon_runner::store::BlobStore::open(dir.path().join("store"), 64 << 20).unwrap();
+    let blobs = operon_store::BlobStore::open(dir.path().join("store"), 64 << 20).unwrap();
     let oci = OciModules::new(blobs, options.clone(), AllowList::new([host.clone()]))
         .with_verification(requiring_key(dir.path(), &key));
     let cluster = Arc::new(LocalCluster::new());

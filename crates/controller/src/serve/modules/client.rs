@@ -316,7 +316,7 @@ impl ModuleClient {
                     None => kubeconfig_token(&kube_config().await?)?,
                 };
                 let base = server.trim_end_matches('/').to_owned();
-                let (host, port) = operon_runner::store::fetch::host_port(&base)
+                let (host, port) = operon_store::fetch::host_port(&base)
                     .ok_or_else(|| ClientError::ServerUrl(server.clone()))?;
                 let name = (connect.tls_server_name.clone()).unwrap_or_else(|| host.clone());
                 let server_name = ServerName::try_from(name.clone())

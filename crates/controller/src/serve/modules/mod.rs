@@ -8,7 +8,7 @@
 //! - `GET /v1/modules`, `GET /v1/modules/{name}`: the Modules.
 //! - `GET /v1/modules/by-digest/{sha256}`: the bytes (what replicas and agents fetch).
 //! - `DELETE /v1/modules/{name}`: removes the Module; its bytes stay until nothing refers
-//!   to them ([`operon_runner::store::replica`]).
+//!   to them ([`operon_store::replica`]).
 //!
 //! It is mounted on the admission server's HTTPS port (the Service `operon-webhooks`,
 //! whose certificate every replica shares), and reached directly (`--server`, e.g.
@@ -35,9 +35,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt as _};
 use operon_data::api::{Module, ModuleSpec, ModuleWorld};
-use operon_runner::store::replica::{ReplicaOptions, record_source};
-use operon_runner::store::{BlobError, ModuleCatalog, inspect};
 use operon_sandbox::{LoadError, ModuleDigest, Sandbox, World};
+use operon_store::replica::{ReplicaOptions, record_source};
+use operon_store::{BlobError, ModuleCatalog, inspect};
 use serde::Serialize;
 use std::sync::Arc;
 use tokio::sync::Semaphore;

@@ -4,9 +4,9 @@
 use super::*;
 use http_body_util::{BodyExt as _, Full};
 use operon_cluster::kube::mock::{self, MockApi};
-use operon_runner::store::BlobStore;
-use operon_runner::store::fetch::{FetchError, Fetcher, Token};
 use operon_sandbox::SandboxConfig;
+use operon_store::BlobStore;
+use operon_store::fetch::{FetchError, Fetcher, Token};
 use operon_tests::pki::ca_and_server;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -634,17 +634,16 @@ async fn a_pinned_digest_is_fetched_from_the_first_peer_that_has_it() {
     let store = BlobStore::open(dir.path(), 1 << 20).unwrap();
     let fetcher =
         Fetcher::new(ca.as_bytes(), "ca.crt".into(), Token::Static(TOKEN.into())).unwrap();
-    let from = operon_runner::store::replica::fetch_from_peers(&fetcher, &peers, &digest, &store)
+    let from = operon_store::replica::fetch_from_peers(&fetcher, &peers, &digest, &store)
         .await
         .unwrap();
     assert_eq!(from, "operon-2");
     assert!(store.contains(&digest));
     // No peer has these bytes: every peer's answer is given.
     let absent = ModuleDigest::of(b"absent");
-    let errors =
-        operon_runner::store::replica::fetch_from_peers(&fetcher, &peers[..1], &absent, &store)
-            .await
-            .unwrap_err();
+    let errors = operon_store::replica::fetch_from_peers(&fetcher, &peers[..1], &absent, &store)
+        .await
+        .unwrap_err();
     assert_eq!(errors.len(), 1);
     assert!(errors[0].starts_with("operon-1: "), "{errors:?}");
     assert!(!store.contains(&absent));

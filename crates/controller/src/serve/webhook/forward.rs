@@ -103,7 +103,7 @@ impl Forwarder {
         {
             return Ok(tls.clone());
         }
-        let tls = operon_runner::store::fetch::client_config(&pem).map_err(ForwardError::Trust)?;
+        let tls = operon_store::fetch::client_config(&pem).map_err(ForwardError::Trust)?;
         *cached = Some((pem, tls.clone()));
         Ok(tls)
     }
@@ -113,7 +113,7 @@ impl Forwarder {
     pub(crate) async fn forward(&self, path: &str, body: Bytes) -> Result<Response, ForwardError> {
         let leader = self.leader.borrow().clone().ok_or(ForwardError::NoLeader)?;
         let url = leader.url.trim_end_matches('/').to_owned();
-        let (host, port) = operon_runner::store::fetch::host_port(&url)
+        let (host, port) = operon_store::fetch::host_port(&url)
             .filter(|_| url.starts_with("https://"))
             .ok_or_else(|| ForwardError::BadUrl(url.clone()))?;
         let name = leader.server_name.clone().unwrap_or_else(|| host.clone());

@@ -494,7 +494,7 @@ async fn without_a_cluster_a_real_run_says_how_to_see_the_job() {
 }
 
 /// An offloaded wasm step (`wasm.runOn: Job`): the target it goes to.
-fn offload_target(catalog: Option<Arc<crate::store::ModuleCatalog>>) -> OffloadTarget {
+fn offload_target(catalog: Option<Arc<operon_store::ModuleCatalog>>) -> OffloadTarget {
     OffloadTarget {
         image: "ghcr.io/operon-dev/operon:0.1.0".to_owned(),
         module_url: "https://operon-webhooks.operon.svc:443".to_owned(),
@@ -671,9 +671,9 @@ async fn an_offloaded_dry_run_names_the_module_and_the_image() {
 #[test]
 fn a_module_the_module_api_does_not_serve_is_refused_when_the_runner_is_built() {
     let dir = tempfile::tempdir().unwrap();
-    let blobs = crate::store::BlobStore::open(dir.path(), 1 << 20).unwrap();
+    let blobs = operon_store::BlobStore::open(dir.path(), 1 << 20).unwrap();
     let held = blobs.put(b"held").unwrap();
-    let catalog = Arc::new(crate::store::ModuleCatalog::new(blobs));
+    let catalog = Arc::new(operon_store::ModuleCatalog::new(blobs));
     let target = offload_target(Some(catalog));
     let wasm = offloaded_wasm();
     assert!(

@@ -392,8 +392,8 @@ async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
     use operon_hooks::hooks::engines::EngineSet;
     use operon_hooks::hooks::load::HookLoader;
     use operon_hooks::metrics::Metrics;
-    use operon_runner::store::ModuleLocator;
     use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
+    use operon_store::ModuleLocator;
 
     let modules = tempfile::tempdir().unwrap();
     std::fs::copy(operon_tests::ADMISSION, modules.path().join("guard.wasm")).unwrap();

@@ -5,8 +5,8 @@
 //! or signed by a stranger is refused before its bytes are downloaded.
 
 use super::*;
-use crate::store::keys::SigningKey;
-use crate::store::oci::SignRequest;
+use crate::keys::SigningKey;
+use crate::oci::SignRequest;
 use operon_tests::registry::{FakeRegistry, sha256 as sha};
 
 const USER: &str = "alice:s3cr3t";

@@ -2,10 +2,10 @@
 //! `OciClient::push_addon`, pinned, allowed, signed (or not) and unpacked.
 
 use super::*;
-use crate::store::keys::SigningKey;
-use crate::store::oci::{OciOptions, SignRequest};
-use crate::store::oci_modules::AllowList;
-use crate::store::verification::VerificationConfig;
+use crate::keys::SigningKey;
+use crate::oci::{OciOptions, SignRequest};
+use crate::oci_modules::AllowList;
+use crate::verification::VerificationConfig;
 use operon_tests::registry::FakeRegistry;
 
 struct Setup {
@@ -47,7 +47,7 @@ impl Setup {
         allowed: AllowList,
         verification: Option<Arc<VerificationConfig>>,
     ) -> AddonModules {
-        let blobs = crate::store::BlobStore::open(self.cache.path().join("wasm"), 1 << 20).unwrap();
+        let blobs = crate::BlobStore::open(self.cache.path().join("wasm"), 1 << 20).unwrap();
         let mut oci = OciModules::new(blobs, self.options(), allowed);
         if let Some(verification) = verification {
             oci = oci.with_verification(verification);

@@ -4,8 +4,8 @@
 //! cosign with the public Fulcio and Rekor of 2021), and the configuration's refusals.
 
 use super::*;
-use crate::store::cosign::{BUNDLE_ANNOTATION, Signature};
-use crate::store::keys::SigningKey;
+use crate::cosign::{BUNDLE_ANNOTATION, Signature};
+use crate::keys::SigningKey;
 use operon_tests::signing::{LeafSpec, SigningPki};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -136,7 +136,7 @@ fn a_key_signature_verifies_and_tampering_does_not() {
     // A signature that is not base64, and a layer without one.
     let mut garbled = good.clone();
     garbled.annotations.insert(
-        crate::store::cosign::SIGNATURE_ANNOTATION.to_owned(),
+        crate::cosign::SIGNATURE_ANNOTATION.to_owned(),
         "not base64!".to_owned(),
     );
     let mut bare = good.clone();
@@ -286,12 +286,12 @@ fn a_keyless_signature_verifies_its_identity_and_issuer() {
     let mut key_signed = good.clone();
     key_signed
         .annotations
-        .remove(crate::store::cosign::CERTIFICATE_ANNOTATION);
+        .remove(crate::cosign::CERTIFICATE_ANNOTATION);
     // The certificate of one signature on the payload signed by another key.
     let mut swapped = keyless(&pki.issue(&LeafSpec::new(workflow, GITHUB)), DIGEST);
     swapped.annotations = good.annotations.clone();
     swapped.annotations.insert(
-        crate::store::cosign::SIGNATURE_ANNOTATION.to_owned(),
+        crate::cosign::SIGNATURE_ANNOTATION.to_owned(),
         keyless(&pki.issue(&LeafSpec::new(workflow, GITHUB)), DIGEST)
             .signature()
             .unwrap()
@@ -434,7 +434,7 @@ fn a_log_bundle_dates_a_signature_whose_certificate_has_expired() {
     let mut borrowed = logged(&other, at("2021-01-01T12:00:00Z"));
     borrowed.payload = signature.payload.clone();
     borrowed.annotations.insert(
-        crate::store::cosign::SIGNATURE_ANNOTATION.to_owned(),
+        crate::cosign::SIGNATURE_ANNOTATION.to_owned(),
         signature.signature().unwrap().to_owned(),
     );
     let report = policy.verify(DIGEST, std::slice::from_ref(&borrowed), now());

@@ -1,3 +1,5 @@
+//! Operon's module store, a crate of its own below the runners.
+//!
 //! What Operon keeps between runs, and where it finds it: wasm modules, found by path,
 //! by name in a modules directory, or by sha256 digest ([`ModuleLocator`]), and the
 //! content-addressed module store behind the upload API ([`BlobStore`]): modules checked
@@ -7,6 +9,12 @@
 //! signatures ([`cosign`], [`keys`]) verified before they run ([`verification`]);
 //! addon-operator modules pulled the same way and unpacked into a cache directory
 //! ([`addon_modules`], their archives in [`addon_archive`]).
+//!
+//! This crate keeps bytes and vouches for them (digest, signature, a component the
+//! sandbox can load); it does not run them: the runners (`operon-runner`) and everything
+//! above find their modules here.
+
+#![warn(unreachable_pub)]
 
 pub mod addon_archive;
 pub mod addon_modules;
