@@ -125,7 +125,7 @@ async fn update_sources(
             return Ok(());
         }
         let params = PostParams {
-            field_manager: Some(operon_cluster::kube::FIELD_MANAGER.to_owned()),
+            field_manager: Some(operon_data::conventions::FIELD_MANAGER.to_owned()),
             ..PostParams::default()
         };
         match api.replace_status(name, &params, &module).await {

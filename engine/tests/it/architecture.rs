@@ -62,8 +62,7 @@ fn operon_dependencies(manifest: &Path) -> (String, BTreeSet<String>) {
 const LAYERS: &[&[&str]] = &[
     &["operon-data", "operon-jq"],
     &["operon-sandbox", "operon-script"],
-    &["operon-cluster"],
-    &["operon-store"],
+    &["operon-cluster", "operon-store"],
     &["operon-runner"],
     &["operon-pipeline", "operon-hooks"],
     &["operon-addons", "operon-manifest"],
