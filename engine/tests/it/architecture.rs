@@ -114,6 +114,33 @@ fn each_crate_depends_only_on_the_layers_below_it() {
     assert!(missing.is_empty(), "crates not found: {missing:?}");
 }
 
+/// The file tree is the module tree: a module with submodules is `name.rs` beside
+/// `name/`, so no file is a `mod.rs` and none is found through `#[path]`.
+#[test]
+fn modules_are_files_named_for_them_without_mod_rs_or_path_attributes() {
+    let mut files = Vec::new();
+    for dir in ["crates", "engine", "tests"] {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    let stray: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            file.file_name().is_some_and(|n| n == "mod.rs")
+                || std::fs::read_to_string(file).is_ok_and(|text| {
+                    text.lines()
+                        .any(|line| line.trim_start().starts_with("#[path"))
+                })
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        files.len() > 100,
+        "the tree was read: {} files",
+        files.len()
+    );
+    assert!(stray.is_empty(), "mod.rs or #[path]: {stray:#?}");
+}
+
 #[test]
 fn the_sdk_and_guests_depend_on_nothing_of_the_engine() {
     let mut manifests = vec![workspace().join("sdk/Cargo.toml")];
