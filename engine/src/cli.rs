@@ -242,10 +242,25 @@ fn run(command: Command, strict_except: &[String]) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, `: `-separated as anyhow's `{:#}` prints them,
+/// but a cause the line already holds is not repeated: a library error that names its
+/// cause in its message keeps it as its `source()` too.
+pub(crate) fn error_text(error: &anyhow::Error) -> String {
+    let mut causes = error.chain().map(ToString::to_string);
+    let mut text = causes.next().unwrap_or_default();
+    for cause in causes {
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 fn version(format: output::Format) -> anyhow::Result<ExitCode> {
@@ -267,4 +282,22 @@ fn version(format: output::Format) -> anyhow::Result<ExitCode> {
         other => output::print_structured(other, &info)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    /// An error that names its cause in its message and keeps it as its source.
+    #[derive(Debug, thiserror::Error)]
+    #[error("hook a.sh: {0}")]
+    struct Named(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_the_message_already_names_is_not_repeated() {
+        let e = anyhow::Error::new(Named(std::io::Error::other("gone"))).context("loading hooks");
+        assert_eq!(error_text(&e), "loading hooks: hook a.sh: gone");
+        let e = anyhow::Error::new(std::io::Error::other("gone")).context("loading hooks");
+        assert_eq!(error_text(&e), format!("{e:#}"));
+    }
 }

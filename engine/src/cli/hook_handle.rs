@@ -54,7 +54,7 @@ pub async fn run(args: HandleArgs) -> anyhow::Result<ExitCode> {
         Ok(line) => line,
         Err(e) => {
             if let Some(path) = &args.result_file {
-                write(path, &format!("error: {e:#}"))?;
+                write(path, &format!("error: {}", super::error_text(&e)))?;
             }
             return Err(e);
         }

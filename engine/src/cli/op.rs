@@ -229,7 +229,7 @@ fn run_once(args: OpRunArgs) -> anyhow::Result<ExitCode> {
         // error: a fetch or load failure must reach it too.
         Err(e) => {
             if let Some(path) = &args.result_file {
-                write_result_file(path, &format!("error: {e:#}"))?;
+                write_result_file(path, &format!("error: {}", super::error_text(&e)))?;
             }
             return Err(e);
         }
