@@ -35,6 +35,73 @@ const FIRST_KINDS: [&str; 12] = [
     "Deployment",
 ];
 
+/// Why objects could not be applied, read or deleted.
+///
+/// The cluster's and the client's errors are boxed, as they are large, and handed out
+/// unboxed by [`Error::source`](std::error::Error::source), so that a downcast finds
+/// their type.
+#[derive(Debug)]
+pub enum ApplyError {
+    /// The cluster failed or refused the operation.
+    Cluster(Box<operon_cluster::ClusterError>),
+    /// The API server failed or refused a server-side apply.
+    Client(Box<kube::Error>),
+    /// A release record's object list is not JSON.
+    Record(serde_json::Error),
+    /// The module's files hold something that is not applied as it is (why, in words).
+    Refused(String),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Cluster(e) => e.fmt(f),
+            Self::Client(e) => e.fmt(f),
+            Self::Record(e) => e.fmt(f),
+            Self::Refused(reason) => f.write_str(reason),
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Cluster(e) => Some(&**e),
+            Self::Client(e) => Some(&**e),
+            Self::Record(e) => Some(e),
+            Self::Refused(_) => None,
+        }
+    }
+}
+
+impl From<operon_cluster::ClusterError> for ApplyError {
+    fn from(error: operon_cluster::ClusterError) -> Self {
+        Self::Cluster(Box::new(error))
+    }
+}
+
+/// How [`AddonError::Apply`] names its step: `"STEP: "`, or nothing.
+pub(crate) fn step_prefix(step: &str) -> String {
+    if step.is_empty() {
+        String::new()
+    } else {
+        format!("{step}: ")
+    }
+}
+
+/// A failure of `module`'s `step` (empty when the error says it all).
+pub(crate) fn failed(
+    module: &str,
+    step: impl Into<String>,
+    source: impl Into<ApplyError>,
+) -> AddonError {
+    AddonError::Apply {
+        module: module.to_owned(),
+        step: step.into(),
+        source: source.into(),
+    }
+}
+
 /// What a module applied last time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Release {
@@ -110,20 +177,16 @@ impl ObjectWriter {
 
     /// `module`'s release, if it has one.
     pub(crate) async fn release(&self, module: &str) -> Result<Option<Release>, AddonError> {
-        let failed = |reason: String| AddonError::Apply {
-            module: module.to_owned(),
-            reason,
-        };
         let resource = self
             .cluster
             .resolve(Some("v1"), "ConfigMap")
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(module, "", e))?;
         let record = self
             .cluster
             .get(&resource, Some(&self.namespace), &Self::record_name(module))
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(module, "", e))?;
         let Some(record) = record else {
             return Ok(None);
         };
@@ -132,7 +195,7 @@ impl ObjectWriter {
             .and_then(Value::as_str)
             .unwrap_or("[]");
         let objects: Vec<Value> = serde_json::from_str(objects)
-            .map_err(|e| failed(format!("release record: objects: {e}")))?;
+            .map_err(|e| failed(module, "release record: objects", ApplyError::Record(e)))?;
         let objects = objects
             .iter()
             .map(|o| ObjectRef {
@@ -154,10 +217,7 @@ impl ObjectWriter {
 
     /// The modules that have a release record in the namespace.
     pub(crate) async fn released_modules(&self) -> Result<Vec<String>, AddonError> {
-        let failed = |e: operon_cluster::ClusterError| AddonError::Apply {
-            module: String::new(),
-            reason: format!("listing release records: {e}"),
-        };
+        let failed = |e| failed("", "listing release records", e);
         let resource = self
             .cluster
             .resolve(Some("v1"), "ConfigMap")
@@ -209,10 +269,7 @@ impl ObjectWriter {
                 .cluster
                 .resolve(Some(&api_version), &kind)
                 .await
-                .map_err(|e| AddonError::Apply {
-                    module: module.to_owned(),
-                    reason: format!("{kind} {}: {e}", object["metadata"]["name"]),
-                })?;
+                .map_err(|e| failed(module, format!("{kind} {}", object["metadata"]["name"]), e))?;
             if resource.namespaced && object.pointer("/metadata/namespace").is_none() {
                 object["metadata"]["namespace"] = json!(self.namespace);
             }
@@ -235,10 +292,6 @@ impl ObjectWriter {
         module: &str,
         objects: Vec<Value>,
     ) -> Result<ApplyReport, AddonError> {
-        let failed = |reason: String| AddonError::Apply {
-            module: module.to_owned(),
-            reason,
-        };
         let prepared = self.prepare(module, objects).await?;
         let sum = checksum(&Value::Array(
             prepared.iter().map(|(_, o)| o.clone()).collect(),
@@ -255,23 +308,21 @@ impl ObjectWriter {
             });
         }
         for (resource, object) in &prepared {
-            self.apply_one(resource, object).await.map_err(|reason| {
-                failed(format!(
-                    "apply {}: {reason}",
-                    describe(&object_ref(resource, object))
-                ))
+            self.apply_one(resource, object).await.map_err(|e| {
+                let step = format!("apply {}", describe(&object_ref(resource, object)));
+                failed(module, step, e)
             })?;
         }
         let mut deleted = Vec::new();
         for old in previous.objects.iter().filter(|o| !refs.contains(o)) {
             self.delete(old)
                 .await
-                .map_err(|reason| failed(format!("delete {}: {reason}", describe(old))))?;
+                .map_err(|e| failed(module, format!("delete {}", describe(old)), e))?;
             deleted.push(old.clone());
         }
         self.write_record(module, &refs, &sum)
             .await
-            .map_err(failed)?;
+            .map_err(|e| failed(module, "", e))?;
         Ok(ApplyReport {
             applied: refs,
             deleted,
@@ -292,10 +343,7 @@ impl ObjectWriter {
                 .cluster
                 .get(resource, r.namespace.as_deref(), &r.name)
                 .await
-                .map_err(|e| AddonError::Apply {
-                    module: module.to_owned(),
-                    reason: format!("get {}: {e}", describe(&r)),
-                })?;
+                .map_err(|e| failed(module, format!("get {}", describe(&r)), e))?;
             lines.push(match live {
                 None => format!("+ create {}", describe(&r)),
                 Some(live) => {
@@ -321,17 +369,13 @@ impl ObjectWriter {
     /// Deletes every object of `module`'s release and the record; returns what was
     /// deleted.
     pub(crate) async fn uninstall(&self, module: &str) -> Result<Vec<ObjectRef>, AddonError> {
-        let failed = |reason: String| AddonError::Apply {
-            module: module.to_owned(),
-            reason,
-        };
         let Some(release) = self.release(module).await? else {
             return Ok(Vec::new());
         };
         for object in release.objects.iter().rev() {
             self.delete(object)
                 .await
-                .map_err(|reason| failed(format!("delete {}: {reason}", describe(object))))?;
+                .map_err(|e| failed(module, format!("delete {}", describe(object)), e))?;
         }
         let record = ObjectRef {
             api_version: Some("v1".to_owned()),
@@ -339,7 +383,9 @@ impl ObjectWriter {
             namespace: Some(self.namespace.clone()),
             name: Self::record_name(module),
         };
-        self.delete(&record).await.map_err(failed)?;
+        self.delete(&record)
+            .await
+            .map_err(|e| failed(module, "", e))?;
         Ok(release.objects)
     }
 
@@ -350,10 +396,7 @@ impl ObjectWriter {
                 .cluster
                 .get(resource, r.namespace.as_deref(), &r.name)
                 .await
-                .map_err(|e| AddonError::Apply {
-                    module: String::new(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| failed("", "", e))?;
             if found.is_none() {
                 return Ok(false);
             }
@@ -365,13 +408,13 @@ impl ObjectWriter {
         &self,
         resource: &Resource,
         object: &Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), ApplyError> {
         let Some(client) = &self.client else {
             let op = PatchOperation::CreateOrUpdate(CreateSpec {
                 object: object.to_string(),
                 subresource: None,
             });
-            return self.cluster.apply(&op).await.map_err(|e| e.to_string());
+            return Ok(self.cluster.apply(&op).await?);
         };
         let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
         let api_resource = ApiResource::from_gvk_with_plural(&gvk, &resource.plural);
@@ -386,15 +429,15 @@ impl ObjectWriter {
         api.patch(name, &params, &Patch::Apply(object))
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| ApplyError::Client(Box::new(e)))
     }
 
-    async fn delete(&self, target: &ObjectRef) -> Result<(), String> {
+    async fn delete(&self, target: &ObjectRef) -> Result<(), ApplyError> {
         // A missing object counts as deleted (as the cluster's delete operations have it).
-        self.cluster
+        Ok(self
+            .cluster
             .apply(&PatchOperation::DeleteInBackground(target.clone()))
-            .await
-            .map_err(|e| e.to_string())
+            .await?)
     }
 
     async fn write_record(
@@ -402,7 +445,7 @@ impl ObjectWriter {
         module: &str,
         refs: &[ObjectRef],
         sum: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), ApplyError> {
         let list: Vec<Value> = refs
             .iter()
             .map(|r| {
@@ -427,11 +470,7 @@ impl ObjectWriter {
                 "checksum": sum,
             },
         });
-        let resource = self
-            .cluster
-            .resolve(Some("v1"), "ConfigMap")
-            .await
-            .map_err(|e| e.to_string())?;
+        let resource = self.cluster.resolve(Some("v1"), "ConfigMap").await?;
         self.apply_one(&resource, &record).await
     }
 }
@@ -495,5 +534,29 @@ mod tests {
         let mut out = Vec::new();
         differences(&desired, &live, "", &mut out);
         assert_eq!(out, ["/metadata/labels/x"]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_step_keeps_the_clusters_error() {
+        let cluster = Arc::new(operon_cluster::local::LocalCluster::new());
+        let writer = ObjectWriter::new(cluster, None, "ops");
+        let object = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+                            "metadata": {"name": "g"}});
+        let error = writer.prepare("echo", vec![object]).await.unwrap_err();
+        let AddonError::Apply { source, .. } = &error else {
+            panic!("{error:?}")
+        };
+        let ApplyError::Cluster(cause) = source else {
+            panic!("{source:?}")
+        };
+        assert_eq!(
+            error.to_string(),
+            format!("module echo: Gadget \"g\": {cause}")
+        );
+        // The chain reaches the cluster's error itself.
+        let chain: Vec<&dyn std::error::Error> =
+            std::iter::successors(std::error::Error::source(&error), |e| e.source()).collect();
+        assert!(chain[0].is::<ApplyError>());
+        assert!(chain[1].is::<operon_cluster::ClusterError>());
     }
 }

@@ -17,9 +17,9 @@ use super::hooks::AddonHook;
 use futures::future::BoxFuture;
 use operon_cluster::Cluster;
 use operon_data::model::{BindingContext, BindingType, HookConfig, HookInput, Snapshot};
-use operon_hooks::hooks::engine::{Engine, LoadedHook};
+use operon_hooks::hooks::engine::{Engine, HookEngineError, LoadedHook};
 use operon_hooks::hooks::engines::{EngineSet, Registration};
-use operon_hooks::hooks::load::configure;
+use operon_hooks::hooks::load::{HookLoadError, configure};
 use operon_hooks::hooks::{Hook, HookError, HookRun};
 use operon_hooks::metrics::Metrics;
 use serde_json::{Value, json};
@@ -142,11 +142,40 @@ impl Hook for BoundHook {
                         });
                     }
                 }
-                Err(e) if run.outcome.is_ok() => run.outcome = Err(HookError::Run(e.to_string())),
+                Err(e) if run.outcome.is_ok() => run.outcome = Err(HookError::Output(Arc::new(e))),
                 Err(_) => {}
             }
             (run, input)
         })
+    }
+}
+
+/// Why the engine of an owner's kubernetes and schedule bindings cannot start. The
+/// errors are boxed, as they are large, and handed out unboxed by
+/// [`Error::source`](std::error::Error::source), so that a downcast finds their type.
+#[derive(Debug)]
+pub enum BindingsError {
+    /// A hook did not give a configuration the engine can run.
+    Load(Box<HookLoadError>),
+    /// The engine's first lists failed.
+    Start(Box<HookEngineError>),
+}
+
+impl std::fmt::Display for BindingsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Load(e) => e.fmt(f),
+            Self::Start(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BindingsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Load(e) => Some(&**e),
+            Self::Start(e) => Some(&**e),
+        }
     }
 }
 
@@ -286,7 +315,7 @@ pub(crate) async fn start(
     values: SharedValues,
     patches: tokio::sync::mpsc::UnboundedSender<BindingPatch>,
     shown: &EngineSet,
-) -> Result<Option<BindingEngine>, String> {
+) -> Result<Option<BindingEngine>, BindingsError> {
     let owner = module.unwrap_or("global").to_owned();
     let mut loaded: Vec<LoadedHook> = Vec::new();
     let mut waited = Vec::new();
@@ -315,14 +344,17 @@ pub(crate) async fn start(
         });
         let (ready, _) = configure(bound, cluster.as_ref())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| BindingsError::Load(Box::new(e)))?;
         loaded.push(ready);
     }
     if loaded.is_empty() {
         return Ok(None);
     }
     let engine = Arc::new(Engine::new(loaded, cluster, metrics));
-    engine.start().await.map_err(|e| e.to_string())?;
+    engine
+        .start()
+        .await
+        .map_err(|e| BindingsError::Start(Box::new(e)))?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = engine.clone();
     tokio::spawn(async move {

@@ -5,7 +5,7 @@
 //! its CRDs (and so the custom resources users made), as addon-operator does.
 
 use super::AddonError;
-use super::apply::ObjectWriter;
+use super::apply::{ApplyError, ObjectWriter, failed};
 use super::layout::ModuleDir;
 use super::render::documents;
 use serde_json::Value;
@@ -19,10 +19,7 @@ impl ObjectWriter {
     /// returns their names. Anything but a `CustomResourceDefinition` there is an
     /// error naming the file.
     pub(crate) async fn ensure_crds(&self, module: &ModuleDir) -> Result<Vec<String>, AddonError> {
-        let failed = |reason: String| AddonError::Apply {
-            module: module.name.clone(),
-            reason,
-        };
+        let refused = |reason: String| failed(&module.name, "", ApplyError::Refused(reason));
         let mut crds = Vec::new();
         for file in &module.crds {
             let origin = file.display().to_string();
@@ -30,7 +27,7 @@ impl ObjectWriter {
                 path: file.clone(),
                 source,
             })?;
-            for crd in documents(&text, &origin).map_err(failed)? {
+            for crd in documents(&text, &origin).map_err(refused)? {
                 let kind = crd["kind"].as_str().unwrap_or_default();
                 let group = crd["apiVersion"]
                     .as_str()
@@ -39,7 +36,7 @@ impl ObjectWriter {
                     .next()
                     .unwrap_or_default();
                 if kind != "CustomResourceDefinition" || group != "apiextensions.k8s.io" {
-                    return Err(failed(format!(
+                    return Err(refused(format!(
                         "crds/: {origin}: {} {} is not a CustomResourceDefinition of \
                          apiextensions.k8s.io",
                         crd["apiVersion"].as_str().unwrap_or_default(),
@@ -60,10 +57,14 @@ impl ObjectWriter {
                 .cluster()
                 .resolve(version.as_deref(), "CustomResourceDefinition")
                 .await
-                .map_err(|e| failed(format!("CustomResourceDefinition {name}: {e}")))?;
-            self.apply_one(&resource, &crd)
-                .await
-                .map_err(|e| failed(format!("apply CustomResourceDefinition {name}: {e}")))?;
+                .map_err(|e| failed(&module.name, format!("CustomResourceDefinition {name}"), e))?;
+            self.apply_one(&resource, &crd).await.map_err(|e| {
+                failed(
+                    &module.name,
+                    format!("apply CustomResourceDefinition {name}"),
+                    e,
+                )
+            })?;
             names.push(name);
         }
         if self.server_side() {
@@ -77,15 +78,11 @@ impl ObjectWriter {
         module: &ModuleDir,
         names: &[String],
     ) -> Result<(), AddonError> {
-        let failed = |reason: String| AddonError::Apply {
-            module: module.name.clone(),
-            reason,
-        };
         let resource = self
             .cluster()
             .resolve(Some("apiextensions.k8s.io/v1"), "CustomResourceDefinition")
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(&module.name, "", e))?;
         let deadline = Instant::now() + ESTABLISHED_WITHIN;
         for name in names {
             loop {
@@ -93,14 +90,20 @@ impl ObjectWriter {
                     .cluster()
                     .get(&resource, None, name)
                     .await
-                    .map_err(|e| failed(format!("CustomResourceDefinition {name}: {e}")))?;
+                    .map_err(|e| {
+                        failed(&module.name, format!("CustomResourceDefinition {name}"), e)
+                    })?;
                 if crd.as_ref().is_some_and(established) {
                     break;
                 }
                 if Instant::now() >= deadline {
-                    return Err(failed(format!(
-                        "CustomResourceDefinition {name} is not established after {ESTABLISHED_WITHIN:?}"
-                    )));
+                    return Err(failed(
+                        &module.name,
+                        "",
+                        ApplyError::Refused(format!(
+                            "CustomResourceDefinition {name} is not established after {ESTABLISHED_WITHIN:?}"
+                        )),
+                    ));
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }

@@ -18,7 +18,7 @@ use operon_hooks::hooks::HookRun;
 use operon_hooks::hooks::load::{hook_files, is_wasm};
 use operon_hooks::hooks::runner::{ExtraFiles, ScriptHook};
 use operon_hooks::shell_operator::files::HookFile;
-use operon_sandbox::{CallLimits, HookModule, HookValues, Sandbox, SandboxConfig};
+use operon_sandbox::{CallLimits, EngineError, HookModule, HookValues, Sandbox, SandboxConfig};
 use operon_script::ScriptSandbox;
 use serde_json::Value;
 use std::path::Path;
@@ -189,8 +189,10 @@ impl AddonHook {
         let read =
             |i: usize, file: HookFile| -> Result<Vec<json_patch::PatchOperation>, AddonError> {
                 let text = String::from_utf8_lossy(outputs.get(i).map_or(&[][..], Vec::as_slice));
-                parse_patch_file(&text).map_err(|reason| {
-                    AddonError::Hook(format!("hook {}: ${}: {reason}", self.name, file.variable))
+                parse_patch_file(&text).map_err(|source| AddonError::ValuesPatchFile {
+                    hook: self.name.clone(),
+                    variable: file.variable,
+                    source,
                 })
             };
         let patches = read(0, VALUES_PATCH).and_then(|v| Ok((v, read(1, CONFIG_VALUES_PATCH)?)));
@@ -232,17 +234,16 @@ impl AddonHook {
 /// The wasm sandbox module hooks run in, started at the first wasm hook and shared by
 /// every operator of the process.
 pub(super) fn wasm_sandbox() -> Result<Sandbox, AddonError> {
-    static SANDBOX: std::sync::OnceLock<Result<Sandbox, String>> = std::sync::OnceLock::new();
+    static SANDBOX: std::sync::OnceLock<Result<Sandbox, EngineError>> = std::sync::OnceLock::new();
     SANDBOX
         .get_or_init(|| {
             Sandbox::new(SandboxConfig {
                 cache_dir: operon_sandbox::default_cache_dir(),
                 ..SandboxConfig::default()
             })
-            .map_err(|e| e.to_string())
         })
         .clone()
-        .map_err(|e| AddonError::Hook(format!("cannot start the wasm sandbox: {e}")))
+        .map_err(AddonError::WasmSandbox)
 }
 
 /// A run's memory values patches and config values patches.
@@ -277,7 +278,7 @@ pub(crate) async fn load_dir(
         Ok(files) => files,
         // A hooks directory with no hook is allowed, as in addon-operator.
         Err(operon_hooks::hooks::load::HookLoadError::NoHooks { .. }) => return Ok(Vec::new()),
-        Err(e) => return Err(AddonError::Hook(e.to_string())),
+        Err(e) => return Err(AddonError::HookFiles(e)),
     };
     let mut hooks = Vec::new();
     for file in files {
@@ -291,7 +292,10 @@ pub(crate) async fn load_dir(
             let sandbox = wasm_sandbox()?;
             let module = sandbox
                 .load_hook_file(&file)
-                .map_err(|e| AddonError::Hook(format!("hook {name}: {e}")))?;
+                .map_err(|source| AddonError::HookLoad {
+                    hook: name.clone(),
+                    source,
+                })?;
             Program::Wasm { sandbox, module }
         } else {
             Program::Script(ScriptHook::new(sandbox.clone(), &dir, &file))
@@ -305,16 +309,23 @@ async fn configure(name: String, owner: Owner, program: Program) -> Result<Addon
     let mut lifecycle = Vec::new();
     let config = match &program {
         Program::Script(script) => script
-            .configure_with(|text| split_lifecycle(text, &mut lifecycle))
+            .configure_with(|text| Ok(split_lifecycle(text, &mut lifecycle)?))
             .await
-            .map_err(|e| AddonError::Hook(format!("hook {name}: {e}")))?,
+            .map_err(|source| AddonError::HookConfigure {
+                hook: name.clone(),
+                source,
+            })?,
         Program::Wasm { sandbox, module } => {
             let report = sandbox
                 .configure_addon_hook(module, &name, &CallLimits::default())
                 .await;
-            let (config, declared) = report
-                .outcome
-                .map_err(|e| AddonError::Hook(format!("hook {name}: configure: {e}")))?;
+            let (config, declared) =
+                report
+                    .outcome
+                    .map_err(|source| AddonError::WasmHookConfigure {
+                        hook: name.clone(),
+                        source,
+                    })?;
             for (binding, order) in declared {
                 let binding = Lifecycle::named(&binding).ok_or_else(|| {
                     AddonError::Hook(format!("hook {name}: unknown lifecycle binding {binding}"))
@@ -350,13 +361,35 @@ async fn configure(name: String, owner: Owner, program: Program) -> Result<Addon
     })
 }
 
+/// Why a hook's `--config` text has lifecycle keys that cannot be taken out.
+#[derive(Debug, thiserror::Error)]
+enum LifecycleKeysError {
+    /// The text starts as JSON but is not.
+    #[error("not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The text is not YAML.
+    #[error("not valid YAML: {0}")]
+    Yaml(#[source] yaml_serde::Error),
+    /// A lifecycle key's value is not a number.
+    #[error("{binding}: {value} is not an order number")]
+    Order {
+        /// The key.
+        binding: &'static str,
+        /// Its value.
+        value: Value,
+    },
+}
+
 /// Takes addon-operator's lifecycle keys out of a `--config` text (YAML or JSON), each
 /// an order number, and returns the rest as JSON for shell-operator's reader.
-fn split_lifecycle(text: &str, out: &mut Vec<(Lifecycle, f64)>) -> Result<String, String> {
+fn split_lifecycle(
+    text: &str,
+    out: &mut Vec<(Lifecycle, f64)>,
+) -> Result<String, LifecycleKeysError> {
     let mut document: Value = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
+        serde_json::from_str(text).map_err(LifecycleKeysError::Json)?
     } else {
-        yaml_serde::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
+        yaml_serde::from_str(text).map_err(LifecycleKeysError::Yaml)?
     };
     let Value::Object(map) = &mut document else {
         return Ok(text.to_owned());
@@ -371,7 +404,10 @@ fn split_lifecycle(text: &str, out: &mut Vec<(Lifecycle, f64)>) -> Result<String
                 Value::String(s) => s.parse().ok(),
                 _ => None,
             }
-            .ok_or_else(|| format!("{}: {value} is not an order number", binding.name()))?;
+            .ok_or_else(|| LifecycleKeysError::Order {
+                binding: binding.name(),
+                value: value.clone(),
+            })?;
             out.push((binding, order));
         }
     }
@@ -406,6 +442,6 @@ mod tests {
             [(Lifecycle::AfterAll, 5.0), (Lifecycle::BeforeHelm, 10.0)]
         );
         let err = split_lifecycle(r#"{"afterHelm": true}"#, &mut found).unwrap_err();
-        assert!(err.contains("afterHelm"), "{err}");
+        assert_eq!(err.to_string(), "afterHelm: true is not an order number");
     }
 }

@@ -42,7 +42,7 @@ mod sync;
 mod tasks;
 pub mod values;
 
-pub use bindings::{engine_source, owner_of_source};
+pub use bindings::{BindingsError, engine_source, owner_of_source};
 
 use std::path::PathBuf;
 
@@ -147,9 +147,106 @@ pub enum AddonError {
         /// Why.
         reason: String,
     },
-    /// A hook could not be loaded or configured, or its run failed.
+    /// A hook cannot be used as it is (no such global hook, a lifecycle binding it may
+    /// not have), or its Synchronization did not finish in time.
     #[error("{0}")]
     Hook(String),
+    /// The task queue's task panicked or was cancelled.
+    #[error("the modules' task queue panicked: {0}")]
+    TaskQueue(#[source] tokio::task::JoinError),
+    /// A hooks directory cannot be read.
+    #[error("{0}")]
+    HookFiles(#[source] operon_hooks::hooks::load::HookLoadError),
+    /// The wasm sandbox that wasm hooks run in cannot be started.
+    #[error("cannot start the wasm sandbox: {0}")]
+    WasmSandbox(#[source] operon_sandbox::EngineError),
+    /// A wasm hook does not load.
+    #[error("hook {hook}: {source}")]
+    HookLoad {
+        /// The hook.
+        hook: String,
+        /// Why.
+        #[source]
+        source: operon_sandbox::LoadError,
+    },
+    /// A script hook did not give its configuration.
+    #[error("hook {hook}: {source}")]
+    HookConfigure {
+        /// The hook.
+        hook: String,
+        /// Why.
+        #[source]
+        source: operon_hooks::hooks::HookError,
+    },
+    /// A wasm hook's configure call failed.
+    #[error("hook {hook}: configure: {source}")]
+    WasmHookConfigure {
+        /// The hook.
+        hook: String,
+        /// Why.
+        #[source]
+        source: operon_sandbox::CallError,
+    },
+    /// A values patch file a hook wrote cannot be read.
+    #[error("hook {hook}: ${variable}: {source}")]
+    ValuesPatchFile {
+        /// The hook.
+        hook: String,
+        /// The variable naming the file, e.g. `VALUES_JSON_PATCH_PATH`.
+        variable: &'static str,
+        /// Why.
+        #[source]
+        source: values::PatchFileError,
+    },
+    /// A lifecycle hook's run failed.
+    #[error("hook {hook} ({binding}): {source}")]
+    HookRun {
+        /// The hook.
+        hook: String,
+        /// The lifecycle binding it ran for.
+        binding: &'static str,
+        /// Why.
+        #[source]
+        source: operon_hooks::hooks::HookError,
+    },
+    /// The metrics a lifecycle hook's run emitted were refused.
+    #[error("hook {hook}: metrics: {source}")]
+    HookMetrics {
+        /// The hook.
+        hook: String,
+        /// Why.
+        #[source]
+        source: operon_hooks::metrics::MetricError,
+    },
+    /// A patch operation a lifecycle hook's run submitted failed.
+    #[error("hook {hook}: {operation}: {source}")]
+    HookPatch {
+        /// The hook.
+        hook: String,
+        /// The operation, e.g. `MergePatch`.
+        operation: &'static str,
+        /// Why.
+        #[source]
+        source: apply::ApplyError,
+    },
+    /// The engine of an owner's kubernetes and schedule bindings cannot start.
+    #[error("{owner} bindings: {source}")]
+    Bindings {
+        /// `global` or the module.
+        owner: String,
+        /// Why.
+        #[source]
+        source: bindings::BindingsError,
+    },
+    /// The hooks' metrics cannot be made.
+    #[error("{0}")]
+    HookMetricsRegistry(#[source] operon_hooks::metrics::MetricError),
+    /// The module metrics cannot be made.
+    #[error("{0}")]
+    ModuleMetrics(#[source] prometheus::Error),
+    /// The module metrics cannot be registered in the registry given.
+    #[error("module metrics: {0}")]
+    RegisterModuleMetrics(#[source] prometheus::Error),
     /// An `enabled` program failed or answered something else than true or false.
     #[error("module {module}: enabled script: {reason}")]
     Enabled {
@@ -166,12 +263,16 @@ pub enum AddonError {
         /// Why.
         reason: String,
     },
-    /// Applying or deleting objects failed.
-    #[error("module {module}: {reason}")]
+    /// Applying, reading or deleting objects failed.
+    #[error("module {module}: {}{source}", apply::step_prefix(step))]
     Apply {
-        /// The module.
+        /// The module (empty when the failure is not one module's).
         module: String,
+        /// What was being done, e.g. `apply Deployment web/echo` (empty when the
+        /// error says it).
+        step: String,
         /// Why.
-        reason: String,
+        #[source]
+        source: apply::ApplyError,
     },
 }

@@ -326,8 +326,8 @@ impl Operator {
             layout.global.config_schema.as_ref(),
             layout.global.values_schema.as_ref(),
         )?;
-        let metrics = ModuleMetrics::new().map_err(|e| AddonError::Hook(e.to_string()))?;
-        let hook_metrics = Arc::new(Metrics::new().map_err(|e| AddonError::Hook(e.to_string()))?);
+        let metrics = ModuleMetrics::new().map_err(AddonError::ModuleMetrics)?;
+        let hook_metrics = Arc::new(Metrics::new().map_err(AddonError::HookMetricsRegistry)?);
         let (binding_tx, binding_rx) = tokio::sync::mpsc::unbounded_channel();
         let platform = Platform::new(writer.kubernetes_version().await);
         let module_configs = ModuleConfigs::new(SettingsRules::new(&layout)?);
@@ -409,7 +409,7 @@ impl Operator {
     pub fn report_to(&mut self, metrics: Arc<Metrics>) -> Result<(), AddonError> {
         self.metrics
             .register_in(metrics.registry())
-            .map_err(|e| AddonError::Hook(format!("module metrics: {e}")))?;
+            .map_err(AddonError::RegisterModuleMetrics)?;
         self.hook_metrics = metrics;
         Ok(())
     }

@@ -103,7 +103,10 @@ impl Operator {
             &self.shown,
         )
         .await
-        .map_err(|e| AddonError::Hook(format!("{owner} bindings: {e}")))?;
+        .map_err(|source| AddonError::Bindings {
+            owner: owner.clone(),
+            source,
+        })?;
         // An owner with nothing to run is remembered so that it is not looked at again.
         self.engines
             .insert(owner, engine.unwrap_or_else(BindingEngine::idle));

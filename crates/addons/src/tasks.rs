@@ -476,11 +476,11 @@ impl Operator {
             patches.as_ref().err().map(ToString::to_string),
         ));
         if let Err(e) = &run.outcome {
-            return Err(AddonError::Hook(format!(
-                "hook {} ({}): {e}",
-                hook.name,
-                binding.name()
-            )));
+            return Err(AddonError::HookRun {
+                hook: hook.name.clone(),
+                binding: binding.name(),
+                source: e.clone(),
+            });
         }
         let (values_patch, config_patch) = patches?;
         Ok(HookOutcome {
@@ -503,12 +503,21 @@ impl Operator {
             self.hook_metrics
                 .hooks
                 .apply(&hook.name, &outcome.run.metrics)
-                .map_err(|e| AddonError::Hook(format!("hook {}: metrics: {e}", hook.name)))?;
+                .map_err(|source| AddonError::HookMetrics {
+                    hook: hook.name.clone(),
+                    source,
+                })?;
         }
         for operation in outcome.run.patches.iter().filter(|_| !self.dry_run) {
-            self.writer.cluster().apply(operation).await.map_err(|e| {
-                AddonError::Hook(format!("hook {}: {}: {e}", hook.name, operation.name()))
-            })?;
+            self.writer
+                .cluster()
+                .apply(operation)
+                .await
+                .map_err(|source| AddonError::HookPatch {
+                    hook: hook.name.clone(),
+                    operation: operation.name(),
+                    source: source.into(),
+                })?;
         }
         self.apply_values_patches(
             &hook.name,

@@ -333,22 +333,49 @@ fn apply_op(document: &mut Value, op: &json_patch::PatchOperation) -> Result<(),
     json_patch::patch(document, std::slice::from_ref(op)).map_err(|e| e.to_string())
 }
 
+/// Why a values patch file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchFileError {
+    /// The file is not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// An item is not a JSON Patch operation.
+    #[error("item {item}: {operation} is not a JSON Patch operation: {source}")]
+    NotAnOperation {
+        /// The item's index in the file (0-based).
+        item: usize,
+        /// The item.
+        operation: Value,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Reads a values patch file: JSON Patch operations as one JSON array, or one
 /// operation (or array) per line, as addon-operator accepts.
-pub(crate) fn parse_patch_file(text: &str) -> Result<Vec<json_patch::PatchOperation>, String> {
+pub(crate) fn parse_patch_file(
+    text: &str,
+) -> Result<Vec<json_patch::PatchOperation>, PatchFileError> {
     let mut ops = Vec::new();
     for (i, item) in serde_json::Deserializer::from_str(text)
         .into_iter::<Value>()
         .enumerate()
     {
-        let item = item.map_err(|e| format!("not JSON: {e}"))?;
+        let item = item.map_err(PatchFileError::NotJson)?;
         let list = match item {
             Value::Array(list) => list,
             other => vec![other],
         };
         for op in list {
-            let parsed: json_patch::PatchOperation = serde_json::from_value(op.clone())
-                .map_err(|e| format!("item {i}: {op} is not a JSON Patch operation: {e}"))?;
+            let parsed: json_patch::PatchOperation =
+                serde_json::from_value(op.clone()).map_err(|source| {
+                    PatchFileError::NotAnOperation {
+                        item: i,
+                        operation: op,
+                        source,
+                    }
+                })?;
             ops.push(parsed);
         }
     }
@@ -515,5 +542,37 @@ mod tests {
             err.contains("hooks/a.sh") && err.contains("global.x"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_patch_file_that_does_not_parse_keeps_why() {
+        let error = parse_patch_file("[{\"op\": \"add\"}]").unwrap_err();
+        let PatchFileError::NotAnOperation {
+            item: 0, source, ..
+        } = &error
+        else {
+            panic!("{error:?}")
+        };
+        assert_eq!(
+            error.to_string(),
+            format!("item 0: {{\"op\":\"add\"}} is not a JSON Patch operation: {source}")
+        );
+        let error = AddonError::ValuesPatchFile {
+            hook: "echo/hooks/a.sh".into(),
+            variable: "VALUES_JSON_PATCH_PATH",
+            source: parse_patch_file("{").unwrap_err(),
+        };
+        assert!(
+            error
+                .to_string()
+                .starts_with("hook echo/hooks/a.sh: $VALUES_JSON_PATCH_PATH: not JSON: "),
+            "{error}"
+        );
+        let file = std::error::Error::source(&error).unwrap();
+        assert!(matches!(
+            file.downcast_ref::<PatchFileError>(),
+            Some(PatchFileError::NotJson(_))
+        ));
+        assert!(file.source().unwrap().is::<serde_json::Error>());
     }
 }

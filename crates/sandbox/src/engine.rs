@@ -63,8 +63,9 @@ impl Default for SandboxConfig {
     }
 }
 
-/// Why the engine could not be built.
-#[derive(Debug, thiserror::Error)]
+/// Why the engine could not be built. `Clone`, so that a sandbox that failed to start
+/// can say why to every caller that wanted it.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
     /// wasmtime rejected the configuration.
     #[error("cannot configure the wasm engine: {0}")]

@@ -107,7 +107,7 @@ async fn handle(args: &HandleArgs) -> anyhow::Result<Printed> {
     let hook = WasmHook::new(name.clone(), sandbox, module, limits);
     let (run, _) = hook.handle(input, timeout).await;
     let report = HookReport::of(&run);
-    let line = report.to_line().map_err(anyhow::Error::msg)?;
+    let line = report.to_line()?;
     let bound = operon::runner::job::MAX_TERMINATION_MESSAGE;
     if line.len() <= bound {
         return Ok(Printed {

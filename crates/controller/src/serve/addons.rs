@@ -258,7 +258,7 @@ impl RunningModules {
         match outcome {
             Ok(Err(e)) => e,
             Ok(Ok(())) => std::future::pending().await,
-            Err(e) => AddonError::Hook(format!("the modules' task queue panicked: {e}")),
+            Err(e) => AddonError::TaskQueue(e),
         }
     }
 

@@ -8,12 +8,16 @@
 //! the script sandbox, whose files become the same typed values).
 
 pub(crate) mod cluster_access;
+mod error;
 pub mod job;
 pub(crate) mod script;
 pub(crate) mod wasm;
 
 pub use cluster_access::{AccessScope, ClusterAccess, ClusterAccessError};
-pub use script::{DiscoveryError, ExtraFiles, ScriptHook, ScriptHookSettings, discover};
+pub use error::{ConfigureError, HookError};
+pub use script::{
+    DiscoveryError, ExtraFiles, ScriptHook, ScriptHookError, ScriptHookSettings, discover,
+};
 pub use wasm::WasmHook;
 
 use futures::future::BoxFuture;
@@ -21,38 +25,6 @@ use operon_data::model::{
     HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, PatchOperation,
 };
 use std::time::Duration;
-
-/// Why a hook could not be configured or run.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum HookError {
-    /// The hook's program failed to give its configuration.
-    #[error("hook {hook}: cannot get its configuration: {reason}")]
-    Configure {
-        /// The hook's name.
-        hook: String,
-        /// Why.
-        reason: String,
-    },
-    /// A run failed (the hook errored, trapped, wrote a bad file...).
-    #[error("{0}")]
-    Run(String),
-    /// A wasm hook's call failed other than on a per-run limit (the guest returned an
-    /// error, trapped, ran out of memory or stack, or the call could not start).
-    /// Transparent: its message is the call's, written once in an error chain.
-    #[error(transparent)]
-    Call(operon_sandbox::CallError),
-    /// A run hit a per-run limit that a run with fewer binding contexts may stay within:
-    /// its time budget, or the bound of its output, patches or metrics.
-    #[error("{0}")]
-    Limit(String),
-}
-
-impl HookError {
-    /// Whether the run failed on a per-run limit ([`HookError::Limit`]).
-    pub(crate) fn is_limit(&self) -> bool {
-        matches!(self, Self::Limit(_))
-    }
-}
 
 /// Everything one hook run produced. Patches and metrics are applied by the engine
 /// only when `outcome` is `Ok`.
@@ -99,13 +71,7 @@ impl From<operon_sandbox::CallReport<HookOutput>> for HookRun {
     /// caller takes them first).
     fn from(report: operon_sandbox::CallReport<HookOutput>) -> Self {
         Self {
-            outcome: report.outcome.map_err(|e| match e {
-                operon_sandbox::CallError::Timeout { .. }
-                | operon_sandbox::CallError::OutputTooLarge { .. } => {
-                    HookError::Limit(e.to_string())
-                }
-                e => HookError::Call(e),
-            }),
+            outcome: report.outcome.map_err(HookError::Call),
             patches: report.patches,
             metrics: report.metrics,
             logs: report.logs,

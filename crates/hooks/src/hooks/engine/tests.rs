@@ -93,10 +93,11 @@ impl Hook for Scripted {
                 outcome: if n < self.fail_first {
                     Err(HookError::Run("failing on purpose".to_owned()))
                 } else if input.binding_contexts.len() > self.max_contexts {
-                    Err(HookError::Limit(format!(
-                        "{} binding contexts are too many",
-                        input.binding_contexts.len()
-                    )))
+                    // A wasm call's output bound, which a smaller batch may stay within.
+                    Err(HookError::Call(operon_sandbox::CallError::OutputTooLarge {
+                        what: operon_sandbox::OutputKind::Patches,
+                        detail: format!("{} binding contexts", input.binding_contexts.len()),
+                    }))
                 } else {
                     Ok(HookOutput {
                         validating: None,

@@ -20,7 +20,7 @@ use operon_data::model::{
 };
 use operon_runner::runner::RunRequest;
 use operon_runner::runner::context::Platform;
-use operon_runner::runner::job::{INPUT_DIR, JobRunner, MAX_LOG_RESULT, RESULT_PATH};
+use operon_runner::runner::job::{INPUT_DIR, JobRunError, JobRunner, MAX_LOG_RESULT, RESULT_PATH};
 use operon_runner::runner::offload::{CA_FILE, OffloadTarget, TOKEN_FILE};
 use operon_sandbox::{CallLimits, ModuleDigest};
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,80 @@ pub(crate) const REPORT_FORMAT: u32 = 1;
 /// Captured stdout and stderr travel back cut to their last this many bytes: they are
 /// for the engine's log, and the whole report must fit in [`MAX_LOG_RESULT`].
 pub(crate) const MAX_REPORTED_OUTPUT: usize = 64 * 1024;
+
+/// Why an offloaded run failed before its report was read: the hook's own failure
+/// comes back in the report, as text ([`HookError::Run`]).
+#[derive(Debug, thiserror::Error)]
+pub enum JobHookError {
+    /// The run's input cannot be encoded for the Job's ConfigMap.
+    #[error("{0}")]
+    Input(#[source] serde_json::Error),
+    /// The Job could not be run, or failed, or its result cannot be read.
+    #[error("{0}")]
+    Job(#[source] JobRunError),
+    /// The report is in the log of the Job's pod, which cannot be read.
+    #[error("Job {job}: the report is in the log, which {source}")]
+    Log {
+        /// The Job, `namespace/name`.
+        job: String,
+        /// Why.
+        #[source]
+        source: JobRunError,
+    },
+    /// What the Job left is not a report this engine reads.
+    #[error("Job {job} (pod {pod}): {source}")]
+    Report {
+        /// The Job, `namespace/name`.
+        job: String,
+        /// Its pod.
+        pod: String,
+        /// Why.
+        #[source]
+        source: ReportError,
+    },
+}
+
+/// Why a [`HookReport`] cannot be sent or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The report cannot be encoded.
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
+    /// The report is larger than an offloaded run can return.
+    #[error(
+        "the run's report is {bytes} bytes ({patches} patches, {metrics} metrics, {logs} log records), more than an offloaded run returns ({MAX_LOG_RESULT} bytes); submit fewer or smaller patches per run"
+    )]
+    TooLarge {
+        /// The report's size.
+        bytes: usize,
+        /// Its patch operations.
+        patches: usize,
+        /// Its metric operations.
+        metrics: usize,
+        /// Its log records.
+        logs: usize,
+    },
+    /// The container printed nothing.
+    #[error("the container printed no report (is the Job's image Operon's own?)")]
+    Empty,
+    /// The last line is not a report.
+    #[error("the last line of the log is not a hook report ({source}): {excerpt:?}")]
+    NotAReport {
+        /// Why it does not decode.
+        #[source]
+        source: serde_json::Error,
+        /// The line's first 120 characters.
+        excerpt: String,
+    },
+    /// The report is of a format this engine does not read.
+    #[error(
+        "the report is of format {format}, this engine reads format {REPORT_FORMAT}: the Job ran another version of Operon's image"
+    )]
+    Format {
+        /// The report's format.
+        format: u32,
+    },
+}
 
 /// What one offloaded run produced, as its container prints it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,37 +167,34 @@ impl HookReport {
     }
 
     /// The report as the one line the container prints, or why it cannot be sent.
-    pub fn to_line(&self) -> Result<String, String> {
-        let line = serde_json::to_string(self).map_err(|e| e.to_string())?;
+    pub fn to_line(&self) -> Result<String, ReportError> {
+        let line = serde_json::to_string(self).map_err(ReportError::Encode)?;
         if line.len() > MAX_LOG_RESULT {
-            return Err(format!(
-                "the run's report is {} bytes ({} patches, {} metrics, {} log records), more than an offloaded run returns ({MAX_LOG_RESULT} bytes); submit fewer or smaller patches per run",
-                line.len(),
-                self.patches.len(),
-                self.metrics.len(),
-                self.logs.len()
-            ));
+            return Err(ReportError::TooLarge {
+                bytes: line.len(),
+                patches: self.patches.len(),
+                metrics: self.metrics.len(),
+                logs: self.logs.len(),
+            });
         }
         Ok(line)
     }
 
     /// Reads the report a container printed.
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, ReportError> {
         let text = text.trim();
         if text.is_empty() {
-            return Err(
-                "the container printed no report (is the Job's image Operon's own?)".to_owned(),
-            );
+            return Err(ReportError::Empty);
         }
-        let report: Self = serde_json::from_str(text).map_err(|e| {
-            let excerpt: String = text.chars().take(120).collect();
-            format!("the last line of the log is not a hook report ({e}): {excerpt:?}")
-        })?;
+        let report: Self =
+            serde_json::from_str(text).map_err(|source| ReportError::NotAReport {
+                source,
+                excerpt: text.chars().take(120).collect(),
+            })?;
         if report.format != REPORT_FORMAT {
-            return Err(format!(
-                "the report is of format {}, this engine reads format {REPORT_FORMAT}: the Job ran another version of Operon's image",
-                report.format
-            ));
+            return Err(ReportError::Format {
+                format: report.format,
+            });
         }
         Ok(report)
     }
@@ -219,24 +290,27 @@ impl JobHook {
         }
     }
 
-    async fn run(&self, input: &HookInput, timeout: Duration) -> Result<HookReport, String> {
-        let text = serde_json::to_string(input).map_err(|e| e.to_string())?;
+    async fn run(&self, input: &HookInput, timeout: Duration) -> Result<HookReport, JobHookError> {
+        let text = serde_json::to_string(input).map_err(JobHookError::Input)?;
         let files = BTreeMap::from([(INPUT_FILE.to_owned(), text)]);
         let request = self.request(timeout);
         let (job, pod, text, _) = self
             .runner
             .run_for_text(&request, &files)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(JobHookError::Job)?;
         let text = match text.starts_with(REPORT_IN_LOG) {
             true => self
                 .runner
                 .log_line(&self.owner.namespace, &pod)
                 .await
-                .map_err(|e| format!("Job {job}: the report is in the log, which {e}"))?,
+                .map_err(|source| JobHookError::Log {
+                    job: job.clone(),
+                    source,
+                })?,
             false => text,
         };
-        HookReport::parse(&text).map_err(|e| format!("Job {job} (pod {pod}): {e}"))
+        HookReport::parse(&text).map_err(|source| JobHookError::Report { job, pod, source })
     }
 }
 
@@ -255,7 +329,7 @@ impl Hook for JobHook {
             let run = match self.run(&input, timeout).await {
                 Ok(report) => report.into_run(started.elapsed()),
                 Err(e) => HookRun {
-                    outcome: Err(HookError::Run(e)),
+                    outcome: Err(HookError::from(e)),
                     patches: Vec::new(),
                     metrics: Vec::new(),
                     logs: Vec::new(),

@@ -10,7 +10,7 @@
 //! it. Unlike shell-operator, a hook gets no environment but the contract's variables
 //! and a declared allow-list, and every run has a deadline.
 
-use super::{Hook, HookError, HookRun, cluster_access};
+use super::{ConfigureError, Hook, HookError, HookRun, cluster_access};
 use crate::shell_operator::files::{
     ADMISSION_RESPONSE, BINDING_CONTEXT, CONVERSION_RESPONSE, HookFile, HookFileError,
     KUBERNETES_PATCH, METRICS, OUTPUT_FILES, VALIDATING_RESPONSE,
@@ -38,10 +38,10 @@ pub struct DiscoveryError {
     pub(crate) source: std::io::Error,
 }
 
-/// Why a script hook's run failed. Reported through the hook contract as text
-/// ([`HookError::Run`]), the form binding status and logs carry.
+/// Why a script hook's run failed, as the hook contract reports it
+/// ([`HookError::Script`]).
 #[derive(Debug, thiserror::Error)]
-enum ScriptHookError {
+pub enum ScriptHookError {
     /// The run directory or its files could not be prepared.
     #[error(transparent)]
     Prepare(#[from] SandboxError),
@@ -73,6 +73,20 @@ enum ScriptHookError {
         #[source]
         source: HookFileError,
     },
+}
+
+impl ScriptHookError {
+    /// Whether the hook was killed at its deadline or its output bound, limits a run
+    /// with fewer binding contexts may stay within.
+    pub(crate) fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            Self::Failed {
+                status: RunStatus::TimedOut | RunStatus::OutputExceeded,
+                ..
+            }
+        )
+    }
 }
 
 /// File extensions shell-operator never treats as hooks.
@@ -255,38 +269,33 @@ impl ScriptHook {
     /// addon-operator hook's `beforeHelm`, say) takes them out there.
     pub async fn configure_with(
         &self,
-        filter: impl FnOnce(&str) -> Result<String, String> + Send,
+        filter: impl FnOnce(&str) -> Result<String, Box<dyn std::error::Error + Send + Sync>> + Send,
     ) -> Result<HookConfig, HookError> {
-        let failed = |reason: String| HookError::Configure {
+        let failed = |reason: ConfigureError| HookError::Configure {
             hook: self.name.clone(),
-            reason,
+            reason: Arc::new(reason),
         };
-        let run = self.sandbox.prepare().map_err(|e| failed(e.to_string()))?;
+        let run = self
+            .sandbox
+            .prepare()
+            .map_err(|e| failed(ConfigureError::Sandbox(e)))?;
         let mut request = self.request(self.settings.config_timeout);
         request.args = vec!["--config".to_owned()];
         let outcome = self
             .sandbox
             .run(&run, &request)
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(ConfigureError::Sandbox(e)))?;
         if !outcome.status.success() {
-            return Err(failed(format!(
-                "--config failed ({}){}",
-                outcome.status,
-                tail(&outcome.stderr)
-            )));
+            return Err(failed(ConfigureError::Failed {
+                status: outcome.status,
+                tail: tail(&outcome.stderr),
+            }));
         }
-        let text = filter(&String::from_utf8_lossy(&outcome.stdout)).map_err(failed)?;
-        let parsed =
-            shell_operator::config::parse_with_warnings(&self.name, &text).map_err(|problems| {
-                failed(
-                    problems
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
-            })?;
+        let text = filter(&String::from_utf8_lossy(&outcome.stdout))
+            .map_err(|e| failed(ConfigureError::Filter(e)))?;
+        let parsed = shell_operator::config::parse_with_warnings(&self.name, &text)
+            .map_err(|problems| failed(ConfigureError::Invalid { problems }))?;
         for warning in &parsed.warnings {
             tracing::warn!(hook = %self.name, "{warning}");
         }
@@ -323,25 +332,10 @@ impl ScriptHook {
         let result = self
             .handle_in_sandbox(input, timeout, &mut run, extra, &mut outputs)
             .await;
-        run.outcome = result.map_err(|e| {
-            let limit = matches!(
-                e,
-                ScriptHookError::Failed {
-                    status: RunStatus::TimedOut | RunStatus::OutputExceeded,
-                    ..
-                }
-            );
-            let mut message = e.to_string();
-            if !self.settings.cluster_access
-                && cluster_access::looks_like_a_cluster_call(&run.stderr)
-            {
-                message = format!("{message} ({})", cluster_access::CLUSTER_CALL_HINT);
-            }
-            if limit {
-                HookError::Limit(message)
-            } else {
-                HookError::Run(message)
-            }
+        run.outcome = result.map_err(|error| HookError::Script {
+            error: Arc::new(error),
+            cluster_hint: !self.settings.cluster_access
+                && cluster_access::looks_like_a_cluster_call(&run.stderr),
         });
         run.elapsed = started.elapsed();
         if run.outcome.is_err() {

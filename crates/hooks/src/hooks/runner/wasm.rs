@@ -1,10 +1,11 @@
 //! A hook that is a wasm component of the `hook` world, called through the wasm
 //! sandbox.
 
-use super::{Hook, HookError, HookRun};
+use super::{ConfigureError, Hook, HookError, HookRun};
 use futures::future::BoxFuture;
 use operon_data::model::{HookConfig, HookInput};
 use operon_sandbox::{CallLimits, HookModule, Sandbox};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A hook that is a wasm component of the `hook` world.
@@ -42,7 +43,7 @@ impl Hook for WasmHook {
                 .await;
             report.outcome.map_err(|e| HookError::Configure {
                 hook: self.name.clone(),
-                reason: e.to_string(),
+                reason: Arc::new(ConfigureError::Call(e)),
             })
         })
     }

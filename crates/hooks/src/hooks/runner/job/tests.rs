@@ -98,11 +98,13 @@ fn reports_that_cannot_be_read_or_sent_say_why() {
     assert!(
         HookReport::parse("  \n")
             .unwrap_err()
+            .to_string()
             .contains("printed no report")
     );
     assert!(
         HookReport::parse("Error: cannot fetch")
             .unwrap_err()
+            .to_string()
             .contains("is not a hook report")
     );
     let mut other = HookReport::of(&run());
@@ -111,11 +113,12 @@ fn reports_that_cannot_be_read_or_sent_say_why() {
     assert!(
         HookReport::parse(&line)
             .unwrap_err()
+            .to_string()
             .contains("another version of Operon's image")
     );
     let mut huge = run();
     huge.patches = vec![huge.patches[0].clone(); 20_000];
-    let e = HookReport::of(&huge).to_line().unwrap_err();
+    let e = HookReport::of(&huge).to_line().unwrap_err().to_string();
     assert!(e.contains("20000 patches"), "{e}");
     assert!(e.contains("more than an offloaded run returns"), "{e}");
 }
@@ -374,7 +377,38 @@ async fn each_run_is_a_job_of_the_hook_and_its_report_comes_back() {
         .await
         .fail(403, "Forbidden", "jobs.batch is forbidden");
     let (run, _) = task.await.unwrap();
-    let error = run.outcome.unwrap_err().to_string();
-    assert!(error.contains("reading Job ops/"), "{error}");
-    assert!(error.contains("forbidden"), "{error}");
+    let error = run.outcome.unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("reading Job ops/"), "{text}");
+    assert!(text.contains("forbidden"), "{text}");
+    // The runner's error is kept, not only its words.
+    let source = std::error::Error::source(&error).unwrap();
+    assert!(matches!(
+        source.downcast_ref::<JobHookError>(),
+        Some(JobHookError::Job(_))
+    ));
+}
+
+#[test]
+fn a_report_that_cannot_be_read_keeps_why() {
+    let source = HookReport::parse("Error: cannot fetch").unwrap_err();
+    let error = HookError::from(JobHookError::Report {
+        job: "ops/run-1".into(),
+        pod: "run-1-x".into(),
+        source,
+    });
+    assert!(
+        error.to_string().starts_with(
+            "Job ops/run-1 (pod run-1-x): the last line of the log is not a hook report ("
+        ),
+        "{error}"
+    );
+    let chain: Vec<&dyn std::error::Error> =
+        std::iter::successors(std::error::Error::source(&error), |e| e.source()).collect();
+    assert!(chain[0].is::<JobHookError>());
+    assert!(matches!(
+        chain[1].downcast_ref::<ReportError>(),
+        Some(ReportError::NotAReport { .. })
+    ));
+    assert!(chain[2].is::<serde_json::Error>());
 }
