@@ -128,10 +128,10 @@ impl Operator {
     /// Reads the ConfigMap through the writer's cluster.
     pub(super) async fn read_config_map(&self) -> Result<ConfigValues, AddonError> {
         let cm = &self.settings.config_map;
-        let failed = |e: ClusterError| AddonError::ConfigMap {
+        let failed = |e: ClusterError| AddonError::ConfigMapAccess {
             configmap: cm.to_string(),
             key: String::new(),
-            reason: e.to_string(),
+            source: e.into(),
         };
         let cluster = self.writer.cluster();
         let resource = cluster

@@ -147,6 +147,17 @@ pub enum AddonError {
         /// Why.
         reason: String,
     },
+    /// The ConfigMap cannot be read, watched or written.
+    #[error("ConfigMap {configmap}: key {key}: {source}")]
+    ConfigMapAccess {
+        /// `namespace/name`.
+        configmap: String,
+        /// The data key written (empty when the whole ConfigMap is read).
+        key: String,
+        /// Why.
+        #[source]
+        source: apply::ApplyError,
+    },
     /// A hook cannot be used as it is (no such global hook, a lifecycle binding it may
     /// not have), or its Synchronization did not finish in time.
     #[error("{0}")]

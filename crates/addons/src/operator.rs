@@ -577,10 +577,10 @@ impl Operator {
         let resource = cluster
             .resolve(Some("v1"), "ConfigMap")
             .await
-            .map_err(|e| AddonError::ConfigMap {
+            .map_err(|e| AddonError::ConfigMapAccess {
                 configmap: cm.to_string(),
                 key: String::new(),
-                reason: e.to_string(),
+                source: e.into(),
             })?;
         let selector = Selector {
             namespaces: Some(vec![cm.namespace.clone()]),
@@ -591,10 +591,10 @@ impl Operator {
             cluster
                 .list_and_watch(&resource, &selector)
                 .await
-                .map_err(|e| AddonError::ConfigMap {
+                .map_err(|e| AddonError::ConfigMapAccess {
                     configmap: cm.to_string(),
                     key: String::new(),
-                    reason: e.to_string(),
+                    source: e.into(),
                 })?;
         // What changed since the operator was made, if anything.
         self.config_changed(listed.into_iter().next().as_ref());

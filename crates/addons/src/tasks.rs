@@ -676,16 +676,21 @@ impl Operator {
             key: key.to_owned(),
             reason,
         };
+        let unavailable = |e: operon_cluster::ClusterError| AddonError::ConfigMapAccess {
+            configmap: cm.to_string(),
+            key: key.to_owned(),
+            source: e.into(),
+        };
         let patch = section_patch(key, values).map_err(failed)?;
         let cluster = self.writer.cluster();
         let resource = cluster
             .resolve(Some("v1"), "ConfigMap")
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(unavailable)?;
         let exists = cluster
             .get(&resource, Some(&cm.namespace), &cm.name)
             .await
-            .map_err(|e| failed(e.to_string()))?
+            .map_err(unavailable)?
             .is_some();
         let operation = if exists {
             PatchOperation::MergePatch(PatchSpec {
@@ -708,10 +713,7 @@ impl Operator {
                 subresource: None,
             })
         };
-        cluster
-            .apply(&operation)
-            .await
-            .map_err(|e| failed(e.to_string()))
+        cluster.apply(&operation).await.map_err(unavailable)
     }
 }
 

@@ -266,8 +266,7 @@ pub async fn run(
 ) -> Result<(), ServeError> {
     let metrics = Arc::new(Metrics::new()?);
     // What each script run got, so that a node without a protection shows on /metrics.
-    operon_script::register_metrics(metrics.registry())
-        .map_err(|e| MetricError::Registry(e.to_string()))?;
+    operon_script::register_metrics(metrics.registry()).map_err(MetricError::from)?;
     // The Diagnoses the leader runs, and the modules it fetches (a replica's store).
     crate::controllers::diagnosis::metrics::register_metrics(metrics.registry())
         .and_then(|()| operon_store::fetch::register_metrics(metrics.registry()))
@@ -276,7 +275,7 @@ pub async fn run(
         .and_then(|()| audit::metrics::register_metrics(metrics.registry()))
         .and_then(|()| crate::controllers::trigger::metrics::register_metrics(metrics.registry()))
         .and_then(|()| lease::metrics::register_metrics(metrics.registry()))
-        .map_err(|e| MetricError::Registry(e.to_string()))?;
+        .map_err(MetricError::from)?;
 
     // Every replica answers admission, so every replica reads the modules' schemas.
     let module_settings = match &options.modules {

@@ -489,10 +489,10 @@ fn register<M: Collector + Clone + 'static>(
     registry: &Registry,
     metric: prometheus::Result<M>,
 ) -> Result<M, MetricError> {
-    let metric = metric.map_err(|e| MetricError::Registry(e.to_string()))?;
+    let metric = metric.map_err(MetricError::from)?;
     registry
         .register(Box::new(metric.clone()))
-        .map_err(|e| MetricError::Registry(e.to_string()))?;
+        .map_err(MetricError::from)?;
     Ok(metric)
 }
 

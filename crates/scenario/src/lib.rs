@@ -24,13 +24,16 @@ mod pipelines;
 
 use check::Observed;
 use file::{Action, Objects, Subject, Test};
+use operon_addons::AddonError;
 use operon_cluster::ClusterError;
 use operon_cluster::local::{LocalApi, LocalApiError, LocalCluster};
 use operon_hooks::hooks::engine::{Engine, HookEngineError};
 use operon_hooks::hooks::load::{HookLoadError, HookLoader};
 use operon_hooks::hooks::runner::{AccessScope, ClusterAccess, ClusterAccessError};
-use operon_hooks::metrics::Metrics;
+use operon_hooks::metrics::{MetricError, Metrics};
+use operon_pipeline::pipeline::PipelineError;
 use operon_sandbox::{CallLimits, Sandbox};
+use operon_script::SandboxError;
 use operon_store::{ModuleError, ModuleLocator};
 use report::{StepReport, TestReport};
 use serde_json::Value;
@@ -113,16 +116,34 @@ pub enum ScenarioError {
     Access(#[from] ClusterAccessError),
     /// The hook engine's metrics cannot be registered.
     #[error("metrics: {0}")]
-    Metrics(String),
+    Metrics(#[source] MetricError),
     /// A replayed run cannot be made.
     #[error("replay: {0}")]
     Replay(String),
-    /// A pipeline cannot be planned or run.
+    /// A pipeline cannot be planned or run (why, in words).
     #[error("pipeline: {0}")]
     Pipeline(String),
-    /// The modules directory or the operator cannot be used.
+    /// A pipeline's run did not reach an end.
+    #[error("pipeline: {0}")]
+    PipelineRun(#[source] PipelineError<std::convert::Infallible>),
+    /// The modules directory or the operator cannot be used (why, in words).
     #[error("modules: {0}")]
     Modules(String),
+    /// The modules' operator cannot start or answer.
+    #[error("modules: {0}")]
+    Operator(#[source] AddonError),
+    /// The script sandbox module hooks run in cannot start.
+    #[error("modules: {0}")]
+    ModulesSandbox(#[source] SandboxError),
+    /// A document for the modules' operator cannot be written as YAML.
+    #[error("modules: {what}: {source}")]
+    ModulesYaml {
+        /// The document, e.g. `config.echo`.
+        what: String,
+        /// Why.
+        #[source]
+        source: yaml_serde::Error,
+    },
 }
 
 // Boxed: the errors of the crates below are large, and a test's error is rare.
@@ -213,7 +234,7 @@ async fn run_steps(
             )
             .with_cluster_access(access);
             let hook = hooks::load_hook(hook, &base, &locator, &loader, &cluster).await?;
-            let metrics = Metrics::new().map_err(|e| ScenarioError::Metrics(e.to_string()))?;
+            let metrics = Metrics::new().map_err(ScenarioError::Metrics)?;
             let engine = Engine::new(vec![hook.loaded], hook.cluster, Arc::new(metrics));
             let began = Instant::now();
             engine.start().await?;

@@ -28,8 +28,10 @@ pub(crate) fn register_kinds(cluster: &LocalCluster) -> Result<(), ScenarioError
         .into_iter()
         .find(|crd| crd.spec.names.kind == "ModuleConfig")
         .ok_or_else(|| ScenarioError::Modules("no ModuleConfig CRD".to_owned()))?;
-    let crd = yaml_serde::to_string(&crd)
-        .map_err(|e| ScenarioError::Modules(format!("the ModuleConfig CRD: {e}")))?;
+    let crd = yaml_serde::to_string(&crd).map_err(|source| ScenarioError::ModulesYaml {
+        what: "the ModuleConfig CRD".to_owned(),
+        source,
+    })?;
     cluster
         .load_yaml(&crd, "Operon's ModuleConfig CRD")
         .map(drop)
@@ -99,13 +101,13 @@ impl Modules {
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .push(reported);
         };
-        let sandbox = ScriptSandbox::with_this_binary(strict)
-            .map_err(|e| ScenarioError::Modules(e.to_string()))?;
+        let sandbox =
+            ScriptSandbox::with_this_binary(strict).map_err(ScenarioError::ModulesSandbox)?;
         let cluster: Arc<dyn Cluster> = cluster;
         let writer = ObjectWriter::new(cluster, None, &subject.namespace);
         let operator = Operator::new(settings, sandbox, writer, on_event)
             .await
-            .map_err(|e| ScenarioError::Modules(e.to_string()))?;
+            .map_err(ScenarioError::Operator)?;
         Ok(Self {
             operator,
             config_map,
@@ -166,8 +168,12 @@ impl Modules {
             let text = match value {
                 Value::String(s) => s.clone(),
                 Value::Bool(b) => b.to_string(),
-                other => yaml_serde::to_string(other)
-                    .map_err(|e| ScenarioError::Modules(format!("config.{key}: {e}")))?,
+                other => {
+                    yaml_serde::to_string(other).map_err(|source| ScenarioError::ModulesYaml {
+                        what: format!("config.{key}"),
+                        source,
+                    })?
+                }
             };
             data.insert(key.clone(), Value::String(text));
         }
@@ -186,13 +192,13 @@ impl Modules {
         let global = self
             .operator
             .global_values()
-            .map_err(|e| ScenarioError::Modules(e.to_string()))?;
+            .map_err(ScenarioError::Operator)?;
         values.insert("global".to_owned(), global);
         for module in &self.operator.layout().modules {
             let computed = self
                 .operator
                 .module_values(&module.name)
-                .map_err(|e| ScenarioError::Modules(e.to_string()))?;
+                .map_err(ScenarioError::Operator)?;
             values.insert(module.values_key.clone(), computed.values);
         }
         values.insert("enabled".to_owned(), json!(self.operator.enabled_modules()));

@@ -105,7 +105,7 @@ impl Pipeline {
         diagnosis.metadata.uid = Some(format!("test-{name}"));
         pipeline::execute(&mut diagnosis, &plan.graph, &plan.steps, &mut Quiet)
             .await
-            .map_err(|e| ScenarioError::Pipeline(e.to_string()))?;
+            .map_err(ScenarioError::PipelineRun)?;
         Ok(Observed {
             diagnosis: Some(view(diagnosis.status.as_ref())),
             ..Observed::default()

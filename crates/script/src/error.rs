@@ -38,6 +38,18 @@ pub enum SandboxError {
     /// The launcher started but did not set the run up.
     #[error("the sandbox did not start: {0}")]
     Setup(String),
+    /// The run's output pipe could not be given to its uid.
+    #[error("the sandbox did not start: cannot give the output pipe to uid {uid}: {source}")]
+    OutputPipe {
+        /// The run's uid.
+        uid: u32,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The run's output pipe could not be read.
+    #[error("the sandbox did not start: cannot read the run's output: {0}")]
+    ReadOutput(#[source] std::io::Error),
     /// A read-only path the run's uid may not read is too large for the private copy
     /// that would let it run.
     #[error(

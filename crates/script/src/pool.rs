@@ -253,7 +253,7 @@ fn give_pipe(pipe: &OwnedFd, owner: Option<(u32, u32)>) -> Result<(), SandboxErr
         return Ok(());
     };
     std::os::unix::fs::fchown(pipe, Some(uid), Some(gid))
-        .map_err(|e| SandboxError::Setup(format!("cannot give the output pipe to uid {uid}: {e}")))
+        .map_err(|source| SandboxError::OutputPipe { uid, source })
 }
 
 /// Launchers waiting for their runs, per [`Shape`].

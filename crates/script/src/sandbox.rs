@@ -442,8 +442,7 @@ impl ScriptSandbox {
         let limit = request.output_limit;
         let pipe = |fd: Option<std::os::fd::OwnedFd>| {
             let fd = fd.ok_or_else(|| SandboxError::Setup("no output pipes".to_owned()))?;
-            tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
-                .map_err(|e| SandboxError::Setup(format!("cannot read the run's output: {e}")))
+            tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(SandboxError::ReadOutput)
         };
         let (stdout, stderr) = chain.take_output();
         let (finish, finished) = tokio::sync::watch::channel(false);

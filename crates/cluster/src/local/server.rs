@@ -59,7 +59,7 @@ pub enum LocalApiError {
     },
     /// No randomness for the token.
     #[error("local API: no randomness for the token: {0}")]
-    Random(String),
+    Random(#[source] getrandom::Error),
 }
 
 /// What every request handler shares.
@@ -146,7 +146,7 @@ pub(crate) fn router(cluster: Arc<LocalCluster>, token: &str, address: SocketAdd
 
 fn random_token() -> Result<String, LocalApiError> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| LocalApiError::Random(e.to_string()))?;
+    getrandom::fill(&mut bytes).map_err(LocalApiError::Random)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 

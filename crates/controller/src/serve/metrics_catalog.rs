@@ -16,7 +16,7 @@ pub(crate) fn agent_registry() -> Result<Registry, MetricError> {
         .and_then(|()| operon_store::fetch::register_metrics(&registry))
         .and_then(|()| operon_store::oci_modules::register_metrics(&registry))
         .and_then(|()| operon_cluster::kube::observe::register_metrics(&registry))
-        .map_err(|e| MetricError::Registry(e.to_string()))?;
+        .map_err(MetricError::from)?;
     Ok(registry)
 }
 
@@ -24,7 +24,7 @@ pub(crate) fn agent_registry() -> Result<Registry, MetricError> {
 /// agent`; hooks' own metrics aside), with its help text, sorted by name: what
 /// dashboards and alerts may refer to.
 pub fn catalog() -> Result<Vec<(String, String)>, MetricError> {
-    let registry_error = |e: prometheus::Error| MetricError::Registry(e.to_string());
+    let registry_error = MetricError::from;
     let mut collectors = operon_hooks::metrics::Metrics::new()?.collectors();
     collectors.extend(operon_script::protections::collectors());
     collectors.extend(crate::controllers::diagnosis::metrics::collectors());

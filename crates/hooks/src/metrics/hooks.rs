@@ -21,6 +21,7 @@
 //!
 //! Names under `operon_` are reserved for the engine's own metrics.
 
+use operon_cluster::Shared;
 use operon_data::model::{MetricOperation, Observation, Sample};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto;
@@ -119,9 +120,16 @@ pub enum MetricError {
         /// The metric, or `expire-group` for that operation.
         metric: String,
     },
-    /// Registering a metric in a registry failed (two metrics with one name).
+    /// Registering a metric in a registry failed (two metrics with one name). Shared,
+    /// so that the error stays `Clone`; equal only to itself.
     #[error("cannot register metrics: {0}")]
-    Registry(String),
+    Registry(#[source] Shared<prometheus::Error>),
+}
+
+impl From<prometheus::Error> for MetricError {
+    fn from(error: prometheus::Error) -> Self {
+        Self::Registry(Shared::new(error))
+    }
 }
 
 /// A run's metric operations, validated by `HookMetrics::prepare` and waiting to be
@@ -167,7 +175,7 @@ impl HookMetrics {
             .register(Box::new(HookCollector {
                 store: Arc::clone(&store),
             }))
-            .map_err(|e| MetricError::Registry(e.to_string()))?;
+            .map_err(MetricError::from)?;
         Ok(Self { store, registry })
     }
 
@@ -1087,5 +1095,19 @@ mod tests {
             .expect("applied");
         metrics.forget_hook("a.sh");
         assert_eq!(series(&metrics), vec![r#"m{hook="b.sh"} 2"#]);
+    }
+
+    #[test]
+    fn a_registry_error_is_kept_as_the_source() {
+        let error = MetricError::from(prometheus::Error::AlreadyReg);
+        assert_eq!(
+            error.to_string(),
+            format!("cannot register metrics: {}", prometheus::Error::AlreadyReg)
+        );
+        let source = std::error::Error::source(&error).unwrap();
+        let kept = source.downcast_ref::<Shared<prometheus::Error>>().unwrap();
+        assert!(matches!(kept.get(), prometheus::Error::AlreadyReg));
+        // Clones share it, and so are equal.
+        assert_eq!(error.clone(), error);
     }
 }
