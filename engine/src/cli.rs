@@ -252,15 +252,7 @@ fn run(command: Command, strict_except: &[String]) -> ExitCode {
 /// but a cause the line already holds is not repeated: a library error that names its
 /// cause in its message keeps it as its `source()` too.
 pub(crate) fn error_text(error: &anyhow::Error) -> String {
-    let mut causes = error.chain().map(ToString::to_string);
-    let mut text = causes.next().unwrap_or_default();
-    for cause in causes {
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-    }
-    text
+    operon::error_text::error_chain(error.as_ref())
 }
 
 fn version(format: output::Format) -> anyhow::Result<ExitCode> {

@@ -37,7 +37,7 @@
 pub use operon_addons as addons;
 pub use operon_cluster as cluster;
 pub use operon_controller::{agent, controllers, serve, telemetry};
-pub use operon_data::{api, model, schedule, yaml_scan};
+pub use operon_data::{api, error_text, model, schedule, yaml_scan};
 pub use operon_hooks::{hooks, metrics, shell_operator};
 pub use operon_jq as jq;
 pub use operon_manifest::{self as manifest, kubediag};

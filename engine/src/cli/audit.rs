@@ -8,6 +8,7 @@ use super::output::{self, Format};
 use anyhow::{Context as _, bail};
 use operon::cluster::Cluster;
 use operon::cluster::local::LocalCluster;
+use operon::error_text::error_chain as chain;
 use operon::hooks::engine::Engine;
 use operon::hooks::load::{self, HookLoadError};
 use operon::metrics::Metrics;
@@ -274,18 +275,4 @@ fn table(audit: &Audit, reports: &[Report]) -> String {
         counts.join(", ")
     ));
     out
-}
-
-/// An error and its causes on one line (a cause its error already prints is skipped).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
 }

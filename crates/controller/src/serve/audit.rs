@@ -23,6 +23,7 @@ mod tests;
 use crate::serve::webhook::review::admission_outcome;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use operon_cluster::{Cluster, ClusterError};
+use operon_data::error_text::error_chain as chain;
 use operon_data::model::Enforcement;
 use operon_hooks::hooks::config::AdmissionBinding;
 use operon_hooks::hooks::engine::Engine;
@@ -445,18 +446,4 @@ fn log_reported(reported: &Reported) {
         duration_ms = audit.elapsed.as_secs_f64() * 1000.0,
         "audit done"
     );
-}
-
-/// An error and its causes on one line (a cause its error already prints is skipped).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
 }
