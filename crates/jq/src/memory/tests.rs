@@ -22,7 +22,13 @@ fn memory_limit_of(filter: &str, input: &Value, limits: &Limits) {
 
 #[test]
 fn growing_values_stop_at_the_memory_limit() {
-    let limits = Limits::default();
+    // The time limit is far above what any of these needs to reach the memory limit,
+    // so that a slow machine running a debug build still stops them by memory: a
+    // filter that doubles a string to 256 MiB copies about as much again on the way.
+    let limits = Limits {
+        time: std::time::Duration::from_secs(60),
+        ..Limits::default()
+    };
     for filter in [
         r#""x" * 1000000000"#,
         r#"1000000000 * "xy""#,
@@ -45,10 +51,10 @@ fn growing_values_stop_at_the_memory_limit() {
         memory_limit_of(filter, &Value::Null, &limits);
     }
     // Natives whose outputs are as large as their inputs, gathered: the same within a
-    // smaller budget, which a debug build reaches well within the time limit.
+    // smaller budget.
     let small = Limits {
         memory: 8 << 20,
-        ..Limits::default()
+        ..limits
     };
     for filter in [
         r#"[range(100000) | 1114111] as $a | [range(100) | $a | implode] | length"#,
@@ -64,6 +70,7 @@ fn growing_values_stop_at_the_memory_limit() {
 fn the_memory_limit_is_the_runs() {
     let small = Limits {
         memory: 1 << 20,
+        time: std::time::Duration::from_secs(60),
         ..Limits::default()
     };
     memory_limit_of(r#""x" * 2000000"#, &Value::Null, &small);
