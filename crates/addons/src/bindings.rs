@@ -1,5 +1,5 @@
 //! The `kubernetes` and `schedule` bindings of global and module hooks, run by the hook
-//! engine ([`operon_hooks::hooks::engine::Engine`]) like any shell-operator hook: one engine
+//! engine ([`operon_hooks::engine::Engine`]) like any shell-operator hook: one engine
 //! for the global hooks, started once the global `onStartup` hooks ran, and one per
 //! enabled module, started by its first ModuleRun after its `onStartup` hooks and
 //! stopped when it is deleted (the operator waits for their Synchronization). Each run
@@ -17,11 +17,11 @@ use super::hooks::AddonHook;
 use futures::future::BoxFuture;
 use operon_cluster::Cluster;
 use operon_data::model::{BindingContext, BindingType, HookConfig, HookInput, Snapshot};
-use operon_hooks::hooks::engine::{Engine, HookEngineError, LoadedHook};
-use operon_hooks::hooks::engines::{EngineSet, Registration};
-use operon_hooks::hooks::load::{HookLoadError, configure};
-use operon_hooks::hooks::{Hook, HookError, HookRun};
+use operon_hooks::engine::{Engine, HookEngineError, LoadedHook};
+use operon_hooks::engine_set::{EngineSet, Registration};
+use operon_hooks::load::{HookLoadError, configure};
 use operon_hooks::metrics::Metrics;
+use operon_hooks::{Hook, HookError, HookRun};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

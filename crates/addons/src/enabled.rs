@@ -121,7 +121,7 @@ pub(crate) async fn run_script(
         module: module.name.clone(),
         reason,
     };
-    if operon_hooks::hooks::load::is_wasm(program) {
+    if operon_hooks::load::is_wasm(program) {
         return run_wasm(module, program, values, config_values, timeout)
             .await
             .map(Some)

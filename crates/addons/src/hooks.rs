@@ -14,9 +14,9 @@
 use super::AddonError;
 use super::values::parse_patch_file;
 use operon_data::model::{HookConfig, HookInput};
-use operon_hooks::hooks::HookRun;
-use operon_hooks::hooks::load::{hook_files, is_wasm};
-use operon_hooks::hooks::runner::{ExtraFiles, ScriptHook};
+use operon_hooks::HookRun;
+use operon_hooks::load::{hook_files, is_wasm};
+use operon_hooks::runner::{ExtraFiles, ScriptHook};
 use operon_hooks::shell_operator::files::HookFile;
 use operon_sandbox::{CallLimits, EngineError, HookModule, HookValues, Sandbox, SandboxConfig};
 use operon_script::ScriptSandbox;
@@ -277,7 +277,7 @@ pub(crate) async fn load_dir(
     let files = match hook_files(&dir) {
         Ok(files) => files,
         // A hooks directory with no hook is allowed, as in addon-operator.
-        Err(operon_hooks::hooks::load::HookLoadError::NoHooks { .. }) => return Ok(Vec::new()),
+        Err(operon_hooks::load::HookLoadError::NoHooks { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(AddonError::HookFiles(e)),
     };
     let mut hooks = Vec::new();

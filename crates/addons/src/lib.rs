@@ -167,7 +167,7 @@ pub enum AddonError {
     TaskQueue(#[source] tokio::task::JoinError),
     /// A hooks directory cannot be read.
     #[error("{0}")]
-    HookFiles(#[source] operon_hooks::hooks::load::HookLoadError),
+    HookFiles(#[source] operon_hooks::load::HookLoadError),
     /// The wasm sandbox that wasm hooks run in cannot be started.
     #[error("cannot start the wasm sandbox: {0}")]
     WasmSandbox(#[source] operon_sandbox::EngineError),
@@ -187,7 +187,7 @@ pub enum AddonError {
         hook: String,
         /// Why.
         #[source]
-        source: operon_hooks::hooks::HookError,
+        source: operon_hooks::HookError,
     },
     /// A wasm hook's configure call failed.
     #[error("hook {hook}: configure: {source}")]
@@ -218,7 +218,7 @@ pub enum AddonError {
         binding: &'static str,
         /// Why.
         #[source]
-        source: operon_hooks::hooks::HookError,
+        source: operon_hooks::HookError,
     },
     /// The metrics a lifecycle hook's run emitted were refused.
     #[error("hook {hook}: metrics: {source}")]

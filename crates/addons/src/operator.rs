@@ -29,7 +29,7 @@ use super::status::{ModuleState, QueueView};
 use super::values::{Section, Source};
 use operon_cluster::{Event, EventStream, Selector};
 use operon_data::model::WatchEvent;
-use operon_hooks::hooks::engines::EngineSet;
+use operon_hooks::engine_set::EngineSet;
 use operon_hooks::metrics::Metrics;
 use operon_script::ScriptSandbox;
 use serde_json::{Value, json};

@@ -18,7 +18,7 @@
 //!   with it).
 
 use super::operator::{Operator, Task};
-use operon_hooks::hooks::reload::tree_digest;
+use operon_hooks::reload::tree_digest;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a layout was read from: the global part's digest, and each module's.
@@ -33,7 +33,7 @@ pub struct Fingerprint {
 impl Fingerprint {
     /// (added, changed, removed) modules from `self` to `next`, each sorted.
     pub fn diff(&self, next: &Fingerprint) -> (Vec<String>, Vec<String>, Vec<String>) {
-        operon_hooks::hooks::reload::diff(
+        operon_hooks::reload::diff(
             (self.modules.iter()).map(|(n, d)| (n.as_str(), d.as_str())),
             (next.modules.iter()).map(|(n, d)| (n.as_str(), d.as_str())),
         )

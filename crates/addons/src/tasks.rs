@@ -15,7 +15,7 @@ use super::values::{check_patch_paths, checksum, patched_config};
 use operon_data::model::{
     CreateSpec, HookInput, ObjectRef, PatchOperation, PatchSpec, RunnerContext,
 };
-use operon_hooks::hooks::history::RunEntry;
+use operon_hooks::history::RunEntry;
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -461,10 +461,7 @@ impl Operator {
         let timeout = self.settings.hook_timeout;
         let input = HookInput {
             context: RunnerContext::new(format!("{}/{}", hook.name, binding.name()), timeout),
-            binding_contexts: vec![operon_hooks::hooks::context::lifecycle(
-                binding.name(),
-                snapshots,
-            )],
+            binding_contexts: vec![operon_hooks::context::lifecycle(binding.name(), snapshots)],
         };
         let (run, patches) = hook.run_lifecycle(&input, values, config, timeout).await;
         // No engine runs lifecycle hooks: their runs are kept beside the engines'.

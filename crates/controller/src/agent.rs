@@ -238,10 +238,9 @@ async fn follow_scripts(client: Client, store: Arc<operon_script::ScriptStore>) 
             }
         }
         let operations = reader.state();
-        if let Err(e) = operon_runner::runner::processors::sync_scripts(
-            &store,
-            operations.iter().map(AsRef::as_ref),
-        ) {
+        if let Err(e) =
+            operon_runner::processors::sync_scripts(&store, operations.iter().map(AsRef::as_ref))
+        {
             tracing::error!(error = %e, "cannot bring the script store in step with the Operations");
         }
     }

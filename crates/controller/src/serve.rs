@@ -21,12 +21,12 @@ pub mod webhook;
 
 use lease::{LeaderElector, LeadershipLost};
 use operon_cluster::Cluster;
-use operon_hooks::hooks::capture::CaptureSettings;
-use operon_hooks::hooks::engine::{Engine, HookEngineError, RunRecord};
-use operon_hooks::hooks::engines::EngineSet;
-use operon_hooks::hooks::load::{HookLoadError, HookLoader};
-use operon_hooks::hooks::reload::{ReloadEntry, ReloadLog};
+use operon_hooks::capture::CaptureSettings;
+use operon_hooks::engine::{Engine, HookEngineError, RunRecord};
+use operon_hooks::engine_set::EngineSet;
+use operon_hooks::load::{HookLoadError, HookLoader};
 use operon_hooks::metrics::{MetricError, Metrics};
+use operon_hooks::reload::{ReloadEntry, ReloadLog};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -69,7 +69,7 @@ pub struct ServeOptions {
     /// (nothing by default).
     pub capture: CaptureSettings,
     /// Hooks of the hooks directory run as shadows: (shadow, live), each by its name
-    /// ([`operon_hooks::hooks::shadow`]). A shadow runs only beside its live hook.
+    /// ([`operon_hooks::shadow`]). A shadow runs only beside its live hook.
     pub shadow_hooks: Vec<(String, String)>,
     /// The CA the leader's admission server is checked against when a follower passes
     /// it a module's review; `None`: followers answer those 503.
@@ -430,7 +430,7 @@ async fn run_engine(
     if let Some(error) = reload::missing_shadow(options, &directory) {
         return Err(error);
     }
-    let shadows = operon_hooks::hooks::shadow::Shadows::default();
+    let shadows = operon_hooks::shadow::Shadows::default();
     let mut shadow_attachments = reload::ShadowAttachments::default();
     shadow_attachments.update(options, &directory, &metrics, &shadows);
     if let Some(error) = reload::unserved(options, &directory.hooks) {
@@ -499,7 +499,7 @@ async fn lead_and_run(
     cluster: Arc<dyn Cluster>,
     status: &Arc<Status>,
     coordination: Coordination,
-    shadows: operon_hooks::hooks::shadow::Shadows,
+    shadows: operon_hooks::shadow::Shadows,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let Coordination {

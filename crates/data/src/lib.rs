@@ -5,8 +5,8 @@
 //! first pass over YAML text ([`yaml_scan`]) and an error chain as one line ([`error_text`]).
 //!
 //! This crate does no I/O: no async runtime, no Kubernetes client, no sandbox. Everything
-//! above it (the sandboxes, the cluster layer, the engines, the controllers) speaks these
-//! types, so a change here is a change of contract.
+//! above it (the sandboxes, the cluster layer, the orchestration crates, the controllers)
+//! speaks these types, so a change here is a change of contract.
 
 #![warn(unreachable_pub)]
 

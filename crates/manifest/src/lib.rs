@@ -30,7 +30,7 @@ pub mod kubediag;
 pub use operon_data::yaml_scan as scan;
 
 use operon_data::api::{API_VERSION, Diagnosis, Operation, OperationSet, Problem, Trigger};
-use operon_pipeline::{graph, pipeline, triggers};
+use operon_pipeline::{graph, triggers};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -202,7 +202,7 @@ fn parameters_size(object: String, parameters: &BTreeMap<String, String>) -> Opt
 }
 
 /// Operations resolve their relative module paths against their manifest's directory.
-impl pipeline::Operations for Manifests {
+impl operon_pipeline::Operations for Manifests {
     fn get(&self, name: &str) -> Option<&Operation> {
         self.operations.get(name).map(|loaded| &loaded.object)
     }

@@ -23,9 +23,9 @@ mod node_state;
 mod pods;
 mod systemd;
 
-use crate::runner::builtin::BuiltIns;
-use crate::runner::processors::{ProcessorError, Processors};
-use crate::runner::{RunError, RunOutput, RunRequest, Runner};
+use crate::builtin::BuiltIns;
+use crate::processors::{ProcessorError, Processors};
+use crate::{RunError, RunOutput, RunRequest, Runner};
 use futures::future::BoxFuture;
 use kube::Client;
 use operon_data::api::{Operation, OperationSpec, Processor, WasmProcessor};

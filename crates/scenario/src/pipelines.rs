@@ -8,9 +8,9 @@ use crate::file::PipelineSubject;
 use crate::{Options, ScenarioError};
 use operon_data::api::{Diagnosis, DiagnosisSpec, DiagnosisStatus};
 use operon_manifest::{self as manifest, Manifests};
-use operon_pipeline::pipeline::{self, Progress};
-use operon_runner::runner::node_paths::NodeRoot;
-use operon_runner::runner::processors::{ProcessorSettings, Processors};
+use operon_pipeline::Progress;
+use operon_runner::node_paths::NodeRoot;
+use operon_runner::processors::{ProcessorSettings, Processors};
 use operon_store::ModuleLocator;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -82,12 +82,13 @@ impl Pipeline {
                     }
                 ))
             })?;
-        let plan = pipeline::plan(&set.object, &self.manifests, &self.processors).map_err(|e| {
-            let problems: Vec<String> = (self.problems.iter().cloned())
-                .chain(e.problems().iter().map(ToString::to_string))
-                .collect();
-            ScenarioError::Pipeline(format!("{e}: {}", problems.join("; ")))
-        })?;
+        let plan =
+            operon_pipeline::plan(&set.object, &self.manifests, &self.processors).map_err(|e| {
+                let problems: Vec<String> = (self.problems.iter().cloned())
+                    .chain(e.problems().iter().map(ToString::to_string))
+                    .collect();
+                ScenarioError::Pipeline(format!("{e}: {}", problems.join("; ")))
+            })?;
         let name = step
             .name
             .clone()
@@ -103,7 +104,7 @@ impl Pipeline {
         );
         diagnosis.metadata.namespace = Some("default".to_owned());
         diagnosis.metadata.uid = Some(format!("test-{name}"));
-        pipeline::execute(&mut diagnosis, &plan.graph, &plan.steps, &mut Quiet)
+        operon_pipeline::execute(&mut diagnosis, &plan.graph, &plan.steps, &mut Quiet)
             .await
             .map_err(ScenarioError::PipelineRun)?;
         Ok(Observed {

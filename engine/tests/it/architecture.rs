@@ -141,6 +141,31 @@ fn modules_are_files_named_for_them_without_mod_rs_or_path_attributes() {
     assert!(stray.is_empty(), "mod.rs or #[path]: {stray:#?}");
 }
 
+/// No path repeats its crate's name: a crate's main module is its root
+/// (`operon_hooks::engine`, never `operon_hooks::hooks::engine`).
+#[test]
+fn no_crate_has_a_module_named_for_the_crate() {
+    let mut stutter = Vec::new();
+    for dir in crate_dirs() {
+        let (name, _) = operon_dependencies(&dir.join("Cargo.toml"));
+        let short = name.trim_start_matches("operon-").replace('-', "_");
+        let lib =
+            std::fs::read_to_string(dir.join("src/lib.rs")).expect("every crate has a lib.rs");
+        let declared = lib.lines().map(str::trim).any(|line| {
+            let line = line.strip_prefix("pub ").unwrap_or(line);
+            let line = line.strip_prefix("pub(crate) ").unwrap_or(line);
+            line == format!("mod {short};") || line == format!("mod {short} {{")
+        });
+        if declared || dir.join("src").join(format!("{short}.rs")).exists() {
+            stutter.push(format!("{name}: {short}"));
+        }
+    }
+    assert!(
+        stutter.is_empty(),
+        "modules named for their crate: {stutter:?}"
+    );
+}
+
 #[test]
 fn the_sdk_and_guests_depend_on_nothing_of_the_engine() {
     let mut manifests = vec![workspace().join("sdk/Cargo.toml")];

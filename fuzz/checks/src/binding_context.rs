@@ -9,7 +9,7 @@
 //! back the same.
 
 use operon_data::model::{BindingContext, BindingType, WatchEvent};
-use operon_hooks::hooks::context::{SnapshotEntry, Snapshots, sorted_items};
+use operon_hooks::context::{SnapshotEntry, Snapshots, sorted_items};
 use operon_hooks::shell_operator::context;
 use serde_json::Value;
 

@@ -4,7 +4,7 @@
 //! that reads, written out as shell-operator's v1 JSON, reads again and writes out the
 //! same; validation answers for every configuration that reads.
 
-use operon_hooks::hooks::config::{any_kind, validate};
+use operon_hooks::config::{any_kind, validate};
 use operon_hooks::shell_operator::config;
 
 const HOOK: &str = "fuzzed.sh";

@@ -1,5 +1,5 @@
 //! The Diagnosis controller: runs every Diagnosis through the pipeline
-//! ([`operon_pipeline::pipeline::execute`]) and keeps its status, in two roles.
+//! ([`operon_pipeline::execute`]) and keeps its status, in two roles.
 //!
 //! - [`Role::Controller`] (the leader of `operon serve`) places each Diagnosis: one
 //!   naming a node or a pod is recorded as that node's (`status.nodeName`) and left to
@@ -54,8 +54,8 @@ use operon_data::api::{
     Condition, ConditionStatus, Diagnosis, DiagnosisPhase, DiagnosisStatus, Operation, OperationSet,
 };
 use operon_data::conventions::conditions::set_condition;
-use operon_pipeline::pipeline::{self, PipelineError, PlanError};
-use operon_runner::runner::processors::Processors;
+use operon_pipeline::{PipelineError, PlanError};
+use operon_runner::processors::Processors;
 use operon_store::oci_modules::{PinError, pin_operations, secret_auth};
 use status::{Limits, StatusError, StatusWriter};
 use std::collections::{BTreeMap, BTreeSet};
@@ -243,7 +243,12 @@ fn fail(status: &mut DiagnosisStatus, type_: &str, reason: &str, message: String
     );
     set_condition(
         &mut status.conditions,
-        Condition::new(pipeline::COMPLETE, ConditionStatus::True, reason, message),
+        Condition::new(
+            operon_pipeline::COMPLETE,
+            ConditionStatus::True,
+            reason,
+            message,
+        ),
     );
     status.phase = Some(DiagnosisPhase::Failed);
     status.current_node = None;
@@ -555,7 +560,7 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
             }
         }
     }
-    let plan = match pipeline::plan(&set, &operations, &ctx.processors) {
+    let plan = match operon_pipeline::plan(&set, &operations, &ctx.processors) {
         Ok(plan) => plan,
         Err(e) => {
             let reason = match e {
@@ -595,13 +600,14 @@ async fn run(mut diagnosis: Diagnosis, ctx: &Context) -> Result<Action, Diagnosi
     );
     let events = Events::new(ctx.recorder.clone(), &diagnosis);
     let mut writer = writer.with_events(events.clone());
-    let outcome = pipeline::execute(&mut diagnosis, &plan.graph, &plan.steps, &mut writer).await;
+    let outcome =
+        operon_pipeline::execute(&mut diagnosis, &plan.graph, &plan.steps, &mut writer).await;
     match outcome {
         Ok(phase) => {
             let complete = diagnosis.status.as_ref().and_then(|s| {
                 s.conditions
                     .iter()
-                    .find(|c| c.type_ == pipeline::COMPLETE)
+                    .find(|c| c.type_ == operon_pipeline::COMPLETE)
                     .map(|c| c.message.clone())
             });
             let (type_, reason) = match phase {
@@ -672,7 +678,7 @@ async fn results_too_large(
     let dropped: Vec<&str> = dropped.keys().map(String::as_str).collect();
     fail(
         status,
-        pipeline::COMPLETE,
+        operon_pipeline::COMPLETE,
         "ResultsTooLarge",
         format!("{message}; results not kept: {}", dropped.join(", ")),
     );

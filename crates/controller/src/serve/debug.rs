@@ -9,7 +9,7 @@
 //! has both sides: the server routes and the client request.
 //!
 //! The hook routes answer for every engine of the process
-//! ([`operon_hooks::hooks::engines::EngineSet`]): the hooks directory's, each Hook
+//! ([`operon_hooks::engine_set::EngineSet`]): the hooks directory's, each Hook
 //! object's (its hook is `Hook/NAMESPACE/NAME`) and those of addon-operator's global and
 //! module hooks (`global/PATH`, `MODULE/PATH`); the lifecycle runs of these, which no
 //! engine runs, are in the history too. A hook's name is in one engine only, but the
@@ -23,9 +23,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use http_body_util::BodyExt as _;
-use operon_hooks::hooks::engine::Engine;
-use operon_hooks::hooks::engine::HookInfo;
-use operon_hooks::hooks::engines::merge_by_end;
+use operon_hooks::engine::Engine;
+use operon_hooks::engine::HookInfo;
+use operon_hooks::engine_set::merge_by_end;
 use serde::Serialize;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -231,7 +231,7 @@ async fn log_level(
     let Some(engines) = engines(&status) else {
         return loading();
     };
-    let level = match operon_hooks::hooks::log_level::parse(&level) {
+    let level = match operon_hooks::log_level::parse(&level) {
         Ok(level) => level,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     };

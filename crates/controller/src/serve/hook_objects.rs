@@ -1,7 +1,7 @@
 //! Hook objects (`hooks.operon.dev`): hooks run from uploaded modules, loaded as they
 //! appear, change and disappear, with no restart. Each Hook object gets its own hook
 //! engine (its own queues and snapshots) over a cluster that refuses patches outside
-//! the Hook's permissions ([`operon_hooks::hooks::permitted`]); a change of the object, or of
+//! the Hook's permissions ([`operon_hooks::permitted`]); a change of the object, or of
 //! the Module its `spec.module` names, drops that engine and starts another, and a
 //! deleted Hook's engine is dropped. Every replica loads each Hook and watches its
 //! bindings, so that every replica answers its admission webhooks ([`webhooks`]);
@@ -26,10 +26,10 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use operon_cluster::Cluster;
 use operon_data::api::{ConditionStatus, Hook, HookBindingStatus, HookStatus};
-use operon_hooks::hooks::capture::CaptureSettings;
-use operon_hooks::hooks::engine::Engine;
-use operon_hooks::hooks::engines::EngineSet;
-use operon_hooks::hooks::load::HookLoader;
+use operon_hooks::capture::CaptureSettings;
+use operon_hooks::engine::Engine;
+use operon_hooks::engine_set::EngineSet;
+use operon_hooks::load::HookLoader;
 use operon_hooks::metrics::Metrics;
 use operon_store::ModuleLocator;
 use status::{StatusWriter, set_condition};
@@ -179,7 +179,7 @@ pub(crate) struct Reporting {
     conversion_served: bool,
     /// The process's shadow hooks: Hook engines run them beside their hooks, and a
     /// Hook with `spec.shadowOf` attaches to them.
-    shadows: operon_hooks::hooks::shadow::Shadows,
+    shadows: operon_hooks::shadow::Shadows,
     /// The hooks directory's engine, where a shadow's live hook may be.
     main: Option<tokio::sync::watch::Receiver<Option<Arc<Engine>>>>,
 }
@@ -210,7 +210,7 @@ impl Reporting {
     /// hooks of `main` (the hooks directory's engine) or of other Hooks.
     pub(crate) fn with_shadows(
         mut self,
-        shadows: operon_hooks::hooks::shadow::Shadows,
+        shadows: operon_hooks::shadow::Shadows,
         main: tokio::sync::watch::Receiver<Option<Arc<Engine>>>,
     ) -> Self {
         self.shadows = shadows;
@@ -445,8 +445,8 @@ async fn remove_interrupted_inputs(offload: &prepare::HookOffload, hook: &Hook, 
     let (Some(namespace), Some(uid)) = (hook.namespace(), hook.uid()) else {
         return;
     };
-    let selector = format!("{}={uid}", operon_runner::runner::job::HOOK_UID_LABEL);
-    let removed = operon_runner::runner::job::remove_interrupted_inputs(
+    let selector = format!("{}={uid}", operon_runner::job::HOOK_UID_LABEL);
+    let removed = operon_runner::job::remove_interrupted_inputs(
         offload.client.clone(),
         &namespace,
         &selector,
@@ -704,12 +704,12 @@ struct ForgetSeries {
 impl Drop for ForgetSeries {
     fn drop(&mut self) {
         let gauge = &self.metrics.tasks_queue_length;
-        gauge.remove_label_values(&[operon_hooks::hooks::config::MAIN_QUEUE]);
+        gauge.remove_label_values(&[operon_hooks::config::MAIN_QUEUE]);
         for binding in &self.bindings {
             let queue = binding
                 .queue
                 .as_deref()
-                .unwrap_or(operon_hooks::hooks::config::MAIN_QUEUE);
+                .unwrap_or(operon_hooks::config::MAIN_QUEUE);
             gauge.remove_label_values(&[queue]);
             self.metrics
                 .forget_binding(&self.hook, &binding.name, queue);

@@ -15,8 +15,8 @@
 //! ([`crate::serve::webhook::forward`]).
 
 use crate::serve::webhook::owned::{AdmissionWebhook, OwnedWebhooks, Owner, WebhookRegistry};
-use operon_hooks::hooks::engine::Engine;
-use operon_hooks::hooks::engines::EngineSet;
+use operon_hooks::engine::Engine;
+use operon_hooks::engine_set::EngineSet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The hooks directory reloaded while `operon serve` runs (`--reload-interval`), so
 //! that a hooks ConfigMap update needs no rollout: its digest is checked on an interval
-//! ([`operon_hooks::hooks::reload`]); once a change has settled, every hook is loaded
+//! ([`operon_hooks::reload`]); once a change has settled, every hook is loaded
 //! and configured again (a hook whose file did not change keeps its loaded hook) and a
 //! new engine lists and watches its bindings beside the one in use. Only when all of
 //! that worked does the new engine replace the old one; a tree that does not load (a
@@ -23,13 +23,11 @@
 
 use super::{ServeError, ServeOptions, Status};
 use operon_cluster::Cluster;
-use operon_hooks::hooks::engine::{Engine, LoadedHook};
-use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
-use operon_hooks::hooks::reload::{
-    ReloadEntry, Settle, Step, diff, digest_off_runtime, tree_digest,
-};
-use operon_hooks::hooks::shadow::{Attachment, Shadow, Shadows};
+use operon_hooks::engine::{Engine, LoadedHook};
+use operon_hooks::load::{self, HookLoadError, HookLoader};
 use operon_hooks::metrics::Metrics;
+use operon_hooks::reload::{ReloadEntry, Settle, Step, diff, digest_off_runtime, tree_digest};
+use operon_hooks::shadow::{Attachment, Shadow, Shadows};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -238,7 +236,7 @@ pub(super) fn engine(
     hooks: Vec<LoadedHook>,
     cluster: Arc<dyn Cluster>,
     metrics: Arc<Metrics>,
-    shadows: &operon_hooks::hooks::shadow::Shadows,
+    shadows: &operon_hooks::shadow::Shadows,
 ) -> Arc<Engine> {
     Arc::new(
         Engine::new(hooks, cluster, metrics)
@@ -265,7 +263,7 @@ pub(super) struct Reloader<'a> {
     pub(super) cluster: Arc<dyn Cluster>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) status: Arc<Status>,
-    pub(super) shadows: operon_hooks::hooks::shadow::Shadows,
+    pub(super) shadows: operon_hooks::shadow::Shadows,
 }
 
 /// What a reload loaded: the hooks, and a new engine (listing and watching) when a
@@ -423,7 +421,7 @@ pub(super) fn applied_now(metrics: &Metrics, source: &str) {
 /// Removes the series of the bindings of hooks in `old` and not in `new`, and the
 /// metrics those hooks wrote.
 fn forget_series(metrics: &Metrics, old: &[LoadedHook], new: &[LoadedHook]) {
-    use operon_hooks::hooks::config::MAIN_QUEUE;
+    use operon_hooks::config::MAIN_QUEUE;
     for gone in old
         .iter()
         .filter(|o| !new.iter().any(|n| n.hook.name() == o.hook.name()))

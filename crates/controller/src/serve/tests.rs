@@ -4,7 +4,7 @@
 use super::*;
 use lease::LeaderElector;
 use operon_cluster::local::LocalCluster;
-use operon_hooks::hooks::load::HookLoader;
+use operon_hooks::load::HookLoader;
 use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
 use std::path::PathBuf;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

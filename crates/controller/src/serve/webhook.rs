@@ -38,7 +38,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use enforce::Unenforced;
 use operon_data::model::Enforcement;
-use operon_hooks::hooks::engine::Engine;
+use operon_hooks::engine::Engine;
 use rustls::ServerConfig;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -570,7 +570,7 @@ async fn admit_own(State(state): State<WebhookState>, headers: HeaderMap, body: 
 }
 
 /// Answers a ConversionReview for CRD `crd` through the chains of every hook's
-/// conversion rules for it ([`operon_hooks::hooks::conversion`]).
+/// conversion rules for it ([`operon_hooks::conversion`]).
 async fn convert(
     State(state): State<WebhookState>,
     Path(crd): Path<String>,
@@ -653,7 +653,7 @@ async fn answer_conversion(
     let started = Instant::now();
     let converted = match tokio::time::timeout(state.timeout, engine.convert(&crd, &review)).await {
         Ok(converted) => converted,
-        Err(_) => operon_hooks::hooks::conversion::Converted {
+        Err(_) => operon_hooks::conversion::Converted {
             outcome: Err(format!(
                 "the conversion of {crd} took longer than {}s",
                 state.timeout.as_secs_f64()

@@ -38,7 +38,7 @@ pub use write::to_json;
 /// Only the shape is checked here: an unknown field is a problem wherever
 /// shell-operator refuses it (a typo must not silently turn an option off), with the
 /// nearest known name as a suggestion, and so is every value of the wrong type. What
-/// the values mean is checked by [`crate::hooks::config::validate`]. As in
+/// the values mean is checked by [`crate::config::validate`]. As in
 /// shell-operator, a `schedule` or `kubernetes` binding without `name` is called
 /// `schedule` or `kubernetes` (`onKubernetesEvent` in v0).
 ///

@@ -504,7 +504,7 @@ fn item_from_map(map: &Map<String, Value>) -> ObjectAndFilter {
 mod tests {
     use super::*;
 
-    use crate::hooks::context::{
+    use crate::context::{
         event, group, lifecycle, mutating, object_and_filter, on_startup, schedule,
         synchronization, validating,
     };

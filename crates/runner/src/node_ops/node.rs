@@ -8,7 +8,7 @@
 //! and no more. The Diagnosis is read afresh (not from the run's copy) and must still
 //! be the one the run is for (same uid).
 
-use crate::runner::{RunError, RunOutput, RunRequest};
+use crate::{RunError, RunOutput, RunRequest};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };

@@ -4,7 +4,7 @@
 //! node that is down: the controller runs them for a Diagnosis with `runOn:
 //! Controller` about the node that just failed.
 
-use crate::runner::{RunError, RunOutput};
+use crate::{RunError, RunOutput};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, NodeCondition};
 use kube::Client;

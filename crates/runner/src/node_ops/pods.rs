@@ -2,7 +2,7 @@
 //! the node's pods. They read through the API server with the agent's credentials
 //! (`get` and `list` on pods), since a wasm guest has no way to read the cluster.
 
-use crate::runner::{RunError, RunOutput};
+use crate::{RunError, RunOutput};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};

@@ -3,7 +3,7 @@
 //! properties needs no privilege, only the bus socket: the agent reaches the node's when
 //! its pod mounts it (Helm `agent.systemd.enabled`).
 
-use crate::runner::{RunError, RunOutput};
+use crate::{RunError, RunOutput};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use zbus::OwnedObjectPath;

@@ -288,7 +288,7 @@ fn every_built_in_has_a_distinct_kubediag_path() {
     assert_eq!(paths.len(), BuiltIn::ALL.len());
     for b in BuiltIn::ALL {
         assert_eq!(BuiltIn::from_path(b.path()), Some(b));
-        assert!(b.path().starts_with(crate::runner::builtin::PREFIX));
+        assert!(b.path().starts_with(crate::builtin::PREFIX));
     }
     assert_eq!(BuiltIn::from_path("/processor/nope"), None);
 }
@@ -310,7 +310,7 @@ async fn a_step_names_a_built_in_only_on_an_agent() {
     assert!(err.contains("is a built-in of the node agent"), "{err}");
 
     let (client, _api) = mock::pair();
-    let agent = Processors::new(crate::runner::processors::ProcessorSettings {
+    let agent = Processors::new(crate::processors::ProcessorSettings {
         built_ins: Some(Arc::new(NodeOps::new(client, "node-a"))),
         ..Default::default()
     });
@@ -332,7 +332,7 @@ async fn a_step_names_a_built_in_only_on_an_agent() {
 #[tokio::test]
 async fn the_controller_reads_the_node_of_the_diagnosis_and_leaves_the_rest_to_agents() {
     let (client, mut api) = mock::pair();
-    let controller = Processors::new(crate::runner::processors::ProcessorSettings {
+    let controller = Processors::new(crate::processors::ProcessorSettings {
         built_ins: Some(Arc::new(ControllerOps::new(client))),
         ..Default::default()
     });

@@ -130,7 +130,7 @@ async fn a_diagnosis_fails_when_its_node_stays_down_past_its_deadline() {
     let status = &put["status"];
     assert_eq!(status["phase"], "Failed");
     assert!(status["completionTime"].is_string());
-    let complete = condition(status, pipeline::COMPLETE);
+    let complete = condition(status, operon_pipeline::COMPLETE);
     assert_eq!(complete["reason"], NODE_NOT_READY);
     let message = complete["message"].as_str().unwrap();
     assert!(

@@ -6,7 +6,7 @@
 use super::tests::{answer_put, diagnosis};
 use super::*;
 use operon_cluster::kube::mock::{self, MockApi};
-use operon_runner::runner::processors::ProcessorSettings;
+use operon_runner::processors::ProcessorSettings;
 use operon_store::keys::SigningKey;
 use operon_store::oci::{OciClient, OciOptions, RegistryAuth, SignRequest};
 use operon_store::oci_modules::{AllowList, OciModules};

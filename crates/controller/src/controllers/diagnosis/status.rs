@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use operon_cluster::kube::FIELD_MANAGER;
 use operon_data::api::{API_VERSION, Condition, Diagnosis, DiagnosisStatus};
-use operon_pipeline::pipeline::{CheckpointFuture, Progress};
+use operon_pipeline::{CheckpointFuture, Progress};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -26,7 +26,6 @@ use operon_data::api::{
     TargetSelector, TargetStatus,
 };
 use operon_data::conventions::conditions::set_condition;
-use operon_pipeline::pipeline;
 use sha2::Digest as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -233,7 +232,7 @@ fn message(status: &DiagnosisStatus) -> Option<String> {
     let complete = status
         .conditions
         .iter()
-        .find(|c| c.type_ == pipeline::COMPLETE);
+        .find(|c| c.type_ == operon_pipeline::COMPLETE);
     complete
         .or_else(|| {
             status
@@ -258,7 +257,7 @@ pub(crate) fn outcome(targets: &[TargetStatus]) -> (DiagnosisPhase, Option<Condi
     if failed.is_empty() {
         let message = format!("succeeded on every node ({})", targets.len());
         let complete = Condition::new(
-            pipeline::COMPLETE,
+            operon_pipeline::COMPLETE,
             ConditionStatus::True,
             "Succeeded",
             message,
@@ -271,7 +270,12 @@ pub(crate) fn outcome(targets: &[TargetStatus]) -> (DiagnosisPhase, Option<Condi
             targets.len(),
             failed.join(", ")
         );
-        let complete = Condition::new(pipeline::COMPLETE, ConditionStatus::True, "Failed", message);
+        let complete = Condition::new(
+            operon_pipeline::COMPLETE,
+            ConditionStatus::True,
+            "Failed",
+            message,
+        );
         (DiagnosisPhase::Failed, Some(complete))
     }
 }
@@ -608,7 +612,7 @@ mod tests {
         ]);
         assert_eq!(phase, Failed);
         let complete = complete.unwrap();
-        assert_eq!(complete.type_, pipeline::COMPLETE);
+        assert_eq!(complete.type_, operon_pipeline::COMPLETE);
         assert_eq!(complete.message, "failed on 2 of 3 nodes: a, c");
     }
 }

@@ -6,9 +6,9 @@ use super::status::{self, Limits, StatusError, StatusWriter};
 use super::*;
 use futures::future::BoxFuture;
 use operon_cluster::kube::mock::{self, MockApi};
+use operon_pipeline::Step;
 use operon_pipeline::graph::{self, Graph};
-use operon_pipeline::pipeline::Step;
-use operon_runner::runner::{RunError, RunOutput, RunRequest, Runner};
+use operon_runner::{RunError, RunOutput, RunRequest, Runner};
 use serde_json::{Value, json};
 
 /// Returns `{"<operation>": "<size> bytes"}` or fails the operations it is told to.
@@ -101,7 +101,7 @@ async fn a_three_node_run_writes_the_status_once_per_node_plus_once_to_finish() 
     let mut d = diagnosis(None);
     let running = tokio::spawn(async move {
         let mut writer = StatusWriter::new(client, &d, Limits::default());
-        let phase = pipeline::execute(
+        let phase = operon_pipeline::execute(
             &mut d,
             &chain(),
             &steps(Fake {
@@ -179,7 +179,7 @@ async fn a_resumed_run_does_not_rerun_recorded_nodes() {
         .collect();
     let running = tokio::spawn(async move {
         let mut writer = StatusWriter::new(client, &d, Limits::default());
-        pipeline::execute(&mut d, &chain(), &steps, &mut writer)
+        operon_pipeline::execute(&mut d, &chain(), &steps, &mut writer)
             .await
             .unwrap()
     });
@@ -338,7 +338,7 @@ async fn after_results_too_large_the_same_writer_records_the_failure_without_a_c
     let status = failed.status.get_or_insert_with(Default::default);
     fail(
         status,
-        pipeline::COMPLETE,
+        operon_pipeline::COMPLETE,
         "ResultsTooLarge",
         "too large".to_owned(),
     );
@@ -458,7 +458,7 @@ async fn a_diagnosis_naming_a_missing_node_fails_at_once() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["type"] == pipeline::COMPLETE)
+        .find(|c| c["type"] == operon_pipeline::COMPLETE)
         .unwrap()
         .clone();
     assert_eq!(complete["reason"], "NodeNotFound");
@@ -678,7 +678,7 @@ async fn a_parent_gathers_its_children_and_fails_naming_the_nodes_that_failed() 
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["type"] == pipeline::COMPLETE)
+        .find(|c| c["type"] == operon_pipeline::COMPLETE)
         .unwrap();
     assert_eq!(complete["reason"], "Failed");
     assert_eq!(complete["message"], "failed on 1 of 2 nodes: w2");

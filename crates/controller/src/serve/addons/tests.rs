@@ -7,7 +7,7 @@ use operon_addons::config::ConfigMapRef;
 use operon_addons::render::Renderer;
 use operon_cluster::local::LocalCluster;
 use operon_data::model::WatchEvent;
-use operon_hooks::hooks::load::HookLoader;
+use operon_hooks::load::HookLoader;
 use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
 use operon_script::{Launcher, ScriptSandboxConfig};
 use std::net::SocketAddr;

@@ -12,7 +12,7 @@
 
 use operon_cluster::{Cluster, ClusterError, Resource, Selector};
 use operon_data::model::{LabelSelector, WebhookRule};
-use operon_hooks::hooks::config::AdmissionBinding;
+use operon_hooks::config::AdmissionBinding;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -317,7 +317,7 @@ mod tests {
     use operon_data::model::{
         AdmissionBindingConfig, HookConfig, LabelOperator, LabelRequirement, NamespaceSelector,
     };
-    use operon_hooks::hooks::config;
+    use operon_hooks::config;
 
     fn rule(
         operations: &[&str],

@@ -11,10 +11,10 @@ use operon_data::model::{
     AdmissionBindingConfig, HookConfig, HookInput, HookOutput, MatchCondition, ObjectRef,
     PatchOperation, ValidatingResponse, WebhookRule,
 };
-use operon_hooks::hooks::config;
-use operon_hooks::hooks::engine::LoadedHook;
-use operon_hooks::hooks::{Hook, HookError, HookRun};
+use operon_hooks::config;
+use operon_hooks::engine::LoadedHook;
 use operon_hooks::metrics::Metrics;
+use operon_hooks::{Hook, HookError, HookRun};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -12,14 +12,14 @@ use operon_data::model::{
     HookConfig, HookInput, HookSettings, LabelOperator, LabelRequirement, LabelSelector,
     NamespaceSelector,
 };
-use operon_hooks::hooks::engine::LoadedHook;
-use operon_hooks::hooks::load::{self, HookLoadError, HookLoader};
-use operon_hooks::hooks::permitted::{Permissions, PermittedCluster, hook_name};
-use operon_hooks::hooks::runner::job::{self, JobHook, JobOwner};
-use operon_hooks::hooks::{HookError, HookRun};
-use operon_runner::runner::context::Platform;
-use operon_runner::runner::job::HOOK_UID_LABEL;
-use operon_runner::runner::offload::OffloadTarget;
+use operon_hooks::engine::LoadedHook;
+use operon_hooks::load::{self, HookLoadError, HookLoader};
+use operon_hooks::permitted::{Permissions, PermittedCluster, hook_name};
+use operon_hooks::runner::job::{self, JobHook, JobOwner};
+use operon_hooks::{HookError, HookRun};
+use operon_runner::context::Platform;
+use operon_runner::job::HOOK_UID_LABEL;
+use operon_runner::offload::OffloadTarget;
 use operon_sandbox::ModuleDigest;
 use operon_store::oci_modules::{self, OciModuleError};
 use operon_store::{ModuleError, ModuleLocator};
@@ -304,11 +304,11 @@ pub async fn prepare(
 /// `module`, whose runs go to Jobs of `offload`: configured here, run there.
 fn offloaded(
     hook: &Hook,
-    module: Arc<dyn operon_hooks::hooks::Hook>,
+    module: Arc<dyn operon_hooks::Hook>,
     digest: &ModuleDigest,
     loader: &HookLoader,
     offload: Option<&HookOffload>,
-) -> Result<Arc<dyn operon_hooks::hooks::Hook>, Refusal> {
+) -> Result<Arc<dyn operon_hooks::Hook>, Refusal> {
     let offload = offload.ok_or_else(|| {
         Refusal::new(
             "CannotOffload",
@@ -505,11 +505,11 @@ fn apply_enforcement(
 
 /// A hook whose configuration is the one given (its declared one, overridden).
 struct Configured {
-    inner: Arc<dyn operon_hooks::hooks::Hook>,
+    inner: Arc<dyn operon_hooks::Hook>,
     config: HookConfig,
 }
 
-impl operon_hooks::hooks::Hook for Configured {
+impl operon_hooks::Hook for Configured {
     fn name(&self) -> &str {
         self.inner.name()
     }

@@ -1,5 +1,5 @@
 //! A Hook object run as the shadow of a live hook (`spec.shadowOf`): instead of
-//! watching its own bindings it is attached to the live hook ([`operon_hooks::hooks::
+//! watching its own bindings it is attached to the live hook ([`operon_hooks::
 //! shadow`]), whichever engine runs that one (the hooks directory's or another Hook
 //! object's), gets the live hook's inputs, and has its patches and answers compared,
 //! never applied. It registers no webhook. Its permissions must cover what the live
@@ -15,8 +15,8 @@ use super::status::{StatusWriter, set_condition};
 use super::{Reporting, webhooks};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use operon_data::api::{ConditionStatus, HookDivergence, HookShadowStatus};
-use operon_hooks::hooks::engine::LoadedHook;
-use operon_hooks::hooks::shadow::{Comparison, Shadow};
+use operon_hooks::engine::LoadedHook;
+use operon_hooks::shadow::{Comparison, Shadow};
 use std::time::Duration;
 
 /// How often a shadow whose live hook is not running looks for it again.

@@ -11,8 +11,8 @@ use kube::api::{Patch, PatchParams};
 use operon_data::api::{
     Condition, ConditionStatus, Hook, HookFailure, HookRunOutcome, HookRunStatus, HookStatus,
 };
-use operon_hooks::hooks::engine::RunRecord;
-use operon_hooks::hooks::history::RunEntry;
+use operon_hooks::engine::RunRecord;
+use operon_hooks::history::RunEntry;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;

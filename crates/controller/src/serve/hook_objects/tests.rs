@@ -65,7 +65,7 @@ async fn a_status_is_written_with_server_side_apply_as_operon() {
 
 #[test]
 fn a_status_keeps_the_last_five_failures_oldest_first() {
-    let run = |n: u64| operon_hooks::hooks::history::RunEntry {
+    let run = |n: u64| operon_hooks::history::RunEntry {
         hook: "labeler".into(),
         bindings: vec!["pods".into()],
         binding_type: "Event".into(),
@@ -558,11 +558,11 @@ async fn a_shadow_hook_object_runs_beside_a_hook_of_the_directory_and_shows_its_
             std::path::Path::new(operon_tests::POD_LABELER),
         )
         .unwrap();
-    let (live, _) = operon_hooks::hooks::load::configure(live, cluster.as_ref())
+    let (live, _) = operon_hooks::load::configure(live, cluster.as_ref())
         .await
         .unwrap();
     let metrics = Arc::new(Metrics::new().unwrap());
-    let shadows = operon_hooks::hooks::shadow::Shadows::default();
+    let shadows = operon_hooks::shadow::Shadows::default();
     let main = Arc::new(
         Engine::new(vec![live], cluster.clone(), metrics.clone()).with_shadows(shadows.clone()),
     );

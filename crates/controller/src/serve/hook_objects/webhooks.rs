@@ -14,8 +14,8 @@
 use super::prepare::Refusal;
 use crate::serve::webhook::owned::{AdmissionWebhook, OwnedWebhooks};
 use operon_cluster::Cluster;
-use operon_hooks::hooks::config::{AdmissionBinding, ConversionBinding};
-use operon_hooks::hooks::permitted::Permissions;
+use operon_hooks::config::{AdmissionBinding, ConversionBinding};
+use operon_hooks::permitted::Permissions;
 
 /// Checks every webhook binding of a Hook against its watch permissions (resolving the
 /// granted kinds through `cluster`) and says where each validating and mutating one may

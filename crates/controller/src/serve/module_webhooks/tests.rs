@@ -16,9 +16,9 @@ use operon_data::model::{
     AdmissionBindingConfig, BindingType, ConversionBindingConfig, ConversionRule, Enforcement,
     HookConfig, HookInput, HookOutput, ValidatingResponse, WebhookRule,
 };
-use operon_hooks::hooks::engine::LoadedHook;
-use operon_hooks::hooks::{Hook, HookError, HookRun, config};
+use operon_hooks::engine::LoadedHook;
 use operon_hooks::metrics::Metrics;
+use operon_hooks::{Hook, HookError, HookRun, config};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tower::ServiceExt as _;

@@ -3,7 +3,7 @@
 
 use crate::serve::{Coordination, ServeOptions, debug};
 use operon_cluster::local::LocalCluster;
-use operon_hooks::hooks::load::HookLoader;
+use operon_hooks::load::HookLoader;
 use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
 use std::net::SocketAddr;
 use std::path::Path;

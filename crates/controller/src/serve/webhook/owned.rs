@@ -26,7 +26,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use operon_cluster::kube::FIELD_MANAGER;
-use operon_hooks::hooks::config::AdmissionBinding;
+use operon_hooks::config::AdmissionBinding;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -19,8 +19,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use operon_cluster::kube::FIELD_MANAGER;
 use operon_data::model::LabelSelector;
-use operon_hooks::hooks::config::AdmissionBinding;
-use operon_hooks::hooks::engine::LoadedHook;
+use operon_hooks::config::AdmissionBinding;
+use operon_hooks::engine::LoadedHook;
 use serde_json::{Value, json};
 
 /// How the API server reaches a webhook server.

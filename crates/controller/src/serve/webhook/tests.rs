@@ -9,10 +9,10 @@ use operon_data::model::{
     AdmissionBindingConfig, BindingType, ConversionBindingConfig, ConversionResponse,
     ConversionRule, HookConfig, HookInput, HookOutput, ValidatingResponse, WebhookRule,
 };
-use operon_hooks::hooks::config;
-use operon_hooks::hooks::engine::LoadedHook;
-use operon_hooks::hooks::{Hook, HookError, HookRun};
+use operon_hooks::config;
+use operon_hooks::engine::LoadedHook;
 use operon_hooks::metrics::Metrics;
+use operon_hooks::{Hook, HookError, HookRun};
 use operon_tests::pki::TestPki;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Tests of reading shell-operator configurations.
 
 use super::*;
-use crate::hooks::config::{
+use crate::config::{
     BindingId, EventSet, ExecutionRate, FailurePolicy, ValidConfig, any_kind, validate,
 };
 use operon_data::model::config::BindingKind;

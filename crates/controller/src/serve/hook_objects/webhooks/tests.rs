@@ -10,7 +10,7 @@ use operon_cluster::kube::mock::{MockApi, pair};
 use operon_cluster::local::LocalCluster;
 use operon_data::api::{HookPermissions, WatchPermission};
 use operon_data::model::{AdmissionBindingConfig, HookConfig, LabelSelector, WebhookRule};
-use operon_hooks::hooks::config;
+use operon_hooks::config;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -389,8 +389,8 @@ async fn post(router: &axum::Router, path: &str, body: &Value) -> (u16, Value) {
 #[tokio::test]
 async fn a_follower_answers_the_webhooks_of_a_hook_object_it_does_not_run() {
     use crate::controllers::AbortOnDrop;
-    use operon_hooks::hooks::engines::EngineSet;
-    use operon_hooks::hooks::load::HookLoader;
+    use operon_hooks::engine_set::EngineSet;
+    use operon_hooks::load::HookLoader;
     use operon_hooks::metrics::Metrics;
     use operon_sandbox::{CallLimits, Sandbox, SandboxConfig};
     use operon_store::ModuleLocator;

@@ -8,8 +8,8 @@ use operon_data::model::{
     AdmissionBindingConfig, ConversionBindingConfig, ConversionRule, HookConfig, HookInput,
     MatchCondition, WebhookRule,
 };
-use operon_hooks::hooks::config::{self, ValidConfig};
-use operon_hooks::hooks::{Hook, HookError, HookRun};
+use operon_hooks::config::{self, ValidConfig};
+use operon_hooks::{Hook, HookError, HookRun};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -166,7 +166,7 @@ mod tests {
     fn followers_see_engines_come_and_go() {
         let set = EngineSet::default();
         let mut changes = set.changes();
-        let engine = Arc::new(crate::hooks::engine::Engine::new(
+        let engine = Arc::new(crate::engine::Engine::new(
             Vec::new(),
             Arc::new(operon_cluster::local::LocalCluster::new()),
             Arc::new(crate::metrics::Metrics::new().unwrap()),

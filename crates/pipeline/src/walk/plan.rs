@@ -5,7 +5,7 @@
 use super::Step;
 use crate::graph::{self, Graph};
 use operon_data::api::{Operation, OperationSet, Problem};
-use operon_runner::runner::processors::{self, Processors};
+use operon_runner::processors::{self, Processors};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 

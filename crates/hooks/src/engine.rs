@@ -28,7 +28,7 @@ use operon_data::model::{
     BindingContext, BindingType, ConfigVersion, HookInput, ObjectAndFilter, RunnerContext,
     WatchEvent,
 };
-use operon_runner::runner::context::Platform;
+use operon_runner::context::Platform;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -555,7 +555,7 @@ mod tests {
 
     #[tokio::test]
     async fn watches_need_their_kind_and_namespaces() {
-        use crate::hooks::config::validate;
+        use crate::config::validate;
         use operon_data::model::{HookConfig, KubernetesBindingConfig, NamespaceSelector};
         let cluster = LocalCluster::new();
         let pods = Cluster::resolve(&cluster, Some("v1"), "Pod").await.unwrap();

@@ -217,7 +217,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::HookRun;
+    use crate::HookRun;
     use operon_data::model::{BindingContext, BindingType, ConfigVersion};
     use std::time::Duration;
 

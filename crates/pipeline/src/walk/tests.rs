@@ -4,7 +4,7 @@
 use super::*;
 use futures::future::BoxFuture;
 use operon_data::api::{DiagnosisSpec, Node, OperationSet, OperationSetSpec};
-use operon_runner::runner::{RunError, RunOutput};
+use operon_runner::{RunError, RunOutput};
 use std::sync::Mutex;
 
 /// A runner whose outcome per operation is fixed, recording every call and its input.
@@ -374,9 +374,9 @@ impl Runner for Remote {
     fn dry_run<'a>(
         &'a self,
         request: &'a RunRequest,
-    ) -> BoxFuture<'a, Result<operon_runner::runner::DryRun, RunError>> {
+    ) -> BoxFuture<'a, Result<operon_runner::DryRun, RunError>> {
         assert!(request.dry_run, "the request says it is a dry run");
-        Box::pin(std::future::ready(Ok(operon_runner::runner::DryRun {
+        Box::pin(std::future::ready(Ok(operon_runner::DryRun {
             action: "would create Job ops/x".to_owned(),
             detail: Some(serde_json::json!({"kind": "Job", "pad": "é".repeat(20_000)})),
             output: RunOutput::default(),
@@ -500,11 +500,11 @@ fn an_offloaded_step_of_a_pod_referenced_diagnosis_is_pinned_to_the_pods_node() 
         "image": "registry.local/fsck:1.2", "onDiagnosisNode": true,
     }))
     .unwrap();
-    let runner = operon_runner::runner::job::JobRunner::new(
+    let runner = operon_runner::job::JobRunner::new(
         None,
         "op1",
         processor,
-        operon_runner::runner::context::Platform::default(),
+        operon_runner::context::Platform::default(),
     );
     let step = Step {
         runner: Arc::new(runner),

@@ -2,8 +2,8 @@
 //! with the deterministic name that lets a restarted controller find them again.
 
 use super::JobRunError;
-use crate::runner::RunRequest;
-use crate::runner::context::RunContext;
+use crate::RunRequest;
+use crate::context::RunContext;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
 use operon_data::api::JobProcessor;

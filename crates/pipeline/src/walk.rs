@@ -46,7 +46,7 @@ use operon_data::api::{
     DryRunRecord, FailedPath, NodePhase, NodeRecord, PathNode,
 };
 use operon_data::conventions::conditions::set_condition;
-use operon_runner::runner::{RunRequest, Runner};
+use operon_runner::{RunRequest, Runner};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

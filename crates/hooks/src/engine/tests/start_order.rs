@@ -6,10 +6,10 @@
 //! it to begin; none of it is real time.
 
 use super::{PODS, hook_config, pods_binding};
-use crate::hooks::config;
-use crate::hooks::engine::{Engine, LoadedHook, RunRecord};
-use crate::hooks::runner::{Hook, HookError, HookRun};
+use crate::config;
+use crate::engine::{Engine, LoadedHook, RunRecord};
 use crate::metrics::Metrics;
+use crate::runner::{Hook, HookError, HookRun};
 use futures::future::BoxFuture;
 use operon_cluster::local::LocalCluster;
 use operon_data::model::{HookConfig, HookInput, HookOutput};

@@ -247,7 +247,7 @@ impl JobRunner {
     }
 
     fn namespace(&self, request: &RunRequest) -> String {
-        crate::runner::context::namespace(request, self.client.as_ref())
+        crate::context::namespace(request, self.client.as_ref())
     }
 
     /// The input ConfigMap and the Job of `request`.

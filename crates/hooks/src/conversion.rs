@@ -228,8 +228,8 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::config;
-    use crate::hooks::{Hook, HookError, HookRun};
+    use crate::config;
+    use crate::{Hook, HookError, HookRun};
     use futures::future::BoxFuture;
     use operon_data::model::{ConversionBindingConfig, ConversionRule, HookConfig, HookInput};
     use std::sync::Arc;

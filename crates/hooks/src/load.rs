@@ -297,7 +297,7 @@ pub async fn configure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::HookRun;
+    use crate::HookRun;
     use futures::future::BoxFuture;
     use operon_cluster::local::LocalCluster;
     use operon_data::model::{HookInput, KubernetesBindingConfig};

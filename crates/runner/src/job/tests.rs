@@ -2,7 +2,7 @@
 //! result read back, failures, re-attaching after a restart, and the dry run.
 
 use super::*;
-use crate::runner::offload::OffloadTarget;
+use crate::offload::OffloadTarget;
 use operon_cluster::kube::mock::{self, Call, MockApi};
 use operon_data::api::{EnvVar, JobResources};
 use serde_json::{Value, json};

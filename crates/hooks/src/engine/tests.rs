@@ -3,8 +3,8 @@
 //! allowFailure, retries with backoff and rate limits on a paused clock.
 
 use super::*;
-use crate::hooks::config;
-use crate::hooks::runner::HookError;
+use crate::config;
+use crate::runner::HookError;
 use futures::future::BoxFuture;
 use operon_cluster::local::LocalCluster;
 use operon_cluster::{Event, Identity, namespace_and_name};

@@ -3,9 +3,9 @@
 //! and a shadow that is detached.
 
 use super::*;
-use crate::hooks::config;
-use crate::hooks::engine::{Engine, LoadedHook};
-use crate::hooks::runner::HookError;
+use crate::config;
+use crate::engine::{Engine, LoadedHook};
+use crate::runner::HookError;
 use futures::future::BoxFuture;
 use operon_cluster::local::LocalCluster;
 use operon_data::model::{

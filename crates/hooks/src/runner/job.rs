@@ -18,10 +18,10 @@ use operon_data::api::{JobProcessor, JobResultSource, WasmJob};
 use operon_data::model::{
     HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, PatchOperation,
 };
-use operon_runner::runner::RunRequest;
-use operon_runner::runner::context::Platform;
-use operon_runner::runner::job::{INPUT_DIR, JobRunError, JobRunner, MAX_LOG_RESULT, RESULT_PATH};
-use operon_runner::runner::offload::{CA_FILE, OffloadTarget, TOKEN_FILE};
+use operon_runner::RunRequest;
+use operon_runner::context::Platform;
+use operon_runner::job::{INPUT_DIR, JobRunError, JobRunner, MAX_LOG_RESULT, RESULT_PATH};
+use operon_runner::offload::{CA_FILE, OffloadTarget, TOKEN_FILE};
 use operon_sandbox::{CallLimits, ModuleDigest};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

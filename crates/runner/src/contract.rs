@@ -1,25 +1,6 @@
 //! The one interface every operation's processor implements: a [`Runner`] takes a
 //! [`RunRequest`] (the input map, the runner context, a timeout) and returns results
-//! or a failure.
-//!
-//! The implementations live beside the contract: [`wasm`] runs a component in the wasm
-//! sandbox, [`script`] runs a KubeDiag script in the script sandbox, `http` POSTs to
-//! an endpoint, [`job`] runs a Kubernetes Job (and, through [`offload`], a wasm step in
-//! Operon's own image) and [`argo`] an Argo Workflow; [`context`]
-//! hands each of them the runner context. A new kind of processor is one new module implementing [`Runner`] and
-//! one arm in [`processors`], which builds the runner an Operation asks for; the
-//! pipeline does not change. Runners know nothing about graphs or Diagnoses.
-
-pub mod argo;
-pub mod builtin;
-pub mod context;
-pub(crate) mod http;
-pub mod job;
-pub mod node_paths;
-pub mod offload;
-pub mod processors;
-pub mod script;
-pub mod wasm;
+//! or a failure. Its implementations are the crate's other modules.
 
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;

@@ -165,8 +165,8 @@ impl OffloadTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::RunRequest;
-    use crate::runner::processors::{ProcessorError, ProcessorSettings, Processors};
+    use crate::RunRequest;
+    use crate::processors::{ProcessorError, ProcessorSettings, Processors};
     use operon_data::api::{Operation, OperationSpec, Processor, WasmRunOn};
     use operon_sandbox::ModuleDigest;
     use std::time::Duration;

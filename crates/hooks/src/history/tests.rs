@@ -1,6 +1,6 @@
 use super::*;
-use crate::hooks::context;
-use crate::hooks::runner::{HookError, HookRun};
+use crate::context;
+use crate::runner::{HookError, HookRun};
 use operon_data::model::{ConfigVersion, ObjectAndFilter, ObjectRef, PatchSpec, WatchEvent};
 use std::time::Duration;
 

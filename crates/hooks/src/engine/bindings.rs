@@ -3,11 +3,11 @@
 //! changes the binding's snapshot and queues an Event run.
 
 use super::{BindingKey, Engine, State, TaskTrace, spans};
-use crate::hooks::config::{KubernetesBinding, MAIN_QUEUE};
-use crate::hooks::context;
-use crate::hooks::objects::{BindingObjects, ObjectKey, Stored};
-use crate::hooks::queue::{Task, TaskKind};
+use crate::config::{KubernetesBinding, MAIN_QUEUE};
+use crate::context;
 use crate::metrics::BindingMetrics;
+use crate::objects::{BindingObjects, ObjectKey, Stored};
+use crate::queue::{Task, TaskKind};
 use operon_cluster::{ClusterError, Event, Resource, Selector, namespace_and_name};
 use operon_data::model::{ObjectAndFilter, WatchEvent};
 use serde_json::Value;
