@@ -120,6 +120,12 @@ pub(crate) async fn run_script(
     let failed = |reason: String| AddonError::Enabled {
         module: module.name.clone(),
         reason,
+        cause: None,
+    };
+    let caused = |cause: Box<dyn std::error::Error + Send + Sync>| AddonError::Enabled {
+        module: module.name.clone(),
+        reason: cause.to_string(),
+        cause: Some(cause),
     };
     if operon_hooks::load::is_wasm(program) {
         return run_wasm(module, program, values, config_values, timeout)
@@ -127,9 +133,9 @@ pub(crate) async fn run_script(
             .map(Some)
             .map_err(failed);
     }
-    let program = std::path::absolute(program).map_err(|e| failed(e.to_string()))?;
-    let module_dir = std::path::absolute(&module.path).map_err(|e| failed(e.to_string()))?;
-    let dir = sandbox.prepare().map_err(|e| failed(e.to_string()))?;
+    let program = std::path::absolute(program).map_err(|e| caused(e.into()))?;
+    let module_dir = std::path::absolute(&module.path).map_err(|e| caused(e.into()))?;
+    let dir = sandbox.prepare().map_err(|e| caused(e.into()))?;
     let mut request = SandboxRequest::new(format!("{}/enabled", module.name), &program);
     request.cwd = Some(module_dir.clone());
     request.read_only = vec![module_dir];
@@ -143,7 +149,7 @@ pub(crate) async fn run_script(
     ] {
         let path = dir
             .create_file(file.file, contents.as_bytes(), false)
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| caused(e.into()))?;
         request
             .env
             .push((file.variable.to_owned(), path.display().to_string()));
@@ -151,7 +157,7 @@ pub(crate) async fn run_script(
     let outcome = sandbox
         .run(&dir, &request)
         .await
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| caused(e.into()))?;
     if !outcome.status.success() {
         let stderr = String::from_utf8_lossy(&outcome.stderr);
         let last = stderr
@@ -164,7 +170,7 @@ pub(crate) async fn run_script(
     let read = |file: HookFile| {
         dir.read_file(file.file, 64 << 10)
             .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
-            .map_err(|e| failed(e.to_string()))
+            .map_err(|e| caused(e.into()))
     };
     let result = read(ENABLED_RESULT)?;
     let reason = Some(read(ENABLED_REASON)?).filter(|r| !r.is_empty());

@@ -265,6 +265,10 @@ pub enum AddonError {
         module: String,
         /// Why.
         reason: String,
+        /// The error that made it fail, when one did (the sandbox's, a file's); its
+        /// text is in `reason`.
+        #[source]
+        cause: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// A module's chart or manifests could not be rendered.
     #[error("module {module}: render: {reason}")]
@@ -273,6 +277,10 @@ pub enum AddonError {
         module: String,
         /// Why.
         reason: String,
+        /// The error that made it fail, when one did (a file's, helm's start, the
+        /// YAML's); its text is in `reason`.
+        #[source]
+        cause: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// Applying, reading or deleting objects failed.
     #[error("module {module}: {}{source}", apply::step_prefix(step))]

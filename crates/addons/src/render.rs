@@ -28,28 +28,33 @@ impl Renderer {
         module: &ModuleDir,
         values: &Value,
     ) -> Result<Vec<Value>, AddonError> {
-        let failed = |reason: String| AddonError::Render {
+        let failed = |failure: RenderFailure| AddonError::Render {
             module: module.name.clone(),
-            reason,
+            reason: failure.reason,
+            cause: failure.cause,
         };
         match &module.payload {
             Payload::None => Ok(Vec::new()),
             Payload::Manifests(dir) => read_manifests(dir).map_err(failed),
             Payload::Chart => {
                 let text = self.helm_template(module, values).await.map_err(failed)?;
-                documents(&text, "helm template output").map_err(failed)
+                documents(&text, "helm template output").map_err(|reason| failed(reason.into()))
             }
         }
     }
 
-    async fn helm_template(&self, module: &ModuleDir, values: &Value) -> Result<String, String> {
+    async fn helm_template(
+        &self,
+        module: &ModuleDir,
+        values: &Value,
+    ) -> Result<String, RenderFailure> {
         let file = tempfile::Builder::new()
             .prefix("values-")
             .suffix(".json")
             .tempfile()
-            .map_err(|e| format!("cannot write the values file: {e}"))?;
+            .map_err(|e| because(format!("cannot write the values file: {e}"), e))?;
         std::fs::write(file.path(), values.to_string())
-            .map_err(|e| format!("cannot write the values file: {e}"))?;
+            .map_err(|e| because(format!("cannot write the values file: {e}"), e))?;
         let mut command = tokio::process::Command::new(&self.helm);
         command
             .arg("template")
@@ -70,25 +75,49 @@ impl Renderer {
                     self.timeout
                 )
             })?
-            .map_err(|e| format!("cannot run {}: {e}", self.helm.display()))?;
+            .map_err(|e| because(format!("cannot run {}: {e}", self.helm.display()), e))?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            return Err(format!(
+            return Err(RenderFailure::from(format!(
                 "{} template failed ({}): {}",
                 self.helm.display(),
                 output.status,
                 stderr.trim()
-            ));
+            )));
         }
-        String::from_utf8(output.stdout).map_err(|e| format!("helm printed non-UTF-8: {e}"))
+        String::from_utf8(output.stdout)
+            .map_err(|e| because(format!("helm printed non-UTF-8: {e}"), e))
+    }
+}
+
+/// Why rendering failed, in words, and the error behind it when there is one.
+struct RenderFailure {
+    reason: String,
+    cause: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl From<String> for RenderFailure {
+    fn from(reason: String) -> Self {
+        Self {
+            reason,
+            cause: None,
+        }
+    }
+}
+
+/// A failure `cause` made, said in `reason` (which holds its text).
+fn because(reason: String, cause: impl std::error::Error + Send + Sync + 'static) -> RenderFailure {
+    RenderFailure {
+        reason,
+        cause: Some(Box::new(cause)),
     }
 }
 
 /// Every object of the `*.yaml`, `*.yml` and `*.json` files of `dir`, files in name
 /// order.
-fn read_manifests(dir: &Path) -> Result<Vec<Value>, String> {
+fn read_manifests(dir: &Path) -> Result<Vec<Value>, RenderFailure> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|e| because(format!("{}: {e}", dir.display()), e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.extension()
@@ -99,8 +128,8 @@ fn read_manifests(dir: &Path) -> Result<Vec<Value>, String> {
     files.sort();
     let mut objects = Vec::new();
     for file in files {
-        let text =
-            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| because(format!("{}: {e}", file.display()), e))?;
         objects.extend(documents(&text, &file.display().to_string())?);
     }
     Ok(objects)
@@ -164,6 +193,43 @@ mod tests {
         let objects = documents(text, "t").unwrap();
         assert_eq!(objects.len(), 2);
         assert_eq!(objects[1]["kind"], "Secret");
+    }
+
+    /// A failure that came from an error keeps it as the source, below the same words.
+    #[tokio::test]
+    async fn a_render_that_fails_keeps_the_error_behind_it() {
+        use std::error::Error as _;
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("010-web/templates")).unwrap();
+        std::fs::write(
+            root.path().join("010-web/Chart.yaml"),
+            "name: web\nversion: 0.1.0\n",
+        )
+        .unwrap();
+        let layout = crate::layout::Layout::read(root.path(), None).unwrap();
+        let module = layout.module("web").expect("the module is read");
+        let renderer = Renderer {
+            helm: root.path().join("no-helm"),
+            namespace: "ops".into(),
+            timeout: Duration::from_secs(10),
+        };
+        let err = renderer.render(module, &Value::Null).await.unwrap_err();
+        assert!(
+            matches!(&err, AddonError::Render { module, reason, .. }
+                if module == "web" && reason.starts_with("cannot run ")),
+            "{err:?}"
+        );
+        let io = err
+            .source()
+            .and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
+
+        let failure = read_manifests(&root.path().join("absent")).err().unwrap();
+        let cause = failure.cause.expect("the directory's error");
+        assert!(cause.is::<std::io::Error>(), "{cause:?}");
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub(crate) enum ArgoRunError {
 
 impl From<ArgoRunError> for RunError {
     fn from(e: ArgoRunError) -> Self {
-        RunError::new(e.to_string())
+        RunError::from_source(e)
     }
 }
 

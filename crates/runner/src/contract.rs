@@ -4,6 +4,7 @@
 
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One run of one operation.
@@ -45,15 +46,43 @@ impl RunOutput {
 }
 
 /// Why a run failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
+#[derive(Debug, Clone)]
 pub struct RunError {
     /// What went wrong, for the node record.
     pub message: String,
     /// Results the failed run still reports (a script's `operation.<key>.error` and
     /// `operation.<key>.output`), kept so users can see what happened.
     pub results: BTreeMap<String, String>,
+    /// The error that made the run fail, when one did (the client's, the sandbox's...),
+    /// for callers that match on it; its text is already in `message`.
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+// Written by hand so that `source()` is the kept error itself, which a caller can
+// downcast, not the `Arc` around it.
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Two failures are the same when they say and report the same: the source is how the
+/// message came about.
+impl PartialEq for RunError {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message && self.results == other.results
+    }
+}
+
+impl Eq for RunError {}
 
 impl RunError {
     /// A failure with a message and no results.
@@ -61,7 +90,29 @@ impl RunError {
         Self {
             message: message.into(),
             results: BTreeMap::new(),
+            source: None,
         }
+    }
+
+    /// A failure that `source` caused, said in `message` (which holds its text).
+    pub fn caused_by(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            source: Some(Arc::new(source)),
+            ..Self::new(message)
+        }
+    }
+
+    /// A failure that is `source`, in its own words.
+    pub fn from_source(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::caused_by(source.to_string(), source)
+    }
+
+    /// The same failure with the results the failed run reports.
+    pub fn with_results(self, results: BTreeMap<String, String>) -> Self {
+        Self { results, ..self }
     }
 }
 
@@ -97,5 +148,42 @@ pub trait Runner: Send + Sync {
                 output,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_failure_keeps_the_error_that_caused_it() {
+        let parse = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let text = parse.to_string();
+        let caused = RunError::caused_by(format!("the body is not JSON: {parse}"), parse);
+        assert_eq!(caused.message, format!("the body is not JSON: {text}"));
+        let source = caused.source().expect("a source");
+        assert!(source.is::<serde_json::Error>(), "{source:?}");
+
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let own = RunError::from_source(io);
+        assert_eq!(own.message, "no such file");
+        let source = own.source().expect("a source");
+        assert_eq!(
+            source
+                .downcast_ref::<std::io::Error>()
+                .map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
+        assert!(RunError::new("refused").source().is_none());
+    }
+
+    #[test]
+    fn failures_are_equal_when_they_say_and_report_the_same() {
+        let io = std::io::Error::other("gone");
+        let results = BTreeMap::from([("operation.a.error".to_owned(), "x".to_owned())]);
+        let with_source = RunError::from_source(io).with_results(results.clone());
+        assert_eq!(with_source, RunError::new("gone").with_results(results));
+        assert_ne!(with_source, RunError::new("gone"));
     }
 }

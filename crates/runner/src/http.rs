@@ -12,7 +12,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use operon_data::api::HttpServer;
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// KubeDiag's `MaxDataSize`: responses larger than this fail the run.
 pub(crate) const MAX_RESPONSE_BYTES: usize = 2 << 20;
@@ -83,24 +83,25 @@ impl HttpRunner {
 
     async fn post(&self, request: &RunRequest) -> Result<RunOutput, RunError> {
         let body = serde_json::to_vec(&request.input)
-            .map_err(|e| RunError::new(format!("cannot encode the input: {e}")))?;
+            .map_err(|e| RunError::caused_by(format!("cannot encode the input: {e}"), e))?;
         let http_request = hyper::Request::post(self.uri.clone())
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body)))
-            .map_err(|e| RunError::new(format!("cannot build the request: {e}")))?;
+            .map_err(|e| RunError::caused_by(format!("cannot build the request: {e}"), e))?;
         let response = client()?
             .request(http_request)
             .await
-            .map_err(|e| RunError::new(format!("POST {} failed: {e}", self.uri)))?;
+            .map_err(|e| RunError::caused_by(format!("POST {} failed: {e}", self.uri), e))?;
         let status = response.status();
         let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
             .collect()
             .await
             .map_err(|e| {
-                RunError::new(format!(
+                let message = format!(
                     "reading the response of {} failed: {e} (responses are limited to {MAX_RESPONSE_BYTES} bytes)",
                     self.uri
-                ))
+                );
+                RunError::caused_by(message, Arc::<dyn std::error::Error + Send + Sync>::from(e))
             })?
             .to_bytes();
         if status != hyper::StatusCode::OK {
@@ -111,10 +112,11 @@ impl HttpRunner {
             )));
         }
         let results: BTreeMap<String, String> = serde_json::from_slice(&body).map_err(|e| {
-            RunError::new(format!(
+            let message = format!(
                 "{} answered 200 but its body is not a JSON object of strings: {e}",
                 self.uri
-            ))
+            );
+            RunError::caused_by(message, e)
         })?;
         Ok(RunOutput {
             output: String::new(),

@@ -87,7 +87,7 @@ pub enum JobRunError {
 
 impl From<JobRunError> for RunError {
     fn from(e: JobRunError) -> Self {
-        RunError::new(e.to_string())
+        RunError::from_source(e)
     }
 }
 

@@ -149,7 +149,7 @@ impl SandboxedScriptRunner {
             results.insert(format!("operation.{key}.output"), output.to_owned());
             results.insert(format!("operation.{key}.error"), error.to_owned());
         }
-        RunError { message, results }
+        RunError::new(message).with_results(results)
     }
 
     async fn run_once(&self, request: &RunRequest) -> Result<RunOutput, RunError> {
@@ -158,15 +158,12 @@ impl SandboxedScriptRunner {
             ScriptSource::Inline(text) => text.clone(),
             ScriptSource::Stored { store, name } => store
                 .read(name)
-                .map_err(|e| RunError::new(format!("cannot read the script: {e}")))?,
+                .map_err(|e| RunError::caused_by(format!("cannot read the script: {e}"), e))?,
         };
-        let run = self
-            .sandbox
-            .prepare()
-            .map_err(|e| RunError::new(e.to_string()))?;
+        let run = self.sandbox.prepare().map_err(RunError::from_source)?;
         let script = run
             .create_file("script", text.as_bytes(), true)
-            .map_err(|e| RunError::new(e.to_string()))?;
+            .map_err(RunError::from_source)?;
         let (program, args) = if text.starts_with("#!") {
             (script, args)
         } else {
@@ -192,7 +189,7 @@ impl SandboxedScriptRunner {
             let found = self
                 .node_root
                 .resolve(declared)
-                .map_err(|e| RunError::new(format!("scriptRunner.readOnlyPaths: {e}")))?;
+                .map_err(|e| RunError::caused_by(format!("scriptRunner.readOnlyPaths: {e}"), e))?;
             sandboxed.read_only.extend(found);
         }
         sandboxed.timeout = request.timeout;
@@ -204,7 +201,7 @@ impl SandboxedScriptRunner {
             .sandbox
             .run(&run, &sandboxed)
             .await
-            .map_err(|e| RunError::new(e.to_string()))?;
+            .map_err(RunError::from_source)?;
         let output = String::from_utf8_lossy(&outcome.stdout).into_owned();
         crate::output_log::log_output(
             crate::output_log::Source::Step {

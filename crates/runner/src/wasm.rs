@@ -82,7 +82,7 @@ impl WasmRunner {
             let found = self
                 .node_root
                 .resolve(declared)
-                .map_err(|e| RunError::new(format!("wasm.readOnlyPaths: {e}")))?;
+                .map_err(|e| RunError::caused_by(format!("wasm.readOnlyPaths: {e}"), e))?;
             match found {
                 Some(host) if host.is_dir() => read_only_dirs.push(ReadOnlyDir {
                     host,
@@ -128,7 +128,7 @@ impl WasmRunner {
                 },
                 report.patches,
             )),
-            Err(e) => Err(RunError::new(e.to_string())),
+            Err(e) => Err(RunError::from_source(e)),
         }
     }
 }

@@ -70,7 +70,9 @@ pub(crate) async fn change(
     nodes
         .patch(node, &params, &Patch::Merge(&patch))
         .await
-        .map_err(|e| RunError::new(format!("{processor}: cannot patch node {node}: {e}")))?;
+        .map_err(|e| {
+            RunError::caused_by(format!("{processor}: cannot patch node {node}: {e}"), e)
+        })?;
     let verb = match (change, request.dry_run) {
         (NodeChange::Cordon, false) => "cordoned",
         (NodeChange::Uncordon, false) => "uncordoned",

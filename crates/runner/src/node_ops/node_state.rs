@@ -28,7 +28,7 @@ const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 const EVENTS_KEPT: usize = 50;
 
 fn encode(value: &Value) -> Result<String, RunError> {
-    serde_json::to_string(value).map_err(|e| RunError::new(format!("cannot encode: {e}")))
+    serde_json::to_string(value).map_err(|e| RunError::caused_by(format!("cannot encode: {e}"), e))
 }
 
 fn condition(c: &NodeCondition) -> Value {
@@ -49,7 +49,7 @@ pub(crate) async fn node_status(client: &Client, node: &str) -> Result<RunOutput
     let found = nodes
         .get_opt(node)
         .await
-        .map_err(|e| RunError::new(format!("cannot read node {node}: {e}")))?
+        .map_err(|e| RunError::caused_by(format!("cannot read node {node}: {e}"), e))?
         .ok_or_else(|| RunError::new(format!("there is no node {node}")))?;
     let (summary, ready) = status_summary(&found);
     let output = describe(node, &found, &ready);
@@ -190,7 +190,7 @@ pub(crate) async fn node_events(client: &Client, node: &str) -> Result<RunOutput
     let listed = events
         .list(&params)
         .await
-        .map_err(|e| RunError::new(format!("cannot list the Events of node {node}: {e}")))?
+        .map_err(|e| RunError::caused_by(format!("cannot list the Events of node {node}: {e}"), e))?
         .items;
     let (kept, output) = events_summary(node, listed);
     Ok(RunOutput {

@@ -23,7 +23,7 @@ async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, RunError> {
     let mut pods = api
         .list(&params)
         .await
-        .map_err(|e| RunError::new(format!("cannot list the pods of node {node}: {e}")))?
+        .map_err(|e| RunError::caused_by(format!("cannot list the pods of node {node}: {e}"), e))?
         .items;
     pods.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
@@ -38,7 +38,7 @@ fn without_managed_fields(mut pod: Pod) -> Pod {
 }
 
 fn encode(value: &impl serde::Serialize) -> Result<String, RunError> {
-    serde_json::to_string(value).map_err(|e| RunError::new(format!("cannot encode: {e}")))
+    serde_json::to_string(value).map_err(|e| RunError::caused_by(format!("cannot encode: {e}"), e))
 }
 
 /// `/processor/podListCollector`: the pods on the node, as a JSON array.
@@ -76,7 +76,7 @@ pub(crate) async fn pod_detail(
     let pod = api
         .get_opt(name)
         .await
-        .map_err(|e| RunError::new(format!("cannot read pod {namespace}/{name}: {e}")))?
+        .map_err(|e| RunError::caused_by(format!("cannot read pod {namespace}/{name}: {e}"), e))?
         .ok_or_else(|| RunError::new(format!("pod {namespace}/{name} does not exist")))?;
     Ok(RunOutput {
         results: BTreeMap::from([(POD_DETAIL.to_owned(), encode(&without_managed_fields(pod))?)]),

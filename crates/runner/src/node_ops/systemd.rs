@@ -104,13 +104,13 @@ pub(crate) async fn unit_status(
         })?;
     let manager = ManagerProxy::new(&connection)
         .await
-        .map_err(|e| RunError::new(format!("systemd on {bus}: {e}")))?;
+        .map_err(|e| RunError::caused_by(format!("systemd on {bus}: {e}"), e))?;
     let mut units = Vec::with_capacity(names.len());
     let mut lines = Vec::with_capacity(names.len());
     for name in &names {
         let unit = one_unit(&connection, &manager, name)
             .await
-            .map_err(|e| RunError::new(format!("systemd unit {name}: {e}")))?;
+            .map_err(|e| RunError::caused_by(format!("systemd unit {name}: {e}"), e))?;
         lines.push(format!(
             "{name}: {} ({}/{})",
             unit["activeState"].as_str().unwrap_or("?"),
@@ -119,8 +119,8 @@ pub(crate) async fn unit_status(
         ));
         units.push(unit);
     }
-    let encoded =
-        serde_json::to_string(&units).map_err(|e| RunError::new(format!("cannot encode: {e}")))?;
+    let encoded = serde_json::to_string(&units)
+        .map_err(|e| RunError::caused_by(format!("cannot encode: {e}"), e))?;
     Ok(RunOutput {
         results: BTreeMap::from([(UNITS.to_owned(), encoded)]),
         output: lines.join("\n"),
