@@ -338,6 +338,7 @@ impl Engine {
                 synchronizes: Vec::new(),
                 queued_at: Instant::now(),
                 trace: TaskTrace::of_kind(TaskKind::OnStartup, self.hooks[hook].hook.name(), ""),
+                running: Vec::new(),
             };
             self.push(&mut state, MAIN_QUEUE, task);
         }
@@ -380,6 +381,7 @@ impl Engine {
             synchronizes: Vec::new(),
             queued_at: Instant::now(),
             trace: TaskTrace::new(root),
+            running: Vec::new(),
         };
         if state.synced.contains(&key) {
             self.push(&mut state, &binding.queue, task);
@@ -420,6 +422,7 @@ impl Engine {
             synchronizes: Vec::new(),
             queued_at: Instant::now(),
             trace: TaskTrace::of_kind(TaskKind::Schedule, self.hooks[h].hook.name(), &binding.name),
+            running: Vec::new(),
         };
         let mut state = self.lock();
         self.push(&mut state, &binding.queue, task);
@@ -534,14 +537,20 @@ impl Engine {
     /// allows a run now; otherwise says how long to wait.
     fn take(&self, queue: &str) -> Result<Option<(Task, Vec<BindingContext>)>, Duration> {
         let mut state = self.lock();
-        let Some(mut task) = state.queues.get_mut(queue).and_then(Queue::head) else {
+        let Some(hook) = state
+            .queues
+            .get(queue)
+            .and_then(|q| q.tasks().next())
+            .map(|t| t.hook)
+        else {
             return Ok(None);
         };
-        if let Some(rate) = self.hooks[task.hook].config.settings.execution_rate {
+        // Asked before the head is taken: a head that waits keeps its contexts queued.
+        if let Some(rate) = self.hooks[hook].config.settings.execution_rate {
             let now = Instant::now();
             let limit = state
                 .limits
-                .entry(task.hook)
+                .entry(hook)
                 .or_insert_with(|| RateLimit::new(rate.min_interval, rate.burst));
             let wait = limit.wait(now);
             if !wait.is_zero() {
@@ -549,8 +558,11 @@ impl Engine {
             }
             limit.take(now);
         }
-        // The task is the queue's copy of its head: its contexts are moved, not copied
-        // again (a merged run can carry thousands).
+        let Some(mut task) = state.queues.get_mut(queue).and_then(Queue::head) else {
+            return Ok(None);
+        };
+        // The queue handed over the head's contexts (a merged run can carry thousands):
+        // they are moved into the run, not copied.
         let contexts: Vec<BindingContext> = std::mem::take(&mut task.contexts)
             .into_iter()
             .map(|c| BindingContext {
@@ -611,7 +623,19 @@ impl Engine {
         let mut retry_in = None;
         let allowed_failure = failed && task.allow_failure;
         let q = state.queues.entry(queue.to_owned()).or_default();
+        let contexts = input.binding_contexts;
         if failed && !task.allow_failure {
+            // The head runs again: it takes its contexts back, without the snapshots,
+            // which are read afresh at each run.
+            q.restore_head(
+                contexts
+                    .iter()
+                    .map(|c| BindingContext {
+                        snapshots: Vec::new(),
+                        ..c.clone()
+                    })
+                    .collect(),
+            );
             handles.run(run.elapsed, RunOutcome::Failed);
             if run.outcome.as_ref().is_err_and(HookError::is_limit) && q.split_head() {
                 tracing::warn!(hook = %name, queue, contexts = task_contexts,
@@ -641,7 +665,7 @@ impl Engine {
             hook_index: task.hook,
             synchronizes: task.synchronizes,
             queue: queue.to_owned(),
-            contexts: input.binding_contexts,
+            contexts,
             config_version: self.hooks[task.hook].config.version,
             run,
             apply_error,

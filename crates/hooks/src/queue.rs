@@ -78,6 +78,8 @@ pub(crate) struct Task {
     pub(crate) queued_at: Instant,
     /// The spans of its trace (none with export off).
     pub(crate) trace: super::engine::TaskTrace,
+    /// While its run holds its contexts, the bindings of those contexts.
+    pub(crate) running: Vec<String>,
 }
 
 /// A named queue.
@@ -170,8 +172,11 @@ impl Queue {
     }
 
     /// Merges the tasks that follow the head into it where shell-operator would, and
-    /// returns a copy of the head to run. The head stays queued until [`Queue::done`]
-    /// or [`Queue::failed`] says what happened.
+    /// returns the head to run. The head stays queued until [`Queue::done`] or
+    /// [`Queue::failed`] says what happened, but its contexts go with the run (a
+    /// combined run can carry thousands, and copying them cost more than the queue's
+    /// own work): the queued head keeps only their bindings, for the debug view, until
+    /// a failed run hands them back ([`Queue::restore_head`]).
     pub(crate) fn head(&mut self) -> Option<Task> {
         let mut head = self.tasks.pop_front()?;
         if takes_in(&head) {
@@ -191,9 +196,23 @@ impl Queue {
             }
         }
         head.trace.taken();
-        let copy = head.clone();
+        let contexts = std::mem::take(&mut head.contexts);
+        head.running = contexts.iter().map(|c| c.binding.clone()).collect();
+        let run = Task {
+            contexts,
+            running: Vec::new(),
+            ..head.clone()
+        };
         self.tasks.push_front(head);
-        Some(copy)
+        Some(run)
+    }
+
+    /// The contexts of the head's run, back after it failed, to run again.
+    pub(crate) fn restore_head(&mut self, contexts: Vec<BindingContext>) {
+        if let Some(head) = self.tasks.front_mut() {
+            head.contexts = contexts;
+            head.running = Vec::new();
+        }
     }
 
     /// The head ran successfully (or its failure was allowed): drop it.
@@ -385,6 +404,7 @@ mod tests {
             synchronizes: Vec::new(),
             queued_at: Instant::now(),
             trace: Default::default(),
+            running: Vec::new(),
         }
     }
 
@@ -508,18 +528,30 @@ mod tests {
         for i in 0..5 {
             q.push(task(0, TaskKind::Event, &format!("e{i}"), None));
         }
-        assert_eq!(q.head().unwrap().contexts.len(), 5);
-        assert!(q.split_head());
+        let names =
+            |t: &Task| -> Vec<String> { bindings(t).into_iter().map(str::to_owned).collect() };
+        // What the engine does with a run that failed: the contexts go back to the head.
+        let fail = |q: &mut Queue, run: Task| {
+            q.restore_head(run.contexts);
+            q.split_head()
+        };
+        let run = q.head().unwrap();
+        assert_eq!(run.contexts.len(), 5);
+        assert!(
+            !q.split_head(),
+            "a head whose run holds its contexts is not split"
+        );
+        assert!(fail(&mut q, run));
         q.failed(Duration::ZERO);
         // New events wait behind both halves, and are combined among themselves.
         q.push(task(0, TaskKind::Event, "late-1", None));
         q.push(task(0, TaskKind::Event, "late-2", None));
-        let names =
-            |t: &Task| -> Vec<String> { bindings(t).into_iter().map(str::to_owned).collect() };
-        assert_eq!(names(&q.head().unwrap()), ["e0", "e1"]);
-        assert!(q.split_head());
-        assert_eq!(names(&q.head().unwrap()), ["e0"]);
-        assert!(!q.split_head(), "one context is not split");
+        let run = q.head().unwrap();
+        assert_eq!(names(&run), ["e0", "e1"]);
+        assert!(fail(&mut q, run));
+        let run = q.head().unwrap();
+        assert_eq!(names(&run), ["e0"]);
+        assert!(!fail(&mut q, run), "one context is not split");
         q.done();
         assert_eq!(names(&q.head().unwrap()), ["e1"]);
         q.done();
@@ -558,7 +590,8 @@ mod tests {
         q.push(task(0, TaskKind::Event, "a", None));
         let delays: Vec<u64> = (0..8)
             .map(|_| {
-                q.head().unwrap();
+                let run = q.head().unwrap();
+                q.restore_head(run.contexts);
                 q.failed(Duration::ZERO).as_secs()
             })
             .collect();
@@ -576,11 +609,39 @@ mod tests {
     fn events_arriving_during_a_failure_join_the_retried_head() {
         let mut q = Queue::default();
         q.push(task(0, TaskKind::Event, "a1", None));
-        q.head().unwrap();
+        let run = q.head().unwrap();
+        q.restore_head(run.contexts);
         q.failed(Duration::ZERO);
         q.push(task(0, TaskKind::Event, "a2", None));
         assert_eq!(bindings(&q.head().unwrap()), ["a1", "a2"]);
         assert_eq!(q.len(), 1);
+    }
+
+    #[test]
+    fn a_running_head_lends_its_contexts_to_the_run_and_a_failed_one_gets_them_back() {
+        let mut q = Queue::default();
+        q.push(task(0, TaskKind::Event, "a1", None));
+        q.push(task(0, TaskKind::Event, "a2", None));
+        let run = q.head().unwrap();
+        assert_eq!(bindings(&run), ["a1", "a2"]);
+        // While it runs, the queued head holds no copy, only what it runs for.
+        let queued = q.tasks().next().unwrap();
+        assert!(queued.contexts.is_empty());
+        assert_eq!(queued.running, ["a1", "a2"]);
+        // Tasks queued meanwhile wait behind it; the failed head gets its contexts back
+        // and splits, and neither half takes in anything more.
+        q.push(task(0, TaskKind::Event, "a3", None));
+        q.restore_head(run.contexts);
+        assert!(q.tasks().next().unwrap().running.is_empty());
+        assert!(q.split_head());
+        q.failed(Duration::ZERO);
+        assert_eq!(bindings(&q.head().unwrap()), ["a1"]);
+        q.done();
+        assert_eq!(bindings(&q.head().unwrap()), ["a2"]);
+        q.done();
+        assert_eq!(bindings(&q.head().unwrap()), ["a3"]);
+        q.done();
+        assert!(q.is_empty());
     }
 
     #[tokio::test(start_paused = true)]

@@ -133,6 +133,7 @@ impl Engine {
                 self.hooks[h].hook.name(),
                 &binding.name,
             ),
+            running: Vec::new(),
         };
         // Synchronization runs go to the main queue, which they hold up, whatever the
         // binding's queue: shell-operator's `NewSyncHookRunTask` puts them all on

@@ -92,7 +92,11 @@ impl Engine {
                     .map(|task| TaskInfo {
                         hook: self.hooks[task.hook].hook.name().to_owned(),
                         kind: task.kind,
-                        bindings: task.contexts.iter().map(|c| c.binding.clone()).collect(),
+                        bindings: if task.contexts.is_empty() {
+                            task.running.clone()
+                        } else {
+                            task.contexts.iter().map(|c| c.binding.clone()).collect()
+                        },
                         waiting_ms: u64::try_from(task.queued_at.elapsed().as_millis())
                             .unwrap_or(u64::MAX),
                     })
