@@ -9,10 +9,8 @@
 //! Events of a binding are held until its Synchronization run succeeded. An Added or
 //! Modified event whose jq filter result did not change is dropped. Contexts get their snapshots when the
 //! run starts, so a run always sees the current state. A run's patches are applied
-//! only when the run succeeded, in order, with the patches of different objects that
-//! follow each other sent together (`patch_batches` says which); the first failing
-//! patch fails the run, which is then retried like any failed run. Metrics are applied
-//! likewise.
+//! only when the run succeeded, all of them in order; the first failing patch fails the
+//! run, which is then retried like any failed run. Metrics are applied likewise.
 //!
 //! [`Engine::drain`] processes everything queued, one task at a time, for
 //! `operon hook test`; [`Engine::run_for`] is the full loop with one worker per queue,
@@ -697,33 +695,20 @@ impl Engine {
         span: &tracing::Span,
     ) -> Result<(), ApplyError> {
         let metrics = self.metrics.hooks.prepare(hook, &run.metrics)?;
-        for batch in patch_batches::batches(&run.patches) {
-            let sent = batch.map(|i| {
-                let patch = &run.patches[i];
-                let patch_span = spans::patch(span, i + 1, patch.name());
-                async move {
-                    self.cluster
-                        .apply(patch)
-                        .instrument(patch_span.clone())
-                        .await
-                        .map_err(|source| {
-                            spans::failed(&patch_span, &source);
-                            (i, source)
-                        })
-                }
-            });
-            // In the order sent, so the first failure is the first by position.
-            let failed = futures::future::join_all(sent)
+        for (i, patch) in run.patches.iter().enumerate() {
+            let patch_span = spans::patch(span, i + 1, patch.name());
+            self.cluster
+                .apply(patch)
+                .instrument(patch_span.clone())
                 .await
-                .into_iter()
-                .find_map(Result::err);
-            if let Some((i, source)) = failed {
-                return Err(ApplyError::Patch {
-                    index: i + 1,
-                    count: run.patches.len(),
-                    source,
-                });
-            }
+                .map_err(|source| {
+                    spans::failed(&patch_span, &source);
+                    ApplyError::Patch {
+                        index: i + 1,
+                        count: run.patches.len(),
+                        source,
+                    }
+                })?;
         }
         Ok(self.metrics.hooks.commit(metrics)?)
     }
@@ -770,7 +755,6 @@ impl std::fmt::Debug for Engine {
 
 mod bindings;
 mod inspect;
-mod patch_batches;
 mod review;
 mod run;
 mod spans;

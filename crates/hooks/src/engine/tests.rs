@@ -328,44 +328,6 @@ async fn a_failing_patch_fails_the_run() {
     );
 }
 
-/// The patches of different objects that follow each other are sent together: when one
-/// fails, the run fails naming it, the others of its batch were applied, and nothing
-/// after the batch is sent (here a Create, which goes alone).
-#[tokio::test]
-async fn patches_sent_together_fail_the_run_at_the_first_failure_by_position() {
-    let mut hook = Scripted::new(hook_config(vec![pods_binding("pods")]));
-    hook.patches = vec![
-        label_patch(&pod("a", "{}")),
-        label_patch(&pod("missing", "{}")),
-        label_patch(&pod("b", "{}")),
-        PatchOperation::Create(operon_data::model::CreateSpec {
-            object: r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"after","namespace":"ns"}}"#
-                .to_owned(),
-            subresource: None,
-        }),
-    ];
-    let (engine, cluster) = engine(Arc::new(hook)).await;
-    let records = drain(&engine).await;
-    assert!(records[0].failed);
-    let error = records[0].apply_error.as_ref().unwrap().to_string();
-    assert!(error.starts_with("patch operation 2 of 4"), "{error}");
-    let objects = cluster.objects();
-    let mut labelled: Vec<&str> = objects
-        .iter()
-        .filter(|o| o.pointer("/metadata/labels/seen").is_some())
-        .filter_map(|o| o.pointer("/metadata/name")?.as_str())
-        .collect();
-    labelled.sort_unstable();
-    // One at a time, `b` would wait behind the failure and stay unlabelled.
-    assert_eq!(labelled, ["a", "b"], "both pods of the batch were patched");
-    assert!(
-        objects
-            .iter()
-            .all(|o| o.pointer("/metadata/name").and_then(Value::as_str) != Some("after")),
-        "the Create after the failing batch was not sent"
-    );
-}
-
 #[tokio::test]
 async fn allowed_failures_are_counted_and_dropped() {
     let mut binding = pods_binding("pods");
