@@ -780,6 +780,26 @@ pub(crate) fn agent_pod(config: &Path, field: &str) -> String {
     )
 }
 
+/// [`agent_pod`] of the agent on node `node`: with several nodes, the one that ran a
+/// Diagnosis about that node.
+pub(crate) fn agent_pod_on(config: &Path, node: &str, field: &str) -> String {
+    kubectl(
+        config,
+        &[
+            "-n",
+            "operon",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=operon-agent",
+            "--field-selector",
+            &format!("spec.nodeName={node}"),
+            "-o",
+            &format!("jsonpath={{.items[0]{field}}}"),
+        ],
+    )
+}
+
 /// Deletes Pod `pod` of namespace operon with `--force --grace-period=0`, as a node's
 /// sudden loss would.
 pub(crate) fn force_delete(config: &Path, pod: &str) {

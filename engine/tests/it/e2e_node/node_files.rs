@@ -220,8 +220,9 @@ pub fn node_diagnosis_reads_the_node(config: &Path, dir: &Path, namespace: &str,
             .is_some_and(|m| m.starts_with("/host"))),
         "mounts are named by their node paths:\n{df}"
     );
-    // The agent counts what it ran on its /metrics (health port 9116).
-    let agent = super::agent_pod(config, ".status.podIP");
+    // The agent counts what it ran on its /metrics (health port 9116): the agent of the
+    // node the Diagnosis was about, when there are several.
+    let agent = super::agent_pod_on(config, node_name, ".status.podIP");
     let (_, agent_metrics) = crate::e2e_support::http_get_at(&agent, 9116, "/metrics")
         .expect("the agent serves /metrics");
     assert!(
