@@ -570,7 +570,6 @@ impl Engine {
                 ..c
             })
             .collect();
-        task.trace.taken();
         state.busy.insert(queue.to_owned());
         Ok(Some((task, contexts)))
     }
@@ -623,19 +622,21 @@ impl Engine {
         let mut retry_in = None;
         let allowed_failure = failed && task.allow_failure;
         let q = state.queues.entry(queue.to_owned()).or_default();
-        let contexts = input.binding_contexts;
+        let mut contexts = input.binding_contexts;
         if failed && !task.allow_failure {
-            // The head runs again: it takes its contexts back, without the snapshots,
-            // which are read afresh at each run.
-            q.restore_head(
-                contexts
-                    .iter()
-                    .map(|c| BindingContext {
-                        snapshots: Vec::new(),
-                        ..c.clone()
-                    })
-                    .collect(),
-            );
+            // The head runs again: it takes back a copy of its contexts without the
+            // snapshots (read afresh at each run, and the largest part), which are set
+            // aside while the rest is copied rather than copied and dropped.
+            let retried = contexts
+                .iter_mut()
+                .map(|c| {
+                    let snapshots = std::mem::take(&mut c.snapshots);
+                    let copy = c.clone();
+                    c.snapshots = snapshots;
+                    copy
+                })
+                .collect();
+            q.restore_head(retried);
             handles.run(run.elapsed, RunOutcome::Failed);
             if run.outcome.as_ref().is_err_and(HookError::is_limit) && q.split_head() {
                 tracing::warn!(hook = %name, queue, contexts = task_contexts,
