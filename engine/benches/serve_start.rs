@@ -7,7 +7,11 @@
 //! configurations asked one after another, as before they were asked at once (the
 //! baseline), and as `operon serve` starts them, in turn, so both see the same load of
 //! the machine; then their configurations alone, asked 1 to 8 at once. Beside them the
-//! same start with one wasm hook: the fixed cost of a start.
+//! same start with one wasm hook: the fixed cost of a start. And the floor under the
+//! 20-hook start: the ten shell hooks' Synchronization runs alone, as plain `bash` with
+//! the context Operon would give them (no engine, no sandbox), one after another, with
+//! the CPU time they take: the start cannot be shorter than that CPU time over the
+//! machine's CPUs, however the runs were ordered.
 //!
 //! `cargo bench -p operon-engine --bench serve_start`. This binary is its own script
 //! sandbox launcher, as the `operon` binary is. Prints the median and p90 of each, and
@@ -154,6 +158,59 @@ async fn start(wasm: usize, shell: usize, discovery: Option<NonZeroUsize>) -> Du
     elapsed
 }
 
+/// The ten shell hooks' Synchronization runs as plain `bash`, one after another, with
+/// the context of the local cluster's two Pods: the work `operon serve` cannot avoid.
+/// Returns the wall time and the CPU time the runs took (user and system, children).
+fn shell_floor(shell: usize) -> (Duration, Duration) {
+    let Setup {
+        dir,
+        hooks,
+        cluster,
+        ..
+    } = Setup::new(0, shell, None);
+    let objects: Vec<serde_json::Value> = (cluster.objects().into_iter())
+        .filter(|o| o["kind"] == "Pod")
+        .map(|o| serde_json::json!({"filterResult": o["metadata"]["labels"], "object": o}))
+        .collect();
+    let context = dir.path().join("context.json");
+    let text =
+        serde_json::json!([{"binding": "pods", "type": "Synchronization", "objects": objects}]);
+    std::fs::write(&context, text.to_string()).expect("the context");
+    let mut scripts: Vec<_> = std::fs::read_dir(&hooks)
+        .expect("the hooks")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    scripts.sort();
+    let cpu_before = children_cpu();
+    let started = Instant::now();
+    for script in scripts {
+        let status = std::process::Command::new("bash")
+            .arg(&script)
+            .env("BINDING_CONTEXT_PATH", &context)
+            .env("KUBERNETES_PATCH_PATH", dir.path().join("patches"))
+            .env("METRICS_PATH", dir.path().join("metrics"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("bash runs");
+        assert!(status.success(), "{} failed", script.display());
+    }
+    (started.elapsed(), children_cpu() - cpu_before)
+}
+
+/// The user and system time of this process's waited-for children, from
+/// `/proc/self/stat` (in clock ticks of 10 ms).
+fn children_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // The fields after the command's closing parenthesis; cutime and cstime are the
+    // 16th and 17th of the line, the 14th and 15th after it.
+    let fields: Vec<&str> = stat[stat.rfind(')').expect("a command") + 2..]
+        .split_whitespace()
+        .collect();
+    let ticks: u64 =
+        fields[13].parse::<u64>().unwrap_or(0) + fields[14].parse::<u64>().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -191,6 +248,21 @@ fn main() {
         println!(
             "configurations asked at once: {:.2}x as fast as one at a time",
             before[ROUNDS / 2].as_secs_f64() / now[ROUNDS / 2].as_secs_f64()
+        );
+        // The floor: what the ten shell hooks' own Synchronization work costs.
+        let (mut walls, mut cpus): (Vec<_>, Vec<_>) = (0..ROUNDS).map(|_| shell_floor(10)).unzip();
+        walls.sort();
+        cpus.sort();
+        print(
+            "the 10 shell hooks' Synchronization runs alone, plain bash, in turn",
+            &walls,
+        );
+        print("  their CPU time (user and system)", &cpus);
+        let cpus_here = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        println!(
+            "20-hook start / the shell hooks' runs alone: {:.2}x; their CPU time over {cpus_here} CPUs, the least any order of them could take: {:.1} ms",
+            now[ROUNDS / 2].as_secs_f64() / walls[ROUNDS / 2].as_secs_f64(),
+            ms(cpus[ROUNDS / 2]) / cpus_here as f64
         );
         // Where the time of the 20 hooks goes: their configurations alone, asked one
         // at a time, a few at once, and as `operon serve` asks them.

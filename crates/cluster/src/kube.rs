@@ -11,6 +11,7 @@
 
 mod apply;
 mod discovery;
+mod list_body;
 pub mod observe;
 mod retry;
 mod source;

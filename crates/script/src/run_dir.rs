@@ -107,6 +107,17 @@ impl RunDir {
         contents: &[u8],
         executable: bool,
     ) -> Result<PathBuf, SandboxError> {
+        self.write_file(name, executable, |file| file.write_all(contents))
+    }
+
+    /// Creates `name` as [`Self::create_file`] does, its contents written by `write`
+    /// (through a buffer) as they are made.
+    pub fn write_file(
+        &self,
+        name: &str,
+        executable: bool,
+        write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<PathBuf, SandboxError> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
         let path = self.dir.join(name);
@@ -114,14 +125,16 @@ impl RunDir {
             path: path.clone(),
             source,
         };
-        let mut file = std::fs::File::options()
+        let file = std::fs::File::options()
             .write(true)
             .create_new(true)
             .mode(if executable { 0o700 } else { 0o600 })
             .open(&path)
             .map_err(err)?;
-        file.write_all(contents).map_err(err)?;
-        drop(file);
+        let mut buffered = std::io::BufWriter::with_capacity(64 << 10, file);
+        write(&mut buffered).map_err(err)?;
+        buffered.flush().map_err(err)?;
+        drop(buffered);
         if let Some((uid, gid)) = self.owner {
             std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(err)?;
         }

@@ -10,7 +10,16 @@
 //! the list's `resourceVersion` with bookmarks, a resumed watch when the server ends
 //! one, a new list after `410 Gone` or a line that does not decode. Errors are items
 //! of the stream, for kube-runtime's backoff to space.
+//!
+//! Which version a list asks for is client-go's reflector's, which shell-operator's
+//! informers use: the first list at `resourceVersion=0`, which the API server answers
+//! from its watch cache, whole; a later one at the last version seen, unpaged, so that the
+//! cache answers it too and nothing goes back in time; after `410 Gone` a consistent,
+//! paged list from etcd. kube-runtime lists from etcd every time, which costs etcd a
+//! read of the whole collection at each start, and some API servers (1.24.0 here) skip
+//! objects in a paged etcd list with a label selector.
 
+use super::list_body::{ItemSplitter, Items};
 use super::metadata_str;
 use ::kube::Client;
 use ::kube::api::{ListParams, WatchParams};
@@ -44,8 +53,8 @@ pub(super) enum Step {
     /// An object of the list, as the server listed it (list items lack `apiVersion`
     /// and `kind`): its text, which the watch decodes only as far as it needs.
     Listed(Box<RawValue>),
-    /// The list is complete.
-    ListDone,
+    /// The list is complete, at this `resourceVersion`.
+    ListDone(String),
     /// An object was added or modified.
     Applied(Value),
     /// An object was deleted: its last state.
@@ -85,6 +94,22 @@ pub(super) enum SourceError {
 pub(super) struct Source {
     target: Target,
     state: State,
+    /// The last `resourceVersion` seen, listed or watched: a list starts there, and
+    /// nothing it returns is older than what the bindings have seen.
+    seen: Option<String>,
+    /// The last list or watch ended in `410 Gone`: the next list reads etcd.
+    seen_expired: bool,
+}
+
+/// Where a list starts, as client-go's reflector chooses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ListFrom {
+    /// `resourceVersion=0`: any version, from the API server's watch cache, unpaged.
+    Any,
+    /// At least this version, without `limit`: from the watch cache once it has it.
+    NotOlderThan(String),
+    /// A consistent, paged read from etcd.
+    MostRecent,
 }
 
 /// What the requests ask for. Apart from the state, which holds a body that is not
@@ -115,9 +140,31 @@ enum State {
     },
 }
 
+/// Which page of a list to ask for.
+enum Page {
+    /// The first, from where the list starts.
+    First(ListFrom),
+    /// The one after the page that answered this token.
+    Continue(String),
+}
+
+/// Whether a failed list asked for a version the server no longer has (`410 Gone`,
+/// `Expired`) or does not have yet (`504` "Too large resource version", from an API
+/// server behind the one that answered before): the next list reads etcd, as
+/// client-go's reflector does.
+fn version_unavailable(error: &::kube::Error) -> bool {
+    let ::kube::Error::Api(status) = error else {
+        return false;
+    };
+    status.code == 410
+        || status.reason == "Expired"
+        || status.reason == "Gone"
+        || (status.code == 504 && status.message.contains("Too large resource version"))
+}
+
 /// A page of a list: only what the source reads is decoded by type.
 #[derive(Deserialize)]
-struct Page {
+struct ListPage {
     metadata: PageMeta,
     #[serde(default, deserialize_with = "null_is_empty")]
     items: Vec<Box<RawValue>>,
@@ -129,6 +176,13 @@ struct PageMeta {
     resource_version: Option<String>,
     #[serde(default, rename = "continue")]
     continue_token: Option<String>,
+}
+
+impl Items for ListPage {
+    fn set_items(&mut self, mut items: Vec<Box<RawValue>>) {
+        items.append(&mut self.items);
+        self.items = items;
+    }
 }
 
 fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Box<RawValue>>, D::Error> {
@@ -155,8 +209,16 @@ enum LineKind {
 
 impl Source {
     /// The source of the collection `path` (`/api/v1/namespaces/NS/pods`), with label
-    /// and field selectors in the API's query syntax (empty: none).
-    pub(super) fn new(client: Client, path: String, labels: &str, fields: &str) -> Self {
+    /// and field selectors in the API's query syntax (empty: none); `seen` is the last
+    /// version an earlier source of the same watch saw, which its first list may not go
+    /// back before.
+    pub(super) fn new(
+        client: Client,
+        path: String,
+        labels: &str,
+        fields: &str,
+        seen: Option<String>,
+    ) -> Self {
         let selector = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         Self {
             target: Target {
@@ -166,6 +228,28 @@ impl Source {
                 fields: selector(fields),
             },
             state: State::Empty,
+            seen,
+            seen_expired: false,
+        }
+    }
+
+    /// Where the next list starts: client-go's `relistResourceVersion`.
+    fn list_from(&self) -> ListFrom {
+        match &self.seen {
+            _ if self.seen_expired => ListFrom::MostRecent,
+            None => ListFrom::Any,
+            Some(version) => ListFrom::NotOlderThan(version.clone()),
+        }
+    }
+
+    /// The version the bindings have now seen everything up to.
+    fn saw(&mut self, version: &str) {
+        match &mut self.seen {
+            Some(seen) => {
+                seen.clear();
+                seen.push_str(version);
+            }
+            None => self.seen = Some(version.to_owned()),
         }
     }
 
@@ -204,15 +288,28 @@ impl Source {
                     if continue_token.is_none()
                         && let Some(version) = version
                     {
-                        self.state = State::Listed { version };
-                        return Ok(Step::ListDone);
+                        self.saw(&version);
+                        self.seen_expired = false;
+                        self.state = State::Listed {
+                            version: version.clone(),
+                        };
+                        return Ok(Step::ListDone(version));
                     }
-                    // A failed page leaves the state Empty: the list starts over.
-                    let page = self
-                        .target
-                        .page(continue_token)
-                        .await
-                        .map_err(SourceError::List)?;
+                    let from = match continue_token {
+                        Some(token) => Page::Continue(token),
+                        None => Page::First(self.list_from()),
+                    };
+                    // A failed page leaves the state Empty: the list starts over, from
+                    // etcd if the version it asked for is gone.
+                    let page = match self.target.page(from).await {
+                        Ok(page) => page,
+                        Err(error) => {
+                            if version_unavailable(&error) {
+                                self.seen_expired = true;
+                            }
+                            return Err(SourceError::List(error));
+                        }
+                    };
                     let version = page.metadata.resource_version.filter(|v| !v.is_empty());
                     let continue_token = page.metadata.continue_token.filter(|c| !c.is_empty());
                     if version.is_none() && continue_token.is_none() {
@@ -271,8 +368,10 @@ impl Source {
                         Some(Decoded::Error(status)) => {
                             // The server ends the stream after an error; until it does,
                             // the watch reads on. `410 Gone`: its version is compacted
-                            // away, so a new list follows.
-                            if status.code != 410 {
+                            // away, so a new list follows, from etcd.
+                            if status.code == 410 {
+                                self.seen_expired = true;
+                            } else {
                                 self.state = State::Watching {
                                     version,
                                     body,
@@ -282,6 +381,7 @@ impl Source {
                             return Err(SourceError::Server(status));
                         }
                     };
+                    self.saw(&version);
                     self.state = State::Watching {
                         version,
                         body,
@@ -297,12 +397,23 @@ impl Source {
 }
 
 impl Target {
-    /// One page of the list.
-    async fn page(&self, continue_token: Option<String>) -> Result<Page, ::kube::Error> {
+    /// One page of the list. Versions are asked for without `resourceVersionMatch`, as
+    /// client-go does: `0` means any, another version "not older than" when no `limit`
+    /// is set, on every API server version.
+    async fn page(&self, page: Page) -> Result<ListPage, ::kube::Error> {
+        let (resource_version, limit, continue_token) = match page {
+            // kube leaves `resourceVersion=0` out beside a `limit`; before 1.33 the
+            // cache ignored the limit at that version anyway.
+            Page::First(ListFrom::Any) => (Some("0".to_owned()), None, None),
+            Page::First(ListFrom::NotOlderThan(version)) => (Some(version), None, None),
+            Page::First(ListFrom::MostRecent) => (None, Some(PAGE_SIZE), None),
+            Page::Continue(token) => (None, Some(PAGE_SIZE), Some(token)),
+        };
         let params = ListParams {
             label_selector: self.labels.clone(),
             field_selector: self.fields.clone(),
-            limit: Some(PAGE_SIZE),
+            resource_version,
+            limit,
             continue_token,
             ..ListParams::default()
         };
@@ -310,7 +421,21 @@ impl Target {
             .request
             .list(&params)
             .map_err(::kube::Error::BuildRequest)?;
-        self.client.request::<Page>(request).await
+        let response = self.client.send(request.map(Body::from)).await?;
+        if !response.status().is_success() {
+            return Err(failure(response).await);
+        }
+        // Read as it comes: the body's frames are not held together with the items.
+        let mut body = response.into_body();
+        let mut splitter = ItemSplitter::default();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                splitter
+                    .push(&data)
+                    .map_err(|e| ::kube::Error::SerdeError(serde::de::Error::custom(e)))?;
+            }
+        }
+        splitter.finish().map_err(::kube::Error::SerdeError)
     }
 
     /// Starts a watch from `version`: the body of its answer.
@@ -332,17 +457,24 @@ impl Target {
             http::HeaderValue::from_static("identity"),
         );
         let response = self.client.send(request.map(Body::from)).await?;
-        let code = response.status();
-        if code.is_success() {
+        if response.status().is_success() {
             return Ok(response.into_body());
         }
-        let text = response.into_body().collect().await?.to_bytes();
-        let status = serde_json::from_slice::<Status>(&text).unwrap_or_else(|_| {
-            Status::failure(String::from_utf8_lossy(&text).trim(), "Unknown")
-                .with_code(code.as_u16())
-        });
-        Err(::kube::Error::Api(Box::new(status)))
+        Err(failure(response).await)
     }
+}
+
+/// The error of an answer that is no success: its `Status`, or its text as one.
+async fn failure(response: http::Response<Body>) -> ::kube::Error {
+    let code = response.status();
+    let text = match response.into_body().collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(error) => return error,
+    };
+    let status = serde_json::from_slice::<Status>(&text).unwrap_or_else(|_| {
+        Status::failure(String::from_utf8_lossy(&text).trim(), "Unknown").with_code(code.as_u16())
+    });
+    ::kube::Error::Api(Box::new(status))
 }
 
 /// What a line of a watch says.

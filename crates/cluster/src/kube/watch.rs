@@ -146,6 +146,7 @@ fn join(
         known: HashMap::new(),
         subscribers: Vec::new(),
         pending: Vec::new(),
+        seen: None,
     };
     tokio::spawn(task.run());
     receiver
@@ -167,6 +168,10 @@ struct WatchTask {
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     /// Bindings waiting for the current list to finish, with what it listed so far.
     pending: Vec<(Join, Listed)>,
+    /// The last `resourceVersion` of a finished list or a watch event: the list a
+    /// joining binding starts is not older, so the subscribers see nothing go back in
+    /// time.
+    seen: Option<String>,
 }
 
 impl WatchTask {
@@ -182,6 +187,7 @@ impl WatchTask {
                 path.clone(),
                 &self.key.labels,
                 &self.key.fields,
+                self.seen.clone(),
             )
             .into_stream()
             .default_backoff()
@@ -240,6 +246,20 @@ impl WatchTask {
         }
     }
 
+    /// Notes the version of an object a watch event carried.
+    fn saw(&mut self, object: &Value) {
+        let Some(version) = metadata_str(object, "resourceVersion") else {
+            return;
+        };
+        match &mut self.seen {
+            Some(seen) => {
+                seen.clear();
+                seen.push_str(version);
+            }
+            None => self.seen = Some(version.to_owned()),
+        }
+    }
+
     /// Unregisters the watch when nobody joined meanwhile; false if someone did.
     fn close(&mut self) -> bool {
         let Some(watches) = self.watches.upgrade() else {
@@ -286,7 +306,8 @@ impl WatchTask {
                 }
             }
             Step::Listed(object) => self.listed(object),
-            Step::ListDone => {
+            Step::ListDone(version) => {
+                self.seen = Some(version);
                 let mut gone = Vec::new();
                 self.known.retain(|identity, seen| {
                     let keep = *seen & LISTED != 0;
@@ -305,10 +326,12 @@ impl WatchTask {
                 }
             }
             Step::Applied(object) => {
+                self.saw(&object);
                 let object = self.value(object);
                 self.applied(object);
             }
             Step::Deleted(object) => {
+                self.saw(&object);
                 let object = self.value(object);
                 self.known.remove(&Identity::of_object(&object));
                 self.send(WatchEvent::Deleted, object, None);

@@ -354,14 +354,15 @@ impl ScriptHook {
     ) -> Result<HookOutput, ScriptHookError> {
         let dir = self.sandbox.prepare()?;
         let version = *self.version.lock().unwrap_or_else(PoisonError::into_inner);
-        let contexts = shell_operator::context::to_text_for(version, &input.binding_contexts);
         let mut request = self.request(timeout);
         // The run's span is current here (the engine instruments the run with it).
         if let Some(traceparent) = operon_runner::trace::traceparent() {
             let variable = operon_runner::trace::TRACEPARENT_ENV.to_owned();
             request.env.push((variable, traceparent));
         }
-        let context_path = dir.create_file(BINDING_CONTEXT.file, contexts.as_bytes(), false)?;
+        let context_path = dir.write_file(BINDING_CONTEXT.file, false, |file| {
+            shell_operator::context::write_for(version, &input.binding_contexts, file)
+        })?;
         request.env.push((
             BINDING_CONTEXT.variable.to_owned(),
             context_path.display().to_string(),

@@ -167,15 +167,28 @@ pub fn to_json_for(version: ConfigVersion, contexts: &[BindingContext]) -> Value
 /// [`to_json_for`] as the compact text a script hook reads, written without turning
 /// the objects into values (they are copied from their texts).
 pub fn to_text_for(version: ConfigVersion, contexts: &[BindingContext]) -> String {
+    let mut text = Vec::new();
+    // Writing into memory fails only on a map key that is not a string; every key
+    // here is one.
+    let _ = write_for(version, contexts, &mut text);
+    String::from_utf8(text).unwrap_or_default()
+}
+
+/// [`to_text_for`] written to `out` as it is made: a Synchronization run of tens of
+/// thousands of objects does not hold its whole text in memory first.
+pub fn write_for(
+    version: ConfigVersion,
+    contexts: &[BindingContext],
+    out: impl std::io::Write,
+) -> std::io::Result<()> {
     match version {
-        ConfigVersion::V0 => to_json_v0(contexts).to_string(),
+        ConfigVersion::V0 => serde_json::to_writer(out, &to_json_v0(contexts))?,
         ConfigVersion::V1 => {
-            let out = Out::List(contexts.iter().map(context_out).collect());
-            // Writing into a String fails only on a map key that is not a string;
-            // every key here is one.
-            serde_json::to_string(&out).unwrap_or_default()
+            let list = Out::List(contexts.iter().map(context_out).collect());
+            serde_json::to_writer(out, &list)?;
         }
     }
+    Ok(())
 }
 
 /// The JSON array shell-operator writes for a hook declared in the v0 format.

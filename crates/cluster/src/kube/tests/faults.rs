@@ -27,7 +27,7 @@ fn in_default() -> Selector {
     }
 }
 
-const LIST: &str = "/api/v1/namespaces/default/pods?&limit=500";
+const LIST: &str = "/api/v1/namespaces/default/pods?&resourceVersion=0";
 
 fn watch_uri(resource_version: &str) -> String {
     format!(

@@ -227,7 +227,11 @@ async fn a_watch_whose_start_gets_no_answer_is_started_again() {
     };
     let listing = tokio::spawn(async move { c.list_and_watch(&pods(), &selector).await });
     let list = server.after_waiting().await;
-    assert_request(&list, "GET", "/api/v1/namespaces/default/pods?&limit=500");
+    assert_request(
+        &list,
+        "GET",
+        "/api/v1/namespaces/default/pods?&resourceVersion=0",
+    );
     list.answer(
         200,
         json!({"kind": "PodList", "apiVersion": "v1",

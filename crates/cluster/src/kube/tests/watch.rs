@@ -50,7 +50,15 @@ fn watch_lines(events: &[Value]) -> Vec<u8> {
     body
 }
 
-const LIST: &str = "/api/v1/namespaces/default/pods?&labelSelector=app%3Dx&limit=500";
+/// The first list: any version, from the API server's watch cache.
+const LIST: &str = "/api/v1/namespaces/default/pods?&labelSelector=app%3Dx&resourceVersion=0";
+/// A list after `410 Gone`: consistent, from etcd, paged.
+const CONSISTENT_LIST: &str = "/api/v1/namespaces/default/pods?&labelSelector=app%3Dx&limit=500";
+
+/// A later list: not older than `version`, the last one the watch saw.
+fn relist_uri(version: &str) -> String {
+    format!("/api/v1/namespaces/default/pods?&labelSelector=app%3Dx&resourceVersion={version}")
+}
 
 fn watch_uri(resource_version: &str) -> String {
     format!(
@@ -191,9 +199,10 @@ async fn a_relist_after_410_reports_changes_and_deletions_in_the_gap_once() {
                    "message": "too old resource version: 12 (30)"}}),
         ]),
     );
-    // The re-list: a unchanged since the event, b deleted in the gap, c created.
+    // The re-list, consistent (the versions the watch saw are gone): a unchanged
+    // since the event, b deleted in the gap, c created.
     server
-        .expect("GET", LIST)
+        .expect("GET", CONSISTENT_LIST)
         .await
         .answer(200, list("30", vec![pod("a", "11"), pod("c", "25")]));
     let _next_watch = server.expect("GET", &watch_uri("30")).await;
@@ -244,12 +253,12 @@ async fn bindings_asking_for_the_same_objects_share_one_watch() {
     let _watch = server.expect("GET", &watch_uri("10")).await;
     let (_, mut first_events) = first.await.unwrap().unwrap();
 
-    // A second binding joins: one re-list gives it its objects; the first binding
-    // sees nothing, as nothing changed.
+    // A second binding joins: one re-list, not older than the first list, gives it its
+    // objects; the first binding sees nothing, as nothing changed.
     let c = cluster.clone();
     let second = tokio::spawn(async move { c.list_and_watch(&pods(), &default_app_x()).await });
     server
-        .expect("GET", LIST)
+        .expect("GET", &relist_uri("10"))
         .await
         .answer(200, list("10", vec![pod("a", "1")]));
     let watch = server.expect("GET", &watch_uri("10")).await;
@@ -276,7 +285,7 @@ async fn bindings_asking_for_the_same_objects_share_one_watch() {
     };
     let third = tokio::spawn(async move { c.list_and_watch(&pods(), &other).await });
     let call = server.next().await;
-    assert_eq!(call.uri, "/api/v1/namespaces/other/pods?&limit=500");
+    assert_eq!(call.uri, "/api/v1/namespaces/other/pods?&resourceVersion=0");
     call.answer(200, list("40", vec![]));
     let _watch = server.next().await;
     let _third = third.await.unwrap().unwrap();
@@ -318,9 +327,9 @@ async fn names_and_fields_become_field_selectors_one_watch_per_namespace_and_nam
     assert_eq!(
         uris,
         [
-            "/api/v1/namespaces/a/pods?&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&limit=500",
+            "/api/v1/namespaces/a/pods?&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&resourceVersion=0",
             "/api/v1/namespaces/a/pods?&watch=true&timeoutSeconds=290&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&allowWatchBookmarks=true&resourceVersion=5",
-            "/api/v1/namespaces/b/pods?&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&limit=500",
+            "/api/v1/namespaces/b/pods?&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&resourceVersion=0",
             "/api/v1/namespaces/b/pods?&watch=true&timeoutSeconds=290&fieldSelector=status.phase%21%3DRunning%2Cmetadata.name%3Dx&allowWatchBookmarks=true&resourceVersion=5",
         ]
     );
@@ -429,8 +438,9 @@ async fn a_list_of_several_pages_is_followed_to_its_last_page() {
     let mut first = list("", vec![pod("a", "1"), pod("b", "2")]);
     first["metadata"] = json!({"continue": "page-2", "remainingItemCount": 1});
     server.expect("GET", LIST).await.answer(200, first);
+    // Whatever the first page asked for, the next ones carry the token and a limit.
     server
-        .expect("GET", &format!("{LIST}&continue=page-2"))
+        .expect("GET", &format!("{CONSISTENT_LIST}&continue=page-2"))
         .await
         .answer(200, list("15", vec![pod("c", "3")]));
     let _watch = server.expect("GET", &watch_uri("15")).await;
@@ -489,9 +499,10 @@ async fn a_line_that_is_no_watch_event_brings_a_new_list_and_loses_nothing() {
         json!({"type": "ADDED", "object": pod("b", "13")}),
     ]));
     watch.answer_raw(200, body);
-    // The new list has what the broken line was about (a at 12) and b.
+    // The new list, not older than the last event seen (a at 11), has what the broken
+    // line was about (a at 12) and b.
     server
-        .expect("GET", LIST)
+        .expect("GET", &relist_uri("11"))
         .await
         .answer(200, list("13", vec![pod("a", "12"), pod("b", "13")]));
     let _next = server.expect("GET", &watch_uri("13")).await;
@@ -552,12 +563,49 @@ async fn a_binding_joining_as_the_last_one_leaves_gets_its_list() {
         let call = tokio::time::timeout(std::time::Duration::from_secs(5), server.next())
             .await
             .unwrap_or_else(|_| panic!("round {round}: the joining binding got no list"));
-        assert_eq!(call.uri, LIST, "round {round}");
+        // Not older than the list before it.
+        assert_eq!(call.uri, relist_uri("10"), "round {round}");
         call.answer(200, list("10", vec![pod("a", "1")]));
         watches.push(server.expect("GET", &watch_uri("10")).await);
         let (objects, joined) = rejoin.await.unwrap();
         assert_eq!(objects.len(), 1, "round {round}");
         events = Some(joined);
         assert_eq!(cluster.open_watches(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_relist_at_a_version_the_server_does_not_have_is_followed_by_one_from_etcd() {
+    // Gone (compacted) or not there yet (an API server behind the one that answered
+    // before): either way client-go's reflector lists from etcd next, and so does this.
+    let statuses = [
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410,
+               "reason": "Expired", "message": "too old resource version: 11 (40)"}),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 504,
+               "reason": "Timeout", "message": "Too large resource version: 11, current: 9",
+               "details": {"causes": [{"reason": "ResourceVersionTooLarge",
+                                       "message": "Too large resource version"}]}}),
+    ];
+    for status in statuses {
+        let (_cluster, mut server, watch, _objects, mut events) =
+            watched(vec![pod("a", "1")]).await;
+        // An event, then a line that is no watch event: a new list, from the last
+        // version the watch saw.
+        let mut body = watch_lines(&[json!({"type": "MODIFIED", "object": pod("a", "11")})]);
+        body.extend_from_slice(b"not a watch event\n");
+        watch.answer_raw(200, body);
+        assert_eq!(name(&events.recv().await.unwrap()), "a");
+        let code = status["code"].as_u64().unwrap() as u16;
+        server
+            .expect("GET", &relist_uri("11"))
+            .await
+            .answer(code, status.clone());
+        server
+            .expect("GET", CONSISTENT_LIST)
+            .await
+            .answer(200, list("40", vec![pod("a", "11")]));
+        let _next = server.expect("GET", &watch_uri("40")).await;
+        server.quiet().await;
+        assert!(events.try_recv().is_err(), "{code}: a was reported once");
     }
 }

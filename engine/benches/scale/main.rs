@@ -32,12 +32,19 @@
 //! The engine's client limits are `--kube-client-qps` / `--kube-client-burst` from
 //! `OPERON_SCALE_QPS` (default: three requests per update per second, the two hooks'
 //! patches and headroom) and twice that.
+//!
+//! `OPERON_SCALE_CONFIGMAPS=50000` runs the other row instead: that many small
+//! ConfigMaps listed and synchronized (see `configmaps.rs`).
+
+mod configmaps;
+mod serve;
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
+use serve::{Serve, family_sum, histogram_delta, label_value, quantiles, sample_value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -50,7 +57,7 @@ const ECHO: &str = "the update itself";
 const GEN_LABEL: &str = "scale.operon.dev/gen";
 const PREFIX: &str = "operon-scale";
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+pub(crate) fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -67,7 +74,14 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    runtime.block_on(run(&kubeconfig));
+    match env_or("OPERON_SCALE_CONFIGMAPS", 0_usize) {
+        0 => runtime.block_on(run(&kubeconfig)),
+        count => runtime.block_on(configmaps::run(
+            &kubeconfig,
+            count,
+            env_or("OPERON_SCALE_NAMESPACES", 100),
+        )),
+    }
 }
 
 struct Settings {
@@ -80,7 +94,7 @@ struct Settings {
     shell: bool,
 }
 
-async fn client(kubeconfig: &Path) -> kube::Client {
+pub(crate) async fn client(kubeconfig: &Path) -> kube::Client {
     let config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(kubeconfig).expect("the kubeconfig"),
         &kube::config::KubeConfigOptions::default(),
@@ -118,27 +132,17 @@ async fn run(kubeconfig: &Path) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let hooks = write_hooks(dir.path(), settings.shell);
     let mut serve = Serve::start(kubeconfig, &hooks, dir.path(), settings.qps);
-    let started = Instant::now();
-    while !serve.ready() {
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "operon serve not ready after 10 minutes; see {}",
-            dir.path().join("serve.log").display()
-        );
-        assert!(
-            serve.alive(),
-            "operon serve exited; see {}",
-            dir.path().join("serve.log").display()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let synced = started.elapsed();
+    let synced = serve.wait_ready(&dir.path().join("serve.log")).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let rss_synced = serve.rss_mib();
     println!(
         "operon serve: start to every Synchronization done (/readyz) {:.2} s (goal < 30 s); resident {:.1} MiB 5 s later (goal < 150 MB)",
         synced.as_secs_f64(),
         rss_synced
+    );
+    println!(
+        "  peak resident so far (the first list included): {:.1} MiB",
+        serve.peak_rss_mib()
     );
 
     let snapshots_synced = serve.snapshot_mib();
@@ -314,16 +318,7 @@ async fn create_pods(
     namespaces: &[String],
     count: usize,
 ) -> Vec<(String, String)> {
-    let ns_api: Api<Namespace> = Api::all(client.clone());
-    for ns in namespaces {
-        let namespace: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": ns}})).expect("a namespace");
-        match ns_api.create(&PostParams::default(), &namespace).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("creating namespace {ns}: {e}"),
-        }
-    }
+    create_namespaces(client, namespaces).await;
     let pods: Vec<(String, String)> = (0..count)
         .map(|i| {
             (
@@ -367,9 +362,22 @@ async fn create_pods(
     pods
 }
 
+pub(crate) async fn create_namespaces(client: &kube::Client, namespaces: &[String]) {
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    for ns in namespaces {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).expect("a namespace");
+        match ns_api.create(&PostParams::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("creating namespace {ns}: {e}"),
+        }
+    }
+}
+
 /// Deletes the run's namespaces and waits until they are gone, so that the next run
 /// does not meet the deletion of this one's Pods.
-async fn delete_namespaces(client: &kube::Client, namespaces: &[String]) {
+pub(crate) async fn delete_namespaces(client: &kube::Client, namespaces: &[String]) {
     let api: Api<Namespace> = Api::all(client.clone());
     for ns in namespaces {
         let _ = api.delete(ns, &Default::default()).await;
@@ -425,110 +433,6 @@ jq '.[0].snapshots.pods | length' "$BINDING_CONTEXT_PATH" >&2
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     hooks
-}
-
-struct Serve {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Serve {
-    fn start(kubeconfig: &Path, hooks: &Path, dir: &Path, qps: u32) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        // A profiler to start it under, e.g. `heaptrack -o /tmp/serve` (its figures
-        // then include the profiler's).
-        let wrapper = std::env::var("OPERON_SCALE_WRAPPER").unwrap_or_default();
-        // Another build of the same source, e.g. the container image's (`cargo build
-        // --profile image`: what runs in a cluster).
-        let operon = std::env::var_os("OPERON_SCALE_BINARY").map_or_else(
-            || PathBuf::from(env!("CARGO_BIN_EXE_operon")),
-            PathBuf::from,
-        );
-        let mut words = wrapper.split_whitespace();
-        let mut command = match words.next() {
-            Some(program) => {
-                let mut command = std::process::Command::new(program);
-                command.args(words).arg(&operon);
-                command
-            }
-            None => std::process::Command::new(&operon),
-        };
-        // Its own process group, so that a wrapper's child dies with it.
-        use std::os::unix::process::CommandExt as _;
-        command.process_group(0);
-        let child = command
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--hooks-dir")
-            .arg(hooks)
-            .args(["--listen-address", "127.0.0.1", "--listen-port"])
-            .arg(port.to_string())
-            .arg("--debug-unix-socket")
-            .arg(dir.join("debug.socket"))
-            .args(["--kube-client-qps", &qps.to_string()])
-            .args(["--kube-client-burst", &(qps * 2).to_string()])
-            .env("OPERON_CACHE_DIR", dir.join("cache"))
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(dir.join("serve.log")).expect("the log"))
-            .spawn()
-            .expect("operon serve starts");
-        Self { child, port }
-    }
-
-    /// The answer to `GET path` on its health and metrics port, status line first.
-    fn get(&self, path: &str) -> String {
-        use std::io::{Read as _, Write as _};
-        let mut answer = String::new();
-        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
-            let _ = stream.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
-            let _ = stream.read_to_string(&mut answer);
-        }
-        answer
-    }
-
-    fn ready(&self) -> bool {
-        let answer = self.get("/readyz");
-        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
-    }
-
-    /// The sum of a gauge family on its `/metrics`.
-    fn metric_sum(&self, family: &str) -> f64 {
-        family_sum(&self.get("/metrics"), family, "")
-    }
-
-    fn snapshot_mib(&self) -> f64 {
-        self.metric_sum("operon_kube_snapshot_bytes") / (1024.0 * 1024.0)
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    fn rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(0.0, |kb| kb / 1024.0)
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        // The whole group: `operon serve` itself when it runs under a wrapper.
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 type Key = (String, String);
@@ -748,80 +652,4 @@ fn requests_by_verb(text: &str) -> HashMap<String, f64> {
         *by_verb.entry(verb.to_owned()).or_default() += sample_value(line);
     }
     by_verb
-}
-
-/// The value at the end of a sample line.
-fn sample_value(line: &str) -> f64 {
-    line.rsplit(' ')
-        .next()
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
-/// The value of label `name` in a sample line.
-fn label_value<'a>(line: &'a str, name: &str) -> Option<&'a str> {
-    line.split(&format!("{name}=\"")).nth(1)?.split('"').next()
-}
-
-/// A family's samples whose line holds `label` (anything, when empty), summed.
-fn family_sum(text: &str, family: &str, label: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
-        .filter(|l| l.contains(label))
-        .map(sample_value)
-        .sum()
-}
-
-/// A histogram's cumulative buckets (upper bound, count) summed over the series whose
-/// labels hold every one of `labels`, from `after` minus `before`, by bound.
-fn histogram_delta(before: &str, after: &str, family: &str, labels: &[&str]) -> Vec<(f64, f64)> {
-    let prefix = format!("{family}_bucket{{");
-    let buckets = |text: &str| {
-        let mut by_bound: Vec<(f64, f64)> = Vec::new();
-        for line in text.lines().filter(|l| l.starts_with(&prefix)) {
-            if !labels.iter().all(|label| line.contains(label)) {
-                continue;
-            }
-            let Some(bound) = label_value(line, "le").and_then(|b| b.parse::<f64>().ok()) else {
-                continue;
-            };
-            match by_bound.iter_mut().find(|(b, _)| *b == bound) {
-                Some((_, count)) => *count += sample_value(line),
-                None => by_bound.push((bound, sample_value(line))),
-            }
-        }
-        by_bound.sort_by(|a, b| a.0.total_cmp(&b.0));
-        by_bound
-    };
-    let before = buckets(before);
-    buckets(after)
-        .into_iter()
-        .map(|(bound, count)| {
-            let earlier = before
-                .iter()
-                .find(|(b, _)| *b == bound)
-                .map_or(0.0, |(_, n)| *n);
-            (bound, count - earlier)
-        })
-        .collect()
-}
-
-/// p50 and p99 of cumulative buckets, as the bucket bounds they fall under.
-fn quantiles(buckets: &[(f64, f64)]) -> String {
-    let total = buckets.last().map_or(0.0, |(_, n)| *n);
-    if total == 0.0 {
-        return "no samples".to_owned();
-    }
-    let at = |q: f64| {
-        let bound = buckets
-            .iter()
-            .find(|(_, n)| *n >= q * total)
-            .map_or(f64::INFINITY, |(b, _)| *b);
-        if bound.is_finite() {
-            format!("<= {:.1} ms", bound * 1e3)
-        } else {
-            "over the last bound".to_owned()
-        }
-    };
-    format!("p50 {}, p99 {}", at(0.50), at(0.99))
 }
