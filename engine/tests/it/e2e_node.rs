@@ -765,39 +765,30 @@ pub(crate) fn finished_diagnosis(
 
 /// A field (a JSONPath template) of the node agent's Pod (the one node's).
 pub(crate) fn agent_pod(config: &Path, field: &str) -> String {
-    kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=operon-agent",
-            "-o",
-            &format!("jsonpath={{.items[0]{field}}}"),
-        ],
-    )
+    agent_pod_where(config, &[], field)
 }
 
 /// [`agent_pod`] of the agent on node `node`: with several nodes, the one that ran a
 /// Diagnosis about that node.
 pub(crate) fn agent_pod_on(config: &Path, node: &str, field: &str) -> String {
-    kubectl(
-        config,
-        &[
-            "-n",
-            "operon",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=operon-agent",
-            "--field-selector",
-            &format!("spec.nodeName={node}"),
-            "-o",
-            &format!("jsonpath={{.items[0]{field}}}"),
-        ],
-    )
+    let on_node = format!("spec.nodeName={node}");
+    agent_pod_where(config, &["--field-selector", &on_node], field)
+}
+
+/// `field` of the first agent Pod that `selectors` (kubectl arguments) pick.
+fn agent_pod_where(config: &Path, selectors: &[&str], field: &str) -> String {
+    let jsonpath = format!("jsonpath={{.items[0]{field}}}");
+    let mut args = vec![
+        "-n",
+        "operon",
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=operon-agent",
+    ];
+    args.extend_from_slice(selectors);
+    args.extend_from_slice(&["-o", &jsonpath]);
+    kubectl(config, &args)
 }
 
 /// Deletes Pod `pod` of namespace operon with `--force --grace-period=0`, as a node's

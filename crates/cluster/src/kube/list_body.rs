@@ -118,16 +118,13 @@ impl ItemSplitter {
         Ok(())
     }
 
-    /// The answer once its last frame was read: its page (metadata and items).
-    pub(super) fn finish<T: serde::de::DeserializeOwned + Items>(
-        self,
-    ) -> Result<T, serde_json::Error> {
+    /// The answer once its last frame was read: its items, and the rest of it (with
+    /// `"items": []`) to decode into the page.
+    pub(super) fn finish(self) -> Result<(Vec<Box<RawValue>>, Vec<u8>), ListBodyError> {
         if self.depth != 0 || self.in_string {
-            return Err(serde::de::Error::custom(ListBodyError::Unbalanced));
+            return Err(ListBodyError::Unbalanced);
         }
-        let mut page: T = serde_json::from_slice(&self.rest)?;
-        page.set_items(self.items);
-        Ok(page)
+        Ok((self.items, self.rest))
     }
 
     /// One byte outside strings.
@@ -165,12 +162,6 @@ impl ItemSplitter {
     }
 }
 
-/// A page whose items the splitter fills in.
-pub(super) trait Items {
-    /// Puts the items read before the rest was decoded ahead of any the rest held.
-    fn set_items(&mut self, items: Vec<Box<RawValue>>);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,19 +174,16 @@ mod tests {
         items: Vec<Box<RawValue>>,
     }
 
-    impl Items for Page {
-        fn set_items(&mut self, mut items: Vec<Box<RawValue>>) {
-            items.append(&mut self.items);
-            self.items = items;
-        }
-    }
-
     fn split(frames: &[&[u8]]) -> Result<Page, String> {
         let mut splitter = ItemSplitter::default();
         for frame in frames {
             splitter.push(frame).map_err(|e| e.to_string())?;
         }
-        splitter.finish::<Page>().map_err(|e| e.to_string())
+        let (mut items, rest) = splitter.finish().map_err(|e| e.to_string())?;
+        let mut page: Page = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
+        items.append(&mut page.items);
+        page.items = items;
+        Ok(page)
     }
 
     const BODY: &str = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"a]b}"},"items":[{"metadata":{"name":"a","labels":{"items":"[x"}},"data":{"k":"v \"quoted\" \\ {"}} , {"metadata":{"name":"b"},"data":{"list":[1,{"items":[]}]}}

@@ -19,7 +19,7 @@
 //! read of the whole collection at each start, and some API servers (1.24.0 here) skip
 //! objects in a paged etcd list with a label selector.
 
-use super::list_body::{ItemSplitter, Items};
+use super::list_body::{ItemSplitter, ListBodyError};
 use super::metadata_str;
 use ::kube::Client;
 use ::kube::api::{ListParams, WatchParams};
@@ -140,6 +140,18 @@ enum State {
     },
 }
 
+/// Keeps `version` as the last one seen, in the string already there: watch events
+/// come by the thousand a second.
+pub(super) fn remember(seen: &mut Option<String>, version: &str) {
+    match seen {
+        Some(seen) => {
+            seen.clear();
+            seen.push_str(version);
+        }
+        None => *seen = Some(version.to_owned()),
+    }
+}
+
 /// Which page of a list to ask for.
 enum Page {
     /// The first, from where the list starts.
@@ -176,13 +188,6 @@ struct PageMeta {
     resource_version: Option<String>,
     #[serde(default, rename = "continue")]
     continue_token: Option<String>,
-}
-
-impl Items for ListPage {
-    fn set_items(&mut self, mut items: Vec<Box<RawValue>>) {
-        items.append(&mut self.items);
-        self.items = items;
-    }
 }
 
 fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Box<RawValue>>, D::Error> {
@@ -244,13 +249,7 @@ impl Source {
 
     /// The version the bindings have now seen everything up to.
     fn saw(&mut self, version: &str) {
-        match &mut self.seen {
-            Some(seen) => {
-                seen.clear();
-                seen.push_str(version);
-            }
-            None => self.seen = Some(version.to_owned()),
-        }
+        remember(&mut self.seen, version);
     }
 
     /// The source as a stream that never ends by itself.
@@ -428,14 +427,19 @@ impl Target {
         // Read as it comes: the body's frames are not held together with the items.
         let mut body = response.into_body();
         let mut splitter = ItemSplitter::default();
+        let custom = |e: ListBodyError| ::kube::Error::SerdeError(serde::de::Error::custom(e));
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame?.into_data() {
-                splitter
-                    .push(&data)
-                    .map_err(|e| ::kube::Error::SerdeError(serde::de::Error::custom(e)))?;
+                splitter.push(&data).map_err(custom)?;
             }
         }
-        splitter.finish().map_err(::kube::Error::SerdeError)
+        let (mut items, rest) = splitter.finish().map_err(custom)?;
+        let mut page: ListPage =
+            serde_json::from_slice(&rest).map_err(::kube::Error::SerdeError)?;
+        // Items the rest still holds (none a real server sends) follow the ones cut out.
+        items.append(&mut page.items);
+        page.items = items;
+        Ok(page)
     }
 
     /// Starts a watch from `version`: the body of its answer.

@@ -246,20 +246,6 @@ impl WatchTask {
         }
     }
 
-    /// Notes the version of an object a watch event carried.
-    fn saw(&mut self, object: &Value) {
-        let Some(version) = metadata_str(object, "resourceVersion") else {
-            return;
-        };
-        match &mut self.seen {
-            Some(seen) => {
-                seen.clear();
-                seen.push_str(version);
-            }
-            None => self.seen = Some(version.to_owned()),
-        }
-    }
-
     /// Unregisters the watch when nobody joined meanwhile; false if someone did.
     fn close(&mut self) -> bool {
         let Some(watches) = self.watches.upgrade() else {
@@ -326,13 +312,14 @@ impl WatchTask {
                 }
             }
             Step::Applied(object) => {
-                self.saw(&object);
                 let object = self.value(object);
                 self.applied(object);
             }
             Step::Deleted(object) => {
-                self.saw(&object);
                 let object = self.value(object);
+                if let Some(version) = metadata_str(&object, "resourceVersion") {
+                    super::source::remember(&mut self.seen, version);
+                }
                 self.known.remove(&Identity::of_object(&object));
                 self.send(WatchEvent::Deleted, object, None);
             }
@@ -410,7 +397,11 @@ impl WatchTask {
     /// An object listed or seen by the watch: an event for the subscribers unless its
     /// `resourceVersion` is the one they already saw.
     fn applied(&mut self, object: Value) {
-        if let Some(kind) = self.record_object(&object) {
+        let version = metadata_str(&object, "resourceVersion").unwrap_or("");
+        if !version.is_empty() {
+            super::source::remember(&mut self.seen, version);
+        }
+        if let Some(kind) = self.record(Identity::of_object(&object), version) {
             self.send(kind, object, None);
         }
     }
