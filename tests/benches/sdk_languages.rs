@@ -40,8 +40,8 @@ fn pod() -> serde_json::Value {
 
 fn event_input() -> HookInput {
     let object = ObjectAndFilter {
-        object: Some(pod().to_string()),
-        filter_result: Some(pod()["metadata"]["labels"].to_string()),
+        object: Some(pod().to_string().into()),
+        filter_result: Some(pod()["metadata"]["labels"].to_string().into()),
     };
     HookInput {
         context: RunnerContext::new("bench", Duration::from_secs(10)),
@@ -95,7 +95,7 @@ fn measure(runtime: &tokio::runtime::Runtime, path: &Path) -> Measured {
 
     let limits = limits();
     let call = || {
-        let (report, _) = runtime.block_on(warm.handle_hook(&module, event_input(), &limits));
+        let report = runtime.block_on(warm.handle_hook(&module, &event_input(), &limits));
         report.outcome.expect("handle succeeds");
         assert_eq!(report.patches.len(), 1, "one patch per event");
         report.memory_bytes

@@ -219,8 +219,8 @@ impl AddonHook {
             timeout,
             ..CallLimits::default()
         };
-        let (mut report, _) = sandbox
-            .handle_hook_with_values(module, input.clone(), Some(given), &limits)
+        let mut report = sandbox
+            .handle_hook_with_values(module, input, Some(given), &limits)
             .await;
         let values = std::mem::take(&mut report.values_patches);
         let patches = match &report.outcome {

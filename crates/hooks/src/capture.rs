@@ -237,7 +237,7 @@ mod tests {
                 snapshots: vec![operon_data::model::Snapshot {
                     binding: "secrets".to_owned(),
                     objects: vec![operon_data::model::ObjectAndFilter {
-                        object: Some(object.to_string()),
+                        object: Some(object.to_string().into()),
                         filter_result: None,
                     }],
                 }],

@@ -8,6 +8,7 @@
 
 use operon_data::model::{BindingContext, BindingType, ObjectAndFilter, Snapshot, WatchEvent};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The `{object, filterResult}` item for `object`.
 ///
@@ -23,18 +24,18 @@ pub fn object_and_filter(
     ObjectAndFilter {
         object: keep_full_object.then(|| compact_text(object)),
         filter_result: filter_outputs.map(|outputs| match outputs {
-            [] => "null".to_owned(),
+            [] => Arc::from("null"),
             [one] => compact_text(one),
             many => compact_text(many),
         }),
     }
 }
 
-/// `value` as compact JSON in a string of exactly its length: it is kept for as long as
-/// the object is watched. Written into a reused buffer and copied once, rather than
+/// `value` as compact JSON in a shared string of exactly its length: it is kept for as
+/// long as the object is watched. Written into a reused buffer and copied once, rather than
 /// grown step by step through `fmt::Write` and shrunk (`Value::to_string`), which was a
 /// sixth of an event's cost outside the hook call in a profile of the hook loop.
-fn compact_text(value: &(impl serde::Serialize + ?Sized)) -> String {
+fn compact_text(value: &(impl serde::Serialize + ?Sized)) -> Arc<str> {
     thread_local! {
         static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
@@ -43,7 +44,7 @@ fn compact_text(value: &(impl serde::Serialize + ?Sized)) -> String {
         serde_json::to_writer(&mut *buffer, value)
             .expect("a JSON value always serializes into memory");
         let text = std::str::from_utf8(buffer).expect("serde_json writes UTF-8");
-        let text = text.to_owned();
+        let text = Arc::from(text);
         // A huge object must not pin its size in every thread's buffer.
         if buffer.capacity() > 1 << 20 {
             *buffer = Vec::new();

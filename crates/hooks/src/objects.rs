@@ -8,6 +8,7 @@ use operon_cluster::{Identity, namespace_and_name};
 use operon_data::model::ObjectAndFilter;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// `namespace` NUL `name`: one allocation, and NUL sorts before every character a
 /// namespace may hold, so the order is (namespace, name).
@@ -32,21 +33,18 @@ impl ObjectKey {
     }
 }
 
-/// One object: what the hook sees of it, each text boxed to its length (a binding of a
-/// whole cluster holds one per object, so the common case, a filter result alone, is
-/// one pointer and one small allocation).
+/// One object: what the hook sees of it. The texts are shared with the contexts that
+/// show them ([`ObjectAndFilter`] holds the same `Arc`s), so a queued Synchronization
+/// run, or each run's `snapshots`, costs a pointer per object and not a copy. Three
+/// words: a binding of a whole cluster holds one per object.
 #[derive(Debug, Clone)]
 pub(crate) enum Stored {
     /// The filter result alone (a jqFilter, `keepFullObjectsInMemory: false`).
-    Filtered(Box<str>),
+    Filtered(Arc<str>),
     /// The object alone (no jqFilter).
-    Object(Box<str>),
-    /// The object's text followed by the filter result's, in one allocation, split at
-    /// `split` bytes.
-    Both { texts: Box<str>, split: u32 },
-    /// The same for an object whose text is too long for a `u32` split (4 GiB: no API
-    /// server sends one, but a local file could hold one).
-    BothLong(Box<(Box<str>, Box<str>)>),
+    Object(Arc<str>),
+    /// The object and the filter result, boxed so the common cases stay small.
+    Both(Box<(Arc<str>, Arc<str>)>),
     /// Neither (no jqFilter, `keepFullObjectsInMemory: false`): a hash of the object's
     /// JSON, which is all an event needs to be compared with.
     Checksum(u64),
@@ -56,18 +54,9 @@ impl Stored {
     /// What a binding keeps of `object`, given what the hook sees of it.
     pub(crate) fn new(item: ObjectAndFilter, object: &Value) -> Self {
         match (item.object, item.filter_result) {
-            (None, Some(filtered)) => Self::Filtered(filtered.into_boxed_str()),
-            (Some(object), None) => Self::Object(object.into_boxed_str()),
-            (Some(object), Some(filtered)) => match u32::try_from(object.len()) {
-                Ok(split) => Self::Both {
-                    texts: (object + &filtered).into_boxed_str(),
-                    split,
-                },
-                Err(_) => Self::BothLong(Box::new((
-                    object.into_boxed_str(),
-                    filtered.into_boxed_str(),
-                ))),
-            },
+            (None, Some(filtered)) => Self::Filtered(filtered),
+            (Some(object), None) => Self::Object(object),
+            (Some(object), Some(filtered)) => Self::Both(Box::new((object, filtered))),
             (None, None) => Self::Checksum(checksum(object)),
         }
     }
@@ -84,33 +73,31 @@ impl Stored {
     fn shown(&self) -> Result<&str, u64> {
         match self {
             Self::Checksum(sum) => Err(*sum),
-            _ => Ok(self.filter_result().or(self.object()).unwrap_or_default()),
+            _ => Ok(self.filter_result().or(self.object()).map_or("", |t| t)),
         }
     }
 
-    fn object(&self) -> Option<&str> {
+    fn object(&self) -> Option<&Arc<str>> {
         match self {
             Self::Object(text) => Some(text),
-            Self::Both { texts, split } => Some(&texts[..*split as usize]),
-            Self::BothLong(texts) => Some(&texts.0),
+            Self::Both(texts) => Some(&texts.0),
             Self::Filtered(_) | Self::Checksum(_) => None,
         }
     }
 
-    fn filter_result(&self) -> Option<&str> {
+    fn filter_result(&self) -> Option<&Arc<str>> {
         match self {
             Self::Filtered(text) => Some(text),
-            Self::Both { texts, split } => Some(&texts[*split as usize..]),
-            Self::BothLong(texts) => Some(&texts.1),
+            Self::Both(texts) => Some(&texts.1),
             Self::Object(_) | Self::Checksum(_) => None,
         }
     }
 
-    /// What the hook sees, as a copy.
+    /// What the hook sees, sharing the texts.
     pub(crate) fn item(&self) -> ObjectAndFilter {
         ObjectAndFilter {
-            object: self.object().map(str::to_owned),
-            filter_result: self.filter_result().map(str::to_owned),
+            object: self.object().cloned(),
+            filter_result: self.filter_result().cloned(),
         }
     }
 
@@ -119,25 +106,17 @@ impl Stored {
         match self {
             Self::Filtered(text) => ObjectAndFilter {
                 object: None,
-                filter_result: Some(text.into()),
+                filter_result: Some(text),
             },
             Self::Object(text) => ObjectAndFilter {
-                object: Some(text.into()),
+                object: Some(text),
                 filter_result: None,
             },
-            Self::Both { texts, split } => {
-                let mut object = String::from(texts);
-                let filtered = object.split_off(split as usize);
+            Self::Both(texts) => {
+                let (object, filtered) = *texts;
                 ObjectAndFilter {
                     object: Some(object),
                     filter_result: Some(filtered),
-                }
-            }
-            Self::BothLong(texts) => {
-                let (object, filtered) = *texts;
-                ObjectAndFilter {
-                    object: Some(object.into()),
-                    filter_result: Some(filtered.into()),
                 }
             }
             Self::Checksum(_) => ObjectAndFilter {
@@ -147,11 +126,12 @@ impl Stored {
         }
     }
 
-    /// The bytes it keeps besides itself.
+    /// The bytes it keeps besides itself: each text with its `Arc`'s two counts,
+    /// whether or not a context shares it at the moment.
     fn heap_bytes(&self) -> usize {
-        let text = |t: Option<&str>| t.map_or(0, str::len);
+        let text = |t: Option<&Arc<str>>| t.map_or(0, |t| t.len() + 2 * size_of::<usize>());
         let boxed = match self {
-            Self::BothLong(_) => std::mem::size_of::<(Box<str>, Box<str>)>(),
+            Self::Both(_) => size_of::<(Arc<str>, Arc<str>)>(),
             _ => 0,
         };
         boxed + text(self.object()) + text(self.filter_result())
@@ -254,7 +234,7 @@ impl BindingObjects {
         self.objects.iter()
     }
 
-    /// What the hook sees, sorted by namespace then name, as copies.
+    /// What the hook sees, sorted by namespace then name, sharing the texts.
     pub(crate) fn items(&self) -> impl Iterator<Item = ObjectAndFilter> + '_ {
         self.objects.values().map(Stored::item)
     }
@@ -271,8 +251,8 @@ mod tests {
 
     fn kept(object: Option<&str>, filter_result: Option<&str>, of: &Value) -> Stored {
         let item = ObjectAndFilter {
-            object: object.map(str::to_owned),
-            filter_result: filter_result.map(str::to_owned),
+            object: object.map(Arc::from),
+            filter_result: filter_result.map(Arc::from),
         };
         Stored::new(item, of)
     }
@@ -314,8 +294,8 @@ mod tests {
         ] {
             let stored = kept(object, filter_result, &pod);
             let expected = ObjectAndFilter {
-                object: object.map(str::to_owned),
-                filter_result: filter_result.map(str::to_owned),
+                object: object.map(Arc::from),
+                filter_result: filter_result.map(Arc::from),
             };
             assert_eq!(stored.item(), expected);
             assert_eq!(stored.into_item(), expected);

@@ -11,9 +11,9 @@
 //! translations are added here, its bindings and exports beside them in the sandbox,
 //! and nothing outside the sandbox changes.
 //!
-//! Translations move rather than copy: a hook's contexts can carry thousands of objects,
-//! and a value whose layout is the same on both sides (an object with its filter
-//! result) is collected in place, without a new allocation.
+//! A hook's input is translated from a borrow: its object texts are shared with the
+//! engine's binding snapshots, so the WIT record gets copies and the caller keeps the
+//! input as it was. Whatever comes back from the guest is moved, not copied.
 
 mod shared;
 pub(crate) mod v0_1;
@@ -32,18 +32,6 @@ fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
         node: context.node,
         namespace: context.namespace,
         owner: context.owner.map(owner_to_wit),
-        cluster: context.cluster,
-    }
-}
-
-fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
-    model::RunnerContext {
-        name: context.name,
-        dry_run: context.dry_run,
-        timeout_ms: context.timeout_ms,
-        node: context.node,
-        namespace: context.namespace,
-        owner: context.owner.map(owner_back),
         cluster: context.cluster,
     }
 }
@@ -78,19 +66,6 @@ fn binding_type_to_wit(type_: model::BindingType) -> wt::BindingType {
         model::BindingType::Validating => wt::BindingType::Validating,
         model::BindingType::Mutating => wt::BindingType::Mutating,
         model::BindingType::Conversion => wt::BindingType::Conversion,
-    }
-}
-
-fn binding_type_from_wit(type_: wt::BindingType) -> model::BindingType {
-    match type_ {
-        wt::BindingType::OnStartup => model::BindingType::OnStartup,
-        wt::BindingType::Schedule => model::BindingType::Schedule,
-        wt::BindingType::Synchronization => model::BindingType::Synchronization,
-        wt::BindingType::Event => model::BindingType::Event,
-        wt::BindingType::Group => model::BindingType::Group,
-        wt::BindingType::Validating => model::BindingType::Validating,
-        wt::BindingType::Mutating => model::BindingType::Mutating,
-        wt::BindingType::Conversion => model::BindingType::Conversion,
     }
 }
 
@@ -177,8 +152,8 @@ mod tests {
             group: None,
             watch_event: Some(model::WatchEvent::Deleted),
             object: Some(model::ObjectAndFilter {
-                object: Some("{}".to_owned()),
-                filter_result: Some("null".to_owned()),
+                object: Some("{}".into()),
+                filter_result: Some("null".into()),
             }),
             objects: vec![],
             snapshots: vec![model::Snapshot {
@@ -199,7 +174,7 @@ mod tests {
             },
             binding_contexts: vec![context],
         };
-        let wit = hook_input(input.clone());
+        let wit = hook_input(&input);
         let first = &wit.binding_contexts[0];
         assert_eq!(first.binding, "pods");
         assert_eq!(first.type_, wt::BindingType::Event);
@@ -212,7 +187,7 @@ mod tests {
             Some("null")
         );
         assert_eq!(first.snapshots[0].binding, "nodes");
-        assert_eq!(hook_input_back(wit), input);
+        assert_eq!(wit.context.cluster.as_deref(), Some("prod"));
     }
 
     #[test]
@@ -265,6 +240,6 @@ mod tests {
             snapshots: vec![],
             review: Some("{}".to_owned()),
         };
-        assert_eq!(binding_context(context).type_, wt::BindingType::Mutating);
+        assert_eq!(binding_context(&context).type_, wt::BindingType::Mutating);
     }
 }

@@ -80,16 +80,12 @@ pub(super) trait OperationExports {
 
 /// The `hook` world's exports, in one WIT version.
 pub(super) trait HookExports {
-    /// This version's `hook-input`. It is made before the call and taken apart after
-    /// it, outside the call's future, so the caller gets its contexts back even when
-    /// the call is cut off at its deadline.
+    /// This version's `hook-input`, made before the call from a borrow of the model
+    /// input, which the caller keeps.
     type Input;
 
     /// The WIT input for `input`.
-    fn input(input: model::HookInput) -> Self::Input;
-
-    /// The model input back from [`Self::input`]'s result.
-    fn input_back(input: Self::Input) -> model::HookInput;
+    fn input(input: &model::HookInput) -> Self::Input;
 
     /// Instantiates the component in `store` and calls `configure`.
     async fn configure(&self, store: &mut Store<CallState>) -> Outcome<Configured>;
@@ -128,12 +124,8 @@ macro_rules! impl_exports {
         impl HookExports for $hook {
             type Input = $types;
 
-            fn input(input: model::HookInput) -> Self::Input {
+            fn input(input: &model::HookInput) -> Self::Input {
                 $($convert)+::hook_input(input)
-            }
-
-            fn input_back(input: Self::Input) -> model::HookInput {
-                $($convert)+::hook_input_back(input)
             }
 
             async fn configure(&self, store: &mut Store<CallState>) -> Outcome<Configured> {

@@ -46,8 +46,8 @@ pub use module::{HookModule, OperationModule, WASM_MAGIC, WitVersion, World};
 use exports::{HookExports, HookPre, OperationExports, OperationPre, Outcome, Phase};
 use host::{CallState, HostLimitExceeded};
 use operon_data::model::{
-    BindingType, HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, OperationInput,
-    OperationOutput, PatchOperation,
+    HookConfig, HookInput, HookOutput, LogRecord, MetricOperation, OperationInput, OperationOutput,
+    PatchOperation,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -316,14 +316,13 @@ impl Sandbox {
         }
     }
 
-    /// Calls a hook's `handle` export in a fresh store. `input` is handed back
-    /// unchanged, so the caller keeps its contexts without copying them.
+    /// Calls a hook's `handle` export in a fresh store.
     pub async fn handle_hook(
         &self,
         module: &HookModule,
-        input: HookInput,
+        input: &HookInput,
         limits: &CallLimits,
-    ) -> (CallReport<HookOutput>, HookInput) {
+    ) -> CallReport<HookOutput> {
         self.handle_hook_with_values(module, input, None, limits)
             .await
     }
@@ -335,10 +334,10 @@ impl Sandbox {
     pub async fn handle_hook_with_values(
         &self,
         module: &HookModule,
-        input: HookInput,
+        input: &HookInput,
         values: Option<HookValues>,
         limits: &CallLimits,
-    ) -> (CallReport<HookOutput>, HookInput) {
+    ) -> CallReport<HookOutput> {
         match &module.pre {
             HookPre::V0_3(pre) => self.handle_with(pre, input, values, limits).await,
             HookPre::V0_2(pre) => self.handle_with(pre, input, values, limits).await,
@@ -350,28 +349,16 @@ impl Sandbox {
     async fn handle_with<P: HookExports>(
         &self,
         pre: &P,
-        input: HookInput,
+        input: &HookInput,
         values: Option<HookValues>,
         limits: &CallLimits,
-    ) -> (CallReport<HookOutput>, HookInput) {
+    ) -> CallReport<HookOutput> {
         let run = input.context.name.clone();
-        // An older version may lack a binding type (0.1.0 has no `mutating`) or a
-        // context field (before 0.3.0, `cluster`) and carry a neighbouring value or none
-        // instead; the caller gets back the input it sent.
-        let types: Vec<BindingType> = input.binding_contexts.iter().map(|c| c.type_).collect();
-        let cluster = input.context.cluster.clone();
-        let input = P::input(input);
-        let report = self
-            .call_with(&run, limits, values, async |store| {
-                pre.handle(store, &input).await
-            })
-            .await;
-        let mut input = P::input_back(input);
-        for (context, type_) in input.binding_contexts.iter_mut().zip(types) {
-            context.type_ = type_;
-        }
-        input.context.cluster = cluster;
-        (report, input)
+        let wit = P::input(input);
+        self.call_with(&run, limits, values, async |store| {
+            pre.handle(store, &wit).await
+        })
+        .await
     }
 
     /// Turns the raw result of a call into a report, classifying failures by the limit

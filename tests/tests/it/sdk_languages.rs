@@ -281,12 +281,8 @@ fn values_hook_runs(sandbox: &Sandbox, path: &Path) -> Value {
             values: values.to_string(),
             config_values: config_values.to_string(),
         };
-        let (report, _) = block_on(sandbox.handle_hook_with_values(
-            &module,
-            input.clone(),
-            Some(values),
-            &limits(),
-        ));
+        let report =
+            block_on(sandbox.handle_hook_with_values(&module, &input, Some(values), &limits()));
         let output = report.outcome.expect("handle succeeds");
         let message = output
             .validating
@@ -302,7 +298,7 @@ fn values_hook_runs(sandbox: &Sandbox, path: &Path) -> Value {
             ])).collect::<Vec<_>>(),
         }));
     }
-    let (outside, _) = block_on(sandbox.handle_hook(&module, input, &limits()));
+    let outside = block_on(sandbox.handle_hook(&module, &input, &limits()));
     let outside = outside
         .outcome
         .expect_err("no values outside an addon module");

@@ -57,9 +57,7 @@ fn handle(
         context: runner_context(),
         binding_contexts: contexts,
     };
-    let (report, back) = block_on(sandbox.handle_hook(module, input.clone(), &limits()));
-    assert_eq!(back, input, "the input comes back unchanged");
-    report
+    block_on(sandbox.handle_hook(module, &input, &limits()))
 }
 
 fn pod(name: &str, labels: Value) -> Value {
@@ -88,7 +86,7 @@ fn event(object: &Value) -> BindingContext {
     BindingContext {
         watch_event: Some(WatchEvent::Added),
         object: Some(ObjectAndFilter {
-            object: Some(object.to_string()),
+            object: Some(object.to_string().into()),
             filter_result: None,
         }),
         ..context("pods", BindingType::Event)
@@ -207,9 +205,8 @@ fn a_0_3_0_hook_reads_and_patches_its_values() {
         context: runner_context(),
         binding_contexts: vec![context("beforeHelm", BindingType::OnStartup)],
     };
-    let (report, back) =
-        block_on(sandbox.handle_hook_with_values(&module, input.clone(), Some(values), &limits()));
-    assert_eq!(back, input, "the input comes back unchanged");
+    let report =
+        block_on(sandbox.handle_hook_with_values(&module, &input, Some(values), &limits()));
     let output = report.outcome.expect("handle succeeds");
     let seen: Value =
         serde_json::from_str(output.validating.unwrap().message.as_deref().unwrap()).unwrap();
@@ -232,7 +229,7 @@ fn a_0_3_0_hook_reads_and_patches_its_values() {
         ])
     );
     // Outside an addon module the interface answers with an error, which fails the run.
-    let (report, _) = block_on(sandbox.handle_hook(&module, input, &limits()));
+    let report = block_on(sandbox.handle_hook(&module, &input, &limits()));
     let err = report.outcome.unwrap_err().to_string();
     assert!(err.contains("addon modules"), "{err}");
     assert!(report.values_patches.values.is_empty());

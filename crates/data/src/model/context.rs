@@ -2,6 +2,7 @@
 
 use super::selector::WatchEvent;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// What caused a hook run (shell-operator's binding context `type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -41,13 +42,18 @@ impl BindingType {
 }
 
 /// An object with the result of the binding's jq filter.
+///
+/// The texts are shared, not owned: a binding's snapshot and every context that shows
+/// the object (a Synchronization run's list, the `snapshots` of each run that includes
+/// them, the run history) hold the same text, so a binding of 50,000 objects is not
+/// copied whole for each run that is queued.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectAndFilter {
     /// The full object as JSON text; `None` when the binding drops full objects.
-    pub object: Option<String>,
+    pub object: Option<Arc<str>>,
     /// The filter result as JSON text; `None` when the binding has no filter. A filter
     /// that yields nothing gives `null`.
-    pub filter_result: Option<String>,
+    pub filter_result: Option<Arc<str>>,
 }
 
 /// The snapshot of one kubernetes binding, sorted by namespace then name.

@@ -200,7 +200,7 @@ impl Engine {
                 Some(item)
             }
             WatchEvent::Added | WatchEvent::Modified => {
-                // The snapshot takes the item; the run gets a copy only when it runs.
+                // The snapshot takes the item; the run shares its texts.
                 let stored = Stored::new(item, &event.object);
                 let changed = snapshot
                     .get(&object_key)

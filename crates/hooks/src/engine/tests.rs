@@ -255,7 +255,7 @@ async fn snapshot_only_bindings_never_run_but_feed_other_contexts() {
     let names: Vec<_> = snapshot
         .objects
         .iter()
-        .map(|o| o.filter_result.clone().unwrap())
+        .map(|o| o.filter_result.as_deref().unwrap())
         .collect();
     assert_eq!(names, ["\"a\"", "\"b\"", "\"c\""]);
     assert!(

@@ -94,7 +94,7 @@ fn the_stderr_tail_is_cut_on_a_character_boundary() {
 fn an_entry_says_what_started_the_run_and_what_it_did() {
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-0","namespace":"shop"}}"#;
     let object = ObjectAndFilter {
-        object: Some(pod.to_owned()),
+        object: Some(pod.into()),
         filter_result: None,
     };
     let contexts = vec![

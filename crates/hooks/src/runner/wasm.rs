@@ -54,7 +54,10 @@ impl Hook for WasmHook {
                 timeout,
                 ..self.limits.clone()
             };
-            let (report, input) = self.sandbox.handle_hook(&self.module, input, &limits).await;
+            let report = self
+                .sandbox
+                .handle_hook(&self.module, &input, &limits)
+                .await;
             (HookRun::from(report), input)
         })
     }

@@ -508,8 +508,8 @@ fn item_from_map(map: &Map<String, Value>) -> ObjectAndFilter {
         object: map
             .get("object")
             .filter(|object| !object.is_null())
-            .map(Value::to_string),
-        filter_result: map.get("filterResult").map(Value::to_string),
+            .map(|object| object.to_string().into()),
+        filter_result: map.get("filterResult").map(|result| result.to_string().into()),
     }
 }
 
@@ -562,8 +562,8 @@ mod tests {
     #[test]
     fn an_objects_text_is_written_as_it_is() {
         let item = ObjectAndFilter {
-            object: Some(r#"{"z": 1, "a": [ 2 ]}"#.to_owned()),
-            filter_result: Some("not json".to_owned()),
+            object: Some(r#"{"z": 1, "a": [ 2 ]}"#.into()),
+            filter_result: Some("not json".into()),
         };
         let text = to_text_for(
             ConfigVersion::V1,
@@ -581,7 +581,7 @@ mod tests {
             binding: "pods".to_owned(),
             objects: vec![ObjectAndFilter {
                 object: None,
-                filter_result: Some(r#""web""#.to_owned()),
+                filter_result: Some(r#""web""#.into()),
             }],
         };
         let written = to_json(&[

@@ -5,8 +5,7 @@
 //! to exist once per version. [`shared_conversions!`] is that body: each version's
 //! module brings its bindings into scope as `wt` (types), `wk` (kubernetes), `wl` (log)
 //! and `wm` (metrics), defines what differs (`binding_type_to_wit`,
-//! `binding_type_from_wit`, `hook_config`, `lifecycle`, `runner_context`,
-//! `runner_context_back`), and invokes the macro.
+//! `hook_config`, `lifecycle`, `runner_context`), and invokes the macro.
 
 /// Defines the version-independent translations against the `wt`, `wk`, `wl`, `wm` and
 /// `model` paths in scope where it is invoked.
@@ -30,48 +29,13 @@ macro_rules! shared_conversions {
             }
         }
 
-        /// The WIT `hook-input` for `input`; [`hook_input_back`] undoes it.
-        pub(crate) fn hook_input(input: model::HookInput) -> wt::HookInput {
+        /// The WIT `hook-input` for `input`. The texts are copied (the WIT record owns
+        /// its strings); the caller keeps `input`, whose texts it shares with the
+        /// binding snapshots.
+        pub(crate) fn hook_input(input: &model::HookInput) -> wt::HookInput {
             wt::HookInput {
-                context: runner_context(input.context),
-                binding_contexts: input
-                    .binding_contexts
-                    .into_iter()
-                    .map(binding_context)
-                    .collect(),
-            }
-        }
-
-        /// The model value of a `hook-input` made by [`hook_input`], given back to the
-        /// caller after the call so it keeps its contexts without copying them.
-        pub(crate) fn hook_input_back(input: wt::HookInput) -> model::HookInput {
-            model::HookInput {
-                context: runner_context_back(input.context),
-                binding_contexts: input
-                    .binding_contexts
-                    .into_iter()
-                    .map(|c| model::BindingContext {
-                        binding: c.binding,
-                        type_: binding_type_from_wit(c.type_),
-                        group: c.group,
-                        watch_event: c.watch_event.map(watch_event),
-                        object: c.object.map(object_and_filter_back),
-                        objects: c.objects.into_iter().map(object_and_filter_back).collect(),
-                        snapshots: c
-                            .snapshots
-                            .into_iter()
-                            .map(|s| model::Snapshot {
-                                binding: s.binding,
-                                objects: s
-                                    .objects
-                                    .into_iter()
-                                    .map(object_and_filter_back)
-                                    .collect(),
-                            })
-                            .collect(),
-                        review: c.review,
-                    })
-                    .collect(),
+                context: runner_context(input.context.clone()),
+                binding_contexts: input.binding_contexts.iter().map(binding_context).collect(),
             }
         }
 
@@ -84,46 +48,31 @@ macro_rules! shared_conversions {
             }
         }
 
-        fn owner_back(o: wt::OwnerReference) -> model::OwnerReference {
-            model::OwnerReference {
-                api_version: o.api_version,
-                kind: o.kind,
-                name: o.name,
-                uid: o.uid,
-            }
-        }
-
-        fn binding_context(context: model::BindingContext) -> wt::BindingContext {
+        fn binding_context(context: &model::BindingContext) -> wt::BindingContext {
+            let objects = |items: &[model::ObjectAndFilter]| items.iter().map(object_and_filter).collect();
             wt::BindingContext {
-                binding: context.binding,
+                binding: context.binding.clone(),
                 type_: binding_type_to_wit(context.type_),
-                group: context.group,
+                group: context.group.clone(),
                 watch_event: context.watch_event.map(watch_event_to_wit),
-                object: context.object.map(object_and_filter),
-                objects: context.objects.into_iter().map(object_and_filter).collect(),
+                object: context.object.as_ref().map(object_and_filter),
+                objects: objects(&context.objects),
                 snapshots: context
                     .snapshots
-                    .into_iter()
+                    .iter()
                     .map(|s| wt::Snapshot {
-                        binding: s.binding,
-                        objects: s.objects.into_iter().map(object_and_filter).collect(),
+                        binding: s.binding.clone(),
+                        objects: objects(&s.objects),
                     })
                     .collect(),
-                review: context.review,
+                review: context.review.clone(),
             }
         }
 
-        fn object_and_filter(item: model::ObjectAndFilter) -> wt::ObjectAndFilter {
+        fn object_and_filter(item: &model::ObjectAndFilter) -> wt::ObjectAndFilter {
             wt::ObjectAndFilter {
-                object: item.object,
-                filter_result: item.filter_result,
-            }
-        }
-
-        fn object_and_filter_back(item: wt::ObjectAndFilter) -> model::ObjectAndFilter {
-            model::ObjectAndFilter {
-                object: item.object,
-                filter_result: item.filter_result,
+                object: item.object.as_deref().map(str::to_owned),
+                filter_result: item.filter_result.as_deref().map(str::to_owned),
             }
         }
 

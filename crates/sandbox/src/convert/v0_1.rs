@@ -11,8 +11,7 @@ use operon_data::model;
 super::shared::shared_conversions!(pub(crate));
 
 fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
-    // This version's record has no cluster; the sandbox gives the caller back the
-    // context it sent.
+    // This version's record has no cluster; the caller keeps the context it sent.
     wt::RunnerContext {
         name: context.name,
         dry_run: context.dry_run,
@@ -20,18 +19,6 @@ fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
         node: context.node,
         namespace: context.namespace,
         owner: context.owner.map(owner_to_wit),
-    }
-}
-
-fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
-    model::RunnerContext {
-        name: context.name,
-        dry_run: context.dry_run,
-        timeout_ms: context.timeout_ms,
-        node: context.node,
-        namespace: context.namespace,
-        owner: context.owner.map(owner_back),
-        cluster: None,
     }
 }
 
@@ -52,21 +39,9 @@ fn binding_type_to_wit(type_: model::BindingType) -> wt::BindingType {
         // `kubernetes-mutating`, which a 0.1.0 hook cannot declare (its `hook-config` has
         // no such field), so this arm is never taken. Were it taken, `validating` is the
         // closest thing a 0.1.0 guest understands: an admission review to answer. (The
-        // sandbox hands the caller back the type it sent, not this one.)
+        // caller keeps the type it sent.)
         model::BindingType::Mutating => wt::BindingType::Validating,
         model::BindingType::Conversion => wt::BindingType::Conversion,
-    }
-}
-
-fn binding_type_from_wit(type_: wt::BindingType) -> model::BindingType {
-    match type_ {
-        wt::BindingType::OnStartup => model::BindingType::OnStartup,
-        wt::BindingType::Schedule => model::BindingType::Schedule,
-        wt::BindingType::Synchronization => model::BindingType::Synchronization,
-        wt::BindingType::Event => model::BindingType::Event,
-        wt::BindingType::Group => model::BindingType::Group,
-        wt::BindingType::Validating => model::BindingType::Validating,
-        wt::BindingType::Conversion => model::BindingType::Conversion,
     }
 }
 
@@ -144,13 +119,13 @@ mod tests {
                 context(model::BindingType::Mutating),
             ],
         };
-        let wit = hook_input(input);
+        let wit = hook_input(&input);
         let types: Vec<_> = wit.binding_contexts.iter().map(|c| c.type_).collect();
         assert_eq!(
             types,
             [wt::BindingType::Validating, wt::BindingType::Validating]
         );
-        assert!(hook_input_back(wit).context.dry_run);
+        assert!(wit.context.dry_run);
     }
 
     #[test]

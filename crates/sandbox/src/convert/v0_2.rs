@@ -23,18 +23,6 @@ fn runner_context(context: model::RunnerContext) -> wt::RunnerContext {
     }
 }
 
-fn runner_context_back(context: wt::RunnerContext) -> model::RunnerContext {
-    model::RunnerContext {
-        name: context.name,
-        dry_run: context.dry_run,
-        timeout_ms: context.timeout_ms,
-        node: context.node,
-        namespace: context.namespace,
-        owner: context.owner.map(owner_back),
-        cluster: None,
-    }
-}
-
 /// This version has no lifecycle bindings.
 pub(crate) fn lifecycle(_config: &wt::HookConfig) -> Vec<(String, f64)> {
     Vec::new()
@@ -50,19 +38,6 @@ fn binding_type_to_wit(type_: model::BindingType) -> wt::BindingType {
         model::BindingType::Validating => wt::BindingType::Validating,
         model::BindingType::Mutating => wt::BindingType::Mutating,
         model::BindingType::Conversion => wt::BindingType::Conversion,
-    }
-}
-
-fn binding_type_from_wit(type_: wt::BindingType) -> model::BindingType {
-    match type_ {
-        wt::BindingType::OnStartup => model::BindingType::OnStartup,
-        wt::BindingType::Schedule => model::BindingType::Schedule,
-        wt::BindingType::Synchronization => model::BindingType::Synchronization,
-        wt::BindingType::Event => model::BindingType::Event,
-        wt::BindingType::Group => model::BindingType::Group,
-        wt::BindingType::Validating => model::BindingType::Validating,
-        wt::BindingType::Mutating => model::BindingType::Mutating,
-        wt::BindingType::Conversion => model::BindingType::Conversion,
     }
 }
 
