@@ -509,7 +509,9 @@ fn item_from_map(map: &Map<String, Value>) -> ObjectAndFilter {
             .get("object")
             .filter(|object| !object.is_null())
             .map(|object| object.to_string().into()),
-        filter_result: map.get("filterResult").map(|result| result.to_string().into()),
+        filter_result: map
+            .get("filterResult")
+            .map(|result| result.to_string().into()),
     }
 }
 
