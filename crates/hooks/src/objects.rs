@@ -33,14 +33,16 @@ impl ObjectKey {
     }
 }
 
-/// One object: what the hook sees of it. The texts are shared with the contexts that
-/// show them ([`ObjectAndFilter`] holds the same `Arc`s), so a queued Synchronization
-/// run, or each run's `snapshots`, costs a pointer per object and not a copy. Three
+/// One object: what the hook sees of it. An object's text is shared with the contexts
+/// that show it ([`ObjectAndFilter`] holds the same `Arc`), so a queued Synchronization
+/// run, or each run's `snapshots`, costs a pointer per object and not a copy. A filter
+/// result alone stays boxed to its length: it is small, and an `Arc`'s two counts
+/// would cost more per watched object than the copy a context makes of it. Three
 /// words: a binding of a whole cluster holds one per object.
 #[derive(Debug, Clone)]
 pub(crate) enum Stored {
     /// The filter result alone (a jqFilter, `keepFullObjectsInMemory: false`).
-    Filtered(Arc<str>),
+    Filtered(Box<str>),
     /// The object alone (no jqFilter).
     Object(Arc<str>),
     /// The object and the filter result, boxed so the common cases stay small.
@@ -54,7 +56,7 @@ impl Stored {
     /// What a binding keeps of `object`, given what the hook sees of it.
     pub(crate) fn new(item: ObjectAndFilter, object: &Value) -> Self {
         match (item.object, item.filter_result) {
-            (None, Some(filtered)) => Self::Filtered(filtered),
+            (None, Some(filtered)) => Self::Filtered(Box::from(&*filtered)),
             (Some(object), None) => Self::Object(object),
             (Some(object), Some(filtered)) => Self::Both(Box::new((object, filtered))),
             (None, None) => Self::Checksum(checksum(object)),
@@ -73,7 +75,10 @@ impl Stored {
     fn shown(&self) -> Result<&str, u64> {
         match self {
             Self::Checksum(sum) => Err(*sum),
-            _ => Ok(self.filter_result().or(self.object()).map_or("", |t| t)),
+            _ => Ok(self
+                .filter_result()
+                .or(self.object().map(|t| &**t))
+                .unwrap_or_default()),
         }
     }
 
@@ -85,7 +90,7 @@ impl Stored {
         }
     }
 
-    fn filter_result(&self) -> Option<&Arc<str>> {
+    fn filter_result(&self) -> Option<&str> {
         match self {
             Self::Filtered(text) => Some(text),
             Self::Both(texts) => Some(&texts.1),
@@ -97,7 +102,10 @@ impl Stored {
     pub(crate) fn item(&self) -> ObjectAndFilter {
         ObjectAndFilter {
             object: self.object().cloned(),
-            filter_result: self.filter_result().cloned(),
+            filter_result: match self {
+                Self::Both(texts) => Some(texts.1.clone()),
+                _ => self.filter_result().map(Arc::from),
+            },
         }
     }
 
@@ -106,7 +114,7 @@ impl Stored {
         match self {
             Self::Filtered(text) => ObjectAndFilter {
                 object: None,
-                filter_result: Some(text),
+                filter_result: Some(text.into()),
             },
             Self::Object(text) => ObjectAndFilter {
                 object: Some(text),
@@ -126,15 +134,18 @@ impl Stored {
         }
     }
 
-    /// The bytes it keeps besides itself: each text with its `Arc`'s two counts,
-    /// whether or not a context shares it at the moment.
+    /// The bytes it keeps besides itself: each text, with an `Arc`'s two counts for a
+    /// shared one, whether or not a context shares it at the moment.
     fn heap_bytes(&self) -> usize {
-        let text = |t: Option<&Arc<str>>| t.map_or(0, |t| t.len() + 2 * size_of::<usize>());
-        let boxed = match self {
-            Self::Both(_) => size_of::<(Arc<str>, Arc<str>)>(),
-            _ => 0,
-        };
-        boxed + text(self.object()) + text(self.filter_result())
+        let counts = 2 * size_of::<usize>();
+        match self {
+            Self::Filtered(text) => text.len(),
+            Self::Object(text) => text.len() + counts,
+            Self::Both(texts) => {
+                size_of::<(Arc<str>, Arc<str>)>() + texts.0.len() + texts.1.len() + 2 * counts
+            }
+            Self::Checksum(_) => 0,
+        }
     }
 }
 
