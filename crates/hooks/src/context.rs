@@ -22,20 +22,40 @@ pub fn object_and_filter(
     keep_full_object: bool,
 ) -> ObjectAndFilter {
     ObjectAndFilter {
-        object: keep_full_object.then(|| compact_text(object)),
-        filter_result: filter_outputs.map(|outputs| match outputs {
-            [] => Arc::from("null"),
-            [one] => compact_text(one),
-            many => compact_text(many),
-        }),
+        object: keep_full_object.then(|| compact_text(object, shared)),
+        filter_result: filter_outputs.map(|outputs| filter_text(outputs, shared)),
     }
 }
 
-/// `value` as compact JSON in a shared string of exactly its length: it is kept for as
-/// long as the object is watched. Written into a reused buffer and copied once, rather than
-/// grown step by step through `fmt::Write` and shrunk (`Value::to_string`), which was a
-/// sixth of an event's cost outside the hook call in a profile of the hook loop.
-fn compact_text(value: &(impl serde::Serialize + ?Sized)) -> Arc<str> {
+/// The `filterResult` text of a filter's outputs, made by `make` from the text.
+pub(crate) fn filter_text<T>(outputs: &[Value], make: impl FnOnce(&str) -> T) -> T {
+    match outputs {
+        [] => make("null"),
+        [one] => compact_text(one, make),
+        many => compact_text(many, make),
+    }
+}
+
+/// A text as an `Arc`, for [`compact_text`] (a function, so the borrow it takes is
+/// any caller's).
+pub(crate) fn shared(text: &str) -> Arc<str> {
+    Arc::from(text)
+}
+
+/// A text boxed to its length, for [`compact_text`].
+pub(crate) fn boxed(text: &str) -> Box<str> {
+    Box::from(text)
+}
+
+/// `value` as compact JSON, handed to `make`, which copies it once into the string it
+/// keeps (shared or boxed, of exactly its length: it is kept for as long as the object
+/// is watched). Written into a reused buffer rather than grown step by step through
+/// `fmt::Write` and shrunk (`Value::to_string`), which was a sixth of an event's cost
+/// outside the hook call in a profile of the hook loop.
+pub(crate) fn compact_text<T>(
+    value: &(impl serde::Serialize + ?Sized),
+    make: impl FnOnce(&str) -> T,
+) -> T {
     thread_local! {
         static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
@@ -44,7 +64,7 @@ fn compact_text(value: &(impl serde::Serialize + ?Sized)) -> Arc<str> {
         serde_json::to_writer(&mut *buffer, value)
             .expect("a JSON value always serializes into memory");
         let text = std::str::from_utf8(buffer).expect("serde_json writes UTF-8");
-        let text = Arc::from(text);
+        let text = make(text);
         // A huge object must not pin its size in every thread's buffer.
         if buffer.capacity() > 1 << 20 {
             *buffer = Vec::new();

@@ -4,6 +4,7 @@
 //! changed anything, under a compact key that sorts as snapshots are sorted (namespace,
 //! then name). Also counts the bytes it holds, for `operon_kube_snapshot_bytes`.
 
+use crate::context;
 use operon_cluster::{Identity, namespace_and_name};
 use operon_data::model::ObjectAndFilter;
 use serde_json::Value;
@@ -53,8 +54,28 @@ pub(crate) enum Stored {
 }
 
 impl Stored {
+    /// What a binding keeps of `object`: `filter_outputs` and `keep_full_object` as
+    /// [`context::object_and_filter`] takes them, each text written once in the form
+    /// it is kept in.
+    pub(crate) fn of(
+        object: &Value,
+        filter_outputs: Option<&[Value]>,
+        keep_full_object: bool,
+    ) -> Self {
+        match (keep_full_object, filter_outputs) {
+            (false, Some(outputs)) => Self::Filtered(context::filter_text(outputs, context::boxed)),
+            (true, None) => Self::Object(context::compact_text(object, context::shared)),
+            (true, Some(outputs)) => Self::Both(Box::new((
+                context::compact_text(object, context::shared),
+                context::filter_text(outputs, context::shared),
+            ))),
+            (false, None) => Self::Checksum(checksum(object)),
+        }
+    }
+
     /// What a binding keeps of `object`, given what the hook sees of it.
-    pub(crate) fn new(item: ObjectAndFilter, object: &Value) -> Self {
+    #[cfg(test)]
+    fn new(item: ObjectAndFilter, object: &Value) -> Self {
         match (item.object, item.filter_result) {
             (None, Some(filtered)) => Self::Filtered(Box::from(&*filtered)),
             (Some(object), None) => Self::Object(object),

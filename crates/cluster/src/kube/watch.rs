@@ -246,6 +246,16 @@ impl WatchTask {
         }
     }
 
+    /// Keeps the `resourceVersion` of an object a watch event carried as the last one
+    /// seen, and returns it (empty when the object has none).
+    fn saw<'o>(&mut self, object: &'o Value) -> &'o str {
+        let version = metadata_str(object, "resourceVersion").unwrap_or("");
+        if !version.is_empty() {
+            super::source::remember(&mut self.seen, version);
+        }
+        version
+    }
+
     /// Unregisters the watch when nobody joined meanwhile; false if someone did.
     fn close(&mut self) -> bool {
         let Some(watches) = self.watches.upgrade() else {
@@ -317,9 +327,7 @@ impl WatchTask {
             }
             Step::Deleted(object) => {
                 let object = self.value(object);
-                if let Some(version) = metadata_str(&object, "resourceVersion") {
-                    super::source::remember(&mut self.seen, version);
-                }
+                self.saw(&object);
                 self.known.remove(&Identity::of_object(&object));
                 self.send(WatchEvent::Deleted, object, None);
             }
@@ -397,10 +405,7 @@ impl WatchTask {
     /// An object listed or seen by the watch: an event for the subscribers unless its
     /// `resourceVersion` is the one they already saw.
     fn applied(&mut self, object: Value) {
-        let version = metadata_str(&object, "resourceVersion").unwrap_or("");
-        if !version.is_empty() {
-            super::source::remember(&mut self.seen, version);
-        }
+        let version = self.saw(&object);
         if let Some(kind) = self.record(Identity::of_object(&object), version) {
             self.send(kind, object, None);
         }

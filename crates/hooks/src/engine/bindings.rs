@@ -9,7 +9,7 @@ use crate::metrics::BindingMetrics;
 use crate::objects::{BindingObjects, ObjectKey, Stored};
 use crate::queue::{Task, TaskKind};
 use operon_cluster::{ClusterError, Event, Resource, Selector, namespace_and_name};
-use operon_data::model::{ObjectAndFilter, WatchEvent};
+use operon_data::model::WatchEvent;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -53,7 +53,7 @@ impl Engine {
         binding: &KubernetesBinding,
         object: &Value,
         handles: &BindingMetrics,
-    ) -> ObjectAndFilter {
+    ) -> Stored {
         let outputs = binding.jq_filter.as_ref().map(|filter| {
             let started = std::time::Instant::now();
             // A filter that errors on one object yields nothing for it, as jq would
@@ -66,7 +66,7 @@ impl Engine {
             handles.jq_filter(started.elapsed());
             outputs
         });
-        context::object_and_filter(
+        Stored::of(
             object,
             outputs.as_deref(),
             binding.keep_full_objects_in_memory,
@@ -88,8 +88,10 @@ impl Engine {
         // Each object is dropped as soon as its filter ran: only what the hook sees stays.
         let handles = self.kube_metrics(h, binding);
         let snapshot = BindingObjects::from_list(objects.into_iter().map(|object| {
-            let item = Self::filter(binding, &object, &handles);
-            (ObjectKey::of(&object), Stored::new(item, &object))
+            (
+                ObjectKey::of(&object),
+                Self::filter(binding, &object, &handles),
+            )
         }));
         let mut state = self.lock();
         state.snapshots.insert((h, b), snapshot);
@@ -188,7 +190,7 @@ impl Engine {
             return self.fire(state, key, WatchEvent::Deleted, last.into_item(), root);
         }
         let object_key = ObjectKey::of(&event.object);
-        let item = {
+        let stored = {
             let _filter = spans::filter(&root).entered();
             Self::filter(binding, &event.object, handles)
         };
@@ -197,11 +199,10 @@ impl Engine {
         let item = match event.kind {
             WatchEvent::Deleted => {
                 snapshot.remove(&object_key);
-                Some(item)
+                Some(stored.into_item())
             }
             WatchEvent::Added | WatchEvent::Modified => {
                 // The snapshot takes the item; the run shares its texts.
-                let stored = Stored::new(item, &event.object);
                 let changed = snapshot
                     .get(&object_key)
                     .is_none_or(|before| !before.shows_the_same(&stored));
