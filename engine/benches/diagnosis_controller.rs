@@ -23,6 +23,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+// The allocator the `operon` binary runs with, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: operon::Allocator = operon::Allocator;
+
 fn main() {
     operon::script::launcher::run_if_invoked();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -28,6 +28,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+// The allocator the `operon` binary runs with, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: operon::Allocator = operon::Allocator;
+
 const ROUNDS: usize = 7;
 
 fn repo(path: &str) -> std::path::PathBuf {

@@ -26,6 +26,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, watch};
 
+// The allocator the `operon` binary runs with, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: operon::Allocator = operon::Allocator;
+
 const CONNECTIONS: usize = 8;
 
 fn main() {

@@ -2,6 +2,10 @@
 
 mod cli;
 
+#[cfg(not(feature = "system-allocator"))]
+#[global_allocator]
+static ALLOCATOR: operon::Allocator = operon::Allocator;
+
 fn main() -> std::process::ExitCode {
     // A sandboxed script run re-executes this binary as its launcher; it must take over
     // before any thread starts.

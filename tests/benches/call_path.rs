@@ -24,6 +24,10 @@ use wasmtime::Store;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+// The allocator the `operon` binary runs with, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: operon::Allocator = operon::Allocator;
+
 struct RawState {
     wasi: WasiCtx,
     table: ResourceTable,

@@ -20,30 +20,32 @@ use operon::metrics::Metrics;
 use operon::model::{HookConfig, HookInput, KubernetesBindingConfig};
 use operon_tests::bench::median;
 use serde_json::{Value, json};
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Counts the bytes live on the heap (as requested; the allocator's own overhead per
-/// allocation comes on top).
+/// allocation comes on top), forwarding to the allocator the `operon` binary runs with.
 struct Counting;
+
+static INNER: operon::Allocator = operon::Allocator;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
-// Forwarding to the system allocator is the whole point of a counting allocator; the
+// Forwarding to the binary's allocator is the whole point of a counting allocator; the
 // bench binary alone uses it.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
+        unsafe { INNER.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { INNER.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LIVE.fetch_add(
@@ -51,7 +53,7 @@ unsafe impl GlobalAlloc for Counting {
             Ordering::Relaxed,
         );
         // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { INNER.realloc(ptr, layout, new_size) }
     }
 }
 

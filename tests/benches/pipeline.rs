@@ -22,6 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+// The allocator the `operon` binary runs with, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: operon::Allocator = operon::Allocator;
+
 /// Succeeds unless its operation is in `fail`; counts calls.
 struct NoOp {
     name: String,

@@ -24,6 +24,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+// The allocator the `operon` binary runs with, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: operon::Allocator = operon::Allocator;
+
 /// Events per measurement; enough for a stable mean, few enough for the slow models.
 const EVENTS: u32 = 200;
 /// Runs per measurement of the process-per-run models.

@@ -1,5 +1,7 @@
 //! Handing the heap's free memory back to the system in the long-running commands
-//! (`operon serve`, `operon agent`).
+//! (`operon serve`, `operon agent`), when the binary is built to run on glibc's
+//! allocator (the `system-allocator` feature). mimalloc, the default, returns the pages
+//! it frees by itself; these are no-ops then.
 //!
 //! glibc's allocator gives each busy thread an arena of its own and keeps what is freed
 //! there for later allocations. Under churn (Pods created, updated and deleted, hooks run
@@ -10,11 +12,10 @@
 //! pages that hold a single live chunk, and each arena holds some, so the number of
 //! arenas is capped as well.
 
-use std::time::Duration;
-
 /// How often the free memory is handed back: often enough that growth between two
 /// trims stays small, rarely enough that the walk over the arenas costs nothing.
-const EVERY: Duration = Duration::from_secs(30);
+#[cfg(all(target_os = "linux", target_env = "gnu", feature = "system-allocator"))]
+const EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Caps glibc's arenas at one per CPU (at least two) unless `MALLOC_ARENA_MAX` or
 /// `GLIBC_TUNABLES` says otherwise; glibc's default is eight per CPU. Called before the
@@ -23,7 +24,7 @@ const EVERY: Duration = Duration::from_secs(30);
 /// Under the soak's churn on two CPUs, `operon serve` held about ten arenas of 2 to 5
 /// MiB each; capped at two, its anonymous memory stayed lower and grew more slowly.
 pub fn limit_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(target_os = "linux", target_env = "gnu", feature = "system-allocator"))]
     {
         let set_by_user = std::env::var_os("MALLOC_ARENA_MAX").is_some()
             || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
@@ -42,9 +43,9 @@ pub fn limit_arenas() {
 }
 
 /// Trims the heap every `EVERY` until the runtime ends. A no-op where the C library
-/// is not glibc.
+/// is not glibc, or the binary does not use it.
 pub fn keep_trimmed() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(target_os = "linux", target_env = "gnu", feature = "system-allocator"))]
     tokio::spawn(async {
         let mut every = tokio::time::interval(EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -56,7 +57,7 @@ pub fn keep_trimmed() {
     });
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", feature = "system-allocator"))]
 fn trim() {
     // SAFETY: malloc_trim only walks and releases the allocator's own free memory,
     // under the allocator's locks; it takes no pointer and may be called from any
