@@ -36,9 +36,11 @@
 
 /// The allocator the `operon` binary runs with, and the benchmarks that measure its work.
 ///
-/// glibc's malloc spent about a third of the hook loop's time outside the guest call
-/// (consolidating and unlinking free chunks as each event's JSON trees were freed);
-/// mimalloc's per-size free lists do not (see the book's performance pages).
+/// Each watch event allocates and frees JSON trees of many small nodes; glibc's malloc
+/// spent much of the hook loop's time outside the guest call consolidating and
+/// unlinking the freed chunks, where mimalloc's per-size free pages do not. It is built
+/// without asking for transparent huge pages, which kept freed memory resident. See the
+/// book's performance pages for both; the `system-allocator` feature builds on glibc's.
 pub use mimalloc::MiMalloc as Allocator;
 
 pub use operon_addons as addons;
