@@ -2,7 +2,6 @@
 
 mod cli;
 
-#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: operon::Allocator = operon::Allocator;
 

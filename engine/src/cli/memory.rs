@@ -1,7 +1,7 @@
 //! Handing the heap's free memory back to the system in the long-running commands
-//! (`operon serve`, `operon agent`), when the binary is built to run on glibc's
-//! allocator (the `system-allocator` feature). mimalloc, the default, returns the pages
-//! it frees by itself; these are no-ops then.
+//! (`operon serve`, `operon agent`), when the binary runs on glibc's allocator (the
+//! default). Built with the `mimalloc` feature, it returns the pages it frees by
+//! itself, and these are no-ops.
 //!
 //! glibc's allocator gives each busy thread an arena of its own and keeps what is freed
 //! there for later allocations. Under churn (Pods created, updated and deleted, hooks run
@@ -14,7 +14,7 @@
 
 /// How often the free memory is handed back: often enough that growth between two
 /// trims stays small, rarely enough that the walk over the arenas costs nothing.
-#[cfg(all(target_os = "linux", target_env = "gnu", feature = "system-allocator"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "mimalloc")))]
 const EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Caps glibc's arenas at one per CPU (at least two) unless `MALLOC_ARENA_MAX` or
@@ -24,7 +24,7 @@ const EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 /// Under the soak's churn on two CPUs, `operon serve` held about ten arenas of 2 to 5
 /// MiB each; capped at two, its anonymous memory stayed lower and grew more slowly.
 pub fn limit_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu", feature = "system-allocator"))]
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "mimalloc")))]
     {
         let set_by_user = std::env::var_os("MALLOC_ARENA_MAX").is_some()
             || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
@@ -45,7 +45,7 @@ pub fn limit_arenas() {
 /// Trims the heap every `EVERY` until the runtime ends. A no-op where the C library
 /// is not glibc, or the binary does not use it.
 pub fn keep_trimmed() {
-    #[cfg(all(target_os = "linux", target_env = "gnu", feature = "system-allocator"))]
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "mimalloc")))]
     tokio::spawn(async {
         let mut every = tokio::time::interval(EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -57,7 +57,7 @@ pub fn keep_trimmed() {
     });
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu", feature = "system-allocator"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "mimalloc")))]
 fn trim() {
     // SAFETY: malloc_trim only walks and releases the allocator's own free memory,
     // under the allocator's locks; it takes no pointer and may be called from any
