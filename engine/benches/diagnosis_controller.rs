@@ -23,9 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-// The allocator the `operon` binary runs with, so that the figures are the binary's.
-#[global_allocator]
-static ALLOCATOR: operon::Allocator = operon::Allocator;
+operon::binary_allocator!();
 
 fn main() {
     operon::script::launcher::run_if_invoked();

@@ -14,9 +14,7 @@
 use operon::script::{Launcher, Limits, SandboxRequest, ScriptSandbox, ScriptSandboxConfig};
 use std::time::{Duration, Instant};
 
-// The allocator the `operon` binary runs with, so that the figures are the binary's.
-#[global_allocator]
-static ALLOCATOR: operon::Allocator = operon::Allocator;
+operon::binary_allocator!();
 
 const SCRIPT: &[u8] = b"#!/bin/sh\necho hello\n";
 const WARMUP: usize = 5;

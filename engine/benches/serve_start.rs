@@ -28,9 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-// The allocator the `operon` binary runs with, so that the figures are the binary's.
-#[global_allocator]
-static ALLOCATOR: operon::Allocator = operon::Allocator;
+operon::binary_allocator!();
 
 const ROUNDS: usize = 7;
 

@@ -50,6 +50,17 @@ pub use mimalloc::MiMalloc as Allocator;
 #[cfg(not(feature = "mimalloc"))]
 pub use std::alloc::System as Allocator;
 
+/// Makes [`Allocator`] the global allocator of the binary that calls it: the `operon`
+/// binary, and the benches that run the engine in their own process, so that their
+/// figures are the binary's.
+#[macro_export]
+macro_rules! binary_allocator {
+    () => {
+        #[global_allocator]
+        static ALLOCATOR: $crate::Allocator = $crate::Allocator;
+    };
+}
+
 pub use operon_addons as addons;
 pub use operon_cluster as cluster;
 pub use operon_controller::{agent, controllers, serve, telemetry};

@@ -2,8 +2,7 @@
 
 mod cli;
 
-#[global_allocator]
-static ALLOCATOR: operon::Allocator = operon::Allocator;
+operon::binary_allocator!();
 
 fn main() -> std::process::ExitCode {
     // A sandboxed script run re-executes this binary as its launcher; it must take over

@@ -24,9 +24,7 @@ use wasmtime::Store;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-// The allocator the `operon` binary runs with, so that the figures are the binary's.
-#[global_allocator]
-static ALLOCATOR: operon::Allocator = operon::Allocator;
+operon::binary_allocator!();
 
 struct RawState {
     wasi: WasiCtx,

@@ -50,10 +50,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-// The allocator the `operon` binary runs with: the loop's time is much of it
-// allocating and freeing JSON trees.
-#[global_allocator]
-static ALLOCATOR: operon::Allocator = operon::Allocator;
+// The loop's time is much of it allocating and freeing JSON trees.
+operon::binary_allocator!();
 
 fn pod(i: usize) -> serde_json::Value {
     serde_json::json!({

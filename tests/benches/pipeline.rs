@@ -22,9 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-// The allocator the `operon` binary runs with, so that the figures are the binary's.
-#[global_allocator]
-static ALLOCATOR: operon::Allocator = operon::Allocator;
+operon::binary_allocator!();
 
 /// Succeeds unless its operation is in `fail`; counts calls.
 struct NoOp {

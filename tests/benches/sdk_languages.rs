@@ -24,9 +24,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-// The allocator the `operon` binary runs with, so that the figures are the binary's.
-#[global_allocator]
-static ALLOCATOR: operon::Allocator = operon::Allocator;
+operon::binary_allocator!();
 
 /// Events per measurement; enough for a stable mean, few enough for the slow models.
 const EVENTS: u32 = 200;

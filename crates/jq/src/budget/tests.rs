@@ -128,6 +128,12 @@ fn the_stack_limit_holds_on_a_thread_with_a_small_stack() {
 
 #[test]
 fn values_nested_too_deep_are_refused_where_they_are_built() {
+    // Depth must stop these before time does, on a busy machine too: a debug build
+    // sharing its CPUs once reached the 200 ms of `short()` first.
+    let roomy = Limits {
+        time: Duration::from_secs(10),
+        ..Limits::default()
+    };
     for filter in [
         "reduce range(100000) as $i (0; [.])",
         "reduce range(100000) as $i (0; {a: .})",
@@ -141,12 +147,6 @@ fn values_nested_too_deep_are_refused_where_they_are_built() {
         r#""[" * 100000 | tonumber"#,
         r#"try ("[" * 100000 | fromjson) catch 0"#,
     ] {
-        // Depth must stop these before time does, on a busy machine too: a debug build
-        // sharing its CPUs once reached the 200 ms of `short()` first.
-        let roomy = Limits {
-            time: Duration::from_secs(10),
-            ..Limits::default()
-        };
         assert_eq!(
             limit_of(filter, &roomy),
             Limit::Depth(MAX_DEPTH),
