@@ -131,7 +131,9 @@ impl Conversions {
                 to,
                 reason: format!("{}: {reason}", step.file.display()),
             };
-            let output = operon_jq::without_blocking_runtime(|| step.filter.run_one(&settings))
+            let output = step
+                .filter
+                .run_one_in_task(&settings)
                 .map_err(|e| failed(e.to_string()))?;
             settings = match output {
                 Value::Object(_) => output,

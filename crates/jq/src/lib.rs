@@ -27,7 +27,9 @@
 //! [`set_memory_limit`] change the time and memory limits of the process
 //! (`--jq-timeout`, `--jq-memory`). Over a limit, the run fails with
 //! [`JqError::Limit`], which names the filter and the limit, whatever `try` or `?` the
-//! filter wraps around the loop; the process is never taken down.
+//! filter wraps around the loop; the process is never taken down. From async code,
+//! [`Filter::run_in_task`] and [`Filter::run_one_in_task`] keep a long run off the
+//! runtime's worker (`runtime`).
 //!
 //! This crate depends on nothing of Operon: it takes and gives JSON values, and knows
 //! nothing of hooks, bindings or patches.
@@ -39,6 +41,7 @@ mod instrument;
 mod memory;
 mod paths;
 mod prelude;
+mod runtime;
 mod value;
 
 use budget::MAX_DEPTH;
@@ -50,6 +53,7 @@ use jaq_core::{Ctx, Vars, data::JustLut};
 use jaq_json::Val;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 use value::{from_val, to_val};
@@ -217,6 +221,9 @@ struct Inner {
     compiled: Compiled,
     /// The fields read, when the filter only reads a chain of them (`field_path`).
     fields: Option<Vec<String>>,
+    /// Whether a run from async code outlasted `runtime::ON_WORKER`: later ones then
+    /// leave the runtime's worker at once.
+    slow: AtomicBool,
 }
 
 impl std::fmt::Debug for Filter {
@@ -285,7 +292,12 @@ impl Filter {
 
     /// Runs the filter and requires exactly one output.
     pub fn run_one(&self, input: &Value) -> Result<Value, JqError> {
-        let mut outputs = self.run(input)?;
+        self.run_one_within(input, &configured_limits())
+    }
+
+    /// [`Filter::run_one`] within `limits`.
+    pub fn run_one_within(&self, input: &Value, limits: &Limits) -> Result<Value, JqError> {
+        let mut outputs = self.run_within(input, limits)?;
         match outputs.pop() {
             Some(value) if outputs.is_empty() => Ok(value),
             last => Err(JqError::NotOneOutput {
@@ -359,20 +371,6 @@ pub fn configured_limits() -> Limits {
         bytes => limits.memory = bytes,
     }
     limits
-}
-
-/// Runs `run` (a filter's run) where it cannot starve the async runtime: a run may
-/// take up to its time limit, and on a worker of a multi-thread tokio runtime that
-/// would stall every task queued on that worker, so there the worker's other tasks are
-/// handed to another thread while it runs (`tokio::task::block_in_place`). Elsewhere
-/// (no runtime, a current-thread runtime, a blocking thread) it just runs.
-pub fn without_blocking_runtime<T>(run: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(run)
-        }
-        _ => run(),
-    }
 }
 
 /// Compiles `text`, or returns the filter compiled earlier from the same text.
@@ -466,6 +464,7 @@ fn compile_on_this_stack(text: &str) -> Result<Filter, JqError> {
             text: text.to_owned(),
             compiled,
             fields: field_path::parse(text),
+            slow: AtomicBool::new(false),
         }),
     })
 }

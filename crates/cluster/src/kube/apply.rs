@@ -254,7 +254,7 @@ async fn jq_patch(cluster: &KubeCluster, spec: &JqPatchSpec) -> Result<(), Clust
             }
             other => other?,
         };
-        let patched = match operon_jq::without_blocking_runtime(|| filter.run_one(&current)) {
+        let patched = match filter.run_one_in_task(&current) {
             Ok(patched) => patched,
             Err(e) => {
                 return Ok(Some(ClusterError::Invalid {

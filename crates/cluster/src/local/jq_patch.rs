@@ -6,7 +6,7 @@
 //! hold every other watcher, list and write of the cluster for that long; run on a
 //! runtime worker, it would stall that worker's other tasks (`hook run` runs several
 //! hooks' queues at once). So it runs as the kube cluster runs it: read the object, run
-//! the filter within `jq::without_blocking_runtime`, then write the output if the
+//! the filter with `Filter::run_one_in_task`, then write the output if the
 //! object is still the one the filter read (the kube cluster's `resourceVersion`
 //! precondition), or run it again on the newer object.
 
@@ -33,7 +33,8 @@ impl LocalCluster {
             let read = self.object_at(&spec.target)?;
             let patched = match &read {
                 Some(object) => Some(
-                    operon_jq::without_blocking_runtime(|| filter.run_one(object))
+                    filter
+                        .run_one_in_task(object)
                         .map_err(|e| invalid(e.to_string()))?,
                 ),
                 None => None,

@@ -58,7 +58,7 @@ impl Engine {
             let started = std::time::Instant::now();
             // A filter that errors on one object yields nothing for it, as jq would
             // print nothing; the error is logged so it is not silent.
-            let outputs = operon_jq::without_blocking_runtime(|| filter.run(object));
+            let outputs = filter.run_in_task(object);
             let outputs = outputs.unwrap_or_else(|e| {
                 tracing::warn!(binding = %binding.name, error = %e, "jq filter failed on an object");
                 Vec::new()
