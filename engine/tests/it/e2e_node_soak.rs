@@ -14,9 +14,13 @@
 //! (p50, p99), the leader's working set (its cgroup) and what it is made of, its open
 //! files and tasks, Diagnoses succeeded.
 //!
-//! It fails when, after the first five minutes of warm-up, the leader's memory grows
-//! more than 10% or its open files or tasks grow, when a Pod is not labelled by both
-//! hooks, when an admission request is refused, or when a Diagnosis does not succeed.
+//! It fails when, over the soak's second half, the leader's memory grows more than 10%
+//! or its open files or tasks grow, when a Pod is not labelled by both hooks, when an
+//! admission request is refused, or when a Diagnosis does not succeed. The first half
+//! is warm-up: at the full rate the working set rose for 13 to 21 minutes before it
+//! held (the allocator's free memory and file pages charged to the Pod; an earlier run
+//! under heaptrack held a flat live heap), so a bound from minute 5 measured that rise,
+//! not a leak. Over a 30-minute soak the bound fails a leak of a quarter MiB a minute.
 
 use crate::e2e_node::{
     SHELL_LABEL, WASM_LABEL, checked_configmap, install_for_load, leader_pod, node, operon_pod,
@@ -37,8 +41,6 @@ use std::time::{Duration, Instant};
 const PODS: usize = 1_000;
 /// Pod operations per second.
 const RATE: f64 = 20.0;
-/// Minutes of warm-up after which nothing may grow.
-const WARM_UP: usize = 5;
 
 /// The shell labelling hook, written for churn: one jq over every binding context. The
 /// shell-operator-style twin of the other suites runs jq three times per Pod, which at
@@ -192,7 +194,9 @@ async fn the_controller_holds_steady_under_half_an_hour_of_churn() {
     let minutes: usize = minutes
         .parse()
         .unwrap_or_else(|_| panic!("OPERON_E2E_NODE_SOAK_MINUTES is not a number: {minutes:?}"));
-    assert!(minutes > WARM_UP, "a soak runs longer than its warm-up");
+    assert!(minutes >= 2, "a soak has a warm-up and a measured half");
+    // Minutes of warm-up after which nothing may grow: the first half.
+    let warm_up = minutes / 2;
     let config = node.kubeconfig.as_path();
     let (dir, client, scratch) = install_for_load(&node, "e2e-soak", Some(SHELL_TWIN)).await;
     let namespace = scratch.name.clone();
@@ -384,11 +388,11 @@ async fn the_controller_holds_steady_under_half_an_hour_of_churn() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     watching.abort();
-    let warm = &rows[WARM_UP - 1];
+    let warm = &rows[warm_up - 1];
     let last = rows.last().unwrap();
     let growth = last.memory as f64 / warm.memory.max(1) as f64 - 1.0;
     eprintln!(
-        "after warm-up (minute {WARM_UP}) to the end: memory {:+.1}%, open files {} -> {}, tasks {} -> {}",
+        "after warm-up (minute {warm_up}) to the end: memory {:+.1}%, open files {} -> {}, tasks {} -> {}",
         growth * 100.0,
         warm.files,
         last.files,
