@@ -5,14 +5,14 @@
 //! leave the worker (`tokio::task::block_in_place`, which hands the worker's tasks to
 //! another thread). Handing them over wakes or starts a thread each time, though, and a
 //! binding's `jqFilter` runs once per watch event in microseconds: doing it for every
-//! run cost a thread switch per event, and kept a pool of threads alive that the
-//! allocator gave a heap each.
+//! run cost a thread switch per event, and kept more threads alive (`operon serve`
+//! under a churn of Pods had 10 threads with it, 8 without).
 //!
 //! So a run first goes on the worker within [`ON_WORKER`], a limit far below what it
 //! may take. Only a run that reaches it is run again off the worker, within its whole
 //! limits, and its filter is marked slow so that its later runs leave the worker at
-//! once. Filters are pure, so the second run yields what the first would have; a
-//! worker is held for at most [`ON_WORKER`] per filter.
+//! once. Filters are pure, so the second run yields what the first would have, and no
+//! run holds a worker for much longer than [`ON_WORKER`].
 
 use super::{Filter, JqError, Limit, Limits, configured_limits};
 use serde_json::Value;
