@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Assembles the root filesystem of the Operon image (deploy/Containerfile is FROM scratch
-# and copies it in): the operon binary, the programs shell hooks commonly use, and the
+# and copies it in): the operon binary and the sandbox launcher beside it
+# (operon-sandbox-exec, from the same build), the programs shell hooks commonly use, and the
 # shared libraries they load, copied from this machine. Nothing is downloaded.
 #
 #   deploy/image/build-rootfs.sh OPERON_BINARY OUT_DIR [MODULES_DIR]
@@ -36,6 +37,8 @@ modules=${3:-}
 [ -z "$modules" ] || [ -d "$modules" ] || die "$modules is not a directory"
 here=$(cd "$(dirname "$0")" && pwd)
 [ -x "$binary" ] || die "$binary is not an executable (build it: cargo build --release -p operon-engine)"
+launcher=$(dirname "$binary")/operon-sandbox-exec
+[ -x "$launcher" ] || die "$launcher is missing: the sandbox's launcher is built with operon (cargo build --release -p operon-engine builds both; with --bin, name both)"
 command -v ldd >/dev/null || die "ldd is missing (it comes with the C library's tools)"
 
 root=$out/rootfs
@@ -90,14 +93,20 @@ copy_libraries() {
   done < <(ldd "$1" 2>/dev/null || true)
 }
 
-# operon itself, without its debug information when strip is available.
-if command -v strip >/dev/null; then
-  strip --strip-debug -o "$root/usr/local/bin/operon" "$binary"
-else
-  cp "$binary" "$root/usr/local/bin/operon"
-fi
-chmod 0755 "$root/usr/local/bin/operon"
-copy_libraries "$binary"
+# operon itself and the script sandbox's launcher, built with it (operon uses the
+# launcher beside it: each waiting launcher then maps a small program, not the engine),
+# without their debug information when strip is available.
+install_binary() {
+  if command -v strip >/dev/null; then
+    strip --strip-debug -o "$root/usr/local/bin/$2" "$1"
+  else
+    cp "$1" "$root/usr/local/bin/$2"
+  fi
+  chmod 0755 "$root/usr/local/bin/$2"
+  copy_libraries "$1"
+}
+install_binary "$binary" operon
+install_binary "$launcher" operon-sandbox-exec
 
 for program in "${programs[@]}"; do
   path=$(type -P "$program" || true)

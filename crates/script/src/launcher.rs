@@ -14,10 +14,13 @@
 //!
 //! Any binary linking the engine becomes a launcher by calling [`run_if_invoked`] first
 //! thing in `main`; the engine marks the launcher's environment with `LAUNCHER_ENV`.
+//! The launcher's own small binary, [`LAUNCHER_BINARY`], is preferred where it is
+//! installed: see [`main_of_own_binary`].
 //! The launcher never needs `unsafe`: every step is an ordinary syscall on itself, and the
 //! program is started with `std::process::Command`.
 
 use super::channel;
+use super::fingerprint::FINGERPRINT;
 use super::protections::ProtectionState;
 use super::rules::SystemRules;
 use super::spec::{LaunchBase, LaunchFailure, LaunchReport, LaunchSpec, Limits, READY_MARKER};
@@ -42,11 +45,44 @@ const SETUP_FAILED: i32 = 125;
 /// The largest spec accepted on stdin.
 const MAX_SPEC_BYTES: usize = 16 << 20;
 
+/// The name of the launcher's own binary, which the engine uses when it finds it beside
+/// its own executable (see [`super::Launcher::for_this_binary`]).
+pub const LAUNCHER_BINARY: &str = "operon-sandbox-exec";
+
+/// The argument that makes the launcher's own binary print its build fingerprint.
+pub(crate) const FINGERPRINT_ARG: &str = "--fingerprint";
+
 /// Becomes the launcher and never returns when the engine started this process as one;
 /// returns immediately otherwise. Call it first thing in `main`, before any thread starts.
 pub fn run_if_invoked() {
     if std::env::var_os(LAUNCHER_ENV).is_some() {
         main()
+    }
+}
+
+/// The whole `main` of the launcher's own binary, [`LAUNCHER_BINARY`]: a launcher when
+/// the engine started it as one; with [`FINGERPRINT_ARG`], prints its build
+/// fingerprint for the engine to compare with its own; otherwise says what it is.
+///
+/// It exists because a launcher lives as long as its run, and a pool keeps several
+/// waiting: exec'd from the engine's own binary, each held about 2 MiB of that binary's
+/// relocated data.
+pub fn main_of_own_binary() -> ! {
+    run_if_invoked();
+    let mut args = std::env::args_os().skip(1);
+    match (args.next(), args.next()) {
+        (Some(arg), None) if arg == FINGERPRINT_ARG => {
+            println!("{FINGERPRINT:016x}");
+            std::process::exit(0)
+        }
+        _ => {
+            eprintln!(
+                "{LAUNCHER_BINARY} is the launcher of Operon's script sandbox: `operon` \
+                 starts it for each sandboxed run. It takes no commands; \
+                 `{LAUNCHER_BINARY} {FINGERPRINT_ARG}` prints its build fingerprint."
+            );
+            std::process::exit(2)
+        }
     }
 }
 
@@ -81,7 +117,29 @@ pub(crate) fn main() -> ! {
 fn read_base() -> Result<LaunchBase, String> {
     let text = std::env::var(LAUNCHER_ENV)
         .map_err(|e| format!("cannot read the launch base in {LAUNCHER_ENV}: {e}"))?;
-    serde_json::from_str(&text).map_err(|e| format!("invalid launch base: {e}"))
+    parse_base(&text)
+}
+
+fn parse_base(text: &str) -> Result<LaunchBase, String> {
+    #[derive(serde::Deserialize)]
+    struct Fingerprint {
+        fingerprint: Option<u64>,
+    }
+    // Read alone first: a base from other sources may not parse as this build's.
+    let theirs = serde_json::from_str::<Fingerprint>(text)
+        .map_err(|e| format!("invalid launch base: {e}"))?
+        .fingerprint;
+    if theirs != Some(FINGERPRINT) {
+        let this = std::env::current_exe()
+            .map_or_else(|_| "this launcher".to_owned(), |p| p.display().to_string());
+        return Err(format!(
+            "{this} was built from other sources than the engine that started it \
+             (fingerprint {FINGERPRINT:016x}, the engine's {}): install {LAUNCHER_BINARY} \
+             from the engine's own build, or remove it so that the engine launches itself",
+            theirs.map_or_else(|| "absent".to_owned(), |f| format!("{f:016x}"))
+        ));
+    }
+    serde_json::from_str(text).map_err(|e| format!("invalid launch base: {e}"))
 }
 
 /// The spec and the descriptors of [`LaunchSpec::handed`], in its order.
@@ -538,5 +596,47 @@ fn mount_scratch(
             "cannot mount a tmpfs on {}: {e}",
             spec.work_dir.display()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base(fingerprint: Option<u64>) -> String {
+        let mut json = serde_json::to_value(LaunchBase {
+            fingerprint: 0,
+            read_only: vec!["/usr".into()],
+            etc_hidden: Vec::new(),
+            devices: Vec::new(),
+            network: false,
+            mount_namespace: true,
+            private_proc: ProtectionState::Applied,
+            host_root: false,
+            scratch_bytes: None,
+        })
+        .unwrap();
+        match fingerprint {
+            Some(fingerprint) => json["fingerprint"] = fingerprint.into(),
+            None => drop(json.as_object_mut().unwrap().remove("fingerprint")),
+        }
+        json.to_string()
+    }
+
+    #[test]
+    fn a_base_from_this_build_parses() {
+        let parsed = parse_base(&base(Some(FINGERPRINT))).unwrap();
+        assert_eq!(parsed.read_only, [PathBuf::from("/usr")]);
+    }
+
+    #[test]
+    fn a_base_from_another_build_is_refused_with_both_fingerprints() {
+        let other = FINGERPRINT.wrapping_add(1);
+        let err = parse_base(&base(Some(other))).unwrap_err();
+        assert!(err.contains(&format!("{other:016x}")), "{err}");
+        assert!(err.contains(&format!("{FINGERPRINT:016x}")), "{err}");
+        assert!(err.contains(LAUNCHER_BINARY), "{err}");
+        let err = parse_base(&base(None)).unwrap_err();
+        assert!(err.contains("the engine's absent"), "{err}");
     }
 }

@@ -9,7 +9,9 @@
 //! - `pool` keeps launchers waiting inside fresh namespaces, one per run, so a run
 //!   only sends its spec over the `channel` (a socket that also hands over descriptors).
 //! - [`launcher`] is the in-sandbox half: the process that applies the protections and
-//!   starts the program. Binaries call [`launcher::run_if_invoked`] first thing in `main`.
+//!   starts the program. It is its own small binary where one is installed beside the
+//!   engine (`operon-sandbox-exec`, see [`Launcher::for_this_binary`]); otherwise binaries
+//!   call [`launcher::run_if_invoked`] first thing in `main` and launch themselves.
 //! - [`store`] keeps KubeDiag `scriptRunner` scripts under the agent's data root.
 //! - [`seccomp`] is the `Localhost` seccomp profile Operon's pods run under, which
 //!   lets the sandbox create its namespaces inside a container.
@@ -24,7 +26,9 @@
 mod channel;
 mod cleanup;
 pub mod error;
+mod fingerprint;
 pub mod launcher;
+mod launcher_program;
 mod namespaces;
 mod output;
 mod pool;

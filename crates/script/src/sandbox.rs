@@ -17,7 +17,7 @@
 
 use super::cleanup::Cleaner;
 use super::error::SandboxError;
-use super::launcher::LAUNCHER_ARG;
+pub use super::launcher_program::Launcher;
 use super::namespaces::NamespaceSupport;
 use super::output;
 use super::pool::{Finished, LauncherPool, Recipe, Shape};
@@ -35,27 +35,6 @@ pub(crate) const SANDBOX_PATH: &str =
 
 /// The host uid and gid runs use when the engine is root: `nobody`.
 pub(crate) const DEFAULT_SANDBOX_ID: u32 = 65534;
-
-/// The program that becomes the launcher, and the arguments that make it one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launcher {
-    /// The executable: the `operon` binary, or any binary whose `main` first calls
-    /// [`super::launcher::run_if_invoked`].
-    pub program: PathBuf,
-    /// Arguments; informational, the environment marks a launcher.
-    pub args: Vec<String>,
-}
-
-impl Launcher {
-    /// The running executable with the hidden `__sandbox-exec` argument: right for the
-    /// `operon` binary, benchmarks and any binary that calls `run_if_invoked` first.
-    pub fn current_exe() -> std::io::Result<Self> {
-        Ok(Self {
-            program: std::env::current_exe()?,
-            args: vec![LAUNCHER_ARG.to_owned()],
-        })
-    }
-}
 
 /// Process-wide settings of the script sandbox.
 #[derive(Debug, Clone)]
@@ -296,10 +275,12 @@ impl LazyScriptSandbox {
 }
 
 impl ScriptSandbox {
-    /// A sandbox with the default settings whose launcher is this very binary, which
-    /// must call [`super::launcher::run_if_invoked`] first thing in `main`.
+    /// A sandbox with the default settings whose launcher is the launcher's own binary
+    /// beside this one, or else this very binary, which must then call
+    /// [`super::launcher::run_if_invoked`] first thing in `main` (see
+    /// [`Launcher::for_this_binary`]).
     pub fn with_this_binary(strict: bool) -> Result<Self, SandboxError> {
-        let launcher = Launcher::current_exe().map_err(SandboxError::NoLauncher)?;
+        let launcher = Launcher::for_this_binary().map_err(SandboxError::NoLauncher)?;
         let mut config = ScriptSandboxConfig::new(launcher);
         config.strict = strict;
         Self::new(config)
@@ -330,6 +311,7 @@ impl ScriptSandbox {
             None => rustix::process::geteuid().is_root(),
         };
         let base = LaunchBase {
+            fingerprint: super::fingerprint::FINGERPRINT,
             read_only: config.read_only.clone(),
             etc_hidden: config.etc_hidden.clone(),
             devices: config.devices.clone(),

@@ -53,6 +53,9 @@ impl Default for Limits {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LaunchBase {
+    /// The engine's [build fingerprint](super::fingerprint): a launcher built from other
+    /// sources refuses to run rather than misread the rest.
+    pub(crate) fingerprint: u64,
     /// Paths that may be read and executed.
     pub(crate) read_only: Vec<PathBuf>,
     /// `/etc` entries never to expose, relative to `/etc`.

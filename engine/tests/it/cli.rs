@@ -387,6 +387,51 @@ fn kubediag_objects_are_converted_with_a_report_and_then_run() {
     );
 }
 
+/// `operon` launches its sandboxed runs from the launcher's own binary, built with it
+/// and installed beside it: the run's pid 1 is that program, not the engine.
+#[test]
+fn runs_are_launched_by_the_launchers_own_binary_beside_operon() {
+    const PIPELINE: &str = r#"
+apiVersion: operon.dev/v1alpha1
+kind: Operation
+metadata: {name: init}
+spec:
+  processor:
+    scriptRunner:
+      operationResultKey: init
+      script: cat /proc/1/comm
+---
+apiVersion: operon.dev/v1alpha1
+kind: OperationSet
+metadata: {name: init}
+spec:
+  adjacencyList:
+    - {id: 0, to: [1]}
+    - {id: 1, operation: init}
+"#;
+    let beside = Path::new(env!("CARGO_BIN_EXE_operon")).with_file_name("operon-sandbox-exec");
+    assert!(beside.exists(), "cargo builds the launcher with operon");
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "pipeline.yaml", PIPELINE);
+    let run = [
+        "run",
+        file.to_str().unwrap(),
+        "--operation-set",
+        "init",
+        "--output",
+        "json",
+    ];
+    let out = operon(&run);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["status"]["phase"], "Succeeded", "{d:#}");
+    // The kernel keeps the first 15 bytes of the executable's name.
+    assert_eq!(
+        d["status"]["operationResults"]["operation.init.output"], "operon-sandbox-\n",
+        "{d:#}"
+    );
+}
+
 /// A one-step pipeline whose script reads the mount table and the process list.
 const PROC_PIPELINE: &str = r#"
 apiVersion: operon.dev/v1alpha1

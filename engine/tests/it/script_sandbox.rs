@@ -7,7 +7,7 @@
 //! environment; after the run no process on the host may still carry it.
 
 use operon::script::{
-    Limits, OutputMode, ProtectionState, RunDir, RunStatus, SandboxError, SandboxOutcome,
+    Launcher, Limits, OutputMode, ProtectionState, RunDir, RunStatus, SandboxError, SandboxOutcome,
     SandboxRequest, ScriptSandbox, ScriptSandboxConfig,
 };
 use std::path::Path;
@@ -295,6 +295,33 @@ async fn the_environment_holds_only_the_contract_and_the_allow_list() {
         );
     }
     assert!(names.contains(&"ALLOWED"));
+}
+
+/// The launcher's own binary, which `operon` uses when it is installed beside it,
+/// applies every protection and is the run's pid 1.
+#[tokio::test]
+async fn the_launchers_own_binary_applies_every_protection() {
+    let launcher = Launcher {
+        program: env!("CARGO_BIN_EXE_operon-sandbox-exec").into(),
+        args: Vec::new(),
+    };
+    let mut config = ScriptSandboxConfig::new(launcher);
+    config.strict = true;
+    let sandbox = ScriptSandbox::new(config).unwrap();
+    let run = run_script(
+        &sandbox,
+        "cat /proc/1/comm; id -u",
+        Duration::from_secs(10),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(run.outcome.status, RunStatus::Exited(0), "{}", run.stderr());
+    assert_eq!(run.stdout(), "operon-sandbox-\n0\n");
+    for (name, state) in run.outcome.protections.iter() {
+        assert_eq!(state, &ProtectionState::Applied, "{name}");
+    }
+    assert_nothing_left(&run.marker);
 }
 
 #[tokio::test]
