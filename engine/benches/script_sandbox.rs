@@ -6,9 +6,12 @@
 //! the `operon` binary does in production. Prints the median of each variant, the
 //! sandbox's added time, and the ratio. The target is at most 1 ms added.
 //!
-//! The last variant starts every launcher when its run comes (`pool_size: 0`), as the
-//! sandbox did before it kept launchers waiting: the before and after of that change,
-//! measured in one run. Every variant is measured twice: back to back, and with 25 ms
+//! The "no pool" variants start every launcher when its run comes (`pool_size: 0`), as
+//! the sandbox did before it kept launchers waiting: the before and after of that
+//! change, measured in one run. The "own binary" variants launch from
+//! `operon-sandbox-exec`, as `operon` does where it is installed beside it, instead of
+//! from this large binary, which stands in for `operon` (their relocations are most of
+//! a launcher's start). Every variant is measured twice: back to back, and with 25 ms
 //! between runs so that the pool's refills are not measured as part of the next run.
 
 use operon::script::{Launcher, Limits, SandboxRequest, ScriptSandbox, ScriptSandboxConfig};
@@ -44,7 +47,15 @@ async fn bench() {
     config.runs_dir = runs.path().join("runs");
     let pooled = ScriptSandbox::new(config.clone()).expect("the script sandbox");
     config.pool_size = 0;
-    let unpooled = ScriptSandbox::new(config).expect("the script sandbox without a pool");
+    let unpooled = ScriptSandbox::new(config.clone()).expect("the script sandbox without a pool");
+    let mut own = ScriptSandboxConfig::new(Launcher {
+        program: env!("CARGO_BIN_EXE_operon-sandbox-exec").into(),
+        args: Vec::new(),
+    });
+    own.runs_dir = config.runs_dir.clone();
+    let pooled_own = ScriptSandbox::new(own.clone()).expect("the launcher's own binary");
+    own.pool_size = 0;
+    let unpooled_own = ScriptSandbox::new(own).expect("the launcher's own binary, no pool");
 
     let plain_dir = tempfile::tempdir().expect("a temp dir");
     let plain_script = plain_dir.path().join("script");
@@ -96,7 +107,7 @@ async fn bench() {
         ("back to back", Duration::ZERO),
         ("25 ms apart", Duration::from_millis(25)),
     ] {
-        let mut times: [Vec<Duration>; 5] = Default::default();
+        let mut times: [Vec<Duration>; 7] = Default::default();
         for round in 0..WARMUP + ROUNDS {
             tokio::time::sleep(pause).await;
             let p = plain().await;
@@ -109,23 +120,38 @@ async fn bench() {
             tokio::time::sleep(pause).await;
             let (unpooled_full, unpooled_report) =
                 sandboxed(&unpooled, Limits::default(), false).await;
-            assert_eq!(
-                report, unpooled_report,
-                "both ways apply the same protections"
-            );
+            tokio::time::sleep(pause).await;
+            let (own_full, own_report) = sandboxed(&pooled_own, Limits::default(), false).await;
+            tokio::time::sleep(pause).await;
+            let (unpooled_own_full, unpooled_own_report) =
+                sandboxed(&unpooled_own, Limits::default(), false).await;
+            for other in [&unpooled_report, &own_report, &unpooled_own_report] {
+                assert_eq!(&report, other, "every way applies the same protections");
+            }
             if round >= WARMUP {
-                for (series, t) in
-                    times
-                        .iter_mut()
-                        .zip([p, full, without_tmpfs, with_network, unpooled_full])
-                {
+                for (series, t) in times.iter_mut().zip([
+                    p,
+                    full,
+                    without_tmpfs,
+                    with_network,
+                    unpooled_full,
+                    own_full,
+                    unpooled_own_full,
+                ]) {
                     series.push(t);
                 }
             }
             protections = Some(report);
         }
-        let [plain_t, full_t, no_tmpfs_t, network_t, unpooled_t] =
-            times.map(|mut t| median(&mut t));
+        let [
+            plain_t,
+            full_t,
+            no_tmpfs_t,
+            network_t,
+            unpooled_t,
+            own_t,
+            unpooled_own_t,
+        ] = times.map(|mut t| median(&mut t));
         println!("script sandbox, {title}: {ROUNDS} rounds, medians");
         println!(
             "  plain fork/exec                       {:8.3} ms",
@@ -136,6 +162,8 @@ async fn bench() {
             ("sandboxed, no scratch tmpfs", no_tmpfs_t),
             ("sandboxed, no tmpfs, network allowed", network_t),
             ("no pool (before), all protections", unpooled_t),
+            ("own binary, all protections", own_t),
+            ("own binary, no pool", unpooled_own_t),
         ] {
             println!(
                 "  {name:<37} {:8.3} ms  (+{:.3} ms, {:.1}x)",

@@ -35,18 +35,20 @@
 //! `src/cli`, beside `main.rs`.
 
 /// The allocator the `operon` binary runs with, and the benchmarks that measure its work:
-/// the C library's, or mimalloc with the `mimalloc` feature.
+/// mimalloc with the `mimalloc` feature (the default), else the C library's.
 ///
 /// Each watch event allocates and frees JSON trees of many small nodes. Under bursts,
 /// glibc's malloc spends much of the hook loop's time outside the guest call
 /// consolidating and unlinking the freed chunks, where mimalloc's per-size free pages
-/// do not; but at rest mimalloc holds more (6 to 9 MiB more for a controller idle or
-/// watching a thousand Pods), so it is not the default. It is built without asking for transparent
-/// huge pages, which kept freed memory resident. See the book's performance pages.
+/// do not, and the kube layer's cost over a parse is mostly freeing. At rest mimalloc
+/// holds a few MiB more (6 to 9 MiB for a controller idle or watching a thousand Pods),
+/// which the launcher's own binary more than gave back. It is built without asking for
+/// transparent huge pages, which kept freed memory resident. See the book's performance
+/// pages.
 #[cfg(feature = "mimalloc")]
 pub use mimalloc::MiMalloc as Allocator;
 /// The allocator the `operon` binary runs with, and the benchmarks that measure its work:
-/// the C library's, or mimalloc with the `mimalloc` feature.
+/// mimalloc with the `mimalloc` feature (the default), else the C library's.
 #[cfg(not(feature = "mimalloc"))]
 pub use std::alloc::System as Allocator;
 

@@ -25,7 +25,8 @@
 //! - the API server's request counts (its `/metrics`) per label update, by verb.
 //!
 //! `OPERON_SCALE_WRAPPER` starts `operon serve` under a profiler (`heaptrack -o FILE`,
-//! which sees only malloc: not a build with `--features mimalloc`);
+//! which sees only malloc: a build with `--no-default-features`, not the default one
+//! on mimalloc);
 //! `OPERON_SCALE_BINARY` runs another build of it (the image's, `target/image/operon`).
 //! `OPERON_SCALE_SHELL=0` leaves the bash + jq twin out, to see what the wasm hook's
 //! latency is when the CPUs do not also run a hundred bash and jq processes a second.

@@ -1,7 +1,7 @@
 //! Handing the heap's free memory back to the system in the long-running commands
-//! (`operon serve`, `operon agent`), when the binary runs on glibc's allocator (the
-//! default). Built with the `mimalloc` feature, it returns the pages it frees by
-//! itself, and these are no-ops.
+//! (`operon serve`, `operon agent`), when the binary runs on glibc's allocator (built
+//! with `--no-default-features`). On mimalloc, the default, the allocator returns the
+//! pages it frees by itself, and these are no-ops.
 //!
 //! glibc's allocator gives each busy thread an arena of its own and keeps what is freed
 //! there for later allocations. Under churn (Pods created, updated and deleted, hooks run
