@@ -50,7 +50,7 @@ const MAX_SPEC_BYTES: usize = 16 << 20;
 pub const LAUNCHER_BINARY: &str = "operon-sandbox-exec";
 
 /// The argument that makes the launcher's own binary print its build fingerprint.
-pub(crate) const FINGERPRINT_ARG: &str = "--fingerprint";
+pub const FINGERPRINT_ARG: &str = "--fingerprint";
 
 /// Becomes the launcher and never returns when the engine started this process as one;
 /// returns immediately otherwise. Call it first thing in `main`, before any thread starts.

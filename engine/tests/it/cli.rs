@@ -391,28 +391,14 @@ fn kubediag_objects_are_converted_with_a_report_and_then_run() {
 /// and installed beside it: the run's pid 1 is that program, not the engine.
 #[test]
 fn runs_are_launched_by_the_launchers_own_binary_beside_operon() {
-    const PIPELINE: &str = r#"
-apiVersion: operon.dev/v1alpha1
-kind: Operation
-metadata: {name: init}
-spec:
-  processor:
-    scriptRunner:
-      operationResultKey: init
-      script: cat /proc/1/comm
----
-apiVersion: operon.dev/v1alpha1
-kind: OperationSet
-metadata: {name: init}
-spec:
-  adjacencyList:
-    - {id: 0, to: [1]}
-    - {id: 1, operation: init}
-"#;
     let beside = Path::new(env!("CARGO_BIN_EXE_operon")).with_file_name("operon-sandbox-exec");
     assert!(beside.exists(), "cargo builds the launcher with operon");
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "pipeline.yaml", PIPELINE);
+    let file = write(
+        dir.path(),
+        "pipeline.yaml",
+        &one_step_pipeline("init", "cat /proc/1/comm"),
+    );
     let run = [
         "run",
         file.to_str().unwrap(),
@@ -432,29 +418,41 @@ spec:
     );
 }
 
-/// A one-step pipeline whose script reads the mount table and the process list.
-const PROC_PIPELINE: &str = r#"
-apiVersion: operon.dev/v1alpha1
+/// A pipeline of one Operation and its OperationSet, both `name`, whose script's output
+/// is the result `name`.
+fn one_step_pipeline(name: &str, script: &str) -> String {
+    let script: String = script.lines().map(|l| format!("        {l}\n")).collect();
+    format!(
+        "apiVersion: operon.dev/v1alpha1
 kind: Operation
-metadata: {name: look}
+metadata: {{name: {name}}}
 spec:
   processor:
     scriptRunner:
-      operationResultKey: look
+      operationResultKey: {name}
       script: |
-        #!/bin/sh
-        df -P | head -n 3
-        echo "processes: $(ls /proc | grep -c '^[0-9]')"
-        cat /proc/loadavg >/dev/null && echo "loadavg readable"
----
+{script}---
 apiVersion: operon.dev/v1alpha1
 kind: OperationSet
-metadata: {name: look}
+metadata: {{name: {name}}}
 spec:
   adjacencyList:
-    - {id: 0, to: [1]}
-    - {id: 1, operation: look}
-"#;
+    - {{id: 0, to: [1]}}
+    - {{id: 1, operation: {name}}}
+"
+    )
+}
+
+/// A one-step pipeline whose script reads the mount table and the process list.
+fn proc_pipeline() -> String {
+    one_step_pipeline(
+        "look",
+        "#!/bin/sh
+df -P | head -n 3
+echo \"processes: $(ls /proc | grep -c '^[0-9]')\"
+cat /proc/loadavg >/dev/null && echo \"loadavg readable\"",
+    )
+}
 
 /// `operon run ARGS` in a mount namespace whose /proc is masked the way a container
 /// runtime masks it (a read-only /proc/sys over it): the kernel then refuses the
@@ -485,7 +483,7 @@ fn run_under_a_masked_proc(args: &[&str]) -> Option<Output> {
 #[test]
 fn without_a_private_proc_a_run_sees_its_snapshot_and_strict_may_waive_it() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "pipeline.yaml", PROC_PIPELINE);
+    let file = write(dir.path(), "pipeline.yaml", &proc_pipeline());
     let file = file.to_str().unwrap();
     let run = ["run", file, "--operation-set", "look", "--output", "json"];
     let Some(out) = run_under_a_masked_proc(&run) else {
