@@ -9,8 +9,8 @@ use std::path::PathBuf;
 /// The program that becomes the launcher, and the arguments that make it one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launcher {
-    /// The executable: the `operon` binary, or any binary whose `main` first calls
-    /// [`super::launcher::run_if_invoked`].
+    /// The executable: `operon-sandbox-exec`, the `operon` binary, or any binary whose
+    /// `main` first calls [`super::launcher::run_if_invoked`].
     pub program: PathBuf,
     /// Arguments; informational, the environment marks a launcher.
     pub args: Vec<String>,
