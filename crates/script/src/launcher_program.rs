@@ -4,7 +4,8 @@
 
 use super::fingerprint::FINGERPRINT;
 use super::launcher::{FINGERPRINT_ARG, LAUNCHER_ARG, LAUNCHER_BINARY};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The program that becomes the launcher, and the arguments that make it one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,9 +27,16 @@ impl Launcher {
     /// The launcher's own binary when it is installed beside the running executable and
     /// was built from the same sources, else the running executable (see
     /// [`Self::current_exe`]). Each waiting launcher then holds a fraction of a MiB
-    /// instead of the relocated data of the whole engine.
+    /// instead of the relocated data of the whole engine. Chosen once per process, as
+    /// every sandbox of it asks; a launcher binary replaced afterwards by another build's
+    /// refuses this engine's runs, naming both fingerprints.
     pub fn for_this_binary() -> std::io::Result<Self> {
-        Ok(Self::beside(std::env::current_exe()?))
+        static CHOSEN: OnceLock<Launcher> = OnceLock::new();
+        if let Some(chosen) = CHOSEN.get() {
+            return Ok(chosen.clone());
+        }
+        let chosen = Self::beside(std::env::current_exe()?);
+        Ok(CHOSEN.get_or_init(|| chosen).clone())
     }
 
     fn this_binary(exe: PathBuf) -> Self {
@@ -40,50 +48,50 @@ impl Launcher {
 
     /// [`Self::for_this_binary`] for the executable `exe`.
     fn beside(exe: PathBuf) -> Self {
-        let Some(own) = exe.parent().map(|dir| dir.join(LAUNCHER_BINARY)) else {
-            return Self::this_binary(exe);
-        };
-        if !own.exists() {
-            return Self::this_binary(exe);
-        }
-        // The launcher's env var is never set here, so the binary only answers.
-        let answer = std::process::Command::new(&own)
-            .arg(FINGERPRINT_ARG)
-            .env_clear()
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output();
-        let ours = format!("{FINGERPRINT:016x}");
-        match answer {
-            Ok(out)
-                if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == ours =>
-            {
-                Self {
-                    program: own,
-                    args: Vec::new(),
-                }
-            }
-            Ok(out) => {
-                tracing::warn!(
-                    launcher = %own.display(),
-                    fingerprint = %String::from_utf8_lossy(&out.stdout).trim(),
-                    ours,
-                    "the sandbox launcher beside the engine was built from other sources; \
-                     the engine's own binary launches the runs instead"
-                );
-                Self::this_binary(exe)
-            }
-            Err(e) => {
-                tracing::warn!(
-                    launcher = %own.display(),
-                    error = %e,
-                    "cannot start the sandbox launcher beside the engine; the engine's own \
-                     binary launches the runs instead"
-                );
-                Self::this_binary(exe)
-            }
+        match own_binary_beside(&exe) {
+            Some(own) => Self {
+                program: own,
+                args: Vec::new(),
+            },
+            None => Self::this_binary(exe),
         }
     }
+}
+
+/// The launcher's own binary beside `exe`, when it is there and answers with this
+/// build's fingerprint; a warning says why one that is there is not used.
+fn own_binary_beside(exe: &Path) -> Option<PathBuf> {
+    let own = exe.parent()?.join(LAUNCHER_BINARY);
+    if !own.exists() {
+        return None;
+    }
+    // The launcher's env var is never set here, so the binary only answers.
+    let answer = std::process::Command::new(&own)
+        .arg(FINGERPRINT_ARG)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let ours = format!("{FINGERPRINT:016x}");
+    let why = match answer {
+        Ok(out) => {
+            let theirs = String::from_utf8_lossy(&out.stdout);
+            if out.status.success() && theirs.trim() == ours {
+                return Some(own);
+            }
+            format!(
+                "it was built from other sources (fingerprint {:?}, ours {ours})",
+                theirs.trim()
+            )
+        }
+        Err(e) => format!("it cannot be started: {e}"),
+    };
+    tracing::warn!(
+        launcher = %own.display(),
+        "the sandbox launcher beside the engine is not used, {why}; the engine's own \
+         binary launches the runs instead"
+    );
+    None
 }
 
 #[cfg(test)]

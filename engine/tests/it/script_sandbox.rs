@@ -15,7 +15,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 fn sandbox() -> ScriptSandbox {
-    let mut config = ScriptSandboxConfig::new(crate::launcher());
+    sandbox_with(crate::launcher())
+}
+
+/// A strict sandbox whose runs start from `launcher`.
+fn sandbox_with(launcher: Launcher) -> ScriptSandbox {
+    let mut config = ScriptSandboxConfig::new(launcher);
     config.strict = true;
     ScriptSandbox::new(config).unwrap()
 }
@@ -301,13 +306,10 @@ async fn the_environment_holds_only_the_contract_and_the_allow_list() {
 /// applies every protection and is the run's pid 1.
 #[tokio::test]
 async fn the_launchers_own_binary_applies_every_protection() {
-    let launcher = Launcher {
+    let sandbox = sandbox_with(Launcher {
         program: env!("CARGO_BIN_EXE_operon-sandbox-exec").into(),
         args: Vec::new(),
-    };
-    let mut config = ScriptSandboxConfig::new(launcher);
-    config.strict = true;
-    let sandbox = ScriptSandbox::new(config).unwrap();
+    });
     let run = run_script(
         &sandbox,
         "cat /proc/1/comm; id -u",
